@@ -1,0 +1,3 @@
+"""Built-in nodes, one family a module."""
+
+__all__: list[str] = []
