@@ -1,13 +1,30 @@
-"""labkit: parallel machine-learning experiments on Dask, watched live from Jupyter."""
+"""labkit: parallel machine-learning experiments on Dask, watched live from Jupyter.
 
-from . import nodes
+Examples
+--------
+>>> import labkit as lk
+>>> with lk.LocalScheduler() as s:
+...     _ = s.add_task(2, lambda x: x * 21)
+...     s.get_results()
+[42]
+"""
+
+from . import events, nodes
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
                      SchedulerError, TaskError, TrainingError)
-from .flows import Node
+from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
+                    FlowTrainCallable, Node, ParallelFlow, Run)
+from .scheduling import (DaskScheduler, FunctionCallable, ListResultContainer, LocalScheduler,
+                         OrderedResultContainer, ResultContainer, Scheduler, TaskCallable)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "nodes", "Node", "LabkitError", "TaskError", "NotForkableError", "InputError",
-    "TrainingError", "CancelledError", "SchedulerError",
+    "events", "nodes",
+    "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
+    "CancelledError", "SchedulerError",
+    "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
+    "FlowTrainCallable", "FlowExecuteCallable",
+    "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
+    "ResultContainer", "ListResultContainer", "OrderedResultContainer",
 ]

@@ -1,5 +1,11 @@
 """Nodes and flows: the node contract, serial, parallel and checkpointed flows."""
 
+from .callables import FlowExecuteCallable, FlowTrainCallable
+from .checkpoint import CheckpointFlow, CheckpointSaver
+from .flow import Flow
 from .node import Node
+from .parallel import JoinResultContainer, ParallelFlow
+from .run import Run
 
-__all__ = ["Node"]
+__all__ = ["Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
+           "FlowTrainCallable", "FlowExecuteCallable", "JoinResultContainer"]

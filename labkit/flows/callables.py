@@ -1,0 +1,98 @@
+"""Task callables for flows: train one node, or execute a flow, on a worker.
+
+The callable carries the already-trained nodes before the one being trained,
+so a chunk goes through them on the worker, inside the task, never on the
+client.  Subclass and override :meth:`FlowTrainCallable.transform` (or the
+execute twin) to change chunks on the worker first, e.g. to decode images.
+
+Examples
+--------
+>>> import numpy as np
+>>> class Decode(FlowTrainCallable):
+...     def transform(self, chunk):
+...         return chunk.astype("float64") / 255
+>>> # flow.train(chunks_of_uint8, scheduler=s, train_callable_class=Decode)
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from ..errors import LabkitError
+from ..scheduling.task import TaskCallable
+from .sources import split_chunk
+
+__all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes"]
+
+
+def execute_nodes(nodes, x, first_index: int = 0):
+    """Run ``x`` through ``nodes``; an error names the node that raised it."""
+    for offset, node in enumerate(nodes):
+        try:
+            x = node.execute(x)
+        except LabkitError as err:
+            raise err.locate(node=first_index + offset, node_name=node.name)
+    return x
+
+
+class FlowTrainCallable(TaskCallable):
+    """Trains a fork of node ``len(prefix)`` on one chunk and returns the fork.
+
+    Parameters
+    ----------
+    prefix : list of Node
+        Trained nodes that come before the node being trained.
+    node : Node
+        A fork of the node being trained; forked again for every task.
+    """
+
+    def __init__(self, prefix, node):
+        self.prefix = list(prefix)
+        self.node = node
+
+    def transform(self, chunk):
+        """Change a chunk on the worker before anything else sees it."""
+        return chunk
+
+    def fork(self):
+        forked = copy.copy(self)
+        forked.node = self.node.fork()
+        return forked
+
+    def __call__(self, chunk):
+        x, args = split_chunk(self.transform(chunk))
+        x = execute_nodes(self.prefix, x)
+        self.node.train(x, *args)
+        return self.node
+
+
+class FlowExecuteCallable(TaskCallable):
+    """Executes ``nodes`` on one chunk; forks nodes that learn during execute.
+
+    Returns the output array, or ``(output, forks)`` when some node uses
+    execute forks (``forks`` maps node index to the fork to join).
+    """
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+        self.forking = [i for i, n in enumerate(self.nodes) if n.use_execute_fork()]
+
+    def transform(self, chunk):
+        """Change a chunk on the worker before anything else sees it."""
+        return chunk
+
+    def fork(self):
+        if not self.forking:
+            return self
+        forked = copy.copy(self)
+        forked.nodes = [n.fork() if i in self.forking else n for i, n in enumerate(self.nodes)]
+        return forked
+
+    def __call__(self, chunk):
+        x, _ = split_chunk(self.transform(chunk))
+        y = execute_nodes(self.nodes, np.asarray(x))
+        if self.forking:
+            return y, {i: self.nodes[i] for i in self.forking}
+        return y

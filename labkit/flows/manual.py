@@ -1,0 +1,130 @@
+"""The seed's manual task API for parallel flows.
+
+For users who drive a scheduler themselves::
+
+    flow.setup_parallel_training(data_iterables)
+    while flow.is_parallel_training:
+        while flow.task_available:
+            scheduler.add_task(*flow.get_task())
+        flow.use_results(scheduler.get_results())
+
+Phases of nodes that cannot fork are trained locally while advancing, so
+the loop only ever sees parallel phases.  Execution works the same way with
+``setup_parallel_execution``; its ``use_results`` returns the output.
+"""
+
+from __future__ import annotations
+
+from ..errors import LabkitError, NotForkableError, TrainingError
+from .callables import FlowExecuteCallable, FlowTrainCallable
+from .sources import as_chunks
+
+__all__ = ["ManualTasksMixin"]
+
+_END = object()
+
+
+class _Tasks:
+    """A lookahead over one chunk source, paired with the callable for its tasks."""
+
+    def __init__(self, chunks, task_callable):
+        self._chunks = iter(chunks)
+        self.task_callable = task_callable
+        self.next = next(self._chunks, _END)
+
+    def available(self) -> bool:
+        return self.next is not _END
+
+    def take(self):
+        chunk, self.next = self.next, next(self._chunks, _END)
+        return chunk, self.task_callable
+
+
+class ManualTasksMixin:
+    """``setup_parallel_training``, ``get_task``, ``use_results`` and friends."""
+
+    _manual = None        # (mode, state) while a manual run is set up
+
+    def setup_parallel_training(self, data_iterables, train_callable_class=None,
+                                resume: bool = False) -> None:
+        """Prepare manual parallel training; trains non-forking phases locally."""
+        sources = self._check_training(data_iterables, resume)
+        plan = [(i, chunks) for i, chunks in enumerate(sources) if chunks is not None]
+        self._manual = ("train", {"plan": plan, "class": train_callable_class or FlowTrainCallable,
+                                  "tasks": None})
+        self._advance_training()
+
+    def setup_parallel_execution(self, iterable, nodenr=None, execute_callable_class=None):
+        """Prepare manual parallel execution of ``iterable``."""
+        nodes = self._executing_nodes(nodenr)
+        task_callable = (execute_callable_class or FlowExecuteCallable)(nodes)
+        self._manual = ("execute", {"tasks": _Tasks(as_chunks(iterable), task_callable),
+                                    "nodes": nodes})
+
+    @property
+    def is_parallel_training(self) -> bool:
+        """Whether a manual training run has phases left."""
+        return self._manual is not None and self._manual[0] == "train"
+
+    @property
+    def is_parallel_executing(self) -> bool:
+        """Whether a manual execution is set up and not yet used."""
+        return self._manual is not None and self._manual[0] == "execute"
+
+    @property
+    def task_available(self) -> bool:
+        """Whether ``get_task`` has another task for the current phase."""
+        tasks = self._manual[1]["tasks"] if self._manual else None
+        return tasks is not None and tasks.available()
+
+    def get_task(self):
+        """The next ``(chunk, task_callable)`` pair, ready for ``scheduler.add_task``."""
+        if not self.task_available:
+            raise TrainingError("no task available: call use_results with the results of "
+                                "the current phase, or set up a run first")
+        return self._manual[1]["tasks"].take()
+
+    def use_results(self, results):
+        """Use the results of the current phase (training) or of execution."""
+        if self._manual is None:
+            raise TrainingError("use_results without setup_parallel_training/execution")
+        mode, state = self._manual
+        if mode == "execute":
+            self._manual = None
+            return self._join_manual_execute(state, results)
+        i = state["plan"][0][0]
+        node = self.nodes[i]
+        for forked in results:
+            node.join(forked)
+        try:
+            node.stop_training()
+        except LabkitError as err:
+            raise err.locate(node=i, node_name=node.name)
+        self._advance_training()
+        return None
+
+    def _join_manual_execute(self, state, results):
+        import numpy as np
+        tc = state["tasks"].task_callable
+        if tc.forking:
+            results = [self._join_execute_forks(state["nodes"], r) for r in results]
+        return np.concatenate(results)
+
+    def _advance_training(self) -> None:
+        """Move to the next phase that runs as tasks, training local phases on the way."""
+        state = self._manual[1]
+        while state["plan"]:
+            i, chunks = state["plan"][0]
+            node = self.nodes[i]
+            if not node.is_training():
+                self._after_node(i)
+                state["plan"].pop(0)
+                continue
+            try:
+                fork = node.fork()
+            except NotForkableError:
+                self._train_phase_serial(i, chunks)
+                continue
+            state["tasks"] = _Tasks(chunks, state["class"](self.nodes[:i], fork))
+            return
+        self._manual = None

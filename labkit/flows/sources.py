@@ -1,0 +1,79 @@
+"""Turning what a user passes to ``train``/``execute`` into streams of chunks.
+
+A node's input may be one array (one chunk), a list of chunks, any iterable
+or iterator of chunks (pulled lazily), a Dask array (its row blocks, trained
+where they lie) or a list of Dask futures / delayed chunks.  A chunk is an
+array, or a tuple ``(x, *args)`` passed on as ``node.train(x, *args)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables"]
+
+
+def is_dask_array(obj) -> bool:
+    """Whether ``obj`` is a ``dask.array.Array`` (without importing dask.array)."""
+    return type(obj).__name__ == "Array" and type(obj).__module__.startswith("dask.array")
+
+
+def _dask_row_blocks(arr) -> list:
+    """Row blocks of a Dask array as delayed objects, whole rows each."""
+    if arr.ndim != 2:
+        raise InputError(f"a Dask array chunk source must be 2-D, got shape {arr.shape}")
+    if len(arr.chunks[1]) > 1:
+        arr = arr.rechunk({1: -1})  # a node needs whole rows; keep the row blocks as they are
+    return list(arr.to_delayed().ravel())
+
+
+def as_chunks(data) -> Iterable:
+    """An iterable of chunks for ``data`` (see module docstring)."""
+    if isinstance(data, np.ndarray):
+        return [data]
+    if is_dask_array(data):
+        return _dask_row_blocks(data)
+    if isinstance(data, tuple) and data and isinstance(data[0], np.ndarray):
+        return [data]  # one (x, y) chunk
+    if isinstance(data, (str, bytes)) or not hasattr(data, "__iter__"):
+        raise InputError(f"expected an array or an iterable of chunks, got {type(data).__name__}")
+    return data
+
+
+def is_one_shot(data) -> bool:
+    """Whether iterating ``data`` consumes it (an iterator or generator)."""
+    return isinstance(data, Iterator)
+
+
+def split_chunk(chunk) -> tuple[Any, tuple]:
+    """``(x, args)`` for a chunk that is ``x`` or ``(x, *args)``."""
+    if isinstance(chunk, tuple):
+        if not chunk:
+            raise InputError("a chunk tuple must hold at least the input array")
+        return chunk[0], chunk[1:]
+    return chunk, ()
+
+
+def check_data_iterables(data_iterables, n_nodes: int) -> list:
+    """One data source per node; a single array is used for every node."""
+    if isinstance(data_iterables, np.ndarray) or is_dask_array(data_iterables):
+        return [data_iterables] * n_nodes
+    if not isinstance(data_iterables, (list, tuple)):
+        raise InputError("data_iterables must be a list with one iterable per node "
+                         f"(or one array for all), got {type(data_iterables).__name__}")
+    if len(data_iterables) != n_nodes:
+        raise InputError(f"wrong number of data iterables: got {len(data_iterables)} "
+                         f"for {n_nodes} nodes (use None for nodes that do not train)")
+    return list(data_iterables)
+
+
+def known_length(chunks) -> int | None:
+    """Number of chunks when the source knows it without being consumed."""
+    try:
+        return len(chunks)
+    except TypeError:
+        return None

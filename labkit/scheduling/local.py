@@ -1,0 +1,47 @@
+"""The in-process, serial scheduler: same API, no cluster."""
+
+from __future__ import annotations
+
+from ..errors import LabkitError
+from ..events import TaskInfo, TaskStarted
+from .base import Scheduler, _as_labkit_error
+from .task import run_task
+
+__all__ = ["LocalScheduler", "resolve_local"]
+
+
+def resolve_local(data):
+    """Materialise a Dask future or delayed chunk in-process; other data as is."""
+    if hasattr(data, "dask") and hasattr(data, "compute"):      # a dask.delayed object
+        return data.compute(scheduler="sync")
+    if type(data).__name__ == "Future" and hasattr(data, "result"):
+        return data.result()
+    return data
+
+
+class LocalScheduler(Scheduler):
+    """Runs each task at once, in the calling thread.
+
+    Useful for debugging and as the serial reference: results, events and
+    errors are the same as on :class:`DaskScheduler`.
+
+    Examples
+    --------
+    >>> s = LocalScheduler()
+    >>> s.add_task(2, lambda x: x + 1)
+    0
+    >>> s.get_results()
+    [3]
+    """
+
+    def _submit(self, data, info: TaskInfo):
+        self.emit(TaskStarted(info, "local"))
+        try:
+            outcome = run_task(self._callable, resolve_local(data), info, worker="local")
+        except LabkitError as err:
+            self._task_done(info, error=err)
+        except Exception as exc:  # resolving a future/delayed can fail too
+            self._task_done(info, error=_as_labkit_error(exc, info, "local"))
+        else:
+            self._task_done(info, outcome)
+        return None
