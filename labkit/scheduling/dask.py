@@ -14,7 +14,7 @@ from functools import partial
 from ..errors import SchedulerError
 from ..events import TaskInfo, TaskStarted
 from .base import Scheduler, _as_labkit_error
-from .task import TaskCallable, run_task
+from .task import TaskCallable, is_delayed, run_task
 
 __all__ = ["DaskScheduler"]
 
@@ -88,7 +88,7 @@ class DaskScheduler(Scheduler):
 
     def _submit(self, data, info: TaskInfo):
         key = f"labkit-{info.kind}-{info.run}-{info.task}"
-        if hasattr(data, "dask") and hasattr(data, "compute") and not hasattr(data, "shape"):
+        if is_delayed(data):
             import dask
             task = dask.delayed(run_task, pure=False)(self._callable_future, data, info,
                                                       self._topic, dask_key_name=key)

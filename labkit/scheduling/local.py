@@ -5,16 +5,16 @@ from __future__ import annotations
 from ..errors import LabkitError
 from ..events import TaskInfo, TaskStarted
 from .base import Scheduler, _as_labkit_error
-from .task import run_task
+from .task import is_delayed, is_future, run_task
 
 __all__ = ["LocalScheduler", "resolve_local"]
 
 
 def resolve_local(data):
     """Materialise a Dask future or delayed chunk in-process; other data as is."""
-    if hasattr(data, "dask") and hasattr(data, "compute"):      # a dask.delayed object
+    if is_delayed(data):
         return data.compute(scheduler="sync")
-    if type(data).__name__ == "Future" and hasattr(data, "result"):
+    if is_future(data):
         return data.result()
     return data
 

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
 
-__all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples"]
+__all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
+           "is_delayed", "is_future"]
 
 _env_lock = threading.Lock()
 
@@ -84,6 +85,18 @@ def n_samples(data) -> int | None:
     first = data[0] if isinstance(data, tuple) and data else data
     shape = getattr(first, "shape", None)
     return int(shape[0]) if shape else None
+
+
+def is_delayed(obj) -> bool:
+    """Whether ``obj`` is a ``dask.delayed`` object (it answers any ``hasattr``)."""
+    kind = type(obj)
+    return kind.__name__ == "Delayed" and kind.__module__.startswith("dask")
+
+
+def is_future(obj) -> bool:
+    """Whether ``obj`` is a ``distributed`` future."""
+    kind = type(obj)
+    return kind.__name__ == "Future" and kind.__module__.startswith("distributed")
 
 
 def _worker_address() -> str:

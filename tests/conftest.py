@@ -1,0 +1,126 @@
+"""Fixtures: a real in-process Dask cluster, schedulers on it, an event recorder.
+
+Worker processes must import the helpers that tests ship to them, so the
+repository root goes on ``PYTHONPATH`` before any cluster starts; Dask's
+scratch space goes into a temporary folder removed at the end.  The session
+fails if it leaves a child process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SCRATCH = tempfile.mkdtemp(prefix="labkit-tests-dask-")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [ROOT, os.environ.get("PYTHONPATH")] if p)
+os.environ["DASK_TEMPORARY_DIRECTORY"] = _SCRATCH
+os.environ.setdefault("DASK_DISTRIBUTED__WORKER__DAEMON", "False")
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import dask  # noqa: E402  (after the environment above is set)
+
+dask.config.set({"temporary-directory": _SCRATCH,
+                 "distributed.scheduler.worker-ttl": None,
+                 "distributed.admin.tick.limit": "30s"})
+
+
+class EventRecorder:
+    """Collects events from a scheduler or run (thread-safe)."""
+
+    def __init__(self):
+        self.events = []
+        self._lock = threading.Lock()
+
+    def __call__(self, event):
+        with self._lock:
+            self.events.append(event)
+
+    def of(self, *kinds):
+        """Events of the given classes, in arrival order."""
+        with self._lock:
+            return [e for e in self.events if isinstance(e, kinds)]
+
+    def names(self):
+        with self._lock:
+            return [type(e).__name__ for e in self.events]
+
+
+@pytest.fixture
+def recorder():
+    return EventRecorder()
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A LocalCluster with 2 single-threaded worker processes on 127.0.0.1."""
+    from distributed import LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture
+def dask_scheduler(cluster):
+    """A DaskScheduler with its own client on the shared cluster."""
+    import labkit as lk
+    with lk.DaskScheduler(cluster.scheduler_address) as s:
+        yield s
+
+
+@pytest.fixture
+def local_scheduler():
+    import labkit as lk
+    with lk.LocalScheduler() as s:
+        yield s
+
+
+@pytest.fixture(params=["local", "dask"])
+def scheduler(request):
+    """Each test that takes it runs on both schedulers."""
+    import labkit as lk
+    if request.param == "local":
+        with lk.LocalScheduler() as s:
+            yield s
+    else:
+        cluster = request.getfixturevalue("cluster")
+        with lk.DaskScheduler(cluster.scheduler_address) as s:
+            yield s
+
+
+def _children():
+    """Live child processes, except multiprocessing's resource tracker.
+
+    The tracker is started by the standard library on first use and exits when
+    this process exits (it waits on a pipe from us), so it is not a leak.
+    """
+    import psutil
+    found = {}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(proc.cmdline())
+            if proc.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in cmd:
+                found[proc.pid] = cmd
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session if a child process was left behind; remove the scratch folder."""
+    import time
+    deadline = time.time() + 10
+    left = _children()
+    while left and time.time() < deadline:  # processes being closed need a moment to exit
+        time.sleep(0.2)
+        left = _children()
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
+    if left:
+        print(f"\nlabkit tests left processes behind: {left}", file=sys.stderr)
+        session.exitstatus = 1

@@ -1,0 +1,108 @@
+"""Functions and callables the tests ship to Dask workers (importable there)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+import labkit as lk
+from labkit.nodes.pca import PCA
+
+
+def double(x):
+    return x * 2
+
+
+def sleep_then_return(x):
+    """Later tasks finish first: task ``x`` sleeps ``(5 - x) * 30`` ms."""
+    time.sleep(0.03 * max(0, 5 - x))
+    return x
+
+
+def fail_on_two(x):
+    if x == 2:
+        raise ZeroDivisionError("chunk two is bad")
+    return x
+
+
+def worker_pid(_):
+    return os.getpid()
+
+
+class CountingCallable(lk.TaskCallable):
+    """Counts how often it is pickled on the client (class-level counter)."""
+
+    pickled = 0
+
+    def __init__(self, payload_rows=1000):
+        self.payload = np.ones((payload_rows, 100))
+
+    def __getstate__(self):
+        type(self).pickled += 1
+        return self.__dict__
+
+    def __call__(self, data):
+        return float(self.payload[0, 0] + data)
+
+
+class EnvCallable(lk.TaskCallable):
+    """Records, per process, how many times setup_environment ran."""
+
+    def setup_environment(self):
+        os.environ["LABKIT_TEST_ENV_SETUPS"] = str(int(os.environ.get("LABKIT_TEST_ENV_SETUPS",
+                                                                       "0")) + 1)
+
+    def __call__(self, data):
+        return os.getpid(), int(os.environ["LABKIT_TEST_ENV_SETUPS"])
+
+
+class SleepyIdentity(lk.Node):
+    """Untrainable node whose execute sleeps by its first value: finishes out of order."""
+
+    def _execute(self, x):
+        time.sleep(float(x[0, 0]))
+        return x
+
+
+class FussyPCA(PCA):
+    """A PCA that raises a plain ValueError on a chunk whose first value is 999."""
+
+    def _train(self, x, *args):
+        if x[0, 0] == 999:
+            raise ValueError("999 is not a sample")
+        super()._train(x, *args)
+
+
+class SlowPCA(PCA):
+    """A PCA whose chunks take ``delay`` seconds each (for fault and cancel tests)."""
+
+    def __init__(self, delay=0.2, **kw):
+        super().__init__(**kw)
+        self.delay = delay
+
+    def _fork(self):
+        forked = super()._fork()
+        forked.delay = self.delay
+        return forked
+
+    def _train(self, x, *args):
+        time.sleep(self.delay)
+        super()._train(x, *args)
+
+
+def assert_nodes_equal(a, b, rtol=1e-8):
+    """Every numeric array attribute of two trained nodes agrees within ``rtol``."""
+    for key, value in vars(a).items():
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fc":
+            other = vars(b)[key]
+            scale = max(np.abs(value).max(initial=0), 1e-300)
+            assert np.abs(value - other).max(initial=0) <= rtol * scale, key
+
+
+class DecodeImages(lk.FlowTrainCallable):
+    """Decodes uint8 image chunks to float64 on the worker."""
+
+    def transform(self, chunk):
+        return chunk.astype(np.float64) / 255

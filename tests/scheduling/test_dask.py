@@ -1,0 +1,86 @@
+"""What only the Dask scheduler does: its cluster, shipping, futures and delayed."""
+
+import dask
+import numpy as np
+import psutil
+import pytest
+from distributed import Client
+
+import labkit as lk
+from labkit.events import TaskStarted
+from tests import helpers
+
+
+def test_callable_is_shipped_once_not_per_task(dask_scheduler):
+    helpers.CountingCallable.pickled = 0
+    callable_ = helpers.CountingCallable()
+    for x in range(20):
+        dask_scheduler.add_task(x, callable_)
+    assert sorted(dask_scheduler.get_results()) == [1.0 + x for x in range(20)]
+    assert 1 <= helpers.CountingCallable.pickled <= 2
+
+
+def test_setup_environment_once_per_worker_process(dask_scheduler):
+    dask_scheduler.add_task(0, helpers.EnvCallable())
+    for x in range(1, 12):
+        dask_scheduler.add_task(x)
+    results = dask_scheduler.get_results()
+    assert len(results) == 12
+    assert {setups for _, setups in results} == {1}  # every task saw exactly one setup
+
+
+def test_task_started_events_name_real_workers(dask_scheduler, recorder):
+    dask_scheduler.subscribe(recorder)
+    for x in range(6):
+        dask_scheduler.add_task(x, helpers.sleep_then_return)
+    dask_scheduler.get_results()
+    workers = set(dask_scheduler.client.scheduler_info()["workers"])
+    started = recorder.of(TaskStarted)
+    assert started, "no TaskStarted event arrived"
+    assert {e.worker for e in started} <= workers
+
+
+def test_futures_and_delayed_chunks_are_used_where_they_lie(dask_scheduler):
+    futures = dask_scheduler.client.scatter([np.full((2, 2), v) for v in range(3)])
+    for f in futures:
+        dask_scheduler.add_task(f, lambda a: float(a.sum()))
+    delayed = [dask.delayed(np.full)((2, 2), v) for v in range(3, 5)]
+    for d in delayed:
+        dask_scheduler.add_task(d)
+    assert sorted(dask_scheduler.get_results()) == [0.0, 4.0, 8.0, 12.0, 16.0]
+
+
+def test_existing_cluster_by_address_and_client_is_left_running(cluster):
+    with lk.DaskScheduler(cluster.scheduler_address) as s:
+        s.add_task(1, helpers.double)
+        assert s.get_results() == [2]
+    with Client(cluster.scheduler_address) as client:
+        with lk.DaskScheduler(client=client) as s:
+            s.add_task(2, helpers.double)
+            assert s.get_results() == [4]
+        assert client.status == "running"
+        assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_embedded_cluster_binds_loopback_only_and_closes():
+    with lk.DaskScheduler(n_workers=2) as s:
+        info = s.client.scheduler_info()
+        assert info["address"].startswith("tcp://127.0.0.1:")
+        assert all(w.startswith("tcp://127.0.0.1:") for w in info["workers"])
+        assert s.dashboard_link and "127.0.0.1" in s.dashboard_link
+        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        listening = [c.laddr.ip for p in procs for c in p.net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN]
+        assert listening and set(listening) == {"127.0.0.1"}
+        s.add_task(5, helpers.double)
+        assert s.get_results() == [10]
+        worker_pids = set(s.client.run(helpers.worker_pid, None).values())
+    for pid in worker_pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_unpicklable_callable_is_a_clear_error(dask_scheduler):
+    import threading
+    lock = threading.Lock()
+    with pytest.raises(lk.SchedulerError, match="could not ship"):
+        dask_scheduler.add_task(1, lambda x, lock=lock: x)
