@@ -40,7 +40,7 @@ class Scheduler:
     >>> from labkit.scheduling import LocalScheduler, FunctionCallable
     >>> with LocalScheduler() as s:
     ...     for x in range(3):
-    ...         s.add_task(x, FunctionCallable(lambda v: v * 10))
+    ...         task_id = s.add_task(x, FunctionCallable(lambda v: v * 10))
     ...     s.get_results()
     [0, 10, 20]
     """

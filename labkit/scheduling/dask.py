@@ -41,10 +41,12 @@ class DaskScheduler(Scheduler):
 
     Examples
     --------
-    >>> with DaskScheduler(n_workers=2) as s:  # doctest: +SKIP
-    ...     s.add_task(3, lambda x: x * x)
-    ...     s.get_results()
-    [9]
+    A cluster takes seconds to start, so this one is not run as a doctest
+    (``tests/scheduling/test_dask.py`` does the same for real)::
+
+        with DaskScheduler(n_workers=2) as s:
+            s.add_task(3, lambda x: x * x)
+            s.get_results()          # [9]
     """
 
     def __init__(self, address: str | None = None, *, client=None, n_workers: int = 2,

@@ -28,7 +28,7 @@ class LocalScheduler(Scheduler):
     Examples
     --------
     >>> s = LocalScheduler()
-    >>> s.add_task(2, lambda x: x + 1)
+    >>> s.add_task(2, lambda x: x + 1)  # returns the task id
     0
     >>> s.get_results()
     [3]

@@ -1,0 +1,33 @@
+# Two commands on a fresh machine: `make demo` runs the demo, `make test` the tests.
+# Each creates the virtual environment .venv if needed and installs what it needs.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+
+$(VENV)/.demo: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) -e ".[demo]"
+	touch $@
+
+$(VENV)/.test: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) -e ".[test,demo]"
+	touch $@
+
+demo: $(VENV)/.demo
+	$(BIN)/labkit demo
+
+test: $(VENV)/.test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.test
+	$(BIN)/python benchmarks/bench_core.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,99 @@
+"""Console renderer: one progress line per phase, for terminals and logs.
+
+Draws :class:`ProgressTracker` snapshots; redraws at most ``max_rate`` times
+a second whatever the event rate, and always when a phase ends.
+
+Examples
+--------
+>>> import io, labkit as lk
+>>> out = io.StringIO()
+>>> with lk.LocalScheduler() as s:
+...     progress = ConsoleProgress(s, stream=out)
+...     flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=1)])
+...     flow.train([[np.eye(3), np.ones((3, 3)) + np.eye(3)]], scheduler=s)
+...     progress.close()
+>>> "node 0 PCA phase 0" in out.getvalue() and "2/2" in out.getvalue()
+True
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import numpy as np  # noqa: F401  (used by the doctest)
+
+from .progress import PhaseProgress, ProgressTracker
+
+__all__ = ["ConsoleProgress", "format_phase"]
+
+
+def format_phase(p: PhaseProgress, now: float | None = None) -> str:
+    """One line: what, a bar, counts, rate and ETA or the time taken."""
+    what = "execute" if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
+    if p.local:
+        state = "done" if p.finished else "training locally"
+        return f"{what}: {state}"
+    total = p.total if p.total is not None else "?"
+    frac = p.fraction or 0.0
+    bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
+    line = f"{what}: [{bar}] {p.done}/{total}"
+    if p.failed:
+        line += f" failed {p.failed}"
+    line += f"  {p.rate(now):.1f} tasks/s"
+    if p.finished is not None:
+        line += f"  {p.finished - p.started:.2f} s" + ("" if p.ok else "  FAILED")
+    elif p.eta(now) is not None:
+        line += f"  ETA {p.eta(now):.1f} s"
+    return line
+
+
+class ConsoleProgress:
+    """Prints progress lines for a scheduler's or run's events.
+
+    Parameters
+    ----------
+    source : Scheduler or Run
+        Anything with ``subscribe(fn)``.
+    stream : file
+        Where lines go (standard error by default).
+    max_rate : float
+        Most redraws per second.
+    """
+
+    def __init__(self, source, stream=None, max_rate: float = 10.0):
+        self.tracker = ProgressTracker()
+        self.stream = stream or sys.stderr
+        self._min_gap = 1.0 / max_rate
+        self._last_draw = 0.0
+        self._printed: set = set()
+        self._lock = threading.Lock()
+        self._unsubscribe = source.subscribe(self._on_event)
+
+    def _on_event(self, event) -> None:
+        self.tracker(event)
+        ended = type(event).__name__ in ("PhaseFinished", "RunFinished")
+        now = time.time()
+        if ended or now - self._last_draw >= self._min_gap:
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        with self._lock:
+            self._last_draw = now
+            interactive = getattr(self.stream, "isatty", lambda: False)()
+            for p in self.tracker.snapshot():
+                key = (p.run, p.node, p.phase)
+                if key in self._printed:
+                    continue
+                if p.finished is not None:
+                    self.stream.write(("\r" if interactive else "") + format_phase(p, now) + "\n")
+                    self._printed.add(key)
+                elif interactive:
+                    self.stream.write("\r" + format_phase(p, now))
+            self.stream.flush()
+
+    def close(self) -> None:
+        """Stop listening and print what is left."""
+        self._unsubscribe()
+        self._draw(time.time())

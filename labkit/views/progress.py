@@ -1,0 +1,151 @@
+"""Task progress tracker: turns events into plain per-phase snapshots.
+
+No UI imports here; renderers (console, widgets, Bokeh) draw the snapshots.
+A phase is keyed by ``(run, node, phase)``; an execute run has node and
+phase ``None``.
+
+Examples
+--------
+>>> from labkit.events import PhaseStarted, TaskInfo, TaskSubmitted, TaskFinished
+>>> t = ProgressTracker()
+>>> t(PhaseStarted(run="r", node=0, node_name="PCA", phase=0, local=False, n_tasks=2))
+>>> info = TaskInfo("r", 0, 0, "train", 0, "PCA", 0)
+>>> t(TaskSubmitted(info)); t(TaskFinished(info, "w1", 1.0, 2.0, 10))
+>>> snap = t.snapshot()[0]
+>>> (snap.node_name, snap.done, snap.total, snap.fraction)
+('PCA', 1, 2, 0.5)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field, replace
+
+from ..events import (Event, PhaseFinished, PhaseStarted, RunStarted, TaskFailed, TaskFinished,
+                      TaskStarted, TaskSubmitted)
+
+__all__ = ["PhaseProgress", "ProgressTracker"]
+
+
+@dataclass(frozen=True)
+class PhaseProgress:
+    """Progress of one phase (or one execute run) at one moment."""
+
+    run: str
+    node: int | None
+    node_name: str
+    phase: int | None
+    local: bool = False
+    submitted: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    total: int | None = None        # known when the input has a length, or at the end
+    samples: int = 0
+    started: float = 0.0
+    finished: float | None = None
+    ok: bool = True
+    errors: tuple[str, ...] = ()
+
+    @property
+    def fraction(self) -> float | None:
+        """Done over total, when the total is known."""
+        return self.done / self.total if self.total else None
+
+    def rate(self, now: float | None = None) -> float:
+        """Tasks done per second so far."""
+        elapsed = (self.finished or now or time.time()) - self.started
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left at the current rate, when the total is known."""
+        rate = self.rate(now)
+        if self.total is None or self.finished is not None or rate == 0:
+            return None
+        return max(self.total - self.done, 0) / rate
+
+
+@dataclass
+class _Entry:
+    progress: PhaseProgress
+    running: set = field(default_factory=set)
+
+
+class ProgressTracker:
+    """Subscribe it to a scheduler or run; read :meth:`snapshot` from any thread."""
+
+    max_errors = 20
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._phases: dict[tuple, _Entry] = {}
+        self.version = 0  # bumped on every change, so renderers can skip redraws
+
+    def __call__(self, event: Event) -> None:
+        handler = getattr(self, "_on_" + type(event).__name__, None)
+        if handler is not None:
+            with self._lock:
+                handler(event)
+                self.version += 1
+
+    def snapshot(self) -> list[PhaseProgress]:
+        """Every phase seen so far, oldest first."""
+        with self._lock:
+            return [replace(e.progress, running=len(e.running)) for e in self._phases.values()]
+
+    # -- event handlers (called under the lock) -----------------------------------
+
+    def _entry(self, info) -> _Entry:
+        key = (info.run, info.node, info.phase)
+        if key not in self._phases:  # an execute run, or tasks of a manual run
+            name = info.node_name or info.kind
+            self._phases[key] = _Entry(PhaseProgress(info.run, info.node, name, info.phase,
+                                                     started=time.time()))
+        return self._phases[key]
+
+    def _update(self, entry: _Entry, **changes) -> None:
+        entry.progress = replace(entry.progress, **changes)
+
+    def _on_RunStarted(self, e: RunStarted) -> None:
+        if e.kind == "execute":
+            self._phases[(e.run, None, None)] = _Entry(
+                PhaseProgress(e.run, None, "execute", None, started=e.time))
+
+    def _on_PhaseStarted(self, e: PhaseStarted) -> None:
+        self._phases[(e.run, e.node, e.phase)] = _Entry(PhaseProgress(
+            e.run, e.node, e.node_name, e.phase, local=e.local, total=e.n_tasks, started=e.time))
+
+    def _on_PhaseFinished(self, e: PhaseFinished) -> None:
+        entry = self._phases.get((e.run, e.node, e.phase))
+        if entry is not None:
+            total = e.n_tasks if e.ok and not entry.progress.local else entry.progress.total
+            self._update(entry, finished=e.time, ok=e.ok, total=total)
+            entry.running.clear()
+
+    def _on_TaskSubmitted(self, e: TaskSubmitted) -> None:
+        entry = self._entry(e.info)
+        self._update(entry, submitted=entry.progress.submitted + 1)
+
+    def _on_TaskStarted(self, e: TaskStarted) -> None:
+        entry = self._entry(e.info)
+        if entry.progress.finished is None:
+            entry.running.add(e.info.task)
+
+    def _on_TaskFinished(self, e: TaskFinished) -> None:
+        entry = self._entry(e.info)
+        entry.running.discard(e.info.task)
+        self._update(entry, done=entry.progress.done + 1,
+                     samples=entry.progress.samples + (e.n_samples or 0))
+
+    def _on_TaskFailed(self, e: TaskFailed) -> None:
+        entry = self._entry(e.info)
+        entry.running.discard(e.info.task)
+        errors = (entry.progress.errors + (e.error,))[-self.max_errors:]
+        self._update(entry, failed=entry.progress.failed + 1, errors=errors)
+
+    def _on_RunFinished(self, e) -> None:
+        entry = self._phases.get((e.run, None, None))
+        if entry is not None:
+            self._update(entry, finished=e.time, ok=e.ok,
+                         total=entry.progress.done + entry.progress.failed if e.ok else None)
