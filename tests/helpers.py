@@ -106,3 +106,26 @@ class DecodeImages(lk.FlowTrainCallable):
 
     def transform(self, chunk):
         return chunk.astype(np.float64) / 255
+
+
+class RowCounter(lk.Node):
+    """Untrainable node that learns during execute: counts rows and sums them."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.rows, self.total = 0, 0.0
+
+    def use_execute_fork(self):
+        return True
+
+    def _execute(self, x):
+        self.rows += x.shape[0]
+        self.total += float(x.sum())
+        return x
+
+    def _fork(self):
+        return RowCounter()
+
+    def _join(self, forked):
+        self.rows += forked.rows
+        self.total += forked.total
