@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+
+from tests.nodes import forkjoin
 from sklearn.datasets import load_digits, load_wine
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
@@ -12,20 +14,8 @@ BOUNDS = [40, 41, 300, 700, 701, 1500]  # 7 uneven chunks, one of a single row
 
 
 def fit(node, data, chunked, seed=0, bounds=BOUNDS):
-    """Train ``node`` through all phases; with ``chunked``, one fork per chunk joined shuffled."""
-    rng = np.random.default_rng(seed)
-    while node.is_training():
-        if not chunked:
-            node.train(*data)
-        else:
-            forks = []
-            for part in zip(*(np.split(a, bounds) for a in data)):
-                forks.append(node.fork())
-                forks[-1].train(*part)
-            for i in rng.permutation(len(forks)):
-                node.join(forks[i])
-        node.stop_training()
-    return node
+    """Train through all phases; with ``chunked``, one fork per chunk joined shuffled."""
+    return forkjoin.fit(node, data, chunked, seed=seed, bounds=bounds)
 
 
 @pytest.fixture(scope="module")

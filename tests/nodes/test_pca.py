@@ -3,6 +3,8 @@
 import numpy as np
 import pytest
 
+from tests.nodes.forkjoin import train_forked, uneven_chunks
+
 from labkit.errors import InputError, TrainingError
 from labkit.nodes.pca import PCA, Whitening
 
@@ -18,26 +20,8 @@ def make_data(n=1200, dim=6, seed=0, dtype=np.float64):
     return x.astype(dtype)
 
 
-def uneven_chunks(x, n_chunks=7, seed=1):
-    cuts = np.sort(np.random.default_rng(seed).choice(np.arange(2, len(x) - 2),
-                                                     n_chunks - 1, replace=False))
-    return np.split(x, cuts)
-
-
 def train_serial(node, x):
     node.train(x)
-    node.stop_training()
-    return node
-
-
-def train_forked(node, chunks, seed=2):
-    forks = []
-    for chunk in chunks:
-        fork = node.fork()
-        fork.train(chunk)
-        forks.append(fork)
-    for i in np.random.default_rng(seed).permutation(len(forks)):
-        node.join(forks[i])
     node.stop_training()
     return node
 

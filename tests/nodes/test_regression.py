@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+
+from tests.nodes import forkjoin
 from sklearn.datasets import load_digits
 from sklearn.linear_model import Ridge
 
@@ -11,22 +13,9 @@ from labkit.nodes.regression import LinearRegression
 BOUNDS = [5, 6, 90, 200, 231, 390]  # 7 uneven chunks, one of a single row
 
 
-def fit(node, data, chunked, seed=0):
-    """Train ``node`` through all phases; with ``chunked``, one fork per chunk joined shuffled."""
-    rng = np.random.default_rng(seed)
-    while node.is_training():
-        if not chunked:
-            node.train(*data)
-        else:
-            parts = zip(*(np.split(a, BOUNDS) for a in data))
-            forks = []
-            for part in parts:
-                forks.append(node.fork())
-                forks[-1].train(*part)
-            for i in rng.permutation(len(forks)):
-                node.join(forks[i])
-        node.stop_training()
-    return node
+def fit(node, data, chunked, seed=0, bounds=BOUNDS):
+    """Train through all phases; with ``chunked``, one fork per chunk joined shuffled."""
+    return forkjoin.fit(node, data, chunked, seed=seed, bounds=bounds)
 
 
 @pytest.fixture(scope="module")
