@@ -22,7 +22,18 @@ from ..events import Event, EventBus, TaskFailed, TaskFinished, TaskInfo, TaskSu
 from .results import ListResultContainer, ResultContainer
 from .task import FunctionCallable, TaskCallable, TaskOutcome
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "OpenTask"]
+
+
+@dataclasses.dataclass
+class OpenTask:
+    """Book-keeping of one open task."""
+
+    info: TaskInfo
+    nbytes: int = 0
+    handle: Any = None          # the backend's handle, for cancelling
+    data: Any = None            # kept by backends that may have to send the chunk again
+    attempts: int = 1
 
 
 class Scheduler:
@@ -34,6 +45,9 @@ class Scheduler:
         Where results go; a :class:`ListResultContainer` by default.
     max_in_flight : int, optional
         Most tasks open at once; ``add_task`` waits for a free slot.
+    max_bytes_in_flight : int, optional
+        Most bytes of chunk data held by open tasks (128 MiB by default); a
+        single task larger than that still runs, alone.
 
     Examples
     --------
@@ -45,16 +59,19 @@ class Scheduler:
     [0, 10, 20]
     """
 
-    default_max_in_flight = 4
+    default_max_in_flight = 256
+    default_max_bytes_in_flight = 128 * 2**20
 
     def __init__(self, result_container: ResultContainer | None = None,
-                 max_in_flight: int | None = None):
+                 max_in_flight: int | None = None, max_bytes_in_flight: int | None = None):
         self.result_container = result_container if result_container is not None \
             else ListResultContainer()
         self.max_in_flight = max_in_flight or self.default_max_in_flight
+        self.max_bytes_in_flight = max_bytes_in_flight or self.default_max_bytes_in_flight
+        self._bytes_open = 0
         self._bus = EventBus()
         self._cond = threading.Condition(threading.RLock())
-        self._open: dict[int, list] = {}          # task id -> [info, backend handle]
+        self._open: dict[int, OpenTask] = {}
         self._error: BaseException | None = None
         self._task_ids = itertools.count()
         self._batch_index = 0
@@ -106,25 +123,42 @@ class Scheduler:
         self._check_usable()
         self._raise_pending()
         if task_callable is not None:
-            if not isinstance(task_callable, TaskCallable):
-                task_callable = FunctionCallable(task_callable)
+            task_callable = self._as_task_callable(task_callable)
             if task_callable is not self._callable:
                 self._use_callable(task_callable)
                 self._callable = task_callable
         if self._callable is None:
             raise SchedulerError("add_task needs a task_callable (none was given yet)")
-        self._wait(lambda: len(self._open) < self.max_in_flight)
+        nbytes = _nbytes(data)
+        self._wait(lambda: self._has_room(nbytes))
         self._raise_pending()
         info = self._task_info(info)
+        entry = OpenTask(info, nbytes)
         with self._cond:
-            self._open[info.task] = [info, None]
+            self._open[info.task] = entry
+            self._bytes_open += nbytes
         self.emit(TaskSubmitted(info))
-        handle = self._submit(data, info)
-        with self._cond:
-            if info.task in self._open:
-                self._open[info.task][1] = handle
+        handle = self._submit(data, entry)
+        if handle is not None:
+            entry.handle = handle
         self._raise_pending()
         return info.task
+
+    def _as_task_callable(self, fn) -> TaskCallable:
+        """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
+        if isinstance(fn, TaskCallable):
+            return fn
+        current = self._callable
+        if isinstance(current, FunctionCallable) and current.fn is fn:
+            return current  # so it is not shipped again with every task
+        return FunctionCallable(fn)
+
+    def _has_room(self, nbytes: int) -> bool:
+        """Whether one more task fits the window of tasks and of bytes in flight."""
+        if not self._open:
+            return True
+        return (len(self._open) < self.max_in_flight
+                and self._bytes_open + nbytes <= self.max_bytes_in_flight)
 
     def get_results(self):
         """Wait for every open task; return ``result_container.get_results()``.
@@ -144,8 +178,9 @@ class Scheduler:
     def cancel(self) -> int:
         """Cancel the open tasks and drop partial results; returns how many were open."""
         with self._cond:
-            handles = [handle for _, handle in self._open.values()]
+            handles = [entry.handle for entry in self._open.values()]
             self._open.clear()
+            self._bytes_open = 0
             self._error = None
             self._cond.notify_all()
         self._cancel_handles([h for h in handles if h is not None])
@@ -173,8 +208,10 @@ class Scheduler:
                    error: BaseException | None = None) -> None:
         """Record one completed task, exactly once; any thread may call this."""
         with self._cond:
-            if self._open.pop(info.task, None) is None:
+            entry = self._open.pop(info.task, None)
+            if entry is None:
                 return  # already completed, or its batch was cancelled
+            self._bytes_open -= entry.nbytes
             if error is None:
                 try:
                     self.result_container.add_result(outcome.result, info.chunk)
@@ -224,7 +261,7 @@ class Scheduler:
     def _use_callable(self, task_callable: TaskCallable) -> None:
         """Ship a new callable to where tasks run (once, not per task)."""
 
-    def _submit(self, data, info: TaskInfo):
+    def _submit(self, data, entry: "OpenTask"):
         """Start one task; return a handle that ``_cancel_handles`` understands."""
         raise NotImplementedError
 
@@ -233,6 +270,13 @@ class Scheduler:
 
     def _close(self) -> None:
         """Release the backend."""
+
+
+def _nbytes(data) -> int:
+    """Bytes of client-side array data in a chunk (0 for futures and delayed)."""
+    if isinstance(data, tuple):
+        return sum(_nbytes(part) for part in data)
+    return int(getattr(data, "nbytes", 0) or 0) if hasattr(data, "__array__") else 0
 
 
 def _as_labkit_error(exc: BaseException, info: TaskInfo, worker: str | None) -> LabkitError:

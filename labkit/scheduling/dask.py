@@ -2,21 +2,43 @@
 
 The task callable is scattered (broadcast) to the workers once per callable,
 so tasks carry only their chunk.  Completion comes back through future
-callbacks (no polling); task starts come back as Dask worker events on a
+callbacks (no polling), and one collector thread fetches whatever results
+have finished in a single gather; task starts come back as Dask worker events on a
 private topic, so views can show what is running.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import queue
+import threading
 import uuid
 from functools import partial
 
-from ..errors import SchedulerError
+from ..errors import LabkitError, SchedulerError
 from ..events import TaskInfo, TaskStarted
-from .base import Scheduler, _as_labkit_error
+from .base import OpenTask, Scheduler, _as_labkit_error
 from .task import TaskCallable, is_delayed, run_task
 
 __all__ = ["DaskScheduler"]
+
+logger = logging.getLogger("labkit.scheduling")
+
+
+class _Failed:
+    """Stands in for a future when shipping a chunk failed before a task existed."""
+
+    status = "error"
+
+    def __init__(self, exc: BaseException):
+        self._exc = exc
+
+    def exception(self):
+        return self._exc
+
+    def result(self):
+        raise self._exc
 
 
 class DaskScheduler(Scheduler):
@@ -32,7 +54,14 @@ class DaskScheduler(Scheduler):
     n_workers, threads_per_worker
         Size of the embedded ``LocalCluster`` when neither is given.
     max_in_flight : int, optional
-        Most tasks open at once; twice the cluster's threads by default.
+        Most tasks open at once; 32 per cluster thread (at least 256) by default.
+    max_bytes_in_flight : int, optional
+        Most bytes of client-side chunks held by open tasks (128 MiB by default),
+        so a stream of big chunks trains in bounded client memory.
+    direct_bytes : int
+        Chunks of at least this many bytes go straight to a worker (scattered)
+        instead of inside the task graph; they are sent again if their worker
+        is lost before the task is done.
     report_starts : bool
         Send a small event from the worker when a task starts (for live views).
     **cluster_kwargs
@@ -49,9 +78,12 @@ class DaskScheduler(Scheduler):
             s.get_results()          # [9]
     """
 
+    max_attempts = 4  # sends of one scattered chunk, when workers holding it are lost
+
     def __init__(self, address: str | None = None, *, client=None, n_workers: int = 2,
                  threads_per_worker: int = 1, max_in_flight: int | None = None,
-                 result_container=None, report_starts: bool = True, **cluster_kwargs):
+                 max_bytes_in_flight: int | None = None, result_container=None,
+                 direct_bytes: int = 2**20, report_starts: bool = True, **cluster_kwargs):
         from distributed import Client, LocalCluster
         self._cluster = None
         if client is not None:
@@ -66,8 +98,14 @@ class DaskScheduler(Scheduler):
             self._cluster = LocalCluster(**options)
             self.client, self._owns_client = Client(self._cluster), True
         threads = sum(self.client.nthreads().values()) or 1
-        super().__init__(result_container, max_in_flight or 2 * threads)
+        super().__init__(result_container, max_in_flight or max(256, 32 * threads),
+                         max_bytes_in_flight)
+        self.direct_bytes = direct_bytes
         self._callable_future = None
+        self._finished: queue.SimpleQueue = queue.SimpleQueue()
+        self._collector = threading.Thread(target=self._collect, daemon=True,
+                                           name="labkit-dask-collector")
+        self._collector.start()
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
         if self._topic:
             self.client.subscribe_topic(self._topic, self._on_started)
@@ -88,8 +126,14 @@ class DaskScheduler(Scheduler):
         if old is not None:
             old.release()
 
-    def _submit(self, data, info: TaskInfo):
-        key = f"labkit-{info.kind}-{info.run}-{info.task}"
+    def _submit(self, data, entry: OpenTask):
+        info = entry.info
+        key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
+        if entry.nbytes >= self.direct_bytes:
+            entry.data = data  # kept until the task is done: scattered data cannot be recomputed
+            asyncio.run_coroutine_threadsafe(
+                self._ship(data, entry, key, self._callable_future), self.client.loop.asyncio_loop)
+            return None
         if is_delayed(data):
             import dask
             task = dask.delayed(run_task, pure=False)(self._callable_future, data, info,
@@ -101,21 +145,92 @@ class DaskScheduler(Scheduler):
         future.add_done_callback(partial(self._on_done, info))
         return future
 
-    def _on_done(self, info: TaskInfo, future) -> None:
-        if info.task not in self._open:
-            return  # cancelled by us; nothing to fetch
+    async def _ship(self, data, entry: OpenTask, key: str, callable_future) -> None:
+        """On the event loop: send a big chunk straight to a worker, then submit its task.
+
+        The client thread goes on reading the next chunk meanwhile, and the chunk
+        skips the scheduler (which would hold a copy inside the task graph).
+        """
+        info = entry.info
         try:
-            outcome = future.result()
+            chunk_future = await self.client.scatter(data, direct=True, hash=False,
+                                                     asynchronous=True)
+            if info.task not in self._open:
+                chunk_future.release()
+                return
+            future = self.client.submit(run_task, callable_future, chunk_future, info,
+                                        self._topic, key=key, pure=False)
+            entry.handle = future
+            future.add_done_callback(partial(self._on_done, info))
+        except Exception as exc:  # e.g. no workers left
+            self._finished.put((info, _Failed(exc)))
+
+    def _on_done(self, info: TaskInfo, future) -> None:
+        """Dask's callback: queue the future for the collector thread."""
+        self._finished.put((info, future))
+
+    def _collect(self) -> None:
+        """Collector thread: fetch finished results in batches, one round trip each."""
+        while True:
+            batch = [self._finished.get()]
+            while not self._finished.empty():
+                batch.append(self._finished.get())
+            if any(item is None for item in batch):
+                return
+            batch = [(info, f) for info, f in batch if info.task in self._open]
+            done = [(info, f) for info, f in batch if f.status == "finished"]
+            if done:
+                self._deliver(done)
+            for info, future in batch:
+                if future.status != "finished" and not self._ship_again(info, future):
+                    self._deliver([(info, future)])
+
+    def _ship_again(self, info: TaskInfo, future) -> bool:
+        """Send a chunk again whose copy on a worker was lost with that worker.
+
+        Only chunks that were scattered are sent again, only for failures that
+        are not the task's own (those arrive as labkit errors), at most
+        ``max_attempts`` times.  No result was delivered, so no join doubles.
+        """
+        entry = self._open.get(info.task)
+        if entry is None or entry.data is None or entry.attempts >= self.max_attempts:
+            return False
+        if isinstance(future, _Failed):
+            return False
+        error = future.exception() if future.status == "error" else None
+        if isinstance(error, LabkitError):
+            return False
+        entry.attempts += 1
+        logger.warning("labkit: re-sending chunk %s of %s (attempt %d): its worker was lost",
+                       info.chunk, info.run, entry.attempts)
+        self._submit(entry.data, entry)
+        return True
+
+    def _deliver(self, items) -> None:
+        """Gather ``items`` and record each; a failing gather falls back to one by one."""
+        if len(items) == 1 and isinstance(items[0][1], _Failed):
+            info = items[0][0]
+            self._task_done(info, error=_as_labkit_error(items[0][1].exception(), info, None))
+            return
+        try:
+            outcomes = self.client.gather([f for _, f in items])
         except BaseException as exc:  # the future's error, re-described with its place
-            self._task_done(info, error=_as_labkit_error(exc, info, None))
-        else:
+            if len(items) > 1:
+                for item in items:
+                    self._deliver([item])
+                return
+            info, future = items[0]
+            if not self._ship_again(info, future):  # a result lost with its worker, say
+                self._task_done(info, error=_as_labkit_error(exc, info, None))
+            return
+        for (info, _), outcome in zip(items, outcomes):
             self._task_done(info, outcome)
 
     def _on_started(self, event) -> None:
         _, msg = event
         entry = self._open.get(msg.get("task"))
         if entry is not None:
-            self.emit(TaskStarted(entry[0], msg["worker"], msg["time"]))
+            self.emit(TaskStarted(entry.info, msg["worker"], msg["time"]))
 
     def _cancel_handles(self, handles: list) -> None:
         if handles:
@@ -125,6 +240,8 @@ class DaskScheduler(Scheduler):
                 pass
 
     def _close(self) -> None:
+        self._finished.put(None)
+        self._collector.join(timeout=30)
         if self._topic:
             try:
                 self.client.unsubscribe_topic(self._topic)

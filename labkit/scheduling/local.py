@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import LabkitError
-from ..events import TaskInfo, TaskStarted
+from ..events import TaskStarted
 from .base import Scheduler, _as_labkit_error
 from .task import is_delayed, is_future, run_task
 
@@ -34,7 +34,8 @@ class LocalScheduler(Scheduler):
     [3]
     """
 
-    def _submit(self, data, info: TaskInfo):
+    def _submit(self, data, entry):
+        info = entry.info
         self.emit(TaskStarted(info, "local"))
         try:
             outcome = run_task(self._callable, resolve_local(data), info, worker="local")

@@ -22,7 +22,12 @@ def own_cluster():
         yield cluster
 
 
-def test_killing_a_worker_mid_phase(own_cluster, recorder):
+@pytest.mark.parametrize("direct_bytes", [2**40, 1], ids=["chunks-in-graph", "chunks-scattered"])
+def test_killing_a_worker_mid_phase(own_cluster, recorder, direct_bytes):
+    """Chunks either travel inside the task graph, or are scattered to a worker.
+
+    Scattered chunks die with their worker; the scheduler must send them again.
+    """
     data = [X[i * 75:(i + 1) * 75] for i in range(16)]
     n_started = threading.Semaphore(0)
 
@@ -31,7 +36,7 @@ def test_killing_a_worker_mid_phase(own_cluster, recorder):
         if isinstance(event, TaskStarted):
             n_started.release()
 
-    with lk.DaskScheduler(own_cluster.scheduler_address) as s:
+    with lk.DaskScheduler(own_cluster.scheduler_address, direct_bytes=direct_bytes) as s:
         s.subscribe(on_event)
         pids = s.client.run(os.getpid)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
