@@ -34,7 +34,7 @@ import tracemalloc
 import numpy as np
 
 SIZES = {
-    "full": dict(n_chunks=40, rows=20_000, dim=200, n_tasks=2000, reps=3, task_reps=3),
+    "full": dict(n_chunks=40, rows=20_000, dim=200, n_tasks=2000, reps=3, task_reps=5),
     "quick": dict(n_chunks=8, rows=2_000, dim=50, n_tasks=200, reps=1, task_reps=2),
 }
 SEED = 20240601

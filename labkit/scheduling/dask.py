@@ -129,23 +129,25 @@ class DaskScheduler(Scheduler):
     def _submit(self, data, entry: OpenTask):
         info = entry.info
         key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
+        topic = self._topic if self.has_subscribers else None  # no listener: no messages
         if entry.nbytes >= self.direct_bytes:
             entry.data = data  # kept until the task is done: scattered data cannot be recomputed
             asyncio.run_coroutine_threadsafe(
-                self._ship(data, entry, key, self._callable_future), self.client.loop.asyncio_loop)
+                self._ship(data, entry, key, self._callable_future, topic),
+                self.client.loop.asyncio_loop)
             return None
         if is_delayed(data):
             import dask
             task = dask.delayed(run_task, pure=False)(self._callable_future, data, info,
-                                                      self._topic, dask_key_name=key)
+                                                      topic, dask_key_name=key)
             future = self.client.compute(task)
         else:
             future = self.client.submit(run_task, self._callable_future, data, info,
-                                        self._topic, key=key, pure=False)
+                                        topic, key=key, pure=False)
         future.add_done_callback(partial(self._on_done, info))
         return future
 
-    async def _ship(self, data, entry: OpenTask, key: str, callable_future) -> None:
+    async def _ship(self, data, entry: OpenTask, key: str, callable_future, topic) -> None:
         """On the event loop: send a big chunk straight to a worker, then submit its task.
 
         The client thread goes on reading the next chunk meanwhile, and the chunk
@@ -159,7 +161,7 @@ class DaskScheduler(Scheduler):
                 chunk_future.release()
                 return
             future = self.client.submit(run_task, callable_future, chunk_future, info,
-                                        self._topic, key=key, pure=False)
+                                        topic, key=key, pure=False)
             entry.handle = future
             future.add_done_callback(partial(self._on_done, info))
         except Exception as exc:  # e.g. no workers left
