@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 __all__ = [
     "Event", "TaskInfo", "RunStarted", "RunFinished", "PhaseStarted", "PhaseFinished",
-    "TaskSubmitted", "TaskStarted", "TaskFinished", "TaskFailed", "NodeJoined", "EventBus",
+    "TaskSubmitted", "TaskStarted", "TaskFinished", "TaskFailed", "NodeJoined", "DeviceStats",
+    "EventBus",
 ]
 
 logger = logging.getLogger("labkit.events")
@@ -95,6 +96,7 @@ class PhaseFinished(Event):
     phase: int
     n_tasks: int
     ok: bool = True
+    state: dict[str, Any] | None = None  # the node's state() after the phase, if anyone listens
     time: float = field(default_factory=_now)
 
 
@@ -139,6 +141,19 @@ class NodeJoined(Event):
     phase: int
     joins: int
     state: dict[str, Any]
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class DeviceStats(Event):
+    """A measurement of one worker or torch device (memory, throughput)."""
+
+    device: str                         # a Dask worker address or a torch device name
+    kind: str = "worker"                # "worker" or "device"
+    memory: int | None = None           # bytes in use
+    memory_limit: int | None = None
+    samples_per_s: float | None = None
+    step_time: float | None = None      # seconds per step (data-parallel trainers)
     time: float = field(default_factory=_now)
 
 

@@ -155,6 +155,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
         node = self.nodes[i]
         snapshot = copy.deepcopy(node)
         emit = scheduler.emit if scheduler is not None else (lambda event: None)
+        listening = scheduler is not None and scheduler.has_subscribers
         try:
             while node.is_training():
                 control.check()
@@ -168,7 +169,8 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 else:
                     n_tasks = self._train_phase_tasks(i, chunks, scheduler, fork, callable_class,
                                                       run_id, control)
-                emit(PhaseFinished(run_id, i, node.name, phase, n_tasks))
+                emit(PhaseFinished(run_id, i, node.name, phase, n_tasks,
+                                   state=node.state() if listening else None))
         except BaseException:
             emit(PhaseFinished(run_id, i, node.name, node.phase, 0, ok=False))
             restore_node(node, snapshot)

@@ -1,0 +1,17 @@
+"""The benchmark script runs end to end at small size (no timing is asserted)."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_core_benchmarks_run_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_core.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("[1] speed-up vs serial", "[2] raw time / labkit time",
+                  "[3] labkit (plain function) / raw", "[4] peak RSS increase"):
+        assert label in proc.stdout, label
+    assert "eigenvalues parallel vs serial" in proc.stdout
