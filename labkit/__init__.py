@@ -19,6 +19,19 @@ from .scheduling import (DaskScheduler, FunctionCallable, ListResultContainer, L
 
 __version__ = "0.1.0"
 
+
+def board(source, **options):
+    """The live ipywidgets board of a scheduler or run (see :mod:`labkit.views.board`)."""
+    from .views.board import board as make_board
+    return make_board(source, **options)
+
+
+def dashboard(scheduler, **options) -> str:
+    """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.dashboard`)."""
+    from .views.dashboard import dashboard as serve
+    return serve(scheduler, **options)
+
+
 __all__ = [
     "events", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
@@ -26,5 +39,5 @@ __all__ = [
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
-    "ResultContainer", "ListResultContainer", "OrderedResultContainer",
+    "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import threading
 import uuid
 from typing import Any, Callable
@@ -23,6 +24,8 @@ from .results import ListResultContainer, ResultContainer
 from .task import FunctionCallable, TaskCallable, TaskOutcome
 
 __all__ = ["Scheduler", "OpenTask"]
+
+logger = logging.getLogger("labkit.scheduling")
 
 
 @dataclasses.dataclass
@@ -77,6 +80,7 @@ class Scheduler:
         self._batch_index = 0
         self._callable: TaskCallable | None = None
         self._closed = False
+        self._shutdown_callbacks: list[Callable[[], Any]] = []
         self._run = f"tasks-{uuid.uuid4().hex[:8]}"
 
     # -- events ------------------------------------------------------------------
@@ -188,13 +192,27 @@ class Scheduler:
         self._batch_index = 0
         return len(handles)
 
+    def on_shutdown(self, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` when the scheduler shuts down (views stop their servers so)."""
+        self._shutdown_callbacks.append(fn)
+
     def shutdown(self) -> None:
         """Cancel what is open and release the backend; idempotent."""
         if self._closed:
             return
         self.cancel()
         self._closed = True
+        for fn in self._shutdown_callbacks:
+            try:
+                fn()
+            except Exception:  # a view must never stop a shutdown
+                logger.exception("labkit shutdown callback %r failed", fn)
         self._close()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the scheduler was shut down."""
+        return self._closed
 
     def __enter__(self):
         return self
