@@ -26,6 +26,17 @@ def board(source, **options):
     return make_board(source, **options)
 
 
+def _register_display() -> None:
+    """In IPython/Jupyter, show a Run that is a cell's result as its live board."""
+    import sys
+    if "IPython" in sys.modules:  # a kernel has imported it already; elsewhere skip the cost
+        from .views.display import register
+        register()
+
+
+_register_display()
+
+
 def dashboard(scheduler, **options) -> str:
     """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.dashboard`)."""
     from .views.dashboard import dashboard as serve

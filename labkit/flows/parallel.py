@@ -155,7 +155,6 @@ class ParallelFlow(ManualTasksMixin, Flow):
         node = self.nodes[i]
         snapshot = copy.deepcopy(node)
         emit = scheduler.emit if scheduler is not None else (lambda event: None)
-        listening = scheduler is not None and scheduler.has_subscribers
         try:
             while node.is_training():
                 control.check()
@@ -169,6 +168,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 else:
                     n_tasks = self._train_phase_tasks(i, chunks, scheduler, fork, callable_class,
                                                       run_id, control)
+                listening = scheduler is not None and scheduler.has_subscribers
                 emit(PhaseFinished(run_id, i, node.name, phase, n_tasks,
                                    state=node.state() if listening else None))
         except BaseException:
@@ -204,7 +204,13 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
     @staticmethod
     def _run_tasks(scheduler, chunks, task_callable, info, container, control):
-        """Submit every chunk lazily, wait for all; return (n_tasks, results)."""
+        """Submit every chunk lazily, wait for all; return the count (joins) or the results."""
+        with scheduler.exclusive():  # other runs on this scheduler wait for this batch
+            return ParallelFlow._run_batch(scheduler, chunks, task_callable, info, container,
+                                           control)
+
+    @staticmethod
+    def _run_batch(scheduler, chunks, task_callable, info, container, control):
         previous = scheduler.result_container
         scheduler.result_container = container
         control.scheduler = scheduler

@@ -8,12 +8,16 @@ and leaves the node being trained as it was before its phase.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Callable
 
 from ..errors import CancelledError
+from ..events import EventBus
 
 __all__ = ["Run", "RunControl"]
+
+logger = logging.getLogger("labkit.events")
 
 
 class RunControl:
@@ -39,6 +43,14 @@ class RunControl:
             raise CancelledError("the run was cancelled")
 
 
+def _run_of(event) -> str | None:
+    """The run an event belongs to, if any."""
+    run = getattr(event, "run", None)
+    if run is None and hasattr(event, "info"):
+        run = event.info.run
+    return run
+
+
 class Run:
     """A run in the background; a small future.
 
@@ -54,6 +66,8 @@ class Run:
         ``job(control)`` does the work and returns the result.
     """
 
+    max_history = 200_000  # events kept for late subscribers
+
     def __init__(self, kind: str, run_id: str, schedulers: list, job: Callable[[RunControl], Any]):
         self.kind, self.id = kind, run_id
         self.schedulers = [s for i, s in enumerate(schedulers)
@@ -62,6 +76,12 @@ class Run:
         self._done = threading.Event()
         self._result: Any = None
         self._error: BaseException | None = None
+        # The run's events are kept from the start, so a view that subscribes after
+        # the run began (a board shown by the cell) still sees all of it.
+        self._history: list = []
+        self._bus = EventBus()
+        self._events_lock = threading.RLock()
+        self._unsubscribers = [s.subscribe(self._on_event) for s in self.schedulers]
         self._thread = threading.Thread(target=self._main, args=(job,), daemon=True,
                                         name=f"labkit-{kind}-{run_id}")
         self._thread.start()
@@ -72,7 +92,19 @@ class Run:
         except BaseException as err:  # handed to whoever asks for the result
             self._error = err
         finally:
+            for unsubscribe in self._unsubscribers:
+                unsubscribe()
             self._done.set()
+
+    def _on_event(self, event) -> None:
+        """Keep and forward this run's events (and run-less ones, e.g. device stats)."""
+        run = _run_of(event)
+        if run is not None and run != self.id:
+            return
+        with self._events_lock:
+            if run is not None and len(self._history) < self.max_history:
+                self._history.append(event)
+            self._bus.emit(event)
 
     def done(self) -> bool:
         """Whether the run has ended (finished, failed or cancelled)."""
@@ -111,9 +143,17 @@ class Run:
         return self.done() and isinstance(self._error, CancelledError)
 
     def subscribe(self, fn) -> Callable[[], None]:
-        """Subscribe ``fn`` to the events of every scheduler of the run."""
-        unsubscribers = [s.subscribe(fn) for s in self.schedulers]
-        return lambda: [u() for u in unsubscribers]
+        """Call ``fn(event)`` for each event of this run: first those so far, then live ones.
+
+        Returns a function that unsubscribes.
+        """
+        with self._events_lock:  # no live event can slip in between the replay and the rest
+            for event in self._history:
+                try:
+                    fn(event)
+                except Exception:
+                    logger.exception("labkit run subscriber %r failed", fn)
+            return self._bus.subscribe(fn)
 
     @property
     def status(self) -> str:

@@ -81,6 +81,7 @@ class Scheduler:
         self._callable: TaskCallable | None = None
         self._closed = False
         self._shutdown_callbacks: list[Callable[[], Any]] = []
+        self._batch_lock = threading.RLock()
         self._run = f"tasks-{uuid.uuid4().hex[:8]}"
 
     # -- events ------------------------------------------------------------------
@@ -191,6 +192,14 @@ class Scheduler:
         self.result_container.discard()
         self._batch_index = 0
         return len(handles)
+
+    def exclusive(self) -> "threading.RLock":
+        """A lock to hold while using the scheduler for one batch of tasks.
+
+        A scheduler has one result container and one batch at a time, so runs
+        that share it (two ``wait=False`` runs, say) take turns per phase.
+        """
+        return self._batch_lock
 
     def on_shutdown(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` when the scheduler shuts down (views stop their servers so)."""

@@ -174,3 +174,20 @@ def test_execute_run_returns_output(dask_scheduler):
     flow = _trained(lk.ParallelFlow, factory, data, scheduler=dask_scheduler)
     run = flow.execute(data, scheduler=dask_scheduler, wait=False)
     np.testing.assert_allclose(run.result(timeout=60), flow.execute(X[:1200]))
+
+
+def test_a_late_subscriber_gets_the_whole_run_in_order(dask_scheduler):
+    factory, data = CASES["PCA"]
+    other = lk.ParallelFlow([factory()]).train([data], scheduler=dask_scheduler, wait=False)
+    run = lk.ParallelFlow([factory()]).train([data], scheduler=dask_scheduler, wait=False)
+    run.result(timeout=60)
+    other.result(timeout=60)
+    from tests.conftest import EventRecorder
+    late = EventRecorder()
+    run.subscribe(late)
+    names = late.names()
+    assert names[0] == "RunStarted" and names[1] == "PhaseStarted" and names[-1] == "RunFinished"
+    assert names.count("TaskFinished") == len(data) and names.count("NodeJoined") == len(data)
+    assert {getattr(e, "run", None) or e.info.run for e in late.events} == {run.id}
+    finished = late.of(lk.events.PhaseFinished)[0]
+    assert finished.state is not None and finished.state["training"] is False

@@ -1,0 +1,324 @@
+"""Bokeh models of a tracker, shared by the notebook board and the dashboard.
+
+:class:`Components` builds three panels over one :class:`~labkit.views.tracker.Tracker`
+and keeps them current with :meth:`Components.update`, which sends only what
+changed: finished-task spans are *streamed* (with a rollover bound), small
+tables are *patched* cell by cell, and replaced only when their set of rows
+changed.  One ``Components`` belongs to one Bokeh document; make one per
+notebook output or per browser session, all over the same tracker.
+
+Names a browser (or ``Bokeh.documents[0].get_model_by_name``) can look for;
+each panel also carries its name as a CSS class on its host element:
+
+``labkit-components``
+    the column holding all three panels (:attr:`Components.layout`)
+``labkit-device-load``
+    figure: one horizontal bar per Dask worker / torch device (busy fraction)
+``labkit-device-load-source``
+    its ColumnDataSource (one row per device)
+``labkit-task-stream``
+    figure: one lane per worker, one rect per finished task
+``labkit-task-stream-spans``
+    the glyph renderer of the spans; ``.data_source`` holds one row per span
+``labkit-node-state``
+    column: the node table and the per-node plots
+``labkit-node-table``, ``labkit-node-source``
+    the DataTable of nodes and its source (one row per node)
+``labkit-node-plots``
+    column of small figures, ``labkit-node-plot-<run>-<node>``, one per node
+
+Examples
+--------
+>>> from labkit.events import TaskFinished, TaskInfo
+>>> from labkit.views.tracker import Tracker
+>>> tracker = Tracker()
+>>> tracker(TaskFinished(TaskInfo("r", 0, 0, "train", 0, "PCA", 0), "tcp://w1", 1.0, 2.0, 10))
+>>> c = Components(tracker)
+>>> c.update()
+>>> len(c.task_stream.select_one({"name": "labkit-task-stream-spans"}).data_source.data["start"])
+1
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from bokeh.layouts import column
+from bokeh.models import (ColumnDataSource, DataRange1d, DataTable, Div,
+                          FactorRange, HoverTool, LabelSet, NumberFormatter, Range1d,
+                          TableColumn)
+from bokeh.plotting import figure
+
+from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
+
+__all__ = ["Components", "node_color", "FAILED_COLOR"]
+
+# Category10 without its red (kept for failures) and grey (kept for plain tasks).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+           "#17becf")
+FAILED_COLOR = "#d62728"
+PLAIN_COLOR = "#7f7f7f"
+WORKER_COLOR, DEVICE_COLOR = "#1f77b4", "#2ca02c"
+
+_DEVICE_COLUMNS = ("name", "lane", "kind", "busy", "tasks_per_s", "samples_per_s", "running",
+                   "done", "failed", "memory", "executing", "label", "color")
+_SPAN_COLUMNS = ("lane", "worker", "start", "end", "what", "chunk", "seconds", "ok", "color",
+                 "alpha")
+_NODE_COLUMNS = ("key", "run", "node", "name", "phase", "training", "samples", "joins")
+
+
+def node_color(node: int | None, phase: int | None, ok: bool = True) -> tuple[str, float]:
+    """Colour and alpha of a task: one hue per node, phases alternate in strength."""
+    if not ok:
+        return FAILED_COLOR, 1.0
+    if node is None:
+        return PLAIN_COLOR, 0.8
+    return PALETTE[node % len(PALETTE)], 0.9 if (phase or 0) % 2 == 0 else 0.55
+
+
+def _lane(worker: str) -> str:
+    """A short lane label: the address without its protocol."""
+    return worker.split("://", 1)[-1]
+
+
+def _bytes(n: int | None) -> str:
+    """Bytes as a short human string."""
+    if n is None:
+        return ""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _named(model, name: str):
+    """Give a model its name and the same CSS class (for DOM tests and styling)."""
+    model.name = name
+    if hasattr(model, "css_classes"):
+        model.css_classes = [name]
+    return model
+
+
+class Components:
+    """The device-load bars, task stream and node state of one tracker.
+
+    Parameters
+    ----------
+    tracker : Tracker
+        What to draw; subscribe it to a scheduler or run yourself.
+    sampler : ClusterSampler, optional
+        Adds the cluster's own count of executing tasks per worker (see
+        :mod:`labkit.views.sampler`); without labkit task events for a worker,
+        its busy bar shows executing / threads instead.
+    max_spans : int
+        Rollover bound of the task-stream source (rows kept in the browser).
+    max_node_plots : int
+        Nodes that get a plot (the most recent ones).
+    follow_seconds : float
+        Seconds of time the task stream shows, following the newest span.
+    """
+
+    def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
+                 max_node_plots: int = 6, follow_seconds: float = 60.0):
+        self.tracker = tracker
+        self.sampler = sampler
+        self.max_spans = max_spans
+        self.max_node_plots = max_node_plots
+        self._lock = threading.Lock()   # update() may be called from several threads
+        self._last_seq = -1
+        self._lanes: list[str] = []
+        self._node_plots: dict[tuple, Any] = {}
+        self.device_load = self._make_device_load()
+        self.task_stream = self._make_task_stream(follow_seconds)
+        self.node_state = self._make_node_state()
+        self.layout = _named(column(self.device_load, self.task_stream, self.node_state,
+                                    sizing_mode="stretch_width"), "labkit-components")
+
+    # -- building ----------------------------------------------------------------
+
+    def _make_device_load(self):
+        """Horizontal bars, one per device, labelled with rates and memory."""
+        self.device_source = ColumnDataSource({c: [] for c in _DEVICE_COLUMNS},
+                                              name="labkit-device-load-source")
+        fig = figure(title="Device load (busy fraction)", height=120, x_range=Range1d(0, 1),
+                     y_range=FactorRange(factors=[]), tools="", toolbar_location=None,
+                     sizing_mode="stretch_width")
+        fig.hbar(y="lane", right="busy", height=0.7, source=self.device_source, color="color",
+                 alpha=0.8)
+        fig.add_layout(LabelSet(x=0, y="lane", text="label", source=self.device_source,
+                                x_offset=4, y_offset=-6, text_font_size="9pt"))
+        fig.add_tools(HoverTool(tooltips=[
+            ("device", "@name (@kind)"), ("busy", "@busy{0%}"), ("tasks/s", "@tasks_per_s{0.0}"),
+            ("samples/s", "@samples_per_s{0,0}"), ("running", "@running"), ("done", "@done"),
+            ("failed", "@failed"), ("memory", "@memory"), ("executing (cluster)", "@executing")]))
+        fig.xaxis.formatter.use_scientific = False
+        return _named(fig, "labkit-device-load")
+
+    def _make_task_stream(self, follow_seconds: float):
+        """Lanes per worker; each finished task a bar from start to end."""
+        self.span_source = ColumnDataSource({c: [] for c in _SPAN_COLUMNS})
+        x_range = DataRange1d(follow="end", follow_interval=follow_seconds * 1000,
+                              range_padding=0.02)
+        fig = figure(title="Task stream", height=160, x_axis_type="datetime", x_range=x_range,
+                     y_range=FactorRange(factors=[]), tools="xpan,xwheel_zoom,reset",
+                     sizing_mode="stretch_width")
+        spans = fig.hbar(y="lane", left="start", right="end", height=0.8,
+                         source=self.span_source, color="color", alpha="alpha",
+                         name="labkit-task-stream-spans")
+        fig.add_tools(HoverTool(renderers=[spans], tooltips=[
+            ("task", "@what, chunk @chunk"), ("worker", "@worker"),
+            ("seconds", "@seconds{0.000}"), ("ok", "@ok")]))
+        return _named(fig, "labkit-task-stream")
+
+    def _make_node_state(self):
+        """A table of nodes and a column of small per-node plots."""
+        self.node_source = ColumnDataSource({c: [] for c in _NODE_COLUMNS},
+                                            name="labkit-node-source")
+        columns = [TableColumn(field="node", title="#", width=30),
+                   TableColumn(field="name", title="node"),
+                   TableColumn(field="phase", title="phase"),
+                   TableColumn(field="training", title="state"),
+                   TableColumn(field="samples", title="samples",
+                               formatter=NumberFormatter(format="0,0")),
+                   TableColumn(field="joins", title="joins"),
+                   TableColumn(field="run", title="run")]
+        self.node_table = _named(DataTable(source=self.node_source, columns=columns, height=58,
+                                           index_position=None, sizing_mode="stretch_width"),
+                                 "labkit-node-table")
+        # a placeholder child: Bokeh warns about an empty layout
+        self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
+        self.node_plots = _named(column(self._no_plots, sizing_mode="stretch_width"),
+                                 "labkit-node-plots")
+        return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width"),
+                      "labkit-node-state")
+
+    def _make_node_plot(self, view: NodeView, key: str):
+        """One small line plot of a node's first plot array."""
+        what = next(iter(view.plots), "")
+        fig = figure(title=f"node {view.node} {view.name}: {what}", height=140, width=260,
+                     tools="", toolbar_location=None)
+        source = ColumnDataSource({"x": [], "y": []})
+        fig.line(x="x", y="y", source=source, line_width=2, color=node_color(view.node, 0)[0])
+        fig.scatter(x="x", y="y", source=source, size=4, color=node_color(view.node, 0)[0])
+        _named(fig, f"labkit-node-plot-{key}")
+        return fig, source
+
+    # -- updating ----------------------------------------------------------------
+
+    def update(self) -> None:
+        """Pull a snapshot and the new spans; send only what changed.
+
+        Thread-safe; in a Bokeh server call it from a document callback.
+        """
+        with self._lock:
+            snap = self.tracker.snapshot()
+            self._update_devices(snap)
+            self._update_spans()
+            self._update_nodes(snap)
+
+    def _update_devices(self, snap: Snapshot) -> None:
+        """Patch the bars; replace the rows when the set of devices changed."""
+        executing = self.sampler.executing() if self.sampler is not None else {}
+        rows = [self._device_row(d, executing.get(d.name)) for d in snap.devices]
+        names = [r["name"] for r in rows]
+        if names != list(self.device_source.data["name"]):
+            self.device_load.y_range.factors = [r["lane"] for r in rows]
+            self.device_load.height = 60 + 26 * max(len(rows), 1)
+            self.device_source.data = {c: [r[c] for r in rows] for c in _DEVICE_COLUMNS}
+        else:
+            _patch(self.device_source, rows, _DEVICE_COLUMNS)
+
+    @staticmethod
+    def _device_row(d: DeviceLoad, cluster: tuple[int, int] | None) -> dict:
+        """One bar's values; busy falls back on the cluster's count without labkit tasks."""
+        busy = d.busy
+        executing = ""
+        if cluster is not None:
+            executing = f"{cluster[0]}/{cluster[1]}"
+            if not (d.done or d.running or d.failed) and cluster[1]:
+                busy = min(cluster[0] / cluster[1], 1.0)
+        memory = _bytes(d.memory) + (f" / {_bytes(d.memory_limit)}" if d.memory_limit else "")
+        rate = (f"{d.samples_per_s:,.0f} samples/s" if d.kind == "device"
+                else f"{d.tasks_per_s:.1f} tasks/s")
+        label = "  ".join(p for p in (f"{busy:.0%}", rate, memory,
+                                      f"exec {executing}" if executing else "") if p)
+        return {"name": d.name, "lane": _lane(d.name), "kind": d.kind, "busy": round(busy, 3),
+                "tasks_per_s": round(d.tasks_per_s, 2),
+                "samples_per_s": round(d.samples_per_s, 1), "running": d.running,
+                "done": d.done, "failed": d.failed, "memory": memory, "executing": executing,
+                "label": label, "color": DEVICE_COLOR if d.kind == "device" else WORKER_COLOR}
+
+    def _update_spans(self) -> None:
+        """Stream the spans finished since the last update (and add new lanes first)."""
+        spans = self.tracker.spans_since(self._last_seq)
+        if not spans:
+            return
+        self._last_seq = spans[-1].seq
+        spans = spans[-self.max_spans:]
+        new_lanes = sorted({_lane(s.worker) for s in spans} - set(self._lanes))
+        if new_lanes:
+            self._lanes = sorted(self._lanes + new_lanes)
+            self.task_stream.y_range.factors = list(self._lanes)
+            self.task_stream.height = 80 + 28 * len(self._lanes)
+        rows = [self._span_row(s) for s in spans]
+        self.span_source.stream({c: [r[c] for r in rows] for c in _SPAN_COLUMNS},
+                                rollover=self.max_spans)
+
+    @staticmethod
+    def _span_row(s: TaskSpan) -> dict:
+        """One bar of the task stream (times in ms, as a datetime axis wants)."""
+        color, alpha = node_color(s.node, s.phase, s.ok)
+        what = (f"{s.node_name} (node {s.node}) phase {s.phase}" if s.node is not None
+                else "task")
+        return {"lane": _lane(s.worker), "worker": s.worker, "start": s.start * 1000,
+                "end": s.end * 1000, "what": what, "chunk": s.chunk,
+                "seconds": s.end - s.start, "ok": s.ok, "color": color, "alpha": alpha}
+
+    def _update_nodes(self, snap: Snapshot) -> None:
+        """Patch the node table; grow or redraw the node plots."""
+        rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
+                 "phase": f"{n.phase}/{n.phases}" if n.phases is not None else str(n.phase),
+                 "training": "training" if n.training else "trained",
+                 "samples": int(n.samples),
+                 "joins": int(n.joins)} for n in snap.nodes]
+        if [r["key"] for r in rows] != list(self.node_source.data["key"]):
+            self.node_table.height = 32 + 26 * min(max(len(rows), 1), 8)
+            self.node_source.data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
+        else:
+            _patch(self.node_source, rows, _NODE_COLUMNS)
+        self._update_node_plots([n for n in snap.nodes if n.plots][-self.max_node_plots:])
+
+    def _update_node_plots(self, views: list[NodeView]) -> None:
+        """One plot per shown node; stream points that extend it, else replace."""
+        keys = [(v.run, v.node) for v in views]
+        if keys != list(self._node_plots):
+            old = self._node_plots
+            self._node_plots = {k: old.get(k) or self._make_node_plot(v, f"{k[0]}-{k[1]}")
+                                for k, v in zip(keys, views)}
+            self.node_plots.children = ([fig for fig, _ in self._node_plots.values()]
+                                        or [self._no_plots])
+        for key, view in zip(keys, views):
+            _, source = self._node_plots[key]
+            values = [float(y) for y in next(iter(view.plots.values()))]
+            old = list(source.data["y"])
+            if values == old:
+                continue
+            if len(values) > len(old) and values[:len(old)] == old:
+                source.stream({"x": list(range(len(old), len(values))),
+                               "y": values[len(old):]})
+            else:
+                source.data = {"x": list(range(len(values))), "y": values}
+
+
+def _patch(source: ColumnDataSource, rows: list[dict], columns) -> None:
+    """Patch only the cells that changed (same rows, same order)."""
+    data = source.data
+    patches: dict[str, list] = {}
+    for c in columns:
+        changed = [(i, r[c]) for i, r in enumerate(rows) if data[c][i] != r[c]]
+        if changed:
+            patches[c] = changed
+    if patches:
+        source.patch(patches)

@@ -1,0 +1,237 @@
+"""The Bokeh dashboard: a Bokeh server inside this process, one per scheduler.
+
+:func:`dashboard` starts a Bokeh server on 127.0.0.1 (a free port unless one
+is given) in a daemon thread with its own Tornado IOLoop, serving the app
+``/labkit``.  Every browser session gets its own document and
+:class:`~labkit.views.components.Components`, all drawing one shared
+:class:`~labkit.views.tracker.Tracker` subscribed to the scheduler; a periodic
+callback per document (5 Hz) sends the changes.  BokehJS comes from the server
+itself, so it works offline.
+
+Websockets are accepted only from the origins the server is reached at
+(``127.0.0.1:PORT``, ``localhost:PORT``), from origins given explicitly, and,
+behind JupyterHub or Binder (``JUPYTERHUB_SERVICE_PREFIX`` set), from the
+hub's public host when the environment names it (``JUPYTERHUB_PUBLIC_URL``,
+``JUPYTERHUB_PUBLIC_HUB_URL`` or ``JUPYTERHUB_HOST``).  Behind a hub the
+returned link goes through jupyter-server-proxy:
+``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/labkit``; that proxy strips its
+prefix, so BokehJS is linked (and also served) under it.
+
+The server stops when the scheduler shuts down, or with :func:`stop_dashboard`;
+no thread or port is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import threading
+from urllib.parse import urlparse
+
+from bokeh.application import Application
+from bokeh.application.handlers.function import FunctionHandler
+from bokeh.resources import Resources
+from bokeh.server.server import BaseServer
+from bokeh.server.tornado import BokehTornado
+from bokeh.server.util import bind_sockets
+from bokeh.server.views.static_handler import StaticHandler
+from tornado.httpserver import HTTPServer
+from tornado.ioloop import IOLoop
+
+from .components import Components
+from .sampler import ClusterSampler
+from .tracker import Tracker
+
+__all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
+
+logger = logging.getLogger("labkit.views")
+
+APP_PATH = "/labkit"
+UPDATE_MS = 200           # at most 5 updates a second per browser session
+_HOST = "127.0.0.1"
+
+_lock = threading.Lock()
+_running: dict[int, "_DashboardServer"] = {}   # id(scheduler) -> its server
+
+
+def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
+              title: str = "labkit") -> str:
+    """Serve the live dashboard of ``scheduler``; returns its URL.
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+        Whose events to show; a :class:`~labkit.DaskScheduler`'s cluster is
+        also polled for worker memory and executing tasks.
+    port : int
+        Port on 127.0.0.1; 0 picks a free one.
+    allow_websocket_origin : str or list of str, optional
+        Further origins (``host[:port]``) whose pages may open the websocket,
+        e.g. of an SSH tunnel or a reverse proxy.
+    title : str
+        The browser page's title.
+
+    Returns
+    -------
+    str
+        The URL of the app; the same one when called again for this scheduler.
+    """
+    if getattr(scheduler, "closed", False):
+        raise ValueError("the scheduler is shut down; a dashboard would show nothing")
+    with _lock:
+        server = _running.get(id(scheduler))
+        if server is not None:
+            return server.url
+        if isinstance(allow_websocket_origin, str):
+            allow_websocket_origin = [allow_websocket_origin]
+        server = _DashboardServer(scheduler, port, list(allow_websocket_origin or ()), title)
+        _running[id(scheduler)] = server
+    scheduler.on_shutdown(lambda: stop_dashboard(scheduler))
+    return server.url
+
+
+def running_url(scheduler) -> str | None:
+    """The URL of the dashboard serving ``scheduler``, or ``None``."""
+    server = _running.get(id(scheduler))
+    return server.url if server is not None else None
+
+
+def stop_dashboard(scheduler) -> bool:
+    """Stop the dashboard of ``scheduler``; returns whether one was running."""
+    with _lock:
+        server = _running.pop(id(scheduler), None)
+    if server is None:
+        return False
+    server.stop()
+    return True
+
+
+def _hub_prefix() -> str | None:
+    """JupyterHub's per-user prefix (``/user/name/``), when running behind one."""
+    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX")
+    if not prefix:
+        return None
+    return prefix if prefix.endswith("/") else prefix + "/"
+
+
+def _hub_origins() -> list[str]:
+    """The hub's public host(s) named by the environment (its pages open the websocket)."""
+    hosts = []
+    for var in ("JUPYTERHUB_PUBLIC_URL", "JUPYTERHUB_PUBLIC_HUB_URL", "JUPYTERHUB_HOST"):
+        value = os.environ.get(var, "")
+        host = urlparse(value).netloc if "://" in value else value.strip("/")
+        if host and host not in hosts:
+            hosts.append(host)
+    return hosts
+
+
+class _DashboardServer:
+    """One Bokeh server in its own thread, over one tracker of one scheduler."""
+
+    def __init__(self, scheduler, port: int, origins: list[str], title: str):
+        self.title = title
+        self.tracker = Tracker()
+        self._unsubscribe = scheduler.subscribe(self.tracker)
+        client = getattr(scheduler, "client", None)
+        self.sampler = ClusterSampler(client, self.tracker).start() if client else None
+        self._requested = (port, origins)
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._loop = None
+        self._server = None
+        self.port: int | None = None
+        self.url = ""
+        self._thread = threading.Thread(target=self._serve, daemon=True,
+                                        name="labkit-dashboard-bokeh")
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._release()
+            raise self._error
+
+    # -- in the server thread ----------------------------------------------------
+
+    def _serve(self) -> None:
+        """Thread body: bind, start the server, run its IOLoop until stopped."""
+        asyncio.set_event_loop(asyncio.new_event_loop())
+        self._loop = IOLoop.current()
+        try:
+            self._start_server()
+        except BaseException as exc:  # reported to the caller of dashboard()
+            self._error = exc
+            self._ready.set()
+            self._loop.close(all_fds=True)
+            return
+        self._ready.set()
+        self._loop.start()
+        # stopped: close every socket still registered (open websockets included)
+        self._loop.close(all_fds=True)
+
+    def _start_server(self) -> None:
+        """Bind 127.0.0.1 first, so the origins can name the port that was picked."""
+        port, extra = self._requested
+        sockets, self.port = bind_sockets(_HOST, port)
+        origins = [f"{_HOST}:{self.port}", f"localhost:{self.port}", *extra]
+        hub = _hub_prefix()
+        static_root = "/"
+        patterns = []
+        if hub:
+            # jupyter-server-proxy strips "{hub}proxy/{port}", so the page's
+            # root-relative links to BokehJS must carry it; serve them there too.
+            static_root = f"{hub}proxy/{self.port}/"
+            patterns.append((re.escape(static_root) + "static/(.*)", StaticHandler))
+            origins += _hub_origins()
+        app = _LabkitTornado({APP_PATH: Application(FunctionHandler(self._make_document))},
+                             static_root=static_root, extra_websocket_origins=origins,
+                             extra_patterns=patterns, use_index=False, redirect_root=False)
+        http = HTTPServer(app)
+        http.add_sockets(sockets)
+        self._server = BaseServer(self._loop, app, http)
+        self._server.start()
+        base = f"{hub}proxy/{self.port}" if hub else f"http://{_HOST}:{self.port}"
+        self.url = base + APP_PATH
+
+    def _make_document(self, doc) -> None:
+        """A new browser session: its own components, updated by a periodic callback."""
+        components = Components(self.tracker, sampler=self.sampler)
+        components.update()
+        doc.title = self.title
+        doc.add_root(components.layout)
+        doc.add_periodic_callback(components.update, UPDATE_MS)
+
+    def _shutdown(self) -> None:
+        """On the IOLoop: stop the server (closes the listening socket), then the loop."""
+        try:
+            self._server.stop()
+        finally:
+            self._loop.stop()
+
+    # -- from any thread ---------------------------------------------------------
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server and its thread, the sampler, and the subscription."""
+        if self._loop is not None and self._thread.is_alive():
+            self._loop.add_callback(self._shutdown)
+            if self._thread is not threading.current_thread():
+                self._thread.join(timeout)
+        self._release()
+
+    def _release(self) -> None:
+        self._unsubscribe()
+        if self.sampler is not None:
+            self.sampler.stop()
+
+
+class _LabkitTornado(BokehTornado):
+    """BokehTornado whose pages link BokehJS under a chosen root (a proxy's prefix)."""
+
+    def __init__(self, applications, *, static_root: str = "/", **kw):
+        self._static_root = static_root
+        super().__init__(applications, **kw)
+
+    def resources(self, absolute_url=None) -> Resources:
+        """Server-mode resources: BokehJS from this server, never a CDN."""
+        return Resources(mode="server", root_url=self._static_root,
+                         path_versioner=StaticHandler.append_version)

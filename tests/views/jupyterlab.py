@@ -1,0 +1,158 @@
+"""A throw-away JupyterLab server for the browser tests.
+
+``with jupyter_lab() as (url, token, root_dir):`` starts the virtual
+environment's ``jupyter lab`` on a free 127.0.0.1 port with a random token,
+serving a temporary root folder.  Jupyter's user config, data and runtime
+folders and IPython's folder point into temporary folders, so nothing outside
+is read or written; the environment's own ``share/jupyter`` stays on the data
+path, so the lab extensions installed there (ipywidgets, jupyter_bokeh,
+anywidget) load.  The repository root goes on ``PYTHONPATH`` of the server and
+so of its kernels (``import tests.helpers`` works in a notebook).
+
+On exit the server is terminated by its pid (killed if it does not stop), any
+process it started that is still alive afterwards (a kernel, a kernel's Dask
+workers) is ended by its pid too, and the temporary folders are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JUPYTER = os.path.join(os.path.dirname(sys.executable), "jupyter")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def isolated_env(scratch: str) -> dict:
+    """The server's environment: Jupyter and IPython folders under ``scratch``."""
+    env = dict(os.environ)
+    for name, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                      ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")]:
+        env[name] = os.path.join(scratch, sub)
+        os.makedirs(env[name], exist_ok=True)
+    env.pop("JUPYTER_PATH", None)          # the venv's share/jupyter comes from sys.prefix
+    env.pop("JUPYTER_PLATFORM_DIRS", None)
+    paths = [ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != ROOT]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    quiet_settings(env["JUPYTER_CONFIG_DIR"])
+    return env
+
+
+def quiet_settings(config_dir: str) -> None:
+    """User settings in the temporary config folder: no "Jupyter news?" prompt."""
+    folder = os.path.join(config_dir, "lab", "user-settings", "@jupyterlab", "apputils-extension")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "notification.jupyterlab-settings"), "w") as f:
+        json.dump({"fetchNews": "false", "checkForUpdates": False}, f)
+
+
+def server_command(port: int, token: str, root_dir: str) -> list[str]:
+    return [JUPYTER, "lab", "--no-browser", "--allow-root", "--ServerApp.open_browser=False",
+            "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={root_dir}", f"--IdentityProvider.token={token}",
+            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            "--LabApp.extension_manager=readonly"]  # an offline machine: no PyPI, no news
+
+
+def api(url: str, token: str, path: str, method: str = "GET", timeout: float = 10):
+    """Call the server's REST API; returns the decoded JSON (``None`` when empty)."""
+    request = urllib.request.Request(f"{url}{path}", method=method,
+                                     headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def _log_tail(log_path: str, n: int = 4000) -> str:
+    with open(log_path, errors="replace") as f:
+        return f.read()[-n:]
+
+
+def wait_until_up(proc, url: str, token: str, log_path: str, timeout: float = 90) -> None:
+    """Poll ``/api/status`` until it answers; fail if the server exits or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{_log_tail(log_path)}")
+        try:
+            api(url, token, "/api/status", timeout=2)
+            return
+        except (urllib.error.URLError, ConnectionError, OSError):
+            time.sleep(0.2)
+    raise TimeoutError(f"jupyter lab did not answer in {timeout:.0f} s:\n{_log_tail(log_path)}")
+
+
+def descendants(pid: int) -> list:
+    """Live processes started by ``pid``, directly or not (psutil handles)."""
+    import psutil
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def end_processes(procs, timeout: float = 10) -> None:
+    """Terminate each process by its pid; kill those still alive after ``timeout``."""
+    import psutil
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+def stop_server(proc, timeout: float = 20) -> None:
+    """Stop the server by its pid (it shuts its kernels down), then whatever it left."""
+    started = descendants(proc.pid)
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+    end_processes([p for p in started if p.is_running()])
+
+
+@contextlib.contextmanager
+def jupyter_lab(startup_timeout: float = 90):
+    """Yield ``(url, token, root_dir)`` of a running JupyterLab; stop and clean up on exit."""
+    scratch = tempfile.mkdtemp(prefix="labkit-jupyterlab-")
+    root_dir = os.path.join(scratch, "root")
+    os.makedirs(root_dir)
+    log_path = os.path.join(scratch, "server.log")
+    port, token = free_port(), secrets.token_hex(16)
+    url = f"http://127.0.0.1:{port}"
+    proc = None
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(server_command(port, token, root_dir), cwd=root_dir,
+                                    env=isolated_env(scratch), stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        wait_until_up(proc, url, token, log_path, startup_timeout)
+        yield url, token, root_dir
+    finally:
+        if proc is not None:
+            stop_server(proc)
+        shutil.rmtree(scratch, ignore_errors=True)

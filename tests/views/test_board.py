@@ -1,0 +1,241 @@
+"""The notebook board after real runs on Dask, seen through the messages its widgets send."""
+
+import time
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from labkit.events import PhaseStarted
+from labkit.views import display
+from labkit.views.board import Board, board, phase_label
+from labkit.views.progress import PhaseProgress
+from tests import helpers
+
+pytestmark = pytest.mark.usefixtures("no_thread_leak")
+
+X = np.random.default_rng(1).normal(size=(1200, 5))
+
+
+def _chunks(n, data=X):
+    return np.array_split(data, n)
+
+
+def _wait_stopped(b: Board, timeout=15.0):
+    deadline = time.time() + timeout
+    while b.writer.running and time.time() < deadline:
+        time.sleep(0.02)
+    assert not b.writer.running, "the board did not stop at the end of its run"
+
+
+def _row(b: Board, i=0):
+    return list(b._rows.values())[i]
+
+
+@pytest.fixture
+def boards():
+    """Boards made by a test, closed at its end."""
+    made = []
+    yield made
+    for b in made:
+        b.close()
+
+
+def test_a_scheduler_board_reaches_100_percent(comms, dask_scheduler, boards):
+    b = board(dask_scheduler)
+    boards.append(b)
+    assert "labkit-board" in comms.state(b.widget)["_dom_classes"]
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
+    flow.train([_chunks(8)], scheduler=dask_scheduler)
+    b.stop()                                   # one final draw
+    row = _row(b)
+    bar, label = comms.state(row.done), comms.state(row.label)
+    assert (bar["value"], bar["max"], bar["bar_style"]) == (8, 8, "success")
+    assert label["value"].startswith("node 0 PCA phase 0 — 8/8 (100%) · ")
+    assert "tasks/s" in label["value"] and comms.state(row.failed)["value"] == 0
+    assert "labkit-phase" in comms.state(row.box)["_dom_classes"]
+    assert "DaskScheduler" in comms.state(b.status)["value"]
+    assert "idle" in comms.state(b.status)["value"] and comms.state(b.errors)["value"] == ""
+    # the lanes got every span once, the Bokeh task stream too
+    spans = [s for msg in comms.customs(b.lanes) for s in msg["spans"]]
+    assert sorted(s["seq"] for s in spans) == list(range(8))
+    if b.components is not None:
+        stream = b.components.task_stream.select_one({"name": "labkit-task-stream-spans"})
+        assert len(stream.data_source.data["start"]) == 8
+        assert b.bokeh_model in b.widget.children
+
+
+def test_a_new_bokeh_view_is_sent_the_whole_document(comms, dask_scheduler, boards):
+    b = board(dask_scheduler, lanes=False)
+    boards.append(b)
+    if b.bokeh_model is None:
+        pytest.skip("no Bokeh components")
+    lk.ParallelFlow([lk.nodes.PCA(output_dim=2)]).train([_chunks(4)], scheduler=dask_scheduler)
+    mark = len(comms)
+    # what the kernel does when a front-end says it displayed a view (patches before are lost)
+    b.bokeh_model._handle_msg({"content": {"data": {
+        "method": "update", "state": {"_view_count": 1}, "buffer_paths": []}}, "buffers": []})
+    deadline = time.time() + 5
+    while not comms.updates(b.bokeh_model, since=mark) and time.time() < deadline:
+        time.sleep(0.02)
+    (update,) = comms.updates(b.bokeh_model, since=mark)
+    assert "labkit-task-stream-spans" in str(update["render_bundle"])
+    b.stop()
+
+
+def test_messages_follow_the_draw_rate_not_the_event_rate(comms, dask_scheduler, recorder,
+                                                          boards):
+    b = board(dask_scheduler)
+    boards.append(b)
+    dask_scheduler.subscribe(recorder)
+    mark = len(comms)
+    start = time.monotonic()
+    lk.ParallelFlow([lk.nodes.PCA(output_dim=2)]).train([_chunks(200)], scheduler=dask_scheduler)
+    elapsed = time.monotonic() - start
+    b.stop()
+    sent = [m for m in comms.messages[mark:] if m["msg_type"] == "comm_msg"]
+    events, draws = len(recorder.events), b.writer.draws
+    assert events >= 600 and draws <= elapsed * 10 + 3
+    row = _row(b)
+    def count(widget):
+        return sum(m["msg_type"] == "comm_msg" for m in comms.of(widget, since=mark))
+
+    for widget in (row.done, row.label, b.status):
+        assert count(widget) <= draws                           # at most one message a draw
+    assert len(comms.customs(b.lanes, since=mark)) <= draws     # new spans: one message a draw
+    assert len(comms.updates(b.lanes, since=mark)) <= len(b.lanes.workers)  # a new lane each
+    if b.bokeh_model is not None:  # one batched patch a draw (header, metadata, content)
+        assert count(b.bokeh_model) <= 3 * draws
+    rate = len(sent) / elapsed
+    size = sum(len(repr(m["data"])) for m in sent) / elapsed
+    # Jupyter's server drops iopub output above 1000 messages/s (bytes count for streams only)
+    assert rate < 100 and size < 250_000, (rate, size)
+    assert len(sent) < events / 5
+    # only what changed: progress updates never re-send the whole state
+    for state in comms.updates(row.done, since=mark):
+        assert set(state) <= {"value", "max", "bar_style"}
+    assert not any("recent" in s for s in comms.updates(b.lanes, since=mark)[:-1])
+
+
+def test_a_failed_task_is_listed_with_its_place(comms, dask_scheduler, boards):
+    b = board(dask_scheduler, bokeh=False)
+    boards.append(b)
+    bad = [c.copy() for c in _chunks(6)]
+    bad[3][0, 0] = 999
+    with pytest.raises(lk.TaskError):
+        lk.ParallelFlow([helpers.FussyPCA(output_dim=2)]).train([bad], scheduler=dask_scheduler)
+    b.stop()
+    errors = comms.state(b.errors)["value"]
+    assert "999 is not a sample" in errors and "chunk 3" in errors
+    assert "node 0 &#x27;FussyPCA&#x27;" in errors and "phase 0" in errors
+    row = _row(b)
+    assert comms.state(row.done)["bar_style"] == "danger"
+    failed = comms.state(row.failed)
+    assert failed["value"] == 1 and failed["bar_style"] == "danger"
+    assert comms.state(row.failed.layout)["display"] is None      # shown
+    assert "1 failed" in comms.state(row.label)["value"]
+    spans = [s for msg in comms.customs(b.lanes) for s in msg["spans"]]
+    assert [s["color"] for s in spans if not s["ok"]] == ["#d62728"]
+
+
+def test_cancel_button_cancels_the_run_and_restores_the_node(comms, dask_scheduler, boards):
+    flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.3, output_dim=3)])
+    run = flow.train([_chunks(12)], scheduler=dask_scheduler, wait=False)
+    b = board(run, bokeh=False)
+    boards.append(b)
+    button = b.cancel_button
+    assert not comms.state(button)["disabled"]
+    time.sleep(0.8)
+    button.click()
+    with pytest.raises(lk.CancelledError):
+        run.result(timeout=30)
+    assert run.cancelled()
+    assert flow[0].is_training() and flow[0].samples_seen == 0
+    _wait_stopped(b)                           # the board stops by itself at the run's end
+    state = comms.state(button)
+    assert state["disabled"] and state["description"] == "Cancelled"
+    assert "cancelled" in comms.state(b.status)["value"]
+    assert comms.state(b.errors)["value"] == ""   # a cancel is not an error
+
+
+def test_a_run_board_shows_that_run_and_stops_with_it(comms, dask_scheduler, boards):
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+    flow.train([_chunks(4)], scheduler=dask_scheduler)
+    run = flow.execute(_chunks(5), scheduler=dask_scheduler, wait=False)
+    b = board(run, bokeh=False)
+    boards.append(b)
+    # another run's events on the same scheduler are not this board's
+    dask_scheduler.emit(PhaseStarted("train-other", 0, "PCA", 0, local=False, n_tasks=3))
+    assert run.result(timeout=60).shape == (1200, 2)
+    _wait_stopped(b)
+    assert "finished" in comms.state(b.status)["value"]
+    assert comms.state(b.cancel_button)["disabled"]
+    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    assert len(labels) == 1 and labels[0].startswith("execute — 5/5 (100%)")
+
+
+def test_the_board_displays_its_widget_and_links_the_dashboard(comms, boards):
+    with lk.LocalScheduler() as s:
+        b = board(s, dashboard_url="http://127.0.0.1:8790/labkit", bokeh=False, lanes=False)
+        boards.append(b)
+        bundle = b._repr_mimebundle_()
+        view = bundle["application/vnd.jupyter.widget-view+json"]
+        assert view["model_id"] == b.widget.model_id
+        assert 'href="http://127.0.0.1:8790/labkit"' in comms.state(b.link)["value"]
+        assert b.link in b.widget.children and b.lanes is None and b.bokeh_model is None
+        assert b.writer.running
+    assert not b.writer.running                # the scheduler's shutdown stopped the board
+    assert "shut down" in comms.state(b.status)["value"]
+
+
+def test_closing_a_board_closes_its_widgets(comms):
+    with lk.LocalScheduler() as s:
+        b = board(s)
+        s.add_task(1, lambda x: x)
+        s.get_results()
+        b.close()
+        b.close()                                # idempotent
+        assert not b.writer.running
+        assert all(w.comm is None for w in b._all_widgets())
+        closed = {m["comm_id"] for m in comms.messages if m["msg_type"] == "comm_close"}
+        assert len(closed) >= len(b._all_widgets())
+
+
+def test_phase_label_formats():
+    p = PhaseProgress("r", 0, "PCA", 0, done=3, total=8, started=100.0)
+    label = phase_label(p, now=101.0)
+    assert label == "node 0 PCA phase 0 — 3/8 (37%) · 3.0 tasks/s · ETA 1.7 s"
+    p = PhaseProgress("r", None, "execute", None, done=8, total=8, started=100.0, finished=102.0)
+    assert phase_label(p) == "execute — 8/8 (100%) · 4.0 tasks/s · 2.00 s"
+    p = PhaseProgress("r", 1, "PCA", 0, local=True)
+    assert phase_label(p) == "node 1 PCA phase 0 — training locally"
+
+
+def test_register_is_a_no_op_without_ipython():
+    from IPython import get_ipython
+    assert get_ipython() is None
+    assert display.register() is False and display.register() is False
+    assert display.load_bokehjs_once() is False
+
+
+def test_register_shows_a_run_as_its_board_in_ipython(comms, dask_scheduler):
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    try:
+        assert display.register() is True and display.register() is True   # idempotent
+        formatter = shell.display_formatter.ipython_display_formatter
+        assert formatter.lookup_by_type(lk.Run) is display.display_run
+        flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+        run = flow.train([_chunks(4)], scheduler=dask_scheduler, wait=False)
+        mark = len(comms)
+        shell.display_formatter.format(run)
+        run.result(timeout=60)
+        boxes = {m["comm_id"] for m in comms.messages[mark:]
+                 if "labkit-board" in m["data"].get("state", {}).get("_dom_classes", ())}
+        assert len(boxes) == 1                  # one board was made and displayed
+    finally:  # leave no shell, no formatter and no notebook output mode behind
+        from bokeh.io import reset_output
+        display._registered_in.discard(id(shell))
+        display._bokehjs_loaded = False
+        InteractiveShell.clear_instance()
+        reset_output()

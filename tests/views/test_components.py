@@ -1,0 +1,131 @@
+"""Bokeh components: the models, and updates that send only what changed."""
+
+import numpy as np
+
+import labkit as lk
+from labkit.events import DeviceStats, NodeJoined, TaskFailed, TaskFinished, TaskInfo
+from labkit.views.components import FAILED_COLOR, Components
+from labkit.views.tracker import Tracker
+
+
+def _finished(task, worker="tcp://127.0.0.1:1", node=0, phase=0, t=100.0):
+    return TaskFinished(TaskInfo("r", task, task, "train", node, "PCA", phase), worker,
+                        t + task, t + task + 0.5, 10)
+
+
+def _spans(c):
+    return c.task_stream.select_one({"name": "labkit-task-stream-spans"}).data_source
+
+
+class MessageCounter:
+    """Counts the document events a source emits (what would go over the wire)."""
+
+    def __init__(self, doc):
+        self.kinds, self.models = [], []
+        doc.on_change(self._record)
+
+    def _record(self, event):
+        self.kinds.append(type(event).__name__)
+        self.models.append(getattr(event, "model", None))
+
+    def of(self, model):
+        """Kinds of the events that changed ``model``."""
+        return [k for k, m in zip(self.kinds, self.models) if m is model]
+
+
+def test_models_exist_with_their_names():
+    from bokeh.document import Document
+    c = Components(Tracker())
+    doc = Document()
+    doc.add_root(c.layout)
+    for name in ("labkit-components", "labkit-device-load", "labkit-device-load-source",
+                 "labkit-task-stream", "labkit-task-stream-spans", "labkit-node-state",
+                 "labkit-node-table", "labkit-node-source", "labkit-node-plots"):
+        assert doc.get_model_by_name(name) is not None, name
+    assert "labkit-task-stream" in c.task_stream.css_classes
+    assert c.layout.children == [c.device_load, c.task_stream, c.node_state]
+
+
+def test_update_streams_only_new_spans_with_a_rollover():
+    from bokeh.document import Document
+    tracker = Tracker()
+    c = Components(tracker, max_spans=5)
+    doc = Document()
+    doc.add_root(c.layout)
+    for task in range(3):
+        tracker(_finished(task))
+    c.update()
+    assert len(_spans(c).data["start"]) == 3
+    counter = MessageCounter(doc)
+    c.update()                                            # nothing new: nothing sent
+    assert counter.of(_spans(c)) == []
+    assert len(_spans(c).data["start"]) == 3
+    tracker(_finished(3, worker="tcp://127.0.0.1:2"))
+    tracker(TaskFailed(TaskInfo("r", 4, 4, "train", 0, "PCA", 0), "tcp://127.0.0.1:2",
+                       104.0, 104.2, "ValueError", "bad"))
+    c.update()
+    assert counter.of(_spans(c)) == ["ColumnsStreamedEvent"]  # two rows, streamed once
+    data = _spans(c).data
+    assert len(data["start"]) == 5 and data["color"][-1] == FAILED_COLOR
+    assert list(c.task_stream.y_range.factors) == ["127.0.0.1:1", "127.0.0.1:2"]
+    for task in range(5, 9):
+        tracker(_finished(task))
+    c.update()
+    assert len(_spans(c).data["start"]) == 5              # the rollover bound holds
+    assert _spans(c).data["chunk"][-1] == 8
+
+
+def test_device_bars_patch_when_the_devices_stay_the_same():
+    from bokeh.document import Document
+    tracker = Tracker()
+    c = Components(tracker)
+    doc = Document()
+    doc.add_root(c.layout)
+    tracker(DeviceStats("cuda:0", kind="device", memory=2**30, memory_limit=2**34,
+                        samples_per_s=100.0))
+    c.update()
+    assert list(c.device_source.data["name"]) == ["cuda:0"]
+    assert "1 GiB / 16 GiB" in c.device_source.data["label"][0]
+    counter = MessageCounter(doc)
+    tracker(DeviceStats("cuda:0", kind="device", memory=2**31, memory_limit=2**34,
+                        samples_per_s=200.0))
+    c.update()
+    assert counter.of(c.device_source) == ["ColumnsPatchedEvent"]
+    assert c.device_source.data["samples_per_s"][0] == 200.0
+
+
+def test_node_plot_grows_with_joins():
+    tracker = Tracker()
+    c = Components(tracker)
+    sizes = []
+    for joins in (1, 2, 3):
+        tracker(NodeJoined("r", 0, "PCA", 0, joins, {
+            "phase": 0, "phases": 1, "training": True, "samples": 100 * joins,
+            "plots": {"eigenvalues": [float(j) for j in range(joins)]}}))
+        c.update()
+        (fig,) = c.node_plots.children
+        sizes.append(len(fig.renderers[0].data_source.data["y"]))
+    assert sizes == [1, 2, 3]
+    assert fig.name == "labkit-node-plot-r-0"
+    table = c.node_source.data
+    assert list(table["joins"]) == [3] and list(table["samples"]) == [300]
+
+
+def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
+    from labkit.nodes.pca import PCA
+    tracker = Tracker()
+    dask_scheduler.subscribe(tracker)
+    c = Components(tracker)
+    chunks = [np.random.default_rng(i).normal(size=(50, 4)) for i in range(8)]
+    lk.ParallelFlow([PCA(output_dim=2)]).train([chunks], scheduler=dask_scheduler)
+    c.update()
+    workers = set(cluster.scheduler_info["workers"])
+    names = set(c.device_source.data["name"])
+    assert names and names <= workers
+    assert sum(c.device_source.data["done"]) == 8
+    assert len(_spans(c).data["start"]) == 8
+    assert c.node_source.data["name"] == ["PCA"]
+    assert c.node_source.data["training"] == ["trained"]
+    assert c.node_source.data["joins"] == [8] and c.node_source.data["samples"] == [400]
+    (fig,) = c.node_plots.children
+    assert len(fig.renderers[0].data_source.data["y"]) == 2      # the kept eigenvalues

@@ -1,0 +1,190 @@
+"""The in-process Bokeh dashboard: a real browser, origins, binding, clean stops."""
+
+import asyncio
+import socket
+import threading
+import time
+import urllib.request
+from urllib.parse import urlparse
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from labkit.views.dashboard import dashboard, running_url, stop_dashboard
+from tests.browser import chromium, screenshot
+from tests.helpers import SlowPCA
+
+
+# Reads the number of rows of a named model's data source in the page's Bokeh document.
+ROWS_JS = """(name) => {
+    if (!window.Bokeh || !Bokeh.documents.length) return -1;
+    const model = Bokeh.documents[0].get_model_by_name(name);
+    if (!model) return -1;
+    const data = model.data_source ? model.data_source.data : model.data;
+    const column = data instanceof Map ? data.get("start") ?? data.get("name")
+                                       : (data.start ?? data.name);
+    return column ? column.length : 0;
+}"""
+
+TRAINED_JS = """() => {
+    const source = Bokeh.documents[0].get_model_by_name("labkit-node-source");
+    const data = source.data instanceof Map ? source.data.get("training") : source.data.training;
+    return data && data.length === 1 && data[0] === "trained";
+}"""
+
+
+def _get(url: str) -> tuple[int, str]:
+    """Status and text of a page (the connection closed again)."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.read().decode(errors="replace")
+
+
+def _port(url: str) -> int:
+    return urlparse(url).port
+
+
+def _port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` again (a closed connection's TIME_WAIT aside)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers bind
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _server_threads():
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("labkit-dashboard") or t.name.startswith("labkit-cluster")]
+
+
+async def _open_websocket(port: int, origin: str):
+    """Open the app's websocket with a session token, as BokehJS would, from ``origin``."""
+    from bokeh.util.token import generate_jwt_token, generate_session_id
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    token = generate_jwt_token(generate_session_id())
+    request = HTTPRequest(f"ws://127.0.0.1:{port}/labkit/ws", headers={"Origin": origin})
+    conn = await websocket_connect(request, subprotocols=["bokeh", token])
+    try:
+        return await asyncio.wait_for(conn.read_message(), 10)   # the server's ACK
+    finally:
+        conn.close()
+
+
+def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
+    url = dashboard(dask_scheduler)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
+    chunks = [np.random.default_rng(i).normal(size=(40, 5)) for i in range(16)]
+    flow = lk.ParallelFlow([SlowPCA(delay=0.25, output_dim=2)])
+    with chromium() as browser:
+        page = browser.new_page(viewport={"width": 1100, "height": 900})
+        page.goto(url)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
+        # Playwright's CSS selectors pierce the shadow roots Bokeh renders into
+        for name in ("labkit-device-load", "labkit-task-stream", "labkit-node-state"):
+            page.locator(f".{name}").first.wait_for(timeout=15000)
+        page.locator(".labkit-task-stream canvas").first.wait_for(timeout=15000)
+        page.locator(".labkit-device-load canvas").first.wait_for(timeout=15000)
+        screenshot(page, "dashboard-loaded")
+        run = flow.train([chunks], scheduler=dask_scheduler, wait=False)
+        seen = []                                     # (rows, run finished) over time
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            seen.append((page.evaluate(ROWS_JS, "labkit-task-stream-spans"), run.done()))
+            if seen[-1][0] >= len(chunks):
+                break
+            time.sleep(0.15)
+        screenshot(page, "dashboard-task-stream")
+        run.result(timeout=60)
+        page.wait_for_function(TRAINED_JS, timeout=10000)   # the phase's end reached the page
+        screenshot(page, "dashboard-after-run")
+        dask_scheduler.shutdown()                     # with the page still connected
+        assert running_url(dask_scheduler) is None and _server_threads() == []
+        assert _port_is_free(_port(url))
+    rows_while_running = [rows for rows, done in seen if not done]
+    assert seen[-1][0] == len(chunks)
+    assert len(set(r for r in rows_while_running if r > 0)) >= 2, seen   # grew while running
+
+
+def test_websocket_refuses_a_foreign_origin_and_accepts_its_own(local_scheduler):
+    from tornado.httpclient import HTTPClientError
+    port = _port(dashboard(local_scheduler))
+    assert asyncio.run(_open_websocket(port, f"http://127.0.0.1:{port}")) is not None
+    assert asyncio.run(_open_websocket(port, f"http://localhost:{port}")) is not None
+    with pytest.raises(HTTPClientError) as refused:
+        asyncio.run(_open_websocket(port, "http://evil.example"))
+    assert refused.value.code == 403
+
+
+def test_explicit_origins_are_allowed(local_scheduler):
+    port = _port(dashboard(local_scheduler, allow_websocket_origin="tunnel.example:8443"))
+    assert asyncio.run(_open_websocket(port, "https://tunnel.example:8443")) is not None
+
+
+def test_listens_on_127_0_0_1_only(local_scheduler):
+    import psutil
+    port = _port(dashboard(local_scheduler))
+    process = psutil.Process()
+    connections = (process.net_connections(kind="inet") if hasattr(process, "net_connections")
+                   else process.connections(kind="inet"))
+    listening = [c for c in connections if c.laddr.port == port and c.status == psutil.CONN_LISTEN]
+    assert listening and {c.laddr.ip for c in listening} == {"127.0.0.1"}
+
+
+def test_same_url_twice_and_running_url(local_scheduler):
+    url = dashboard(local_scheduler)
+    assert dashboard(local_scheduler) == url == running_url(local_scheduler)
+    html = _get(url)[1]
+    assert "/static/js/bokeh.min.js" in html and "cdn.bokeh.org" not in html
+    assert stop_dashboard(local_scheduler) and running_url(local_scheduler) is None
+    assert not stop_dashboard(local_scheduler)
+
+
+def test_stops_cleanly_with_the_scheduler(cluster):
+    before = {t.ident for t in threading.enumerate()}
+    scheduler = lk.DaskScheduler(cluster.scheduler_address)
+    url = dashboard(scheduler)
+    port = _port(url)
+    assert _get(url)[0] == 200
+    assert _server_threads() and not _port_is_free(port)
+    scheduler.shutdown()
+    assert running_url(scheduler) is None
+    assert _port_is_free(port)
+    assert _server_threads() == []
+    left = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert not [n for n in left if "bokeh" in n.lower() or "tornado" in n.lower()
+                or n.startswith("labkit")], left
+
+
+def test_sampler_shows_worker_memory(dask_scheduler, cluster):
+    from labkit.views.components import Components
+    dashboard(dask_scheduler)
+    from labkit.views.dashboard import _running
+    server = _running[id(dask_scheduler)]
+    deadline = time.time() + 10
+    while time.time() < deadline and len(server.tracker.snapshot().devices) < 2:
+        time.sleep(0.1)
+    devices = server.tracker.snapshot().devices
+    assert {d.name for d in devices} == set(cluster.scheduler_info["workers"])
+    assert all(d.memory and d.memory_limit for d in devices)
+    c = Components(server.tracker, sampler=server.sampler)
+    c.update()
+    assert all("exec 0/1" in label for label in c.device_source.data["label"])
+
+
+def test_jupyterhub_link_goes_through_the_server_proxy(local_scheduler, monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_SERVICE_PREFIX", "/user/alice/")
+    monkeypatch.setenv("JUPYTERHUB_PUBLIC_URL", "https://hub.example.org/user/alice/")
+    url = dashboard(local_scheduler)
+    port = int(url.split("/")[4])
+    assert url == f"/user/alice/proxy/{port}/labkit"
+    # what jupyter-server-proxy forwards (its prefix stripped) links BokehJS under the prefix
+    html = _get(f"http://127.0.0.1:{port}/labkit")[1]
+    script = f"/user/alice/proxy/{port}/static/js/bokeh.min.js"
+    assert script in html
+    assert _get(f"http://127.0.0.1:{port}{script}")[0] == 200
+    assert _get(f"http://127.0.0.1:{port}/static/js/bokeh.min.js")[0] == 200
+    assert asyncio.run(_open_websocket(port, "https://hub.example.org")) is not None

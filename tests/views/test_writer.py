@@ -1,0 +1,103 @@
+"""The writer: one thread, at most max_rate draws a second, a final draw at stop."""
+
+import threading
+import time
+
+import pytest
+
+from labkit.events import TaskFinished, TaskInfo
+from labkit.views.tracker import Tracker
+from labkit.views.writer import Writer
+
+pytestmark = pytest.mark.usefixtures("no_thread_leak")
+
+
+def _finished(i):
+    return TaskFinished(TaskInfo("r", i, i, "train", 0, "PCA", 0), "tcp://w1", i, i + 0.5, 10)
+
+
+def test_many_events_are_drawn_at_most_max_rate_times_a_second():
+    tracker, draws = Tracker(), []
+    writer = Writer(tracker, lambda snap: draws.append((time.monotonic(), snap.version)))
+    start = time.monotonic()
+    for i in range(2000):  # far faster than 10 a second
+        tracker(_finished(i))
+        writer.poke()
+        if i % 100 == 0:
+            time.sleep(0.02)  # spread the events over a while
+    elapsed = time.monotonic() - start
+    writer.stop()
+    assert not writer.running
+    assert draws[-1][1] == tracker.version          # the final draw has everything
+    times = [t for t, _ in draws]
+    assert len(draws) <= elapsed * 10 + 2            # + the first and the final draw
+    gaps = [b - a for a, b in zip(times[:-1], times[1:-1])]  # the final draw may come early
+    assert all(g >= 0.09 for g in gaps), gaps
+    assert len(draws) < 2000 / 20
+
+
+def _cpu_seconds(writer):
+    """CPU time the writer's thread used so far."""
+    import psutil
+    native = writer._thread.native_id
+    (t,) = [t for t in psutil.Process().threads() if t.id == native]
+    return t.user_time + t.system_time
+
+
+def test_no_change_no_draw_and_no_busy_loop():
+    tracker, draws = Tracker(), []
+    writer = Writer(tracker, draws.append)
+    writer.poke()
+    time.sleep(0.3)
+    assert len(draws) == 1          # the first draw; the version never changed since
+    for _ in range(5):
+        writer.poke()               # pokes without changes draw nothing
+    time.sleep(0.3)
+    assert len(draws) == 1
+    cpu = _cpu_seconds(writer)
+    time.sleep(0.5)
+    assert _cpu_seconds(writer) - cpu < 0.02  # asleep on its event: no spinning
+    writer.poke(force=True)
+    time.sleep(0.2)
+    assert len(draws) == 2          # forced
+    writer.stop()
+    assert len(draws) == 3 and writer.draws == 3  # once more at stop
+
+
+def test_draw_errors_are_logged_and_the_writer_goes_on(caplog):
+    tracker, calls = Tracker(), []
+
+    def draw(snap):
+        calls.append(snap.version)
+        if len(calls) == 1:
+            raise RuntimeError("bad frame")
+
+    writer = Writer(tracker, draw, max_rate=50)
+    tracker(_finished(0)); writer.poke()
+    time.sleep(0.1)
+    tracker(_finished(1)); writer.poke()
+    time.sleep(0.1)
+    writer.stop()
+    assert len(calls) >= 2 and "bad frame" in caplog.text
+
+
+def test_heartbeat_draws_without_events_and_stop_from_the_thread_itself():
+    tracker, draws = Tracker(), []
+    writer = None
+
+    def draw(snap):
+        draws.append(threading.current_thread().name)
+        if len(draws) == 3:
+            writer.stop()   # from the writer's own thread: no join, no deadlock
+
+    writer = Writer(tracker, draw, heartbeat=0.05)
+    deadline = time.time() + 5
+    while writer.running and time.time() < deadline:
+        time.sleep(0.02)
+    assert not writer.running and len(draws) == 4   # 3 beats and the final draw
+    assert all(name.startswith("labkit-writer") for name in draws)
+
+
+def test_max_rate_must_be_positive():
+    with pytest.raises(ValueError):
+        Writer(Tracker(), print, max_rate=0)
