@@ -22,8 +22,9 @@ each panel also carries its name as a CSS class on its host element:
     the glyph renderer of the spans; ``.data_source`` holds one row per span
 ``labkit-node-state``
     column: the node table and the per-node plots
-``labkit-node-table``, ``labkit-node-source``
-    the DataTable of nodes and its source (one row per node)
+``labkit-node-table``
+    the DataTable of nodes; its ``.source`` holds one row per node (the source is
+    replaced when a row changes, so reach it through the table)
 ``labkit-node-plots``
     column of small figures, ``labkit-node-plot-<run>-<node>``, one per node
 
@@ -174,8 +175,7 @@ class Components:
 
     def _make_node_state(self):
         """A table of nodes and a column of small per-node plots."""
-        self.node_source = ColumnDataSource({c: [] for c in _NODE_COLUMNS},
-                                            name="labkit-node-source")
+        self.node_source = ColumnDataSource({c: [] for c in _NODE_COLUMNS})
         columns = [TableColumn(field="node", title="#", width=30),
                    TableColumn(field="name", title="node"),
                    TableColumn(field="phase", title="phase"),
@@ -277,17 +277,21 @@ class Components:
                 "seconds": s.end - s.start, "ok": s.ok, "color": color, "alpha": alpha}
 
     def _update_nodes(self, snap: Snapshot) -> None:
-        """Patch the node table; grow or redraw the node plots."""
+        """Refresh the node table when a row changed; grow or redraw the node plots."""
         rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
                  "phase": f"{n.phase}/{n.phases}" if n.phases is not None else str(n.phase),
                  "training": "training" if n.training else "trained",
                  "samples": int(n.samples),
                  "joins": int(n.joins)} for n in snap.nodes]
-        if [r["key"] for r in rows] != list(self.node_source.data["key"]):
+        data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
+        if data != {c: list(self.node_source.data[c]) for c in _NODE_COLUMNS}:
+            # BokehJS 3.9's DataTable kept drawing old cells after its source's data
+            # changed (patched or replaced; seen in Chromium: "training" shown while
+            # the data said "trained"). A new source makes the table view rebuild; the
+            # table holds a few rows, so this is cheap.
             self.node_table.height = 32 + 26 * min(max(len(rows), 1), 8)
-            self.node_source.data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
-        else:
-            _patch(self.node_source, rows, _NODE_COLUMNS)
+            self.node_source = ColumnDataSource(data)
+            self.node_table.source = self.node_source
         self._update_node_plots([n for n in snap.nodes if n.plots][-self.max_node_plots:])
 
     def _update_node_plots(self, views: list[NodeView]) -> None:

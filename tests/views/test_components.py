@@ -40,7 +40,7 @@ def test_models_exist_with_their_names():
     doc.add_root(c.layout)
     for name in ("labkit-components", "labkit-device-load", "labkit-device-load-source",
                  "labkit-task-stream", "labkit-task-stream-spans", "labkit-node-state",
-                 "labkit-node-table", "labkit-node-source", "labkit-node-plots"):
+                 "labkit-node-table", "labkit-node-plots"):
         assert doc.get_model_by_name(name) is not None, name
     assert "labkit-task-stream" in c.task_stream.css_classes
     assert c.layout.children == [c.device_load, c.task_stream, c.node_state]

@@ -28,7 +28,7 @@ ROWS_JS = """(name) => {
 }"""
 
 TRAINED_JS = """() => {
-    const source = Bokeh.documents[0].get_model_by_name("labkit-node-source");
+    const source = Bokeh.documents[0].get_model_by_name("labkit-node-table").source;
     const data = source.data instanceof Map ? source.data.get("training") : source.data.training;
     return data && data.length === 1 && data[0] === "trained";
 }"""
@@ -100,6 +100,12 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         screenshot(page, "dashboard-task-stream")
         run.result(timeout=60)
         page.wait_for_function(TRAINED_JS, timeout=10000)   # the phase's end reached the page
+        cells = page.locator(".labkit-node-table .slick-cell")
+        deadline = time.time() + 10                   # ... and the table shows it, not only holds it
+        while "trained" not in cells.all_inner_texts() and time.time() < deadline:
+            time.sleep(0.1)
+        texts = cells.all_inner_texts()
+        assert "trained" in texts and str(len(chunks)) in texts, texts
         screenshot(page, "dashboard-after-run")
         dask_scheduler.shutdown()                     # with the page still connected
         assert running_url(dask_scheduler) is None and _server_threads() == []

@@ -6,7 +6,8 @@ so the cell shows its board) and ends with a quick cell.  It opens the
 notebook in JupyterLab, runs all cells from the Run menu and checks the DOM:
 the board appears, its phase row reaches 100% while the kernel is idle, the
 Bokeh plots drew canvases and the page's BokehJS document holds every task
-span, both workers' load and the node's row (patches reached the front-end),
+span, both workers' load and the node's row saying "trained" (the patches
+reached the front-end),
 and the task-lanes view drew a block per task (its ``data-spans``).
 Screenshots go to ``test-artifacts/``.  At the end the kernel is shut down
 through the REST API; its Dask processes must exit with it.
@@ -152,12 +153,19 @@ BOKEH_ROWS = """() => {
     const cols = data instanceof Map ? [...data.values()] : Object.values(data || {});
     return cols.length ? cols[0].length : 0;
   };
-  const out = {spans: 0, devices: 0, nodes: 0};
+  const column = (source, name) => {
+    const data = source && source.data;
+    return (data instanceof Map ? data.get(name) : (data || {})[name]) || [];
+  };
+  const out = {spans: 0, devices: 0, nodes: 0, trained: 0};
   for (const doc of B.documents) {
     for (const m of doc.all_models) {
       if (m.name === "labkit-task-stream-spans") out.spans += rows(m.data_source);
       if (m.name === "labkit-device-load-source") out.devices += rows(m);
-      if (m.name === "labkit-node-source") out.nodes += rows(m);
+      if (m.name === "labkit-node-table") {
+        out.nodes += rows(m.source);
+        out.trained += [...column(m.source, "training")].filter((v) => v === "trained").length;
+      }
     }
   }
   return out;
@@ -165,7 +173,8 @@ BOKEH_ROWS = """() => {
 
 
 def bokeh_rows(page) -> dict | None:
-    """Rows of the task-stream spans, device-load and node sources in the page's BokehJS."""
+    """Rows of the task-stream spans, device-load and node sources in the page's BokehJS,
+    and how many node rows say ``trained``."""
     return page.evaluate(BOKEH_ROWS)
 
 
@@ -270,11 +279,11 @@ def check_bokeh(page, board) -> str | None:
     def drawn():
         rows = bokeh_rows(page)
         return bool(rows) and rows["spans"] >= N_CHUNKS and rows["devices"] >= 2 \
-            and rows["nodes"] >= 1 and bokeh_canvases(board) > 0
+            and rows["nodes"] >= 1 and rows["trained"] >= 1 and bokeh_canvases(board) > 0
 
     try:
         wait_for(f"Bokeh canvases, and BokehJS in the page holding {N_CHUNKS} task-stream spans, "
-                 "2 workers' load and a node row", drawn, timeout=30, page=page,
+                 "2 workers' load and the node's row saying 'trained'", drawn, timeout=30, page=page,
                  describe=lambda: dict(bokeh_rows(page) or {}, canvases=bokeh_canvases(board)))
     except AssertionError as err:
         return str(err)
