@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 
 import numpy as np
@@ -129,3 +130,14 @@ class RowCounter(lk.Node):
     def _join(self, forked):
         self.rows += forked.rows
         self.total += forked.total
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``port`` again (a closed connection's TIME_WAIT aside)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers bind
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

@@ -9,22 +9,12 @@ import time
 import urllib.request
 
 from tests.conftest import ROOT
+from tests.helpers import port_is_free
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` again (a closed connection's TIME_WAIT aside)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers bind
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _read_url(process, timeout: float = 60.0) -> str:
@@ -61,7 +51,7 @@ def test_cli_serves_the_dashboard_until_sigterm(cluster):
             process.communicate()
     assert process.returncode == 0, err
     assert "stopping" in out
-    assert _port_is_free(port)
+    assert port_is_free(port)
 
 
 def test_cli_rejects_a_bad_port():

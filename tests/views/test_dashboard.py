@@ -1,7 +1,6 @@
 """The in-process Bokeh dashboard: a real browser, origins, binding, clean stops."""
 
 import asyncio
-import socket
 import threading
 import time
 import urllib.request
@@ -13,7 +12,7 @@ import pytest
 import labkit as lk
 from labkit.views.dashboard import dashboard, running_url, stop_dashboard
 from tests.browser import chromium, screenshot
-from tests.helpers import SlowPCA
+from tests.helpers import SlowPCA, port_is_free
 
 
 # Reads the number of rows of a named model's data source in the page's Bokeh document.
@@ -42,17 +41,6 @@ def _get(url: str) -> tuple[int, str]:
 
 def _port(url: str) -> int:
     return urlparse(url).port
-
-
-def _port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``port`` again (a closed connection's TIME_WAIT aside)."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers bind
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def _server_threads():
@@ -109,7 +97,7 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         screenshot(page, "dashboard-after-run")
         dask_scheduler.shutdown()                     # with the page still connected
         assert running_url(dask_scheduler) is None and _server_threads() == []
-        assert _port_is_free(_port(url))
+        assert port_is_free(_port(url))
     rows_while_running = [rows for rows, done in seen if not done]
     assert seen[-1][0] == len(chunks)
     assert len(set(r for r in rows_while_running if r > 0)) >= 2, seen   # grew while running
@@ -155,10 +143,10 @@ def test_stops_cleanly_with_the_scheduler(cluster):
     url = dashboard(scheduler)
     port = _port(url)
     assert _get(url)[0] == 200
-    assert _server_threads() and not _port_is_free(port)
+    assert _server_threads() and not port_is_free(port)
     scheduler.shutdown()
     assert running_url(scheduler) is None
-    assert _port_is_free(port)
+    assert port_is_free(port)
     assert _server_threads() == []
     left = [t.name for t in threading.enumerate() if t.ident not in before]
     assert not [n for n in left if "bokeh" in n.lower() or "tornado" in n.lower()
