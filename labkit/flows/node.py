@@ -204,14 +204,20 @@ class Node:
 
     # -- views -----------------------------------------------------------------
 
-    def state(self) -> dict[str, Any]:
-        """Plain data for views: phase, samples, joins and small arrays to plot."""
-        return {
+    def state(self, plots: bool = True) -> dict[str, Any]:
+        """Plain data for views: phase, samples, joins and small arrays to plot.
+
+        ``plots=False`` leaves out the arrays, which can cost a computation
+        (PCA's spectrum is an eigendecomposition).
+        """
+        state = {
             "name": self.name, "phase": self._phase, "phases": self.n_phases(),
             "training": self._training, "samples": self._samples, "joins": self._joins,
             "input_dim": self._input_dim, "output_dim": self._output_dim,
-            "plots": {k: np.asarray(v).tolist() for k, v in self._plot_data().items()},
         }
+        if plots:
+            state["plots"] = {k: np.asarray(v).tolist() for k, v in self._plot_data().items()}
+        return state
 
     def _plot_data(self) -> dict[str, Any]:
         """Small 1-D arrays worth plotting (e.g. a PCA spectrum); none by default."""

@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 
 import numpy as np
@@ -35,7 +36,23 @@ from .manual import ManualTasksMixin
 from .run import Run, RunControl
 from .sources import as_chunks, known_length
 
-__all__ = ["ParallelFlow", "JoinResultContainer"]
+__all__ = ["ParallelFlow", "JoinResultContainer", "PLOT_INTERVAL"]
+
+#: Seconds between computations of a node's plot arrays while forks are joined.
+PLOT_INTERVAL = 0.5
+
+
+def _view_state(node, plots: bool = True) -> dict:
+    """``node.state()`` for views, its linear algebra on one BLAS thread.
+
+    OpenBLAS's extra threads spin after each call; in the client process they
+    would take CPU from the workers on the same cores.
+    """
+    if not plots:
+        return node.state(plots=False)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        return node.state()
 
 
 class JoinResultContainer(ResultContainer):
@@ -170,7 +187,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
                                                       run_id, control)
                 listening = scheduler is not None and scheduler.has_subscribers
                 emit(PhaseFinished(run_id, i, node.name, phase, n_tasks,
-                                   state=node.state() if listening else None))
+                                   state=_view_state(node) if listening else None))
         except BaseException:
             emit(PhaseFinished(run_id, i, node.name, node.phase, 0, ok=False))
             restore_node(node, snapshot)
@@ -189,9 +206,19 @@ class ParallelFlow(ManualTasksMixin, Flow):
         node, phase = self.nodes[i], self.nodes[i].phase
         task_callable = callable_class(self.nodes[:i], fork)
 
+        plotted = [0.0]  # when the plot arrays were last computed
+
         def on_join():
-            if scheduler.has_subscribers:
-                scheduler.emit(NodeJoined(run_id, i, node.name, phase, node.joins, node.state()))
+            if not scheduler.has_subscribers:
+                return
+            # Views redraw at most 10 times a second: the arrays (an eigendecomposition
+            # for PCA) are worth computing at most every PLOT_INTERVAL, counts always.
+            now = time.monotonic()
+            plots = now - plotted[0] >= PLOT_INTERVAL
+            if plots:
+                plotted[0] = now
+            scheduler.emit(NodeJoined(run_id, i, node.name, phase, node.joins,
+                                      _view_state(node, plots)))
 
         info = TaskInfo(run_id, -1, -1, "train", i, node.name, phase)
         n_tasks = self._run_tasks(scheduler, chunks, task_callable, info,

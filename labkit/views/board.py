@@ -127,7 +127,7 @@ class Board:
     """
 
     def __init__(self, source, dashboard_url: str | None = None, bokeh: bool = True,
-                 lanes: bool = True, max_rate: float = 10.0):
+                 lanes: bool = True, max_rate: float = 4.0):
         self.source = source
         self.run: Run | None = source if isinstance(source, Run) else None
         self.schedulers = list(self.run.schedulers) if self.run else [source]

@@ -49,7 +49,7 @@ __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
 logger = logging.getLogger("labkit.views")
 
 APP_PATH = "/labkit"
-UPDATE_MS = 200           # at most 5 updates a second per browser session
+UPDATE_MS = 500           # 2 updates a second per browser session: the server shares the cores
 _HOST = "127.0.0.1"
 
 _lock = threading.Lock()

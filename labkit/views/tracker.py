@@ -26,7 +26,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..events import DeviceStats, Event, NodeJoined, TaskFailed, TaskFinished, TaskStarted
@@ -202,8 +202,12 @@ class Tracker:
         d.kind, d.stats = e.kind, e
 
     def _on_NodeJoined(self, e: NodeJoined) -> None:
-        self._nodes[(e.run, e.node)] = self._node_view(e.run, e.node, e.node_name, e.state,
-                                                       phase=e.phase, joins=e.joins)
+        key = (e.run, e.node)
+        view = self._node_view(e.run, e.node, e.node_name, e.state, phase=e.phase,
+                               joins=e.joins)
+        if "plots" not in e.state and key in self._nodes:  # counts only: keep the last arrays
+            view = replace(view, plots=self._nodes[key].plots)
+        self._nodes[key] = view
 
     def _add_span(self, info, worker, start, end, ok) -> None:
         self._seq += 1

@@ -5,6 +5,7 @@ import pytest
 
 import labkit as lk
 from labkit.events import NodeJoined, PhaseStarted, TaskSubmitted
+from labkit.flows.parallel import PLOT_INTERVAL
 from tests import helpers
 from tests.flows.cases import CASES, SLOW, X, chunks, input_for
 
@@ -109,7 +110,15 @@ def test_joins_are_reported_with_node_state(dask_scheduler, recorder):
     joins = recorder.of(NodeJoined)
     assert [e.joins for e in joins] == list(range(1, len(data) + 1))
     assert joins[-1].state["samples"] == sum(len(c) for c in data)
-    assert len(joins[-1].state["plots"]["eigenvalues"]) == X.shape[1]
+    # plot arrays come with the first join, then at most every PLOT_INTERVAL ...
+    with_plots = [e for e in joins if "plots" in e.state]
+    assert with_plots[0] is joins[0]
+    assert len(with_plots[0].state["plots"]["eigenvalues"]) == X.shape[1]
+    span = joins[-1].time - joins[0].time
+    assert len(with_plots) <= 2 + span / PLOT_INTERVAL
+    # ... and always with the end of the phase: the trained node's spectrum
+    (finished,) = recorder.of(lk.events.PhaseFinished)
+    assert len(finished.state["plots"]["eigenvalues"]) == 4 and not finished.state["training"]
 
 
 def test_failing_task_names_its_place_and_the_flow_trains_afterwards(scheduler):

@@ -281,10 +281,13 @@ def check_bokeh(page, board) -> str | None:
         return bool(rows) and rows["spans"] >= N_CHUNKS and rows["devices"] >= 2 \
             and rows["nodes"] >= 1 and rows["trained"] >= 1 and bokeh_canvases(board) > 0
 
+    def seen():
+        return dict(bokeh_rows(page) or {}, canvases=bokeh_canvases(board))
+
     try:
         wait_for(f"Bokeh canvases, and BokehJS in the page holding {N_CHUNKS} task-stream spans, "
-                 "2 workers' load and the node's row saying 'trained'", drawn, timeout=30, page=page,
-                 describe=lambda: dict(bokeh_rows(page) or {}, canvases=bokeh_canvases(board)))
+                 "2 workers' load and the node's row saying 'trained'", drawn, timeout=30,
+                 page=page, describe=seen)
     except AssertionError as err:
         return str(err)
     return None

@@ -78,3 +78,11 @@ def test_spans_stream_in_order_after_a_real_run(dask_scheduler):
     assert not node.training and node.joins == 8 and node.samples == 800
     assert len(node.plots["eigenvalues"]) == 3
     assert snap.phases[0].done == 8 and snap.phases[0].fraction == 1.0
+
+
+def test_a_join_without_plot_arrays_keeps_the_last_ones():
+    t = Tracker()
+    t(NodeJoined("r", 0, "PCA", 0, 1, {"samples": 10, "plots": {"eigenvalues": [2.0, 1.0]}}))
+    t(NodeJoined("r", 0, "PCA", 0, 2, {"samples": 20}))   # counts only
+    (node,) = t.snapshot().nodes
+    assert (node.joins, node.samples, node.plots) == (2, 20, {"eigenvalues": [2.0, 1.0]})
