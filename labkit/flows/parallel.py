@@ -231,34 +231,32 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
     @staticmethod
     def _run_tasks(scheduler, chunks, task_callable, info, container, control):
-        """Submit every chunk lazily, wait for all; return the count (joins) or the results."""
-        with scheduler.exclusive():  # other runs on this scheduler wait for this batch
-            return ParallelFlow._run_batch(scheduler, chunks, task_callable, info, container,
-                                           control)
+        """Submit every chunk lazily and wait for all; ``container.get_results()``.
 
-    @staticmethod
-    def _run_batch(scheduler, chunks, task_callable, info, container, control):
-        previous = scheduler.result_container
-        scheduler.result_container = container
-        control.scheduler = scheduler
-        count = 0
-        try:
-            for index, chunk in enumerate(chunks):
+        For a join container that is the number of joins: every task's.
+        """
+        with scheduler.exclusive():  # other runs on this scheduler wait for this batch
+            previous = scheduler.result_container
+            scheduler.result_container = container
+            control.scheduler = scheduler
+            try:
+                count = 0
+                for index, chunk in enumerate(chunks):
+                    control.check()
+                    scheduler.add_task(chunk, task_callable, info=_at_chunk(info, index))
+                    count += 1
+                if count == 0:
+                    raise InputError(f"{info.node_name or 'execute'} got an empty data iterable",
+                                     node=info.node, node_name=info.node_name, phase=info.phase)
+                results = scheduler.get_results()
                 control.check()
-                scheduler.add_task(chunk, task_callable, info=_at_chunk(info, index))
-                count += 1
-            if count == 0:
-                raise InputError(f"{info.node_name or 'execute'} got an empty data iterable",
-                                 node=info.node, node_name=info.node_name, phase=info.phase)
-            results = scheduler.get_results()
-            control.check()
-        except BaseException:
-            scheduler.cancel()
-            raise
-        finally:
-            control.scheduler = None
-            scheduler.result_container = previous
-        return count if isinstance(container, JoinResultContainer) else results
+            except BaseException:
+                scheduler.cancel()
+                raise
+            finally:
+                control.scheduler = None
+                scheduler.result_container = previous
+        return results
 
     # -- execution ---------------------------------------------------------------
 
