@@ -10,6 +10,7 @@ Examples
 """
 
 from . import events, nodes
+from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
                      SchedulerError, TaskError, TrainingError)
 from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
@@ -51,4 +52,5 @@ __all__ = [
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
     "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
+    "pipe", "pipe_and_output", "Queue", "STOP",
 ]

@@ -1,0 +1,258 @@
+"""Tests of labkit.program: step-wise programs, copying/pickling part-way, Spawn on Dask."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import pickle
+import sys
+
+import numpy as np
+import pytest
+
+from labkit.errors import InputError
+from labkit.nodes import PCA
+from labkit.program import (BREAK, DONE, INCOMPLETE, Break, BufferRepeat, Call, Loop, Popen,
+                            Print, Program, ProgramError, Registers, Repeat, Seq, Spawn, Switch,
+                            Weave)
+
+DATA = np.random.default_rng(0).normal(size=(400, 4)) * [3.0, 2.0, 1.0, 0.1]
+
+
+class Dataset:
+    """Hands out consecutive 50-row chunks of DATA."""
+
+    def __init__(self):
+        self.i = 0
+
+    def next(self):
+        chunk = DATA[self.i:self.i + 50]
+        self.i += 50
+        return chunk
+
+
+class Log:
+    """Records what it is called with (picklable)."""
+
+    def __init__(self):
+        self.items = []
+
+    def add(self, item):
+        self.items.append(item)
+        return item
+
+
+def square(x):
+    return x * x
+
+
+def add_one(x):
+    return x + 1
+
+
+def pca_program(n=8):
+    reg, dataset, pca = Registers(), Dataset(), PCA(output_dim=2)
+    body = Seq([Call(dataset.next, store_to=reg("x")), Call(pca.train, reg("x"))])
+    return Program(Seq([Repeat(n, body), Call(pca.stop_training)]), reg), pca
+
+
+def the_pca(program):
+    return program.find(Call)[-1].fn.__self__
+
+
+def test_pca_program_matches_direct_training():
+    program, pca = pca_program()
+    assert program.run() is DONE
+    assert program.steps == 17
+    direct = PCA(output_dim=2)
+    for i in range(8):
+        direct.train(DATA[50 * i:50 * i + 50])
+    direct.stop_training()
+    np.testing.assert_allclose(pca.v, direct.v)
+    np.testing.assert_allclose(pca.d, direct.d)
+
+
+@pytest.mark.parametrize("copier", [copy.deepcopy, lambda p: pickle.loads(pickle.dumps(p))])
+def test_copy_part_way_then_resume_gives_same_result(copier):
+    reference, ref_pca = pca_program()
+    reference.run()
+    program, pca = pca_program()
+    assert program.run(5) is INCOMPLETE
+    clone = copier(program)
+    assert clone.run() is DONE and program.run() is DONE
+    cloned_pca = the_pca(clone)
+    assert cloned_pca is not pca
+    for node in (pca, cloned_pca):
+        np.testing.assert_allclose(node.v, ref_pca.v)
+        np.testing.assert_allclose(node.d, ref_pca.d)
+    assert clone.steps == program.steps == 17
+
+
+def test_step_protocol_and_step_after_done():
+    log = Log()
+    program = Program(Seq([Call(log.add, 1), Call(log.add, 2)]))
+    program.start()
+    assert program.step() is INCOMPLETE
+    assert program.step() is DONE
+    assert log.items == [1, 2] and program.result == 2
+    with pytest.raises(ProgramError, match="finished program"):
+        program.step()
+    element = Call(log.add, 3)
+    assert element.step() is DONE
+    with pytest.raises(ProgramError, match="finished Call"):
+        element.step()
+    assert program.start().run() is DONE and log.items == [1, 2, 3, 1, 2]
+
+
+def test_repeat_counter_and_loop_break():
+    reg, log = Registers(), Log()
+    program = Program(Seq([Repeat(3, Call(log.add, reg("i")), counter="i"),
+                           Loop(Call(lambda: BREAK if len(log.items) >= 5 else log.add("x")))]),
+                      reg)
+    assert program.run() is DONE
+    assert log.items == [0, 1, 2, "x", "x"]
+
+    def stop():
+        raise Break
+
+    assert Program(Repeat(10, Seq([Call(log.add, "y"), Call(stop)]))).run() is DONE
+    assert log.items[-1] == "y" and log.items.count("y") == 1
+
+
+def test_weave_interleaves_round_robin():
+    log = Log()
+    weave = Weave(2, [Repeat(3, Call(log.add, "a")), Repeat(2, Call(log.add, "b"))])
+    assert Program(weave).run() is DONE
+    assert log.items == ["a", "b", "a", "b", "a"]
+    log.items.clear()
+    first = Weave(1, [Repeat(3, Call(log.add, "a")), Repeat(1, Call(log.add, "b"))])
+    Program(first).run()
+    assert log.items == ["a", "b"]
+
+
+def test_buffer_repeat_collects_results():
+    reg = Registers({"n": 0})
+    bump = Seq([Call(add_one, reg("n"), store_to=reg("n")), Call(square, reg("n"))])
+    program = Program(BufferRepeat(4, bump, store_to=reg("squares")), reg)
+    program.run()
+    assert reg["squares"] == [1, 4, 9, 16] and reg["n"] == 4
+
+
+def test_switch_picks_branch_and_names_missing_key():
+    reg, log = Registers({"mode": "b"}), Log()
+    branches = {"a": Call(log.add, "A"), "b": Call(log.add, "B")}
+    assert Program(Switch(reg("mode"), branches, store_to=reg("out")), reg).run() is DONE
+    assert reg["out"] == "B"
+    Program(Switch(lambda: "a", {"a": Call(log.add, "A")})).run()
+    assert log.items == ["B", "A"]
+    with pytest.raises(ProgramError, match="no branch for key 'z'"):
+        Program(Switch(lambda: "z", {"a": Call(log.add, "A")})).run()
+
+
+def test_print(capsys):
+    reg = Registers({"x": 42})
+    Program(Seq([Print("hello"), Print(reg("x"))]), reg).run()
+    assert capsys.readouterr().out == "hello\n42\n"
+
+
+def test_popen_exit_status_without_blocking():
+    reg, log = Registers(), Log()
+    script = "import sys, time; time.sleep(0.3); sys.exit(3)"
+    weave = Weave(2, [Popen([sys.executable, "-c", script], store_to=reg("status")),
+                      Loop(Call(lambda: BREAK if "status" in reg else log.add(1)))])
+    program = Program(weave, reg)
+    assert program.run() is DONE
+    assert reg["status"] == 3
+    assert len(log.items) > 10  # the counting calls went on while the process ran
+    assert Program(Popen([sys.executable, "-c", "pass"], store_to="ok")).run() is DONE
+
+
+def test_popen_running_cannot_be_copied_and_is_killed_by_weave():
+    sleeper = Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    program = Program(Weave(1, [sleeper, Call(print, "quick")]))
+    program.step()
+    with pytest.raises(ProgramError, match="running Popen"):
+        copy.deepcopy(program)
+    assert program.run() is DONE  # the Call finishes the Weave, which kills the sleeper
+    assert sleeper._proc is None
+
+
+def test_spawn_runs_on_a_worker_and_merges_registers(dask_scheduler):
+    reg = Registers({"x": 3, "y": 10, "untouched": "u"})
+    fragment = Seq([Call(square, reg("x"), store_to=reg("x")),
+                    Call(add_one, reg("y"), store_to=reg("z"))])
+    spawn = Spawn([reg("x"), reg("y")], fragment, scheduler=dask_scheduler)
+    log = Log()
+    program = Program(Weave(1, [spawn, Loop(Call(log.add, 1))]), reg)
+    assert program.run() is DONE
+    assert reg["x"] == 9 and reg["z"] == 11 and reg["y"] == 10 and reg["untouched"] == "u"
+    assert spawn.result == {"x": 9, "z": 11}
+
+
+def test_spawn_names_missing_register_and_missing_scheduler(local_scheduler):
+    reg = Registers({"x": 2})
+    program = Program(Spawn(["x"], Call(square, reg("nope"))), reg)
+    with pytest.raises(ProgramError, match="no scheduler"):
+        program.run()
+    program = Program(Spawn(["x"], Call(square, reg("nope")), scheduler=local_scheduler), reg)
+    with pytest.raises(Exception, match="'nope'"):
+        program.run()
+
+
+def test_find_and_replace_add_a_hook():
+    program, pca = pca_program(2)
+    trains = program.find(pca.train)
+    assert len(trains) == 1 and program.find(Repeat)[0].n == 2
+    assert program.find(lambda e: isinstance(e, Call) and e.fn == pca.stop_training)
+    hooked = Log()
+    train = trains[0]
+    train.replace_with(Seq([Call(hooked.add, program.registers("x")), train]))
+    program.run()
+    assert len(hooked.items) == 2 and pca.v is not None
+    program.replace(program.element, Call(hooked.add, "root"))
+    program.start().run()
+    assert hooked.items[-1] == "root"
+
+
+def test_str_prints_code():
+    reg, dataset = Registers(), Dataset()
+    program = Program(Seq([Repeat(10, Call(dataset.next, store_to=reg("x"))),
+                           Weave(1, [Call(square, 2)]),
+                           Switch(reg("m"), {"a": Print("a")})]), reg)
+    text = str(program)
+    assert "Repeat(10, Call(dataset.next, store_to=reg('x')))" in text
+    assert "Weave(1, [" in text and "Call(square, 2)" in text
+    assert "Switch(reg('m'), {" in text and "'a': Print('a')" in text
+
+
+def test_clear_errors():
+    with pytest.raises(InputError, match="Seq item 1"):
+        Seq([Call(square, 1), "oops"])
+    with pytest.raises(InputError, match="Repeat element"):
+        Repeat(3, square)
+    with pytest.raises(InputError, match="count"):
+        Repeat(-1, Call(square, 1))
+    with pytest.raises(InputError, match="n_required"):
+        Weave(3, [Call(square, 1)])
+    reg = Registers()
+    with pytest.raises(ProgramError, match="register 'missing' is not set"):
+        Program(Call(square, reg("missing")), reg).run()
+    with pytest.raises(ProgramError, match="needs a Program's registers"):
+        Call(square, 1, store_to="x").run()
+
+
+def test_background_stepping_and_widget():
+    log = Log()
+    program = Program(Repeat(5, Call(log.add, 1)))
+    panel = program.widget()
+    assert "0</b> steps" in panel.children[1].value
+
+    async def drive():
+        task = program.start_background()
+        assert not program.done  # returned at once
+        await task
+
+    asyncio.run(drive())
+    assert program.done and len(log.items) == 5
+    assert "5</b> steps" in panel.children[1].value
+    pickle.dumps(program)  # the widget and task are not pickled
