@@ -1,7 +1,8 @@
 """Console renderer: one progress line per phase, for terminals and logs.
 
-Draws :class:`ProgressTracker` snapshots; redraws at most ``max_rate`` times
-a second whatever the event rate, and always when a phase ends.
+Draws :class:`ProgressTracker` snapshots from one :class:`~labkit.views.writer.Writer`
+thread, at most ``max_rate`` times a second whatever the event rate, and once
+more when closed.
 
 Examples
 --------
@@ -19,12 +20,12 @@ True
 from __future__ import annotations
 
 import sys
-import threading
 import time
 
 import numpy as np  # noqa: F401  (used by the doctest)
 
 from .progress import PhaseProgress, ProgressTracker
+from .writer import Writer
 
 __all__ = ["ConsoleProgress", "format_phase"]
 
@@ -65,35 +66,31 @@ class ConsoleProgress:
     def __init__(self, source, stream=None, max_rate: float = 10.0):
         self.tracker = ProgressTracker()
         self.stream = stream or sys.stderr
-        self._min_gap = 1.0 / max_rate
-        self._last_draw = 0.0
         self._printed: set = set()
-        self._lock = threading.Lock()
+        # Lines are written by one writer thread, never by the engine's threads.
+        self._writer = Writer(self.tracker, self._draw, max_rate, name="labkit-writer-console")
         self._unsubscribe = source.subscribe(self._on_event)
 
     def _on_event(self, event) -> None:
         self.tracker(event)
-        ended = type(event).__name__ in ("PhaseFinished", "RunFinished")
-        now = time.time()
-        if ended or now - self._last_draw >= self._min_gap:
-            self._draw(now)
+        self._writer.poke()
 
-    def _draw(self, now: float) -> None:
-        with self._lock:
-            self._last_draw = now
-            interactive = getattr(self.stream, "isatty", lambda: False)()
-            for p in self.tracker.snapshot():
-                key = (p.run, p.node, p.phase)
-                if key in self._printed:
-                    continue
-                if p.finished is not None:
-                    self.stream.write(("\r" if interactive else "") + format_phase(p, now) + "\n")
-                    self._printed.add(key)
-                elif interactive:
-                    self.stream.write("\r" + format_phase(p, now))
-            self.stream.flush()
+    def _draw(self, phases) -> None:
+        """Print each finished phase once; on a terminal, redraw the running one."""
+        now = time.time()
+        interactive = getattr(self.stream, "isatty", lambda: False)()
+        for p in phases:
+            key = (p.run, p.node, p.phase)
+            if key in self._printed:
+                continue
+            if p.finished is not None:
+                self.stream.write(("\r" if interactive else "") + format_phase(p, now) + "\n")
+                self._printed.add(key)
+            elif interactive:
+                self.stream.write("\r" + format_phase(p, now))
+        self.stream.flush()
 
     def close(self) -> None:
         """Stop listening and print what is left."""
         self._unsubscribe()
-        self._draw(time.time())
+        self._writer.stop()
