@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 import uuid
 
@@ -317,5 +318,5 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
 
 def _at_chunk(info: TaskInfo, index: int) -> TaskInfo:
-    import dataclasses
+    """``info`` for chunk ``index``."""
     return dataclasses.replace(info, chunk=index)
