@@ -28,6 +28,8 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_views.py
+	$(BIN)/python benchmarks/bench_pipeline.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

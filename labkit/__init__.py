@@ -38,6 +38,12 @@ def _register_display() -> None:
 _register_display()
 
 
+def runner(program, **options):
+    """Step ``program`` on the kernel's loop with a live panel (see :mod:`labkit.views.runner`)."""
+    from .views.runner import runner as make_runner
+    return make_runner(program, **options)
+
+
 def dashboard(scheduler, **options) -> str:
     """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.dashboard`)."""
     from .views.dashboard import dashboard as serve
@@ -51,6 +57,6 @@ __all__ = [
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
-    "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
+    "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard", "runner",
     "pipe", "pipe_and_output", "Queue", "STOP",
 ]

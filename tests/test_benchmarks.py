@@ -15,3 +15,11 @@ def test_core_benchmarks_run_quick():
                   "[3] labkit (plain function) / raw", "[4] peak RSS increase"):
         assert label in proc.stdout, label
     assert "eigenvalues parallel vs serial" in proc.stdout
+
+
+def test_pipeline_benchmarks_run_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_pipeline.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("labkit / hand-written (records/s)", "2 threads / 1 thread"):
+        assert label in proc.stdout, label

@@ -248,3 +248,44 @@ def test_pipe_feeds_parallel_flow():
     direct.train([[c * 2 for c in chunks]], scheduler=lk.LocalScheduler())
     x = np.concatenate(chunks)
     np.testing.assert_allclose(np.abs(piped.execute(x)), np.abs(direct.execute(x)), atol=1e-8)
+
+
+def test_pipe_feeds_train_and_execute_on_dask(dask_scheduler):
+    rng = np.random.default_rng(1)
+    chunks = [rng.normal(size=(200, 5)) for _ in range(6)]
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
+    flow.train([pipe(chunks, processor=lambda c: c + 1.0, num_threads=2)],
+               scheduler=dask_scheduler)
+    serial = lk.Flow([lk.nodes.PCA(output_dim=3)])
+    serial.train([[c + 1.0 for c in chunks]])
+    out = flow.execute(pipe(chunks, processor=lambda c: c + 1.0, num_threads=2, ordered=True),
+                       scheduler=dask_scheduler)
+    np.testing.assert_allclose(np.abs(out), np.abs(serial.execute(np.concatenate(chunks) + 1.0)),
+                               rtol=1e-7, atol=1e-9)
+
+
+def test_lazy_reader_reports_stats():
+    events = []
+
+    def slow(x):
+        time.sleep(0.001)
+        return x if x % 2 else None
+
+    reader = pipe(range(200), processor=slow, num_threads=0, on_event=events.append)
+    assert len(list(reader)) == 100
+    assert events[-1].final and events[-1].records == 200 and events[-1].queue_fill is None
+    assert events[-1].busy_s >= 0.2 and len(events) >= 2 and reader.stats() == events[-1]
+
+
+def test_stage_stats_go_to_a_scheduler_and_its_tracker(local_scheduler):
+    from labkit.views.tracker import Tracker
+    tracker = Tracker()
+    local_scheduler.subscribe(tracker)
+    first = pipe(range(500), name="parse", on_event=local_scheduler)
+    assert len(drain(pipe(first, name="scale", processor=lambda x: x * 2,
+                          on_event=local_scheduler))) == 500
+    stages = {s.stage: s for s in tracker.snapshot().stages}
+    assert set(stages) == {"parse", "scale"}
+    assert stages["scale"].final and stages["scale"].records == 500
+    with pytest.raises(lk.InputError, match="on_event"):
+        pipe(range(3), on_event=42)

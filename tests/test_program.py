@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from labkit.errors import InputError
+from labkit.errors import InputError, TaskError
 from labkit.nodes import PCA
 from labkit.program import (BREAK, DONE, INCOMPLETE, Break, BufferRepeat, Call, Loop, Popen,
                             Print, Program, ProgramError, Registers, Repeat, Seq, Spawn, Switch,
@@ -241,18 +241,65 @@ def test_clear_errors():
         Call(square, 1, store_to="x").run()
 
 
-def test_background_stepping_and_widget():
+def test_background_stepping_returns_at_once_and_finishes():
     log = Log()
     program = Program(Repeat(5, Call(log.add, 1)))
-    panel = program.widget()
-    assert "0</b> steps" in panel.children[1].value
+    seen = []
+    program.subscribe(lambda p: seen.append(p.steps))
 
     async def drive():
         task = program.start_background()
-        assert not program.done  # returned at once
+        assert not program.done and program.running  # returned before any step
         await task
 
     asyncio.run(drive())
-    assert program.done and len(log.items) == 5
-    assert "5</b> steps" in panel.children[1].value
-    pickle.dumps(program)  # the widget and task are not pickled
+    assert program.done and len(log.items) == 5 and not program.running
+    assert seen[-1] == 5 and set(range(6)) <= set(seen)  # at start, then after each step
+    pickle.dumps(program)  # listeners and the task are not pickled
+
+
+def test_pause_and_resume_background_stepping():
+    log = Log()
+    program = Program(Repeat(1000, Call(log.add, 1)))
+
+    async def drive():
+        task = program.start_background()
+        while program.steps < 10:
+            await asyncio.sleep(0)
+        program.pause()
+        await task
+        paused_at = program.steps
+        await asyncio.sleep(0.01)
+        assert program.steps == paused_at < 1000 and not program.done
+        await program.start_background()
+
+    asyncio.run(drive())
+    assert program.done and len(log.items) == 1000
+
+
+def fails_on_three(i):
+    if i == 3:
+        raise ValueError("three is bad")
+    return i
+
+
+def test_a_failing_step_names_element_and_step_and_can_be_retried():
+    reg = Registers()
+    program = Program(Repeat(5, Call(fails_on_three, reg("i"), store_to=reg("last")),
+                             counter=reg("i")), reg)
+    with pytest.raises(TaskError, match="three is bad") as info:
+        program.run()
+    assert info.value.where["step"] == 3 and "fails_on_three" in info.value.where["element"]
+    assert info.value.original_type == "ValueError" and reg["last"] == 2
+    reg["i"] = 4  # fix the input; stepping again retries the same call
+    assert program.run() is DONE and reg["last"] == 4
+
+
+def test_background_error_is_kept_not_lost():
+    program = Program(Seq([Call(fails_on_three, 3)]))
+
+    async def drive():
+        await program.start_background()
+
+    asyncio.run(drive())
+    assert isinstance(program.error, TaskError) and not program.running and not program.done

@@ -51,6 +51,17 @@ def board(source, dashboard_url: str | None = None, bokeh: bool = True,
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
 
+def _stage_table(stages) -> str:
+    """Pipeline stages (their latest StageStats) as an HTML table."""
+    rows = "".join(
+        f"<tr><td>{html.escape(s.stage)}</td><td>{s.records}</td>"
+        f"<td>{s.records_per_s:,.0f}/s</td><td>{s.busy_s:.2f} s</td>"
+        f"<td>{'' if s.queue_fill is None else f'{100 * s.queue_fill:.0f}%'}</td>"
+        f"<td>{'done' if s.final else 'running'}</td></tr>" for s in stages)
+    return ("<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
+            f"<th>queue</th><th></th></tr>{rows}</table>")
+
+
 def phase_label(p: PhaseProgress, now: float | None = None) -> str:
     """``node 0 PCA phase 0 — 8/8 (100%) · 12.3 tasks/s · 0.65 s`` for one phase."""
     what = p.node_name if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
@@ -174,8 +185,10 @@ class Board:
         self.link = W.HTML(_link(url) if url else "", _dom_classes=["labkit-dashboard-link"])
         self.phases = W.VBox([], _dom_classes=["labkit-phases"])
         self.errors = W.HTML("", _dom_classes=["labkit-errors"])
+        self.stages = W.HTML("", _dom_classes=["labkit-stages"])
         self.header = W.HBox(top)
-        parts = [self.header] + ([self.link] if url else []) + [self.phases, self.errors]
+        parts = [self.header] + ([self.link] if url else []) + [self.phases, self.errors,
+                                                                 self.stages]
         self.bokeh_model = self._bokeh_model()
         parts += [w for w in (self.bokeh_model, self.lanes) if w is not None]
         box = W.VBox(parts)
@@ -266,6 +279,8 @@ class Board:
         self._draw_phases(snap)
         self._draw_errors(snap)
         self._draw_status(snap)
+        if snap.stages:
+            self.stages.value = _stage_table(snap.stages)
         if self.components is not None:
             with _batched(self.bokeh_model):  # one Bokeh patch a draw
                 self.components.update()
@@ -361,6 +376,7 @@ class Board:
         rows = [w for r in self._rows.values() for w in r.widgets()]
         extra = [self.cancel_button, self.bokeh_model, self.lanes]
         return [self.widget, self.header, self.status, self.link, self.phases, self.errors,
+                self.stages,
                 *rows, *(w for w in extra if w is not None)]
 
     # -- display ------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ class Snapshot:
     devices: tuple[DeviceLoad, ...]
     nodes: tuple[NodeView, ...]
     last_span: int
+    stages: tuple = ()              # the latest StageStats of each pipeline stage
 
 
 @dataclass
@@ -123,6 +124,7 @@ class Tracker:
         self._devices: dict[str, _Device] = {}
         self._nodes: dict[tuple, NodeView] = {}
         self._spans: deque[TaskSpan] = deque(maxlen=max_spans)
+        self._stages: dict[str, Any] = {}
         self._seq = -1
         self._version = 0
 
@@ -148,7 +150,7 @@ class Tracker:
             devices = tuple(self._load(name, d, now) for name, d in sorted(self._devices.items()))
             nodes = tuple(self._nodes[k] for k in sorted(self._nodes, key=lambda k: (k[1], k[0])))
             return Snapshot(now, self.version, tuple(self.progress.snapshot()), devices, nodes,
-                            self._seq)
+                            self._seq, tuple(self._stages.values()))
 
     def spans_since(self, seq: int) -> list[TaskSpan]:
         """Finished-task spans with a sequence number above ``seq``."""
@@ -200,6 +202,9 @@ class Tracker:
     def _on_DeviceStats(self, e: DeviceStats) -> None:
         d = self._device(e.device)
         d.kind, d.stats = e.kind, e
+
+    def _on_StageStats(self, e) -> None:
+        self._stages[e.stage] = e
 
     def _on_NodeJoined(self, e: NodeJoined) -> None:
         key = (e.run, e.node)

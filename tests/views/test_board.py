@@ -239,3 +239,13 @@ def test_register_shows_a_run_as_its_board_in_ipython(comms, dask_scheduler):
         display._bokehjs_loaded = False
         InteractiveShell.clear_instance()
         reset_output()
+
+
+def test_pipeline_stage_stats_appear_on_the_scheduler_board(comms, local_scheduler, boards):
+    b = board(local_scheduler, bokeh=False, lanes=False)
+    boards.append(b)
+    q = lk.pipe(range(1000), name="tokenise", processor=str, on_event=local_scheduler)
+    assert len(list(q)) == 1000
+    b.stop()  # the final draw
+    table = comms.state(b.stages)["value"]
+    assert "tokenise" in table and "<td>1000</td>" in table and "done" in table

@@ -1,0 +1,154 @@
+"""Bounded, closable queues between stages, the stop signal, and whole-stream reductions."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from typing import Any, Callable
+
+from ..errors import InputError, LabkitError
+
+__all__ = ["STOP", "Queue", "Final"]
+
+
+class _Stop:
+    """The type of :data:`STOP`."""
+
+    def __repr__(self) -> str:
+        return "STOP"
+
+
+#: Returned by a processor to end the stream; returned by ``Queue.get`` at its end.
+STOP = _Stop()
+
+
+class Queue:
+    """A bounded, thread-safe, closable queue; iterating ends when closed and drained."""
+
+    def __init__(self, capacity: int = 100):
+        if capacity < 1:
+            raise InputError(f"queue capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._items: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self._not_full = threading.Condition(self._lock)
+        self._not_empty = threading.Condition(self._lock)
+        self._closed = False
+        self._error: LabkitError | None = None
+        self._on_close: list[Callable[[], Any]] = []
+        self._stats: StageStats | None = None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    closed = property(lambda self: self._closed, doc="Whether the queue was closed.")
+
+    def put(self, record, timeout: float | None = None) -> bool:
+        """Add ``record``, waiting while full; ``False`` (record dropped) once closed."""
+        return self._put(record, timeout)
+
+    def _put(self, record, timeout=None, abort: Callable[[], bool] = lambda: False) -> bool:
+        with self._lock:
+            if len(self._items) >= self.capacity:  # only a full queue waits (the fast path skips it)
+                if not self._not_full.wait_for(
+                        lambda: self._closed or abort() or len(self._items) < self.capacity,
+                        timeout):
+                    raise TimeoutError(f"queue still full after {timeout} s")
+            if self._closed or abort():
+                return False
+            self._items.append(record)
+            self._not_empty.notify()
+            return True
+
+    def get(self, timeout: float | None = None):
+        """The next record, waiting while empty; ``STOP`` once closed and drained.
+
+        Raises the error of a failed producing stage.
+        """
+        with self._lock:
+            if not self._items and not self._closed and self._error is None:
+                if not self._not_empty.wait_for(
+                        lambda: self._items or self._closed or self._error is not None, timeout):
+                    raise TimeoutError(f"queue still empty after {timeout} s")
+            if self._error is not None:
+                raise self._error.with_traceback(None)  # no traceback piling up on re-raise
+            if not self._items:
+                return STOP
+            record = self._items.popleft()
+            self._not_full.notify()
+            return record
+
+    def __iter__(self):
+        while True:
+            record = self.get()
+            if record is STOP:
+                return
+            yield record
+
+    def close(self) -> None:
+        """End the stream: readers drain what is left, producers' puts return ``False``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            callbacks, self._on_close = self._on_close, []
+            self._not_full.notify_all()
+            self._not_empty.notify_all()
+        for fn in callbacks:  # outside the lock: a callback may close other queues
+            fn()
+
+    def fail(self, error: LabkitError) -> None:
+        """Close with ``error``: every later read raises it."""
+        with self._lock:
+            self._error = error
+            self._not_empty.notify_all()
+        self.close()
+
+    def stats(self) -> StageStats | None:
+        """The latest numbers of the stage writing into this queue."""
+        return self._stats
+
+    def _wake_producers(self) -> None:
+        """Let blocked puts recheck their ``abort`` condition."""
+        with self._lock:
+            self._not_full.notify_all()
+
+
+class Final:
+    """Values reduced over a whole stream; :meth:`result` waits for its end."""
+
+    def __init__(self, reducers: dict[str, tuple[Any, Callable]]):
+        self._fns = {name: fn for name, (_, fn) in reducers.items()}
+        self._values = {name: init for name, (init, _) in reducers.items()}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._error: LabkitError | None = None
+
+    @property
+    def reduces(self) -> bool:
+        """Whether records must be handed to :meth:`_add` (beyond being counted)."""
+        return bool(self._fns)
+
+    def _add(self, record) -> None:
+        with self._lock:  # threads of an unordered stage deliver concurrently
+            for name, fn in self._fns.items():
+                self._values[name] = fn(self._values[name], record)
+
+    def _end(self, error: LabkitError | None, count: int) -> None:
+        self._values = {"count": count, **self._values}
+        self._error = error
+        self._done.set()
+
+    def result(self, timeout: float | None = None) -> dict[str, Any]:
+        """The reduced values once the stream ended; raises the stage's error."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"stream still running after {timeout} s")
+        if self._error is not None:
+            raise self._error.with_traceback(None)
+        return dict(self._values)
+
+
+def _closable(obj) -> bool:
+    """Whether closing ``obj`` stops whoever produces it (never a generator: not thread-safe)."""
+    return isinstance(obj, Queue) or getattr(obj, "_labkit_closable", False)

@@ -1,0 +1,64 @@
+"""The lazy stage: a reader that processes records on the consumer's thread."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import InputError
+from .queue import STOP, _closable
+from .stage import STATS_INTERVAL, StageStats, _as_error, _send
+
+__all__ = ["ProcessingReader"]
+
+
+class ProcessingReader:
+    """A lazy stage: iterating applies ``processor`` to ``input`` on the caller's thread.
+
+    Its :class:`StageStats` (``queue_fill`` None) go to ``on_event`` at most
+    every ``STATS_INTERVAL`` seconds while it is iterated, and once at the end.
+    """
+
+    _labkit_closable = True  # closing it closes its input, stopping the stage upstream
+
+    def __init__(self, input, processor, name, on_event=None):
+        if not hasattr(input, "__iter__"):
+            raise InputError(f"pipe input must be iterable, got {type(input).__name__}",
+                             stage=name)
+        self.input, self.processor, self.name = input, processor, name
+        self._on_event, self._stats = on_event, None
+
+    def __iter__(self):
+        started = last = time.monotonic()
+        records, busy = 0, 0.0
+        try:
+            for index, record in enumerate(self.input):
+                t0 = time.perf_counter()
+                try:
+                    result = self.processor(record)
+                except Exception as exc:
+                    raise _as_error(exc, self.name, index) from exc
+                records, busy = records + 1, busy + time.perf_counter() - t0
+                if time.monotonic() - last >= STATS_INTERVAL:
+                    last = time.monotonic()
+                    self._publish(records, busy, last - started, False)
+                if result is STOP:
+                    self.close()
+                    return
+                if result is not None:
+                    yield result
+        finally:
+            self._publish(records, busy, time.monotonic() - started, True)
+
+    def stats(self) -> StageStats | None:
+        """The latest numbers of this reader."""
+        return self._stats
+
+    def _publish(self, records: int, busy: float, elapsed: float, final: bool) -> None:
+        self._stats = StageStats(self.name, records, records / max(elapsed, 1e-9), busy, None,
+                                 final)
+        _send(self._on_event, self._stats)
+
+    def close(self) -> None:
+        """Stop whoever produces the input (a Queue's stage)."""
+        if _closable(self.input):
+            self.input.close()

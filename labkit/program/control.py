@@ -1,0 +1,228 @@
+"""Control-flow elements: calls, sequences, repetition, weaving and switches."""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from .element import Element, _as_list, _code, _List
+from .registers import _resolve
+from .status import BREAK, DONE, INCOMPLETE, Break, ProgramError
+
+__all__ = ["Call", "Print", "Seq", "Repeat", "Loop", "BufferRepeat", "Weave", "Switch"]
+
+
+class Call(Element):
+    """Call ``fn(*args, **kwargs)`` in one step; Ref arguments are resolved first."""
+
+    def __init__(self, fn, *args, store_to=None, **kwargs):
+        if not callable(fn):
+            raise InputError(f"Call needs a callable, got {fn!r}")
+        super().__init__(store_to=store_to)
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def _step(self):
+        args = [_resolve(a) for a in self.args]
+        kwargs = {k: _resolve(v) for k, v in self.kwargs.items()}
+        try:
+            result = self.fn(*args, **kwargs)
+        except Break:
+            return BREAK
+        if result is BREAK:
+            return BREAK
+        self.state["result"] = result
+        return DONE
+
+    def _head(self, indent):
+        return [_code(self.fn)] + [_code(a) for a in self.args] + \
+            [f"{k}={_code(v)}" for k, v in self.kwargs.items()]
+
+
+class Print(Call):
+    """Print ``obj`` (a Ref is resolved) in one step."""
+
+    def __init__(self, obj):
+        super().__init__(print, obj)
+
+    def _head(self, indent):
+        return [_code(self.args[0])]
+
+
+class Seq(_List):
+    """Run the elements one after the other."""
+
+    def __init__(self, elements, store_to=None):
+        super().__init__(_as_list(elements, "Seq"), store_to)
+
+    def _start(self):
+        self.state["i"] = 0
+        if self.children:
+            self.children[0].start()
+
+    def _step(self):
+        if not self.children:
+            return DONE
+        child = self.children[self.state["i"]]
+        status = child.step()
+        if status is INCOMPLETE:
+            return INCOMPLETE
+        self.state["result"] = child.result
+        if status is BREAK:
+            return BREAK
+        self.state["i"] += 1
+        if self.state["i"] == len(self.children):
+            self.state["i"] -= 1
+            return DONE
+        self.children[self.state["i"]].start()
+        return INCOMPLETE
+
+
+class Repeat(Element):
+    """Run ``element`` ``n`` times; ``counter`` holds the iteration index; BREAK ends it."""
+
+    def __init__(self, n, element, counter=None, store_to=None):
+        if n is not None and (not isinstance(n, int) or n < 0):
+            raise InputError(f"{type(self).__name__} count must be an int >= 0, got {n!r}")
+        super().__init__(store_to=store_to)
+        self._adopt(element, f"{type(self).__name__} element (argument 2)")
+        self.n, self.counter = n, counter
+
+    def _start(self):
+        self.state["i"] = 0
+        self._begin()
+
+    def _begin(self):
+        """Start the next iteration."""
+        if self.counter is not None:
+            self._ref(self.counter).set(self.state["i"])
+        self.children[0].start()
+
+    def _step(self):
+        if self.n == 0:
+            return DONE
+        child = self.children[0]
+        status = child.step()
+        if status is INCOMPLETE:
+            return INCOMPLETE
+        self._collect(child.result)
+        if status is BREAK:
+            return DONE
+        self.state["i"] += 1
+        if self.n is not None and self.state["i"] >= self.n:
+            return DONE
+        self._begin()
+        return INCOMPLETE
+
+    def _collect(self, value):
+        self.state["result"] = value
+
+    def current(self):
+        return self.children[0].current() if self.state and not self.done else self
+
+    def _head(self, indent):
+        return [repr(self.n), self.children[0]._code(indent)]
+
+    def _options(self):
+        return dict({"counter": self.counter} if self.counter is not None else {},
+                    **super()._options())
+
+
+class Loop(Repeat):
+    """Run ``element`` again and again until it (or a Call in it) returns BREAK."""
+
+    def __init__(self, element, counter=None, store_to=None):
+        super().__init__(None, element, counter, store_to)
+
+    def _head(self, indent):
+        return [self.children[0]._code(indent)]
+
+
+class BufferRepeat(Repeat):
+    """Repeat ``n`` times, collecting the element's results into a list (``store_to``)."""
+
+    def _start(self):
+        self.state["result"] = []
+        super()._start()
+
+    def _collect(self, value):
+        self.state["result"].append(value)
+
+
+class Weave(_List):
+    """Step the elements round-robin, one step each; done when ``n_required`` are done."""
+
+    def __init__(self, n_required, elements, store_to=None):
+        elements = _as_list(elements, "Weave")
+        n_required = len(elements) if n_required is None else n_required
+        if not isinstance(n_required, int) or not 0 <= n_required <= len(elements):
+            raise InputError(f"Weave n_required must be an int in 0..{len(elements)}, "
+                             f"got {n_required!r}")
+        super().__init__(elements, store_to)
+        self.n_required = n_required
+
+    def _start(self):
+        self.state.update(i=0, finished=[False] * len(self.children))
+        for child in self.children:
+            child.start()
+
+    def _step(self):
+        finished, n = self.state["finished"], len(self.children)
+        if sum(finished) >= self.n_required:
+            return DONE
+        i = self.state["i"]
+        while finished[i]:
+            i = (i + 1) % n
+        status = self.children[i].step()
+        self.state["i"] = (i + 1) % n
+        if status is BREAK:
+            self.cancel()
+            return BREAK
+        if status is DONE:
+            finished[i] = True
+            if sum(finished) >= self.n_required:
+                self.cancel()
+                self.state["result"] = [c.result for c in self.children]
+                return DONE
+        return INCOMPLETE
+
+    def _prefix(self):
+        return f"{self.n_required}, "
+
+
+class Switch(Element):
+    """Run the branch chosen by ``selector`` (a Ref, register name or callable)."""
+
+    def __init__(self, selector, branches, store_to=None):
+        if not isinstance(branches, dict):
+            raise InputError(f"Switch needs a dict of branches, got {branches!r}")
+        self.keys = list(branches)
+        super().__init__(store_to=store_to)
+        for key, branch in branches.items():
+            self._adopt(branch, f"Switch branch {key!r}")
+        self.selector = selector
+
+    def _start(self):
+        self.state["i"] = None
+
+    def _step(self):
+        if self.state["i"] is None:
+            sel = self.selector
+            key = sel() if callable(sel) else self._ref(sel).get()
+            if key not in self.keys:
+                raise ProgramError(f"Switch has no branch for key {key!r} "
+                                   f"(branches: {self.keys!r})")
+            self.state["i"] = self.keys.index(key)
+            self.children[self.state["i"]].start()
+        branch = self.children[self.state["i"]]
+        status = branch.step()
+        self.state["result"] = branch.result
+        return status
+
+    def current(self):
+        i = self.state and self.state["i"]
+        return self.children[i].current() if i is not None and not self.done else self
+
+    def _head(self, indent):
+        pad = " " * indent
+        items = "".join(f"{pad}    {k!r}: {c._code(indent + 4)},\n"
+                        for k, c in zip(self.keys, self.children))
+        return [_code(self.selector), "{\n" + items + pad + "}"]
+

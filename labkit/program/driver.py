@@ -1,0 +1,179 @@
+"""A program: a root element with its registers, stepped directly or in the background."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import traceback
+
+from ..errors import InputError, LabkitError, TaskError
+from .element import Element
+from .registers import Registers
+from .status import DONE, INCOMPLETE, ProgramError
+
+__all__ = ["Program"]
+
+
+class Program:
+    """An element with its registers, driven by ``start()``/``step()``/``run()``."""
+
+    def __init__(self, element, registers=None):
+        if not isinstance(element, Element):
+            raise InputError(f"Program needs a program element, got {element!r}")
+        self.registers = Registers() if registers is None else registers
+        self.children, self.steps, self.status = [element], 0, None
+        element._parents.append(self)
+        element._bind(self.registers)
+        self._ui = {}
+
+    @property
+    def element(self):
+        """The root element."""
+        return self.children[0]
+
+    @property
+    def done(self) -> bool:
+        """Whether the program has finished."""
+        return self.status is DONE
+
+    @property
+    def result(self):
+        """The root element's result."""
+        return self.element.result
+
+    def start(self):
+        """Reset the program to its beginning."""
+        self.element.cancel()
+        self.element.start()
+        self.steps, self.status = 0, INCOMPLETE
+        return self
+
+    def step(self):
+        """Run one step; returns INCOMPLETE until done, then DONE."""
+        if self.status is None:
+            self.start()
+        if self.status is DONE:
+            raise ProgramError(f"step() on a finished program (after {self.steps} steps); "
+                               "call start() to run it again")
+        try:
+            status = self.element.step()
+        except Exception as exc:
+            raise _located(exc, self.current(), self.steps) from exc
+        self.steps += 1
+        self.status = INCOMPLETE if status is INCOMPLETE else DONE
+        self._notify()
+        return self.status
+
+    run = Element.run
+
+    def find(self, pattern):
+        """Matching elements (see :meth:`Element.find`)."""
+        return self.element.find(pattern)
+
+    def replace(self, old, new):
+        """Put ``new`` where ``old`` is; returns ``new``."""
+        return old.replace_with(new)
+
+    def current(self):
+        """The innermost element being run."""
+        return self.element.current()
+
+    def cancel(self):
+        """Stop background work (subprocesses, background stepping)."""
+        task = self._ui.get("task")
+        if task is not None:
+            task.cancel()
+        self.element.cancel()
+
+    def __str__(self):
+        return str(self.element)
+
+    def __repr__(self):
+        return f"<Program {self.status!r} after {self.steps} steps>"
+
+    def __getstate__(self):
+        return dict(self.__dict__, _ui={})
+
+    def __deepcopy__(self, memo):
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        return new
+
+    # -- background stepping ---------------------------------------------------------
+
+    def subscribe(self, listener):
+        """Call ``listener(program)`` after every step; returns an unsubscribe function."""
+        listeners = self._ui.setdefault("listeners", [])
+        listeners.append(listener)
+        return lambda: listener in listeners and listeners.remove(listener)
+
+    def start_background(self, interval: float = 0.0, loop=None):
+        """Step on the running asyncio loop (a Jupyter kernel's) so the cell returns at once.
+
+        Each step is followed by ``await asyncio.sleep(interval)``, so the kernel
+        handles other cells and widget messages between steps.  An error raised
+        by a step stops the stepping and is kept in :attr:`error`.  Returns the
+        asyncio task; :meth:`pause` pauses it, calling this again resumes.
+        """
+        self._ui["paused"] = False
+        if self.status is None or (self.done and self._ui.get("task") is None):
+            self.start()
+        task = self._ui.get("task")
+        if task is None or task.done():
+            loop = loop or asyncio.get_event_loop()
+            task = self._ui["task"] = loop.create_task(self._drive(interval))
+        self._notify()
+        return task
+
+    async def _drive(self, interval):
+        """Background stepping until done, paused or failed."""
+        self._ui["error"] = None
+        try:
+            while self.status is not DONE and not self._ui.get("paused"):
+                self.step()
+                await asyncio.sleep(interval)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # kept for the caller and the widget, not lost in the loop
+            self._ui["error"] = exc
+        finally:
+            self._notify()
+
+    @property
+    def running(self) -> bool:
+        """Whether background stepping is under way."""
+        task = self._ui.get("task")
+        return task is not None and not task.done()
+
+    @property
+    def error(self):
+        """The exception that stopped background stepping, if any."""
+        return self._ui.get("error")
+
+    def pause(self):
+        """Pause background stepping after the current step."""
+        self._ui["paused"] = True
+
+    def widget(self):
+        """A small ipywidgets panel to drive this program (see :func:`labkit.views.runner.runner`)."""
+        from ..views.runner import Runner
+        return Runner(self)
+
+    def _notify(self):
+        """Tell the listeners that something changed."""
+        for listener in list(self._ui.get("listeners", ())):
+            listener(self)
+
+
+def _located(exc: Exception, element, step: int) -> LabkitError:
+    """``exc`` as a labkit error naming the element and the step it failed in.
+
+    The element keeps its state, so stepping again retries the failed call.
+    """
+    where = {"element": element._code()[:200], "step": step}
+    if isinstance(exc, LabkitError):
+        return exc.locate(**where)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return TaskError.from_exception(exc, text, **where)
