@@ -10,6 +10,7 @@ Examples
 """
 
 from . import events, nodes
+from .data_parallel import split_batch
 from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
                      SchedulerError, TaskError, TrainingError)
@@ -38,6 +39,14 @@ def _register_display() -> None:
 _register_display()
 
 
+def __getattr__(name):
+    """``lk.DataParallelTrainer`` imports torch only when first used."""
+    if name == "DataParallelTrainer":
+        from .data_parallel.trainer import DataParallelTrainer
+        return DataParallelTrainer
+    raise AttributeError(f"module 'labkit' has no attribute {name!r}")
+
+
 def runner(program, **options):
     """Step ``program`` on the kernel's loop with a live panel (see :mod:`labkit.views.runner`)."""
     from .views.runner import runner as make_runner
@@ -57,6 +66,6 @@ __all__ = [
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
-    "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard", "runner",
-    "pipe", "pipe_and_output", "Queue", "STOP",
+    "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
+    "pipe", "pipe_and_output", "Queue", "STOP", "split_batch", "DataParallelTrainer", "runner",
 ]

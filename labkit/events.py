@@ -154,6 +154,8 @@ class DeviceStats(Event):
     memory_limit: int | None = None
     samples_per_s: float | None = None
     step_time: float | None = None      # seconds per step (data-parallel trainers)
+    busy: float | None = None           # fraction of the step the device computed
+    share: float | None = None          # fraction of the batch it gets (work load)
     time: float = field(default_factory=_now)
 
 

@@ -242,7 +242,8 @@ class Components:
         memory = _bytes(d.memory) + (f" / {_bytes(d.memory_limit)}" if d.memory_limit else "")
         rate = (f"{d.samples_per_s:,.0f} samples/s" if d.kind == "device"
                 else f"{d.tasks_per_s:.1f} tasks/s")
-        label = "  ".join(p for p in (f"{busy:.0%}", rate, memory,
+        share = f"share {d.share:.0%}" if getattr(d, "share", None) is not None else ""
+        label = "  ".join(p for p in (f"{busy:.0%}", rate, share, memory,
                                       f"exec {executing}" if executing else "") if p)
         return {"name": d.name, "lane": _lane(d.name), "kind": d.kind, "busy": round(busy, 3),
                 "tasks_per_s": round(d.tasks_per_s, 2),

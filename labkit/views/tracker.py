@@ -50,6 +50,7 @@ class DeviceLoad:
     memory: int | None = None
     memory_limit: int | None = None
     step_time: float | None = None
+    share: float | None = None
 
 
 @dataclass(frozen=True)
@@ -166,12 +167,14 @@ class Tracker:
         samples = sum(n for _, e, n in d.spans if e > start)
         n_done = sum(1 for _, e, _ in d.spans if e > start)
         st = d.stats
+        if st is not None and st.busy is not None and not d.spans and not d.running:
+            busy = st.busy * self.window  # a torch device that reports its own busy fraction
         return DeviceLoad(name, d.kind, min(busy / self.window, 1.0), n_done / self.window,
                           (st.samples_per_s if st and st.samples_per_s is not None
                            else samples / self.window),
                           len(d.running), d.done, d.failed,
                           st.memory if st else None, st.memory_limit if st else None,
-                          st.step_time if st else None)
+                          st.step_time if st else None, st.share if st else None)
 
     # -- event handlers (under the lock) -------------------------------------------
 

@@ -249,3 +249,27 @@ def test_pipeline_stage_stats_appear_on_the_scheduler_board(comms, local_schedul
     b.stop()  # the final draw
     table = comms.state(b.stages)["value"]
     assert "tokenise" in table and "<td>1000</td>" in table and "done" in table
+
+
+def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
+    torch = pytest.importorskip("torch")
+    from labkit.data_parallel import DataParallelTrainer
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+    data = [(torch.randn(32, 5), torch.randn(32, 1)) for _ in range(6)]
+    trainer = DataParallelTrainer(model, torch.nn.functional.mse_loss,
+                                  torch.optim.SGD(model.parameters(), lr=0.05),
+                                  devices=["cpu:0", "cpu:1"], work_load="auto")
+    b = board(trainer, lanes=False)
+    boards.append(b)
+    trainer.fit(data, epochs=3)
+    trainer.close()  # the board stops with it, after a final draw
+    assert not b.writer.running
+    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    assert len(labels) == 3 and all("12/12 (100%)" in text for text in labels), labels
+    assert "DataParallelTrainer" in comms.state(b.status)["value"]
+    if b.components is not None:
+        devices = b.components.device_source.data
+        assert list(devices["name"]) == ["cpu:0", "cpu:1"]
+        assert set(devices["kind"]) == {"device"} and all("share" in s for s in devices["label"])
+        assert all(v > 0 for v in devices["samples_per_s"])

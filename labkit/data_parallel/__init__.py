@@ -1,0 +1,28 @@
+"""Data-parallel torch training across devices, in-process or on Dask workers.
+
+One concept a module, after ``torch.nn.parallel``: :mod:`.split` (work-load
+slices), :mod:`.devices`, :mod:`.replicate` (persistent replicas, broadcast),
+:mod:`.parallel_apply` (replicas on threads), :mod:`.reduce` (weighted
+gradients, exact batch-norm statistics), :mod:`.balance` (the "auto" work
+load), :mod:`.reporting` (events for the views), :mod:`.loops` (fit and
+evaluate) and :mod:`.distributed` (replicas on Dask workers with
+``torch.distributed``), composed by :mod:`.trainer`.
+
+``split_batch`` needs no torch; everything else imports it when first used.
+"""
+
+from __future__ import annotations
+
+from .split import split_batch
+
+__all__ = ["split_batch", "DataParallelTrainer", "Balancer", "ReplicaStep", "DaskReplicaGroup"]
+
+_LAZY = {"DataParallelTrainer": "trainer", "ReplicaStep": "trainer", "Balancer": "balance",
+         "DaskReplicaGroup": "distributed"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,122 @@
+"""Epoch loops of the data-parallel trainer: ``fit`` and ``evaluate``."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..errors import InputError, LabkitError
+from .split import shares
+
+__all__ = ["EpochLoops"]
+
+
+class EpochLoops:
+    """``fit`` and ``evaluate`` over batches, for a trainer with ``step`` and replicas."""
+
+    def fit(self, batches, epochs: int = 1) -> list[dict]:
+        """Train for ``epochs`` passes over ``batches`` (``(x, y)`` pairs, e.g. a DataLoader).
+
+        Returns one record an epoch: ``epoch``, mean ``loss``, ``seconds``,
+        ``samples_per_s``.  An error names the epoch and batch; the steps
+        before it are kept.
+        """
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise InputError(f"epochs must be a positive int, got {epochs!r}")
+        if epochs > 1 and iter(batches) is batches:
+            raise InputError("fit over several epochs needs batches it can iterate again "
+                             "(a list or a DataLoader), not a one-shot iterator")
+        history = []
+        self._reporter.fit_started(epochs)
+        try:
+            for epoch in range(epochs):
+                history.append(self._epoch(batches, epoch))
+        except BaseException as exc:
+            self._reporter.epoch_finished(ok=False)
+            self._reporter.fit_finished(exc)
+            raise
+        self._reporter.fit_finished()
+        return history
+
+    def _epoch(self, batches, epoch: int) -> dict:
+        """One pass over the batches."""
+        n_batches = len(batches) if hasattr(batches, "__len__") else None
+        self._reporter.epoch_started(epoch, n_batches, len(self.names))
+        start, total, rows = time.perf_counter(), 0.0, 0
+        for b, batch in enumerate(batches):
+            x, y = _pair(batch, epoch, b)
+            try:
+                loss = self.step(x, y)
+            except LabkitError as exc:
+                raise exc.locate(epoch=epoch, batch=b)
+            total, rows = total + loss * len(x), rows + len(x)
+        if rows == 0:
+            raise InputError("no batches to train on", epoch=epoch)
+        self._reporter.epoch_finished()
+        seconds = time.perf_counter() - start
+        return {"epoch": epoch, "loss": total / rows, "seconds": seconds,
+                "samples_per_s": rows / seconds}
+
+    def evaluate(self, batches, metrics: dict | None = None) -> dict[str, float]:
+        """Mean loss and ``metrics`` over ``batches``, the replicas evaluating in parallel.
+
+        ``metrics`` maps names to ``fn(outputs, targets)`` giving a mean over
+        rows (e.g. accuracy); every value is weighted by rows.
+        """
+        self._check_open()
+        fns = dict(metrics or {})
+        fns["loss"] = self.loss_fn
+        sums, rows = dict.fromkeys(fns, 0.0), 0
+        modes = [r.training for r in self._eval_models()]
+        for r in self._eval_models():
+            r.eval()
+        try:
+            for b, batch in enumerate(batches):
+                x, y = _pair(batch, None, b)
+                for name, value in self._evaluate_batch(x, y, fns).items():
+                    sums[name] += value
+                rows += len(x)
+        finally:
+            for r, mode in zip(self._eval_models(), modes):
+                r.train(mode)
+        if rows == 0:
+            raise InputError("no batches to evaluate")
+        return {name: total / rows for name, total in sums.items()}
+
+    def _eval_models(self):
+        """The replicas (or, with workers, the synced model)."""
+        return self.replicas or [self.sync_model()]
+
+    def _evaluate_batch(self, x, y, fns) -> dict[str, float]:
+        """Row-weighted sums of each metric over one batch, split across the replicas."""
+        models = self._eval_models()
+        devices = self.devices if self.replicas else [next(models[0].parameters()).device]
+        counts = shares(len(x), self.shares if self.replicas else [1.0])
+        calls, start = [], 0
+        for i, c in enumerate(counts):
+            if c:
+                calls.append((i, _evaluator(models[i], devices[i], x[start:start + c],
+                                            y[start:start + c], fns)))
+            start += c
+        threads = self._threads if self.replicas else None
+        results = threads.run(calls) if threads else [fn() for _, fn in calls]
+        return {name: sum(r[name] for r in results) for name in fns}
+
+
+def _evaluator(model, device, x, y, fns):
+    """A call computing row-weighted metric sums of ``model`` on ``(x, y)``."""
+    def run():
+        with torch.no_grad():
+            out = model(x.to(device))
+            yd = y.to(device)
+            return {name: float(fn(out, yd)) * len(x) for name, fn in fns.items()}
+    return run
+
+
+def _pair(batch, epoch, b):
+    """``(x, y)`` of one batch, or a clear error naming it."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise InputError(f"a batch must be an (x, y) pair, got {type(batch).__name__}",
+                         epoch=epoch, batch=b)
+    return batch

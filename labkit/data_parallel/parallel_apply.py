@@ -1,0 +1,65 @@
+"""Running the replicas side by side: one call a device, on persistent threads.
+
+The first call runs on the caller's thread (a one-device trainer starts no
+thread at all); the others on a pool made once per trainer.  Each call's
+exception is kept with the replica and device it came from and re-raised in
+the caller as a labkit error naming both.
+"""
+
+from __future__ import annotations
+
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from ..errors import LabkitError, TaskError
+
+__all__ = ["ReplicaThreads", "replica_error"]
+
+
+def replica_error(exc: BaseException, replica: int, device: str) -> LabkitError:
+    """``exc`` as a labkit error located at ``replica`` and ``device``."""
+    if isinstance(exc, LabkitError):
+        return exc.locate(replica=replica, device=device)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    error = TaskError.from_exception(exc, text, replica=replica, device=device)
+    error.message = error.message.replace("task failed", f"replica {replica} failed", 1)
+    return error
+
+
+class ReplicaThreads:
+    """Persistent threads that run one call a replica and wait for them all."""
+
+    def __init__(self, names: list[str]):
+        self.names = names
+        self._pool = (ThreadPoolExecutor(len(names) - 1, thread_name_prefix="labkit-replica")
+                      if len(names) > 1 else None)
+
+    def run(self, calls: list[tuple[int, Callable[[], Any]]]) -> list[Any]:
+        """Run ``[(replica, fn), ...]`` in parallel; results in order, or raise the first error.
+
+        Every call finishes before this returns or raises, so no replica is
+        still computing when the caller moves on.
+        """
+        futures = [(i, self._pool.submit(fn)) for i, fn in calls[1:]] if self._pool else []
+        outcomes: list[tuple[int, Any, BaseException | None]] = []
+        first, fn = calls[0]
+        try:
+            outcomes.append((first, fn(), None))
+        except Exception as exc:
+            outcomes.append((first, None, exc))
+        for i, future in futures:
+            try:
+                outcomes.append((i, future.result(), None))
+            except Exception as exc:
+                outcomes.append((i, None, exc))
+        for i, _, exc in outcomes:
+            if exc is not None:
+                raise replica_error(exc, i, self.names[i]) from exc
+        return [value for _, value, _ in outcomes]
+
+    def close(self) -> None:
+        """End the threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

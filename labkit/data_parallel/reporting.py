@@ -1,0 +1,98 @@
+"""What a trainer tells the views: device load, per-epoch progress and the loss curve.
+
+Events go to the trainer's :class:`~labkit.events.EventBus` only while someone
+subscribes, so an unwatched trainer pays nothing.  Per step, each replica's
+forward/backward becomes a finished task on its device (so the tracker shows
+busy fraction, samples/s and task lanes per device); at most every
+``interval`` seconds each device also reports memory, step time and its share
+of the batch; the model's state (samples seen, loss so far) is sent like a
+flow node's joins so the node-state view draws the loss curve.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+
+from ..events import (DeviceStats, EventBus, NodeJoined, PhaseFinished, PhaseStarted,
+                      RunFinished, RunStarted, TaskFinished, TaskInfo)
+from .devices import memory
+
+__all__ = ["Reporter"]
+
+#: Least seconds between two device reports or loss-curve updates.
+INTERVAL = 0.25
+
+
+class Reporter:
+    """Turns a trainer's steps into events on ``bus``."""
+
+    def __init__(self, bus: EventBus, names: list[str], devices, model_name: str):
+        self.bus, self.names, self.devices, self.model_name = bus, names, devices, model_name
+        self.run = uuid.uuid4().hex[:8]
+        self.epoch = 0
+        self.batch = 0
+        self.samples = 0
+        self.losses: list[float] = []
+        self._tasks = itertools.count()
+        self._epoch_tasks = 0
+        self._last = 0.0
+        self._in_fit = False
+
+    def step(self, active: list[int], counts: list[int], spans: list[tuple[float, float]],
+             shares: list[float], loss: float, wall: float, memories=None) -> None:
+        """One step's replica spans, and (throttled) device stats and the loss curve."""
+        self.samples += sum(counts)
+        self.losses.append(loss)
+        if not self.bus.has_subscribers:
+            return
+        for i, n, (start, end) in zip(active, counts, spans):
+            info = TaskInfo(self.run, next(self._tasks), self.batch, "train", 0,
+                            self.model_name, self.epoch)
+            self.bus.emit(TaskFinished(info, self.names[i], start, end, n))
+            self._epoch_tasks += 1
+        self.batch += 1
+        now = time.monotonic()
+        if now - self._last >= INTERVAL:
+            self._last = now
+            self._report(active, counts, spans, shares, wall, memories)
+
+    def _report(self, active, counts, spans, shares, wall, memories) -> None:
+        for k, (i, n, (start, end)) in enumerate(zip(active, counts, spans)):
+            seconds = max(end - start, 1e-9)
+            used, limit = memory(self.devices[i]) if memories is None else (memories[k], None)
+            self.bus.emit(DeviceStats(self.names[i], "device", used, limit, n / seconds, seconds,
+                                      min(seconds / max(wall, 1e-9), 1.0), shares[i]))
+        plots = {"loss": list(self.losses[-500:])}
+        self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
+                                 {"samples": self.samples, "plots": plots}))
+
+    # -- fit progress ----------------------------------------------------------------
+
+    def fit_started(self, epochs: int) -> None:
+        """A fit of ``epochs`` epochs begins (a new run id for the views)."""
+        self.run, self.epoch, self.batch, self._in_fit = uuid.uuid4().hex[:8], 0, 0, True
+        if self.bus.has_subscribers:
+            self.bus.emit(RunStarted(self.run, "fit", 1))
+
+    def epoch_started(self, epoch: int, n_batches: int | None, n_devices: int) -> None:
+        """An epoch begins; ``n_batches`` when the batches have a length."""
+        self.epoch, self.batch, self._epoch_tasks = epoch, 0, 0
+        if self.bus.has_subscribers:
+            total = None if n_batches is None else n_batches * n_devices
+            self.bus.emit(PhaseStarted(self.run, 0, self.model_name, epoch, False, total))
+
+    def epoch_finished(self, ok: bool = True) -> None:
+        """The epoch ended: its real task count, and the model's state."""
+        if self.bus.has_subscribers:
+            state = {"samples": self.samples, "plots": {"loss": list(self.losses[-500:])}}
+            self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
+                                        self._epoch_tasks, ok, state))
+
+    def fit_finished(self, error: BaseException | None = None) -> None:
+        """The fit ended, well or not."""
+        self._in_fit = False
+        if self.bus.has_subscribers:
+            self.bus.emit(RunFinished(self.run, error is None,
+                                      None if error is None else str(error)))

@@ -1,0 +1,341 @@
+"""The data-parallel trainer: split, run replicas in parallel, reduce, step once, broadcast.
+
+Composes the other modules of :mod:`labkit.data_parallel`: each batch is split
+by the work load (:mod:`.split`, re-balanced by :mod:`.balance` with
+``work_load="auto"``), the persistent replicas (:mod:`.replicate`) run forward
+and backward side by side (:mod:`.parallel_apply`), gradients and buffers are
+reduced into the model (:mod:`.reduce`), the optimizer steps once and the
+parameters are broadcast back.  With ``scheduler=`` the replicas live on Dask
+workers instead and reduce with ``torch.distributed`` (:mod:`.distributed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from ..errors import InputError, TrainingError
+from ..events import EventBus
+from .balance import Balancer
+from .devices import as_devices
+from .parallel_apply import ReplicaThreads
+from .reduce import BatchNormJoin, GradientReducer, average_buffers
+from .replicate import broadcast, replicate
+from .reporting import Reporter
+from .split import check_work_load, shares
+from .loops import EpochLoops
+
+__all__ = ["DataParallelTrainer", "ReplicaStep"]
+
+
+@dataclass(frozen=True)
+class ReplicaStep:
+    """What a monitor sees of one replica's step (in that replica's thread)."""
+
+    step: int
+    replica: int
+    device: str
+    rows: int
+    loss: torch.Tensor
+    outputs: torch.Tensor
+    seconds: float
+
+
+class DataParallelTrainer(EpochLoops):
+    """Train ``model`` on batches split across ``devices``, one persistent replica each.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The model; ``optimizer`` steps its parameters.  When it lives on the
+        first device it is that device's replica.
+    loss_fn : callable
+        ``loss_fn(outputs, targets)``, a mean over rows (or a loss module with
+        ``reduction="sum"``).
+    optimizer : torch.optim.Optimizer
+        Over ``model.parameters()``; steps once per batch.
+    devices : list, optional
+        ``["cuda:0", "cuda:1"]``, ``["cpu:0", "cpu:1"]``...; default every GPU, or the CPU.
+    work_load : None, list of float or "auto"
+        Relative speed of each device (even by default); ``"auto"`` measures
+        and re-balances every step.
+    scheduler : labkit.DaskScheduler, optional
+        Run one replica per Dask worker, reducing with ``torch.distributed``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> model = torch.nn.Linear(3, 1)
+    >>> trainer = DataParallelTrainer(model, torch.nn.functional.mse_loss,
+    ...                               torch.optim.SGD(model.parameters(), lr=0.1),
+    ...                               devices=["cpu:0", "cpu:1"], work_load=[1, 3])
+    >>> x, y = torch.randn(8, 3), torch.randn(8, 1)
+    >>> loss = trainer.step(x, y)
+    >>> [s.stop - s.start for s in trainer.last_split]
+    [2, 6]
+    >>> trainer.close()
+    """
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable, optimizer, devices=None,
+                 work_load=None, scheduler=None, balancer: Balancer | None = None):
+        if not isinstance(model, torch.nn.Module):
+            raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if not callable(loss_fn):
+            raise InputError(f"loss_fn must be callable, got {loss_fn!r}")
+        self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
+        self.events = EventBus()
+        self.steps, self.last_split, self.closed = 0, [], False
+        self._monitors: list[tuple[Callable, set | None]] = []
+        self._on_shutdown: list[Callable] = []
+        self._group = None
+        if scheduler is not None:
+            from .distributed import DaskReplicaGroup
+            self._group = DaskReplicaGroup(model, loss_fn, optimizer, scheduler)
+            self.names, self.devices = list(self._group.names), [None] * len(self._group.names)
+            self.replicas = []
+        else:
+            self.names, self.devices = as_devices(devices)
+            self.replicas = replicate(model, self.devices)
+            self._threads = ReplicaThreads(self.names)
+            self._reduce = GradientReducer(model, self.replicas)
+            self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
+            self._skip = {n for n, _ in model.named_buffers()
+                          if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
+        self.balancer = self._balancer(work_load, balancer)
+        self._reporter = Reporter(self.events, self.names, self.devices, type(model).__name__)
+
+    def _balancer(self, work_load, balancer) -> Balancer | None:
+        """The auto balancer, or None with the fixed work load stored."""
+        n = len(self.names)
+        if isinstance(work_load, str):
+            if work_load != "auto":
+                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}")
+            return balancer or Balancer(n)
+        self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
+                                         self.names)
+        return None
+
+    @property
+    def shares(self) -> list[float]:
+        """Each device's current fraction of a batch."""
+        if self.balancer is not None:
+            return list(self.balancer.shares)
+        total = sum(self.work_load)
+        return [w / total for w in self.work_load]
+
+    # -- one step ------------------------------------------------------------------------
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """One optimizer step on the batch ``(x, y)``; returns the batch's mean loss."""
+        self._check_open()
+        n = _rows(x, y)
+        counts = shares(n, self.shares)
+        active = [i for i, c in enumerate(counts) if c > 0]  # a small last batch skips devices
+        counts = [counts[i] for i in active]
+        starts = [sum(counts[:k]) for k in range(len(counts))]
+        self.last_split = [slice(s, s + c) for s, c in zip(starts, counts)]
+        wall = time.perf_counter()
+        if self._group is not None:
+            loss, spans, memories = self._group_step(x, y, active, counts)
+        else:
+            loss, spans = self._local_step(x, y, active, counts)
+            memories = None
+        wall = time.perf_counter() - wall
+        self.steps += 1
+        seconds = [e - s for s, e in spans]
+        if self.balancer is not None:
+            full = [0] * len(self.names)
+            secs = [0.0] * len(self.names)
+            for i, c, t in zip(active, counts, seconds):
+                full[i], secs[i] = c, t
+            self.balancer.update(full, secs)
+        self._reporter.step(active, counts, spans, self.shares, loss, wall, memories)
+        return loss
+
+    def _local_step(self, x, y, active, counts):
+        """Replicas in threads, then reduce, step and broadcast."""
+        weights = self._weights(counts)
+        if self._bn:
+            self._bn.start()
+        calls = [(i, self._replica_call(i, x[sl], y[sl], c))
+                 for i, sl, c in zip(active, self.last_split, counts)]
+        try:
+            results = self._threads.run(calls)
+        except BaseException:
+            self._zero_grads()  # nothing of the failed step reaches the model
+            raise
+        model_only = len(active) == 1 and self.replicas[active[0]] is self.model
+        if not model_only:
+            self._reduce(active, weights)
+            if self._bn:
+                self._bn.join(active)
+            average_buffers(self.model, [self.replicas[i] for i in active], weights, self._skip)
+        self.optimizer.step()
+        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
+            broadcast(self.model, self.replicas)
+        loss = sum(w * float(r[0]) for w, r in zip(self._loss_weights(counts), results))
+        return loss, [r[1] for r in results]
+
+    def _replica_call(self, i: int, x, y, rows: int):
+        """The forward and backward of replica ``i`` on its rows, as a call for a thread."""
+        replica, device = self.replicas[i], self.devices[i]
+
+        def run():
+            start = time.time()
+            t0 = time.perf_counter()
+            with _on(device):
+                replica.zero_grad(set_to_none=True)
+                xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                outputs = replica(xi)
+                loss = self.loss_fn(outputs, yi)
+                loss.backward()
+                if device.type == "cuda":  # the step time must include the GPU's work
+                    torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - t0
+            loss = loss.detach()
+            self._monitor(ReplicaStep(self.steps, i, self.names[i], rows, loss, outputs.detach(),
+                                      seconds))
+            return loss, (start, start + seconds)
+        return run
+
+    def _group_step(self, x, y, active, counts):
+        """The step on Dask workers (every worker gets rows: see ``shares``)."""
+        full = [0] * len(self.names)
+        for i, c in zip(active, counts):
+            full[i] = c
+        loss, stats = self._group.step(x, y, full)
+        now = time.time()
+        spans = [(now - stats[i]["seconds"], now) for i in active]
+        return loss, spans, [stats[i].get("memory") for i in active]
+
+    def _weights(self, counts: list[int]) -> list[float]:
+        """Gradient weights: each replica's share of the rows (1 for a summed loss)."""
+        if getattr(self.loss_fn, "reduction", "mean") == "sum":
+            return [1.0] * len(counts)
+        total = sum(counts)
+        return [c / total for c in counts]
+
+    def _loss_weights(self, counts: list[int]) -> list[float]:
+        return self._weights(counts)
+
+    def _zero_grads(self) -> None:
+        for replica in self.replicas:
+            replica.zero_grad(set_to_none=True)
+
+    # -- monitors and events ----------------------------------------------------------
+
+    def add_monitor(self, fn: Callable[[ReplicaStep], Any], devices=None) -> Callable[[], None]:
+        """Call ``fn(ReplicaStep)`` after each replica's backward, in its thread.
+
+        ``devices`` limits it to some device names.  An exception in ``fn`` fails
+        the step like one in the replica (naming replica and device).  Returns a
+        function that removes the monitor.
+        """
+        entry = (fn, None if devices is None else {str(d) for d in devices})
+        self._monitors.append(entry)
+        return lambda: entry in self._monitors and self._monitors.remove(entry)
+
+    def _monitor(self, record: ReplicaStep) -> None:
+        for fn, devices in list(self._monitors):
+            if devices is None or record.device in devices:
+                fn(record)
+
+    def subscribe(self, fn) -> Callable[[], None]:
+        """Receive the trainer's events (device load, epochs, loss); ``lk.board(trainer)`` uses it."""
+        return self.events.subscribe(fn)
+
+    def emit(self, event) -> None:
+        self.events.emit(event)
+
+    @property
+    def has_subscribers(self) -> bool:
+        return self.events.has_subscribers
+
+    def on_shutdown(self, fn: Callable) -> None:
+        """Call ``fn()`` when the trainer is closed (views stop then)."""
+        self._on_shutdown.append(fn)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        """The model's and the optimizer's state, and the work load."""
+        if self._group is not None:
+            state = self._group.state_dict()
+        else:
+            state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        # a snapshot: live tensors would change with the next step (and be shared on load)
+        return copy.deepcopy(dict(state, shares=self.shares, steps=self.steps))
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned, into the model and every replica."""
+        self._check_open()
+        if self._group is not None:
+            self._group.load_state_dict(state)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.replicas:
+            broadcast(self.model, self.replicas)
+        if self.balancer is not None and "shares" in state:
+            self.balancer.shares = list(state["shares"])
+        self.steps = state.get("steps", self.steps)
+
+    def sync_model(self) -> torch.nn.Module:
+        """The model with the trained parameters (fetched from the workers with a scheduler)."""
+        if self._group is not None:
+            self.model.load_state_dict(self._group.state_dict()["model"])
+        return self.model
+
+    def close(self) -> None:
+        """Stop the replica threads (or the worker group); the model keeps its parameters."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._group is not None:
+                self.sync_model()
+                self._group.close()
+            else:
+                self._threads.close()
+                if self._bn:
+                    self._bn.remove()
+        finally:
+            for fn in self._on_shutdown:
+                fn()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise TrainingError("the trainer is closed")
+
+    def __repr__(self):
+        shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares))
+        return f"<DataParallelTrainer {type(self.model).__name__} on {shares_}; {self.steps} steps>"
+
+
+def _rows(x, y) -> int:
+    """The batch's row count, checked against the targets."""
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise InputError(f"step needs torch tensors, got {type(x).__name__} and "
+                         f"{type(y).__name__}")
+    if x.dim() == 0 or len(x) == 0:
+        raise InputError("the batch is empty")
+    if len(y) != len(x):
+        raise InputError(f"the batch has {len(x)} rows but {len(y)} targets")
+    return len(x)
+
+
+def _on(device):
+    """Make ``device`` current in this thread (CUDA), else nothing."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
