@@ -23,3 +23,12 @@ def test_pipeline_benchmarks_run_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("labkit / hand-written (records/s)", "2 threads / 1 thread"):
         assert label in proc.stdout, label
+
+
+def test_data_parallel_benchmarks_run_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_data_parallel.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("trainer / plain (samples/s)", "auto / even (samples/s)"):
+        assert label in proc.stdout, label
