@@ -5,7 +5,7 @@ slices), :mod:`.devices`, :mod:`.replicate` (persistent replicas, broadcast),
 :mod:`.parallel_apply` (replicas on threads), :mod:`.reduce` (weighted
 gradients, exact batch-norm statistics), :mod:`.balance` (the "auto" work
 load), :mod:`.reporting` (events for the views), :mod:`.loops` (fit and
-evaluate) and :mod:`.distributed` (replicas on Dask workers with
+evaluate) and :mod:`.distributed` with :mod:`.replica_worker` (replicas on Dask workers with
 ``torch.distributed``), composed by :mod:`.trainer`.
 
 ``split_batch`` needs no torch; everything else imports it when first used.

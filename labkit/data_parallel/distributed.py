@@ -1,0 +1,270 @@
+"""Replicas on Dask workers that reduce gradients with ``torch.distributed``.
+
+:class:`DaskReplicaGroup` keeps one persistent replica (model, optimizer, loss)
+per Dask worker; rank *i* lives on ``names[i]``.  Dask places, pins and watches
+the tasks; ``torch.distributed`` (gloo on CPU, NCCL on GPU) moves the gradients.
+
+* Worker-side state (:mod:`.replica_worker`) sits in the ``_GROUPS`` of each worker process,
+  keyed by a group id, so later tasks pinned to that worker find their replica.
+* Set-up runs in three rounds: a free port from the rank-0 worker; the replicas,
+  built from one pickled payload (identical parameters everywhere, and a replica
+  that cannot be built fails before anyone waits in a rendezvous); then
+  ``init_process_group`` on every rank.
+* A step first all-reduces one small vector: a "failed" flag, which parameters
+  have a gradient, which floating buffers changed.  A rank whose forward or
+  backward raised still joins that call, so no rank waits for gradients that
+  will never come: all drop the step (buffers restored) and the client raises.
+* Gradients, scaled by each rank's share of the rows, are summed in one flat
+  buffer per dtype; every rank steps its own optimizer on identical gradients,
+  so parameters stay identical without a broadcast.
+* Collectives time out after ``timeout`` seconds on the workers; the client
+  gives up on a rank whose worker left, or that lags its finished peers by more
+  than ``timeout``.  A group that lost a collective is broken: close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+import traceback
+import uuid
+
+import cloudpickle
+import torch
+from distributed import wait
+from distributed.comm import get_address_host
+
+from ..errors import InputError, LabkitError, SchedulerError, TaskError, TrainingError
+from . import replica_worker as w
+
+__all__ = ["DaskReplicaGroup"]
+
+_SCATTER_BYTES = 2**20  # bigger shares of a batch go straight to their worker
+_GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
+
+# ---------------------------------------------------------------- client side
+
+def _choose_workers(client, workers):
+    """``(addresses in rank order, whether all are GPU workers)``."""
+    info = client.scheduler_info()["workers"]
+    if not info:
+        raise SchedulerError("the Dask cluster has no workers")
+    gpu = {a for a, w in info.items() if w.get("resources", {}).get("GPU", 0) > 0}
+    names = sorted(gpu or info) if workers is None else list(workers)
+    for a in names:
+        if a not in info:
+            raise InputError(f"not a worker of this cluster: {a!r}", device=a)
+    if len(set(names)) != len(names) or not names:
+        raise InputError(f"workers must be distinct and at least one: {names}")
+    return names, all(a in gpu for a in names)
+
+
+def _payload(model, loss_fn, optimizer) -> bytes:
+    """One pickle of what a replica needs; the optimizer (bound to our parameters) described."""
+    index = {id(p): k for k, p in enumerate(model.parameters())}
+    try:
+        groups = [[index[id(p)] for p in g["params"]] for g in optimizer.param_groups]
+    except KeyError:
+        raise InputError("the optimizer holds a parameter that is not the model's") from None
+    on_cpu = all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
+    shipped = model if on_cpu else copy.deepcopy(model).cpu()  # workers may have no GPU
+    return cloudpickle.dumps((shipped, loss_fn, type(optimizer), dict(optimizer.defaults),
+                              groups, w.to_cpu(optimizer.state_dict())))
+
+
+def _client_error(future, rank, name) -> LabkitError:
+    exc = future.exception()
+    if isinstance(exc, LabkitError):
+        return exc.locate(replica=rank, device=name)
+    tb = future.traceback()
+    text = "".join(traceback.format_tb(tb)) if tb is not None else None
+    return TaskError.from_exception(exc, text, replica=rank, device=name)
+
+
+class DaskReplicaGroup:
+    """One persistent torch replica per Dask worker, reducing gradients with torch.distributed.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Copied to every worker; steps do not change it (see :meth:`state_dict`).
+    loss_fn : callable
+        ``loss_fn(output, y)``: a mean over rows unless its ``reduction`` is ``"sum"``.
+    optimizer : torch.optim.Optimizer
+        Over ``model``'s parameters; rebuilt on each worker from its type,
+        defaults, parameter groups and state.
+    scheduler : labkit.DaskScheduler
+        Its ``client`` runs the tasks.
+    workers : list of str, optional
+        Worker addresses in rank order; by default all workers (those with a
+        ``GPU`` resource, if any has one), sorted.
+    backend : str, optional
+        ``"nccl"`` on GPU workers, else ``"gloo"``; ``"gloo"`` keeps replicas on the CPU.
+    timeout : float
+        Seconds a rank waits for its peers in the rendezvous or a collective.
+    """
+
+    def __init__(self, model, loss_fn, optimizer, scheduler, workers=None, backend=None,
+                 timeout=60.0):
+        self._client, self._gid = scheduler.client, uuid.uuid4().hex
+        self._closed, self._broken = False, None
+        self.timeout = float(timeout)
+        self.names, gpu = _choose_workers(self._client, workers)
+        self.backend = backend or ("nccl" if gpu else "gloo")
+        self._sum = getattr(loss_fn, "reduction", "mean") == "sum"
+        payload = _payload(model, loss_fn, optimizer)
+        hosts = [get_address_host(a) for a in self.names]
+        # the k-th chosen worker on a host takes that host's k-th GPU
+        local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
+                 for r, h in enumerate(hosts)]
+        try:
+            port = self._run([self._submit(0, w.free_port, hosts[0])], "set-up")[0]
+            url = f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
+            ranks = range(len(self.names))
+            self._run([self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
+                       for r in ranks], "set-up")
+            self._run([self._submit(r, w.join, self._gid, r, len(ranks), url, self.backend,
+                                    self.timeout) for r in ranks], "set-up")
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _submit(self, rank, fn, *args):
+        return self._client.submit(fn, *args, workers=[self.names[rank]],
+                                   allow_other_workers=False, pure=False)
+
+    def _ship(self, rank, t):
+        """A copy of ``t`` (a view would pickle its whole storage), scattered if big."""
+        if t is None:
+            return None
+        t = t.detach().clone()
+        if t.element_size() * t.numel() < _SCATTER_BYTES:
+            return t
+        return self._client.scatter(t, workers=[self.names[rank]], hash=False)
+
+    def _run(self, futures, what, collective=False, ranks=None):
+        """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
+        ranks = list(range(len(futures)) if ranks is None else ranks)
+        names = [self.names[r] for r in ranks]
+        first_done = None
+        try:
+            while True:
+                try:
+                    wait(futures, timeout=1.0)
+                    break
+                except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11
+                    pass
+                alive = self._client.scheduler_info()["workers"]
+                stuck = [a for a, f in zip(names, futures) if not f.done()]
+                first_done = first_done or (len(stuck) < len(futures) and time.monotonic())
+                late = first_done and time.monotonic() - first_done > self.timeout + _GRACE
+                if late or any(a not in alive for a in stuck):
+                    if collective:
+                        self._broken = f"a {what} did not finish"
+                    raise SchedulerError(f"{what} did not finish: a worker was lost or hangs",
+                                         device=", ".join(stuck))
+            for rank, name, f in zip(ranks, names, futures):
+                if f.status == "error":
+                    if collective:
+                        self._broken = f"a {what} failed"
+                    raise _client_error(f, rank, name)
+            return [f.result() for f in futures]
+        finally:
+            pending = [f for f in futures if not f.done()]
+            if pending:  # nobody waits for them any more
+                self._client.cancel(pending)
+
+    def _shares(self, x, y, counts):
+        """``(counts, row spans)``, checked against the batch."""
+        counts = [int(c) for c in counts]
+        if len(counts) != len(self.names):
+            raise InputError(f"{len(counts)} counts for {len(self.names)} replicas")
+        if min(counts) < 0 or sum(counts) != len(x) or not len(x):
+            raise InputError(f"counts {counts} do not split a batch of {len(x)} rows")
+        if y is not None and len(y) != len(x):
+            raise InputError(f"x has {len(x)} rows but y has {len(y)}")
+        ends = [sum(counts[:i + 1]) for i in range(len(counts))]
+        return counts, [(e - c, e) for c, e in zip(counts, ends)]
+
+    def _check_open(self):
+        if self._closed:
+            raise TrainingError("the replica group is closed")
+        if self._broken:
+            raise TrainingError(f"the replica group is broken ({self._broken}); close it")
+
+    def step(self, x, y, counts):
+        """One optimizer step on the batch ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
+
+        Returns
+        -------
+        loss : float
+            The batch's loss: the rows-weighted mean of the ranks' (their sum
+            for a ``reduction="sum"`` loss).
+        stats : list of dict
+            Per rank: ``rows``, ``seconds`` (forward and backward) and
+            ``memory`` (peak CUDA bytes; ``None`` on CPU).
+        """
+        self._check_open()
+        counts, spans = self._shares(x, y, counts)
+        total = sum(counts)
+        weights = [1.0 if self._sum else c / total for c in counts]
+        futures = [self._submit(r, w.step, self._gid, r, self._ship(r, x[a:b]),
+                                None if y is None else self._ship(r, y[a:b]), weights[r],
+                                counts[r] / total) for r, (a, b) in enumerate(spans)]
+        results = self._run(futures, "step", collective=True)
+        errors = [res["error"] for res in results if res["failed"] and res["error"] is not None]
+        if errors:
+            raise errors[0]
+        if any(res["failed"] for res in results):
+            raise SchedulerError("a replica reported a failure without its error")
+        loss = sum(w * res["loss"] for w, res in zip(weights, results))
+        return float(loss), [{"rows": c, "seconds": res["seconds"], "memory": res["memory"]}
+                             for c, res in zip(counts, results)]
+
+    def evaluate(self, x, y, counts, metrics=None):
+        """``{"loss": ..., name: ...}`` in eval mode, weighted by rows like :meth:`step`.
+
+        ``metrics`` maps names to ``f(output, y)``, a mean over the rows it is given.
+        """
+        self._check_open()
+        counts, spans = self._shares(x, y, counts)
+        ranks = [r for r, c in enumerate(counts) if c]
+        futures = [self._submit(r, w.evaluate, self._gid, r, self._ship(r, x[slice(*spans[r])]),
+                                None if y is None else self._ship(r, y[slice(*spans[r])]),
+                                dict(metrics or {})) for r in ranks]
+        results = self._run(futures, "evaluation", ranks=ranks)
+        total = sum(counts)
+        return {key: float(sum((1.0 if key == "loss" and self._sum else counts[r] / total)
+                               * res[key] for r, res in zip(ranks, results)))
+                for key in results[0]}
+
+    def state_dict(self):
+        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors."""
+        self._check_open()
+        return self._run([self._submit(0, w.get_state, self._gid)], "state_dict")[0]
+
+    def load_state_dict(self, state):
+        """Load a :meth:`state_dict`-shaped mapping into every rank."""
+        self._check_open()
+        [shared] = self._client.scatter([state], workers=self.names, broadcast=True, hash=False)
+        self._run([self._submit(r, w.set_state, self._gid, r, shared)
+                   for r in range(len(self.names))], "load_state_dict")
+
+    def close(self):
+        """Destroy the process group and drop the replicas on every worker; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            alive = self._client.scheduler_info()["workers"]
+            self._client.run(w.teardown, self._gid, on_error="ignore",
+                             workers=[a for a in self.names if a in alive])
+        except Exception:  # a closed client leaves nothing to tear down
+            pass

@@ -1,0 +1,260 @@
+"""DaskReplicaGroup on a real 2-worker Dask cluster, against plain single-process training."""
+
+import copy
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from labkit.data_parallel.distributed import DaskReplicaGroup
+from labkit.errors import InputError, TaskError, TrainingError
+
+COUNTS = [3, 5]  # uneven on purpose: the weights must follow the rows
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)).double()
+
+
+def sgd(model):
+    return torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def batch(seed, rows=8):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, 6, generator=g, dtype=torch.float64),
+            torch.randn(rows, 3, generator=g, dtype=torch.float64))
+
+
+def plain_step(model, optimizer, x, y):
+    """One full-batch step on a single process: what the group must reproduce."""
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def max_diff(state_a, state_b):
+    assert state_a.keys() == state_b.keys()
+    return max((state_a[k].double() - state_b[k].double()).abs().max().item() for k in state_a)
+
+
+def mean_abs_error(out, y):
+    return (out - y).abs().mean()
+
+
+class NaNGuard(nn.Module):
+    """An MLP that refuses inputs holding NaN."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = mlp()
+
+    def forward(self, x):
+        if torch.isnan(x).any():
+            raise ValueError("NaN row in the input")
+        return self.net(x)
+
+
+class Laggard(nn.Module):
+    """Sleeps ``max(x) - 100`` seconds on a share holding a value above 100."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 3).double()
+
+    def forward(self, x):
+        if (x > 100).any():
+            time.sleep(float(x.max()) - 100)
+        return self.lin(x)
+
+
+def _refuse():
+    raise RuntimeError("this model cannot be built here")
+
+
+class Unshippable(nn.Module):
+    """Pickles fine, but unpickling it (on a worker) raises."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _worker_state():
+    """``(process group initialized, groups held)`` in one worker process."""
+    import torch.distributed as dist
+    from labkit.data_parallel import replica_worker
+    return dist.is_initialized(), len(replica_worker._GROUPS)
+
+
+def assert_workers_clean(client):
+    assert set(client.run(_worker_state).values()) == {(False, 0)}
+
+
+def test_uneven_steps_equal_full_batch_training(dask_scheduler):
+    model = mlp()
+    reference = copy.deepcopy(model)
+    ref_opt = sgd(reference)
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        assert group.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
+        assert group.backend == "gloo"
+        for seed in range(3):
+            x, y = batch(seed)
+            loss, stats = group.step(x, y, COUNTS)
+            assert loss == pytest.approx(plain_step(reference, ref_opt, x, y), rel=1e-12)
+            assert [s["rows"] for s in stats] == COUNTS
+            assert all(s["seconds"] > 0 and s["memory"] is None for s in stats)
+        state = group.state_dict()
+        assert max_diff(state["model"], reference.state_dict()) < 1e-10
+        momentum = state["optimizer"]["state"][0]["momentum_buffer"]
+        assert torch.allclose(momentum, ref_opt.state[reference[0].weight]["momentum_buffer"],
+                              atol=1e-10)
+        x, y = batch(10)
+        scores = group.evaluate(x, y, [6, 2], {"mae": mean_abs_error})
+        with torch.no_grad():
+            out = reference(x)
+        assert scores["loss"] == pytest.approx(nn.functional.mse_loss(out, y).item(), rel=1e-12)
+        assert scores["mae"] == pytest.approx(mean_abs_error(out, y).item(), rel=1e-12)
+    assert model[0].weight.grad is None  # the client's model is only the template
+
+
+def test_state_dict_round_trip(dask_scheduler):
+    model = mlp()
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        start = group.state_dict()
+        assert max_diff(start["model"], model.state_dict()) == 0
+        group.step(*batch(0), COUNTS)
+        after_one = group.state_dict()
+        group.step(*batch(1), COUNTS)
+        group.load_state_dict(after_one)
+        assert max_diff(group.state_dict()["model"], after_one["model"]) == 0
+        # Every rank got the state: a step from it matches a plain step from it.
+        reference = mlp()
+        reference.load_state_dict(after_one["model"])
+        ref_opt = sgd(reference)
+        ref_opt.load_state_dict(after_one["optimizer"])
+        x, y = batch(1)
+        group.step(x, y, COUNTS)
+        plain_step(reference, ref_opt, x, y)
+        assert max_diff(group.state_dict()["model"], reference.state_dict()) < 1e-10
+
+
+def test_failing_replica_raises_and_leaves_state_alone(dask_scheduler):
+    model = NaNGuard()
+    reference = copy.deepcopy(model)
+    ref_opt = sgd(reference)
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        before = group.state_dict()
+        x, y = batch(0)
+        bad = x.clone()
+        bad[6, 2] = float("nan")  # row 6 is in rank 1's share [3, 8)
+        with pytest.raises(TaskError) as info:
+            group.step(bad, y, COUNTS)
+        err = info.value
+        assert err.where["replica"] == 1 and err.where["device"] == group.names[1]
+        assert err.original_type == "ValueError" and "NaN row in the input" in str(err)
+        assert "forward" in err.remote_traceback
+        after = group.state_dict()
+        assert max_diff(after["model"], before["model"]) == 0
+        assert after["optimizer"]["state"] == before["optimizer"]["state"] == {}
+        loss, _ = group.step(x, y, COUNTS)  # still usable, and the failed step left no trace
+        assert loss == pytest.approx(plain_step(reference, ref_opt, x, y), rel=1e-12)
+        assert max_diff(group.state_dict()["model"], reference.state_dict()) < 1e-10
+
+
+def test_batchnorm_running_statistics_are_pooled_exactly(dask_scheduler):
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Tanh(), nn.Linear(8, 3)).double()
+    reference = copy.deepcopy(model)
+    x, y = batch(3)
+    x = x + torch.arange(8, dtype=torch.float64)[:, None]  # shares with different means
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        group.step(x, y, COUNTS)
+        state = group.state_dict()["model"]
+    with torch.no_grad():
+        reference(x)  # the running statistics move in the forward pass
+    assert torch.allclose(state["1.running_mean"], reference[1].running_mean, rtol=0, atol=1e-9)
+    assert not torch.allclose(state["1.running_mean"], torch.zeros(8, dtype=torch.float64))
+    assert state["1.num_batches_tracked"].item() == 1
+    # the variance of the whole batch, not an average of the shares' variances
+    assert torch.allclose(state["1.running_var"], reference[1].running_var, rtol=0, atol=1e-9)
+
+
+def test_close_is_idempotent_and_leaves_workers_clean(dask_scheduler):
+    client = dask_scheduler.client
+    model = mlp()
+    group = DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler)
+    assert set(client.run(_worker_state).values()) == {(True, 1)}
+    group.close()
+    group.close()
+    assert_workers_clean(client)
+    with pytest.raises(TrainingError, match="closed"):
+        group.step(*batch(0), COUNTS)
+
+
+def test_set_up_errors_are_located_and_leave_nothing_behind(dask_scheduler):
+    client = dask_scheduler.client
+    model = Unshippable()
+    with pytest.raises(TaskError, match="cannot be built here") as info:
+        DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler)
+    assert info.value.where["replica"] == 0
+    assert_workers_clean(client)
+    with pytest.raises(InputError, match="not a worker"):
+        DaskReplicaGroup(mlp(), nn.MSELoss(), sgd(mlp()), dask_scheduler,
+                         workers=["tcp://127.0.0.1:1"])
+    with pytest.raises(InputError, match="not the model's"):
+        DaskReplicaGroup(mlp(), nn.MSELoss(), sgd(mlp()), dask_scheduler)
+    assert_workers_clean(client)
+
+
+def test_a_rank_past_the_timeout_breaks_the_group_not_the_workers(dask_scheduler):
+    client = dask_scheduler.client
+    model = Laggard()
+    x, y = batch(0)
+    slow = x.clone()
+    slow[6, 0] = 103.0  # rank 1 sleeps 3 s; rank 0 gives up waiting for it after 1 s
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler, timeout=1) as group:
+        with pytest.raises(TaskError, match="RuntimeError") as info:
+            group.step(slow, y, COUNTS)
+        assert info.value.where["device"] in group.names
+        with pytest.raises(TrainingError, match="broken"):
+            group.step(x, y, COUNTS)
+    assert_workers_clean(client)
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        group.step(x, y, COUNTS)  # the workers take a new group at once
+
+
+def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
+    from labkit.data_parallel import DataParallelTrainer
+    torch.manual_seed(2)
+    make = lambda: nn.Sequential(nn.Linear(6, 12), nn.BatchNorm1d(12), nn.Tanh(),
+                                 nn.Linear(12, 3)).double()
+    model = make()
+    local_model = copy.deepcopy(model)
+    data = [batch(s, rows=10) for s in range(4)]
+    local = DataParallelTrainer(local_model, nn.MSELoss(), sgd(local_model),
+                                devices=["cpu:0", "cpu:1"], work_load=[2, 3])
+    remote = DataParallelTrainer(model, nn.MSELoss(), sgd(model), work_load=[2, 3],
+                                 scheduler=dask_scheduler)
+    try:
+        assert remote.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
+        local_history = local.fit(data, epochs=2)
+        remote_history = remote.fit(data, epochs=2)
+        assert [s.stop - s.start for s in remote.last_split] == [4, 6]
+        for a, b in zip(local_history, remote_history):
+            assert a["loss"] == pytest.approx(b["loss"], rel=1e-10)
+        state = remote.state_dict()
+        assert max_diff(state["model"], local_model.state_dict()) < 1e-10
+        scores = remote.evaluate(data)
+        assert scores["loss"] == pytest.approx(local.evaluate(data)["loss"], rel=1e-10)
+    finally:
+        local.close()
+        remote.close()
+    assert max_diff(model.state_dict(), local_model.state_dict()) < 1e-10  # synced on close
