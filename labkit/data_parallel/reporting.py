@@ -11,6 +11,7 @@ flow node's joins so the node-state view draws the loss curve.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import time
 import uuid
@@ -34,7 +35,7 @@ class Reporter:
         self.epoch = 0
         self.batch = 0
         self.samples = 0
-        self.losses: list[float] = []
+        self.losses: collections.deque = collections.deque(maxlen=500)  # the curve drawn
         self._tasks = itertools.count()
         self._epoch_tasks = 0
         self._last = 0.0
@@ -64,7 +65,7 @@ class Reporter:
             used, limit = memory(self.devices[i]) if memories is None else (memories[k], None)
             self.bus.emit(DeviceStats(self.names[i], "device", used, limit, n / seconds, seconds,
                                       min(seconds / max(wall, 1e-9), 1.0), shares[i]))
-        plots = {"loss": list(self.losses[-500:])}
+        plots = {"loss": list(self.losses)}
         self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
                                  {"samples": self.samples, "plots": plots}))
 
@@ -86,7 +87,7 @@ class Reporter:
     def epoch_finished(self, ok: bool = True) -> None:
         """The epoch ended: its real task count, and the model's state."""
         if self.bus.has_subscribers:
-            state = {"samples": self.samples, "plots": {"loss": list(self.losses[-500:])}}
+            state = {"samples": self.samples, "plots": {"loss": list(self.losses)}}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
                                         self._epoch_tasks, ok, state))
 

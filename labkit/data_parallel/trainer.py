@@ -102,6 +102,7 @@ class DataParallelTrainer(EpochLoops):
             self.names, self.devices = as_devices(devices)
             self.replicas = replicate(model, self.devices)
             self._threads = ReplicaThreads(self.names)
+            self._params = [list(r.parameters()) for r in self.replicas]
             self._reduce = GradientReducer(model, self.replicas)
             self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
             self._skip = {n for n, _ in model.named_buffers()
@@ -118,6 +119,7 @@ class DataParallelTrainer(EpochLoops):
             return balancer or Balancer(n)
         self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
                                          self.names)
+        self._fixed = [w / sum(self.work_load) for w in self.work_load]
         return None
 
     @property
@@ -125,8 +127,7 @@ class DataParallelTrainer(EpochLoops):
         """Each device's current fraction of a batch."""
         if self.balancer is not None:
             return list(self.balancer.shares)
-        total = sum(self.work_load)
-        return [w / total for w in self.work_load]
+        return list(self._fixed)
 
     # -- one step ------------------------------------------------------------------------
 
@@ -134,9 +135,12 @@ class DataParallelTrainer(EpochLoops):
         """One optimizer step on the batch ``(x, y)``; returns the batch's mean loss."""
         self._check_open()
         n = _rows(x, y)
-        counts = shares(n, self.shares)
-        active = [i for i, c in enumerate(counts) if c > 0]  # a small last batch skips devices
-        counts = [counts[i] for i in active]
+        if len(self.names) == 1:
+            active, counts = [0], [n]
+        else:
+            counts = shares(n, self.shares)
+            active = [i for i, c in enumerate(counts) if c > 0]  # a small batch skips devices
+            counts = [counts[i] for i in active]
         starts = [sum(counts[:k]) for k in range(len(counts))]
         self.last_split = [slice(s, s + c) for s, c in zip(starts, counts)]
         wall = time.perf_counter()
@@ -162,7 +166,8 @@ class DataParallelTrainer(EpochLoops):
         weights = self._weights(counts)
         if self._bn:
             self._bn.start()
-        calls = [(i, self._replica_call(i, x[sl], y[sl], c))
+        whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
+        calls = [(i, self._replica_call(i, x if whole else x[sl], y if whole else y[sl], c))
                  for i, sl, c in zip(active, self.last_split, counts)]
         try:
             results = self._threads.run(calls)
@@ -183,13 +188,14 @@ class DataParallelTrainer(EpochLoops):
 
     def _replica_call(self, i: int, x, y, rows: int):
         """The forward and backward of replica ``i`` on its rows, as a call for a thread."""
-        replica, device = self.replicas[i], self.devices[i]
+        replica, device, params = self.replicas[i], self.devices[i], self._params[i]
 
         def run():
             start = time.time()
             t0 = time.perf_counter()
             with _on(device):
-                replica.zero_grad(set_to_none=True)
+                for p in params:
+                    p.grad = None
                 xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 outputs = replica(xi)
                 loss = self.loss_fn(outputs, yi)
@@ -198,8 +204,9 @@ class DataParallelTrainer(EpochLoops):
                     torch.cuda.synchronize(device)
             seconds = time.perf_counter() - t0
             loss = loss.detach()
-            self._monitor(ReplicaStep(self.steps, i, self.names[i], rows, loss, outputs.detach(),
-                                      seconds))
+            if self._monitors:
+                self._monitor(ReplicaStep(self.steps, i, self.names[i], rows, loss,
+                                          outputs.detach(), seconds))
             return loss, (start, start + seconds)
         return run
 
