@@ -26,6 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import ipaddress
+import os
+import shutil
+import tempfile
 import time
 import traceback
 import uuid
@@ -44,6 +48,14 @@ _SCATTER_BYTES = 2**20  # bigger shares of a batch go straight to their worker
 _GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
 
 # ---------------------------------------------------------------- client side
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
 
 def _choose_workers(client, workers):
     """``(addresses in rank order, whether all are GPU workers)``."""
@@ -103,10 +115,16 @@ class DaskReplicaGroup:
         ``"nccl"`` on GPU workers, else ``"gloo"``; ``"gloo"`` keeps replicas on the CPU.
     timeout : float
         Seconds a rank waits for its peers in the rendezvous or a collective.
+    rendezvous : {"auto", "tcp", "file"}
+        How ranks meet: ``"auto"`` uses a file when every worker is on
+        loopback (no socket open to the network), else torch's TCP store.
     """
 
     def __init__(self, model, loss_fn, optimizer, scheduler, workers=None, backend=None,
-                 timeout=60.0):
+                 timeout=60.0, rendezvous="auto"):
+        if rendezvous not in ("auto", "tcp", "file"):
+            raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}")
+        self.rendezvous = rendezvous
         self._client, self._gid = scheduler.client, uuid.uuid4().hex
         self._closed, self._broken = False, None
         self.timeout = float(timeout)
@@ -118,9 +136,9 @@ class DaskReplicaGroup:
         # the k-th chosen worker on a host takes that host's k-th GPU
         local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
                  for r, h in enumerate(hosts)]
+        self._store_dir = None
         try:
-            port = self._run([self._submit(0, w.free_port, hosts[0])], "set-up")[0]
-            url = f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
+            url = self._rendezvous(hosts)
             ranks = range(len(self.names))
             self._run([self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
                        for r in ranks], "set-up")
@@ -129,6 +147,20 @@ class DaskReplicaGroup:
         except BaseException:
             self.close()
             raise
+
+    def _rendezvous(self, hosts) -> str:
+        """Where the ranks meet: a file when every worker is on this machine's loopback.
+
+        torch's TCP store listens on every interface whatever host it is given,
+        so a cluster on 127.0.0.1 (the embedded one) meets through a file in a
+        private temporary folder instead and opens no socket beyond loopback.
+        """
+        local = all(_is_ip(h) and ipaddress.ip_address(h).is_loopback for h in hosts)
+        if self.rendezvous == "file" or (self.rendezvous == "auto" and local):
+            self._store_dir = tempfile.mkdtemp(prefix="labkit-dist-")
+            return "file://" + os.path.join(self._store_dir, "store")
+        port = self._run([self._submit(0, w.free_port, hosts[0])], "set-up")[0]
+        return f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
 
     def __enter__(self):
         return self
@@ -268,3 +300,5 @@ class DaskReplicaGroup:
                              workers=[a for a in self.names if a in alive])
         except Exception:  # a closed client leaves nothing to tear down
             pass
+        if self._store_dir is not None:
+            shutil.rmtree(self._store_dir, ignore_errors=True)

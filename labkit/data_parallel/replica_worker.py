@@ -9,6 +9,7 @@ keyed by group id, so later tasks pinned to that worker find them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
@@ -79,13 +80,33 @@ def build(gid, rank, name, payload, cuda_index):
 def join(gid, rank, world, init_method, backend, timeout):
     rep = _GROUPS[gid]
     try:
-        dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=timeout))
+        with _loopback_gloo(init_method.startswith("file://") and backend == "gloo"):
+            dist.init_process_group(backend, init_method=init_method, rank=rank,
+                                    world_size=world, timeout=timedelta(seconds=timeout))
     except BaseException as exc:
         raise _located(exc, rank, rep.name) from None
     rep.joined = True
     if gid not in _GROUPS:  # closed while this rank waited for its peers
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def _loopback_gloo(local: bool):
+    """For ranks on one machine, gloo listens on the loopback interface only.
+
+    gloo picks its interface from ``GLOO_SOCKET_IFNAME`` when it builds the
+    group (a user's setting wins); the variable is put back afterwards.
+    """
+    name = next((n for _, n in socket.if_nameindex() if n.startswith("lo")), None) \
+        if local and "GLOO_SOCKET_IFNAME" not in os.environ else None
+    if name is None:
+        yield
+        return
+    os.environ["GLOO_SOCKET_IFNAME"] = name
+    try:
+        yield
+    finally:
+        os.environ.pop("GLOO_SOCKET_IFNAME", None)
 
 
 def teardown(gid):

@@ -258,3 +258,36 @@ def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
         local.close()
         remote.close()
     assert max_diff(model.state_dict(), local_model.state_dict()) < 1e-10  # synced on close
+
+
+def test_a_local_group_listens_on_loopback_only_and_removes_its_store(dask_scheduler):
+    import os
+    import psutil
+    client = dask_scheduler.client
+    pids = list(client.run(os.getpid).values())
+    model = mlp()
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
+        group.step(*batch(1), COUNTS)
+        store = group._store_dir
+        assert store is not None and os.path.isdir(store)
+        listening = {c.laddr.ip for pid in pids
+                     for c in psutil.Process(pid).net_connections("inet")
+                     if c.status == psutil.CONN_LISTEN}
+        assert listening == {"127.0.0.1"}, listening
+    assert not os.path.exists(store)
+    assert "GLOO_SOCKET_IFNAME" not in set().union(*client.run(lambda: set(os.environ)).values())
+
+
+def test_the_tcp_rendezvous_works_too(dask_scheduler):
+    model = mlp()
+    reference = copy.deepcopy(model)
+    ref_opt = sgd(reference)
+    x, y = batch(4)
+    with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler,
+                          rendezvous="tcp") as group:
+        assert group._store_dir is None
+        loss, _ = group.step(x, y, COUNTS)
+        assert loss == pytest.approx(plain_step(reference, ref_opt, x, y), rel=1e-12)
+        assert max_diff(group.state_dict()["model"], reference.state_dict()) < 1e-10
+    with pytest.raises(InputError, match="rendezvous"):
+        DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler, rendezvous="udp")

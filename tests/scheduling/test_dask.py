@@ -68,7 +68,9 @@ def test_embedded_cluster_binds_loopback_only_and_closes():
         assert info["address"].startswith("tcp://127.0.0.1:")
         assert all(w.startswith("tcp://127.0.0.1:") for w in info["workers"])
         assert s.dashboard_link and "127.0.0.1" in s.dashboard_link
-        procs = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        # this cluster's processes only: other tests' clusters may be running beside it
+        workers = [psutil.Process(pid) for pid in s.client.run(helpers.worker_pid, None).values()]
+        procs = [psutil.Process(), *workers, *(w.parent() for w in workers)]
         listening = [c.laddr.ip for p in procs for c in p.net_connections("inet")
                      if c.status == psutil.CONN_LISTEN]
         assert listening and set(listening) == {"127.0.0.1"}
