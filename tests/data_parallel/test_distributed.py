@@ -243,6 +243,8 @@ def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
                                 devices=["cpu:0", "cpu:1"], work_load=[2, 3])
     remote = DataParallelTrainer(model, nn.MSELoss(), sgd(model), work_load=[2, 3],
                                  scheduler=dask_scheduler)
+    events = []
+    remote.subscribe(events.append)
     try:
         assert remote.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
         local_history = local.fit(data, epochs=2)
@@ -258,6 +260,13 @@ def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
         local.close()
         remote.close()
     assert max_diff(model.state_dict(), local_model.state_dict()) < 1e-10  # synced on close
+    from labkit.events import DeviceStats, TaskFinished
+    spans = [e for e in events if isinstance(e, TaskFinished)]
+    assert len(spans) == 16 and {e.worker for e in spans} == set(remote.names)
+    assert sum(e.n_samples for e in spans) == 80 and all(e.end > e.start for e in spans)
+    stats = [e for e in events if isinstance(e, DeviceStats)]
+    assert stats and {e.device for e in stats} <= set(remote.names)
+    assert all(e.samples_per_s > 0 and e.share in (0.4, 0.6) for e in stats)
 
 
 def test_a_local_group_listens_on_loopback_only_and_removes_its_store(dask_scheduler):
