@@ -9,7 +9,7 @@ Examples
 [42]
 """
 
-from . import events, nodes
+from . import ensemble, events, nodes
 from .data_parallel import split_batch
 from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
@@ -60,7 +60,7 @@ def dashboard(scheduler, **options) -> str:
 
 
 __all__ = [
-    "events", "nodes",
+    "ensemble", "events", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
     "CancelledError", "SchedulerError",
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",

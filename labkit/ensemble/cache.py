@@ -1,0 +1,134 @@
+"""Shared inputs: sent to the workers once, and a cache folder that is always removed.
+
+:class:`Inputs` is what tasks read ``X`` and ``y`` from.  It travels inside
+the layer's task callable, which a scheduler ships once (Dask broadcasts it to
+every worker), never with each task:
+
+* ``"memory"``: the arrays themselves; on Dask one broadcast sends them to each
+  worker once.
+* ``"memmap"``: the arrays written once to ``.npy`` files in a private cache
+  folder; tasks map them read-only (workers on one machine share the page
+  cache, nothing is copied).  :func:`open_inputs` removes the folder when the
+  work ends, whatever way it ends; a folder that cannot be removed is a
+  warning naming its path.
+
+Examples
+--------
+>>> import numpy as np
+>>> with open_inputs(np.ones((4, 2)), np.arange(4), mode="memmap") as inputs:
+...     folder = inputs.folder
+...     float(inputs.X.sum()), inputs.y.tolist()
+(8.0, [0, 1, 2, 3])
+>>> import os; os.path.exists(folder)
+False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import warnings
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["Inputs", "open_inputs", "choose_mode"]
+
+_MAPPED: dict[str, np.ndarray] = {}  # per process: path -> read-only memory map
+
+
+class Inputs:
+    """``X`` and ``y`` for tasks, held in memory or as paths to memory-mapped files."""
+
+    def __init__(self, X, y, folder: str | None = None):
+        self.folder = folder
+        if folder is None:
+            self._X, self._y, self._paths = X, y, None
+        else:
+            self._X = self._y = None
+            self._paths = (_save(folder, "X", X), None if y is None else _save(folder, "y", y))
+
+    @property
+    def X(self) -> np.ndarray:
+        return self._X if self._paths is None else _mapped(self._paths[0])
+
+    @property
+    def y(self):
+        if self._paths is None:
+            return self._y
+        return None if self._paths[1] is None else _mapped(self._paths[1])
+
+    def __getstate__(self):
+        return dict(self.__dict__)  # maps are never pickled: only their paths travel
+
+
+def _save(folder: str, name: str, a) -> str:
+    path = os.path.join(folder, f"{name}.npy")
+    np.save(path, np.asarray(a), allow_pickle=False)
+    return path
+
+
+def _mapped(path: str) -> np.ndarray:
+    """The memory map of ``path``, opened once per process."""
+    m = _MAPPED.get(path)
+    if m is None:
+        m = _MAPPED[path] = np.load(path, mmap_mode="r")
+    return m
+
+
+def choose_mode(scheduler, mode: str) -> str:
+    """``"memory"`` or ``"memmap"`` for ``mode="auto"``: memmap when Dask workers share this machine."""
+    if mode not in ("auto", "memory", "memmap"):
+        raise InputError(f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}")
+    if mode != "auto":
+        return mode
+    client = getattr(scheduler, "client", None)
+    if client is None:
+        return "memory"  # in-process: nothing to send
+    hosts = {a.split("://")[-1].rsplit(":", 1)[0] for a in client.scheduler_info()["workers"]}
+    return "memmap" if hosts <= {"127.0.0.1", "localhost", "[::1]"} else "memory"
+
+
+@contextlib.contextmanager
+def open_inputs(X, y, mode: str = "memory", cache_dir: str | None = None, client=None):
+    """``Inputs`` for the duration of a ``with``; a memmap folder is removed at its end.
+
+    With a Dask ``client``, the workers close their maps of the folder first
+    (an open map would keep the deleted files' space in use).
+    """
+    if mode == "memory":
+        yield Inputs(X, y)
+        return
+    folder = tempfile.mkdtemp(prefix="labkit-ensemble-", dir=cache_dir)
+    try:
+        yield Inputs(X, y, folder)
+    finally:
+        if client is not None:
+            try:
+                client.run(forget, folder, on_error="ignore")
+            except Exception:  # a closed client has no workers holding maps
+                pass
+        forget(folder)
+        _remove(folder)
+
+
+def forget(folder: str) -> int:
+    """Drop this process's maps of files in ``folder``; how many there were."""
+    paths = [p for p in _MAPPED if p.startswith(folder + os.sep)]
+    for path in paths:
+        del _MAPPED[path]
+    return len(paths)
+
+
+def _remove(folder: str) -> None:
+    """Delete ``folder``; a failure is a warning naming it."""
+    def failed(function, path, exc_info):
+        raise exc_info[1]
+    try:
+        shutil.rmtree(folder, onerror=failed)
+    except OSError as exc:
+        warnings.warn(f"labkit could not remove the ensemble cache {folder}: {exc}",
+                      RuntimeWarning, stacklevel=3)

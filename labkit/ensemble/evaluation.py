@@ -1,0 +1,180 @@
+"""Cross-validated scores of many estimators and parameter sets, in parallel.
+
+Each ``(estimator, parameter set, fold)`` is one task on the scheduler; the
+inputs travel once (see :mod:`.cache`).  The result is a :class:`Table`: one
+row per estimator and parameter set with the mean and spread of its scores
+and its mean fit time, best first.
+
+Examples
+--------
+>>> import numpy as np
+>>> from sklearn.linear_model import Ridge
+>>> X = np.random.default_rng(0).normal(size=(60, 3)); y = X @ [1.0, 2.0, 3.0]
+>>> table = ParallelEvaluation().evaluate([Ridge()], {"ridge": {"alpha": [0.1, 100.0]}},
+...                                       X, y, cv=3)
+>>> [row["params"] for row in table.rows]
+[{'alpha': 0.1}, {'alpha': 100.0}]
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import time
+import traceback
+
+import numpy as np
+
+from ..errors import InputError, LabkitError, TaskError
+from ..events import TaskInfo
+from ..scheduling import LocalScheduler, TaskCallable
+from .cache import choose_mode, open_inputs
+from .indexers import FoldIndex
+from .layer import _named
+
+__all__ = ["ParallelEvaluation", "Table"]
+
+
+class ScoreCallable(TaskCallable):
+    """Fits one estimator with one parameter set on one fold's training rows; scores the rest."""
+
+    def __init__(self, candidates, inputs, folds, scoring):
+        self.candidates, self.inputs, self.folds, self.scoring = candidates, inputs, folds, scoring
+
+    def __call__(self, data):
+        c, fold = data
+        name, estimator, params = self.candidates[c]
+        try:
+            X, y = self.inputs.X, self.inputs.y
+            train, test = self.folds[fold]
+            model = copy.deepcopy(estimator).set_params(**params)
+            start = time.perf_counter()
+            model.fit(X[train], y[train])
+            seconds = time.perf_counter() - start
+            score = (model.score(X[test], y[test]) if self.scoring is None
+                     else self.scoring(y[test], model.predict(X[test])))
+            return c, fold, float(score), seconds
+        except LabkitError as exc:
+            raise exc.locate(estimator=name, params=params, fold=fold)
+        except Exception as exc:
+            raise TaskError.from_exception(exc, traceback.format_exc(), estimator=name,
+                                           params=params, fold=fold) from None
+
+
+class Table:
+    """Scores by estimator and parameter set; ``rows`` are dicts, best first."""
+
+    columns = ("estimator", "params", "mean", "std", "fit_time")
+
+    def __init__(self, rows: list[dict]):
+        self.rows = sorted(rows, key=lambda r: -r["mean"])
+
+    def best(self) -> dict:
+        """The row with the highest mean score."""
+        return self.rows[0]
+
+    def to_pandas(self):
+        """The table as a pandas DataFrame (needs pandas)."""
+        import pandas as pd
+        return pd.DataFrame([{c: r[c] for c in self.columns} for r in self.rows])
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __repr__(self):
+        lines = [f"{'estimator':<20} {'params':<30} {'mean':>8} {'std':>8} {'fit_time':>9}"]
+        lines += [f"{r['estimator']:<20} {str(r['params']):<30} {r['mean']:8.4f} "
+                  f"{r['std']:8.4f} {r['fit_time']:9.4f}" for r in self.rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self):
+        import html
+        head = "".join(f"<th>{c}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in self.columns)
+            + "</tr>" for r in self.rows)
+        return f'<table class="labkit-evaluation"><tr>{head}</tr>{body}</table>'
+
+
+def _cell(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+class ParallelEvaluation:
+    """Cross-validates estimators over parameter grids on a scheduler.
+
+    Parameters
+    ----------
+    scheduler : labkit Scheduler, optional
+        Where tasks run (a :class:`~labkit.LocalScheduler` by default).
+    cache, cache_dir
+        As for :class:`~labkit.ensemble.ParallelProcessing`.
+    """
+
+    def __init__(self, scheduler=None, cache: str = "auto", cache_dir: str | None = None):
+        self.scheduler = scheduler if scheduler is not None else LocalScheduler()
+        self.mode, self.cache_dir = choose_mode(self.scheduler, cache), cache_dir
+
+    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None) -> Table:
+        """Scores of every estimator × parameter set × fold.
+
+        Parameters
+        ----------
+        estimators : list
+            ``[(name, estimator), ...]`` or bare estimators.
+        param_grid : dict
+            ``{name: {param: [values]}}`` (every combination) or
+            ``{name: [params, ...]}``; an estimator without an entry is scored
+            with its own parameters.
+        cv : int or FoldIndex
+            Folds (``FoldIndex(cv)`` for an int).
+        scoring : callable, optional
+            ``scoring(y_true, y_pred)``; the estimator's ``score`` by default.
+        """
+        named = _named(estimators, "evaluation")
+        names = [n for n, _ in named]
+        if len(set(names)) != len(names):
+            raise InputError(f"duplicate estimator names {names}: name them with pairs")
+        unknown = set(param_grid or {}) - set(names)
+        if unknown:
+            raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
+        X, y = np.asarray(X), np.asarray(y)
+        if len(X) != len(y):
+            raise InputError(f"X has {len(X)} rows but y has {len(y)}")
+        folds = (cv if isinstance(cv, FoldIndex) else FoldIndex(cv)).folds(len(X))
+        candidates = [(n, est, p) for n, est in named for p in _expand((param_grid or {}).get(n))]
+        scores = self._run(candidates, folds, X, y, scoring)
+        return Table([_row(candidates[c], s) for c, s in sorted(scores.items())])
+
+    def _run(self, candidates, folds, X, y, scoring) -> dict:
+        """``{candidate: [(score, seconds), ...]}`` from the scheduler."""
+        s, run = self.scheduler, "evaluate"
+        client = getattr(s, "client", None)
+        with s.exclusive(), open_inputs(X, y, self.mode, self.cache_dir, client) as inputs:
+            task = ScoreCallable(candidates, inputs, folds, scoring)
+            for k, data in enumerate(itertools.product(range(len(candidates)),
+                                                       range(len(folds)))):
+                s.add_task(data, task, info=TaskInfo(run, -1, k, "train", None, "evaluate"))
+            results = s.get_results()
+        scores: dict = {}
+        for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
+            scores.setdefault(c, []).append((score, seconds))
+        return scores
+
+
+def _expand(grid) -> list[dict]:
+    """Parameter sets of one estimator's grid entry."""
+    if grid is None:
+        return [{}]
+    if isinstance(grid, dict):
+        keys = list(grid)
+        return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+    return [dict(p) for p in grid]
+
+
+def _row(candidate, results) -> dict:
+    name, _, params = candidate
+    values = np.array([s for s, _ in results])
+    return {"estimator": name, "params": params, "mean": float(values.mean()),
+            "std": float(values.std()), "fit_time": float(np.mean([t for _, t in results])),
+            "scores": values.tolist()}

@@ -1,0 +1,128 @@
+"""Indexers: which rows each estimator of a layer is fitted on and predicts.
+
+An indexer turns ``n`` rows into *folds* ``(train, test)`` of row indices and
+says which rows the layer outputs:
+
+* :class:`FullIndex`: one fit on every row, predicting every row (in-sample).
+* :class:`FoldIndex`: k-fold; each row is predicted by the estimator fitted on
+  the other folds (out-of-fold), and a final fit on every row serves new data.
+* :class:`BlendIndex`: fit on the first part, predict the rest; the layer
+  outputs the rest only, so the targets of the next layer are rebased onto it.
+
+Examples
+--------
+>>> [(tr.tolist(), te.tolist()) for tr, te in FoldIndex(3).folds(6)]
+[([2, 3, 4, 5], [0, 1]), ([0, 1, 4, 5], [2, 3]), ([0, 1, 2, 3], [4, 5])]
+>>> BlendIndex(0.5).output_rows(6)
+array([3, 4, 5])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["FullIndex", "FoldIndex", "BlendIndex"]
+
+
+class _Indexer:
+    """The contract: ``folds(n)``, ``output_rows(n)`` and whether a final fit is needed."""
+
+    #: Whether the one fold's fit serves new data (no separate final fit).
+    single_fit = False
+
+    def folds(self, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(train rows, test rows)`` of each fit whose predictions fill the output."""
+        raise NotImplementedError
+
+    def output_rows(self, n: int) -> np.ndarray:
+        """The rows the layer's output holds, in order."""
+        return np.arange(n)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class FullIndex(_Indexer):
+    """Fit on every row and predict every row."""
+
+    single_fit = True
+
+    def folds(self, n):
+        rows = np.arange(n)
+        return [(rows, rows)]
+
+
+
+class FoldIndex(_Indexer):
+    """k-fold out-of-fold predictions, and a final fit on every row.
+
+    Parameters
+    ----------
+    n_splits : int
+        Folds, at least 2.
+    shuffle : bool
+        Permute the rows before folding.
+    random_state : int, optional
+        Seed of the permutation.
+    """
+
+    def __init__(self, n_splits: int = 2, shuffle: bool = False, random_state=None):
+        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 2:
+            raise InputError(f"FoldIndex needs n_splits >= 2, got {n_splits!r}")
+        self.n_splits, self.shuffle, self.random_state = n_splits, shuffle, random_state
+
+    def folds(self, n):
+        if n < self.n_splits:
+            raise InputError(f"{self.n_splits} folds need at least {self.n_splits} rows, "
+                             f"got {n}")
+        rows = np.arange(n)
+        if self.shuffle:
+            rows = np.random.default_rng(self.random_state).permutation(n)
+        sizes = np.full(self.n_splits, n // self.n_splits)
+        sizes[:n % self.n_splits] += 1
+        out, start = [], 0
+        for size in sizes:
+            test = np.sort(rows[start:start + size])
+            train = np.sort(np.concatenate([rows[:start], rows[start + size:]]))
+            out.append((train, test))
+            start += size
+        return out
+
+
+class BlendIndex(_Indexer):
+    """Fit on the first ``1 - test_size`` of the rows, predict (and output) the rest.
+
+    Parameters
+    ----------
+    test_size : float or int
+        Fraction (0 < f < 1) or number of rows predicted.
+    """
+
+    single_fit = True
+
+    def __init__(self, test_size=0.5):
+        if isinstance(test_size, bool) or not isinstance(test_size, (int, float)) \
+                or test_size <= 0 or (isinstance(test_size, float) and test_size >= 1):
+            raise InputError(f"BlendIndex test_size must be a fraction in (0, 1) or a "
+                             f"positive row count, got {test_size!r}")
+        self.test_size = test_size
+
+    def _split(self, n: int) -> int:
+        """The first predicted row."""
+        n_test = int(round(self.test_size * n)) if isinstance(self.test_size, float) \
+            else self.test_size
+        start = n - n_test
+        if n_test < 1 or start < 1:
+            raise InputError(f"a blend split of {n} rows with test_size={self.test_size!r} "
+                             f"leaves {'no rows to predict' if n_test < 1 else 'no rows to fit on'}")
+        return start
+
+    def folds(self, n):
+        start = self._split(n)
+        return [(np.arange(start), np.arange(start, n))]
+
+    def output_rows(self, n):
+        return np.arange(self._split(n), n)

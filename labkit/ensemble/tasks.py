@@ -1,0 +1,86 @@
+"""The task callable of a layer: fit one estimator on one fold, predict its test rows."""
+
+from __future__ import annotations
+
+import copy
+import time
+import traceback
+
+import numpy as np
+
+from ..errors import InputError, LabkitError, TaskError
+from ..scheduling import TaskCallable
+
+__all__ = ["FitCallable", "FINAL", "predict_columns"]
+
+#: The fold index of the final fit (on every row, kept for new data).
+FINAL = -1
+
+
+class FitCallable(TaskCallable):
+    """Fits ``(estimator, fold)`` pairs of one layer; shipped once with the inputs.
+
+    A task's data is ``(name, fold)``; its result ``(name, fold, predictions,
+    fitted or None, seconds)``: predictions of the fold's test rows, and the
+    fitted pipeline when it is the one kept for new data.
+    """
+
+    def __init__(self, layer, inputs, folds, classes):
+        self.inputs, self.folds, self.classes = inputs, folds, classes
+        self.proba = layer.proba
+        self.steps = {name: (layer.preprocessing.get(layer.case_of(name), []), est)
+                      for name, est in layer.estimators()}
+        self.keep = layer.indexer.single_fit  # the one fold's fit serves new data
+
+    def __call__(self, data):
+        name, fold = data
+        try:
+            return self._run(name, fold)
+        except LabkitError as exc:
+            raise exc.locate(estimator=name, fold=_fold(fold))
+        except Exception as exc:
+            raise TaskError.from_exception(exc, traceback.format_exc(), estimator=name,
+                                           fold=_fold(fold)) from None
+
+    def _run(self, name, fold):
+        transformers, estimator = self.steps[name]
+        X, y = self.inputs.X, self.inputs.y
+        if fold == FINAL:
+            train, test = np.arange(len(X)), None
+        else:
+            train, test = self.folds[fold]
+        start = time.perf_counter()
+        fitted = _fit([copy.deepcopy(t) for t in transformers], copy.deepcopy(estimator),
+                      X[train], None if y is None else y[train])
+        preds = None if test is None else predict_columns(fitted, X[test], self.proba,
+                                                          self.classes)
+        keep = fold == FINAL or self.keep
+        return name, fold, preds, fitted if keep else None, time.perf_counter() - start
+
+
+def _fold(fold: int):
+    """A fold as errors name it."""
+    return "final" if fold == FINAL else fold
+
+
+def _fit(transformers, estimator, X, y):
+    """Fit the transformers then the estimator on ``X``; the fitted chain."""
+    for t in transformers:
+        X = t.fit(X, y).transform(X)
+    estimator.fit(X, y)
+    return transformers, estimator
+
+
+def predict_columns(fitted, X, proba: bool, classes) -> np.ndarray:
+    """The columns one fitted chain contributes: predictions, or class probabilities."""
+    transformers, estimator = fitted
+    for t in transformers:
+        X = t.transform(X)
+    if not proba:
+        return np.asarray(estimator.predict(X), dtype=float).reshape(len(X), -1)
+    if not callable(getattr(estimator, "predict_proba", None)):
+        raise InputError(f"{type(estimator).__name__} has no predict_proba() (proba=True)")
+    p = np.asarray(estimator.predict_proba(X), dtype=float)
+    out = np.zeros((len(X), len(classes)))
+    out[:, np.searchsorted(classes, estimator.classes_)] = p  # a fold may lack a class
+    return out
