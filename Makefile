@@ -31,6 +31,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_views.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_data_parallel.py
+	$(BIN)/python benchmarks/bench_ensemble.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

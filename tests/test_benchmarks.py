@@ -32,3 +32,12 @@ def test_data_parallel_benchmarks_run_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("trainer / plain (samples/s)", "auto / even (samples/s)"):
         assert label in proc.stdout, label
+
+
+def test_ensemble_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_ensemble.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("StackingClassifier(n_jobs=2)", "sklearn time / labkit time",
+                  "held-out accuracy"):
+        assert label in proc.stdout, label
