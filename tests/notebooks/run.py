@@ -1,0 +1,87 @@
+"""Executing the demo notebooks for the tests: nbclient, an isolated kernel, their outputs.
+
+``execute(name)`` runs ``notebooks/<name>`` top to bottom in a fresh
+``python3`` kernel of this environment, with the notebooks folder as working
+directory and Jupyter's and IPython's folders pointed into a temporary folder
+(nothing outside is read or written), and returns the executed notebook.
+Widget state is stored, so tests can read what the widgets last showed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tempfile
+
+import nbformat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NOTEBOOKS = os.path.join(ROOT, "notebooks")
+
+
+@contextlib.contextmanager
+def _isolated():
+    """Jupyter/IPython folders in a temporary folder; the repository on PYTHONPATH."""
+    names = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
+             "PYTHONPATH", "MPLBACKEND")
+    saved = {n: os.environ.get(n) for n in names}
+    with tempfile.TemporaryDirectory(prefix="labkit-nb-") as scratch:
+        for n, sub in zip(names[:4], ("config", "data", "runtime", "ipython")):
+            os.environ[n] = os.path.join(scratch, sub)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, saved["PYTHONPATH"]) if p)
+        try:
+            yield
+        finally:
+            for n, v in saved.items():
+                if v is None:
+                    os.environ.pop(n, None)
+                else:
+                    os.environ[n] = v
+
+
+def execute(name: str, timeout: int = 240) -> nbformat.NotebookNode:
+    """Run ``notebooks/<name>`` in a fresh kernel; the executed notebook."""
+    from nbclient import NotebookClient
+    nb = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    with _isolated():
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": NOTEBOOKS}}).execute()
+    return nb
+
+
+def text(nb) -> str:
+    """Every stream and plain-text output of the notebook, joined."""
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "stream":
+                parts.append(out["text"])
+            elif "data" in out and "text/plain" in out["data"]:
+                parts.append(out["data"]["text/plain"])
+    return "\n".join(parts)
+
+
+def figure(nb, label: str) -> float:
+    """The number printed after ``label`` (``label: 0.97`` or ``label 0.97``)."""
+    match = re.search(re.escape(label) + r"[:=]?\s*(-?[0-9.]+(?:e-?[0-9]+)?)", text(nb))
+    assert match, f"{label!r} not printed; outputs:\n{text(nb)[-2000:]}"
+    return float(match.group(1))
+
+
+def widget_states(nb) -> dict:
+    """``{model id: state}`` of the widgets the notebook stored."""
+    store = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    return {k: v.get("state", {}) for k, v in store.get("state", {}).items()}
+
+
+def progress_bars(nb) -> list[tuple[int, int]]:
+    """``(value, max)`` of every stored progress bar, except the boards' failed-task bars."""
+    return [(s["value"], s["max"]) for s in widget_states(nb).values()
+            if s.get("_model_name") == "IntProgressModel" and s.get("bar_style") != "danger"]
+
+
+def html_values(nb, css_class: str) -> list[str]:
+    """The HTML of stored HTML widgets that carry ``css_class``."""
+    return [s.get("value", "") for s in widget_states(nb).values()
+            if s.get("_model_name") == "HTMLModel" and css_class in s.get("_dom_classes", [])]

@@ -1,0 +1,100 @@
+"""Notebook 01 in a real JupyterLab, in headless Chromium: run all, board at 100%, plots drawn.
+
+The repository's ``notebooks/01-parallel-flows.ipynb`` is copied into a
+throw-away JupyterLab's root, opened in Chromium and run from the Run menu.
+The DOM must show the board's phase rows at 100%, the node-state plots drawn
+by BokehJS (a line plot per trained node with points in it) and the result
+plot's canvas; screenshots go to ``test-artifacts/``.  The kernel is shut down
+at the end and its Dask processes must exit with it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from tests.browser import CHROMIUM, chromium, screenshot
+from tests.views.jupyterlab import JUPYTER, jupyter_lab
+from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, cell_output_text,
+                                         kernel_processes, open_notebook, phase_labels,
+                                         run_all_cells, shut_down_kernels, wait_for)
+
+from .run import NOTEBOOKS
+
+pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
+              pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+
+NAME = "01-parallel-flows.ipynb"
+RUN_CELL, PLOT_CELL, LAST_CELL = 3, 8, 9
+
+NODE_PLOTS = """() => {
+  // Points in the node-state plots that BokehJS holds in the page, by plot name.
+  const out = {};
+  for (const doc of (window.Bokeh && window.Bokeh.documents) || []) {
+    for (const m of doc.all_models) {
+      if (m.name && m.name.startsWith("labkit-node-plot-")) {
+        let points = 0;
+        for (const r of m.renderers) {
+          const data = r.data_source && r.data_source.data;
+          const x = data instanceof Map ? data.get("x") : (data || {}).x;
+          points = Math.max(points, x ? x.length : 0);
+        }
+        out[m.name] = points;
+      }
+    }
+  }
+  return out;
+}"""
+
+
+@pytest.mark.timeout(300)
+def test_notebook_01_in_jupyterlab():
+    with jupyter_lab() as (url, token, root_dir):
+        shutil.copy(os.path.join(NOTEBOOKS, NAME), os.path.join(root_dir, NAME))
+        try:
+            with chromium() as browser:
+                page = browser.new_page(viewport={"width": 1400, "height": 1200})
+                run_and_check(page, url, token)
+        finally:
+            ids = shut_down_kernels(url, token)
+        assert ids, "no kernel was running"
+        wait_for("the kernel and its Dask processes to exit", lambda: not kernel_processes(),
+                 timeout=60, describe=kernel_processes)
+
+
+def run_and_check(page, url: str, token: str) -> None:
+    open_notebook(page, url, token, NAME)
+    run_all_cells(page)
+    boards = page.locator(".jp-OutputArea-output .labkit-board")
+    wait_for("the board", lambda: accept_kernel_dialog(page) or boards.count() > 0,
+             timeout=120, page=page)
+    board = boards.first
+    board.scroll_into_view_if_needed()
+    screenshot(page, "notebook-01-board")
+    wait_for("every phase row at 100%",
+             lambda: len(phase_labels(board)) == 2
+             and all("100%" in label for label in phase_labels(board)),
+             timeout=120, page=page, describe=lambda: phase_labels(board))
+    wait_for("the last cell's output",
+             lambda: "scheduler closed: True" in cell_output_text(page, LAST_CELL),
+             timeout=120, page=page, describe=lambda: cell_output_text(page, LAST_CELL))
+    assert "test accuracy" in cell_output_text(page, 6)
+    wait_for("the node-state plots of PCA and the classifier, with points",
+             lambda: len(node_plots(page)) >= 2 and all(node_plots(page).values()),
+             timeout=30, page=page, describe=lambda: node_plots(page))
+    assert bokeh_canvases(board) > 0
+    board.scroll_into_view_if_needed()
+    screenshot(page, "notebook-01-board-final")
+    plot = page.locator(".jp-Notebook .jp-Cell").nth(PLOT_CELL)
+    wait_for("the result plot's canvas", lambda: plot.locator("canvas").count() > 0,
+             timeout=30, page=page)
+    plot.scroll_into_view_if_needed()
+    screenshot(page, "notebook-01-result-plot")
+    errors = board.locator(".labkit-errors-title")
+    assert not errors.count(), board.locator(".labkit-errors").inner_text()
+
+
+def node_plots(page) -> dict:
+    return page.evaluate(NODE_PLOTS) or {}
