@@ -289,3 +289,16 @@ def test_stage_stats_go_to_a_scheduler_and_its_tracker(local_scheduler):
     assert stages["scale"].final and stages["scale"].records == 500
     with pytest.raises(lk.InputError, match="on_event"):
         pipe(range(3), on_event=42)
+
+
+def test_a_pipe_fed_phase_has_an_unknown_total_not_the_queue_fill(local_scheduler, recorder):
+    local_scheduler.subscribe(recorder)
+    chunks = [np.random.default_rng(i).normal(size=(30, 3)) for i in range(5)]
+    q = pipe(chunks)
+    deadline = time.monotonic() + 2
+    while len(q) < 5 and time.monotonic() < deadline:  # every record waits in the queue
+        time.sleep(0.01)
+    lk.ParallelFlow([lk.nodes.PCA(output_dim=2)]).train([q], scheduler=local_scheduler)
+    (started,) = recorder.of(lk.events.PhaseStarted)
+    (finished,) = recorder.of(lk.events.PhaseFinished)
+    assert started.n_tasks is None and finished.n_tasks == 5

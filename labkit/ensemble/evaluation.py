@@ -22,11 +22,12 @@ import copy
 import itertools
 import time
 import traceback
+import uuid
 
 import numpy as np
 
 from ..errors import InputError, LabkitError, TaskError
-from ..events import TaskInfo
+from ..events import PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskInfo
 from ..scheduling import LocalScheduler, TaskCallable
 from .cache import choose_mode, open_inputs
 from .indexers import FoldIndex
@@ -147,15 +148,24 @@ class ParallelEvaluation:
         return Table([_row(candidates[c], s) for c, s in sorted(scores.items())])
 
     def _run(self, candidates, folds, X, y, scoring) -> dict:
-        """``{candidate: [(score, seconds), ...]}`` from the scheduler."""
-        s, run = self.scheduler, "evaluate"
+        """``{candidate: [(score, seconds), ...]}`` from the scheduler (one phase on its board)."""
+        s, run = self.scheduler, f"evaluate-{uuid.uuid4().hex[:8]}"
+        pairs = list(itertools.product(range(len(candidates)), range(len(folds))))
+        s.emit(RunStarted(run, "evaluate", 1))
+        s.emit(PhaseStarted(run, 0, "evaluate", 0, False, len(pairs)))
         client = getattr(s, "client", None)
-        with s.exclusive(), open_inputs(X, y, self.mode, self.cache_dir, client) as inputs:
-            task = ScoreCallable(candidates, inputs, folds, scoring)
-            for k, data in enumerate(itertools.product(range(len(candidates)),
-                                                       range(len(folds)))):
-                s.add_task(data, task, info=TaskInfo(run, -1, k, "train", None, "evaluate"))
-            results = s.get_results()
+        try:
+            with s.exclusive(), open_inputs(X, y, self.mode, self.cache_dir, client) as inputs:
+                task = ScoreCallable(candidates, inputs, folds, scoring)
+                for k, data in enumerate(pairs):
+                    s.add_task(data, task, info=TaskInfo(run, -1, k, "train", 0, "evaluate", 0))
+                results = s.get_results()
+        except BaseException as exc:
+            s.emit(PhaseFinished(run, 0, "evaluate", 0, len(pairs), ok=False))
+            s.emit(RunFinished(run, False, str(exc)))
+            raise
+        s.emit(PhaseFinished(run, 0, "evaluate", 0, len(pairs)))
+        s.emit(RunFinished(run, True))
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))

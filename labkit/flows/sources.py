@@ -72,7 +72,13 @@ def check_data_iterables(data_iterables, n_nodes: int) -> list:
 
 
 def known_length(chunks) -> int | None:
-    """Number of chunks when the source knows it without being consumed."""
+    """Number of chunks when the source knows it without being consumed.
+
+    A stream (a pipeline queue) has a length too, but it counts what waits in
+    it now, not what it will deliver: its total is unknown.
+    """
+    if getattr(chunks, "_labkit_stream", False):
+        return None
     try:
         return len(chunks)
     except TypeError:

@@ -25,6 +25,8 @@ STOP = _Stop()
 class Queue:
     """A bounded, thread-safe, closable queue; iterating ends when closed and drained."""
 
+    _labkit_stream = True  # len() is what waits now, not the stream's length
+
     def __init__(self, capacity: int = 100):
         if capacity < 1:
             raise InputError(f"queue capacity must be at least 1, got {capacity}")

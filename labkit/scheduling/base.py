@@ -223,6 +223,10 @@ class Scheduler:
         """Whether the scheduler was shut down."""
         return self._closed
 
+    def __repr__(self):
+        state = "shut down" if self.closed else f"{self.n_open_tasks} open tasks"
+        return f"<{type(self).__name__}: {state}>"
+
     def __enter__(self):
         return self
 

@@ -110,6 +110,14 @@ class DaskScheduler(Scheduler):
         if self._topic:
             self.client.subscribe_topic(self._topic, self._on_started)
 
+    def __repr__(self):
+        if self.closed:
+            return "<DaskScheduler: shut down>"
+        info = self.client.scheduler_info()
+        kind = "embedded cluster" if self._cluster is not None else "existing cluster"
+        return (f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
+                f"({kind}), {self.n_open_tasks} open tasks>")
+
     @property
     def dashboard_link(self) -> str | None:
         """Link to Dask's own dashboard, when it runs one."""

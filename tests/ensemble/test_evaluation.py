@@ -43,6 +43,18 @@ def test_table_equals_sequential_cross_validation(scheduler):
     assert "logit" in repr(table) and "<table" in table._repr_html_()
 
 
+def test_evaluation_is_one_phase_on_the_board(local_scheduler, recorder):
+    from labkit.views.tracker import Tracker
+    tracker = Tracker()
+    local_scheduler.subscribe(tracker)
+    X, y = data()
+    ParallelEvaluation(local_scheduler).evaluate([LogisticRegression(max_iter=200)],
+                                                 {"logisticregression": {"C": [0.5, 1.0]}},
+                                                 X, y, cv=3)
+    (phase,) = tracker.snapshot().phases
+    assert (phase.node_name, phase.done, phase.total, phase.ok) == ("evaluate", 6, 6, True)
+
+
 def test_default_score_and_errors(local_scheduler):
     X, y = data()
     table = ParallelEvaluation(local_scheduler).evaluate([LogisticRegression(max_iter=300)],

@@ -40,13 +40,44 @@ def _isolated():
                     os.environ[n] = v
 
 
+def _client_class():
+    """nbclient's client, also keeping widget updates that arrive between cells.
+
+    nbclient stores a comm message only when it answers the running cell; a
+    board redrawn by its writer thread between two cells would be lost (and
+    ipywidgets never resends an unchanged value), so the stored state could
+    lag behind what a front-end shows.
+    """
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionComplete
+    from nbclient.util import ensure_async
+
+    class Client(NotebookClient):
+        async def _async_poll_output_msg(self, parent_msg_id, cell, cell_index):
+            while True:
+                msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=None))
+                if msg["parent_header"].get("msg_id") == parent_msg_id:
+                    try:
+                        self.process_message(msg, cell, cell_index)
+                    except CellExecutionComplete:
+                        return
+                elif msg["msg_type"] in ("comm_open", "comm_msg"):
+                    self.handle_comm_msg([], msg, cell_index)
+    return Client
+
+
+#: Appended while executing (then removed): lets the views' last redraws arrive.
+SETTLE = "import time; time.sleep(1.0)"
+
+
 def execute(name: str, timeout: int = 240) -> nbformat.NotebookNode:
     """Run ``notebooks/<name>`` in a fresh kernel; the executed notebook."""
-    from nbclient import NotebookClient
     nb = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(SETTLE))
     with _isolated():
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                       resources={"metadata": {"path": NOTEBOOKS}}).execute()
+        _client_class()(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                        resources={"metadata": {"path": NOTEBOOKS}}).execute()
+    nb.cells.pop()
     return nb
 
 

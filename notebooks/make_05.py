@@ -1,0 +1,130 @@
+"""Writes 05-scale-out.ipynb (run: python notebooks/make_05.py)."""
+import os
+import nbformat as nbf
+
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+cells = [
+    md("# 05 · Scale out: an existing Dask cluster\n\n"
+       "Notebook 01 trained on an embedded `LocalCluster` that labkit started and stopped "
+       "itself. On a real cluster the scheduler and the workers are started elsewhere — "
+       "`dask scheduler` on one machine, `dask worker tcp://host:port` on the others, or a "
+       "deployment such as dask-jobqueue or Kubernetes — and labkit only connects to it by "
+       "address: `lk.DaskScheduler('tcp://host:port')`.\n\n"
+       "To stay self-contained this notebook starts such a cluster itself, as separate "
+       "processes on this machine (bound to 127.0.0.1): one `dask scheduler` and two "
+       "`dask worker`s. Everything after that is what you would do with a cluster "
+       "started by someone else. At the end labkit disconnects — leaving the cluster "
+       "running, as it must for a cluster it does not own — and then the notebook stops "
+       "the processes it started.\n\n"
+       "The data is scikit-learn's bundled digits: nothing is downloaded."),
+    md("## Start a scheduler and two workers\n\n"
+       "The same commands as `dask scheduler` and `dask worker`, run with this kernel's "
+       "Python (`python -m distributed.cli.dask_scheduler`), so the workers import the same "
+       "labkit as the notebook. Each worker is one process with one thread "
+       "(`--no-nanny`, so the process we start is the worker itself). Their logs and "
+       "scratch space go to a temporary folder. In case the notebook stops half-way, the "
+       "processes are also stopped when the kernel exits."),
+    code("import atexit\n"
+         "import os\n"
+         "import shutil\n"
+         "import socket\n"
+         "import subprocess\n"
+         "import sys\n"
+         "import tempfile\n\n"
+         "with socket.socket() as sock:            # a free port for the scheduler\n"
+         "    sock.bind(('127.0.0.1', 0))\n"
+         "    port = sock.getsockname()[1]\n"
+         "address = f'tcp://127.0.0.1:{port}'\n"
+         "scratch = tempfile.mkdtemp(prefix='labkit-scale-out-')\n"
+         "processes = {}\n\n\n"
+         "def start(name, module, *args):\n"
+         "    log = open(os.path.join(scratch, f'{name}.log'), 'wb')\n"
+         "    processes[name] = subprocess.Popen(\n"
+         "        [sys.executable, '-m', f'distributed.cli.{module}', *args],\n"
+         "        stdout=log, stderr=subprocess.STDOUT)\n"
+         "    log.close()   # the child keeps its own handle\n"
+         "    return processes[name]\n\n\n"
+         "def stop_all(timeout=20):\n"
+         "    \"\"\"Terminate the workers, then the scheduler; kill what does not exit.\"\"\"\n"
+         "    for name in sorted(processes, key=lambda n: n == 'scheduler'):\n"
+         "        p = processes[name]\n"
+         "        if p.poll() is None:\n"
+         "            p.terminate()\n"
+         "            try:\n"
+         "                p.wait(timeout=timeout)\n"
+         "            except subprocess.TimeoutExpired:\n"
+         "                p.kill()\n"
+         "                p.wait()\n\n\n"
+         "atexit.register(stop_all)\n\n"
+         "start('scheduler', 'dask_scheduler', '--host', '127.0.0.1', '--port', str(port),\n"
+         "      '--no-dashboard')\n"
+         "for i in range(2):\n"
+         "    start(f'worker-{i}', 'dask_worker', address, '--nthreads', '1', '--host', '127.0.0.1',\n"
+         "          '--no-dashboard', '--no-nanny', '--name', f'worker-{i}',\n"
+         "          '--local-directory', scratch)\n"
+         "print('scheduler address:', address)\n"
+         "print('scheduler pid:', processes['scheduler'].pid)\n"
+         "print('worker pids:', [processes[f'worker-{i}'].pid for i in range(2)])"),
+    md("## Wait until both workers have joined\n\n"
+       "Processes take a moment to start. A plain Dask client connects (retrying until the "
+       "scheduler listens) and waits for the two workers."),
+    code("from distributed import Client\n\n"
+         "with Client(address, timeout=60) as probe:\n"
+         "    probe.wait_for_workers(2, timeout=60)\n"
+         "    info = probe.scheduler_info()['workers']\n"
+         "print('workers connected:', len(info))\n"
+         "for worker_address, worker in sorted(info.items()):\n"
+         "    print(f\"  {worker['name']}: {worker_address}, {worker['nthreads']} thread\")"),
+    md("## Connect labkit by address\n\n"
+       "`lk.DaskScheduler(address)` opens its own client on the existing cluster. A "
+       "subscriber to its events records which workers run the tasks."),
+    code("import numpy as np\n"
+         "import labkit as lk\n"
+         "from labkit.demo import load_chunks\n"
+         "from labkit.events import TaskFinished\n\n"
+         "train, (x_test, y_test) = load_chunks(chunk_size=60)\n"
+         "print(f\"{sum(len(x) for x, _ in train)} training digits in {len(train)} chunks, \"\n"
+         "      f\"{len(y_test)} held out\")\n"
+         "scheduler = lk.DaskScheduler(address)\n"
+         "ran_on = {}\n"
+         "scheduler.subscribe(lambda e: ran_on.update({e.worker: ran_on.get(e.worker, 0) + 1})\n"
+         "                    if isinstance(e, TaskFinished) else None)\n"
+         "scheduler"),
+    md("## Train, watching live\n\n"
+       "The flow of notebook 01 — PCA → quadratic expansion → Gaussian classifier — trained "
+       "on the cluster. `wait=False` returns a `Run` at once, and as a cell's result it shows "
+       "its live board: progress per phase, the load of each worker, the task lanes."),
+    code("flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=20), lk.nodes.QuadraticExpansion(),\n"
+         "                        lk.nodes.GaussianClassifier()])\n"
+         "run = flow.train([[x for x, _ in train], None, train], scheduler=scheduler, wait=False)\n"
+         "run"),
+    code("run.result()      # waits for the end (the board above keeps updating meanwhile)\n"
+         "print('run status:', run.status)\n"
+         "features = flow[:-1].execute(np.array_split(x_test, 4), scheduler=scheduler)\n"
+         "predicted = flow[-1].label(features)\n"
+         "accuracy = float(np.mean(predicted == y_test))\n"
+         "print(f'test accuracy: {accuracy:.3f}')"),
+    md("Which workers ran tasks, and how many each (training and execution):"),
+    code("names = {a: w['name'] for a, w in scheduler.client.scheduler_info()['workers'].items()}\n"
+         "print('tasks per worker:', {names.get(a, a): n for a, n in sorted(ran_on.items())})\n"
+         "print('workers that ran tasks:', sorted(names.get(a, a) for a in ran_on))"),
+    md("## Disconnect, then stop the cluster\n\n"
+       "`scheduler.shutdown()` closes labkit's client only: a cluster that labkit did not "
+       "start is left running (another notebook may be using it). A fresh client shows the "
+       "workers still there. Then the notebook stops the processes it started: the "
+       "workers first, then the scheduler — `terminate()` (a clean shutdown), a bounded "
+       "wait, and `kill()` only if that runs out."),
+    code("scheduler.shutdown()\n"
+         "print('labkit scheduler closed:', scheduler.closed)\n"
+         "with Client(address, timeout=30) as probe:\n"
+         "    print('workers still on the cluster:', len(probe.scheduler_info()['workers']))"),
+    code("stop_all()\n"
+         "for name, p in processes.items():\n"
+         "    print(f'{name} (pid {p.pid}) exited with code {p.returncode}')\n"
+         "print('all cluster processes stopped:', all(p.poll() is not None for p in processes.values()))\n"
+         "shutil.rmtree(scratch, ignore_errors=True)"),
+]
+nb = nbf.v4.new_notebook(cells=cells)
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nb.metadata["language_info"] = {"name": "python"}
+nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)), "05-scale-out.ipynb"))
