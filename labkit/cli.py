@@ -1,23 +1,55 @@
-"""The ``labkit`` command."""
+"""The labkit command: the demo, a cluster's live dashboard, and JupyterLab on the notebooks.
+
+  labkit demo        train a flow in parallel on a local Dask cluster (``--serve``: and keep
+                     its live Bokeh dashboard open until Ctrl-C)
+  labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster
+  labkit lab         start JupyterLab on labkit's demo notebooks
+
+``labkit COMMAND --help`` tells more about each.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import signal
 import sys
 import threading
+from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["main", "serve_dashboard", "serve_demo", "lab_command", "default_notebooks"]
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="labkit", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="train a flow in parallel on a local Dask cluster")
-    demo.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
-    demo.add_argument("--chunk-size", type=int, default=150, help="rows per chunk (default 150)")
-    board = commands.add_parser("dashboard",
-                                help="serve the live Bokeh dashboard of a Dask cluster")
+    parser = argparse.ArgumentParser(
+        prog="labkit", description="labkit: parallel machine-learning experiments on Dask, "
+                                   "watched live from Jupyter.",
+        epilog="Run 'labkit COMMAND --help' for the options of a command.",
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30))
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="train a flow in parallel on a local Dask cluster",
+        description="Train PCA -> quadratic expansion -> Gaussian classifier on scikit-learn's "
+                    "bundled digits, in parallel on an embedded Dask LocalCluster bound to "
+                    "127.0.0.1, with console progress per phase; then train it serially and "
+                    "report the test accuracy, the agreement with serial training and the "
+                    "timings.")
+    demo.add_argument("--workers", type=int, default=2, metavar="N",
+                      help="worker processes (default 2)")
+    demo.add_argument("--chunk-size", type=int, default=150, metavar="ROWS",
+                      help="rows per chunk (default 150)")
+    demo.add_argument("--serve", action="store_true",
+                      help="also serve the run's live Bokeh dashboard (started before training, "
+                           "URL printed as 'labkit dashboard: URL') and keep it and the cluster "
+                           "up after the report, until Ctrl-C (SIGINT) or SIGTERM")
+    board = commands.add_parser(
+        "dashboard", help="serve the live Bokeh dashboard of a Dask cluster",
+        description="Connect to a running Dask scheduler and serve labkit's Bokeh dashboard "
+                    "of it (task progress, per-worker load, task stream) on 127.0.0.1, "
+                    "printing 'labkit dashboard: URL', until Ctrl-C (SIGINT) or SIGTERM.")
     board.add_argument("--scheduler", required=True, metavar="ADDRESS",
                        help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786")
     board.add_argument("--port", type=int, default=0,
@@ -25,7 +57,66 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument("--allow-websocket-origin", action="append", default=[],
                        metavar="HOST[:PORT]",
                        help="a further origin whose pages may connect (repeatable)")
+    lab = commands.add_parser(
+        "lab", help="start JupyterLab on labkit's demo notebooks",
+        usage="labkit lab [-h] [--port N] [--no-browser] [--notebooks DIR] [JUPYTER_ARGS ...]",
+        description="Run JupyterLab (python -m jupyterlab) with the notebooks/ folder as its "
+                    "root, listening on 127.0.0.1. The folder is the one beside the labkit "
+                    "package (a checkout, or an editable install); an installed wheel has "
+                    "none, so pass --notebooks DIR there.",
+        epilog="Other arguments go to JupyterLab as they are, e.g. --allow-root or "
+               "--IdentityProvider.token=TOKEN; everything after '--' does too.")
+    lab.add_argument("--port", type=int, default=None, metavar="N",
+                     help="port on 127.0.0.1 (default: Jupyter's, 8888 or the next free one)")
+    lab.add_argument("--no-browser", action="store_true",
+                     help="do not open a web browser (print the URL only)")
+    lab.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
+                     help="the folder to serve (default: notebooks/ beside the labkit package)")
+    lab.add_argument("jupyter_args", nargs="*", metavar="JUPYTER_ARGS",
+                     help="further arguments for JupyterLab")
     return parser
+
+
+# -- labkit dashboard / demo --serve ---------------------------------------------------
+
+
+class _Stop:
+    """SIGINT/SIGTERM handler of ``demo --serve``.
+
+    While serving, a signal ends the wait. Before that (the demo is training, a
+    matter of seconds) the first signal lets the run finish and skips serving,
+    so the cluster is shut down with no task in flight; a second one interrupts
+    at once, like Ctrl-C without labkit.
+    """
+
+    def __init__(self):
+        self.event = threading.Event()
+        self.waiting = False
+        self.early = None   # the signal that came before serving
+
+    def __call__(self, signum, frame):
+        if self.waiting:
+            self.event.set()
+        elif not self.event.is_set():
+            self.early = signal.Signals(signum).name   # no print here: it could re-enter one
+            self.event.set()
+        else:
+            raise KeyboardInterrupt
+
+    def wait(self) -> None:
+        self.waiting = True
+        while not self.event.wait(0.5):  # a short wait, so the signal handler gets to run
+            pass
+
+
+def _handle_signals(handler):
+    """Install ``handler`` for SIGINT and SIGTERM; returns the previous handlers."""
+    return {sig: signal.signal(sig, handler) for sig in _SIGNALS}
+
+
+def _restore_signals(previous) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
 
 
 def serve_dashboard(address: str, port: int = 0, origins=(), out=None) -> int:
@@ -34,8 +125,7 @@ def serve_dashboard(address: str, port: int = 0, origins=(), out=None) -> int:
     from .views.dashboard import dashboard
     out = out or sys.stdout
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = _handle_signals(lambda *_: stop.set())
     try:
         with DaskScheduler(address) as scheduler:
             url = dashboard(scheduler, port=port, allow_websocket_origin=list(origins))
@@ -45,25 +135,150 @@ def serve_dashboard(address: str, port: int = 0, origins=(), out=None) -> int:
             print("labkit dashboard: stopping", file=out, flush=True)
         # leaving the block shuts the scheduler down, which stops the dashboard
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        _restore_signals(previous)
     return 0
+
+
+def serve_demo(n_workers: int, chunk_size: int, out=None) -> int:
+    """``labkit demo --serve``: the demo, then its dashboard until SIGINT or SIGTERM."""
+    from .demo import run_demo
+    out = out or sys.stdout
+    stop = _Stop()
+
+    def wait(scheduler, url):
+        if stop.early:
+            print(f"labkit demo: {stop.early} during the run: not serving", file=out)
+        else:
+            print(f"labkit dashboard: serving {url} until Ctrl-C (SIGINT) or SIGTERM",
+                  file=out, flush=True)
+            stop.wait()
+        print("labkit dashboard: stopping", file=out, flush=True)
+
+    previous = _handle_signals(stop)
+    try:
+        run_demo(n_workers=n_workers, chunk_size=chunk_size, stream=out, serve=wait)
+        # run_demo's scheduler block is left: the cluster and the dashboard are shut down
+    finally:
+        _restore_signals(previous)
+    return 0
+
+
+# -- labkit lab ------------------------------------------------------------------------
+
+_LAB_OPTIONS = {"--port": True, "--notebooks": True, "--no-browser": False,
+                "-h": False, "--help": False}  # option -> takes a value
+
+
+def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
+    """``labkit lab``'s own options, and the rest (for JupyterLab) in their order."""
+    ours, theirs = [], []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            theirs.extend(rest)
+            break
+        name = arg.split("=", 1)[0]
+        if name in _LAB_OPTIONS:
+            ours.append(arg)
+            if _LAB_OPTIONS[name] and "=" not in arg:
+                value = next(rest, None)
+                if value is not None:   # a missing value: argparse says so
+                    ours.append(value)
+        else:
+            theirs.append(arg)
+    return ours, theirs
+
+
+def default_notebooks() -> Path:
+    """``notebooks/`` beside the labkit package (a checkout or an editable install)."""
+    import labkit
+    return Path(labkit.__file__).resolve().parents[1] / "notebooks"
+
+
+def _given(jupyter_args, *names) -> bool:
+    """Whether the user's JupyterLab arguments set one of ``names`` (``--name[=value]``)."""
+    return any(arg.split("=", 1)[0] in names for arg in jupyter_args)
+
+
+def lab_command(notebooks: Path, port: int | None = None, no_browser: bool = False,
+                jupyter_args=()) -> list[str]:
+    """The command line that runs JupyterLab on ``notebooks``, on 127.0.0.1.
+
+    JupyterLab refuses a setting given twice, so a setting among ``jupyter_args``
+    (e.g. ``--ServerApp.ip=0.0.0.0``) replaces labkit's own.
+    """
+    extra = list(jupyter_args)
+    cmd = [sys.executable, "-m", "jupyterlab"]
+    if not _given(extra, "--ServerApp.root_dir", "--notebook-dir", "--ServerApp.notebook_dir"):
+        cmd.append(f"--ServerApp.root_dir={notebooks}")
+    if not _given(extra, "--ip", "--ServerApp.ip"):
+        cmd.append("--ServerApp.ip=127.0.0.1")
+    if port is not None and not _given(extra, "--port", "--ServerApp.port"):
+        cmd.append(f"--ServerApp.port={port}")
+    if no_browser and not _given(extra, "--no-browser", "--ServerApp.open_browser"):
+        cmd.append("--ServerApp.open_browser=False")
+    return cmd + extra
+
+
+def run_lab(args) -> int:
+    """``labkit lab``: replace this process by JupyterLab (returns only on an error)."""
+    if args.port is not None and not 0 <= args.port < 65536:
+        print("labkit lab: --port must be between 0 and 65535", file=sys.stderr)
+        return 2
+    notebooks = (args.notebooks or default_notebooks()).expanduser().resolve()
+    if not notebooks.is_dir():
+        hint = ("pass --notebooks DIR" if args.notebooks else
+                "the demo notebooks come with labkit's repository, not with an installed "
+                "wheel: run it from a checkout (pip install -e .) or pass --notebooks DIR")
+        print(f"labkit lab: no notebooks folder at {notebooks}; {hint}", file=sys.stderr)
+        return 2
+    if importlib.util.find_spec("jupyterlab") is None:
+        print("labkit lab: JupyterLab is not installed in this environment "
+              f"({sys.executable}): pip install jupyterlab", file=sys.stderr)
+        return 2
+    cmd = lab_command(notebooks, args.port, args.no_browser, args.jupyter_args)
+    print(f"labkit lab: JupyterLab on {notebooks} (127.0.0.1)", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os.execv(sys.executable, cmd)   # same pid: signals reach JupyterLab itself
+    return 1  # not reached
+
+
+# -- entry point -----------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
     """Entry point of the ``labkit`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    jupyter_args = []
+    if argv and argv[0] == "lab":
+        ours, jupyter_args = _split_lab_args(argv[1:])
+        argv = ["lab", *ours]
+    args = parser.parse_args(argv)
     if args.command == "demo":
-        from .demo import run_demo
         if args.workers < 1 or args.chunk_size < 1:
             print("labkit demo: --workers and --chunk-size must be positive", file=sys.stderr)
             return 2
-        run_demo(n_workers=args.workers, chunk_size=args.chunk_size)
+        try:
+            if args.serve:
+                if importlib.util.find_spec("bokeh") is None:
+                    print("labkit demo: --serve needs Bokeh: pip install 'labkit[views]'",
+                          file=sys.stderr)
+                    return 2
+                return serve_demo(args.workers, args.chunk_size)
+            from .demo import run_demo
+            run_demo(n_workers=args.workers, chunk_size=args.chunk_size)
+        except KeyboardInterrupt:
+            print("labkit demo: interrupted", file=sys.stderr)
+            return 130
     elif args.command == "dashboard":
         if not 0 <= args.port < 65536:
             print("labkit dashboard: --port must be between 0 and 65535", file=sys.stderr)
             return 2
         return serve_dashboard(args.scheduler, args.port, args.allow_websocket_origin)
+    elif args.command == "lab":
+        args.jupyter_args = jupyter_args
+        return run_lab(args)
     return 0
 
 

@@ -34,8 +34,15 @@ def _nodes():
             lk.nodes.GaussianClassifier()]
 
 
-def run_demo(n_workers: int = 2, chunk_size: int = 150, stream=None) -> dict:
-    """Run the demo; print a report to ``stream`` and return its figures."""
+def run_demo(n_workers: int = 2, chunk_size: int = 150, stream=None, serve=None) -> dict:
+    """Run the demo; print a report to ``stream`` and return its figures.
+
+    With ``serve``, a callable, the Bokeh dashboard of the demo's scheduler is
+    started before training (so it shows the whole run), its URL is printed as
+    ``labkit dashboard: URL``, and once the report is printed
+    ``serve(scheduler, url)`` is called; the cluster and the dashboard stay up
+    until it returns.
+    """
     import labkit as lk
     from labkit.events import TaskFinished
     from labkit.views import ConsoleProgress
@@ -50,6 +57,10 @@ def run_demo(n_workers: int = 2, chunk_size: int = 150, stream=None) -> dict:
         print(f"Dask cluster: {n_workers} worker processes on 127.0.0.1 "
               f"(started in {time.perf_counter() - started:.1f} s), "
               f"Dask dashboard {s.dashboard_link}", file=out)
+        url = None
+        if serve is not None:
+            url = lk.dashboard(s)
+            print(f"labkit dashboard: {url}", file=out, flush=True)
         workers = Counter()
         s.subscribe(lambda e: workers.update([e.worker]) if isinstance(e, TaskFinished) else None)
         progress = ConsoleProgress(s, stream=out)
@@ -59,19 +70,29 @@ def run_demo(n_workers: int = 2, chunk_size: int = 150, stream=None) -> dict:
         parallel_s = time.perf_counter() - t0
         features = flow[:-1].execute(np.array_split(x_test, 4), scheduler=s)
         progress.close()
+        if serve is None:
+            s.shutdown()  # the serial comparison below needs no cluster
+        figures = _compare(flow, features, workers, parallel_s, data, x_test, y_test)
+        _report(figures, len(y_test), out)
+        if serve is not None:
+            serve(s, url)
+    return figures
+
+
+def _compare(flow, features, workers, parallel_s, data, x_test, y_test) -> dict:
+    """Train the same flow serially; the demo's figures."""
+    import labkit as lk
     predicted = flow[-1].label(features)
     t0 = time.perf_counter()
     serial = lk.Flow(_nodes())
     serial.train(data)
     serial_s = time.perf_counter() - t0
-    figures = {
+    return {
         "accuracy": float(np.mean(predicted == y_test)),
         "agreement": float(np.mean(predicted == serial[-1].label(serial[:-1].execute(x_test)))),
         "parallel_s": parallel_s, "serial_s": serial_s, "tasks_per_worker": dict(workers),
         "pca_explained_variance": float(flow[0].explained_variance),
     }
-    _report(figures, len(y_test), out)
-    return figures
 
 
 def _report(f: dict, n_test: int, out) -> None:
