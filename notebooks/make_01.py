@@ -1,8 +1,6 @@
 """Writes 01-parallel-flows.ipynb (run: python notebooks/make_01.py)."""
-import os
-import nbformat as nbf
+from _make import code, md, write
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md("# 01 · Parallel flows\n\n"
        "A flow of nodes — PCA → quadratic expansion → Gaussian classifier — trained in parallel "
@@ -53,7 +51,4 @@ cells = [
     code("scheduler.shutdown()   # stops the cluster's processes\n"
          "print('scheduler closed:', scheduler.closed)"),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)), "01-parallel-flows.ipynb"))
+write("01-parallel-flows.ipynb", cells)

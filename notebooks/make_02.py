@@ -1,8 +1,6 @@
 """Writes 02-data-parallel-torch.ipynb (run: python notebooks/make_02.py)."""
-import os
-import nbformat as nbf
+from _make import code, md, write
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md("# 02 · Data-parallel torch\n\n"
        "A small torch classifier trained data-parallel: every batch is split across the "
@@ -57,7 +55,4 @@ cells = [
     code("trainer.close()      # stops the replica threads; the board draws its last frame\n"
          "print('trainer closed:', trainer.closed)"),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)), "02-data-parallel-torch.ipynb"))
+write("02-data-parallel-torch.ipynb", cells)

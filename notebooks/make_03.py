@@ -1,8 +1,6 @@
 """Writes 03-pipelines-and-programs.ipynb (run: python notebooks/make_03.py)."""
-import os
-import nbformat as nbf
+from _make import code, md, write
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md("# 03 · Pipelines and programs\n\n"
        "Two ways of moving work along that sit around the flows of notebook 01:\n\n"
@@ -173,8 +171,4 @@ cells = [
     code("scheduler.shutdown()   # stops the cluster's processes (the board shows its last state)\n"
          "print('scheduler closed:', scheduler.closed)"),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                           "03-pipelines-and-programs.ipynb"))
+write("03-pipelines-and-programs.ipynb", cells)

@@ -1,8 +1,6 @@
 """Writes 04-ensembles.ipynb (run: python notebooks/make_04.py)."""
-import os
-import nbformat as nbf
+from _make import code, md, write
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md("# 04 · Ensembles\n\n"
        "A stacked ensemble of scikit-learn estimators fitted in parallel with "
@@ -107,7 +105,4 @@ cells = [
     code("scheduler.shutdown()   # stops the cluster's processes (the board shows its last state)\n"
          "print('scheduler closed:', scheduler.closed)"),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)), "04-ensembles.ipynb"))
+write("04-ensembles.ipynb", cells)

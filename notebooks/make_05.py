@@ -1,8 +1,6 @@
 """Writes 05-scale-out.ipynb (run: python notebooks/make_05.py)."""
-import os
-import nbformat as nbf
+from _make import code, md, write
 
-md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
 cells = [
     md("# 05 · Scale out: an existing Dask cluster\n\n"
        "Notebook 01 trained on an embedded `LocalCluster` that labkit started and stopped "
@@ -124,7 +122,4 @@ cells = [
          "print('all cluster processes stopped:', all(p.poll() is not None for p in processes.values()))\n"
          "shutil.rmtree(scratch, ignore_errors=True)"),
 ]
-nb = nbf.v4.new_notebook(cells=cells)
-nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-nb.metadata["language_info"] = {"name": "python"}
-nbf.write(nb, os.path.join(os.path.dirname(os.path.abspath(__file__)), "05-scale-out.ipynb"))
+write("05-scale-out.ipynb", cells)
