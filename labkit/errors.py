@@ -15,6 +15,8 @@ Examples
 
 from __future__ import annotations
 
+import traceback
+
 __all__ = [
     "LabkitError",
     "TaskError",
@@ -24,6 +26,7 @@ __all__ = [
     "CancelledError",
     "SchedulerError",
     "format_location",
+    "located",
 ]
 
 _ORDER = ("node", "node_name", "phase", "chunk", "task", "worker", "device", "replica")
@@ -113,16 +116,36 @@ class TaskError(LabkitError):
         self.remote_traceback = remote_traceback
 
     @classmethod
-    def from_exception(cls, exc: BaseException, traceback_text: str, **where) -> "TaskError":
-        """Describe ``exc`` as a TaskError."""
+    def from_exception(cls, exc: BaseException, traceback_text: str, what: str = "task",
+                       **where) -> "TaskError":
+        """Describe ``exc`` as a TaskError: ``<what> failed with <type>: <message>``."""
         kind = type(exc)
         name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-        return cls(f"task failed with {name}: {exc}", original_type=name,
+        return cls(f"{what} failed with {name}: {exc}", original_type=name,
                    original_message=str(exc), remote_traceback=traceback_text, **where)
 
     def _extra(self) -> dict:
         return {"remote_traceback": self.remote_traceback, "original_type": self.original_type,
                 "original_message": self.original_message}
+
+
+def located(exc: BaseException, what: str = "task", kind: type | None = None,
+            **where) -> LabkitError:
+    """``exc`` as a labkit error located at ``where``, for re-raising in the caller.
+
+    A labkit error keeps its message and gains the location keys it lacks; any
+    other exception becomes a ``kind`` (a :class:`TaskError` by default) that
+    keeps its type, message and traceback: ``<what> failed with <type>: ...``.
+
+    Examples
+    --------
+    >>> str(located(ValueError("bad row"), "replica 1", replica=1))
+    'replica 1 failed with ValueError: bad row [replica 1]'
+    """
+    if isinstance(exc, LabkitError):
+        return exc.locate(**where)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return (kind or TaskError).from_exception(exc, text, what=what, **where)
 
 
 class NotForkableError(LabkitError):

@@ -194,37 +194,58 @@ class _Lines:
         return self.lines
 
 
-@pytest.mark.timeout(240)
-def test_demo_serve_keeps_the_dashboard_until_sigint(tmp_path):
+class _Demo:
+    """A ``labkit demo --serve`` process, its stdout lines and its worker processes."""
+
+    def __init__(self, proc, lines, err_path):
+        self.proc, self.lines, self.err_path = proc, lines, err_path
+        self.children: list = []
+        self.out = ""
+
+    def stop(self, sig, timeout: float) -> None:
+        """Send ``sig``, expect exit 0, and every worker process gone."""
+        self.proc.send_signal(sig)                              # to this pid only
+        assert self.proc.wait(timeout=timeout) == 0, self.err_path.read_text()[-3000:]
+        self.out = "\n".join(self.lines.rest())
+        _, alive = psutil.wait_procs(self.children, timeout=10)
+        assert not alive, f"left behind: {alive}"
+
+
+@contextlib.contextmanager
+def _demo_serve(tmp_path, chunk_size: int):
+    """Start ``labkit demo --serve``; end it and its workers by pid whatever happens."""
     err_path = tmp_path / "stderr.log"
     with open(err_path, "w") as err:
-        proc = subprocess.Popen([*LABKIT, "demo", "--serve", "--chunk-size", "300"], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    children = []
+        proc = subprocess.Popen([*LABKIT, "demo", "--serve", "--chunk-size", str(chunk_size)],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=err,
+                                stdin=subprocess.DEVNULL, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    demo = _Demo(proc, _Lines(proc.stdout), err_path)
     try:
-        lines = _Lines(proc.stdout)
-        url = lines.wait_for("labkit dashboard: http", 120).split(": ", 1)[1]
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
-        lines.wait_for("labkit dashboard: serving", 120)        # trained and reported
-        with urllib.request.urlopen(url, timeout=20) as response:
-            assert response.status == 200
-            html = response.read().decode()
-        assert "bokeh" in html.lower() and "/static/js/bokeh.min.js" in html
-        children = descendants(proc.pid)                        # the Dask worker processes
-        assert len([c for c in children if "resource_tracker" not in " ".join(c.cmdline())]) >= 2
-        proc.send_signal(signal.SIGINT)                         # Ctrl-C, to this pid only
-        assert proc.wait(timeout=20) == 0, err_path.read_text()[-3000:]
-        out = "\n".join(lines.rest())
-        gone, alive = psutil.wait_procs(children, timeout=10)
-        assert not alive, f"left behind: {alive}"
+        yield demo
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
-        end_processes([c for c in children if c.is_running()])
+        end_processes([c for c in demo.children if c.is_running()])
         proc.stdout.close()
-    assert "test accuracy" in out and "labkit dashboard: stopping" in out
+
+
+@pytest.mark.timeout(240)
+def test_demo_serve_keeps_the_dashboard_until_sigint(tmp_path):
+    with _demo_serve(tmp_path, 300) as demo:
+        url = demo.lines.wait_for("labkit dashboard: http", 120).split(": ", 1)[1]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
+        demo.lines.wait_for("labkit dashboard: serving", 120)   # trained and reported
+        with urllib.request.urlopen(url, timeout=20) as response:
+            assert response.status == 200
+            html = response.read().decode()
+        assert "bokeh" in html.lower() and "/static/js/bokeh.min.js" in html
+        demo.children = descendants(demo.proc.pid)              # the Dask worker processes
+        assert len([c for c in demo.children
+                    if "resource_tracker" not in " ".join(c.cmdline())]) >= 2
+        demo.stop(signal.SIGINT, timeout=20)                    # Ctrl-C
+    assert "test accuracy" in demo.out and "labkit dashboard: stopping" in demo.out
     port = int(url.split(":")[2].split("/")[0])
     assert port_is_free(port)
 
@@ -232,28 +253,12 @@ def test_demo_serve_keeps_the_dashboard_until_sigint(tmp_path):
 @pytest.mark.timeout(240)
 def test_demo_serve_stops_cleanly_on_sigterm_during_training(tmp_path):
     """A signal while it trains lets the run finish (no task in flight), then it stops."""
-    err_path = tmp_path / "stderr.log"
-    with open(err_path, "w") as err:
-        proc = subprocess.Popen([*LABKIT, "demo", "--serve", "--chunk-size", "20"], cwd=ROOT,
-                                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL,
-                                text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    children = []
-    try:
-        lines = _Lines(proc.stdout)
-        lines.wait_for("labkit dashboard: http", 120)       # the cluster is up, training starts
-        children = descendants(proc.pid)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == 0, err_path.read_text()[-3000:]
-        out = "\n".join(lines.rest())
-        gone, alive = psutil.wait_procs(children, timeout=10)
-        assert not alive, f"left behind: {alive}"
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        end_processes([c for c in children if c.is_running()])
-        proc.stdout.close()
+    with _demo_serve(tmp_path, 20) as demo:
+        demo.lines.wait_for("labkit dashboard: http", 120)      # the cluster is up, training starts
+        demo.children = descendants(demo.proc.pid)
+        demo.stop(signal.SIGTERM, timeout=120)
+    out = demo.out
     assert "test accuracy" in out and "labkit dashboard: stopping" in out
     # usually it was still training; on a slow machine it may have been serving already
     assert "SIGTERM during the run: not serving" in out or "labkit dashboard: serving" in out
-    assert "Traceback" not in err_path.read_text()
+    assert "Traceback" not in demo.err_path.read_text()

@@ -8,23 +8,17 @@ the caller as a labkit error naming both.
 
 from __future__ import annotations
 
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ..errors import LabkitError, TaskError
+from ..errors import LabkitError, located
 
 __all__ = ["ReplicaThreads", "replica_error"]
 
 
 def replica_error(exc: BaseException, replica: int, device: str) -> LabkitError:
     """``exc`` as a labkit error located at ``replica`` and ``device``."""
-    if isinstance(exc, LabkitError):
-        return exc.locate(replica=replica, device=device)
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    error = TaskError.from_exception(exc, text, replica=replica, device=device)
-    error.message = error.message.replace("task failed", f"replica {replica} failed", 1)
-    return error
+    return located(exc, f"replica {replica}", replica=replica, device=device)
 
 
 class ReplicaThreads:

@@ -13,14 +13,13 @@ import contextlib
 import os
 import socket
 import time
-import traceback
 from datetime import timedelta
 
 import cloudpickle
 import torch
 import torch.distributed as dist
 
-from ..errors import LabkitError, TaskError
+from ..errors import LabkitError, located
 from .reduce import BatchNormJoin
 
 __all__ = ["free_port", "build", "join", "step", "evaluate", "get_state", "set_state",
@@ -47,10 +46,8 @@ class _Replica:
 
 
 def _located(exc, rank, name) -> LabkitError:
-    """``exc`` as a labkit error naming the replica (call inside ``except``)."""
-    if isinstance(exc, LabkitError):
-        return exc.locate(replica=rank, device=name)
-    return TaskError.from_exception(exc, traceback.format_exc(), replica=rank, device=name)
+    """``exc`` as a labkit error naming the replica."""
+    return located(exc, replica=rank, device=name)
 
 
 def free_port(host):

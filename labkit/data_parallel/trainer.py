@@ -183,7 +183,7 @@ class DataParallelTrainer(EpochLoops):
         self.optimizer.step()
         if len(self.replicas) > 1 or self.replicas[0] is not self.model:
             broadcast(self.model, self.replicas)
-        loss = sum(w * float(r[0]) for w, r in zip(self._loss_weights(counts), results))
+        loss = sum(w * float(r[0]) for w, r in zip(weights, results))
         return loss, [r[1] for r in results]
 
     def _replica_call(self, i: int, x, y, rows: int):
@@ -226,9 +226,6 @@ class DataParallelTrainer(EpochLoops):
             return [1.0] * len(counts)
         total = sum(counts)
         return [c / total for c in counts]
-
-    def _loss_weights(self, counts: list[int]) -> list[float]:
-        return self._weights(counts)
 
     def _zero_grads(self) -> None:
         for replica in self.replicas:

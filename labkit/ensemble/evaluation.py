@@ -21,12 +21,11 @@ from __future__ import annotations
 import copy
 import itertools
 import time
-import traceback
 import uuid
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, TaskError
+from ..errors import InputError, located
 from ..events import PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskInfo
 from ..scheduling import LocalScheduler, TaskCallable
 from .cache import choose_mode, open_inputs
@@ -55,11 +54,8 @@ class ScoreCallable(TaskCallable):
             score = (model.score(X[test], y[test]) if self.scoring is None
                      else self.scoring(y[test], model.predict(X[test])))
             return c, fold, float(score), seconds
-        except LabkitError as exc:
-            raise exc.locate(estimator=name, params=params, fold=fold)
         except Exception as exc:
-            raise TaskError.from_exception(exc, traceback.format_exc(), estimator=name,
-                                           params=params, fold=fold) from None
+            raise located(exc, estimator=name, params=params, fold=fold) from None
 
 
 class Table:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import copy
 import time
-import traceback
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, TaskError
+from ..errors import InputError, located
 from ..scheduling import TaskCallable
 
 __all__ = ["FitCallable", "FINAL", "predict_columns"]
@@ -36,11 +35,8 @@ class FitCallable(TaskCallable):
         name, fold = data
         try:
             return self._run(name, fold)
-        except LabkitError as exc:
-            raise exc.locate(estimator=name, fold=_fold(fold))
         except Exception as exc:
-            raise TaskError.from_exception(exc, traceback.format_exc(), estimator=name,
-                                           fold=_fold(fold)) from None
+            raise located(exc, estimator=name, fold=_fold(fold)) from None
 
     def _run(self, name, fold):
         transformers, estimator = self.steps[name]

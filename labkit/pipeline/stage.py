@@ -9,7 +9,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..errors import InputError, LabkitError, TaskError
+from ..errors import InputError, LabkitError, TaskError, located
 from ..events import Event
 from .queue import STOP, Queue, _closable
 
@@ -27,16 +27,11 @@ class PipelineError(TaskError):
 
 def _as_error(exc: BaseException, stage: str, record: int) -> LabkitError:
     """``exc`` as a labkit error located at ``stage`` and ``record``, with traceback text."""
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    if isinstance(exc, LabkitError):  # an upstream error keeps its own stage and record
-        if exc.remote_traceback is None:
-            exc.remote_traceback = text
-        return exc.locate(stage=stage, record=record)
-    kind = type(exc)
-    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-    return PipelineError(f"stage {stage!r} failed with {name}: {exc}", original_type=name,
-                         original_message=str(exc), remote_traceback=text,
-                         stage=stage, record=record)
+    if isinstance(exc, LabkitError) and exc.remote_traceback is None:
+        # an upstream error keeps its own stage and record, and gains where it surfaced
+        exc.remote_traceback = "".join(traceback.format_exception(type(exc), exc,
+                                                                  exc.__traceback__))
+    return located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
 
 
 def _now() -> float:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
-import traceback
-
-from ..errors import InputError, LabkitError, TaskError
+from ..errors import InputError, LabkitError, located
 from .element import Element
 from .registers import Registers
 from .status import DONE, INCOMPLETE, ProgramError
@@ -172,8 +170,4 @@ def _located(exc: Exception, element, step: int) -> LabkitError:
 
     The element keeps its state, so stepping again retries the failed call.
     """
-    where = {"element": element._code()[:200], "step": step}
-    if isinstance(exc, LabkitError):
-        return exc.locate(**where)
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return TaskError.from_exception(exc, text, **where)
+    return located(exc, element=element._code()[:200], step=step)

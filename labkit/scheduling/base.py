@@ -18,7 +18,7 @@ import threading
 import uuid
 from typing import Any, Callable
 
-from ..errors import CancelledError, LabkitError, SchedulerError, TaskError
+from ..errors import CancelledError, LabkitError, SchedulerError, located
 from ..events import Event, EventBus, TaskFailed, TaskFinished, TaskInfo, TaskSubmitted
 from .results import ListResultContainer, ResultContainer
 from .task import FunctionCallable, TaskCallable, TaskOutcome
@@ -312,10 +312,6 @@ def _nbytes(data) -> int:
 
 def _as_labkit_error(exc: BaseException, info: TaskInfo, worker: str | None) -> LabkitError:
     """A labkit error located at ``info``; other exceptions become TaskError."""
-    import traceback
-    if isinstance(exc, LabkitError):
-        return exc.locate(**info.where(), worker=worker)
-    if type(exc).__name__ == "CancelledError":
+    if type(exc).__name__ == "CancelledError" and not isinstance(exc, LabkitError):
         return CancelledError("task was cancelled outside labkit", **info.where(), worker=worker)
-    text = "".join(traceback.format_exception(exc))
-    return TaskError.from_exception(exc, text, **info.where(), worker=worker)
+    return located(exc, **info.where(), worker=worker)
