@@ -13,11 +13,13 @@ from . import ensemble, events, nodes
 from .data_parallel import split_batch
 from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
-                     SchedulerError, TaskError, TrainingError)
+                     SchedulerError, TaskError, TrainingError, WorkerLostError)
 from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
-                    FlowTrainCallable, Node, ParallelFlow, Run)
-from .scheduling import (DaskScheduler, FunctionCallable, ListResultContainer, LocalScheduler,
-                         OrderedResultContainer, ResultContainer, Scheduler, TaskCallable)
+                    FlowTrainCallable, Node, ParallelFlow)
+from .runs import Run, RunControl, run_scope
+from .scheduling import (Batch, DaskScheduler, FunctionCallable, ListResultContainer,
+                         LocalScheduler, OrderedResultContainer, ResultContainer, Scheduler,
+                         TaskCallable)
 
 __version__ = "0.1.0"
 
@@ -62,8 +64,9 @@ def dashboard(scheduler, **options) -> str:
 __all__ = [
     "ensemble", "events", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
-    "CancelledError", "SchedulerError",
-    "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
+    "CancelledError", "SchedulerError", "WorkerLostError",
+    "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver",
+    "Run", "RunControl", "run_scope", "Batch",
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
     "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",

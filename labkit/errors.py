@@ -25,6 +25,7 @@ __all__ = [
     "TrainingError",
     "CancelledError",
     "SchedulerError",
+    "WorkerLostError",
     "format_location",
     "located",
 ]
@@ -166,3 +167,7 @@ class CancelledError(LabkitError):
 
 class SchedulerError(LabkitError, RuntimeError):
     """A scheduler was misused (shut down, no task callable) or lost its cluster."""
+
+
+class WorkerLostError(SchedulerError):
+    """A worker died under a task (or with its inputs) more often than a task may survive."""

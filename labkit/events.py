@@ -3,7 +3,13 @@
 Events are plain frozen dataclasses holding only plain data, so a view can
 keep them, pickle them or ship them to a browser.  The engine never knows who
 listens: :class:`EventBus` calls each subscriber inside ``try/except`` and
-logs a failure, so a broken view can never stop a run.
+logs a failure, so a broken view can never stop a run.  Everything that
+emits events (schedulers, runs, trainers, programs) does so through the one
+:class:`Observable` mixin.
+
+A subscriber that draws node state says how often it wants it
+(``subscribe(fn, state_every=0.5)``); the engine computes a node's plot
+arrays at most that often, and not at all while nobody asks.
 
 Examples
 --------
@@ -27,7 +33,7 @@ from typing import Any, Callable
 __all__ = [
     "Event", "TaskInfo", "RunStarted", "RunFinished", "PhaseStarted", "PhaseFinished",
     "TaskSubmitted", "TaskStarted", "TaskFinished", "TaskFailed", "NodeJoined", "DeviceStats",
-    "EventBus",
+    "StageStats", "ProgramStepped", "EventBus", "Observable", "run_of",
 ]
 
 logger = logging.getLogger("labkit.events")
@@ -159,21 +165,60 @@ class DeviceStats(Event):
     time: float = field(default_factory=_now)
 
 
+@dataclass(frozen=True)
+class StageStats(Event):
+    """Throughput of one pipeline stage so far."""
+
+    stage: str
+    records: int                        # records processed
+    records_per_s: float
+    busy_s: float                       # seconds spent in the processor, all threads
+    queue_fill: float | None            # output queue length / capacity; None if not a Queue
+    final: bool = False                 # the last one, sent when the stage ended
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class ProgramStepped(Event):
+    """A step-wise program changed: it stepped, started, paused or stopped."""
+
+    steps: int
+    status: str                         # "INCOMPLETE", "DONE" or "NOT STARTED"
+    running: bool                       # stepping in the background
+    time: float = field(default_factory=_now)
+
+
+def run_of(event) -> str | None:
+    """The run an event belongs to, if any (device stats and stage stats belong to none)."""
+    run = getattr(event, "run", None)
+    if run is None and hasattr(event, "info"):
+        run = event.info.run
+    return run
+
+
 class EventBus:
     """Delivers events to subscribers; a failing subscriber is logged, never fatal."""
 
     def __init__(self):
-        self._subscribers: list[Callable[[Event], Any]] = []
+        self._subscribers: list[tuple[Callable[[Event], Any], Any]] = []
         self._lock = threading.Lock()
 
-    def subscribe(self, fn: Callable[[Event], Any]) -> Callable[[], None]:
-        """Call ``fn(event)`` for every event; returns a function that unsubscribes."""
+    def subscribe(self, fn: Callable[[Event], Any],
+                  state_every: float | Callable[[], float | None] | None = None
+                  ) -> Callable[[], None]:
+        """Call ``fn(event)`` for every event; returns a function that unsubscribes.
+
+        ``state_every`` asks for node state (plot arrays) at most every so many
+        seconds; a callable is asked each time (a run forwarding to its own
+        subscribers says what they want).
+        """
+        entry = (fn, state_every)
         with self._lock:
-            self._subscribers = [*self._subscribers, fn]
+            self._subscribers = [*self._subscribers, entry]
 
         def unsubscribe():
             with self._lock:
-                self._subscribers = [s for s in self._subscribers if s is not fn]
+                self._subscribers = [s for s in self._subscribers if s is not entry]
         return unsubscribe
 
     @property
@@ -181,10 +226,75 @@ class EventBus:
         """Whether anybody listens (lets the engine skip building costly events)."""
         return bool(self._subscribers)
 
+    @property
+    def state_every(self) -> float | None:
+        """The shortest interval at which a subscriber wants node state; None: nobody does."""
+        wanted = [every() if callable(every) else every for _, every in self._subscribers]
+        wanted = [w for w in wanted if w is not None]
+        return min(wanted) if wanted else None
+
     def emit(self, event: Event) -> None:
         """Deliver ``event`` to every subscriber, in subscription order."""
-        for fn in self._subscribers:  # a snapshot: the list is replaced, never mutated
+        for fn, _ in self._subscribers:  # a snapshot: the list is replaced, never mutated
             try:
                 fn(event)
             except Exception:  # a view must never stop a run
                 logger.exception("labkit event subscriber %r failed on %s", fn, type(event).__name__)
+
+
+class Observable:
+    """The one observer mixin: ``subscribe``, ``emit``, ``has_subscribers``, ``state_every``.
+
+    The bus is made on first use, so subclasses need not call an ``__init__``;
+    it is never pickled or copied (subscribers belong to this process).
+
+    Examples
+    --------
+    >>> class Counter(Observable):
+    ...     pass
+    >>> c, seen = Counter(), []
+    >>> _ = c.subscribe(seen.append, state_every=0.5)
+    >>> c.emit(DeviceStats("cpu:0", "device"))
+    >>> len(seen), c.has_subscribers, c.state_every
+    (1, True, 0.5)
+    """
+
+    _bus: EventBus | None = None
+    _bus_lock = threading.Lock()
+
+    @property
+    def events(self) -> EventBus:
+        """This object's bus."""
+        bus = self._bus
+        if bus is None:
+            with Observable._bus_lock:
+                if self._bus is None:
+                    self._bus = EventBus()
+                bus = self._bus
+        return bus
+
+    def subscribe(self, fn: Callable[[Event], Any], state_every=None) -> Callable[[], None]:
+        """Call ``fn(event)`` for every event; returns a function that unsubscribes.
+
+        ``state_every``: seconds between node states (plot arrays) this
+        subscriber wants; ``None`` (the default) for counts only.
+        """
+        return self.events.subscribe(fn, state_every)
+
+    def emit(self, event: Event) -> None:
+        """Deliver ``event`` to the subscribers."""
+        bus = self._bus
+        if bus is not None:
+            bus.emit(event)
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether anybody listens (lets the engine skip building costly events)."""
+        bus = self._bus
+        return bus is not None and bus.has_subscribers
+
+    @property
+    def state_every(self) -> float | None:
+        """How often a subscriber wants node state; None while nobody does."""
+        bus = self._bus
+        return None if bus is None else bus.state_every

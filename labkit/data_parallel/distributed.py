@@ -40,6 +40,7 @@ from distributed import wait
 from distributed.comm import get_address_host
 
 from ..errors import InputError, LabkitError, SchedulerError, TaskError, TrainingError
+from ..events import TaskInfo
 from . import replica_worker as w
 
 __all__ = ["DaskReplicaGroup"]
@@ -126,6 +127,9 @@ class DaskReplicaGroup:
             raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}")
         self.rendezvous = rendezvous
         self._client, self._gid = scheduler.client, uuid.uuid4().hex
+        # The replicas' tasks go through a batch of the scheduler, so that cancelling
+        # or shutting down the scheduler reaches them as it reaches every other task.
+        self._batch = scheduler.batch(info=TaskInfo(f"replicas-{self._gid[:8]}", -1, -1))
         self._closed, self._broken = False, None
         self.timeout = float(timeout)
         self.names, gpu = _choose_workers(self._client, workers)
@@ -186,13 +190,15 @@ class DaskReplicaGroup:
         ranks = list(range(len(futures)) if ranks is None else ranks)
         names = [self.names[r] for r in ranks]
         first_done = None
+        self._batch.track(futures)
         try:
             while True:
                 try:
                     wait(futures, timeout=1.0)
+                    self._check_batch(what, collective)
                     break
                 except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11
-                    pass
+                    self._check_batch(what, collective)
                 alive = self._client.scheduler_info()["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
                 first_done = first_done or (len(stuck) < len(futures) and time.monotonic())
@@ -209,9 +215,19 @@ class DaskReplicaGroup:
                     raise _client_error(f, rank, name)
             return [f.result() for f in futures]
         finally:
+            self._batch.untrack(futures)
             pending = [f for f in futures if not f.done()]
             if pending:  # nobody waits for them any more
                 self._client.cancel(pending)
+
+    def _check_batch(self, what, collective) -> None:
+        """Raise the scheduler's cancel or shutdown here; a cut collective breaks the group."""
+        try:
+            self._batch.check()
+        except LabkitError:
+            if collective:
+                self._broken = f"a {what} was cancelled"
+            raise
 
     def _shares(self, x, y, counts):
         """``(counts, row spans)``, checked against the batch."""
@@ -302,3 +318,4 @@ class DaskReplicaGroup:
             pass
         if self._store_dir is not None:
             shutil.rmtree(self._store_dir, ignore_errors=True)
+        self._batch.close()

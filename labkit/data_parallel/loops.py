@@ -7,6 +7,7 @@ import time
 import torch
 
 from ..errors import InputError, LabkitError
+from ..runs import start
 from .split import shares
 
 __all__ = ["EpochLoops"]
@@ -15,36 +16,40 @@ __all__ = ["EpochLoops"]
 class EpochLoops:
     """``fit`` and ``evaluate`` over batches, for a trainer with ``step`` and replicas."""
 
-    def fit(self, batches, epochs: int = 1) -> list[dict]:
+    def fit(self, batches, epochs: int = 1, wait: bool = True):
         """Train for ``epochs`` passes over ``batches`` (``(x, y)`` pairs, e.g. a DataLoader).
 
         Returns one record an epoch: ``epoch``, mean ``loss``, ``seconds``,
-        ``samples_per_s``.  An error names the epoch and batch; the steps
-        before it are kept.
+        ``samples_per_s``; with ``wait=False`` a :class:`~labkit.Run` whose
+        ``result()`` is that list (``run.cancel()`` stops between two steps).
+        An error names the epoch and batch; the steps before it are kept.
         """
         if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
             raise InputError(f"epochs must be a positive int, got {epochs!r}")
         if epochs > 1 and iter(batches) is batches:
             raise InputError("fit over several epochs needs batches it can iterate again "
                              "(a list or a DataLoader), not a one-shot iterator")
-        history = []
-        self._reporter.fit_started(epochs)
-        try:
-            for epoch in range(epochs):
-                history.append(self._epoch(batches, epoch))
-        except BaseException as exc:
-            self._reporter.epoch_finished(ok=False)
-            self._reporter.fit_finished(exc)
-            raise
-        self._reporter.fit_finished()
-        return history
+        self._check_open()
 
-    def _epoch(self, batches, epoch: int) -> dict:
+        def job(scope):
+            self._reporter.fit_started(scope.id)
+            history = []
+            try:
+                for epoch in range(epochs):
+                    history.append(self._epoch(batches, epoch, scope))
+            except BaseException:
+                self._reporter.epoch_finished(ok=False)
+                raise
+            return history
+        return start("fit", [self], job, wait=wait)
+
+    def _epoch(self, batches, epoch: int, scope) -> dict:
         """One pass over the batches."""
         n_batches = len(batches) if hasattr(batches, "__len__") else None
         self._reporter.epoch_started(epoch, n_batches, len(self.names))
-        start, total, rows = time.perf_counter(), 0.0, 0
+        start_time, total, rows = time.perf_counter(), 0.0, 0
         for b, batch in enumerate(batches):
+            scope.check()
             x, y = _pair(batch, epoch, b)
             try:
                 loss = self.step(x, y)
@@ -54,7 +59,7 @@ class EpochLoops:
         if rows == 0:
             raise InputError("no batches to train on", epoch=epoch)
         self._reporter.epoch_finished()
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start_time
         return {"epoch": epoch, "loss": total / rows, "seconds": seconds,
                 "samples_per_s": rows / seconds}
 

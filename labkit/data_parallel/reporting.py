@@ -1,12 +1,13 @@
 """What a trainer tells the views: device load, per-epoch progress and the loss curve.
 
-Events go to the trainer's :class:`~labkit.events.EventBus` only while someone
-subscribes, so an unwatched trainer pays nothing.  Per step, each replica's
-forward/backward becomes a finished task on its device (so the tracker shows
-busy fraction, samples/s and task lanes per device); at most every
-``interval`` seconds each device also reports memory, step time and its share
-of the batch; the model's state (samples seen, loss so far) is sent like a
-flow node's joins so the node-state view draws the loss curve.
+Events go to the trainer (an :class:`~labkit.events.Observable`) only while
+someone subscribes, so an unwatched trainer pays nothing.  Per step, each
+replica's forward/backward becomes a finished task on its device (so the
+tracker shows busy fraction, samples/s and task lanes per device).  As often
+as a subscriber asks for state (``subscribe(fn, state_every=...)``), each
+device also reports memory, step time and its share of the batch, and the
+model's state (samples seen, loss so far) is sent like a flow node's joins so
+the node-state view draws the loss curve; every epoch ends with that state.
 """
 
 from __future__ import annotations
@@ -16,30 +17,26 @@ import itertools
 import time
 import uuid
 
-from ..events import (DeviceStats, EventBus, NodeJoined, PhaseFinished, PhaseStarted,
-                      RunFinished, RunStarted, TaskFinished, TaskInfo)
+from ..events import (DeviceStats, NodeJoined, Observable, PhaseFinished, PhaseStarted,
+                      TaskFinished, TaskInfo)
 from .devices import memory
 
 __all__ = ["Reporter"]
 
-#: Least seconds between two device reports or loss-curve updates.
-INTERVAL = 0.25
-
 
 class Reporter:
-    """Turns a trainer's steps into events on ``bus``."""
+    """Turns a trainer's steps into events on ``bus`` (the trainer)."""
 
-    def __init__(self, bus: EventBus, names: list[str], devices, model_name: str):
+    def __init__(self, bus: Observable, names: list[str], devices, model_name: str):
         self.bus, self.names, self.devices, self.model_name = bus, names, devices, model_name
-        self.run = uuid.uuid4().hex[:8]
+        self.run = f"steps-{uuid.uuid4().hex[:8]}"
         self.epoch = 0
         self.batch = 0
         self.samples = 0
         self.losses: collections.deque = collections.deque(maxlen=500)  # the curve drawn
         self._tasks = itertools.count()
         self._epoch_tasks = 0
-        self._last = 0.0
-        self._in_fit = False
+        self._last = None
 
     def step(self, active: list[int], counts: list[int], spans: list[tuple[float, float]],
              shares: list[float], loss: float, wall: float, memories=None) -> None:
@@ -54,8 +51,8 @@ class Reporter:
             self.bus.emit(TaskFinished(info, self.names[i], start, end, n))
             self._epoch_tasks += 1
         self.batch += 1
-        now = time.monotonic()
-        if now - self._last >= INTERVAL:
+        every, now = self.bus.state_every, time.monotonic()
+        if every is not None and (self._last is None or now - self._last >= every):
             self._last = now
             self._report(active, counts, spans, shares, wall, memories)
 
@@ -71,11 +68,9 @@ class Reporter:
 
     # -- fit progress ----------------------------------------------------------------
 
-    def fit_started(self, epochs: int) -> None:
-        """A fit of ``epochs`` epochs begins (a new run id for the views)."""
-        self.run, self.epoch, self.batch, self._in_fit = uuid.uuid4().hex[:8], 0, 0, True
-        if self.bus.has_subscribers:
-            self.bus.emit(RunStarted(self.run, "fit", 1))
+    def fit_started(self, run: str) -> None:
+        """A fit begins under run ``run`` (its scope emits RunStarted)."""
+        self.run, self.epoch, self.batch = run, 0, 0
 
     def epoch_started(self, epoch: int, n_batches: int | None, n_devices: int) -> None:
         """An epoch begins; ``n_batches`` when the batches have a length."""
@@ -90,10 +85,3 @@ class Reporter:
             state = {"samples": self.samples, "plots": {"loss": list(self.losses)}}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
                                         self._epoch_tasks, ok, state))
-
-    def fit_finished(self, error: BaseException | None = None) -> None:
-        """The fit ended, well or not."""
-        self._in_fit = False
-        if self.bus.has_subscribers:
-            self.bus.emit(RunFinished(self.run, error is None,
-                                      None if error is None else str(error)))

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import torch
 
 from ..errors import InputError, TrainingError
-from ..events import EventBus
+from ..events import Observable
 from .balance import Balancer
 from .devices import as_devices
 from .parallel_apply import ReplicaThreads
@@ -46,7 +46,7 @@ class ReplicaStep:
     seconds: float
 
 
-class DataParallelTrainer(EpochLoops):
+class DataParallelTrainer(EpochLoops, Observable):
     """Train ``model`` on batches split across ``devices``, one persistent replica each.
 
     Parameters
@@ -88,7 +88,6 @@ class DataParallelTrainer(EpochLoops):
         if not callable(loss_fn):
             raise InputError(f"loss_fn must be callable, got {loss_fn!r}")
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
-        self.events = EventBus()
         self.steps, self.last_split, self.closed = 0, [], False
         self._monitors: list[tuple[Callable, set | None]] = []
         self._on_shutdown: list[Callable] = []
@@ -108,7 +107,7 @@ class DataParallelTrainer(EpochLoops):
             self._skip = {n for n, _ in model.named_buffers()
                           if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
         self.balancer = self._balancer(work_load, balancer)
-        self._reporter = Reporter(self.events, self.names, self.devices, type(model).__name__)
+        self._reporter = Reporter(self, self.names, self.devices, type(model).__name__)
 
     def _balancer(self, work_load, balancer) -> Balancer | None:
         """The auto balancer, or None with the fixed work load stored."""
@@ -248,17 +247,6 @@ class DataParallelTrainer(EpochLoops):
         for fn, devices in list(self._monitors):
             if devices is None or record.device in devices:
                 fn(record)
-
-    def subscribe(self, fn) -> Callable[[], None]:
-        """Receive the trainer's events (device load, epochs, loss); ``lk.board(trainer)`` uses it."""
-        return self.events.subscribe(fn)
-
-    def emit(self, event) -> None:
-        self.events.emit(event)
-
-    @property
-    def has_subscribers(self) -> bool:
-        return self.events.has_subscribers
 
     def on_shutdown(self, fn: Callable) -> None:
         """Call ``fn()`` when the trainer is closed (views stop then)."""

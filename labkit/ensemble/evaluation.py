@@ -21,12 +21,12 @@ from __future__ import annotations
 import copy
 import itertools
 import time
-import uuid
 
 import numpy as np
 
 from ..errors import InputError, located
-from ..events import PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskInfo
+from ..events import PhaseFinished, PhaseStarted, TaskInfo
+from ..runs import start
 from ..scheduling import LocalScheduler, TaskCallable
 from .cache import choose_mode, open_inputs
 from .indexers import FoldIndex
@@ -112,7 +112,7 @@ class ParallelEvaluation:
         self.scheduler = scheduler if scheduler is not None else LocalScheduler()
         self.mode, self.cache_dir = choose_mode(self.scheduler, cache), cache_dir
 
-    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None) -> Table:
+    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True):
         """Scores of every estimator × parameter set × fold.
 
         Parameters
@@ -127,6 +127,12 @@ class ParallelEvaluation:
             Folds (``FoldIndex(cv)`` for an int).
         scoring : callable, optional
             ``scoring(y_true, y_pred)``; the estimator's ``score`` by default.
+        wait : bool
+            ``False`` returns a :class:`~labkit.Run` whose ``result()`` is the table.
+
+        Returns
+        -------
+        Table
         """
         named = _named(estimators, "evaluation")
         names = [n for n, _ in named]
@@ -140,28 +146,31 @@ class ParallelEvaluation:
             raise InputError(f"X has {len(X)} rows but y has {len(y)}")
         folds = (cv if isinstance(cv, FoldIndex) else FoldIndex(cv)).folds(len(X))
         candidates = [(n, est, p) for n, est in named for p in _expand((param_grid or {}).get(n))]
-        scores = self._run(candidates, folds, X, y, scoring)
-        return Table([_row(candidates[c], s) for c, s in sorted(scores.items())])
 
-    def _run(self, candidates, folds, X, y, scoring) -> dict:
-        """``{candidate: [(score, seconds), ...]}`` from the scheduler (one phase on its board)."""
-        s, run = self.scheduler, f"evaluate-{uuid.uuid4().hex[:8]}"
+        def job(scope):
+            scores = self._scores(scope, candidates, folds, X, y, scoring)
+            return Table([_row(candidates[c], s) for c, s in sorted(scores.items())])
+        return start("evaluate", [self.scheduler], job, wait=wait)
+
+    def _scores(self, scope, candidates, folds, X, y, scoring) -> dict:
+        """``{candidate: [(score, seconds), ...]}`` from one batch (one phase on the board)."""
+        s = self.scheduler
         pairs = list(itertools.product(range(len(candidates)), range(len(folds))))
-        s.emit(RunStarted(run, "evaluate", 1))
-        s.emit(PhaseStarted(run, 0, "evaluate", 0, False, len(pairs)))
+        s.emit(PhaseStarted(scope.id, 0, "evaluate", 0, False, len(pairs)))
         client = getattr(s, "client", None)
+        info = TaskInfo(scope.id, -1, -1, "train", 0, "evaluate", 0)
         try:
-            with s.exclusive(), open_inputs(X, y, self.mode, self.cache_dir, client) as inputs:
+            with open_inputs(X, y, self.mode, self.cache_dir, client) as inputs, \
+                    s.batch(None, info, scope.control) as batch:
                 task = ScoreCallable(candidates, inputs, folds, scoring)
-                for k, data in enumerate(pairs):
-                    s.add_task(data, task, info=TaskInfo(run, -1, k, "train", 0, "evaluate", 0))
-                results = s.get_results()
-        except BaseException as exc:
-            s.emit(PhaseFinished(run, 0, "evaluate", 0, len(pairs), ok=False))
-            s.emit(RunFinished(run, False, str(exc)))
+                for data in pairs:
+                    scope.check()
+                    batch.add_task(data, task)
+                results = batch.get_results()
+        except BaseException:
+            s.emit(PhaseFinished(scope.id, 0, "evaluate", 0, len(pairs), ok=False))
             raise
-        s.emit(PhaseFinished(run, 0, "evaluate", 0, len(pairs)))
-        s.emit(RunFinished(run, True))
+        s.emit(PhaseFinished(scope.id, 0, "evaluate", 0, len(pairs)))
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))

@@ -21,12 +21,12 @@ Examples
 from __future__ import annotations
 
 import threading
-import uuid
 
 import numpy as np
 
-from ..errors import CancelledError, InputError, LabkitError
-from ..events import PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskInfo
+from ..errors import InputError, LabkitError
+from ..events import PhaseFinished, PhaseStarted, TaskInfo
+from ..runs import start
 from ..scheduling import LocalScheduler
 from .cache import choose_mode, open_inputs
 from .tasks import FINAL, FitCallable, predict_columns
@@ -53,33 +53,32 @@ class ParallelProcessing:
         self.scheduler = scheduler if scheduler is not None else LocalScheduler()
         self.mode = choose_mode(self.scheduler, cache)
         self.cache_dir = cache_dir
-        self._cancelled = threading.Event()
-        self._run = None
+        self._controls: list = []          # of the fits under way, for cancel()
+        self._lock = threading.Lock()
 
     # -- public verbs --------------------------------------------------------------------
 
-    def map(self, layer, X, y=None, return_preds: bool = True):
+    def map(self, layer, X, y=None, return_preds: bool = True, wait: bool = True):
         """Fit every (estimator, fold) of ``layer`` in parallel; its predictions.
 
         Returns the layer's output (rows of ``indexer.output_rows``), or the
-        layer when ``return_preds`` is false.
+        layer when ``return_preds`` is false; with ``wait=False`` a
+        :class:`~labkit.Run` whose ``result()`` is that.
         """
         X, y = _check(X, y, layer.name)
-        self._begin(1)
-        try:
-            preds, _ = self._fit_layer(0, layer, X, y)
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        self._end(None)
-        return preds if return_preds else layer
 
-    def stack(self, layers, X, y=None, return_preds=True):
+        def job(scope):
+            preds, _ = self._fit_layer(scope, 0, layer, X, y)
+            return preds if return_preds else layer
+        return self._start(job, 1, wait)
+
+    def stack(self, layers, X, y=None, return_preds=True, wait: bool = True):
         """Fit ``layers`` in sequence, each on the previous one's predictions.
 
         ``return_preds``: True for the last layer's output, a list of layer
         names for ``{name: output}``, False for the layers.  A blend layer's
         output holds fewer rows: the targets follow (are rebased onto) it.
+        ``wait=False`` returns a :class:`~labkit.Run` at once.
         """
         layers = list(layers)
         if not layers:
@@ -89,21 +88,18 @@ class ParallelProcessing:
             raise InputError(f"layer names must differ to be told apart, got {names}")
         wanted = _wanted(return_preds, names)
         X, y = _check(X, y, names[0])
-        kept = {}
-        self._begin(len(layers))
-        try:
+
+        def job(scope):
+            kept, out, targets = {}, X, y
             for i, layer in enumerate(layers):
-                X, rows = self._fit_layer(i, layer, X, y)
-                y = None if y is None else y[rows]
+                out, rows = self._fit_layer(scope, i, layer, out, targets)
+                targets = None if targets is None else targets[rows]
                 if layer.name in wanted:
-                    kept[layer.name] = X
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        self._end(None)
-        if return_preds is True:
-            return X
-        return kept if wanted else layers
+                    kept[layer.name] = out
+            if return_preds is True:
+                return out
+            return kept if wanted else layers
+        return self._start(job, len(layers), wait)
 
     def predict(self, layers, X) -> np.ndarray:
         """New data through fitted layers (their final fits), in sequence."""
@@ -119,14 +115,28 @@ class ParallelProcessing:
         return X
 
     def cancel(self) -> None:
-        """Cancel the tasks of the fit under way (from another thread); it raises CancelledError."""
-        self._cancelled.set()
-        self.scheduler.cancel()
+        """Cancel the fits under way (from another thread); they raise ``CancelledError``."""
+        with self._lock:
+            controls = list(self._controls)
+        for control in controls:
+            control.cancel()
+
+    def _start(self, job, n_layers: int, wait: bool):
+        """Run ``job`` as a run on the scheduler; :meth:`cancel` reaches it meanwhile."""
+        def tracked(scope):
+            with self._lock:
+                self._controls.append(scope.control)
+            try:
+                return job(scope)
+            finally:
+                with self._lock:
+                    self._controls.remove(scope.control)
+        return start("train", [self.scheduler], tracked, wait=wait, n_nodes=n_layers)
 
     # -- one layer ---------------------------------------------------------------------
 
-    def _fit_layer(self, index: int, layer, X, y):
-        """Fit one layer; ``(output, rows of X the output holds)``."""
+    def _fit_layer(self, scope, index: int, layer, X, y):
+        """Fit one layer as one batch; ``(output, rows of X the output holds)``."""
         n = len(X)
         folds = layer.indexer.folds(n)
         rows = layer.indexer.output_rows(n)
@@ -137,44 +147,32 @@ class ParallelProcessing:
         tasks = [(name, f) for name, _ in layer.estimators() for f in range(len(folds))]
         if not layer.indexer.single_fit:
             tasks += [(name, FINAL) for name, _ in layer.estimators()]
-        info = TaskInfo(self._run, -1, -1, "train", index, layer.name, 0)
+        info = TaskInfo(scope.id, -1, -1, "train", index, layer.name, 0)
         s = self.scheduler
-        s.emit(PhaseStarted(self._run, index, layer.name, 0, False, len(tasks)))
-        fitted = {}
+        s.emit(PhaseStarted(scope.id, index, layer.name, 0, False, len(tasks)))
         client = getattr(s, "client", None)
-        with s.exclusive(), open_inputs(X, y, self.mode, self.cache_dir, client) as inputs:
-            callable_ = FitCallable(layer, inputs, folds, classes)
-            try:
-                for k, task in enumerate(tasks):
-                    self._check_cancelled()
-                    s.add_task(task, callable_, info=_replace(info, chunk=k))
-                results = s.get_results()
-            except LabkitError as exc:
-                s.emit(PhaseFinished(self._run, index, layer.name, 0, len(tasks), ok=False))
+        try:
+            with open_inputs(X, y, self.mode, self.cache_dir, client) as inputs, \
+                    s.batch(None, info, scope.control) as batch:
+                callable_ = FitCallable(layer, inputs, folds, classes)
+                for task in tasks:
+                    scope.check()
+                    batch.add_task(task, callable_)
+                results = batch.get_results()
+        except BaseException as exc:
+            s.emit(PhaseFinished(scope.id, index, layer.name, 0, len(tasks), ok=False))
+            if isinstance(exc, LabkitError):
                 raise exc.locate(layer=layer.name)
-            self._check_cancelled()
-            for name, fold, preds, model, _ in results:
-                if preds is not None:
-                    out[position[folds[fold][1]], offsets[name]] = preds
-                if model is not None:
-                    fitted[name] = model
+            raise
+        fitted = {}
+        for name, fold, preds, model, _ in results:
+            if preds is not None:
+                out[position[folds[fold][1]], offsets[name]] = preds
+            if model is not None:
+                fitted[name] = model
         layer.fitted_, layer.classes_ = fitted, classes
-        s.emit(PhaseFinished(self._run, index, layer.name, 0, len(tasks)))
+        s.emit(PhaseFinished(scope.id, index, layer.name, 0, len(tasks)))
         return out, rows
-
-    def _check_cancelled(self) -> None:
-        if self._cancelled.is_set():
-            raise CancelledError("the ensemble fit was cancelled")
-
-    def _begin(self, n_layers: int) -> None:
-        self._cancelled.clear()
-        self._run = uuid.uuid4().hex[:8]
-        self.scheduler.emit(RunStarted(self._run, "train", n_layers))
-
-    def _end(self, error) -> None:
-        self.scheduler.emit(RunFinished(self._run, error is None,
-                                        None if error is None else str(error),
-                                        isinstance(error, CancelledError)))
 
 
 def _check(X, y, layer):
@@ -225,8 +223,3 @@ def _wanted(return_preds, names) -> set:
         raise InputError(f"return_preds names unknown layer(s) {sorted(unknown)} "
                          f"(layers: {names})")
     return wanted
-
-
-def _replace(info: TaskInfo, **changes) -> TaskInfo:
-    import dataclasses
-    return dataclasses.replace(info, **changes)

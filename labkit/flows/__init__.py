@@ -5,7 +5,6 @@ from .checkpoint import CheckpointFlow, CheckpointSaver
 from .flow import Flow
 from .node import Node
 from .parallel import JoinResultContainer, ParallelFlow
-from .run import Run
 
-__all__ = ["Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "Run",
+__all__ = ["Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver",
            "FlowTrainCallable", "FlowExecuteCallable", "JoinResultContainer"]

@@ -20,31 +20,26 @@ Examples
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
-import uuid
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, NotForkableError
-from ..events import NodeJoined, PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskInfo
+from ..errors import InputError, LabkitError, NotForkableError, SchedulerError
+from ..events import NodeJoined, PhaseFinished, PhaseStarted, TaskInfo
+from ..runs import start
 from ..scheduling.base import Scheduler
 from ..scheduling.local import LocalScheduler
 from ..scheduling.results import OrderedResultContainer, ResultContainer
 from .callables import FlowExecuteCallable, FlowTrainCallable
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
-from .run import Run, RunControl
 from .sources import as_chunks, known_length
 
-__all__ = ["ParallelFlow", "JoinResultContainer", "PLOT_INTERVAL"]
-
-#: Seconds between computations of a node's plot arrays while forks are joined.
-PLOT_INTERVAL = 0.5
+__all__ = ["ParallelFlow", "JoinResultContainer"]
 
 
 def _view_state(node, plots: bool = True) -> dict:
-    """``node.state()`` for views, its linear algebra on one BLAS thread.
+    """``node.state()`` for subscribers, its linear algebra on one BLAS thread.
 
     OpenBLAS's extra threads spin after each call; in the client process they
     would take CPU from the workers on the same cores.
@@ -78,8 +73,24 @@ class JoinResultContainer(ResultContainer):
         self.joined = 0  # the flow restores the node itself
 
 
-def _new_run_id(kind: str) -> str:
-    return f"{kind}-{uuid.uuid4().hex[:8]}"
+class _JoinReporter:
+    """Emits ``NodeJoined`` after each join; plot arrays only as often as a subscriber asks."""
+
+    def __init__(self, scheduler, run, index, node, phase):
+        self.scheduler, self.run, self.index, self.node, self.phase = (scheduler, run, index,
+                                                                       node, phase)
+        self.last: float | None = None   # when the plot arrays were last computed
+
+    def __call__(self) -> None:
+        s = self.scheduler
+        if not s.has_subscribers:
+            return
+        every, now = s.state_every, time.monotonic()
+        plots = every is not None and (self.last is None or now - self.last >= every)
+        if plots:
+            self.last = now
+        s.emit(NodeJoined(self.run, self.index, self.node.name, self.phase, self.node.joins,
+                          _view_state(self.node, plots)))
 
 
 class ParallelFlow(ManualTasksMixin, Flow):
@@ -100,7 +111,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
             entries train that node on the client), each shut down once its
             last node is trained.  ``None`` trains in-process, serially.
         wait : bool
-            ``False`` returns a :class:`Run` at once and trains in the background.
+            ``False`` returns a :class:`~labkit.Run` at once and trains in the background.
         train_callable_class : type, optional
             A :class:`FlowTrainCallable` subclass, e.g. with a ``transform``.
         resume : bool
@@ -109,14 +120,11 @@ class ParallelFlow(ManualTasksMixin, Flow):
         sources = self._check_training(data_iterables, resume)
         schedulers, owned = self._schedulers_for(scheduler)
         callable_class = train_callable_class or FlowTrainCallable
-        run_id = _new_run_id("train")
 
-        def job(control):
-            return self._train_all(sources, schedulers, owned, callable_class, run_id, control)
+        def job(scope):
+            return self._train_all(sources, schedulers, owned, callable_class, scope)
 
-        if wait:
-            return job(RunControl())
-        return Run("train", run_id, schedulers, job)
+        return start("train", schedulers, job, wait=wait, n_nodes=len(self.nodes))
 
     def _schedulers_for(self, scheduler) -> tuple[list, list]:
         """One scheduler (or None) per node, and those that train must shut down."""
@@ -139,24 +147,13 @@ class ParallelFlow(ManualTasksMixin, Flow):
         owned = [s for i, s in enumerate(schedulers) if s is not None and s not in schedulers[:i]]
         return schedulers, owned
 
-    def _train_all(self, sources, schedulers, owned, callable_class, run_id, control):
-        distinct = [s for i, s in enumerate(schedulers) if s is not None and s not in schedulers[:i]]
-        for s in distinct:
-            s.emit(RunStarted(run_id, "train", len(self.nodes)))
+    def _train_all(self, sources, schedulers, owned, callable_class, scope):
         try:
             for i, chunks in enumerate(sources):
                 if chunks is not None:
-                    self._train_node(i, chunks, schedulers[i], callable_class, run_id, control)
+                    self._train_node(i, chunks, schedulers[i], callable_class, scope)
                     self._after_node(i)
                 self._shut_down_finished(i, schedulers, owned)
-        except BaseException as err:
-            for s in distinct:
-                s.emit(RunFinished(run_id, ok=False, error=str(err),
-                                   cancelled=control.cancelled))
-            raise
-        else:
-            for s in distinct:
-                s.emit(RunFinished(run_id, ok=True))
         finally:
             for s in owned:
                 s.shutdown()
@@ -169,28 +166,29 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 s.shutdown()
                 owned.remove(s)
 
-    def _train_node(self, i, chunks, scheduler, callable_class, run_id, control) -> None:
+    def _train_node(self, i, chunks, scheduler, callable_class, scope) -> None:
         node = self.nodes[i]
         snapshot = copy.deepcopy(node)
         emit = scheduler.emit if scheduler is not None else (lambda event: None)
         try:
             while node.is_training():
-                control.check()
+                scope.check()
                 phase = node.phase
                 fork = self._try_fork(node) if scheduler is not None else None
-                emit(PhaseStarted(run_id, i, node.name, phase, local=fork is None,
+                emit(PhaseStarted(scope.id, i, node.name, phase, local=fork is None,
                                   n_tasks=None if fork is None else known_length(chunks)))
                 if fork is None:
                     self._train_phase_serial(i, chunks)
                     n_tasks = 0
                 else:
                     n_tasks = self._train_phase_tasks(i, chunks, scheduler, fork, callable_class,
-                                                      run_id, control)
+                                                      scope)
                 listening = scheduler is not None and scheduler.has_subscribers
-                emit(PhaseFinished(run_id, i, node.name, phase, n_tasks,
-                                   state=_view_state(node) if listening else None))
+                plots = listening and scheduler.state_every is not None
+                emit(PhaseFinished(scope.id, i, node.name, phase, n_tasks,
+                                   state=_view_state(node, plots) if listening else None))
         except BaseException:
-            emit(PhaseFinished(run_id, i, node.name, node.phase, 0, ok=False))
+            emit(PhaseFinished(scope.id, i, node.name, node.phase, 0, ok=False))
             restore_node(node, snapshot)
             raise
 
@@ -201,29 +199,13 @@ class ParallelFlow(ManualTasksMixin, Flow):
         except NotForkableError:
             return None
 
-    def _train_phase_tasks(self, i, chunks, scheduler, fork, callable_class, run_id,
-                           control) -> int:
+    def _train_phase_tasks(self, i, chunks, scheduler, fork, callable_class, scope) -> int:
         """Run one phase as tasks; forks are joined into node ``i`` as they complete."""
         node, phase = self.nodes[i], self.nodes[i].phase
         task_callable = callable_class(self.nodes[:i], fork)
-
-        plotted = [0.0]  # when the plot arrays were last computed
-
-        def on_join():
-            if not scheduler.has_subscribers:
-                return
-            # Views redraw at most 10 times a second: the arrays (an eigendecomposition
-            # for PCA) are worth computing at most every PLOT_INTERVAL, counts always.
-            now = time.monotonic()
-            plots = now - plotted[0] >= PLOT_INTERVAL
-            if plots:
-                plotted[0] = now
-            scheduler.emit(NodeJoined(run_id, i, node.name, phase, node.joins,
-                                      _view_state(node, plots)))
-
-        info = TaskInfo(run_id, -1, -1, "train", i, node.name, phase)
-        n_tasks = self._run_tasks(scheduler, chunks, task_callable, info,
-                                  JoinResultContainer(node, on_join), control)
+        info = TaskInfo(scope.id, -1, -1, "train", i, node.name, phase)
+        container = JoinResultContainer(node, _JoinReporter(scheduler, scope.id, i, node, phase))
+        n_tasks = self._run_tasks(scheduler, chunks, task_callable, info, container, scope)
         try:
             node.stop_training()
         except LabkitError as err:
@@ -231,32 +213,27 @@ class ParallelFlow(ManualTasksMixin, Flow):
         return n_tasks
 
     @staticmethod
-    def _run_tasks(scheduler, chunks, task_callable, info, container, control):
-        """Submit every chunk lazily and wait for all; ``container.get_results()``.
+    def _run_tasks(scheduler, chunks, task_callable, info, container, scope):
+        """Submit every chunk lazily as one batch; wait for all; ``container.get_results()``.
 
-        For a join container that is the number of joins: every task's.
+        For a join container that is the number of joins: one per task, checked.
         """
-        with scheduler.exclusive():  # other runs on this scheduler wait for this batch
-            previous = scheduler.result_container
-            scheduler.result_container = container
-            control.scheduler = scheduler
-            try:
+        where = dict(node=info.node, node_name=info.node_name, phase=info.phase)
+        try:
+            with scheduler.batch(container, info, scope.control) as batch:
                 count = 0
-                for index, chunk in enumerate(chunks):
-                    control.check()
-                    scheduler.add_task(chunk, task_callable, info=_at_chunk(info, index))
+                for chunk in chunks:
+                    scope.check()
+                    batch.add_task(chunk, task_callable)
                     count += 1
                 if count == 0:
                     raise InputError(f"{info.node_name or 'execute'} got an empty data iterable",
-                                     node=info.node, node_name=info.node_name, phase=info.phase)
-                results = scheduler.get_results()
-                control.check()
-            except BaseException:
-                scheduler.cancel()
-                raise
-            finally:
-                control.scheduler = None
-                scheduler.result_container = previous
+                                     **where)
+                results = batch.get_results()
+        except LabkitError as err:
+            raise err.locate(**where)
+        if isinstance(container, JoinResultContainer) and results != count:
+            raise SchedulerError(f"joined {results} of {count} chunks", **where)
         return results
 
     # -- execution ---------------------------------------------------------------
@@ -273,41 +250,30 @@ class ParallelFlow(ManualTasksMixin, Flow):
         nodenr : int, optional
             Execute nodes ``0..nodenr`` only.
         wait : bool
-            ``False`` returns a :class:`Run` whose ``result()`` is the output.
+            ``False`` returns a :class:`~labkit.Run` whose ``result()`` is the output.
         """
         nodes = self._executing_nodes(nodenr)
         chunks = as_chunks(iterable)
         owned = scheduler is None
         scheduler = scheduler if scheduler is not None else LocalScheduler()
         task_callable = (execute_callable_class or FlowExecuteCallable)(nodes)
-        run_id = _new_run_id("execute")
 
-        def job(control):
+        def job(scope):
             try:
-                return self._execute_all(nodes, chunks, scheduler, task_callable, run_id, control)
+                return self._execute_all(nodes, chunks, scheduler, task_callable, scope)
             finally:
                 if owned:
                     scheduler.shutdown()
 
-        if wait:
-            return job(RunControl())
-        return Run("execute", run_id, [scheduler], job)
+        return start("execute", [scheduler], job, wait=wait, n_nodes=len(nodes))
 
-    def _execute_all(self, nodes, chunks, scheduler, task_callable, run_id, control):
-        scheduler.emit(RunStarted(run_id, "execute", len(nodes)))
-        info = TaskInfo(run_id, -1, -1, "execute")
-        try:
-            results = self._run_tasks(scheduler, chunks, task_callable, info,
-                                      OrderedResultContainer(), control)
-            if task_callable.forking:
-                results = [self._join_execute_forks(nodes, r) for r in results]
-            output = np.concatenate(results)
-        except BaseException as err:
-            scheduler.emit(RunFinished(run_id, ok=False, error=str(err),
-                                       cancelled=control.cancelled))
-            raise
-        scheduler.emit(RunFinished(run_id, ok=True))
-        return output
+    def _execute_all(self, nodes, chunks, scheduler, task_callable, scope):
+        info = TaskInfo(scope.id, -1, -1, "execute")
+        results = self._run_tasks(scheduler, chunks, task_callable, info,
+                                  OrderedResultContainer(), scope)
+        if task_callable.forking:
+            results = [self._join_execute_forks(nodes, r) for r in results]
+        return np.concatenate(results)
 
     @staticmethod
     def _join_execute_forks(nodes, result):
@@ -315,8 +281,3 @@ class ParallelFlow(ManualTasksMixin, Flow):
         for index, forked in forks.items():
             nodes[index].join(forked)
         return y
-
-
-def _at_chunk(info: TaskInfo, index: int) -> TaskInfo:
-    """``info`` for chunk ``index``."""
-    return dataclasses.replace(info, chunk=index)

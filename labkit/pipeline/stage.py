@@ -6,11 +6,10 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import InputError, LabkitError, TaskError, located
-from ..events import Event
+from ..events import StageStats
 from .queue import STOP, Queue, _closable
 
 __all__ = ["STATS_INTERVAL", "PipelineError", "StageStats", "Stage"]
@@ -32,24 +31,6 @@ def _as_error(exc: BaseException, stage: str, record: int) -> LabkitError:
         exc.remote_traceback = "".join(traceback.format_exception(type(exc), exc,
                                                                   exc.__traceback__))
     return located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
-
-
-def _now() -> float:
-    return time.time()
-
-
-@dataclass(frozen=True)
-class StageStats(Event):
-    """Throughput of one pipeline stage so far."""
-
-    stage: str
-    records: int                        # records processed
-    records_per_s: float
-    busy_s: float                       # seconds spent in the processor, all threads
-    queue_fill: float | None            # output queue length / capacity; None if not a Queue
-    final: bool = False                 # the last one, sent when the stage ended
-    time: float = field(default_factory=_now)
-
 
 
 class Stage:

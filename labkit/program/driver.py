@@ -1,4 +1,9 @@
-"""A program: a root element with its registers, stepped directly or in the background."""
+"""A program: a root element with its registers, stepped directly or in the background.
+
+A program is observable: it emits :class:`~labkit.events.ProgramStepped` after
+every step (and when background stepping starts, pauses or stops), and
+``run(wait=False)`` runs it to the end in a thread as a :class:`~labkit.Run`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import asyncio
 import copy
 
 from ..errors import InputError, LabkitError, located
+from ..events import Observable, ProgramStepped
+from ..runs import start
 from .element import Element
 from .registers import Registers
 from .status import DONE, INCOMPLETE, ProgramError
@@ -13,7 +20,7 @@ from .status import DONE, INCOMPLETE, ProgramError
 __all__ = ["Program"]
 
 
-class Program:
+class Program(Observable):
     """An element with its registers, driven by ``start()``/``step()``/``run()``."""
 
     def __init__(self, element, registers=None):
@@ -63,7 +70,25 @@ class Program:
         self._notify()
         return self.status
 
-    run = Element.run
+    def run(self, n_steps=float("inf"), wait: bool = True):
+        """Step until done or ``n_steps`` were taken; returns the last status.
+
+        With ``wait=False`` the steps run in a thread and a :class:`~labkit.Run`
+        is returned at once; ``run.cancel()`` stops it between two steps (and
+        cancels what the program started: subprocesses, spawned tasks).
+        """
+        def job(scope):
+            try:
+                status, taken = INCOMPLETE, 0
+                while taken < n_steps and status is INCOMPLETE:
+                    scope.check()
+                    status, taken = self.step(), taken + 1
+                return status
+            except BaseException:
+                if scope.control.cancelled:
+                    self.element.cancel()
+                raise
+        return start("program", [self], job, wait=wait)
 
     def find(self, pattern):
         """Matching elements (see :meth:`Element.find`)."""
@@ -91,7 +116,9 @@ class Program:
         return f"<Program {self.status!r} after {self.steps} steps>"
 
     def __getstate__(self):
-        return dict(self.__dict__, _ui={})
+        state = dict(self.__dict__, _ui={})
+        state.pop("_bus", None)  # subscribers belong to this process
+        return state
 
     def __deepcopy__(self, memo):
         new = type(self).__new__(type(self))
@@ -100,12 +127,6 @@ class Program:
         return new
 
     # -- background stepping ---------------------------------------------------------
-
-    def subscribe(self, listener):
-        """Call ``listener(program)`` after every step; returns an unsubscribe function."""
-        listeners = self._ui.setdefault("listeners", [])
-        listeners.append(listener)
-        return lambda: listener in listeners and listeners.remove(listener)
 
     def start_background(self, interval: float = 0.0, loop=None):
         """Step on the running asyncio loop (a Jupyter kernel's) so the cell returns at once.
@@ -154,15 +175,11 @@ class Program:
         """Pause background stepping after the current step."""
         self._ui["paused"] = True
 
-    def widget(self):
-        """A small ipywidgets panel to drive this program (see :func:`labkit.views.runner.runner`)."""
-        from ..views.runner import Runner
-        return Runner(self)
-
     def _notify(self):
-        """Tell the listeners that something changed."""
-        for listener in list(self._ui.get("listeners", ())):
-            listener(self)
+        """Tell the subscribers that something changed."""
+        if self.has_subscribers:
+            status = "NOT STARTED" if self.status is None else str(self.status)
+            self.emit(ProgramStepped(self.steps, status, self.running))
 
 
 def _located(exc: Exception, element, step: int) -> LabkitError:

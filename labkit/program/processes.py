@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import pickle
 import subprocess
-import uuid
 
 from .element import Element
 from .registers import Ref, Registers
@@ -54,65 +53,76 @@ class Popen(Element):
         return [repr(self.args)]
 
 
-_SPAWNED = {}  # token -> registers written, for Spawn results collected by another Spawn
-
-
 def _run_spawned(payload: bytes):
-    """On a worker: run a pickled (element, registers, token) to the end."""
-    element, registers, token = pickle.loads(payload)
+    """On a worker: run a pickled (element, registers) to the end; the registers it wrote."""
+    element, registers = pickle.loads(payload)
     element.start()
     element.run()
-    return token, {name: registers.values[name] for name in registers.written}
+    return {name: registers.values[name] for name in registers.written}
 
 
 class Spawn(Element):
     """Run ``element`` as one scheduler task with a copy of some registers; merge changes.
 
     ``registers`` lists Refs (or names); the element's references to those
-    registers see the copy.  The step that finds the task finished merges the
-    registers the task wrote.  Waiting on the scheduler collects all its
-    results, so give Spawns a scheduler not used for other tasks meanwhile.
-    Schedulers are not pickled: after unpickling set ``spawn.scheduler``.
+    registers see the copy.  The task is a batch of its own on the scheduler,
+    so other work may share the scheduler meanwhile; the step that finds it
+    finished merges the registers the task wrote.  Schedulers are not
+    pickled: after unpickling set ``spawn.scheduler``; a copy made part-way
+    submits its task again.
     """
 
     def __init__(self, registers, element, scheduler=None, store_to=None):
         super().__init__(store_to=store_to)
         self._adopt(element, "Spawn element (argument 2)")
         self.names, self.scheduler = list(registers), scheduler
+        self._batch = None
 
     def _start(self):
-        self.state["token"] = None
+        self.cancel()
+        self.state["payload"] = None
 
     def _step(self):
         if self.scheduler is None:
             raise ProgramError("Spawn has no scheduler (schedulers are not pickled; "
                                "set spawn.scheduler)")
-        if self.state["token"] is None:
-            refs = [self._ref(n) for n in self.names]
-            parents = {id(r.registers) for r in refs}
-            regs = Registers({r.name: r.get() for r in refs})
-            memo = {p: regs for p in parents}
-            memo[id(self)] = None
-            body = copy.deepcopy(self.children[0], memo)
-            body._parents = []
-            self.state["token"] = uuid.uuid4().hex
-            self.state["targets"] = {r.name: r for r in refs}
-            self.state["home"] = refs[0].registers if refs else self._registers
-            self.scheduler.add_task(pickle.dumps((body, regs, self.state["token"])),
-                                    _run_spawned)
-        token = self.state["token"]
-        if token not in _SPAWNED and self.scheduler.n_open_tasks == 0:
-            for item in self.scheduler.get_results():
-                if isinstance(item, tuple) and len(item) == 2:
-                    _SPAWNED[item[0]] = item[1]
-        if token not in _SPAWNED:
+        if self.state["payload"] is None:
+            self.state["payload"] = self._payload()
+        if self._batch is None:
+            self._batch = self.scheduler.batch()
+            self._batch.add_task(self.state["payload"], _run_spawned)
+        if self._batch.n_open_tasks:
             return INCOMPLETE
-        written = _SPAWNED.pop(token)
+        batch, self._batch = self._batch, None
+        try:
+            [written] = batch.get_results()  # the task's error is raised here
+        finally:
+            batch.close()
         for name, value in written.items():
             target = self.state["targets"].get(name) or Ref(self.state["home"], name)
             target.set(value)
         self.state["result"] = written
         return DONE
+
+    def _payload(self) -> bytes:
+        """The element and a copy of the named registers, pickled; where results go."""
+        refs = [self._ref(n) for n in self.names]
+        parents = {id(r.registers) for r in refs}
+        regs = Registers({r.name: r.get() for r in refs})
+        memo = {p: regs for p in parents}
+        memo[id(self)] = None
+        body = copy.deepcopy(self.children[0], memo)
+        body._parents = []
+        self.state["targets"] = {r.name: r for r in refs}
+        self.state["home"] = refs[0].registers if refs else self._registers
+        return pickle.dumps((body, regs))
+
+    def cancel(self):
+        """Cancel the spawned task if it still runs."""
+        batch, self._batch = self._batch, None
+        if batch is not None:
+            batch.close()
+        super().cancel()
 
     def current(self):
         return self
@@ -121,11 +131,9 @@ class Spawn(Element):
         return [repr(self.names), self.children[0]._code(indent)]
 
     def __getstate__(self):
-        return dict(self.__dict__, scheduler=None)
+        return dict(self.__dict__, scheduler=None, _batch=None)
 
     def __deepcopy__(self, memo):
         memo[id(self.scheduler)] = self.scheduler
+        memo[id(self._batch)] = None  # the copy submits its own task
         return super().__deepcopy__(memo)
-
-
-# -- programs --------------------------------------------------------------------

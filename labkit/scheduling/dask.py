@@ -1,23 +1,30 @@
 """The Dask-backed scheduler: an embedded LocalCluster or any existing cluster.
 
-The task callable is scattered (broadcast) to the workers once per callable,
-so tasks carry only their chunk.  Completion comes back through future
-callbacks (no polling), and one collector thread fetches whatever results
-have finished in a single gather; task starts come back as Dask worker events on a
-private topic, so views can show what is running.
+Each batch's task callable is scattered (broadcast) to the workers once, so
+tasks carry only their chunk.  Finished tasks come back through one
+``distributed.as_completed``; a collector thread takes them in batches and
+fetches each batch's results in one ``gather``.  Task starts come back as
+Dask worker events on a private topic, so views can show what is running.
+
+Faults, and who repairs them:
+
+* a worker dies while a task runs: Dask reschedules the task where its
+  inputs still are; a task that keeps killing workers raises
+  :class:`~labkit.errors.WorkerLostError` naming the workers lost under it;
+* data only the client holds (a scattered callable, a scattered chunk) that
+  died with its workers is shipped again, and the task resubmitted, at most
+  ``max_attempts`` times.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
 import uuid
-from functools import partial
 
-from ..errors import LabkitError, SchedulerError
-from ..events import TaskInfo, TaskStarted
+from ..errors import CancelledError, LabkitError, SchedulerError, WorkerLostError
+from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
 from .task import TaskCallable, is_delayed, run_task
 
@@ -25,20 +32,8 @@ __all__ = ["DaskScheduler"]
 
 logger = logging.getLogger("labkit.scheduling")
 
-
-class _Failed:
-    """Stands in for a future when shipping a chunk failed before a task existed."""
-
-    status = "error"
-
-    def __init__(self, exc: BaseException):
-        self._exc = exc
-
-    def exception(self):
-        return self._exc
-
-    def result(self):
-        raise self._exc
+# Why Dask cancels a task whose inputs are gone (their holders died).
+_LOST_INPUTS = ("lost dependencies", "already forgotten")
 
 
 class DaskScheduler(Scheduler):
@@ -78,13 +73,13 @@ class DaskScheduler(Scheduler):
             s.get_results()          # [9]
     """
 
-    max_attempts = 4  # sends of one scattered chunk, when workers holding it are lost
+    max_attempts = 4  # submissions of one task whose inputs were lost with their workers
 
     def __init__(self, address: str | None = None, *, client=None, n_workers: int = 2,
                  threads_per_worker: int = 1, max_in_flight: int | None = None,
                  max_bytes_in_flight: int | None = None, result_container=None,
                  direct_bytes: int = 2**20, report_starts: bool = True, **cluster_kwargs):
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster, as_completed
         self._cluster = None
         if client is not None:
             self.client, self._owns_client = client, False
@@ -101,8 +96,11 @@ class DaskScheduler(Scheduler):
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
                          max_bytes_in_flight)
         self.direct_bytes = direct_bytes
-        self._callable_future = None
-        self._finished: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: dict[str, OpenTask] = {}   # future key -> its task
+        self._pending_lock = threading.Lock()
+        self._completed = as_completed(loop=self.client.loop)
+        self._collector_cond = threading.Condition()
+        self._stopping = False
         self._collector = threading.Thread(target=self._collect, daemon=True,
                                            name="labkit-dask-collector")
         self._collector.start()
@@ -116,129 +114,182 @@ class DaskScheduler(Scheduler):
         info = self.client.scheduler_info()
         kind = "embedded cluster" if self._cluster is not None else "existing cluster"
         return (f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
-                f"({kind}), {self.n_open_tasks} open tasks>")
+                f"({kind}), {self.total_open_tasks} open tasks>")
 
     @property
     def dashboard_link(self) -> str | None:
         """Link to Dask's own dashboard, when it runs one."""
         return getattr(self.client, "dashboard_link", None)
 
-    def _use_callable(self, task_callable: TaskCallable) -> None:
-        old = self._callable_future
+    # -- callables ---------------------------------------------------------------------
+
+    def _ship(self, task_callable: TaskCallable):
         try:
-            self._callable_future = self.client.scatter(task_callable, broadcast=True,
-                                                        hash=False)
+            return self.client.scatter(task_callable, broadcast=True, hash=False)
         except Exception as exc:
             raise SchedulerError(f"could not ship {task_callable!r} to the workers: "
                                  f"{type(exc).__name__}: {exc}") from exc
-        if old is not None:
-            old.release()
 
-    def _submit(self, data, entry: OpenTask):
+    def _alive(self, shipped) -> bool:
+        return shipped.status == "finished"
+
+    def _release(self, shipped) -> None:
+        shipped.release()
+
+    # -- tasks -------------------------------------------------------------------------
+
+    def _submit(self, entry: OpenTask, data):
         info = entry.info
+        # Kept until the task is done: if its inputs die with their workers it is sent again.
+        entry.data = data
+        callable_future = entry.batch._live_callable(entry)
         key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
         topic = self._topic if self.has_subscribers else None  # no listener: no messages
         if entry.nbytes >= self.direct_bytes:
-            entry.data = data  # kept until the task is done: scattered data cannot be recomputed
             asyncio.run_coroutine_threadsafe(
-                self._ship(data, entry, key, self._callable_future, topic),
+                self._ship_chunk(data, entry, key, callable_future, topic),
                 self.client.loop.asyncio_loop)
             return None
         if is_delayed(data):
             import dask
-            task = dask.delayed(run_task, pure=False)(self._callable_future, data, info,
-                                                      topic, dask_key_name=key)
+            task = dask.delayed(run_task, pure=False)(callable_future, data, info, topic,
+                                                      dask_key_name=key)
             future = self.client.compute(task)
         else:
-            future = self.client.submit(run_task, self._callable_future, data, info,
-                                        topic, key=key, pure=False)
-        future.add_done_callback(partial(self._on_done, info))
+            future = self.client.submit(run_task, callable_future, data, info, topic,
+                                        key=key, pure=False)
+        self._track(entry, future)
         return future
 
-    async def _ship(self, data, entry: OpenTask, key: str, callable_future, topic) -> None:
+    async def _ship_chunk(self, data, entry: OpenTask, key: str, callable_future, topic) -> None:
         """On the event loop: send a big chunk straight to a worker, then submit its task.
 
         The client thread goes on reading the next chunk meanwhile, and the chunk
         skips the scheduler (which would hold a copy inside the task graph).
         """
-        info = entry.info
         try:
             chunk_future = await self.client.scatter(data, direct=True, hash=False,
                                                      asynchronous=True)
-            if info.task not in self._open:
+            if not self._is_open(entry):
                 chunk_future.release()
                 return
-            future = self.client.submit(run_task, callable_future, chunk_future, info,
+            future = self.client.submit(run_task, callable_future, chunk_future, entry.info,
                                         topic, key=key, pure=False)
             entry.handle = future
-            future.add_done_callback(partial(self._on_done, info))
+            self._track(entry, future)
         except Exception as exc:  # e.g. no workers left
-            self._finished.put((info, _Failed(exc)))
+            self._complete(entry, error=SchedulerError(
+                f"chunk {entry.info.chunk} could not be sent to a worker: "
+                f"{type(exc).__name__}: {exc}", **entry.info.where()))
 
-    def _on_done(self, info: TaskInfo, future) -> None:
-        """Dask's callback: queue the future for the collector thread."""
-        self._finished.put((info, future))
+    def _track(self, entry: OpenTask, future) -> None:
+        """Hand ``future`` to the collector."""
+        with self._pending_lock:
+            self._pending[future.key] = entry
+        self._completed.add(future)
+        with self._collector_cond:
+            self._collector_cond.notify()
+
+    @staticmethod
+    def _is_open(entry: OpenTask) -> bool:
+        return entry.batch._open.get(entry.info.task) is entry
+
+    # -- the collector thread ----------------------------------------------------------
 
     def _collect(self) -> None:
-        """Collector thread: fetch finished results in batches, one round trip each."""
+        """Take finished futures in batches; fetch each batch's results in one round trip."""
         while True:
-            batch = [self._finished.get()]
-            while not self._finished.empty():
-                batch.append(self._finished.get())
-            if any(item is None for item in batch):
-                return
-            batch = [(info, f) for info, f in batch if info.task in self._open]
-            done = [(info, f) for info, f in batch if f.status == "finished"]
-            if done:
-                self._deliver(done)
-            for info, future in batch:
-                if future.status != "finished" and not self._ship_again(info, future):
-                    self._deliver([(info, future)])
+            with self._collector_cond:
+                while self._completed.is_empty() and not self._stopping:
+                    self._collector_cond.wait()
+                if self._stopping:
+                    return
+            for futures in self._completed.batches():
+                try:
+                    self._handle(futures)
+                except Exception:  # never let the collector die: its tasks would hang
+                    logger.exception("labkit: the Dask collector failed on %d futures",
+                                     len(futures))
+                if self._stopping:
+                    return
 
-    def _ship_again(self, info: TaskInfo, future) -> bool:
-        """Send a chunk again whose copy on a worker was lost with that worker.
-
-        Only chunks that were scattered are sent again, only for failures that
-        are not the task's own (those arrive as labkit errors), at most
-        ``max_attempts`` times.  No result was delivered, so no join doubles.
-        """
-        entry = self._open.get(info.task)
-        if entry is None or entry.data is None or entry.attempts >= self.max_attempts:
-            return False
-        if isinstance(future, _Failed):
-            return False
-        error = future.exception() if future.status == "error" else None
-        if isinstance(error, LabkitError):
-            return False
-        entry.attempts += 1
-        logger.warning("labkit: re-sending chunk %s of %s (attempt %d): its worker was lost",
-                       info.chunk, info.run, entry.attempts)
-        self._submit(entry.data, entry)
-        return True
+    def _handle(self, futures) -> None:
+        with self._pending_lock:
+            items = [(self._pending.pop(f.key, None), f) for f in futures]
+        items = [(e, f) for e, f in items if e is not None and self._is_open(e)]
+        done = [(e, f) for e, f in items if f.status == "finished"]
+        if done:
+            self._deliver(done)
+        for entry, future in items:
+            if future.status != "finished":
+                self._failed(entry, future)
 
     def _deliver(self, items) -> None:
         """Gather ``items`` and record each; a failing gather falls back to one by one."""
-        if len(items) == 1 and isinstance(items[0][1], _Failed):
-            info = items[0][0]
-            self._task_done(info, error=_as_labkit_error(items[0][1].exception(), info, None))
-            return
         try:
             outcomes = self.client.gather([f for _, f in items])
-        except BaseException as exc:  # the future's error, re-described with its place
+        except BaseException:  # a result lost with its worker after it finished, say
             if len(items) > 1:
                 for item in items:
                     self._deliver([item])
-                return
-            info, future = items[0]
-            if not self._ship_again(info, future):  # a result lost with its worker, say
-                self._task_done(info, error=_as_labkit_error(exc, info, None))
+            else:
+                self._failed(*items[0])
             return
-        for (info, _), outcome in zip(items, outcomes):
-            self._task_done(info, outcome)
+        for (entry, _), outcome in zip(items, outcomes):
+            self._complete(entry, outcome)
+
+    def _failed(self, entry: OpenTask, future) -> None:
+        """A task that did not finish: its own error, or a fault to repair or report."""
+        error = future.exception() if future.status == "error" else None
+        if isinstance(error, LabkitError):  # the task itself raised
+            self._complete(entry, error=error)
+            return
+        reason = _cancel_reason(future)
+        if future.status == "cancelled" and not any(r in reason for r in _LOST_INPUTS):
+            self._complete(entry, error=CancelledError(
+                f"the task was cancelled outside labkit ({reason})", **entry.info.where()))
+            return
+        lost = self._workers_lost_under(entry)
+        if type(error).__name__ == "KilledWorker" or len(lost) > _allowed_failures():
+            self._complete(entry, error=_worker_lost(entry, error, lost))
+        elif entry.attempts < self.max_attempts:
+            self._submit_again(entry, error or reason)
+        else:
+            self._complete(entry, error=SchedulerError(
+                f"the task's inputs were lost with their workers {entry.attempts} times "
+                f"({error or reason})", **entry.info.where(), worker=", ".join(lost) or None))
+
+    def _submit_again(self, entry: OpenTask, why) -> None:
+        """Ship what was lost again (callable, chunk) and resubmit; no result was recorded."""
+        entry.attempts += 1
+        logger.warning("labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
+                       "lost with their workers (%s)",
+                       entry.info.chunk, entry.info.run, entry.attempts, why)
+        try:
+            handle = self._submit(entry, entry.data)
+        except Exception as exc:
+            self._complete(entry, error=_as_labkit_error(exc, entry.info, None))
+            return
+        if handle is not None:
+            entry.handle = handle
+
+    def _workers_lost_under(self, entry: OpenTask) -> list[str]:
+        """Workers that died while processing any attempt of ``entry`` (the scheduler's log)."""
+        prefix = f"labkit-{entry.info.kind}-{entry.info.run}-{entry.info.task}-"
+
+        def lost_under(dask_scheduler):  # nested: pickled by value, the scheduler needs no labkit
+            return [msg.get("worker", "?") for _, msg in dask_scheduler.get_events("all")
+                    if isinstance(msg, dict) and msg.get("action") == "remove-worker"
+                    and any(str(k).startswith(prefix) for k in msg.get("processing-tasks", ()))]
+        try:
+            return list(self.client.run_on_scheduler(lost_under))
+        except Exception:  # the scheduler is gone too: nothing more to learn
+            return []
 
     def _on_started(self, event) -> None:
         _, msg = event
-        entry = self._open.get(msg.get("task"))
+        with self._pending_lock:
+            entry = self._pending.get(msg.get("key"))
         if entry is not None:
             self.emit(TaskStarted(entry.info, msg["worker"], msg["time"]))
 
@@ -250,17 +301,41 @@ class DaskScheduler(Scheduler):
                 pass
 
     def _close(self) -> None:
-        self._finished.put(None)
-        self._collector.join(timeout=30)
+        with self._collector_cond:
+            self._stopping = True
+            self._collector_cond.notify()
+        self._completed.clear()  # the collector's iteration ends within its poll
+        self._collector.join(timeout=10)
         if self._topic:
             try:
                 self.client.unsubscribe_topic(self._topic)
             except Exception:
                 pass
-        if self._callable_future is not None:
-            self._callable_future.release()
-            self._callable_future = None
         if self._owns_client:
             self.client.close()
         if self._cluster is not None:
             self._cluster.close()
+
+
+def _cancel_reason(future) -> str:
+    """Why Dask cancelled ``future`` (``"lost dependencies"``...), or ``""``."""
+    exc = getattr(getattr(future, "_state", None), "exception", None)
+    return str(getattr(exc, "reason", "") or "")
+
+
+def _allowed_failures() -> int:
+    """How many workers may die under one task before Dask gives up on it."""
+    import dask
+    return int(dask.config.get("distributed.scheduler.allowed-failures", 3))
+
+
+def _worker_lost(entry: OpenTask, error, lost: list[str]) -> WorkerLostError:
+    """The error of a task under which workers kept dying."""
+    last = getattr(getattr(error, "last_worker", None), "address", None)
+    workers = lost or ([last] if last else [])
+    named = ", ".join(dict.fromkeys(workers)) or "unknown"
+    return WorkerLostError(
+        f"worker lost: {len(workers) or 'a'} worker(s) died while running this task "
+        f"({named}); a task that crashes its worker process (os._exit, a segfault, "
+        "running out of memory) fails here", **entry.info.where(),
+        worker=workers[-1] if workers else None)

@@ -34,15 +34,15 @@ class LocalScheduler(Scheduler):
     [3]
     """
 
-    def _submit(self, data, entry):
+    def _submit(self, entry, data):
         info = entry.info
         self.emit(TaskStarted(info, "local"))
         try:
-            outcome = run_task(self._callable, resolve_local(data), info, worker="local")
+            outcome = run_task(entry.callable, resolve_local(data), info, worker="local")
         except LabkitError as err:
-            self._task_done(info, error=err)
+            self._complete(entry, error=err)
         except Exception as exc:  # resolving a future/delayed can fail too
-            self._task_done(info, error=_as_labkit_error(exc, info, "local"))
+            self._complete(entry, error=_as_labkit_error(exc, info, "local"))
         else:
-            self._task_done(info, outcome)
+            self._complete(entry, outcome)
         return None

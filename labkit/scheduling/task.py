@@ -120,7 +120,9 @@ def _ensure_environment(task_callable: TaskCallable) -> None:
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:
     from distributed import get_worker
     try:
-        get_worker().log_event(topic, {"task": info.task, "worker": worker, "time": start})
+        w = get_worker()
+        w.log_event(topic, {"key": w.get_current_task(), "task": info.task, "worker": worker,
+                            "time": start})
     except ValueError:  # not on a worker: nothing to report to
         pass
 

@@ -6,7 +6,7 @@ a status line with a Cancel button (runs only), a dashboard link, one row per
 phase (class ``labkit-phase``) with a done bar, a failed bar and a text label,
 the errors of failed tasks (class ``labkit-errors``), the Bokeh components
 and the task lanes.  One :class:`~labkit.views.writer.Writer` thread redraws
-all of it at most ten times a second; widgets send only the traits that
+all of it at most :data:`~labkit.views.writer.MAX_RATE` times a second; widgets send only the traits that
 changed, Bokeh sources stream and patch, the lanes send only new spans.
 The board stops when its run ends, when a scheduler shuts down, or at
 :meth:`Board.close`.
@@ -24,10 +24,10 @@ import weakref
 
 from ..errors import CancelledError
 from ..events import RunFinished
-from ..flows.run import Run
+from ..runs import Run
 from .progress import PhaseProgress
 from .tracker import Tracker
-from .writer import Writer
+from .writer import Writer, state_every
 
 __all__ = ["Board", "board", "phase_label"]
 
@@ -133,15 +133,15 @@ class Board:
         A link to a dashboard.
     bokeh, lanes : bool
         Show the Bokeh components / the task lanes.
-    max_rate : float
-        Most redraws per second.
+    max_rate : float, optional
+        Most redraws per second (:data:`~labkit.views.writer.MAX_RATE`).
     """
 
     def __init__(self, source, dashboard_url: str | None = None, bokeh: bool = True,
-                 lanes: bool = True, max_rate: float = 4.0):
+                 lanes: bool = True, max_rate: float | None = None):
         self.source = source
         self.run: Run | None = source if isinstance(source, Run) else None
-        self.schedulers = list(self.run.schedulers) if self.run else [source]
+        self.sources = list(self.run.sources) if self.run else [source]
         self.tracker = Tracker()
         self._rows: dict[tuple, _PhaseRow] = {}
         self._ending = False     # the run's RunFinished was seen
@@ -149,7 +149,7 @@ class Board:
         self._closed = False
         self.writer: Writer | None = None
         # Listen first: a run is already going, each moment spent building loses events.
-        self._unsubscribe = source.subscribe(self._on_event)
+        self._unsubscribe = source.subscribe(self._on_event, state_every=state_every())
         try:
             import ipywidgets as W  # after subscribing: a first import takes a while
             self._W = W
@@ -160,8 +160,9 @@ class Board:
             self._stop_listening()
             raise
         ref = weakref.ref(self)  # a scheduler outlives boards; don't keep them alive
-        for s in self.schedulers:
-            s.on_shutdown(lambda: (b := ref()) is not None and b._on_shutdown())
+        for s in self.sources:  # schedulers and trainers stop their boards when they end
+            if hasattr(s, "on_shutdown"):
+                s.on_shutdown(lambda: (b := ref()) is not None and b._on_shutdown())
         # The heartbeat keeps rates and ETAs current and notices the end of a run.
         self.writer = Writer(self.tracker, self._draw, max_rate,
                              heartbeat=1.0 if self.run else None)
@@ -207,7 +208,7 @@ class Board:
         """The Bokeh layout as a widget (jupyter_bokeh), or None."""
         if self.components is None:
             return None
-        from .display import bokeh_widget
+        from .bokeh_widget import bokeh_widget
         model = bokeh_widget(self.components.layout)
         if model is not None:
             model.add_class("labkit-bokeh")
@@ -230,7 +231,8 @@ class Board:
         """The URL of a dashboard serving the first scheduler, if one runs."""
         try:
             from .dashboard import running_url
-            return running_url(self.schedulers[0]) if self.schedulers else None
+            schedulers = [s for s in self.sources if hasattr(s, "add_task")]
+            return running_url(schedulers[0]) if schedulers else None
         except (ImportError, AttributeError):
             return None
 
@@ -384,7 +386,7 @@ class Board:
     def _before_display(self) -> None:
         """Bokeh needs BokehJS in the page before its widget renders."""
         if self.bokeh_model is not None:
-            from .display import load_bokehjs_once
+            from .bokeh_widget import load_bokehjs_once
             load_bokehjs_once()
 
     def _ipython_display_(self) -> None:

@@ -1,8 +1,8 @@
 """Console renderer: one progress line per phase, for terminals and logs.
 
 Draws :class:`ProgressTracker` snapshots from one :class:`~labkit.views.writer.Writer`
-thread, at most ``max_rate`` times a second whatever the event rate, and once
-more when closed.
+thread, at most :data:`~labkit.views.writer.MAX_RATE` times a second whatever
+the event rate, and once more when closed.
 
 Examples
 --------
@@ -59,11 +59,11 @@ class ConsoleProgress:
         Anything with ``subscribe(fn)``.
     stream : file
         Where lines go (standard error by default).
-    max_rate : float
-        Most redraws per second.
+    max_rate : float, optional
+        Most redraws per second (:data:`~labkit.views.writer.MAX_RATE`).
     """
 
-    def __init__(self, source, stream=None, max_rate: float = 10.0):
+    def __init__(self, source, stream=None, max_rate: float | None = None):
         self.tracker = ProgressTracker()
         self.stream = stream or sys.stderr
         self._printed: set = set()

@@ -5,8 +5,8 @@ is given) in a daemon thread with its own Tornado IOLoop, serving the app
 ``/labkit``.  Every browser session gets its own document and
 :class:`~labkit.views.components.Components`, all drawing one shared
 :class:`~labkit.views.tracker.Tracker` subscribed to the scheduler; a periodic
-callback per document (5 Hz) sends the changes.  BokehJS comes from the server
-itself, so it works offline.
+callback per document (:data:`~labkit.views.writer.MAX_RATE` a second) sends
+the changes.  BokehJS comes from the server itself, so it works offline.
 
 Websockets are accepted only from the origins the server is reached at
 (``127.0.0.1:PORT``, ``localhost:PORT``), from origins given explicitly, and,
@@ -42,6 +42,7 @@ from tornado.ioloop import IOLoop
 
 from .components import Components
 from .sampler import ClusterSampler
+from . import writer
 from .tracker import Tracker
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
@@ -49,7 +50,6 @@ __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
 logger = logging.getLogger("labkit.views")
 
 APP_PATH = "/labkit"
-UPDATE_MS = 500           # 2 updates a second per browser session: the server shares the cores
 _HOST = "127.0.0.1"
 
 _lock = threading.Lock()
@@ -133,7 +133,7 @@ class _DashboardServer:
     def __init__(self, scheduler, port: int, origins: list[str], title: str):
         self.title = title
         self.tracker = Tracker()
-        self._unsubscribe = scheduler.subscribe(self.tracker)
+        self._unsubscribe = scheduler.subscribe(self.tracker, state_every=writer.state_every())
         client = getattr(scheduler, "client", None)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
         self._requested = (port, origins)
@@ -199,7 +199,7 @@ class _DashboardServer:
         components.update()
         doc.title = self.title
         doc.add_root(components.layout)
-        doc.add_periodic_callback(components.update, UPDATE_MS)
+        doc.add_periodic_callback(components.update, int(1000 / writer.MAX_RATE))
 
     def _shutdown(self) -> None:
         """On the IOLoop: stop the server (closes the listening socket), then the loop."""

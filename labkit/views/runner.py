@@ -3,9 +3,9 @@
 ``runner(program)`` starts stepping ``program`` on the kernel's event loop
 (so the cell returns at once) and returns a small ipywidgets panel (class
 ``labkit-runner``).  The program only *pokes* the panel after each step; one
-:class:`~labkit.views.writer.Writer` thread redraws it at most ``max_rate``
-times a second, so a program taking thousands of steps a second costs a few
-widget messages.  UI libraries are imported here, never by the engine.
+:class:`~labkit.views.writer.Writer` thread redraws it at most
+:data:`~labkit.views.writer.MAX_RATE` times a second, so a program taking
+thousands of steps a second costs a few widget messages.  UI libraries are imported here, never by the engine.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ __all__ = ["Runner", "runner"]
 REPR_CHARS = 80
 
 
-def runner(program, start: bool = True, interval: float = 0.0, max_rate: float = 10.0):
+def runner(program, start: bool = True, interval: float = 0.0, max_rate: float | None = None):
     """A runner panel for ``program``; with ``start`` it also begins background stepping.
 
     Call it in a notebook cell: the cell returns at once while the program
@@ -54,7 +54,7 @@ class _Watch:
         self.program, self.version = program, 0
         self._lock = threading.Lock()
 
-    def changed(self, _program=None) -> None:
+    def changed(self, _event=None) -> None:
         with self._lock:
             self.version += 1
 
@@ -71,7 +71,7 @@ class _Watch:
 class Runner:
     """The panel of one program; display it, or use :attr:`widget`."""
 
-    def __init__(self, program, interval: float = 0.0, max_rate: float = 10.0):
+    def __init__(self, program, interval: float = 0.0, max_rate: float | None = None):
         import ipywidgets as W
         self.program, self.interval, self.max_rate = program, interval, max_rate
         self._watch = _Watch(program)
@@ -113,7 +113,7 @@ class Runner:
 
     # -- drawing -------------------------------------------------------------------------
 
-    def _poke(self, _program=None) -> None:
+    def _poke(self, _event=None) -> None:
         """The program changed: count it and wake (or start) the writer."""
         self._watch.changed()
         if self._writer is None or self._writer._stopping.is_set():  # a stopping one may miss it

@@ -4,8 +4,14 @@ Events may arrive thousands of times a second from the engine's threads; a
 view must not send a message per event.  A :class:`Writer` decouples the two:
 subscribers only *poke* it (set a :class:`threading.Event`), and its single
 thread wakes, takes one snapshot and calls ``draw(snapshot)`` at most
-``max_rate`` times a second, and only when ``tracker.version`` changed.
+:data:`MAX_RATE` times a second, and only when ``tracker.version`` changed.
 Nothing here imports a UI library.
+
+:data:`MAX_RATE` is the one throttle of every labkit view (the board, the
+dashboard's sessions, console progress, the runner panel); views ask the
+engine for node state (plot arrays) every :func:`state_every` seconds, every
+second redraw.  Change it before making a view:
+``labkit.views.writer.MAX_RATE = 2``.
 
 Examples
 --------
@@ -33,6 +39,14 @@ logger = logging.getLogger("labkit.views")
 
 _ids = itertools.count()
 
+#: Most redraws a second of every labkit view.
+MAX_RATE = 4.0
+
+
+def state_every() -> float:
+    """Seconds between the node states a view asks the engine for: every second redraw."""
+    return 2.0 / MAX_RATE
+
 
 class Writer:
     """Calls ``draw(tracker.snapshot())`` from one thread, at most ``max_rate`` times a second.
@@ -43,8 +57,8 @@ class Writer:
         Anything with ``snapshot()`` and a ``version`` that changes with it.
     draw : callable
         ``draw(snapshot)``; its exceptions are logged, never raised.
-    max_rate : float
-        Most draws per second.
+    max_rate : float, optional
+        Most draws per second; :data:`MAX_RATE` by default.
     heartbeat : float, optional
         Also draw every ``heartbeat`` seconds while nothing happens (so rates,
         ETAs and a run's status stay current); ``None`` draws on changes only.
@@ -52,8 +66,9 @@ class Writer:
         The thread's name (it starts with ``labkit-writer``).
     """
 
-    def __init__(self, tracker, draw: Callable[[Any], Any], max_rate: float = 10.0,
+    def __init__(self, tracker, draw: Callable[[Any], Any], max_rate: float | None = None,
                  heartbeat: float | None = None, name: str | None = None):
+        max_rate = MAX_RATE if max_rate is None else max_rate
         if max_rate <= 0:
             raise ValueError(f"max_rate must be positive, got {max_rate}")
         self.tracker, self._draw, self.max_rate = tracker, draw, max_rate

@@ -244,7 +244,7 @@ def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
     remote = DataParallelTrainer(model, nn.MSELoss(), sgd(model), work_load=[2, 3],
                                  scheduler=dask_scheduler)
     events = []
-    remote.subscribe(events.append)
+    remote.subscribe(events.append, state_every=0.25)  # device stats as often as that
     try:
         assert remote.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
         local_history = local.fit(data, epochs=2)

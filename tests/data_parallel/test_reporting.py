@@ -18,7 +18,7 @@ def test_fit_events_feed_the_tracker(recorder):
     with DataParallelTrainer(model, torch.nn.functional.mse_loss, sgd(model),
                              devices=["cpu:0", "cpu:1", "cpu:2"], work_load=[1, 1, 2]) as t:
         tracker = Tracker(window=60.0)
-        t.subscribe(recorder)
+        t.subscribe(recorder, state_every=0.25)  # device stats and the loss curve that often
         t.subscribe(tracker)
         t.fit(data, epochs=2)
     starts = recorder.of(PhaseStarted)

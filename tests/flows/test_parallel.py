@@ -5,7 +5,6 @@ import pytest
 
 import labkit as lk
 from labkit.events import NodeJoined, PhaseStarted, TaskSubmitted
-from labkit.flows.parallel import PLOT_INTERVAL
 from tests import helpers
 from tests.flows.cases import CASES, SLOW, X, chunks, input_for
 
@@ -103,19 +102,22 @@ def test_non_forking_node_trains_locally_and_sends_no_tasks(dask_scheduler, reco
     helpers.assert_nodes_equal(serial[1], flow[1])
 
 
+STATE_EVERY = 0.5  # how often this subscriber wants the node's plot arrays
+
+
 def test_joins_are_reported_with_node_state(dask_scheduler, recorder):
-    dask_scheduler.subscribe(recorder)
+    dask_scheduler.subscribe(recorder, state_every=STATE_EVERY)
     factory, data = CASES["PCA"]
     _trained(lk.ParallelFlow, factory, data, scheduler=dask_scheduler)
     joins = recorder.of(NodeJoined)
     assert [e.joins for e in joins] == list(range(1, len(data) + 1))
     assert joins[-1].state["samples"] == sum(len(c) for c in data)
-    # plot arrays come with the first join, then at most every PLOT_INTERVAL ...
+    # plot arrays come with the first join, then at most every STATE_EVERY ...
     with_plots = [e for e in joins if "plots" in e.state]
     assert with_plots[0] is joins[0]
     assert len(with_plots[0].state["plots"]["eigenvalues"]) == X.shape[1]
     span = joins[-1].time - joins[0].time
-    assert len(with_plots) <= 2 + span / PLOT_INTERVAL
+    assert len(with_plots) <= 2 + span / STATE_EVERY
     # ... and always with the end of the phase: the trained node's spectrum
     (finished,) = recorder.of(lk.events.PhaseFinished)
     assert len(finished.state["plots"]["eigenvalues"]) == 4 and not finished.state["training"]

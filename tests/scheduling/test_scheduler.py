@@ -112,11 +112,13 @@ def test_shutdown_is_final_and_idempotent(scheduler):
         scheduler.add_task(1, helpers.double)
 
 
-def test_cancel_drops_open_tasks(scheduler):
+def test_cancel_drops_open_tasks_and_the_owner_hears_of_it(scheduler):
     scheduler.add_task(0, helpers.sleep_then_return)
     scheduler.cancel()
     assert scheduler.n_open_tasks == 0
-    assert scheduler.get_results() == []
+    with pytest.raises(lk.CancelledError, match="scheduler.cancel"):
+        scheduler.get_results()  # no partial results handed over as if complete
+    assert scheduler.get_results() == []  # the batch starts afresh
 
 
 def test_task_error_survives_pickling():

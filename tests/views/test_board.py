@@ -7,7 +7,7 @@ import pytest
 
 import labkit as lk
 from labkit.events import PhaseStarted
-from labkit.views import display
+from labkit.views import bokeh_widget, display
 from labkit.views.board import Board, board, phase_label
 from labkit.views.progress import PhaseProgress
 from tests import helpers
@@ -215,7 +215,7 @@ def test_register_is_a_no_op_without_ipython():
     from IPython import get_ipython
     assert get_ipython() is None
     assert display.register() is False and display.register() is False
-    assert display.load_bokehjs_once() is False
+    assert bokeh_widget.load_bokehjs_once() is False
 
 
 def test_register_shows_a_run_as_its_board_in_ipython(comms, dask_scheduler):
@@ -236,7 +236,7 @@ def test_register_shows_a_run_as_its_board_in_ipython(comms, dask_scheduler):
     finally:  # leave no shell, no formatter and no notebook output mode behind
         from bokeh.io import reset_output
         display._registered_in.discard(id(shell))
-        display._bokehjs_loaded = False
+        bokeh_widget._bokehjs_loaded = False
         InteractiveShell.clear_instance()
         reset_output()
 

@@ -114,7 +114,7 @@ def test_node_plot_grows_with_joins():
 def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
     from labkit.nodes.pca import PCA
     tracker = Tracker()
-    dask_scheduler.subscribe(tracker)
+    dask_scheduler.subscribe(tracker, state_every=0.5)  # node plots, as a view asks
     c = Components(tracker)
     chunks = [np.random.default_rng(i).normal(size=(50, 4)) for i in range(8)]
     lk.ParallelFlow([PCA(output_dim=2)]).train([chunks], scheduler=dask_scheduler)

@@ -64,7 +64,7 @@ def test_node_state_grows_with_joins_and_keeps_counts_after_the_phase():
 def test_spans_stream_in_order_after_a_real_run(dask_scheduler):
     import numpy as np
     t = Tracker()
-    dask_scheduler.subscribe(t)
+    dask_scheduler.subscribe(t, state_every=0.5)  # node plots, as a view asks
     chunks = np.array_split(np.random.default_rng(0).normal(size=(800, 6)), 8)
     flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
     flow.train([chunks], scheduler=dask_scheduler)

@@ -1,0 +1,370 @@
+"""A batch: the tasks of one owner on a shared scheduler.
+
+A batch owns its result container, its share of the scheduler's in-flight
+windows, its first error and its cancellation.  Tasks of different batches
+never mix, and batches from several threads run on one scheduler at once.
+A batch whose tasks did not all complete (a task failed, the batch or its run
+was cancelled, the scheduler shut down, a worker was lost for good) raises in
+its owner's next ``add_task`` or ``get_results``; it never hands over partial
+results as if complete.  After raising, the batch is empty and usable again.
+
+Examples
+--------
+>>> from labkit.scheduling import LocalScheduler, OrderedResultContainer
+>>> with LocalScheduler() as s, s.batch(OrderedResultContainer()) as b:
+...     for x in range(3):
+...         _ = b.add_task(x, lambda v: v * 10)
+...     b.get_results()
+[0, 10, 20]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from typing import Any, Callable
+
+from ..errors import CancelledError, InputError, LabkitError, SchedulerError, located
+from ..events import TaskFailed, TaskInfo, TaskSubmitted
+from .results import ListResultContainer, ResultContainer
+from .task import FunctionCallable, TaskCallable
+
+__all__ = ["Batch", "OpenTask"]
+
+
+@dataclasses.dataclass(eq=False)
+class OpenTask:
+    """Book-keeping of one open task."""
+
+    info: TaskInfo
+    batch: "Batch"
+    callable: TaskCallable
+    shipped: Any = None         # the callable as the backend shipped it
+    nbytes: int = 0
+    handle: Any = None          # the backend's handle, for cancelling
+    data: Any = None            # kept by backends that may have to send the chunk again
+    attempts: int = 1
+
+
+class Batch:
+    """Tasks of one owner: ``add_task``, ``get_results``, ``cancel``; use it with ``with``.
+
+    Make one with :meth:`Scheduler.batch`.
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+    result_container : ResultContainer, optional
+        A :class:`ListResultContainer` by default.
+    info : TaskInfo, optional
+        What every task of the batch belongs to (run, kind, node, phase); the
+        batch numbers chunks 0, 1, 2... in the order tasks are added.
+    control : RunControl, optional
+        The run that owns the batch: cancelling the run cancels the batch.
+    """
+
+    def __init__(self, scheduler, result_container: ResultContainer | None = None,
+                 info: TaskInfo | None = None, control=None, _default: bool = False):
+        self.scheduler = scheduler
+        self.result_container = (result_container if result_container is not None
+                                 else ListResultContainer())
+        self._template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
+        self.id = self._template.run
+        self._cond = scheduler._cond           # one condition for every batch's book-keeping
+        self._results_lock = threading.RLock()  # the container is used by one thread at a time
+        self._ship_lock = threading.Lock()
+        self._open: dict[int, OpenTask] = {}
+        self._tracked: list = []                # backend handles made outside add_task
+        self._bytes = 0
+        self._error: BaseException | None = None
+        self._submitted = 0                     # tasks added since results were handed over
+        self._next_chunk = 0
+        self._callable: TaskCallable | None = None
+        self._shipped = None
+        self._default, self._closed = _default, False
+        self._control = control
+        scheduler._register(self)
+        if control is not None:
+            control.attach(self)
+
+    # -- the owner's verbs ----------------------------------------------------------------
+
+    @property
+    def n_open_tasks(self) -> int:
+        """Tasks of this batch submitted and not yet completed."""
+        return len(self._open)
+
+    def add_task(self, data, task_callable: TaskCallable | Callable | None = None,
+                 info: TaskInfo | None = None) -> int:
+        """Submit one task; waits while the batch's share of the window is full.
+
+        Parameters
+        ----------
+        data
+            The chunk: an array, a tuple, or (on Dask) a future or delayed.
+        task_callable : TaskCallable or callable, optional
+            Used for this and later tasks of the batch; the last one given when
+            ``None``.  A new callable is shipped to the workers once, not per task.
+        info : TaskInfo, optional
+            Where the task belongs; the batch's own, at the next chunk, by default.
+
+        Returns
+        -------
+        int
+            The task id.
+
+        Raises
+        ------
+        LabkitError
+            The batch's first error (a task's, a cancel's), or an error naming
+            this chunk when it cannot be shipped; a chunk that could not be
+            shipped is not counted as open.
+        """
+        s = self.scheduler
+        s._check_usable()
+        self._check_open()
+        self._raise_pending()
+        if task_callable is not None:
+            self._use(task_callable)
+        if self._callable is None:
+            raise SchedulerError("add_task needs a task_callable (none was given yet)")
+        nbytes = _nbytes(data)
+        s._wait(lambda: s._has_room(self, nbytes) or self._error is not None or s.closed)
+        s._check_usable()
+        self._raise_pending()
+        entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
+        with self._cond:
+            self._open[entry.info.task] = entry
+            self._bytes += nbytes
+            self._submitted += 1
+        s.emit(TaskSubmitted(entry.info))
+        try:
+            handle = s._submit(entry, data)
+        except Exception as exc:
+            self._drop(entry)
+            error = _submit_error(exc, entry.info)
+            s.emit(TaskFailed(entry.info, None, None, None, type(exc).__name__, str(error)))
+            raise error from exc
+        if handle is not None:
+            entry.handle = handle
+        self._raise_pending()
+        return entry.info.task
+
+    def get_results(self):
+        """Wait for every open task of the batch; hand over ``result_container.get_results()``.
+
+        The batch's first error is raised here (or by ``add_task``) as a labkit
+        error naming where it happened; open tasks are cancelled, and the batch
+        starts afresh.
+        """
+        self._check_open()
+        try:
+            self.scheduler._wait(lambda: not self._open or self._error is not None)
+        except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
+            self.cancel()
+            raise
+        self._raise_pending()
+        with self._results_lock:
+            results = self.result_container.get_results()
+        with self._cond:
+            self._submitted, self._next_chunk = 0, 0
+        return results
+
+    def cancel(self, reason: LabkitError | None = None) -> int:
+        """Cancel the batch's open tasks; its owner's next call raises ``reason``.
+
+        ``reason`` is a ``CancelledError`` by default.  A default batch with
+        nothing submitted since its results were last handed over has nothing
+        to lose and is left as it is.  Returns how many tasks were open.
+        """
+        with self._cond:
+            n_open = len(self._open)
+            lost = self._submitted > 0 or bool(self._tracked) or not self._default
+            if lost and self._error is None and not self._closed:
+                self._error = reason or CancelledError(
+                    f"the batch was cancelled with {n_open} task(s) open")
+            handles = self._clear()
+        self.scheduler._cancel_handles(handles)
+        with self._results_lock:
+            self.result_container.discard()
+        return n_open
+
+    def track(self, handles) -> None:
+        """Cancel ``handles`` (backend futures made outside ``add_task``) with the batch.
+
+        For owners that submit their own tasks (replicas pinned to workers): a
+        cancel of the batch, its run or its scheduler then reaches them too;
+        :meth:`check` raises the reason.  :meth:`untrack` them once done.
+        """
+        with self._cond:
+            self._tracked.extend(handles)
+            cancelled = self._error is not None or self._closed
+        if cancelled:
+            self.scheduler._cancel_handles(list(handles))
+
+    def untrack(self, handles) -> None:
+        """Stop tracking ``handles`` (they are done)."""
+        ids = {id(h) for h in handles}
+        with self._cond:
+            self._tracked = [h for h in self._tracked if id(h) not in ids]
+
+    def check(self) -> None:
+        """Raise the batch's pending error (a cancel, a task's failure), if any."""
+        self._raise_pending()
+
+    def close(self) -> None:
+        """Cancel what is still open and leave the scheduler; idempotent."""
+        if self._closed:
+            return
+        with self._cond:
+            handles = self._clear()
+            self._closed = True
+        self.scheduler._cancel_handles(handles)
+        with self._results_lock:
+            self.result_container.discard()
+        if self._control is not None:
+            self._control.detach(self)
+        self.scheduler._unregister(self)
+        shipped, self._shipped = self._shipped, None
+        if shipped is not None:
+            self.scheduler._release(shipped)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<labkit Batch {self.id}: {self.n_open_tasks} open tasks>"
+
+    # -- for the scheduler and its backends --------------------------------------------------
+
+    def _task_done(self, entry: OpenTask, outcome=None, error: BaseException | None = None):
+        """Record one completed task, exactly once: ``(recorded, its error or None)``."""
+        with self._results_lock:
+            with self._cond:
+                if self._open.get(entry.info.task) is not entry:
+                    return False, None  # already completed, or its batch was cancelled
+            if error is None:
+                try:
+                    self.result_container.add_result(outcome.result, entry.info.chunk)
+                except Exception as exc:  # a join that fails names the task too
+                    error = located(exc, **entry.info.where(), worker=outcome.worker)
+            with self._cond:
+                self._open.pop(entry.info.task, None)
+                self._bytes -= entry.nbytes
+                if error is not None and self._error is None:
+                    self._error = error
+                self._cond.notify_all()
+        return True, error
+
+    def _live_callable(self, entry: OpenTask):
+        """The shipped callable of ``entry``, shipped again if its holders were lost."""
+        s = self.scheduler
+        with self._ship_lock:
+            if entry.shipped is not None and s._alive(entry.shipped):
+                return entry.shipped
+            fresh = s._ship(entry.callable)
+            if entry.callable is self._callable:
+                old, self._shipped = self._shipped, fresh
+                if old is not None:
+                    s._release(old)
+            entry.shipped = fresh
+            return fresh
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _use(self, task_callable) -> None:
+        """Make ``task_callable`` the batch's; ship it once if it is new."""
+        tc = self._as_task_callable(task_callable)
+        if tc is self._callable:
+            return
+        shipped = self.scheduler._ship(tc)
+        with self._ship_lock:
+            old, self._callable, self._shipped = self._shipped, tc, shipped
+        if old is not None:
+            self.scheduler._release(old)
+
+    def _as_task_callable(self, fn) -> TaskCallable:
+        """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
+        if isinstance(fn, TaskCallable):
+            return fn
+        current = self._callable
+        if isinstance(current, FunctionCallable) and current.fn is fn:
+            return current  # so it is not shipped again with every task
+        return FunctionCallable(fn)
+
+    def _next_info(self, info: TaskInfo | None) -> TaskInfo:
+        task = self.scheduler._new_task()
+        if info is not None:
+            return dataclasses.replace(info, task=task)
+        with self._cond:
+            chunk, self._next_chunk = self._next_chunk, self._next_chunk + 1
+        return dataclasses.replace(self._template, task=task, chunk=chunk)
+
+    def _drop(self, entry: OpenTask) -> None:
+        """Forget a task whose submission failed: it was never open."""
+        with self._cond:
+            if self._open.pop(entry.info.task, None) is not None:
+                self._bytes -= entry.nbytes
+                self._submitted -= 1
+            self._cond.notify_all()
+
+    def _clear(self) -> list:
+        """Forget every open task (under the condition); their handles, for cancelling."""
+        handles = [e.handle for e in self._open.values() if e.handle is not None]
+        handles += self._tracked
+        self._open.clear()
+        self._tracked = []
+        self._bytes = 0
+        self._cond.notify_all()
+        return handles
+
+    def _raise_pending(self) -> None:
+        """Raise the batch's first error, after cancelling what is open and starting afresh."""
+        with self._cond:
+            error, self._error = self._error, None
+            if error is None:
+                return
+            handles = self._clear()
+            self._submitted, self._next_chunk = 0, 0
+        self.scheduler._cancel_handles(handles)
+        with self._results_lock:
+            self.result_container.discard()
+        raise error
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SchedulerError(f"batch {self.id} is closed")
+
+
+def _nbytes(data) -> int:
+    """Bytes of client-side array data in a chunk (0 for futures and delayed)."""
+    if isinstance(data, tuple):
+        return sum(_nbytes(part) for part in data)
+    return int(getattr(data, "nbytes", 0) or 0) if hasattr(data, "__array__") else 0
+
+
+def _submit_error(exc: BaseException, info: TaskInfo) -> LabkitError:
+    """A chunk that could not be shipped: bad input when it cannot be pickled."""
+    if isinstance(exc, LabkitError):
+        return exc.locate(**info.where())
+    root = _root_cause(exc)
+    text = f"{type(root).__name__}: {root}"
+    if isinstance(root, (TypeError, AttributeError)) or "pickl" in text.lower() \
+            or "serializ" in text.lower():
+        return InputError(f"chunk {info.chunk} could not be sent to the workers ({text}); "
+                          "nothing was submitted", **info.where())
+    return SchedulerError(f"chunk {info.chunk} could not be submitted ({text}); "
+                          "nothing was submitted", **info.where())
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost cause: Dask wraps a pickling error in its own TypeError."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc

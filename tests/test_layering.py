@@ -1,0 +1,107 @@
+"""The rules between labkit's parts, checked on the source: the engine never imports a view.
+
+Every ``import`` in the package is read with :mod:`ast`, those inside
+functions included (a lazy import is still an import), and resolved to an
+absolute module name.  Each rule names a part and the parts it must not
+import.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
+
+ENGINE = ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
+          "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.runs",
+          "labkit.events", "labkit.errors"]
+GROUND_FLOOR = ["labkit.errors", "labkit.events", "labkit.runs"]
+
+# (who, what it must not import, why)
+RULES = [
+    *[(part, "labkit.views", "the engine never imports a view") for part in ENGINE],
+    ("labkit.scheduling", "labkit.flows", "schedulers know tasks, not flows"),
+    ("labkit.views", "labkit.flows", "views know runs and events, not flows"),
+    *[(part, other, "the ground floor imports only itself")
+      for part in GROUND_FLOOR
+      for other in ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
+                    "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.views"]],
+]
+
+
+def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
+    """``labkit/flows/parallel.py`` -> ``labkit.flows.parallel``."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported(source: str, module: str, is_package: bool) -> set[str]:
+    """Absolute names of every module ``source`` imports (and names it imports from them)."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def within(name: str, part: str) -> bool:
+    return name == part or name.startswith(part + ".")
+
+
+def violations(root: pathlib.Path = PACKAGE) -> list[str]:
+    """Every import that breaks a rule, in the package at ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        module = module_name(path, root)
+        names = imported(path.read_text(), module, path.name == "__init__.py")
+        for who, banned, why in RULES:
+            if within(module, who):
+                found += [f"{module} imports {n} ({why})" for n in sorted(names)
+                          if within(n, banned)]
+    return found
+
+
+def test_the_engine_never_imports_a_view_and_the_parts_keep_their_places():
+    assert violations() == []
+
+
+def test_every_engine_part_exists():
+    """A rule about a part that was renamed away would pass silently."""
+    for part in ENGINE + ["labkit.views"]:
+        path = PACKAGE.parent.joinpath(*part.split("."))
+        assert path.is_dir() or path.with_suffix(".py").is_file(), part
+
+
+@pytest.mark.parametrize("source, module, is_package, expected", [
+    ("from ..views.runner import Runner", "labkit.program.driver", False, "labkit.views.runner"),
+    ("def widget():\n    from .. import views", "labkit.flows.flow", False, "labkit.views"),
+    ("import labkit.views.board", "labkit.scheduling.base", False, "labkit.views.board"),
+    ("from .parallel import ParallelFlow", "labkit.flows", True, "labkit.flows.parallel"),
+])
+def test_the_checker_resolves_relative_and_lazy_imports(source, module, is_package, expected):
+    assert expected in imported(source, module, is_package)
+
+
+def test_the_checker_catches_a_planted_violation(tmp_path):
+    """A copy of the package with a view imported lazily in a scheduler fails the rule."""
+    import shutil
+    copy = tmp_path / "labkit"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    bad = copy / "scheduling" / "base.py"
+    bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ..views import board\n")
+    assert violations(copy) == [
+        "labkit.scheduling.base imports labkit.views (the engine never imports a view)",
+        "labkit.scheduling.base imports labkit.views.board (the engine never imports a view)"]
