@@ -143,8 +143,9 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
               run_id: str | None = None):
     """Bracket a run: mint its id, emit ``RunStarted`` now and ``RunFinished`` at the end.
 
-    A run that was cancelled raises ``CancelledError`` at the end even if its
-    job returned: a run reports success only when nobody stopped it.
+    A run reports success only when its job returned, that is when all of its
+    work was done: a cancel that arrives after the last task is too late
+    (as with ``concurrent.futures``) and the run finishes with its complete result.
 
     Parameters
     ----------
@@ -175,7 +176,6 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
     scope.emit(RunStarted(scope.id, kind, n_nodes))
     try:
         yield scope
-        scope.check()  # a cancel that came after the last task still ends the run cancelled
     except BaseException as err:
         cancelled = isinstance(err, CancelledError) or scope.control.cancelled
         scope.emit(RunFinished(scope.id, ok=False, error=str(err), cancelled=cancelled))
@@ -291,7 +291,9 @@ class Run(Observable):
     def cancel(self) -> bool:
         """Cancel the run's tasks; it then raises ``CancelledError``.
 
-        Returns False when the run had already ended.
+        Returns False when the run had already ended.  A cancel that comes
+        after the run's last task finished is too late: the run then finishes
+        with its complete result (:meth:`cancelled` tells which it was).
         """
         if self.done():
             return False

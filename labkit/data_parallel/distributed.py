@@ -199,6 +199,14 @@ class DaskReplicaGroup:
                     break
                 except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11
                     self._check_batch(what, collective)
+                except LabkitError:
+                    raise
+                except Exception as exc:  # Dask's FuturesCancelledError: whose cancel was it?
+                    self._check_batch(what, collective)
+                    if collective:
+                        self._broken = f"a {what} was cancelled"
+                    raise SchedulerError(f"{what} tasks were cancelled outside labkit: "
+                                         f"{type(exc).__name__}") from exc
                 alive = self._client.scheduler_info()["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
                 first_done = first_done or (len(stuck) < len(futures) and time.monotonic())

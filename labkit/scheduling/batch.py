@@ -176,10 +176,11 @@ class Batch:
 
         ``reason`` is a ``CancelledError`` by default.  A default batch with
         nothing submitted since its results were last handed over has nothing
-        to lose and is left as it is.  Returns how many tasks were open.
+        to lose and is left as it is.  Returns how many tasks (tracked ones
+        included) were open.
         """
         with self._cond:
-            n_open = len(self._open)
+            n_open = len(self._open) + len(self._tracked)
             lost = self._submitted > 0 or bool(self._tracked) or not self._default
             if lost and self._error is None and not self._closed:
                 self._error = reason or CancelledError(

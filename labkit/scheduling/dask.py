@@ -198,20 +198,26 @@ class DaskScheduler(Scheduler):
 
     def _collect(self) -> None:
         """Take finished futures in batches; fetch each batch's results in one round trip."""
-        while True:
-            with self._collector_cond:
-                while self._completed.is_empty() and not self._stopping:
-                    self._collector_cond.wait()
-                if self._stopping:
-                    return
-            for futures in self._completed.batches():
-                try:
-                    self._handle(futures)
-                except Exception:  # never let the collector die: its tasks would hang
-                    logger.exception("labkit: the Dask collector failed on %d futures",
-                                     len(futures))
-                if self._stopping:
-                    return
+        while self._wait_for_futures():
+            self._drain()
+
+    def _wait_for_futures(self) -> bool:
+        """Wait until futures are tracked; False once the scheduler closes."""
+        with self._collector_cond:
+            while self._completed.is_empty() and not self._stopping:
+                self._collector_cond.wait()
+            return not self._stopping
+
+    def _drain(self) -> None:
+        """Handle finished futures until none is tracked (a method: no batch outlives it)."""
+        for futures in self._completed.batches():
+            try:
+                self._handle(futures)
+            except Exception:  # never let the collector die: its tasks would hang
+                logger.exception("labkit: the Dask collector failed on %d futures",
+                                 len(futures))
+            if self._stopping:
+                return
 
     def _handle(self, futures) -> None:
         with self._pending_lock:

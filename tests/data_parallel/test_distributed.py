@@ -1,6 +1,7 @@
 """DaskReplicaGroup on a real 2-worker Dask cluster, against plain single-process training."""
 
 import copy
+import threading
 import time
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from torch import nn
 
 from labkit.data_parallel.distributed import DaskReplicaGroup
-from labkit.errors import InputError, TaskError, TrainingError
+from labkit.errors import CancelledError, InputError, TaskError, TrainingError
 
 COUNTS = [3, 5]  # uneven on purpose: the weights must follow the rows
 
@@ -300,3 +301,32 @@ def test_the_tcp_rendezvous_works_too(dask_scheduler):
         assert max_diff(group.state_dict()["model"], reference.state_dict()) < 1e-10
     with pytest.raises(InputError, match="rendezvous"):
         DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler, rendezvous="udp")
+
+
+def test_scheduler_cancel_reaches_the_replicas_on_the_workers(dask_scheduler):
+    """The group's pinned tasks are a batch of the scheduler: its cancel stops a step."""
+    from tests.data_parallel.models import Slow
+    model = Slow(mlp(), per_row=0.5)         # a step of 8 rows takes 2 s on each rank
+    group = DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler)
+    x, y = batch(0)
+    errors = []
+
+    def step():
+        try:
+            group.step(x, y, [4, 4])
+        except Exception as exc:  # the test looks at it
+            errors.append(exc)
+
+    thread = threading.Thread(target=step)
+    try:
+        thread.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        assert dask_scheduler.cancel() >= 2
+        thread.join(30)
+        assert time.monotonic() - started < 1.8, "the step ran on to its end"
+        assert len(errors) == 1 and isinstance(errors[0], CancelledError)
+        with pytest.raises(TrainingError, match="broken"):
+            group.step(x, y, [4, 4])             # a cut collective: the group must go
+    finally:
+        group.close()
