@@ -32,6 +32,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_data_parallel.py
 	$(BIN)/python benchmarks/bench_ensemble.py
+	$(BIN)/python benchmarks/bench_collector.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -41,3 +41,11 @@ def test_ensemble_benchmark_runs_quick():
     for label in ("StackingClassifier(n_jobs=2)", "sklearn time / labkit time",
                   "held-out accuracy"):
         assert label in proc.stdout, label
+
+
+def test_collector_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_collector.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("=> as_completed / callback queue") == 2
