@@ -246,7 +246,8 @@ class Observable:
     """The one observer mixin: ``subscribe``, ``emit``, ``has_subscribers``, ``state_every``.
 
     The bus is made on first use, so subclasses need not call an ``__init__``;
-    it is never pickled or copied (subscribers belong to this process).
+    a subclass that is pickled or copied drops ``_bus`` from its state
+    (subscribers belong to this process), as :class:`~labkit.program.Program` does.
 
     Examples
     --------

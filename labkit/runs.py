@@ -121,18 +121,6 @@ class RunScope:
             if source.has_subscribers:
                 source.emit(event)
 
-    @property
-    def has_subscribers(self) -> bool:
-        """Whether anybody listens to any source."""
-        return any(s.has_subscribers for s in self.sources)
-
-    @property
-    def state_every(self) -> float | None:
-        """The shortest interval at which a subscriber of a source wants node state."""
-        wanted = [s.state_every for s in self.sources]
-        wanted = [w for w in wanted if w is not None]
-        return min(wanted) if wanted else None
-
     def check(self) -> None:
         """Raise ``CancelledError`` if the run was cancelled."""
         self.control.check()

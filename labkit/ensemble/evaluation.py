@@ -25,12 +25,12 @@ import time
 import numpy as np
 
 from ..errors import InputError, located
-from ..events import PhaseFinished, PhaseStarted, TaskInfo
 from ..runs import start
 from ..scheduling import LocalScheduler, TaskCallable
-from .cache import choose_mode, open_inputs
+from .cache import choose_mode
 from .indexers import FoldIndex
 from .layer import _named
+from .tasks import run_phase
 
 __all__ = ["ParallelEvaluation", "Table"]
 
@@ -154,23 +154,10 @@ class ParallelEvaluation:
 
     def _scores(self, scope, candidates, folds, X, y, scoring) -> dict:
         """``{candidate: [(score, seconds), ...]}`` from one batch (one phase on the board)."""
-        s = self.scheduler
         pairs = list(itertools.product(range(len(candidates)), range(len(folds))))
-        s.emit(PhaseStarted(scope.id, 0, "evaluate", 0, False, len(pairs)))
-        client = getattr(s, "client", None)
-        info = TaskInfo(scope.id, -1, -1, "train", 0, "evaluate", 0)
-        try:
-            with open_inputs(X, y, self.mode, self.cache_dir, client) as inputs, \
-                    s.batch(None, info, scope.control) as batch:
-                task = ScoreCallable(candidates, inputs, folds, scoring)
-                for data in pairs:
-                    scope.check()
-                    batch.add_task(data, task)
-                results = batch.get_results()
-        except BaseException:
-            s.emit(PhaseFinished(scope.id, 0, "evaluate", 0, len(pairs), ok=False))
-            raise
-        s.emit(PhaseFinished(scope.id, 0, "evaluate", 0, len(pairs)))
+        results = run_phase(scope, self.scheduler, 0, "evaluate", pairs,
+                            lambda inputs: ScoreCallable(candidates, inputs, folds, scoring),
+                            (X, y, self.mode, self.cache_dir))
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))

@@ -24,12 +24,11 @@ import threading
 
 import numpy as np
 
-from ..errors import InputError, LabkitError
-from ..events import PhaseFinished, PhaseStarted, TaskInfo
+from ..errors import InputError
 from ..runs import start
 from ..scheduling import LocalScheduler
-from .cache import choose_mode, open_inputs
-from .tasks import FINAL, FitCallable, predict_columns
+from .cache import choose_mode
+from .tasks import FINAL, FitCallable, predict_columns, run_phase
 
 __all__ = ["ParallelProcessing"]
 
@@ -147,23 +146,9 @@ class ParallelProcessing:
         tasks = [(name, f) for name, _ in layer.estimators() for f in range(len(folds))]
         if not layer.indexer.single_fit:
             tasks += [(name, FINAL) for name, _ in layer.estimators()]
-        info = TaskInfo(scope.id, -1, -1, "train", index, layer.name, 0)
-        s = self.scheduler
-        s.emit(PhaseStarted(scope.id, index, layer.name, 0, False, len(tasks)))
-        client = getattr(s, "client", None)
-        try:
-            with open_inputs(X, y, self.mode, self.cache_dir, client) as inputs, \
-                    s.batch(None, info, scope.control) as batch:
-                callable_ = FitCallable(layer, inputs, folds, classes)
-                for task in tasks:
-                    scope.check()
-                    batch.add_task(task, callable_)
-                results = batch.get_results()
-        except BaseException as exc:
-            s.emit(PhaseFinished(scope.id, index, layer.name, 0, len(tasks), ok=False))
-            if isinstance(exc, LabkitError):
-                raise exc.locate(layer=layer.name)
-            raise
+        results = run_phase(scope, self.scheduler, index, layer.name, tasks,
+                            lambda inputs: FitCallable(layer, inputs, folds, classes),
+                            (X, y, self.mode, self.cache_dir), where={"layer": layer.name})
         fitted = {}
         for name, fold, preds, model, _ in results:
             if preds is not None:
@@ -171,7 +156,6 @@ class ParallelProcessing:
             if model is not None:
                 fitted[name] = model
         layer.fitted_, layer.classes_ = fitted, classes
-        s.emit(PhaseFinished(scope.id, index, layer.name, 0, len(tasks)))
         return out, rows
 
 

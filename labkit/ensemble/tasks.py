@@ -1,4 +1,4 @@
-"""The task callable of a layer: fit one estimator on one fold, predict its test rows."""
+"""Ensemble tasks: a layer's task callable, and one phase of tasks run as a batch."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import time
 
 import numpy as np
 
-from ..errors import InputError, located
+from ..errors import InputError, LabkitError, located
+from ..events import PhaseFinished, PhaseStarted, TaskInfo
 from ..scheduling import TaskCallable
+from .cache import open_inputs
 
-__all__ = ["FitCallable", "FINAL", "predict_columns"]
+__all__ = ["FitCallable", "FINAL", "predict_columns", "run_phase"]
 
 #: The fold index of the final fit (on every row, kept for new data).
 FINAL = -1
@@ -80,3 +82,31 @@ def predict_columns(fitted, X, proba: bool, classes) -> np.ndarray:
     out = np.zeros((len(X), len(classes)))
     out[:, np.searchsorted(classes, estimator.classes_)] = p  # a fold may lack a class
     return out
+
+
+def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callable,
+              inputs: tuple, where: dict | None = None) -> list:
+    """Run ``tasks`` as one batch over shared inputs: one phase on the board; the results.
+
+    ``inputs`` is ``(X, y, mode, cache_dir)`` for :func:`~.cache.open_inputs`; the
+    task callable is ``make_callable(opened_inputs)``, shipped once.  An error
+    gains ``where`` and ends the phase as failed; the cache is removed either way.
+    """
+    s = scheduler
+    s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks)))
+    info = TaskInfo(scope.id, -1, -1, "train", index, name, 0)
+    try:
+        with open_inputs(*inputs, client=getattr(s, "client", None)) as opened, \
+                s.batch(None, info, scope.control) as batch:
+            task_callable = make_callable(opened)
+            for task in tasks:
+                scope.check()
+                batch.add_task(task, task_callable)
+            results = batch.get_results()
+    except BaseException as exc:
+        s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks), ok=False))
+        if where and isinstance(exc, LabkitError):
+            raise exc.locate(**where)
+        raise
+    s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks)))
+    return results
