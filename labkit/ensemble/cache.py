@@ -116,8 +116,12 @@ def open_inputs(X, y, mode: str = "memory", cache_dir: str | None = None, client
 
 
 def forget(folder: str) -> int:
-    """Drop this process's maps of files in ``folder``; how many there were."""
-    paths = [p for p in _MAPPED if p.startswith(folder + os.sep)]
+    """Drop this process's maps of files in ``folder``; how many there were.
+
+    Maps of files already deleted go too: a task cancelled by another run may
+    have mapped its folder after that folder's own ``forget``.
+    """
+    paths = [p for p in _MAPPED if p.startswith(folder + os.sep) or not os.path.exists(p)]
     for path in paths:
         del _MAPPED[path]
     return len(paths)
