@@ -6,8 +6,8 @@ seconds each training, 5 repetitions of each variant, about two minutes on
 --quick`` (a smoke test).  It prints timings and ratios; it never asserts on
 timings.
 
-All variants train a PCA with ``ParallelFlow`` on the same 2-worker
-``DaskScheduler``; the chunks are generated on the workers (a Dask array), so
+All variants train a PCA with ``ParallelFlow`` on the same default
+``DaskScheduler()`` (in-process, a thread per core); the chunks are generated on the workers (a Dask array), so
 the client only schedules and listens.  The variants alternate their order
 on each repetition; medians are compared.
 
@@ -380,11 +380,11 @@ def main(argv=None) -> None:
     print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     describe_machine()
     print(f"PCA on {cfg['n_chunks']} chunks of {cfg['rows']}x{cfg['dim']} generated on the "
-          f"workers; 2 workers x 1 thread; {cfg['reps']} repetitions")
+          f"workers; default DaskScheduler(); {cfg['reps']} repetitions")
     recorder = CommRecorder().install()
     t_start = time.perf_counter()
     try:
-        with lk.DaskScheduler(n_workers=2, threads_per_worker=1) as s:
+        with lk.DaskScheduler() as s:
             train_plain(s, dict(cfg, n_chunks=2))                    # workers warm up
             train_with_views(s, dict(cfg, n_chunks=2), recorder)    # imports, BokehJS models
             results = alternate(variants(s, cfg, recorder, args.split), cfg["reps"])

@@ -49,3 +49,20 @@ def test_collector_benchmark_runs_quick():
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("=> as_completed / callback queue") == 2
+
+
+def test_mode_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_modes.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    table = proc.stdout.split("speed-up vs serial (medians):")[1]
+    for config in ("processes 2x1 (old default)", "threads 1x2 in-process", "auto (the default)"):
+        assert config in table, config
+    assert "pure Python, client iterator" in table
+
+
+def test_scaling_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_scaling.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("ms/chunk") == 4

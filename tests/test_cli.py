@@ -212,11 +212,12 @@ class _Demo:
 
 
 @contextlib.contextmanager
-def _demo_serve(tmp_path, chunk_size: int):
+def _demo_serve(tmp_path, chunk_size: int, mode: str = "auto"):
     """Start ``labkit demo --serve``; end it and its workers by pid whatever happens."""
     err_path = tmp_path / "stderr.log"
     with open(err_path, "w") as err:
-        proc = subprocess.Popen([*LABKIT, "demo", "--serve", "--chunk-size", str(chunk_size)],
+        proc = subprocess.Popen([*LABKIT, "demo", "--serve", "--chunk-size", str(chunk_size),
+                                 "--mode", mode],
                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=err,
                                 stdin=subprocess.DEVNULL, text=True,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -233,7 +234,8 @@ def _demo_serve(tmp_path, chunk_size: int):
 
 @pytest.mark.timeout(240)
 def test_demo_serve_keeps_the_dashboard_until_sigint(tmp_path):
-    with _demo_serve(tmp_path, 300) as demo:
+    # worker processes, so that their ending is checked too
+    with _demo_serve(tmp_path, 300, mode="processes") as demo:
         url = demo.lines.wait_for("labkit dashboard: http", 120).split(": ", 1)[1]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
         demo.lines.wait_for("labkit dashboard: serving", 120)   # trained and reported

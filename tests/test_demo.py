@@ -10,13 +10,17 @@ from labkit.demo import run_demo
 
 def test_demo_learns_and_matches_serial():
     out = io.StringIO()
-    figures = run_demo(n_workers=2, chunk_size=200, stream=out)
+    figures = run_demo(chunk_size=200, stream=out)
     assert figures["accuracy"] > 0.95
     assert figures["agreement"] == 1.0
     assert sum(figures["tasks_per_worker"].values()) >= 8
     text = out.getvalue()
     assert "node 0 PCA phase 0: [####################]" in text
     assert "test accuracy" in text
+    speed = figures["speed"]        # timed, and printed beside serial (never asserted on)
+    assert speed["serial_s"] > 0 and speed["parallel_s"] > 0 and speed["threads"] >= 1
+    assert speed["max_rel_diff"] < 1e-8                  # the parallel PCA equals the serial one
+    assert "where parallel pays off" in text and "than serial here" in text
 
 
 def test_labkit_demo_command_runs():

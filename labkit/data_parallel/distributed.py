@@ -125,6 +125,12 @@ class DaskReplicaGroup:
                  timeout=60.0, rendezvous="auto"):
         if rendezvous not in ("auto", "tcp", "file"):
             raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}")
+        if getattr(scheduler, "in_process", False):
+            raise InputError(
+                "data-parallel replicas on Dask need worker processes (one torch.distributed "
+                f"rank each), but this DaskScheduler runs tasks on threads (mode "
+                f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
+                "cluster, or train in-process with devices=[...]")
         self.rendezvous = rendezvous
         self._client, self._gid = scheduler.client, uuid.uuid4().hex
         # The replicas' tasks go through a batch of the scheduler, so that cancelling

@@ -86,8 +86,8 @@ def choose_mode(scheduler, mode: str) -> str:
     if mode != "auto":
         return mode
     client = getattr(scheduler, "client", None)
-    if client is None:
-        return "memory"  # in-process: nothing to send
+    if client is None or getattr(scheduler, "in_process", False):
+        return "memory"  # in-process: tasks read the arrays by reference
     hosts = {a.split("://")[-1].rsplit(":", 1)[0] for a in client.scheduler_info()["workers"]}
     return "memmap" if hosts <= {"127.0.0.1", "localhost", "[::1]"} else "memory"
 

@@ -56,6 +56,11 @@ class FlowTrainCallable(TaskCallable):
         """Change a chunk on the worker before anything else sees it."""
         return chunk
 
+    @property
+    def holds_gil(self) -> bool:
+        """Whether a node the chunk goes through runs GIL-holding Python."""
+        return any(getattr(n, "holds_gil", True) for n in [*self.prefix, self.node])
+
     def fork(self):
         forked = copy.copy(self)
         forked.node = self.node.fork()
@@ -82,6 +87,11 @@ class FlowExecuteCallable(TaskCallable):
     def transform(self, chunk):
         """Change a chunk on the worker before anything else sees it."""
         return chunk
+
+    @property
+    def holds_gil(self) -> bool:
+        """Whether a node of the flow runs GIL-holding Python."""
+        return any(getattr(n, "holds_gil", True) for n in self.nodes)
 
     def fork(self):
         if not self.forking:

@@ -67,6 +67,13 @@ class Node:
     #: dtypes the node accepts; ``None`` accepts any numeric dtype.
     supported_dtypes: tuple[str, ...] | None = FLOAT_DTYPES
 
+    #: Whether training or executing runs pure-Python code that holds the GIL.
+    #: On the default (in-process) cluster such nodes train in worker
+    #: processes; set ``False`` on a node whose work is numpy, BLAS or torch so
+    #: that it runs on threads with its chunks passed by reference (every
+    #: built-in node does).  ``True`` is the safe default for a new node.
+    holds_gil: bool = True
+
     def __init__(self, input_dim=None, output_dim=None, dtype=None, check_finite=False,
                  name=None):
         self._input_dim = input_dim

@@ -73,24 +73,36 @@ class JoinResultContainer(ResultContainer):
         self.joined = 0  # the flow restores the node itself
 
 
+#: Most of one core that computing node state for subscribers may take while training.
+STATE_CPU_SHARE = 0.01
+
+
 class _JoinReporter:
-    """Emits ``NodeJoined`` after each join; plot arrays only as often as a subscriber asks."""
+    """Emits ``NodeJoined`` after each join; plot arrays only as often as a subscriber asks.
+
+    And no more often than keeps their cost within :data:`STATE_CPU_SHARE` of a
+    core: an eigendecomposition for a PCA plot competes with the tasks for the
+    same cores.
+    """
 
     def __init__(self, scheduler, run, index, node, phase):
         self.scheduler, self.run, self.index, self.node, self.phase = (scheduler, run, index,
                                                                        node, phase)
-        self.last: float | None = None   # when the plot arrays were last computed
+        self.next: float | None = None   # when plot arrays may next be computed
 
     def __call__(self) -> None:
         s = self.scheduler
         if not s.has_subscribers:
             return
         every, now = s.state_every, time.monotonic()
-        plots = every is not None and (self.last is None or now - self.last >= every)
+        plots = every is not None and (self.next is None or now >= self.next)
+        start = time.thread_time()
+        state = _view_state(self.node, plots)
         if plots:
-            self.last = now
+            cost = time.thread_time() - start
+            self.next = now + max(every, cost / STATE_CPU_SHARE)
         s.emit(NodeJoined(self.run, self.index, self.node.name, self.phase, self.node.joins,
-                          _view_state(self.node, plots)))
+                          state))
 
 
 class ParallelFlow(ManualTasksMixin, Flow):

@@ -109,6 +109,8 @@ class GaussianClassifier(Node):
     ([0, 1], 1.0)
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, reg=1e-6, **kw):
         super().__init__(**kw)
         if reg < 0:

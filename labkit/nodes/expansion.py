@@ -83,6 +83,8 @@ class PolynomialExpansion(Node):
     ((4, 9), 'float32', 9)
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, degree, **node_kwargs):
         super().__init__(**node_kwargs)
         if isinstance(degree, (bool, np.bool_)) or not isinstance(degree, (int, np.integer)) \

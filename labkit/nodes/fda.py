@@ -112,6 +112,8 @@ class FDA(Node):
     ((90, 2), True)
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, output_dim=None, **kw):
         super().__init__(output_dim=output_dim, **kw)
         self._requested_dim = output_dim

@@ -123,6 +123,8 @@ class KMeans(Node):
     True
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, n_clusters, max_iter=20, tol=1e-6, seed=0, **kw):
         super().__init__(output_dim=n_clusters, **kw)
         if int(n_clusters) < 1 or int(max_iter) < 1 or tol < 0:

@@ -69,6 +69,8 @@ class OnlineLinearRegression(Node):
     [0.5, 2.0, -1.0]
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     eps = 1e-12
 
     def __init__(self, learning_rate=0.5, with_bias=True, epochs=1, **kw):

@@ -170,6 +170,8 @@ class PCA(Node):
     True
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     var_abs = 1e-12
     var_rel = 1e-12
 

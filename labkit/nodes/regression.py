@@ -88,6 +88,8 @@ class LinearRegression(Node):
     [1.0, -2.0, 0.5]
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, with_bias=True, reg=0.0, **kw):
         super().__init__(**kw)
         if reg < 0:

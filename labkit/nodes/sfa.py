@@ -76,6 +76,8 @@ class SFA(Node):
     True
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     #: An input covariance eigenvalue below this times the largest counts as zero.
     singular_rel = 1e-12
 

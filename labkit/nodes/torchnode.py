@@ -130,6 +130,8 @@ class TorchNode(Node):
     True
     """
 
+    holds_gil = False  # numpy/BLAS (torch) work: runs on threads
+
     def __init__(self, module, loss_fn, optimizer_factory, epochs=1, batch_size=None,
                  shuffle=False, seed=0, **node_kwargs):
         super().__init__(**node_kwargs)

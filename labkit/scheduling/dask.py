@@ -26,7 +26,10 @@ import uuid
 from ..errors import CancelledError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
-from .task import TaskCallable, is_delayed, run_task
+from .blas import one_blas_thread
+from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
+from .offload import OffloadPool
+from .task import TaskCallable, is_delayed, lazy_chunk, run_task
 
 __all__ = ["DaskScheduler"]
 
@@ -46,17 +49,24 @@ class DaskScheduler(Scheduler):
         on shutdown.
     client : distributed.Client, optional
         An existing client; left open on shutdown.
-    n_workers, threads_per_worker
-        Size of the embedded ``LocalCluster`` when neither is given.
+    mode : {"auto", "threads", "processes"}
+        The embedded cluster's kind, when neither is given (see
+        :mod:`labkit.scheduling.cluster`): ``"auto"`` runs tasks on threads of
+        this process (chunks by reference) and GIL-holding ones in worker
+        processes; ``"threads"`` only threads; ``"processes"`` worker processes.
+        ``processes=True/False`` (LocalCluster's keyword) say the same.
+    n_workers, threads_per_worker : int, optional
+        Size of the embedded cluster: one thread per core by default (one
+        in-process worker, or one process per core for ``"processes"``).
     max_in_flight : int, optional
         Most tasks open at once; 32 per cluster thread (at least 256) by default.
     max_bytes_in_flight : int, optional
         Most bytes of client-side chunks held by open tasks (128 MiB by default),
         so a stream of big chunks trains in bounded client memory.
     direct_bytes : int
-        Chunks of at least this many bytes go straight to a worker (scattered)
-        instead of inside the task graph; they are sent again if their worker
-        is lost before the task is done.
+        On worker processes, chunks of at least this many bytes go straight to
+        a worker (scattered) instead of inside the task graph; they are sent
+        again if their worker is lost before the task is done.
     report_starts : bool
         Send a small event from the worker when a task starts (for live views).
     **cluster_kwargs
@@ -65,34 +75,48 @@ class DaskScheduler(Scheduler):
 
     Examples
     --------
-    A cluster takes seconds to start, so this one is not run as a doctest
+    A cluster takes a moment to start, so this one is not run as a doctest
     (``tests/scheduling/test_dask.py`` does the same for real)::
 
-        with DaskScheduler(n_workers=2) as s:
+        with DaskScheduler() as s:
             s.add_task(3, lambda x: x * x)
             s.get_results()          # [9]
     """
 
     max_attempts = 4  # submissions of one task whose inputs were lost with their workers
 
-    def __init__(self, address: str | None = None, *, client=None, n_workers: int = 2,
-                 threads_per_worker: int = 1, max_in_flight: int | None = None,
-                 max_bytes_in_flight: int | None = None, result_container=None,
-                 direct_bytes: int = 2**20, report_starts: bool = True, **cluster_kwargs):
-        from distributed import Client, LocalCluster, as_completed
-        self._cluster = None
+    def __init__(self, address: str | None = None, *, client=None, mode: str = "auto",
+                 n_workers: int | None = None, threads_per_worker: int | None = None,
+                 max_in_flight: int | None = None, max_bytes_in_flight: int | None = None,
+                 result_container=None, direct_bytes: int = 2**20, report_starts: bool = True,
+                 **cluster_kwargs):
+        from distributed import Client, as_completed
+        self._cluster, self._offload = None, None
+        mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
         if client is not None:
-            self.client, self._owns_client = client, False
-        elif address is not None:
-            self.client, self._owns_client = Client(address), True
+            self.client, self._owns_client, self.mode = client, False, "existing"
         else:
-            options = dict(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                           processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0")
-            options.update(cluster_kwargs)
-            self._cluster = LocalCluster(**options)
-            self.client, self._owns_client = Client(self._cluster), True
-        threads = sum(self.client.nthreads().values()) or 1
+            with no_message_log():
+                if address is not None:
+                    self.client, self.mode = Client(address), "existing"
+                else:
+                    size = cluster_size(mode, n_workers, threads_per_worker)
+                    self._cluster = start_cluster(mode, *size, **cluster_kwargs)
+                    self.client, self.mode = Client(self._cluster), mode
+            self._owns_client = True
+        nthreads = self.client.nthreads()
+        threads = sum(nthreads.values()) or 1
+        # a client of someone else's in-process cluster: its workers are threads here too
+        self._in_process = self.mode in ("auto", "threads") or (
+            bool(nthreads) and all(a.startswith("inproc://") for a in nthreads))
+        if self.mode == "auto":
+            self._offload = OffloadPool(threads)
+        # The embedded in-process cluster owns the cores: one BLAS thread per task
+        # thread, for its whole life (Dask's nanny does the same for its processes).
+        self._blas_hold = one_blas_thread() if self._cluster is not None and self._in_process \
+            else None
+        if self._blas_hold is not None:
+            self._blas_hold.__enter__()
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
                          max_bytes_in_flight)
         self.direct_bytes = direct_bytes
@@ -108,17 +132,34 @@ class DaskScheduler(Scheduler):
         if self._topic:
             self.client.subscribe_topic(self._topic, self._on_started)
 
+    @property
+    def in_process(self) -> bool:
+        """Whether tasks run on threads of this process (chunks by reference)."""
+        return self._in_process
+
+    @property
+    def offload_pool(self):
+        """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
+        return self._offload
+
     def __repr__(self):
         if self.closed:
             return "<DaskScheduler: shut down>"
         info = self.client.scheduler_info()
-        kind = "embedded cluster" if self._cluster is not None else "existing cluster"
+        kind = (f"embedded cluster, mode {self.mode!r}" if self._cluster is not None
+                else "existing cluster")
         return (f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
                 f"({kind}), {self.total_open_tasks} open tasks>")
 
     @property
     def dashboard_link(self) -> str | None:
         """Link to Dask's own dashboard, when it runs one."""
+        if self._cluster is not None and self._in_process:
+            # Dask names an in-process cluster's host after the machine's address,
+            # where its dashboard does not listen: it binds 127.0.0.1 only.
+            server = getattr(self._cluster.scheduler, "http_server", None)
+            port = getattr(server, "port", None)
+            return f"http://127.0.0.1:{port}/status" if port else None
         return getattr(self.client, "dashboard_link", None)
 
     # -- callables ---------------------------------------------------------------------
@@ -145,18 +186,23 @@ class DaskScheduler(Scheduler):
         callable_future = entry.batch._live_callable(entry)
         key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
         topic = self._topic if self.has_subscribers else None  # no listener: no messages
-        if entry.nbytes >= self.direct_bytes:
+        run_options = (None, self.in_process, self._offload.token if self._offload else None)
+        if entry.nbytes >= self.direct_bytes and not self.in_process:
             asyncio.run_coroutine_threadsafe(
                 self._ship_chunk(data, entry, key, callable_future, topic),
                 self.client.loop.asyncio_loop)
             return None
-        if is_delayed(data):
+        lazy = lazy_chunk(data) if is_delayed(data) else None
+        if lazy is not None:
+            future = self.client.submit(run_task, callable_future, lazy, info, topic,
+                                        *run_options, key=key, pure=False)
+        elif is_delayed(data):
             import dask
             task = dask.delayed(run_task, pure=False)(callable_future, data, info, topic,
-                                                      dask_key_name=key)
+                                                      *run_options, dask_key_name=key)
             future = self.client.compute(task)
         else:
-            future = self.client.submit(run_task, callable_future, data, info, topic,
+            future = self.client.submit(run_task, callable_future, data, info, topic, *run_options,
                                         key=key, pure=False)
         self._track(entry, future)
         return future
@@ -251,7 +297,9 @@ class DaskScheduler(Scheduler):
             self._complete(entry, error=error)
             return
         reason = _cancel_reason(future)
-        if future.status == "cancelled" and not any(r in reason for r in _LOST_INPUTS):
+        # A cancel with no reason comes from a lost input as well (the kill races the
+        # message that names it); a restart or a user's cancel says why.
+        if future.status == "cancelled" and reason and not any(r in reason for r in _LOST_INPUTS):
             self._complete(entry, error=CancelledError(
                 f"the task was cancelled outside labkit ({reason})", **entry.info.where()))
             return
@@ -321,6 +369,10 @@ class DaskScheduler(Scheduler):
             self.client.close()
         if self._cluster is not None:
             self._cluster.close()
+        if self._offload is not None:
+            self._offload.close()
+        if self._blas_hold is not None:
+            self._blas_hold.__exit__(None, None, None)
 
 
 def _cancel_reason(future) -> str:

@@ -8,6 +8,7 @@ error that names node, phase, chunk and worker.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import traceback
@@ -18,7 +19,7 @@ from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
-           "is_delayed", "is_future"]
+           "is_delayed", "is_future", "LazyChunk", "lazy_chunk"]
 
 _env_lock = threading.Lock()
 
@@ -30,6 +31,11 @@ class TaskCallable:
     and calls ``fork()`` before each task, so a callable that accumulates
     state must return a fresh copy from ``fork``.
 
+    ``holds_gil`` says that the work is pure Python (it holds the GIL): on an
+    in-process cluster such tasks run in worker processes instead of threads
+    (see :mod:`labkit.scheduling.offload`).  numpy, BLAS, scikit-learn and
+    torch work releases the GIL and runs best on threads.
+
     Examples
     --------
     >>> class Square(TaskCallable):
@@ -38,6 +44,8 @@ class TaskCallable:
     >>> Square().fork()(3)
     9
     """
+
+    holds_gil: bool = False
 
     def setup_environment(self) -> None:
         """Prepare the process the callable runs in; called once per process."""
@@ -53,14 +61,22 @@ class TaskCallable:
 class FunctionCallable(TaskCallable):
     """A plain function as a task callable.
 
+    Parameters
+    ----------
+    fn : callable
+    holds_gil : bool
+        The function is pure Python: run it in processes beside an
+        in-process cluster (see :class:`TaskCallable`).
+
     Examples
     --------
     >>> FunctionCallable(len)([1, 2])
     2
     """
 
-    def __init__(self, fn: Callable[[Any], Any]):
+    def __init__(self, fn: Callable[[Any], Any], holds_gil: bool = False):
         self.fn = fn
+        self.holds_gil = holds_gil
 
     def __call__(self, data):
         return self.fn(data)
@@ -99,6 +115,53 @@ def is_future(obj) -> bool:
     return kind.__name__ == "Future" and kind.__module__.startswith("distributed")
 
 
+class LazyChunk:
+    """A chunk not computed yet: its own small task graph, computed inside the task.
+
+    A block of a lazy Dask array (say ``from_delayed`` or ``da.random``) would
+    otherwise be a task of its own whose output the training task then takes:
+    two tasks a chunk, the block kept in the worker's memory between them.
+    Computing it inside the training task makes one task a chunk, and the
+    chunk never leaves the thread that made it.
+    """
+
+    def __init__(self, graph: dict, key):
+        self.graph, self.key = graph, key
+
+    def materialize(self):
+        """The chunk, computed here with Dask's synchronous scheduler."""
+        from dask.local import get_sync
+        return get_sync(self.graph, self.key)
+
+
+def lazy_chunk(delayed) -> LazyChunk | None:
+    """``delayed`` as a :class:`LazyChunk`, or ``None`` when it needs data already on a cluster.
+
+    A persisted array's blocks (and chunks built on futures) have keys that
+    live on the cluster: they are trained as dependent tasks, where they lie.
+    """
+    from dask.optimization import cull
+    try:
+        graph = _as_dict(delayed.__dask_graph__())
+        if delayed.key not in graph:
+            return None
+        culled, dependencies = cull(graph, [delayed.key])
+    except Exception:  # an unusual graph: let Dask handle it as a task of its own
+        return None
+    if any(d not in culled for deps in dependencies.values() for d in deps):
+        return None
+    return LazyChunk(culled, delayed.key)
+
+
+_last_graph: list = [None, None]   # the blocks of one array share one graph: convert it once
+
+
+def _as_dict(graph) -> dict:
+    if _last_graph[0] is not graph:
+        _last_graph[:] = [graph, dict(graph)]
+    return _last_graph[1]
+
+
 def _worker_address() -> str:
     try:
         from distributed import get_worker
@@ -128,18 +191,35 @@ def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None
 
 
 def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | None = None,
-             worker: str | None = None) -> TaskOutcome:
-    """Run one task; errors come out as labkit errors located at ``info``."""
+             worker: str | None = None, threads: bool = False,
+             offload: str | None = None) -> TaskOutcome:
+    """Run one task; errors come out as labkit errors located at ``info``.
+
+    ``threads``: the task runs on a thread of the client's process (an
+    in-process cluster), so BLAS is held to one thread meanwhile.
+    ``offload``: the token of an offload pool that runs GIL-holding callables.
+    """
     start = time.time()
     worker = worker or _worker_address()
     if topic is not None:
         _report_start(topic, info, worker, start)
+    pool = None
+    if offload is not None and getattr(task_callable, "holds_gil", False):
+        from .offload import offload_pool
+        pool = offload_pool(offload)
+    from .blas import one_blas_thread
     try:
-        _ensure_environment(task_callable)
-        result = task_callable.fork()(data)
+        if isinstance(data, LazyChunk):
+            data = data.materialize()
+        if pool is not None:
+            return pool.run(task_callable, data, info, worker)
+        with one_blas_thread() if threads else contextlib.nullcontext():
+            _ensure_environment(task_callable)
+            result = task_callable.fork()(data)
     except LabkitError as err:
         err.locate(**info.where(), worker=worker)
-        err.remote_traceback = traceback.format_exc()
+        if not getattr(err, "remote_traceback", None):  # an offloaded task's came with it
+            err.remote_traceback = traceback.format_exc()
         raise
     except Exception as exc:
         raise TaskError.from_exception(exc, traceback.format_exc(), **info.where(),

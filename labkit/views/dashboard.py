@@ -41,6 +41,7 @@ from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 
 from .components import Components
+from .priority import lower_this_thread
 from .sampler import ClusterSampler
 from . import writer
 from .tracker import Tracker
@@ -155,6 +156,7 @@ class _DashboardServer:
 
     def _serve(self) -> None:
         """Thread body: bind, start the server, run its IOLoop until stopped."""
+        lower_this_thread()
         asyncio.set_event_loop(asyncio.new_event_loop())
         self._loop = IOLoop.current()
         try:
@@ -194,12 +196,21 @@ class _DashboardServer:
         self.url = base + APP_PATH
 
     def _make_document(self, doc) -> None:
-        """A new browser session: its own components, updated by a periodic callback."""
+        """A new browser session: its own components, redrawn by a self-pacing callback."""
         components = Components(self.tracker, sampler=self.sampler)
         components.update()
         doc.title = self.title
         doc.add_root(components.layout)
-        doc.add_periodic_callback(components.update, int(1000 / writer.MAX_RATE))
+        pacer = writer.Pacer()
+
+        def tick():
+            # each session paces itself: at most MAX_RATE, and CPU_SHARE of a core
+            gap = pacer.timed(components.update)
+            try:
+                doc.add_timeout_callback(tick, int(1000 * gap))
+            except Exception:  # the session closed meanwhile
+                pass
+        doc.add_timeout_callback(tick, int(1000 / writer.MAX_RATE))
 
     def _shutdown(self) -> None:
         """On the IOLoop: stop the server (closes the listening socket), then the loop."""

@@ -27,6 +27,7 @@ import threading
 from typing import Any, Callable
 
 from ..events import DeviceStats
+from .priority import lower_this_thread
 
 __all__ = ["ClusterSampler"]
 
@@ -88,6 +89,7 @@ class ClusterSampler:
         self._executing = executing
 
     def _loop(self) -> None:
+        lower_this_thread()
         while not self._stop.is_set():
             try:
                 self.sample()

@@ -13,6 +13,13 @@ engine for node state (plot arrays) every :func:`state_every` seconds, every
 second redraw.  Change it before making a view:
 ``labkit.views.writer.MAX_RATE = 2``.
 
+:data:`CPU_SHARE` bounds what drawing may cost: after each draw the view
+waits long enough that its drawing uses at most that share of one core (a
+draw of 20 ms waits 1 s at 2%), so under full load views draw less often
+instead of slowing the work; when drawing is cheap the rate is
+:data:`MAX_RATE`, and a view draws at least every :data:`MAX_GAP` seconds
+while things change.  :class:`Pacer` does the sums for every view.
+
 Examples
 --------
 >>> from labkit.views.tracker import Tracker
@@ -33,7 +40,9 @@ import threading
 import time
 from typing import Any, Callable
 
-__all__ = ["Writer"]
+from .priority import lower_this_thread
+
+__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP"]
 
 logger = logging.getLogger("labkit.views")
 
@@ -42,10 +51,60 @@ _ids = itertools.count()
 #: Most redraws a second of every labkit view.
 MAX_RATE = 4.0
 
+#: Most of one core a view's drawing may use (its CPU time over wall time).
+CPU_SHARE = 0.02
+
 
 def state_every() -> float:
     """Seconds between the node states a view asks the engine for: every second redraw."""
     return 2.0 / MAX_RATE
+
+
+#: Longest wait between two draws while something changes, whatever drawing costs.
+MAX_GAP = 1.0
+
+
+class Pacer:
+    """When a view may draw next: at most ``MAX_RATE`` a second and ``CPU_SHARE`` of a core.
+
+    The cost is a running (exponential) average of the draws' CPU time, so one
+    expensive first draw does not stall the view; a view draws at least every
+    :data:`MAX_GAP` seconds however costly its draws.
+
+    Examples
+    --------
+    >>> p = Pacer(max_rate=4, cpu_share=0.02)
+    >>> p.gap_after(0.001)      # cheap draws: the rate limit
+    0.25
+    >>> round(p.gap_after(0.02), 3)  # a 20 ms draw raises the average: a longer wait
+    0.335
+    >>> p.gap_after(1.0)             # never longer than MAX_GAP
+    1.0
+    """
+
+    def __init__(self, max_rate: float | None = None, cpu_share: float | None = None,
+                 smoothing: float = 0.3):
+        self.max_rate = MAX_RATE if max_rate is None else max_rate
+        self.cpu_share = CPU_SHARE if cpu_share is None else cpu_share
+        self.smoothing = smoothing
+        self.cost: float | None = None   # average CPU seconds of a draw
+
+    def gap_after(self, cpu_seconds: float) -> float:
+        """Seconds to wait after a draw that took ``cpu_seconds`` of CPU."""
+        if self.cost is None:
+            self.cost = cpu_seconds
+        else:
+            self.cost += self.smoothing * (cpu_seconds - self.cost)
+        return min(MAX_GAP, max(1.0 / self.max_rate, self.cost / self.cpu_share))
+
+    def timed(self, fn, *args) -> float:
+        """Call ``fn(*args)`` in this thread; the gap to wait after it."""
+        start = time.thread_time()
+        try:
+            fn(*args)
+        finally:
+            cost = time.thread_time() - start
+        return self.gap_after(cost)
 
 
 class Writer:
@@ -74,8 +133,10 @@ class Writer:
         self.tracker, self._draw, self.max_rate = tracker, draw, max_rate
         self.heartbeat = heartbeat
         self.draws = 0                       # how many times draw was called
-        self._gap = 1.0 / max_rate
+        self._pacer = Pacer(max_rate)
+        self._gap = 1.0 / max_rate           # after the last draw: rate and CPU share
         self._wake = threading.Event()       # set by poke(): something may have changed
+        self._urgent = threading.Event()     # a forced poke or stop: cut the pacing wait short
         self._stopping = threading.Event()
         self._force = False                  # draw on the next wake even if the version is the same
         self._drawn: int | None = None       # the version last drawn
@@ -89,6 +150,7 @@ class Writer:
         """Wake the writer; ``force`` draws even when the tracker's version did not change."""
         if force:
             self._force = True
+            self._urgent.set()
         self._wake.set()
 
     def __call__(self, event=None) -> None:
@@ -103,6 +165,7 @@ class Writer:
     def stop(self, timeout: float | None = 10.0) -> None:
         """Draw once more and end the thread; waits for it unless called from it."""
         self._stopping.set()
+        self._urgent.set()
         self._wake.set()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
@@ -111,6 +174,7 @@ class Writer:
 
     def _main(self) -> None:
         """Wait for a poke, draw if anything changed, then hold off for the rate limit."""
+        lower_this_thread()   # drawing never takes a core from the work
         while not self._stopping.is_set():
             self._wake.wait(self.heartbeat)
             if self._stopping.is_set():
@@ -119,8 +183,10 @@ class Writer:
             self._wake.clear()
             self._draw_if_changed(force=beat)
             # Sleep out the rest of the gap; pokes meanwhile just leave the flag set,
-            # so a burst of events costs one draw.  stop() cuts the sleep short.
-            self._stopping.wait(self._gap)
+            # so a burst of events costs one draw.  stop() or a forced poke (a run's
+            # end, a new view) cut the sleep short.
+            self._urgent.wait(self._gap)
+            self._urgent.clear()
         self._draw_if_changed(force=True)    # the final state, always
 
     def _draw_if_changed(self, force: bool = False) -> None:
@@ -129,6 +195,7 @@ class Writer:
         force, self._force = force or self._force, False
         if not force and version == self._drawn:
             return
+        start = time.thread_time()
         try:
             snapshot = self.tracker.snapshot()
             self._drawn = snapshot.version if hasattr(snapshot, "version") else version
@@ -136,6 +203,7 @@ class Writer:
             self._draw(snapshot)
         except Exception:  # a view must never die of one bad frame
             logger.exception("labkit writer: draw %r failed", self._draw)
+        self._gap = self._pacer.gap_after(time.thread_time() - start)
 
     def __repr__(self):
         state = "running" if self.running else "stopped"

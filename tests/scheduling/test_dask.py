@@ -63,7 +63,7 @@ def test_existing_cluster_by_address_and_client_is_left_running(cluster):
 
 
 def test_embedded_cluster_binds_loopback_only_and_closes():
-    with lk.DaskScheduler(n_workers=2) as s:
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         info = s.client.scheduler_info()
         assert info["address"].startswith("tcp://127.0.0.1:")
         assert all(w.startswith("tcp://127.0.0.1:") for w in info["workers"])

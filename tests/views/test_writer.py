@@ -101,3 +101,21 @@ def test_heartbeat_draws_without_events_and_stop_from_the_thread_itself():
 def test_max_rate_must_be_positive():
     with pytest.raises(ValueError):
         Writer(Tracker(), print, max_rate=0)
+
+
+def test_the_writer_thread_runs_at_the_lowest_priority():
+    import os
+    import sys
+    import threading
+    from labkit.views.priority import NICENESS
+    from labkit.views.tracker import Tracker
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen = []
+    writer = Writer(Tracker(), lambda snap: seen.append(
+        os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+    writer.poke(force=True)
+    writer.stop()
+    assert seen
+    if sys.platform.startswith("linux"):
+        assert set(seen) == {NICENESS}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # only its own

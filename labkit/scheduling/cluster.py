@@ -1,0 +1,103 @@
+"""The embedded cluster: which kind to start, chosen by measurement.
+
+Three modes, measured on 2 cores (``benchmarks/RESULTS.md``, issue 12):
+
+``"auto"`` (the default)
+    One in-process worker with a thread per core (chunks reach tasks by
+    reference, nothing is pickled, BLAS is held to one thread per task), plus
+    a pool of worker processes, started on first use, for tasks whose
+    callable ``holds_gil`` (pure-Python nodes and functions marked so).
+``"threads"``
+    The in-process worker alone: every task on a thread.
+``"processes"``
+    ``n_workers`` worker processes with one thread each on 127.0.0.1 (chunks
+    are pickled to them): for work that holds the GIL throughout, or tests
+    that kill a worker.
+
+``LocalCluster``'s own ``processes=True/False`` are understood as
+``"processes"``/``"threads"``.
+
+Examples
+--------
+>>> resolve_mode("auto", None), resolve_mode("auto", False), resolve_mode("auto", True)
+('auto', 'threads', 'processes')
+>>> cluster_size("processes", None, None, n_cores=4)
+(4, 1)
+>>> cluster_size("auto", None, None, n_cores=4)
+(1, 4)
+"""
+
+from __future__ import annotations
+
+import os
+
+import dask
+
+from ..errors import InputError
+
+__all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "cores", "no_message_log"]
+
+MODES = ("auto", "threads", "processes")
+
+
+def cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def resolve_mode(mode: str, processes: bool | None) -> str:
+    """The mode for ``mode`` and LocalCluster's ``processes`` keyword."""
+    if mode not in MODES:
+        raise InputError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    if processes is None:
+        return mode
+    wanted = "processes" if processes else "threads"
+    if mode not in ("auto", wanted):
+        raise InputError(f"mode={mode!r} contradicts processes={processes!r}")
+    return wanted
+
+
+def cluster_size(mode: str, n_workers: int | None, threads_per_worker: int | None,
+                 n_cores: int | None = None) -> tuple[int, int]:
+    """``(n_workers, threads_per_worker)``: by default all cores, one process or one thread each."""
+    n = n_cores or cores()
+    for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise InputError(f"{name} must be a positive int, got {value!r}")
+    if mode == "processes":
+        return n_workers or n, threads_per_worker or 1
+    workers = n_workers or 1
+    return workers, threads_per_worker or max(1, n // workers)
+
+
+def start_cluster(mode: str, n_workers: int, threads_per_worker: int, **kwargs):
+    """A ``LocalCluster`` for ``mode``; nothing listens beyond 127.0.0.1."""
+    from distributed import LocalCluster
+    options = dict(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                   dashboard_address="127.0.0.1:0")
+    if mode == "processes":
+        options.update(processes=True, host="127.0.0.1")
+    else:
+        # The in-process transport listens on no socket; giving it a host breaks it.  The
+        # worker's own HTTP server (metrics) would bind every interface: keep it on loopback.
+        options.update(processes=False, worker_dashboard_address="127.0.0.1:0")
+    options.update(kwargs)
+    return LocalCluster(**options)
+
+
+def no_message_log():
+    """A config context in which new Dask comms keep no log of recent messages.
+
+    Every batched stream of Dask keeps its last 1000 messages for debugging
+    (``distributed.admin.low-level-log-length``).  A chunk submitted inside a
+    task is part of such a message, so the log kept up to 1000 chunks alive:
+    on the in-process cluster every chunk of a training (1.2 GB in the
+    benchmark), and up to 1000 small chunks with worker processes.  Streams
+    read the setting when they are made, so clusters and clients made inside
+    this context keep no log.
+    """
+    return dask.config.set({"distributed.admin.low-level-log-length": 0})

@@ -1,0 +1,137 @@
+"""Worker processes for tasks that hold the GIL, beside an in-process cluster.
+
+An in-process (threaded) cluster passes chunks by reference and runs numpy
+and BLAS work on all cores, but two threads running pure-Python code take
+turns on the GIL.  A task whose callable says ``holds_gil`` therefore runs in
+one of these processes instead: the worker thread that got it sends the
+callable (pickled once per callable) and the chunk over a pipe,
+waits without the GIL, and returns what the process sends back.  That costs
+what a process cluster costs for every task (the chunk is pickled once), and
+only for such tasks.
+
+The processes start on first use (spawned: the client process has threads),
+use one BLAS thread each, and are ended when the scheduler shuts down.  A
+process that dies under a task (``os._exit``, a segfault) raises
+:class:`~labkit.errors.WorkerLostError` for that task, and a fresh pool
+serves the next ones.
+
+Examples
+--------
+>>> pool = OffloadPool(1)
+>>> pool.close()   # nothing was started
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+import cloudpickle
+
+from ..errors import WorkerLostError
+
+__all__ = ["OffloadPool", "offload_pool"]
+
+_POOLS: dict[str, "OffloadPool"] = {}   # token -> pool; tasks name their pool by token
+_tokens = itertools.count()
+_CALLABLES: dict[int, object] = {}       # in a pool process: callable id -> callable
+
+
+class OffloadPool:
+    """A lazily started pool of ``size`` spawned processes, registered under a token."""
+
+    def __init__(self, size: int):
+        self.size = max(1, int(size))
+        self.token = f"labkit-offload-{next(_tokens)}"
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._pickled: dict[int, tuple[object, bytes]] = {}   # id -> (callable, its pickle)
+        self._closed = False
+        _POOLS[self.token] = self
+
+    def run(self, task_callable, data, info, worker: str):
+        """Run one task in a pool process; its outcome, or its error raised here."""
+        key, blob = self._pickle(task_callable)
+        executor = self._ensure()
+        try:
+            return cloudpickle.loads(executor.submit(_run_there, key, blob, data, info,
+                                                     worker).result())
+        except BrokenProcessPool as exc:
+            self._replace(executor)
+            raise WorkerLostError(
+                "worker lost: the process running this GIL-holding task died (os._exit, a "
+                "segfault or running out of memory)", **info.where(),
+                worker=f"{worker} (offload process)") from exc
+
+    def close(self) -> None:
+        """End the processes; idempotent."""
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+            self._pickled.clear()
+        _POOLS.pop(self.token, None)
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def started(self) -> bool:
+        """Whether processes were started."""
+        return self._executor is not None
+
+    def pids(self) -> list[int]:
+        """Process ids of the pool's live processes."""
+        executor = self._executor
+        return sorted(getattr(executor, "_processes", {}) or {}) if executor else []
+
+    def _pickle(self, task_callable) -> tuple[int, bytes]:
+        key = id(task_callable)
+        with self._lock:
+            held = self._pickled.get(key)
+            if held is None or held[0] is not task_callable:
+                if len(self._pickled) > 64:   # callables of finished phases
+                    self._pickled.clear()
+                held = self._pickled[key] = (task_callable, cloudpickle.dumps(task_callable))
+        return key, held[1]
+
+    def _ensure(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the offload pool is closed")
+            if self._executor is None:
+                import multiprocessing
+                self._executor = ProcessPoolExecutor(
+                    self.size, mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_process)
+            return self._executor
+
+    def _replace(self, broken) -> None:
+        with self._lock:
+            if self._executor is broken:
+                self._executor = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+
+def offload_pool(token: str | None) -> OffloadPool | None:
+    """The live pool registered under ``token`` (``None`` when there is none)."""
+    return _POOLS.get(token) if token else None
+
+
+def _init_process() -> None:
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(limits=1)   # as Dask's nanny does for its worker processes
+
+
+def _run_there(key: int, blob: bytes, data, info, worker: str):
+    """In a pool process: the cached callable for ``key``, run on the chunk."""
+    from .task import run_task
+    task_callable = _CALLABLES.get(key)
+    if task_callable is None or getattr(task_callable, "_labkit_blob", None) != hash(blob):
+        task_callable = cloudpickle.loads(blob)
+        task_callable._labkit_blob = hash(blob)
+        if len(_CALLABLES) > 64:
+            _CALLABLES.clear()
+        _CALLABLES[key] = task_callable
+    # cloudpickle: a node class defined in a notebook lives in no module here
+    return cloudpickle.dumps(run_task(task_callable, data, info, worker=worker))

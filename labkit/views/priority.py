@@ -1,0 +1,37 @@
+"""Views run at the lowest OS priority, so they take only the CPU the work leaves.
+
+A view's threads (a writer drawing the board, the dashboard's Bokeh server,
+the cluster sampler) live in the client process, which on the default
+in-process cluster is also where the tasks run.  With every core busy, each
+millisecond a view spends drawing is a millisecond a task waits.  On Linux a
+thread can lower its own priority (``setpriority`` on its thread id): the
+kernel then runs it when a core has time, so views still draw, less often
+under full load and at full rate otherwise.  Elsewhere this does nothing.
+
+Examples
+--------
+>>> lower_this_thread() in (True, False)
+True
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+__all__ = ["lower_this_thread", "NICENESS"]
+
+#: The niceness view threads give themselves (19: the lowest priority).
+NICENESS = 19
+
+
+def lower_this_thread() -> bool:
+    """Give the calling thread the lowest CPU priority; whether that worked."""
+    if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
+        return False
+    try:
+        # Linux schedules threads one by one: PRIO_PROCESS with a thread id affects that thread.
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+        return True
+    except OSError:
+        return False
