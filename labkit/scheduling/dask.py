@@ -297,9 +297,10 @@ class DaskScheduler(Scheduler):
             self._complete(entry, error=error)
             return
         reason = _cancel_reason(future)
-        # A cancel with no reason comes from a lost input as well (the kill races the
-        # message that names it); a restart or a user's cancel says why.
-        if future.status == "cancelled" and reason and not any(r in reason for r in _LOST_INPUTS):
+        # A cancel with no reason ("unknown") comes from a lost input as well (a worker's
+        # death races the message that names it); a restart says why.
+        known = reason not in ("", "unknown")
+        if future.status == "cancelled" and known and not any(r in reason for r in _LOST_INPUTS):
             self._complete(entry, error=CancelledError(
                 f"the task was cancelled outside labkit ({reason})", **entry.info.where()))
             return
