@@ -3,11 +3,11 @@
 An in-process (threaded) cluster passes chunks by reference and runs numpy
 and BLAS work on all cores, but two threads running pure-Python code take
 turns on the GIL.  A task whose callable says ``holds_gil`` therefore runs in
-one of these processes instead: the worker thread that got it sends the
-callable (pickled once per callable) and the chunk over a pipe,
-waits without the GIL, and returns what the process sends back.  That costs
-what a process cluster costs for every task (the chunk is pickled once), and
-only for such tasks.
+one of these processes instead: the worker thread that got it copies the
+chunk's arrays once into shared memory (the process maps them: no pickling,
+nothing through the pipe), sends the callable (pickled once per callable),
+waits without the GIL, and returns what the process sends back.  Only such
+tasks pay for a process.
 
 The processes start on first use (spawned: the client process has threads),
 use one BLAS thread each, and are ended when the scheduler shuts down.  A
@@ -55,8 +55,10 @@ class OffloadPool:
         """Run one task in a pool process; its outcome, or its error raised here."""
         key, blob = self._pickle(task_callable)
         executor = self._ensure()
+        shared: list = []
         try:
-            return cloudpickle.loads(executor.submit(_run_there, key, blob, data, info,
+            sent = _share(data, shared)
+            return cloudpickle.loads(executor.submit(_run_there, key, blob, sent, info,
                                                      worker).result())
         except BrokenProcessPool as exc:
             self._replace(executor)
@@ -64,6 +66,10 @@ class OffloadPool:
                 "worker lost: the process running this GIL-holding task died (os._exit, a "
                 "segfault or running out of memory)", **info.where(),
                 worker=f"{worker} (offload process)") from exc
+        finally:
+            for segment in shared:   # the process has its own mapping while it needs one
+                segment.close()
+                segment.unlink()
 
     def close(self) -> None:
         """End the processes; idempotent."""
@@ -123,6 +129,57 @@ def _init_process() -> None:
     threadpool_limits(limits=1)   # as Dask's nanny does for its worker processes
 
 
+#: Arrays at least this large travel through shared memory, smaller ones through the pipe.
+SHARE_BYTES = 1 << 16
+
+
+class _SharedArray:
+    """A numpy array placed in a shared-memory segment: its name, shape and dtype."""
+
+    def __init__(self, name: str, shape, dtype):
+        self.name, self.shape, self.dtype = name, shape, dtype
+
+    def attach(self, held: list):
+        """In the pool process: the array, mapped (``held`` keeps the mapping open)."""
+        from multiprocessing import shared_memory
+        import numpy as np
+        # Spawned processes share their parent's resource tracker, which the
+        # creator's unlink keeps right: attaching adds nothing to undo here.
+        segment = shared_memory.SharedMemory(name=self.name)
+        held.append(segment)
+        return np.ndarray(self.shape, self.dtype, buffer=segment.buf)
+
+
+def _share(data, segments: list):
+    """``data`` with its big numpy arrays copied into shared memory (recorded in ``segments``)."""
+    import numpy as np
+    if isinstance(data, tuple):
+        return tuple(_share(part, segments) for part in data)
+    if not (isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES
+            and data.dtype.hasobject is False):
+        return data
+    from multiprocessing import shared_memory
+    segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
+    segments.append(segment)
+    np.ndarray(data.shape, data.dtype, buffer=segment.buf)[...] = data
+    return _SharedArray(segment.name, data.shape, data.dtype)
+
+
+def _attach(data, held: list):
+    if isinstance(data, tuple):
+        return tuple(_attach(part, held) for part in data)
+    return data.attach(held) if isinstance(data, _SharedArray) else data
+
+
+def _release(held: list) -> None:
+    """Close this process's mappings; one still referenced (a node kept the chunk) stays open."""
+    for segment in held:
+        try:
+            segment.close()
+        except BufferError:
+            pass
+
+
 def _run_there(key: int, blob: bytes, data, info, worker: str):
     """In a pool process: the cached callable for ``key``, run on the chunk."""
     from .task import run_task
@@ -133,5 +190,11 @@ def _run_there(key: int, blob: bytes, data, info, worker: str):
         if len(_CALLABLES) > 64:
             _CALLABLES.clear()
         _CALLABLES[key] = task_callable
-    # cloudpickle: a node class defined in a notebook lives in no module here
-    return cloudpickle.dumps(run_task(task_callable, data, info, worker=worker))
+    held: list = []
+    try:
+        outcome = run_task(task_callable, _attach(data, held), info, worker=worker)
+        # cloudpickle: a node class defined in a notebook lives in no module here
+        return cloudpickle.dumps(outcome)
+    finally:
+        outcome = None
+        _release(held)

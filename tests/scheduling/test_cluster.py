@@ -219,3 +219,20 @@ def test_lazy_dask_blocks_are_computed_inside_their_training_task():
         persisted.train([arr.persist()], scheduler=s)     # blocks on the cluster: used there
     for trained in (flow, persisted):
         np.testing.assert_allclose(trained[0].d, serial[0].d, rtol=1e-10)
+
+
+def sum_of_tuple(chunk):
+    x, y = chunk
+    return float(x.sum()), float(y.sum()), x.flags.writeable
+
+
+def test_offloaded_chunks_travel_through_shared_memory_and_leave_none_behind():
+    import glob
+    before = set(glob.glob("/dev/shm/psm_*"))
+    x = np.arange(200_000, dtype=float).reshape(-1, 4)       # 1.6 MB: shared, not pickled
+    y = np.ones(3)                                           # small: through the pipe
+    with lk.DaskScheduler() as s:
+        s.add_task((x, y), lk.FunctionCallable(sum_of_tuple, holds_gil=True))
+        assert s.get_results() == [(float(x.sum()), 3.0, True)]
+        assert s.offload_pool.started
+    assert set(glob.glob("/dev/shm/psm_*")) <= before
