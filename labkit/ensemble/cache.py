@@ -29,6 +29,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 
 import numpy as np
@@ -38,6 +39,7 @@ from ..errors import InputError
 __all__ = ["Inputs", "open_inputs", "choose_mode"]
 
 _MAPPED: dict[str, np.ndarray] = {}  # per process: path -> read-only memory map
+_MAPPED_LOCK = threading.Lock()      # in-process workers map while the client forgets
 
 
 class Inputs:
@@ -73,10 +75,11 @@ def _save(folder: str, name: str, a) -> str:
 
 def _mapped(path: str) -> np.ndarray:
     """The memory map of ``path``, opened once per process."""
-    m = _MAPPED.get(path)
-    if m is None:
-        m = _MAPPED[path] = np.load(path, mmap_mode="r")
-    return m
+    with _MAPPED_LOCK:
+        m = _MAPPED.get(path)
+        if m is None:
+            m = _MAPPED[path] = np.load(path, mmap_mode="r")
+        return m
 
 
 def choose_mode(scheduler, mode: str) -> str:
@@ -121,9 +124,10 @@ def forget(folder: str) -> int:
     Maps of files already deleted go too: a task cancelled by another run may
     have mapped its folder after that folder's own ``forget``.
     """
-    paths = [p for p in _MAPPED if p.startswith(folder + os.sep) or not os.path.exists(p)]
-    for path in paths:
-        del _MAPPED[path]
+    with _MAPPED_LOCK:
+        paths = [p for p in _MAPPED if p.startswith(folder + os.sep) or not os.path.exists(p)]
+        for path in paths:
+            del _MAPPED[path]
     return len(paths)
 
 

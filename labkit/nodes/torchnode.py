@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+import threading
 import zlib
 
 import numpy as np
@@ -31,6 +32,8 @@ from ..errors import InputError, TrainingError
 from ..flows.node import Node
 
 __all__ = ["TorchNode"]
+
+_RNG_LOCK = threading.RLock()   # see TorchNode._train
 
 #: torch dtypes numpy cannot hold; outputs in them come back as float32.
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -179,7 +182,9 @@ class TorchNode(Node):
         # A replica per chunk, so every chunk starts from the phase's parameters
         # whether it trains here or in a fork: serial == parallel.
         replica = copy.deepcopy(self.module)
-        with torch.random.fork_rng(devices=[]):
+        # torch's RNG is one per process: forks training on threads of one process
+        # (the in-process cluster) take turns, so each chunk sees its own seed's draws.
+        with _RNG_LOCK, torch.random.fork_rng(devices=[]):
             torch.manual_seed(self._chunk_seed(x))
             self._loss_sum += self._one_pass(replica, inputs, target)
         self._accumulate(replica.state_dict(), x.shape[0])

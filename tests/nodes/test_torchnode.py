@@ -221,3 +221,19 @@ def test_importing_labkit_does_not_import_torch():
     code = "import sys, labkit, labkit.nodes; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_dropout_and_shuffle_on_threads_of_one_process_equal_serial(problem):
+    """Forks on the in-process cluster share one torch RNG: they take turns drawing from it."""
+    x, y = problem[0][:, :4], problem[1]
+
+    def node():
+        return TorchNode(mlp(4, 2, dropout=0.3), torch.nn.MSELoss(),
+                         functools.partial(torch.optim.SGD, lr=0.05), epochs=2,
+                         batch_size=8, shuffle=True, seed=11)
+    serial = lk.Flow([node()])
+    serial.train([split(x, y)])
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
+        flow = lk.ParallelFlow([node()])
+        flow.train([split(x, y)], scheduler=s)
+    assert_modules_close(flow[0].module, serial[0].module)
