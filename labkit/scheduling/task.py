@@ -153,13 +153,18 @@ def lazy_chunk(delayed) -> LazyChunk | None:
     return LazyChunk(culled, delayed.key)
 
 
-_last_graph: list = [None, None]   # the blocks of one array share one graph: convert it once
+# The blocks of one array share one graph: convert it once.  One tuple, swapped whole,
+# so threads submitting different arrays never see one graph's dict for another's.
+_last_graph: tuple = (None, None)
 
 
 def _as_dict(graph) -> dict:
-    if _last_graph[0] is not graph:
-        _last_graph[:] = [graph, dict(graph)]
-    return _last_graph[1]
+    global _last_graph
+    held, as_dict = _last_graph
+    if held is not graph:
+        as_dict = dict(graph)
+        _last_graph = (graph, as_dict)
+    return as_dict
 
 
 def _worker_address() -> str:
