@@ -213,17 +213,17 @@ class Scheduler(Observable):
     def _complete(self, entry: OpenTask, outcome=None, error: BaseException | None = None
                   ) -> None:
         """Record one completed task, exactly once; any thread may call this."""
-        recorded, error = entry.batch._task_done(entry, outcome, error)
-        if not recorded:
-            return
-        if error is None:
-            self.emit(TaskFinished(entry.info, outcome.worker, outcome.start, outcome.end,
-                                   outcome.n_samples))
-        else:
-            where = getattr(error, "where", {})
-            self.emit(TaskFailed(entry.info, where.get("worker"), None, None,
-                                 getattr(error, "original_type", None) or type(error).__name__,
-                                 str(error), getattr(error, "remote_traceback", None)))
+        def announce(error):
+            if error is None:
+                self.emit(TaskFinished(entry.info, outcome.worker, outcome.start, outcome.end,
+                                       outcome.n_samples))
+            else:
+                where = getattr(error, "where", {})
+                self.emit(TaskFailed(entry.info, where.get("worker"), None, None,
+                                     getattr(error, "original_type", None)
+                                     or type(error).__name__,
+                                     str(error), getattr(error, "remote_traceback", None)))
+        entry.batch._task_done(entry, outcome, error, announce)
 
     def _wait(self, ready: Callable[[], bool]) -> None:
         with self._cond:

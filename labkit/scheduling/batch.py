@@ -242,8 +242,13 @@ class Batch:
 
     # -- for the scheduler and its backends --------------------------------------------------
 
-    def _task_done(self, entry: OpenTask, outcome=None, error: BaseException | None = None):
-        """Record one completed task, exactly once: ``(recorded, its error or None)``."""
+    def _task_done(self, entry: OpenTask, outcome=None, error: BaseException | None = None,
+                   announce: Callable[[BaseException | None], Any] | None = None):
+        """Record one completed task, exactly once: ``(recorded, its error or None)``.
+
+        ``announce(error)`` runs once the result is recorded and before the owner
+        is woken, so a run never ends before the events of its own tasks.
+        """
         with self._results_lock:
             with self._cond:
                 if self._open.get(entry.info.task) is not entry:
@@ -253,6 +258,8 @@ class Batch:
                     self.result_container.add_result(outcome.result, entry.info.chunk)
                 except Exception as exc:  # a join that fails names the task too
                     error = located(exc, **entry.info.where(), worker=outcome.worker)
+            if announce is not None:
+                announce(error)
             with self._cond:
                 self._open.pop(entry.info.task, None)
                 self._bytes -= entry.nbytes
