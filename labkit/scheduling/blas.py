@@ -5,9 +5,10 @@ OpenBLAS (and MKL) start one thread per core for every call, so two worker
 threads each calling BLAS on two cores run four busy threads, and OpenBLAS's
 idle threads spin: measured here, the in-process cluster ran PCA moments at
 0.93x serial with BLAS left alone and 1.88x with one BLAS thread.  Worker
-processes get one BLAS thread from Dask's nanny; this does the same for
-threads.  The limit holds while at least one task runs, counted, so
-overlapping tasks never restore the library's threads under each other.
+processes get one BLAS thread from Dask's nanny; a ``DaskScheduler`` whose
+workers are threads holds this limit for its life.  Holders are counted, so
+the last one to leave restores the library's threads.  (OpenMP's limit only
+reaches the thread that sets it.)
 
 One :class:`threadpoolctl.ThreadpoolController` is made per process and
 cached: inspecting the loaded libraries costs milliseconds.
@@ -48,7 +49,7 @@ def _blas_libraries() -> list:
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """Limit BLAS to one thread while the block runs (re-entrant across threads)."""
+    """Limit BLAS (and OpenMP) to one thread while the block runs; holders are counted."""
     global _active
     with _lock:
         if _active == 0:

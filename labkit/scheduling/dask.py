@@ -111,10 +111,10 @@ class DaskScheduler(Scheduler):
             bool(nthreads) and all(a.startswith("inproc://") for a in nthreads))
         if self.mode == "auto":
             self._offload = OffloadPool(threads)
-        # The embedded in-process cluster owns the cores: one BLAS thread per task
-        # thread, for its whole life (Dask's nanny does the same for its processes).
-        self._blas_hold = one_blas_thread() if self._cluster is not None and self._in_process \
-            else None
+        # Workers that are threads of this process share its BLAS: one thread per task
+        # thread, for the scheduler's whole life (Dask's nanny does the same for its
+        # processes; limiting per task instead made OpenBLAS resize its pool every time).
+        self._blas_hold = one_blas_thread() if self._in_process else None
         if self._blas_hold is not None:
             self._blas_hold.__enter__()
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
@@ -186,7 +186,7 @@ class DaskScheduler(Scheduler):
         callable_future = entry.batch._live_callable(entry)
         key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
         topic = self._topic if self.has_subscribers else None  # no listener: no messages
-        run_options = (None, self.in_process, self._offload.token if self._offload else None)
+        run_options = (None, self._offload.token if self._offload else None)
         if entry.nbytes >= self.direct_bytes and not self.in_process:
             asyncio.run_coroutine_threadsafe(
                 self._ship_chunk(data, entry, key, callable_future, topic),

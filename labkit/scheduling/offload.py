@@ -36,7 +36,7 @@ __all__ = ["OffloadPool", "offload_pool"]
 
 _POOLS: dict[str, "OffloadPool"] = {}   # token -> pool; tasks name their pool by token
 _tokens = itertools.count()
-_CALLABLES: dict[int, object] = {}       # in a pool process: callable id -> callable
+_CALLABLES: dict[int, object] = {}       # in a pool process: callable token -> callable
 
 
 class OffloadPool:
@@ -47,18 +47,19 @@ class OffloadPool:
         self.token = f"labkit-offload-{next(_tokens)}"
         self._executor: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._pickled: dict[int, tuple[object, bytes]] = {}   # id -> (callable, its pickle)
+        # id -> (callable, its token, its pickle); a token is never reused, unlike an id
+        self._pickled: dict[int, tuple[object, int, bytes]] = {}
         self._closed = False
         _POOLS[self.token] = self
 
     def run(self, task_callable, data, info, worker: str):
         """Run one task in a pool process; its outcome, or its error raised here."""
-        key, blob = self._pickle(task_callable)
+        token, blob = self._pickle(task_callable)
         executor = self._ensure()
         shared: list = []
         try:
             sent = _share(data, shared)
-            return cloudpickle.loads(executor.submit(_run_there, key, blob, sent, info,
+            return cloudpickle.loads(executor.submit(_run_there, token, blob, sent, info,
                                                      worker).result())
         except BrokenProcessPool as exc:
             self._replace(executor)
@@ -92,14 +93,15 @@ class OffloadPool:
         return sorted(getattr(executor, "_processes", {}) or {}) if executor else []
 
     def _pickle(self, task_callable) -> tuple[int, bytes]:
-        key = id(task_callable)
+        """The callable's token and pickle, made once per callable."""
         with self._lock:
-            held = self._pickled.get(key)
+            held = self._pickled.get(id(task_callable))
             if held is None or held[0] is not task_callable:
                 if len(self._pickled) > 64:   # callables of finished phases
                     self._pickled.clear()
-                held = self._pickled[key] = (task_callable, cloudpickle.dumps(task_callable))
-        return key, held[1]
+                held = self._pickled[id(task_callable)] = (
+                    task_callable, next(_tokens), cloudpickle.dumps(task_callable))
+        return held[1], held[2]
 
     def _ensure(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -156,7 +158,7 @@ def _share(data, segments: list):
     if isinstance(data, tuple):
         return tuple(_share(part, segments) for part in data)
     if not (isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES
-            and data.dtype.hasobject is False):
+            and not data.dtype.hasobject):
         return data
     from multiprocessing import shared_memory
     segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
@@ -180,21 +182,18 @@ def _release(held: list) -> None:
             pass
 
 
-def _run_there(key: int, blob: bytes, data, info, worker: str):
-    """In a pool process: the cached callable for ``key``, run on the chunk."""
+def _run_there(token: int, blob: bytes, data, info, worker: str):
+    """In a pool process: the callable of ``token`` (unpickled once here), run on the chunk."""
     from .task import run_task
-    task_callable = _CALLABLES.get(key)
-    if task_callable is None or getattr(task_callable, "_labkit_blob", None) != hash(blob):
-        task_callable = cloudpickle.loads(blob)
-        task_callable._labkit_blob = hash(blob)
+    task_callable = _CALLABLES.get(token)
+    if task_callable is None:
         if len(_CALLABLES) > 64:
             _CALLABLES.clear()
-        _CALLABLES[key] = task_callable
+        task_callable = _CALLABLES[token] = cloudpickle.loads(blob)
     held: list = []
     try:
-        outcome = run_task(task_callable, _attach(data, held), info, worker=worker)
         # cloudpickle: a node class defined in a notebook lives in no module here
-        return cloudpickle.dumps(outcome)
+        return cloudpickle.dumps(run_task(task_callable, _attach(data, held), info,
+                                          worker=worker))
     finally:
-        outcome = None
         _release(held)

@@ -8,7 +8,6 @@ error that names node, phase, chunk and worker.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import traceback
@@ -196,12 +195,9 @@ def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None
 
 
 def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | None = None,
-             worker: str | None = None, threads: bool = False,
-             offload: str | None = None) -> TaskOutcome:
+             worker: str | None = None, offload: str | None = None) -> TaskOutcome:
     """Run one task; errors come out as labkit errors located at ``info``.
 
-    ``threads``: the task runs on a thread of the client's process (an
-    in-process cluster), so BLAS is held to one thread meanwhile.
     ``offload``: the token of an offload pool that runs GIL-holding callables.
     """
     start = time.time()
@@ -212,15 +208,13 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
     if offload is not None and getattr(task_callable, "holds_gil", False):
         from .offload import offload_pool
         pool = offload_pool(offload)
-    from .blas import one_blas_thread
     try:
         if isinstance(data, LazyChunk):
             data = data.materialize()
         if pool is not None:
             return pool.run(task_callable, data, info, worker)
-        with one_blas_thread() if threads else contextlib.nullcontext():
-            _ensure_environment(task_callable)
-            result = task_callable.fork()(data)
+        _ensure_environment(task_callable)
+        result = task_callable.fork()(data)
     except LabkitError as err:
         err.locate(**info.where(), worker=worker)
         if not getattr(err, "remote_traceback", None):  # an offloaded task's came with it

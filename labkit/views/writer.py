@@ -195,7 +195,10 @@ class Writer:
         force, self._force = force or self._force, False
         if not force and version == self._drawn:
             return
-        start = time.thread_time()
+        self._gap = self._pacer.timed(self._draw_once, version)
+
+    def _draw_once(self, version) -> None:
+        """Draw one snapshot; errors are logged."""
         try:
             snapshot = self.tracker.snapshot()
             self._drawn = snapshot.version if hasattr(snapshot, "version") else version
@@ -203,7 +206,6 @@ class Writer:
             self._draw(snapshot)
         except Exception:  # a view must never die of one bad frame
             logger.exception("labkit writer: draw %r failed", self._draw)
-        self._gap = self._pacer.gap_after(time.thread_time() - start)
 
     def __repr__(self):
         state = "running" if self.running else "stopped"

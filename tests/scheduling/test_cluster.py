@@ -236,3 +236,14 @@ def test_offloaded_chunks_travel_through_shared_memory_and_leave_none_behind():
         assert s.get_results() == [(float(x.sum()), 3.0, True)]
         assert s.offload_pool.started
     assert set(glob.glob("/dev/shm/psm_*")) <= before
+
+
+def test_schedulers_on_thread_workers_hold_one_blas_thread_for_their_life():
+    libs = [lib for lib in blas_controller().lib_controllers if lib.user_api == "blas"]
+    before = [lib.num_threads for lib in libs]
+    with lk.DaskScheduler(mode="threads") as s:
+        assert all(lib.num_threads == 1 for lib in libs)
+        with lk.DaskScheduler(client=s.client) as other:    # someone else's in-process cluster
+            assert other.in_process and other.mode == "existing"
+        assert all(lib.num_threads == 1 for lib in libs)  # the first still holds it
+    assert [lib.num_threads for lib in libs] == before
