@@ -141,3 +141,31 @@ def port_is_free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+class PythonMoments(lk.Node):
+    """Column sums in a Python loop: a node that holds the GIL (``holds_gil`` default)."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.total = None
+
+    def _train(self, x):
+        sums = [0.0] * x.shape[1]
+        for row in x.tolist():
+            for j, value in enumerate(row):
+                sums[j] += value
+        self.total = np.array(sums) if self.total is None else self.total + np.array(sums)
+
+    def _stop_training(self):
+        self.mean = self.total / self.samples_seen
+
+    def _execute(self, x):
+        return x - self.mean
+
+    def _fork(self):
+        return PythonMoments()
+
+    def _join(self, forked):
+        if forked.total is not None:
+            self.total = forked.total if self.total is None else self.total + forked.total

@@ -66,3 +66,16 @@ def test_scaling_benchmark_runs_quick():
                            "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("ms/chunk") == 4
+
+
+def test_join_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_join.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    for config in ("processes 2x1", "auto (the default, in-process)"):
+        client = next(l for l in lines if config in l and "join on the client" in l)
+        workers = next(l for l in lines if config in l and "join on the workers" in l)
+        # 4 chunks on 2 worker threads: 4 forks joined on the client, at most 2 from the workers
+        assert "forks joined   4" in client
+        assert int(workers.split("forks joined")[1].split()[0]) <= 2

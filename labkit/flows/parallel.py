@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import time
+import uuid
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from .callables import FlowExecuteCallable, FlowTrainCallable
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
 from .sources import as_chunks, known_length
+from .worker_join import JOIN_MODES, WorkerJoin, WorkerJoinCallable
 
 __all__ = ["ParallelFlow", "JoinResultContainer"]
 
@@ -111,7 +113,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
     # -- training ----------------------------------------------------------------
 
     def train(self, data_iterables, scheduler=None, wait: bool = True,
-              train_callable_class=None, resume: bool = False):
+              train_callable_class=None, resume: bool = False, join: str = "auto"):
         """Train the flow with a scheduler.
 
         Parameters
@@ -128,13 +130,22 @@ class ParallelFlow(ManualTasksMixin, Flow):
             A :class:`FlowTrainCallable` subclass, e.g. with a ``transform``.
         resume : bool
             Skip nodes that are already trained.
+        join : {"auto", "client", "workers"}
+            Where forks are joined.  ``"client"``: one fork a chunk comes back
+            and is joined here (live node state after every chunk).
+            ``"workers"``: each worker thread trains its chunks into one fork of
+            its own, and the client joins one fork per worker thread (see
+            :mod:`labkit.flows.worker_join`).  ``"auto"`` joins on the workers
+            when they are other processes (forks would be pickled), else here.
         """
+        if join not in JOIN_MODES:
+            raise InputError(f"join must be one of {', '.join(JOIN_MODES)}, got {join!r}")
         sources = self._check_training(data_iterables, resume)
         schedulers, owned = self._schedulers_for(scheduler)
         callable_class = train_callable_class or FlowTrainCallable
 
         def job(scope):
-            return self._train_all(sources, schedulers, owned, callable_class, scope)
+            return self._train_all(sources, schedulers, owned, callable_class, scope, join)
 
         return start("train", schedulers, job, wait=wait, n_nodes=len(self.nodes))
 
@@ -159,11 +170,11 @@ class ParallelFlow(ManualTasksMixin, Flow):
         owned = [s for i, s in enumerate(schedulers) if s is not None and s not in schedulers[:i]]
         return schedulers, owned
 
-    def _train_all(self, sources, schedulers, owned, callable_class, scope):
+    def _train_all(self, sources, schedulers, owned, callable_class, scope, join):
         try:
             for i, chunks in enumerate(sources):
                 if chunks is not None:
-                    self._train_node(i, chunks, schedulers[i], callable_class, scope)
+                    self._train_node(i, chunks, schedulers[i], callable_class, scope, join)
                     self._after_node(i)
                 self._shut_down_finished(i, schedulers, owned)
         finally:
@@ -178,7 +189,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 s.shutdown()
                 owned.remove(s)
 
-    def _train_node(self, i, chunks, scheduler, callable_class, scope) -> None:
+    def _train_node(self, i, chunks, scheduler, callable_class, scope, join) -> None:
         node = self.nodes[i]
         snapshot = copy.deepcopy(node)
         emit = scheduler.emit if scheduler is not None else (lambda event: None)
@@ -194,7 +205,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
                     n_tasks = 0
                 else:
                     n_tasks = self._train_phase_tasks(i, chunks, scheduler, fork, callable_class,
-                                                      scope)
+                                                      scope, join)
                 listening = scheduler is not None and scheduler.has_subscribers
                 plots = listening and scheduler.state_every is not None
                 emit(PhaseFinished(scope.id, i, node.name, phase, n_tasks,
@@ -211,18 +222,85 @@ class ParallelFlow(ManualTasksMixin, Flow):
         except NotForkableError:
             return None
 
-    def _train_phase_tasks(self, i, chunks, scheduler, fork, callable_class, scope) -> int:
+    def _train_phase_tasks(self, i, chunks, scheduler, fork, callable_class, scope,
+                           join="auto") -> int:
         """Run one phase as tasks; forks are joined into node ``i`` as they complete."""
         node, phase = self.nodes[i], self.nodes[i].phase
         task_callable = callable_class(self.nodes[:i], fork)
         info = TaskInfo(scope.id, -1, -1, "train", i, node.name, phase)
-        container = JoinResultContainer(node, _JoinReporter(scheduler, scope.id, i, node, phase))
-        n_tasks = self._run_tasks(scheduler, chunks, task_callable, info, container, scope)
+        reporter = _JoinReporter(scheduler, scope.id, i, node, phase)
+        if self._joins_on_workers(scheduler, task_callable, join):
+            n_tasks = self._train_on_workers(scheduler, chunks, task_callable, info, reporter,
+                                             scope)
+        else:
+            n_tasks = self._run_tasks(scheduler, chunks, task_callable, info,
+                                      JoinResultContainer(node, reporter), scope)
         try:
             node.stop_training()
         except LabkitError as err:
             raise err.locate(node=i, node_name=node.name, phase=phase)
         return n_tasks
+
+    @staticmethod
+    def _joins_on_workers(scheduler, task_callable, mode: str) -> bool:
+        """Whether this phase's forks are joined on the workers (see ``train``'s ``join``)."""
+        if mode == "client":
+            return False
+        offloaded = getattr(scheduler, "offload_pool", None) is not None and \
+            task_callable.holds_gil   # runs in a pool process that take_forks cannot reach
+        if offloaded:
+            return False
+        return mode == "workers" or not scheduler.in_process
+
+    #: Seconds between taking forks back while views watch a phase joined on the workers.
+    LIVE_COLLECT_EVERY = 1.0
+
+    def _train_on_workers(self, scheduler, chunks, task_callable, info, reporter, scope) -> int:
+        """One phase joined on the workers; chunks no joined fork covers are trained again."""
+        node = self.nodes[info.node]
+        where = dict(node=info.node, node_name=info.node_name, phase=info.phase)
+        joiner = WorkerJoin(scheduler, node, f"{scope.id}-{info.node}-{info.phase}-"
+                            f"{uuid.uuid4().hex[:8]}", keep=not scheduler.in_process,
+                            on_join=reporter)
+        callable_ = WorkerJoinCallable(task_callable, joiner.key)
+        try:
+            with scheduler.batch(None, info, scope.control) as batch:
+                count = self._submit_for_workers(scheduler, batch, chunks, callable_, joiner,
+                                                 scope)
+                if count == 0:
+                    raise InputError(f"{info.node_name} got an empty data iterable", **where)
+                batch.get_results()
+                # before the batch ends: its end drops the shipped callable, and the forks
+                # on the workers with it
+                joiner.collect(final=True)
+            missing = joiner.missing(count)
+            if missing:
+                self._run_tasks(scheduler, joiner.data_for(missing), task_callable, info,
+                                JoinResultContainer(node, reporter), scope)
+        except LabkitError as err:
+            joiner.abandon()
+            raise err.locate(**where)
+        except BaseException:
+            joiner.abandon()
+            raise
+        return count + len(missing)
+
+    def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope) -> int:
+        """Submit every chunk; take forks back on the way when the client keeps too much
+        or views watch."""
+        from ..scheduling.batch import _nbytes
+        count, last = 0, time.monotonic()
+        for chunk in chunks:
+            scope.check()
+            batch.add_task(chunk, callable_)
+            joiner.added(count, chunk, _nbytes(chunk))
+            count += 1
+            now = time.monotonic()
+            live = scheduler.has_subscribers and now - last >= self.LIVE_COLLECT_EVERY
+            if live or joiner.kept_bytes > scheduler.max_bytes_in_flight:
+                joiner.collect()
+                last = now
+        return count
 
     @staticmethod
     def _run_tasks(scheduler, chunks, task_callable, info, container, scope):

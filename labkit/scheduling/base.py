@@ -234,6 +234,29 @@ class Scheduler(Observable):
         if self._closed:
             raise SchedulerError(f"{type(self).__name__} is shut down")
 
+    # -- workers -------------------------------------------------------------------------
+
+    @property
+    def in_process(self) -> bool:
+        """Whether tasks run in this process (they see chunks by reference, and no
+        worker can be lost without the client)."""
+        return True
+
+    def run_on_workers(self, fn: Callable[..., Any], *args) -> dict[str, Any]:
+        """Call ``fn(*args)`` once on every worker, outside any task; results by worker.
+
+        Workers lost on the way are left out.  ``fn`` may take a ``dask_worker``
+        keyword (the Dask worker it runs on; ``None`` here).
+
+        Examples
+        --------
+        >>> from labkit.scheduling import LocalScheduler
+        >>> LocalScheduler().run_on_workers(lambda: 42)
+        {'local': 42}
+        """
+        self._check_usable()
+        return {"local": fn(*args)}
+
     # -- what a backend implements ------------------------------------------------------
 
     def _ship(self, task_callable: TaskCallable):

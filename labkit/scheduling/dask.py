@@ -142,6 +142,22 @@ class DaskScheduler(Scheduler):
         """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
         return self._offload
 
+    def run_on_workers(self, fn, *args) -> dict:
+        """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
+        self._check_usable()
+        try:
+            results = self.client.run(fn, *args, on_error="return")
+        except Exception as exc:
+            raise SchedulerError(f"could not reach the workers: {type(exc).__name__}: "
+                                 f"{exc}") from exc
+        failed = {w: r for w, r in results.items() if isinstance(r, BaseException)}
+        for worker, error in failed.items():
+            if isinstance(error, LabkitError):
+                raise error.locate(worker=worker)
+            logger.warning("labkit: worker %s did not answer (%s: %s)", worker,
+                           type(error).__name__, error)
+        return {w: r for w, r in results.items() if w not in failed}
+
     def __repr__(self):
         if self.closed:
             return "<DaskScheduler: shut down>"

@@ -18,9 +18,19 @@ from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
-           "is_delayed", "is_future", "LazyChunk", "lazy_chunk"]
+           "is_delayed", "is_future", "LazyChunk", "lazy_chunk", "current_task"]
 
 _env_lock = threading.Lock()
+_running = threading.local()   # the task this thread runs, for callables that ask
+
+
+def current_task() -> TaskInfo | None:
+    """The :class:`~labkit.events.TaskInfo` of the task this thread is running, if any.
+
+    Lets a callable that keeps state across tasks (say, one fork per worker)
+    record which chunks it has seen.
+    """
+    return getattr(_running, "info", None)
 
 
 class TaskCallable:
@@ -214,7 +224,11 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
         if pool is not None:
             return pool.run(task_callable, data, info, worker)
         _ensure_environment(task_callable)
-        result = task_callable.fork()(data)
+        _running.info = info
+        try:
+            result = task_callable.fork()(data)
+        finally:
+            _running.info = None
     except LabkitError as err:
         err.locate(**info.where(), worker=worker)
         if not getattr(err, "remote_traceback", None):  # an offloaded task's came with it

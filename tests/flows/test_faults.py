@@ -1,4 +1,8 @@
-"""A worker process killed mid-phase: training completes, equals serial, no join doubled."""
+"""A worker process killed mid-phase: training completes, equals serial, no join doubled.
+
+Forks joined on the client here; ``test_worker_join.py`` kills a worker whose fork
+held chunks.
+"""
 
 import os
 import signal
@@ -40,7 +44,7 @@ def test_killing_a_worker_mid_phase(own_cluster, recorder, direct_bytes):
         s.subscribe(on_event)
         pids = s.client.run(os.getpid)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
-        run = flow.train([data], scheduler=s, wait=False)
+        run = flow.train([data], scheduler=s, wait=False, join="client")
         for _ in range(4):  # some tasks have started on both workers
             assert n_started.acquire(timeout=60)
         victim_address, victim_pid = sorted(pids.items())[0]

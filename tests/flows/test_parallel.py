@@ -106,9 +106,10 @@ STATE_EVERY = 0.5  # how often this subscriber wants the node's plot arrays
 
 
 def test_joins_are_reported_with_node_state(dask_scheduler, recorder):
+    """Joined on the client: one join, and one report, a chunk."""
     dask_scheduler.subscribe(recorder, state_every=STATE_EVERY)
     factory, data = CASES["PCA"]
-    _trained(lk.ParallelFlow, factory, data, scheduler=dask_scheduler)
+    _trained(lk.ParallelFlow, factory, data, scheduler=dask_scheduler, join="client")
     joins = recorder.of(NodeJoined)
     assert [e.joins for e in joins] == list(range(1, len(data) + 1))
     assert joins[-1].state["samples"] == sum(len(c) for c in data)
@@ -190,7 +191,8 @@ def test_execute_run_returns_output(dask_scheduler):
 def test_a_late_subscriber_gets_the_whole_run_in_order(dask_scheduler):
     factory, data = CASES["PCA"]
     other = lk.ParallelFlow([factory()]).train([data], scheduler=dask_scheduler, wait=False)
-    run = lk.ParallelFlow([factory()]).train([data], scheduler=dask_scheduler, wait=False)
+    run = lk.ParallelFlow([factory()]).train([data], scheduler=dask_scheduler, wait=False,
+                                             join="client")
     run.result(timeout=60)
     other.result(timeout=60)
     from tests.conftest import EventRecorder
