@@ -31,6 +31,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_modes.py
 	$(BIN)/python benchmarks/bench_scaling.py
 	$(BIN)/python benchmarks/bench_join.py
+	$(BIN)/python benchmarks/bench_copies.py
 	$(BIN)/python benchmarks/bench_views.py
 	$(BIN)/python benchmarks/bench_pipeline.py
 	$(BIN)/python benchmarks/bench_data_parallel.py

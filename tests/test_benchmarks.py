@@ -79,3 +79,15 @@ def test_join_benchmark_runs_quick():
         # 4 chunks on 2 worker threads: 4 forks joined on the client, at most 2 from the workers
         assert "forks joined   4" in client
         assert int(workers.split("forks joined")[1].split()[0]) <= 2
+
+
+def test_copies_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_copies.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    per_chunk = {line.split(" median")[0].strip(): float(line.split("(")[-1].split("x")[0])
+                 for line in proc.stdout.splitlines() if "loopback" in line}
+    # a pickled chunk crosses the socket whole; a shared one and a referenced one do not
+    assert per_chunk["processes 2x1, pickled through the socket"] >= 1.0
+    assert per_chunk["processes 2x1, shared memory"] < 0.5
+    assert per_chunk["auto (in-process, by reference)"] < 0.5

@@ -31,7 +31,7 @@ True
 from __future__ import annotations
 
 import threading
-import weakref
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -55,6 +55,12 @@ class _Fork:
     chunks: list = field(default_factory=list)
     busy: bool = False      # a task is training into it: not taken until it is done
     broken: bool = False    # a chunk failed half-way: never joined
+    used: float = field(default_factory=time.monotonic)   # when a task last ended in it
+
+
+#: A fork in a worker process unused this long is dropped (its client may be gone).
+#: Safe: the client keeps every chunk no joined fork covers and trains it again.
+IDLE_FORK_SECONDS = 600.0
 
 
 _LOCK = threading.Lock()
@@ -68,9 +74,26 @@ def _owner() -> str:
     return f"{_worker_address()}#{threading.get_ident()}"
 
 
+def _drop_idle(now: float) -> None:
+    """Drop forks idle for :data:`IDLE_FORK_SECONDS` in worker processes (under the lock).
+
+    A client that vanished mid-phase (its kernel died) never takes its forks; the next
+    worker-join call on this worker frees them.  Forks of in-process workers are never
+    dropped: their client cannot vanish without them, and keeps no chunks to retrain.
+    """
+    for key, forks in list(_HELD.items()):
+        for owner, held in list(forks.items()):
+            remote = not owner.startswith(("inproc://", "local#"))
+            if remote and not held.busy and now - held.used > IDLE_FORK_SECONDS:
+                del forks[owner]
+        if not forks:
+            del _HELD[key]
+
+
 def _acquire(key: str, template) -> _Fork:
     """This thread's fork for phase ``key``, marked busy; forked from ``template`` if new."""
     with _LOCK:
+        _drop_idle(time.monotonic())
         if key in _CLOSED:
             raise CancelledError("the phase this task belongs to is over")
         forks = _HELD.setdefault(key, {})
@@ -83,7 +106,7 @@ def _acquire(key: str, template) -> _Fork:
 
 def _release(key: str, held: _Fork) -> None:
     with _LOCK:
-        held.busy = False
+        held.busy, held.used = False, time.monotonic()
         if key in _CLOSED:  # taken for good while this task ran: nobody will ask for it
             _HELD.get(key, {}).pop(_owner(), None)
             if not _HELD.get(key):
@@ -101,6 +124,7 @@ def take_forks(key: str, final: bool = False, dask_worker=None) -> list:
     mine = f"{address}#"
     taken = []
     with _LOCK:
+        _drop_idle(time.monotonic())
         forks = _HELD.get(key, {})
         for owner, held in list(forks.items()):
             if owner.startswith(mine) and not held.busy:
@@ -112,13 +136,6 @@ def take_forks(key: str, final: bool = False, dask_worker=None) -> list:
         if final:
             _close(key)
     return taken
-
-
-def _end_phase(key: str) -> None:
-    """Drop every fork of phase ``key`` in this process and refuse its late tasks."""
-    with _LOCK:
-        _HELD.pop(key, None)
-        _close(key)
 
 
 def _close(key: str) -> None:
@@ -146,17 +163,6 @@ class WorkerJoinCallable(TaskCallable):
 
     def __init__(self, inner: FlowTrainCallable, key: str):
         self.inner, self.key = inner, key
-        self._end_with_me()
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._end_with_me()
-
-    def _end_with_me(self) -> None:
-        # Each copy of the callable (the client's, each worker's) ends the phase where it
-        # lives when it goes: a client that shut down or vanished mid-phase, and never took
-        # its forks, leaves none behind once Dask drops the callable it shipped.
-        weakref.finalize(self, _end_phase, self.key)
 
     @property
     def holds_gil(self) -> bool:

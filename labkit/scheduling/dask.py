@@ -29,6 +29,7 @@ from .base import OpenTask, Scheduler, _as_labkit_error
 from .blas import one_blas_thread
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
 from .offload import OffloadPool
+from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .task import TaskCallable, is_delayed, lazy_chunk, run_task
 
 __all__ = ["DaskScheduler"]
@@ -69,6 +70,11 @@ class DaskScheduler(Scheduler):
         again if their worker is lost before the task is done.
     report_starts : bool
         Send a small event from the worker when a task starts (for live views).
+    shared_memory : bool, optional
+        Send chunk arrays to worker processes through shared memory (one copy,
+        mapped by the worker; see :mod:`labkit.scheduling.shared`).  By default
+        where the workers are processes of an embedded cluster (this machine);
+        ``True`` only where every worker runs on this machine.
     **cluster_kwargs
         Passed to ``LocalCluster``; it binds 127.0.0.1 (dashboard included)
         unless told otherwise.
@@ -89,7 +95,7 @@ class DaskScheduler(Scheduler):
                  n_workers: int | None = None, threads_per_worker: int | None = None,
                  max_in_flight: int | None = None, max_bytes_in_flight: int | None = None,
                  result_container=None, direct_bytes: int = 2**20, report_starts: bool = True,
-                 **cluster_kwargs):
+                 shared_memory: bool | None = None, **cluster_kwargs):
         from distributed import Client, as_completed
         self._cluster, self._offload = None, None
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
@@ -117,6 +123,12 @@ class DaskScheduler(Scheduler):
         self._blas_hold = one_blas_thread() if self._in_process else None
         if self._blas_hold is not None:
             self._blas_hold.__enter__()
+        # Worker processes this scheduler started run on this machine: chunks reach them
+        # through shared memory (one copy) instead of a socket (see .shared).
+        local = self._cluster is not None and self.mode == "processes"
+        self._shares_memory = (local if shared_memory is None else bool(shared_memory)) \
+            and not self._in_process   # threads see chunks by reference already
+        self._shared = SharedChunks()
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
                          max_bytes_in_flight)
         self.direct_bytes = direct_bytes
@@ -203,7 +215,10 @@ class DaskScheduler(Scheduler):
         key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
         topic = self._topic if self.has_subscribers else None  # no listener: no messages
         run_options = (None, self._offload.token if self._offload else None)
-        if entry.nbytes >= self.direct_bytes and not self.in_process:
+        if self._shares_memory and entry.nbytes >= SHARE_BYTES:
+            data = self._shared.chunk_for(entry.info.task, data)
+        if entry.nbytes >= self.direct_bytes and not self.in_process \
+                and not isinstance(data, SharedChunk):
             asyncio.run_coroutine_threadsafe(
                 self._ship_chunk(data, entry, key, callable_future, topic),
                 self.client.loop.asyncio_loop)
@@ -222,6 +237,10 @@ class DaskScheduler(Scheduler):
                                         key=key, pure=False)
         self._track(entry, future)
         return future
+
+    def _complete(self, entry: OpenTask, outcome=None, error=None) -> None:
+        self._shared.drop([entry.info.task])
+        super()._complete(entry, outcome, error)
 
     async def _ship_chunk(self, data, entry: OpenTask, key: str, callable_future, topic) -> None:
         """On the event loop: send a big chunk straight to a worker, then submit its task.
@@ -365,6 +384,7 @@ class DaskScheduler(Scheduler):
             self.emit(TaskStarted(entry.info, msg["worker"], msg["time"]))
 
     def _cancel_handles(self, handles: list) -> None:
+        self._shared.drop([_task_of(getattr(h, "key", "")) for h in handles])
         if handles:
             try:
                 self.client.cancel(handles)
@@ -390,6 +410,15 @@ class DaskScheduler(Scheduler):
             self._offload.close()
         if self._blas_hold is not None:
             self._blas_hold.__exit__(None, None, None)
+        self._shared.drop_all()
+
+
+def _task_of(key: str) -> int | None:
+    """The task id in a labkit future key ``labkit-{kind}-{run}-{task}-{attempt}``."""
+    try:
+        return int(str(key).rsplit("-", 2)[1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _cancel_reason(future) -> str:

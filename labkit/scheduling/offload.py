@@ -31,6 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 import cloudpickle
 
 from ..errors import WorkerLostError
+from .shared import attach, share, unlink
 
 __all__ = ["OffloadPool", "offload_pool"]
 
@@ -58,7 +59,7 @@ class OffloadPool:
         executor = self._ensure()
         shared: list = []
         try:
-            sent = _share(data, shared)
+            sent = share(data, shared)
             return cloudpickle.loads(executor.submit(_run_there, token, blob, sent, info,
                                                      worker).result())
         except BrokenProcessPool as exc:
@@ -68,9 +69,7 @@ class OffloadPool:
                 "segfault or running out of memory)", **info.where(),
                 worker=f"{worker} (offload process)") from exc
         finally:
-            for segment in shared:   # the process has its own mapping while it needs one
-                segment.close()
-                segment.unlink()
+            unlink(shared)   # the process has its own mapping while it needs one
 
     def close(self) -> None:
         """End the processes; idempotent."""
@@ -131,57 +130,6 @@ def _init_process() -> None:
     threadpool_limits(limits=1)   # as Dask's nanny does for its worker processes
 
 
-#: Arrays at least this large travel through shared memory, smaller ones through the pipe.
-SHARE_BYTES = 1 << 16
-
-
-class _SharedArray:
-    """A numpy array placed in a shared-memory segment: its name, shape and dtype."""
-
-    def __init__(self, name: str, shape, dtype):
-        self.name, self.shape, self.dtype = name, shape, dtype
-
-    def attach(self, held: list):
-        """In the pool process: the array, mapped (``held`` keeps the mapping open)."""
-        from multiprocessing import shared_memory
-        import numpy as np
-        # Spawned processes share their parent's resource tracker, which the
-        # creator's unlink keeps right: attaching adds nothing to undo here.
-        segment = shared_memory.SharedMemory(name=self.name)
-        held.append(segment)
-        return np.ndarray(self.shape, self.dtype, buffer=segment.buf)
-
-
-def _share(data, segments: list):
-    """``data`` with its big numpy arrays copied into shared memory (recorded in ``segments``)."""
-    import numpy as np
-    if isinstance(data, tuple):
-        return tuple(_share(part, segments) for part in data)
-    if not (isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES
-            and not data.dtype.hasobject):
-        return data
-    from multiprocessing import shared_memory
-    segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
-    segments.append(segment)
-    np.ndarray(data.shape, data.dtype, buffer=segment.buf)[...] = data
-    return _SharedArray(segment.name, data.shape, data.dtype)
-
-
-def _attach(data, held: list):
-    if isinstance(data, tuple):
-        return tuple(_attach(part, held) for part in data)
-    return data.attach(held) if isinstance(data, _SharedArray) else data
-
-
-def _release(held: list) -> None:
-    """Close this process's mappings; one still referenced (a node kept the chunk) stays open."""
-    for segment in held:
-        try:
-            segment.close()
-        except BufferError:
-            pass
-
-
 def _run_there(token: int, blob: bytes, data, info, worker: str):
     """In a pool process: the callable of ``token`` (unpickled once here), run on the chunk."""
     from .task import run_task
@@ -190,10 +138,5 @@ def _run_there(token: int, blob: bytes, data, info, worker: str):
         if len(_CALLABLES) > 64:
             _CALLABLES.clear()
         task_callable = _CALLABLES[token] = cloudpickle.loads(blob)
-    held: list = []
-    try:
-        # cloudpickle: a node class defined in a notebook lives in no module here
-        return cloudpickle.dumps(run_task(task_callable, _attach(data, held), info,
-                                          worker=worker))
-    finally:
-        _release(held)
+    # cloudpickle: a node class defined in a notebook lives in no module here
+    return cloudpickle.dumps(run_task(task_callable, attach(data), info, worker=worker))

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
+from .shared import SharedChunk
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
            "is_delayed", "is_future", "LazyChunk", "lazy_chunk", "current_task"]
@@ -220,6 +221,8 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
         pool = offload_pool(offload)
     try:
         if isinstance(data, LazyChunk):
+            data = data.materialize()
+        elif isinstance(data, SharedChunk):
             data = data.materialize()
         if pool is not None:
             return pool.run(task_callable, data, info, worker)

@@ -229,8 +229,12 @@ def test_a_late_task_of_an_ended_phase_keeps_no_fork():
         worker_join._acquire(key, template)
 
 
-def test_a_client_gone_mid_phase_leaves_no_fork_on_the_workers(cluster):
-    """The shipped callable's end ends the phase on each worker, even when nobody collects."""
+def _set_idle_limit(seconds):
+    worker_join.IDLE_FORK_SECONDS = seconds
+
+
+def test_forks_of_a_client_gone_mid_phase_are_dropped_once_idle(cluster):
+    """A client that never takes its forks: the workers' next worker-join call frees them."""
     import time
     data = [X[i * 100:(i + 1) * 100] for i in range(12)]
     s = lk.DaskScheduler(cluster.scheduler_address)
@@ -239,11 +243,17 @@ def test_a_client_gone_mid_phase_leaves_no_fork_on_the_workers(cluster):
     flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.2, output_dim=2)])
     run = flow.train([data], scheduler=s, join="workers", wait=False)
     assert started.wait(timeout=60)
-    s.shutdown()                # closes its client: no final collect reaches the workers
+    s.shutdown()                # closes its client: no collect reaches the workers
     with pytest.raises(lk.LabkitError):
         run.result(timeout=60)
     with lk.DaskScheduler(cluster.scheduler_address) as other:
-        deadline = time.monotonic() + 30
-        while _held_of(other, run.id) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not _held_of(other, run.id)
+        time.sleep(0.5)         # the last running tasks end in their forks
+        assert _held_of(other, run.id), "nothing was left to drop: the test tests nothing"
+        other.client.run(_set_idle_limit, 0.2)
+        try:
+            time.sleep(0.3)
+            again = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+            again.train([np.array_split(X, 4)], scheduler=other, join="workers")
+            assert not _held_of(other, run.id)
+        finally:
+            other.client.run(_set_idle_limit, worker_join.IDLE_FORK_SECONDS)

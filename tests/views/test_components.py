@@ -117,7 +117,8 @@ def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
     dask_scheduler.subscribe(tracker, state_every=0.5)  # node plots, as a view asks
     c = Components(tracker)
     chunks = [np.random.default_rng(i).normal(size=(50, 4)) for i in range(8)]
-    lk.ParallelFlow([PCA(output_dim=2)]).train([chunks], scheduler=dask_scheduler)
+    lk.ParallelFlow([PCA(output_dim=2)]).train([chunks], scheduler=dask_scheduler,
+                                               join="client")   # a join a chunk
     c.update()
     workers = set(cluster.scheduler_info["workers"])
     names = set(c.device_source.data["name"])

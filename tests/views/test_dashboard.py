@@ -77,7 +77,8 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         page.locator(".labkit-task-stream canvas").first.wait_for(timeout=15000)
         page.locator(".labkit-device-load canvas").first.wait_for(timeout=15000)
         screenshot(page, "dashboard-loaded")
-        run = flow.train([chunks], scheduler=dask_scheduler, wait=False)
+        run = flow.train([chunks], scheduler=dask_scheduler, wait=False,
+                         join="client")               # a join a chunk: the table counts 16
         seen = []                                     # (rows, run finished) over time
         deadline = time.time() + 60
         while time.time() < deadline:

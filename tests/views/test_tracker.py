@@ -67,7 +67,7 @@ def test_spans_stream_in_order_after_a_real_run(dask_scheduler):
     dask_scheduler.subscribe(t, state_every=0.5)  # node plots, as a view asks
     chunks = np.array_split(np.random.default_rng(0).normal(size=(800, 6)), 8)
     flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
-    flow.train([chunks], scheduler=dask_scheduler)
+    flow.train([chunks], scheduler=dask_scheduler, join="client")   # a join a chunk
     spans = t.spans_since(-1)
     assert len(spans) == 8 and [s.seq for s in spans] == sorted(s.seq for s in spans)
     assert t.spans_since(spans[3].seq) == spans[4:]
