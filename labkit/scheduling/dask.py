@@ -239,7 +239,8 @@ class DaskScheduler(Scheduler):
         return future
 
     def _complete(self, entry: OpenTask, outcome=None, error=None) -> None:
-        self._shared.drop([entry.info.task])
+        self._shared.drop([entry.info.task], reuse=error is None and
+                          getattr(outcome, "released", None) is True)
         super()._complete(entry, outcome, error)
 
     async def _ship_chunk(self, data, entry: OpenTask, key: str, callable_future, topic) -> None:

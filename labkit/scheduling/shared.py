@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 
 __all__ = ["SHARE_BYTES", "SharedArray", "SharedChunk", "SharedChunks", "share", "attach",
-           "unlink"]
+           "unmap", "unlink"]
 
 #: Arrays at least this large travel through shared memory, smaller ones as they are.
 SHARE_BYTES = 1 << 16
@@ -40,8 +40,8 @@ class SharedArray:
     def __init__(self, name: str, shape, dtype):
         self.name, self.shape, self.dtype = name, shape, dtype
 
-    def attach(self):
-        """The array, mapped here copy-on-write.
+    def attach(self, held: list | None = None):
+        """The array, mapped here copy-on-write (its mapping appended to ``held``).
 
         The mapping lives as long as the array (or a view of it, in a node or a
         result) does.  Writes stay private to this process: a chunk sent again
@@ -58,29 +58,56 @@ class SharedArray:
             mapped = mmap.mmap(fd, nbytes, access=mmap.ACCESS_COPY)
         finally:
             os.close(fd)
-        return np.ndarray(self.shape, self.dtype, buffer=mapped)
+        if held is not None:
+            held.append(mapped)
+        # frombuffer, not ndarray(buffer=): its memoryview holds the mapping's export, so
+        # closing the mapping fails (BufferError) while any view of the array is alive
+        count = int(np.prod(self.shape, dtype=np.int64))
+        return np.frombuffer(mapped, self.dtype, count).reshape(self.shape)
 
 
-def share(data, segments: list):
-    """``data`` with its big numpy arrays copied into shared memory (recorded in ``segments``)."""
+def share(data, segments: list, take=None):
+    """``data`` with its big numpy arrays copied into shared memory (recorded in ``segments``).
+
+    ``take(nbytes)`` may offer a segment to reuse (or ``None``): a fresh one costs the
+    kernel a page fault per 4 KiB on first write, ten times the copy itself.
+    """
     import numpy as np
     if isinstance(data, tuple):
-        return tuple(share(part, segments) for part in data)
+        return tuple(share(part, segments, take) for part in data)
     if not (isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES
             and not data.dtype.hasobject):
         return data
-    from multiprocessing import shared_memory
-    segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
+    segment = take(data.nbytes) if take is not None else None
+    if segment is None:
+        from multiprocessing import shared_memory
+        segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
     segments.append(segment)
-    np.ndarray(data.shape, data.dtype, buffer=segment.buf)[...] = data
+    np.copyto(np.ndarray(data.shape, data.dtype, buffer=segment.buf), data)
     return SharedArray(segment.name, data.shape, data.dtype)
 
 
-def attach(data):
-    """``data`` with its :class:`SharedArray` parts mapped."""
+def attach(data, held: list | None = None):
+    """``data`` with its :class:`SharedArray` parts mapped (mappings appended to ``held``)."""
     if isinstance(data, tuple):
-        return tuple(attach(part) for part in data)
-    return data.attach() if isinstance(data, SharedArray) else data
+        return tuple(attach(part, held) for part in data)
+    return data.attach(held) if isinstance(data, SharedArray) else data
+
+
+def unmap(held: list) -> bool:
+    """Close the mappings in ``held``; whether all closed (nothing here still views them).
+
+    A node that kept a view of its chunk, or a result that is one, keeps its
+    mapping open: then the client must not write into those segments again.
+    """
+    closed = True
+    for mapped in held:
+        try:
+            mapped.close()
+        except BufferError:
+            closed = False
+    held.clear()
+    return closed
 
 
 def unlink(segments: list) -> None:
@@ -104,27 +131,39 @@ class SharedChunk:
         self.parts = parts
 
     @classmethod
-    def of(cls, data, segments: list) -> "SharedChunk | None":
+    def of(cls, data, segments: list, take=None) -> "SharedChunk | None":
         """``data`` in shared memory, or ``None`` when it has no array big enough to share."""
         before = len(segments)
-        parts = share(data, segments)
+        parts = share(data, segments, take)
         return cls(parts) if len(segments) > before else None
 
-    def materialize(self):
-        """The chunk, its arrays mapped into this process."""
-        return attach(self.parts)
+    def materialize(self, held: list | None = None):
+        """The chunk, its arrays mapped into this process (see :func:`unmap`)."""
+        return attach(self.parts, held)
 
 
 class SharedChunks:
-    """The client's segments, by task: made once per task, removed when it is done."""
+    """The client's segments, by task; a task's segments are reused once it is done.
 
-    def __init__(self):
+    Reused only when the worker said it unmapped them all (nothing there still
+    views the chunk); otherwise removed.  At most ``keep_bytes`` wait for reuse.
+    """
+
+    def __init__(self, keep_bytes: int = 256 * 2**20):
+        self.keep_bytes = keep_bytes
         self._held: dict[int, tuple[SharedChunk, list]] = {}
+        self._free: list = []
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._held)
+
+    @property
+    def free_bytes(self) -> int:
+        """Bytes of segments waiting for reuse."""
+        with self._lock:
+            return sum(seg.size for seg in self._free)
 
     def chunk_for(self, task: int, data):
         """``data`` of ``task`` as a :class:`SharedChunk` (the same one when sent again),
@@ -133,7 +172,7 @@ class SharedChunks:
             held = self._held.get(task)
         if held is None:
             segments: list = []
-            chunk = SharedChunk.of(data, segments)
+            chunk = SharedChunk.of(data, segments, self._take)
             if chunk is None:
                 return data
             held = (chunk, segments)
@@ -141,18 +180,40 @@ class SharedChunks:
                 self._held[task] = held
         return held[0]
 
-    def drop(self, tasks) -> None:
-        """Remove the segments of ``tasks`` (done or cancelled)."""
+    def _take(self, nbytes: int):
+        """A free segment of ``nbytes`` to twice that, or ``None``."""
+        with self._lock:
+            for i, seg in enumerate(self._free):
+                if nbytes <= seg.size <= 2 * nbytes:
+                    return self._free.pop(i)
+        return None
+
+    def drop(self, tasks, reuse: bool = False) -> None:
+        """The segments of ``tasks`` (done or cancelled): kept for reuse, or removed."""
         if not self._held:
             return
         with self._lock:
             gone = [self._held.pop(t, None) for t in tasks]
         for held in gone:
             if held is not None:
-                unlink(held[1])
+                self._give(held[1]) if reuse else unlink(held[1])
+
+    def _give(self, segments: list) -> None:
+        with self._lock:
+            room = self.keep_bytes - sum(seg.size for seg in self._free)
+            kept = []
+            for seg in segments:
+                if seg.size <= room:
+                    kept.append(seg)
+                    room -= seg.size
+            self._free.extend(kept)
+        unlink([seg for seg in segments if seg not in kept])
 
     def drop_all(self) -> None:
         """Remove every segment (the scheduler shuts down)."""
         with self._lock:
             tasks = list(self._held)
         self.drop(tasks)
+        with self._lock:
+            free, self._free = self._free, []
+        unlink(free)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
-from .shared import SharedChunk
+from .shared import SharedChunk, unmap
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
            "is_delayed", "is_future", "LazyChunk", "lazy_chunk", "current_task"]
@@ -104,6 +104,7 @@ class TaskOutcome:
     start: float
     end: float
     n_samples: int | None
+    released: bool | None = None   # a shared-memory chunk: unmapped, nothing views it here
 
 
 def n_samples(data) -> int | None:
@@ -219,11 +220,12 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
     if offload is not None and getattr(task_callable, "holds_gil", False):
         from .offload import offload_pool
         pool = offload_pool(offload)
+    mapped: list = []
     try:
         if isinstance(data, LazyChunk):
             data = data.materialize()
         elif isinstance(data, SharedChunk):
-            data = data.materialize()
+            data = data.materialize(mapped)
         if pool is not None:
             return pool.run(task_callable, data, info, worker)
         _ensure_environment(task_callable)
@@ -240,4 +242,7 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
     except Exception as exc:
         raise TaskError.from_exception(exc, traceback.format_exc(), **info.where(),
                                        worker=worker) from None
-    return TaskOutcome(result, worker, start, time.time(), n_samples(data))
+    rows, end = n_samples(data), time.time()
+    del data   # so that unmapping tells whether anything else still views the chunk
+    released = unmap(mapped) if mapped else None
+    return TaskOutcome(result, worker, start, end, rows, released)
