@@ -368,23 +368,30 @@ def main(argv=None) -> None:
     parser.add_argument("--reps", type=int, help="repetitions of each variant")
     parser.add_argument("--split", action="store_true",
                         help="also time the board alone and the dashboard alone")
+    parser.add_argument("--chunks", type=int,
+                        help="chunks a training (40 by default): longer trainings show how "
+                             "much of the cost is once per board and how much per second")
+    parser.add_argument("--mode", default="auto",
+                        help="the DaskScheduler's mode (auto by default; processes: the "
+                             "views no longer share the GIL with the tasks)")
     parser.add_argument("--viewer", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.viewer:
         return viewer_main(args.viewer)
     cfg = dict(SIZES["quick" if args.quick else "full"])
     cfg["reps"] = args.reps or cfg["reps"]
+    cfg["n_chunks"] = args.chunks or cfg["n_chunks"]
     import labkit as lk
 
     print(f"labkit views benchmark ({'quick' if args.quick else 'full'}): {' '.join(sys.argv)}")
     print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     describe_machine()
     print(f"PCA on {cfg['n_chunks']} chunks of {cfg['rows']}x{cfg['dim']} generated on the "
-          f"workers; default DaskScheduler(); {cfg['reps']} repetitions")
+          f"workers; DaskScheduler(mode={args.mode!r}); {cfg['reps']} repetitions")
     recorder = CommRecorder().install()
     t_start = time.perf_counter()
     try:
-        with lk.DaskScheduler() as s:
+        with lk.DaskScheduler(mode=args.mode) as s:
             train_plain(s, dict(cfg, n_chunks=2))                    # workers warm up
             train_with_views(s, dict(cfg, n_chunks=2), recorder)    # imports, BokehJS models
             results = alternate(variants(s, cfg, recorder, args.split), cfg["reps"])

@@ -76,7 +76,7 @@ class JoinResultContainer(ResultContainer):
 
 
 #: Most of one core that computing node state for subscribers may take while training.
-STATE_CPU_SHARE = 0.01
+STATE_CPU_SHARE = 0.005
 
 
 class _JoinReporter:

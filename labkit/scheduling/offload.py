@@ -5,7 +5,7 @@ and BLAS work on all cores, but two threads running pure-Python code take
 turns on the GIL.  A task whose callable says ``holds_gil`` therefore runs in
 one of these processes instead: the worker thread that got it copies the
 chunk's arrays once into shared memory (the process maps them: no pickling,
-nothing through the pipe), sends the callable (pickled once per callable),
+nothing through the pipe; segments are reused, see :mod:`.shared`), sends the callable (pickled once per callable),
 waits without the GIL, and returns what the process sends back.  Only such
 tasks pay for a process.
 
@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool
 import cloudpickle
 
 from ..errors import WorkerLostError
-from .shared import attach, share, unlink
+from .shared import SharedChunks
 
 __all__ = ["OffloadPool", "offload_pool"]
 
@@ -51,17 +52,20 @@ class OffloadPool:
         # id -> (callable, its token, its pickle); a token is never reused, unlike an id
         self._pickled: dict[int, tuple[object, int, bytes]] = {}
         self._closed = False
+        self._shared = SharedChunks()   # chunk segments, reused from task to task
         _POOLS[self.token] = self
 
     def run(self, task_callable, data, info, worker: str):
         """Run one task in a pool process; its outcome, or its error raised here."""
         token, blob = self._pickle(task_callable)
         executor = self._ensure()
-        shared: list = []
+        task, reuse = next(_tokens), False
         try:
-            sent = share(data, shared)
-            return cloudpickle.loads(executor.submit(_run_there, token, blob, sent, info,
-                                                     worker).result())
+            sent = self._shared.chunk_for(task, data)
+            outcome = cloudpickle.loads(executor.submit(_run_there, token, blob, sent, info,
+                                                        worker).result())
+            reuse = outcome.released is True   # the process kept no view of the chunk
+            return dataclasses.replace(outcome, released=None)
         except BrokenProcessPool as exc:
             self._replace(executor)
             raise WorkerLostError(
@@ -69,7 +73,7 @@ class OffloadPool:
                 "segfault or running out of memory)", **info.where(),
                 worker=f"{worker} (offload process)") from exc
         finally:
-            unlink(shared)   # the process has its own mapping while it needs one
+            self._shared.drop([task], reuse)
 
     def close(self) -> None:
         """End the processes; idempotent."""
@@ -80,6 +84,7 @@ class OffloadPool:
         _POOLS.pop(self.token, None)
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
+        self._shared.drop_all()
 
     @property
     def started(self) -> bool:
@@ -139,4 +144,4 @@ def _run_there(token: int, blob: bytes, data, info, worker: str):
             _CALLABLES.clear()
         task_callable = _CALLABLES[token] = cloudpickle.loads(blob)
     # cloudpickle: a node class defined in a notebook lives in no module here
-    return cloudpickle.dumps(run_task(task_callable, attach(data), info, worker=worker))
+    return cloudpickle.dumps(run_task(task_callable, data, info, worker=worker))

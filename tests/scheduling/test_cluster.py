@@ -238,6 +238,22 @@ def test_offloaded_chunks_travel_through_shared_memory_and_leave_none_behind():
     assert set(glob.glob("/dev/shm/psm_*")) <= before
 
 
+def test_offloaded_chunks_reuse_their_segments():
+    import glob
+    before = set(glob.glob("/dev/shm/psm_*"))
+    y = np.ones(3)
+    seen = set()
+    with lk.DaskScheduler() as s:
+        for value in (1.0, 2.0, 3.0):
+            x = np.full((50_000, 4), value)
+            s.add_task((x, y), lk.FunctionCallable(sum_of_tuple, holds_gil=True))
+            assert s.get_results() == [(float(x.sum()), 3.0, True)]
+            seen |= set(glob.glob("/dev/shm/psm_*")) - before
+        assert s.offload_pool._shared.free_bytes >= x.nbytes
+    assert len(seen) == 1, "each chunk got a fresh segment"
+    assert set(glob.glob("/dev/shm/psm_*")) <= before
+
+
 def test_schedulers_on_thread_workers_hold_one_blas_thread_for_their_life():
     libs = [lib for lib in blas_controller().lib_controllers if lib.user_api == "blas"]
     before = [lib.num_threads for lib in libs]
