@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["Inputs", "open_inputs", "choose_mode"]
+__all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
 
 _MAPPED: dict[str, np.ndarray] = {}  # per process: path -> read-only memory map
 _MAPPED_LOCK = threading.Lock()      # in-process workers map while the client forgets
@@ -80,6 +80,19 @@ def _mapped(path: str) -> np.ndarray:
         if m is None:
             m = _MAPPED[path] = np.load(path, mmap_mode="r")
         return m
+
+
+def as_scheduler(scheduler):
+    """``scheduler``, checked; a :class:`LocalScheduler` for ``None``."""
+    from ..scheduling import LocalScheduler, Scheduler
+    if scheduler is None:
+        return LocalScheduler()
+    if not isinstance(scheduler, Scheduler):
+        hint = (f"; for a Dask cluster at an address pass lk.DaskScheduler({scheduler!r})"
+                if isinstance(scheduler, str) else "")
+        raise InputError(f"scheduler must be a labkit Scheduler or None, got "
+                         f"{type(scheduler).__name__}{hint}")
+    return scheduler
 
 
 def choose_mode(scheduler, mode: str) -> str:

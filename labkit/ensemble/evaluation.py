@@ -26,8 +26,8 @@ import numpy as np
 
 from ..errors import InputError, located
 from ..runs import start
-from ..scheduling import LocalScheduler, TaskCallable
-from .cache import choose_mode
+from ..scheduling import TaskCallable
+from .cache import as_scheduler, choose_mode
 from .indexers import FoldIndex
 from .layer import _named
 from .tasks import run_phase
@@ -51,8 +51,13 @@ class ScoreCallable(TaskCallable):
             start = time.perf_counter()
             model.fit(X[train], y[train])
             seconds = time.perf_counter() - start
-            score = (model.score(X[test], y[test]) if self.scoring is None
-                     else self.scoring(y[test], model.predict(X[test])))
+            if self.scoring is None:
+                score = model.score(X[test], y[test])
+            elif isinstance(self.scoring, str):   # a scikit-learn scorer name
+                from sklearn.metrics import get_scorer
+                score = get_scorer(self.scoring)(model, X[test], y[test])
+            else:
+                score = self.scoring(y[test], model.predict(X[test]))
             return c, fold, float(score), seconds
         except Exception as exc:
             raise located(exc, estimator=name, params=params, fold=fold) from None
@@ -109,7 +114,7 @@ class ParallelEvaluation:
     """
 
     def __init__(self, scheduler=None, cache: str = "auto", cache_dir: str | None = None):
-        self.scheduler = scheduler if scheduler is not None else LocalScheduler()
+        self.scheduler = as_scheduler(scheduler)
         self.mode, self.cache_dir = choose_mode(self.scheduler, cache), cache_dir
 
     def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True):
@@ -125,8 +130,9 @@ class ParallelEvaluation:
             with its own parameters.
         cv : int or FoldIndex
             Folds (``FoldIndex(cv)`` for an int).
-        scoring : callable, optional
-            ``scoring(y_true, y_pred)``; the estimator's ``score`` by default.
+        scoring : callable or str, optional
+            ``scoring(y_true, y_pred)``, or a scikit-learn scorer name such as
+            ``"neg_mean_squared_error"``; the estimator's ``score`` by default.
         wait : bool
             ``False`` returns a :class:`~labkit.Run` whose ``result()`` is the table.
 
@@ -145,7 +151,10 @@ class ParallelEvaluation:
         if len(X) != len(y):
             raise InputError(f"X has {len(X)} rows but y has {len(y)}")
         folds = (cv if isinstance(cv, FoldIndex) else FoldIndex(cv)).folds(len(X))
-        candidates = [(n, est, p) for n, est in named for p in _expand((param_grid or {}).get(n))]
+        candidates = [(n, est, p) for n, est in named
+                      for p in _expand((param_grid or {}).get(n), n)]
+        _check_candidates(candidates)
+        _check_scoring(scoring)
 
         def job(scope):
             scores = self._scores(scope, candidates, folds, X, y, scoring)
@@ -164,14 +173,45 @@ class ParallelEvaluation:
         return scores
 
 
-def _expand(grid) -> list[dict]:
+def _expand(grid, name: str = "") -> list[dict]:
     """Parameter sets of one estimator's grid entry."""
     if grid is None:
         return [{}]
     if isinstance(grid, dict):
+        for param, values in grid.items():
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise InputError(f"param_grid[{name!r}][{param!r}] must be a list of values "
+                                 f"to try, got {values!r}", estimator=name)
         keys = list(grid)
         return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
-    return [dict(p) for p in grid]
+    try:
+        return [dict(p) for p in grid]
+    except (TypeError, ValueError):
+        raise InputError(f"param_grid[{name!r}] must be a dict of lists or a list of dicts, "
+                         f"got {grid!r}", estimator=name) from None
+
+
+def _check_candidates(candidates) -> None:
+    """Every parameter set names parameters its estimator has, checked before any fit."""
+    for name, estimator, params in candidates:
+        known = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else None
+        unknown = sorted(set(params) - set(known)) if known is not None else []
+        if unknown:
+            raise InputError(f"{name} has no parameter(s) {unknown}; it has "
+                             f"{sorted(k for k in known if '__' not in k)}", estimator=name)
+
+
+def _check_scoring(scoring) -> None:
+    """``None``, a callable or a scikit-learn scorer name."""
+    if scoring is None or callable(scoring):
+        return
+    if isinstance(scoring, str):
+        from sklearn.metrics import get_scorer, get_scorer_names
+        if scoring in get_scorer_names():
+            get_scorer(scoring)
+            return
+    raise InputError(f"scoring must be a callable (y_true, y_pred) -> float or a scikit-learn "
+                     f"scorer name (sklearn.metrics.get_scorer_names()), got {scoring!r}")
 
 
 def _row(candidate, results) -> dict:

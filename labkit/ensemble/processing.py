@@ -26,8 +26,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..runs import start
-from ..scheduling import LocalScheduler
-from .cache import choose_mode
+from .cache import as_scheduler, choose_mode
 from .tasks import FINAL, FitCallable, predict_columns, run_phase
 
 __all__ = ["ParallelProcessing"]
@@ -49,7 +48,7 @@ class ParallelProcessing:
     """
 
     def __init__(self, scheduler=None, cache: str = "auto", cache_dir: str | None = None):
-        self.scheduler = scheduler if scheduler is not None else LocalScheduler()
+        self.scheduler = as_scheduler(scheduler)
         self.mode = choose_mode(self.scheduler, cache)
         self.cache_dir = cache_dir
         self._controls: list = []          # of the fits under way, for cancel()
@@ -137,8 +136,11 @@ class ParallelProcessing:
     def _fit_layer(self, scope, index: int, layer, X, y):
         """Fit one layer as one batch; ``(output, rows of X the output holds)``."""
         n = len(X)
-        folds = layer.indexer.folds(n)
-        rows = layer.indexer.output_rows(n)
+        try:
+            folds = layer.indexer.folds(n)
+            rows = layer.indexer.output_rows(n)
+        except InputError as err:
+            raise err.locate(layer=layer.name)
         classes = _classes(layer, y)
         out, offsets = _allocate(layer, X, rows, classes)
         position = np.full(n, -1)

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InputError, LabkitError, TrainingError
 from .callables import execute_nodes
 from .node import Node
-from .sources import as_chunks, check_data_iterables, is_one_shot, split_chunk
+from .sources import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 
 __all__ = ["Flow", "atomic_dump", "restore_node"]
 
@@ -64,6 +64,9 @@ class Flow:
     """
 
     def __init__(self, nodes: Iterable[Node]):
+        if isinstance(nodes, Node) or not hasattr(nodes, "__iter__"):
+            raise InputError(f"a flow takes a list of nodes, got {type(nodes).__name__}; "
+                             "for one node write lk.Flow([node])")
         self.nodes = list(nodes)
         for i, node in enumerate(self.nodes):
             if not isinstance(node, Node):
@@ -128,7 +131,8 @@ class Flow:
         """One phase of node ``i`` on the client; errors name node, phase and chunk."""
         from ..scheduling.local import resolve_local
         node, phase, count = self.nodes[i], self.nodes[i].phase, 0
-        for count, chunk in enumerate(chunks, start=1):
+        where = dict(node=i, node_name=node.name, phase=phase)
+        for count, chunk in enumerate(pulled(chunks, **where), start=1):
             try:
                 x, args = split_chunk(resolve_local(chunk))
                 node.train(execute_nodes(self.nodes[:i], x), *args)
@@ -164,6 +168,10 @@ class Flow:
 
     def _executing_nodes(self, nodenr: int | None) -> list:
         """Nodes ``0..nodenr``, all trained, or a TrainingError naming the first that is not."""
+        if nodenr is not None and not (isinstance(nodenr, (int, np.integer))
+                                       and 0 <= nodenr < len(self.nodes)):
+            raise InputError(f"nodenr must be a node index from 0 to {len(self.nodes) - 1}, "
+                             f"got {nodenr!r}")
         nodes = self.nodes if nodenr is None else self.nodes[: nodenr + 1]
         for i, node in enumerate(nodes):
             if node.is_trainable() and node.is_training():

@@ -42,9 +42,23 @@ import numpy as np
 
 from ..errors import InputError, NotForkableError, TrainingError
 
-__all__ = ["Node", "FLOAT_DTYPES"]
+__all__ = ["Node", "FLOAT_DTYPES", "require_finite"]
 
 FLOAT_DTYPES = ("float32", "float64")
+
+
+def require_finite(node: "Node", values, what: str = "its input") -> None:
+    """Raise an :class:`InputError` when ``values``, a reduction of one chunk, is not finite.
+
+    Nodes pass a small reduction they compute anyway (a column sum, the
+    diagonal of ``x.T @ x``): NaN or inf anywhere in the chunk shows there, so
+    the check costs O(columns) instead of another pass over the chunk, and it
+    runs before the node's statistics take the chunk in.
+    """
+    if not np.isfinite(values).all():
+        raise InputError(f"{node.name} got NaN or inf in {what}: the chunk's data is not "
+                         "finite (clean it, or set check_finite=True to reject such chunks "
+                         "on arrival)", node_name=node.name, phase=node.phase)
 
 
 class Node:
@@ -142,7 +156,10 @@ class Node:
         if not self._training:
             raise TrainingError(f"training of {self.name} is finished", node_name=self.name)
         x = self._check_input(x)
-        self._train(x, *args)
+        try:
+            self._train(x, *args)
+        except InputError as err:
+            raise err.locate(node_name=self.name, phase=self._phase)
         self._samples += x.shape[0]
 
     def stop_training(self) -> None:
@@ -152,7 +169,15 @@ class Node:
         if self._samples == 0:
             raise InputError(f"{self.name} got no data in phase {self._phase}",
                              node_name=self.name, phase=self._phase)
-        self._stop_training()
+        try:
+            self._stop_training()
+        except (np.linalg.LinAlgError, FloatingPointError) as exc:
+            # Non-finite statistics are the usual cause; the chunks are named by
+            # require_finite where a node checks them, this covers the others.
+            raise InputError(f"{self.name} could not finish phase {self._phase}: "
+                             f"{type(exc).__name__}: {exc}; its statistics hold NaN or inf "
+                             "if the data was not finite (check_finite=True finds the chunk)",
+                             node_name=self.name, phase=self._phase) from exc
         if self._has_next_phase():
             self._phase += 1
         else:

@@ -34,7 +34,7 @@ from ..scheduling.results import OrderedResultContainer, ResultContainer
 from .callables import FlowExecuteCallable, FlowTrainCallable
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
-from .sources import as_chunks, known_length
+from .sources import as_chunks, known_length, pulled
 from .worker_join import JOIN_MODES, WorkerJoin, WorkerJoinCallable
 
 __all__ = ["ParallelFlow", "JoinResultContainer"]
@@ -157,6 +157,10 @@ class ParallelFlow(ManualTasksMixin, Flow):
             return [local] * n, [local]
         if isinstance(scheduler, Scheduler):
             return [scheduler] * n, []
+        if isinstance(scheduler, (str, bytes)):
+            raise InputError(f"scheduler must be a Scheduler, a list of them or None, got the "
+                             f"string {scheduler!r}; for a Dask cluster at an address pass "
+                             f"lk.DaskScheduler({scheduler!r})")
         try:
             schedulers = list(scheduler)
         except TypeError:
@@ -266,7 +270,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
         try:
             with scheduler.batch(None, info, scope.control) as batch:
                 count = self._submit_for_workers(scheduler, batch, chunks, callable_, joiner,
-                                                 scope)
+                                                 scope, where)
                 if count == 0:
                     raise InputError(f"{info.node_name} got an empty data iterable", **where)
                 batch.get_results()
@@ -285,12 +289,13 @@ class ParallelFlow(ManualTasksMixin, Flow):
             raise
         return count + len(missing)
 
-    def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope) -> int:
+    def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope,
+                            where) -> int:
         """Submit every chunk; take forks back on the way when the client keeps too much
         or views watch."""
         from ..scheduling.batch import _nbytes
         count, last = 0, time.monotonic()
-        for chunk in chunks:
+        for chunk in pulled(chunks, **where):
             scope.check()
             batch.add_task(chunk, callable_)
             joiner.added(count, chunk, _nbytes(chunk))
@@ -312,7 +317,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
         try:
             with scheduler.batch(container, info, scope.control) as batch:
                 count = 0
-                for chunk in chunks:
+                for chunk in pulled(chunks, **where):
                     scope.check()
                     batch.add_task(chunk, task_callable)
                     count += 1

@@ -14,7 +14,42 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables"]
+__all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables",
+           "pulled"]
+
+
+def pulled(chunks: Iterable, **where) -> Iterator:
+    """``chunks``, with an error of the source itself located where it happened.
+
+    A generator that raises while making chunk 3 of node 0 raises here an
+    :class:`~labkit.errors.InputError` naming the node, its phase and the chunk,
+    the user's own exception chained to it.
+
+    Examples
+    --------
+    >>> def source():
+    ...     yield 1
+    ...     raise OSError("disk gone")
+    >>> list(pulled(source(), node=0))
+    Traceback (most recent call last):
+    ...
+    labkit.errors.InputError: the chunk source raised OSError: disk gone while making chunk 1 [node 0, chunk 1]
+    """
+    from ..errors import LabkitError
+    iterator = iter(chunks)
+    index = 0
+    while True:
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            return
+        except LabkitError as err:
+            raise err.locate(**where, chunk=index)
+        except Exception as exc:
+            raise InputError(f"the chunk source raised {type(exc).__name__}: {exc} while "
+                             f"making chunk {index}", **where, chunk=index) from exc
+        yield chunk
+        index += 1
 
 
 def is_dask_array(obj) -> bool:

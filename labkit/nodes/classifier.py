@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 
 __all__ = ["GaussianClassifier"]
 
@@ -123,7 +123,9 @@ class GaussianClassifier(Node):
 
     def _train(self, x, labels=None):
         labels = check_labels(self, x, labels)
-        self._sums = merge_sums(self._sums, class_sums(x, labels, second_moment=True))
+        sums = class_sums(x, labels, second_moment=True)
+        require_finite(self, [stats[1].sum() for stats in sums.values()])
+        self._sums = merge_sums(self._sums, sums)
 
     def _stop_training(self):
         self.classes = sorted_classes(self, self._sums)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 from .classifier import check_labels, class_sums, merge_sums, sorted_classes
 
 __all__ = ["FDA"]
@@ -128,7 +128,9 @@ class FDA(Node):
     def _train(self, x, labels=None):
         labels = check_labels(self, x, labels)
         if self.phase == 0:
-            self._sums = merge_sums(self._sums, class_sums(x, labels, second_moment=False))
+            sums = class_sums(x, labels, second_moment=False)
+            require_finite(self, [stats[1].sum() for stats in sums.values()])
+            self._sums = merge_sums(self._sums, sums)
         else:
             self._train_scatter(x.astype(np.float64, copy=False), labels)
 
@@ -143,6 +145,7 @@ class FDA(Node):
         means = np.array([self.class_means[c] for c in self.classes.tolist()])
         within = x - means[class_rows]
         total, within = centred.T @ centred, within.T @ within
+        require_finite(self, np.diagonal(total))
         self._total = total if self._total is None else self._total + total
         self._within = within if self._within is None else self._within + within
 

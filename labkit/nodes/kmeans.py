@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 
 __all__ = ["KMeans"]
 
@@ -156,6 +156,7 @@ class KMeans(Node):
     def _train(self, x):
         x = x.astype(np.float64, copy=False)
         if self.phase == 0:
+            require_finite(self, x.sum(axis=0))
             self._add_candidates(row_keys(x, self.seed), x)
         else:
             self._add_assignments(x)
@@ -172,6 +173,7 @@ class KMeans(Node):
         onehot = np.zeros((self.n_clusters, x.shape[0]))
         onehot[nearest, np.arange(x.shape[0])] = 1.0
         sums, counts = onehot @ x, onehot.sum(axis=1)
+        require_finite(self, sums)
         if self._sums is not None:
             sums, counts = sums + self._sums, counts + self._counts
         self._sums, self._counts = sums, counts

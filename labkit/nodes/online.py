@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 from .regression import add_bias, as_targets
 
 __all__ = ["OnlineLinearRegression"]
@@ -102,6 +102,9 @@ class OnlineLinearRegression(Node):
         """Update ``beta`` row by row; return the summed squared prediction error."""
         beta, rate, sq_error = self.beta, self.learning_rate, 0.0
         norms = np.einsum("ij,ij->i", a, a) + self.eps
+        # Checked before the first update: beta changes in place, row by row.
+        require_finite(self, norms, "its input")
+        require_finite(self, y, "its targets")
         for row, target, norm in zip(a, y, norms):
             error = target - row @ beta
             sq_error += float(error @ error)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 
 __all__ = ["PCA", "Whitening"]
 
@@ -37,14 +37,17 @@ class _Moments:
         self.outer = None
         self.n = 0
 
-    def add(self, x: np.ndarray) -> None:
+    def add(self, x: np.ndarray, node: Node) -> None:
+        """Add one chunk; ``node`` names it when the chunk is not finite."""
         # float32 chunks are widened first: the sums over many chunks would
         # otherwise lose most of their digits.
         x = np.asarray(x, dtype=np.float64)
+        total = x.sum(axis=0)
+        require_finite(node, total)
         if self.sum is None:
             self.sum = np.zeros(x.shape[1])
             self.outer = np.zeros((x.shape[1], x.shape[1]))
-        self.sum += x.sum(axis=0)
+        self.sum += total
         self.outer += x.T @ x
         self.n += x.shape[0]
 
@@ -187,7 +190,7 @@ class PCA(Node):
 
     def _train(self, x):
         check_output_fits(self, self._output_dim)
-        self._moments.add(x)
+        self._moments.add(x, self)
 
     def _fork(self):
         return type(self)(output_dim=self._requested_output_dim, svd=self.svd,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 
 __all__ = ["LinearRegression"]
 
@@ -110,6 +110,8 @@ class LinearRegression(Node):
         self._output_dim = y.shape[1]
         a = self._design(x)
         xtx, xty = a.T @ a, a.T @ y
+        require_finite(self, np.diagonal(xtx), "its input")
+        require_finite(self, xty, "its input or targets")
         # New arrays instead of += so a fork never shares buffers with its parent.
         self._xtx = xtx if self._xtx is None else self._xtx + xtx
         self._xty = xty if self._xty is None else self._xty + xty

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node
+from ..flows.node import Node, require_finite
 from .pca import _Moments, check_output_fits, fix_signs, parse_output_dim
 
 __all__ = ["SFA"]
@@ -107,8 +107,11 @@ class SFA(Node):
         check_output_fits(self, self._output_dim)
         # Differences of float32 rows would lose digits; widen before diff.
         x = np.asarray(x, dtype=np.float64)
-        self._x.add(x if self.include_last_sample else x[:-1])
-        self._dx.add(np.diff(x, axis=0))
+        # The whole chunk first: a bad last row would reach only the differences,
+        # after the rows' own sums had already taken the chunk.
+        require_finite(self, x.sum(axis=0))
+        self._x.add(x if self.include_last_sample else x[:-1], self)
+        self._dx.add(np.diff(x, axis=0), self)
 
     def _fork(self):
         return type(self)(output_dim=self._requested_output_dim,

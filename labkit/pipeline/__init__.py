@@ -64,6 +64,16 @@ def _reducers(final_outputs) -> dict[str, tuple[Any, Callable]]:
     return reducers
 
 
+def _processor(processor, name: str | None):
+    """``processor``, or the identity for ``None``; an InputError for anything not callable."""
+    if processor is None:
+        return _identity
+    if not callable(processor):
+        raise InputError(f"processor must be a callable record -> result, got "
+                         f"{type(processor).__name__}", stage=name or "pipe")
+    return processor
+
+
 def _listener(on_event):
     """``on_event`` as a callable: a scheduler or event bus is sent the events with ``emit``."""
     if on_event is None or not hasattr(on_event, "emit"):
@@ -76,7 +86,7 @@ def _listener(on_event):
 def _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
            final_outputs):
     """Start a stage; ``(queue or stage, final)``."""
-    processor, on_event = processor or _identity, _listener(on_event)
+    processor, on_event = _processor(processor, name), _listener(on_event)
     name = _stage_name(name, processor)
     if not isinstance(num_threads, int) or num_threads < 1:
         raise InputError(f"num_threads must be a positive int (0: a lazy reader), got {num_threads!r}",
@@ -106,7 +116,7 @@ def pipe(input, output=None, num_threads: int = 1, processor=None, name: str | N
     if num_threads == 0:
         if output is not None:
             raise InputError("num_threads=0 makes a lazy reader and takes no output")
-        processor = processor or _identity
+        processor = _processor(processor, name)
         return ProcessingReader(input, processor, _stage_name(name, processor),
                                 _listener(on_event))
     return _start(input, output, num_threads, processor, name, capacity, ordered, on_event,

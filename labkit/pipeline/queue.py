@@ -28,8 +28,8 @@ class Queue:
     _labkit_stream = True  # len() is what waits now, not the stream's length
 
     def __init__(self, capacity: int = 100):
-        if capacity < 1:
-            raise InputError(f"queue capacity must be at least 1, got {capacity}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise InputError(f"queue capacity must be an int >= 1, got {capacity!r}")
         self.capacity = capacity
         self._items: collections.deque = collections.deque()
         self._lock = threading.Lock()

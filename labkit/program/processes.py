@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import subprocess
 
+from ..errors import InputError
 from .element import Element
 from .registers import Ref, Registers
 from .status import DONE, INCOMPLETE, ProgramError
@@ -13,11 +15,22 @@ from .status import DONE, INCOMPLETE, ProgramError
 __all__ = ["Popen", "Spawn"]
 
 
+def _is_command(args) -> bool:
+    """Whether ``args`` is what subprocess.Popen takes as a command."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return True
+    return (isinstance(args, (list, tuple)) and len(args) > 0
+            and all(isinstance(a, (str, bytes, os.PathLike)) for a in args))
+
+
 class Popen(Element):
     """Start a subprocess; each step polls it once; completes with its exit status."""
 
     def __init__(self, args, store_to=None, **popen_kwargs):
         super().__init__(store_to=store_to)
+        if not _is_command(args):
+            raise InputError(f"Popen needs a command: a string or a list of strings, got "
+                             f"{args!r}")
         self.args, self.popen_kwargs = args, popen_kwargs
         self._proc = None
 

@@ -299,6 +299,9 @@ class Batch:
         """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
         if isinstance(fn, TaskCallable):
             return fn
+        if not callable(fn):
+            raise InputError(f"task_callable must be a TaskCallable or a callable taking the "
+                             f"chunk, got {type(fn).__name__}")
         current = self._callable
         if isinstance(current, FunctionCallable) and current.fn is fn:
             return current  # so it is not shipped again with every task

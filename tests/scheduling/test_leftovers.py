@@ -1,0 +1,50 @@
+"""Nothing of labkit's stays on someone else's Dask scheduler after ``shutdown()``."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from tests.helpers import SlowPCA
+
+
+def _scheduler_state(dask_scheduler):
+    """Task keys and client ids the Dask scheduler still holds."""
+    return {"tasks": sorted(map(str, dask_scheduler.tasks)),
+            "clients": sorted(map(str, dask_scheduler.clients))}
+
+
+def _settled(client, ours: str, deadline: float) -> dict:
+    """The scheduler's state once our client and tasks are gone, or at the deadline."""
+    state = client.run_on_scheduler(_scheduler_state)
+    while (state["tasks"] or ours in state["clients"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = client.run_on_scheduler(_scheduler_state)
+    return state
+
+
+@pytest.mark.parametrize("join", ["client", "workers"])
+def test_shutdown_mid_training_leaves_no_task_keys_on_an_external_scheduler(cluster, join):
+    from distributed import Client
+    s = lk.DaskScheduler(cluster.scheduler_address)
+    ours = s.client.id
+    chunks = np.array_split(np.random.default_rng(1).normal(size=(4000, 5)), 40)
+    flow = lk.ParallelFlow([SlowPCA(delay=0.1, output_dim=2)])
+    try:
+        run = flow.train([chunks], scheduler=s, wait=False, join=join)
+        deadline = time.monotonic() + 60
+        while s.total_open_tasks < 4 and time.monotonic() < deadline:    # under way
+            time.sleep(0.05)
+        assert s.total_open_tasks >= 4
+    finally:
+        s.shutdown()
+    with pytest.raises(lk.LabkitError, match="shut down"):
+        run.result(timeout=60)
+    assert flow[0].is_training() and flow[0].samples_seen == 0    # the phase was undone
+    with Client(cluster.scheduler_address) as observer:
+        state = _settled(observer, ours, time.monotonic() + 30)
+    assert state["tasks"] == [], f"task keys left on the scheduler: {state['tasks'][:5]}"
+    assert ours not in state["clients"]
