@@ -16,10 +16,15 @@ from typing import Any, Callable
 
 from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
+from .quiet import install as _quiet_worker_log
 from .shared import SharedChunk, unmap
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
            "is_delayed", "is_future", "LazyChunk", "lazy_chunk", "current_task"]
+
+# This module is imported wherever a labkit task runs (a Dask worker unpickling
+# run_task): from then on the worker leaves reporting labkit's failures to labkit.
+_quiet_worker_log()
 
 _env_lock = threading.Lock()
 _running = threading.local()   # the task this thread runs, for callables that ask
