@@ -332,6 +332,12 @@ class DaskScheduler(Scheduler):
         if isinstance(error, LabkitError):  # the task itself raised
             self._complete(entry, error=error)
             return
+        if self.client.status in ("closing", "closed"):   # closed by hand, not by shutdown()
+            self._complete(entry, error=SchedulerError(
+                "the Dask client of this DaskScheduler was closed while the task ran; "
+                "shut the scheduler down with shutdown() and make a new one",
+                **entry.info.where()))
+            return
         reason = _cancel_reason(future)
         # A cancel with no reason ("unknown") comes from a lost input as well (a worker's
         # death races the message that names it); a restart says why.

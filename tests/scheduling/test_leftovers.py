@@ -48,3 +48,21 @@ def test_shutdown_mid_training_leaves_no_task_keys_on_an_external_scheduler(clus
         state = _settled(observer, ours, time.monotonic() + 30)
     assert state["tasks"] == [], f"task keys left on the scheduler: {state['tasks'][:5]}"
     assert ours not in state["clients"]
+
+
+def test_a_client_closed_by_hand_mid_training_ends_the_run_with_a_scheduler_error(cluster):
+    s = lk.DaskScheduler(cluster.scheduler_address)
+    chunks = np.array_split(np.random.default_rng(2).normal(size=(4000, 5)), 40)
+    flow = lk.ParallelFlow([SlowPCA(delay=0.1, output_dim=2)])
+    try:
+        run = flow.train([chunks], scheduler=s, wait=False, join="client")
+        deadline = time.monotonic() + 60
+        while s.total_open_tasks < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s.client.close()                       # not s.shutdown(): the user's own doing
+        with pytest.raises(lk.SchedulerError, match="client .* was closed") as info:
+            run.result(timeout=60)             # before: resubmitted until the timeout
+        assert "phase 0" in str(info.value)
+        assert flow[0].is_training() and flow[0].samples_seen == 0
+    finally:
+        s.shutdown()
