@@ -15,6 +15,11 @@ Examples
 
 from __future__ import annotations
 
+import inspect
+import linecache
+import os
+import re
+import sys
 import traceback
 
 __all__ = [
@@ -26,11 +31,23 @@ __all__ = [
     "CancelledError",
     "SchedulerError",
     "WorkerLostError",
+    "RemoteTraceback",
     "format_location",
     "located",
+    "for_caller",
+    "user_frames",
 ]
 
-_ORDER = ("node", "node_name", "phase", "chunk", "task", "worker", "device", "replica")
+#: Show labkit's (and Dask's) own frames in the tracebacks of errors handed to the
+#: caller; by default the caller sees its own frames and, as the cause, the task's.
+SHOW_INTERNAL_FRAMES = os.environ.get("LABKIT_INTERNAL_FRAMES", "") not in ("", "0")
+
+# Packages whose frames are plumbing around a task: the worker, the event loop,
+# labkit's wrappers.  A task's traceback shown to the user starts after them.
+_PLUMBING = ("labkit", "dask", "distributed", "tornado", "asyncio", "concurrent", "threading",
+             "multiprocessing")
+
+_ORDER = ("node", "node_name", "phase", "chunk", "step", "task", "worker", "device", "replica")
 
 
 def format_location(where: dict) -> str:
@@ -93,6 +110,120 @@ def _rebuild(cls, message, where, extra):
     return err
 
 
+class RemoteTraceback(Exception):
+    """The traceback of a task's own code, shown as the cause of its labkit error.
+
+    As :mod:`concurrent.futures` does for process pools: Python prints it above
+    the error, "The above exception was the direct cause of ...".
+    """
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return f'\n"""\n{self.text.rstrip()}\n"""'
+
+
+def _is_plumbing(filename: str) -> bool:
+    """Whether a frame's file belongs to one of the :data:`_PLUMBING` packages."""
+    for name in _PLUMBING:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path and filename.startswith(os.path.dirname(path) + os.sep):
+            return True
+    return False
+
+
+def user_frames(exc: BaseException) -> str:
+    """``exc``'s traceback from the first frame of the user's code on; ``""`` without one.
+
+    Frames of labkit, Dask and the standard library's threading and event
+    loop before it are left out: they are how the task got to run.
+
+    Examples
+    --------
+    >>> def mine():
+    ...     raise ValueError("bad row")
+    >>> try:
+    ...     mine()
+    ... except ValueError as exc:
+    ...     text = user_frames(exc)
+    >>> "in mine" in text and text.rstrip().endswith("ValueError: bad row")
+    True
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if not _is_plumbing(f.filename)), None)
+    if first is None:
+        return ""
+    return ("Traceback (most recent call last):\n"
+            + "".join(traceback.format_list(frames[first:]))
+            + "".join(traceback.format_exception_only(type(exc), exc)))
+
+
+_DYNAMIC_FRAME = re.compile(r'^  File "<dynamic-code>", line (\d+), in (\w+)$')
+
+
+def _with_dynamic_sources(text: str) -> str:
+    """``text`` with the source lines of frames that cloudpickle left without a file.
+
+    Functions and classes of a notebook (``__main__``) reach worker processes
+    pickled by value, their code objects renamed ``<dynamic-code>``, so the
+    worker cannot show their lines; here, where they were written, we can.
+    """
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        match = _DYNAMIC_FRAME.match(line)
+        found = match and _main_source(match.group(2), int(match.group(1)))
+        has_source = i + 1 < len(lines) and lines[i + 1].startswith("    ")
+        if found and not has_source:
+            filename, source = found
+            out.append(f'  File "{filename}", line {match.group(1)}, in {match.group(2)}')
+            out.append(f"    {source}")
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _main_source(name: str, lineno: int) -> tuple[str, str] | None:
+    """``(file, source line)`` of a function ``name`` of ``__main__`` holding ``lineno``."""
+    main = sys.modules.get("__main__")
+    functions = []
+    for obj in list(vars(main).values()) if main is not None else []:
+        if inspect.isfunction(obj):
+            functions.append(obj)
+        elif inspect.isclass(obj) and getattr(obj, "__module__", None) == "__main__":
+            functions.extend(f for f in vars(obj).values() if inspect.isfunction(f))
+    for fn in functions:
+        code = fn.__code__
+        numbers = [n for _, _, n in code.co_lines() if n is not None]
+        if code.co_name == name and numbers and code.co_firstlineno <= lineno <= max(numbers):
+            source = linecache.getline(code.co_filename, lineno).strip()
+            if source:
+                return code.co_filename, source
+    return None
+
+
+def for_caller(err: BaseException) -> BaseException:
+    """``err`` as handed to the caller: the task's own frames as its cause, ours left out.
+
+    Re-raised where the caller waits (``run.result()``, a verb with
+    ``wait=True``), the error's traceback then holds the caller's frames
+    only, and Python prints the task's frames (:class:`RemoteTraceback`)
+    above it.  ``LABKIT_INTERNAL_FRAMES=1`` keeps labkit's frames.
+    """
+    if not isinstance(err, LabkitError):
+        return err
+    text = getattr(err, "user_traceback", None)
+    if text and err.__cause__ is None:
+        err.__cause__ = RemoteTraceback(_with_dynamic_sources(text))
+    if not SHOW_INTERNAL_FRAMES:
+        err.__traceback__ = None
+        err.__suppress_context__ = True
+    return err
+
+
 class TaskError(LabkitError):
     """A task raised a non-labkit exception; the original is described, not kept.
 
@@ -107,14 +238,18 @@ class TaskError(LabkitError):
         ``str()`` of that exception.
     remote_traceback : str
         The traceback formatted where the task ran.
+    user_traceback : str
+        The same from the first frame of the user's own code on (see
+        :func:`user_frames`); empty when the error came from labkit's code.
     """
 
     def __init__(self, message="", original_type="", original_message="",
-                 remote_traceback=None, **where):
+                 remote_traceback=None, user_traceback="", **where):
         super().__init__(message, **where)
         self.original_type = original_type
         self.original_message = original_message
         self.remote_traceback = remote_traceback
+        self.user_traceback = user_traceback
 
     @classmethod
     def from_exception(cls, exc: BaseException, traceback_text: str, what: str = "task",
@@ -123,11 +258,13 @@ class TaskError(LabkitError):
         kind = type(exc)
         name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
         return cls(f"{what} failed with {name}: {exc}", original_type=name,
-                   original_message=str(exc), remote_traceback=traceback_text, **where)
+                   original_message=str(exc), remote_traceback=traceback_text,
+                   user_traceback=user_frames(exc), **where)
 
     def _extra(self) -> dict:
         return {"remote_traceback": self.remote_traceback, "original_type": self.original_type,
-                "original_message": self.original_message}
+                "original_message": self.original_message,
+                "user_traceback": self.user_traceback}
 
 
 def located(exc: BaseException, what: str = "task", kind: type | None = None,

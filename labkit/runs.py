@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import CancelledError
+from .errors import CancelledError, LabkitError, for_caller
 from .events import Observable, RunFinished, RunStarted, run_of
 
 __all__ = ["Run", "RunControl", "RunScope", "run_scope", "start", "new_run_id"]
@@ -178,9 +178,13 @@ def start(kind: str, sources, job: Callable[[RunScope], Any], *, wait: bool = Tr
     With ``wait=True`` the job's result is returned (its error raised); with
     ``wait=False`` a :class:`Run` is returned at once.
     """
+    __tracebackhide__ = True   # IPython leaves this frame out of tracebacks
     if wait:
-        with run_scope(kind, sources, n_nodes) as scope:
-            return job(scope)
+        try:
+            with run_scope(kind, sources, n_nodes) as scope:
+                return job(scope)
+        except LabkitError as err:
+            raise for_caller(err) from err.__cause__
     return Run(kind, sources, job, n_nodes=n_nodes)
 
 
@@ -264,10 +268,11 @@ class Run(Observable):
 
     def result(self, timeout: float | None = None):
         """Wait for the run and return its result, or raise its error here."""
+        __tracebackhide__ = True
         if not self._done.wait(timeout):
             raise TimeoutError(f"run {self.id} still going after {timeout} s")
         if self._error is not None:
-            raise self._error
+            raise for_caller(self._error) from self._error.__cause__
         return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:

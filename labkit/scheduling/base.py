@@ -153,10 +153,12 @@ class Scheduler(Observable):
     def add_task(self, data, task_callable: TaskCallable | Callable | None = None,
                  info: TaskInfo | None = None) -> int:
         """Submit one task to the default batch (see :meth:`Batch.add_task`)."""
+        __tracebackhide__ = True
         return self._default_batch().add_task(data, task_callable, info)
 
     def get_results(self):
         """Wait for the default batch; its results (see :meth:`Batch.get_results`)."""
+        __tracebackhide__ = True   # IPython leaves labkit's frames out of tracebacks
         return self._default_batch().get_results()
 
     def cancel(self) -> int:

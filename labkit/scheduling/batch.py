@@ -25,7 +25,8 @@ import threading
 import uuid
 from typing import Any, Callable
 
-from ..errors import CancelledError, InputError, LabkitError, SchedulerError, located
+from ..errors import (CancelledError, InputError, LabkitError, SchedulerError, for_caller,
+                      located)
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
 from .results import ListResultContainer, ResultContainer
 from .task import FunctionCallable, TaskCallable
@@ -121,6 +122,7 @@ class Batch:
             this chunk when it cannot be shipped; a chunk that could not be
             shipped is not counted as open.
         """
+        __tracebackhide__ = True
         s = self.scheduler
         s._check_usable()
         self._check_open()
@@ -158,6 +160,7 @@ class Batch:
         error naming where it happened; open tasks are cancelled, and the batch
         starts afresh.
         """
+        __tracebackhide__ = True
         self._check_open()
         try:
             self.scheduler._wait(lambda: not self._open or self._error is not None)
@@ -335,6 +338,7 @@ class Batch:
 
     def _raise_pending(self) -> None:
         """Raise the batch's first error, after cancelling what is open and starting afresh."""
+        __tracebackhide__ = True
         with self._cond:
             error, self._error = self._error, None
             if error is None:
@@ -344,7 +348,7 @@ class Batch:
         self.scheduler._cancel_handles(handles)
         with self._results_lock:
             self.result_container.discard()
-        raise error
+        raise for_caller(error) from error.__cause__
 
     def _check_open(self) -> None:
         if self._closed:

@@ -72,10 +72,21 @@ SETTLE = "import time; time.sleep(1.0)"
 
 def execute(name: str, timeout: int = 240) -> nbformat.NotebookNode:
     """Run ``notebooks/<name>`` in a fresh kernel; the executed notebook."""
-    nb = nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4)
+    return run(nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4), timeout)
+
+
+def execute_cells(sources: list[str], timeout: int = 240) -> nbformat.NotebookNode:
+    """Run a notebook made of ``sources`` (one code cell each); errors stay in the outputs."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src) for src in sources])
+    return run(nb, timeout, allow_errors=True)
+
+
+def run(nb, timeout: int = 240, allow_errors: bool = False) -> nbformat.NotebookNode:
+    """Execute ``nb`` in a fresh kernel of this environment; the executed notebook."""
     nb.cells.append(nbformat.v4.new_code_cell(SETTLE))
     with _isolated():
         _client_class()(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                        allow_errors=allow_errors,
                         resources={"metadata": {"path": NOTEBOOKS}}).execute()
     nb.cells.pop()
     return nb
