@@ -42,10 +42,13 @@ _register_display()
 
 
 def __getattr__(name):
-    """``lk.DataParallelTrainer`` imports torch only when first used."""
+    """``lk.DataParallelTrainer`` and its loss errors import torch only when first used."""
     if name == "DataParallelTrainer":
         from .data_parallel.trainer import DataParallelTrainer
         return DataParallelTrainer
+    if name in ("NonFiniteLossError", "NonFiniteLossWarning"):
+        from .data_parallel import guards
+        return getattr(guards, name)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
@@ -71,4 +74,5 @@ __all__ = [
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
     "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
     "pipe", "pipe_and_output", "Queue", "STOP", "split_batch", "DataParallelTrainer", "runner",
+    "NonFiniteLossError", "NonFiniteLossWarning",
 ]

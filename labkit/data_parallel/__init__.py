@@ -5,7 +5,8 @@ slices), :mod:`.devices`, :mod:`.replicate` (persistent replicas, broadcast),
 :mod:`.parallel_apply` (replicas on threads), :mod:`.reduce` (weighted
 gradients, exact batch-norm statistics), :mod:`.balance` (the "auto" work
 load), :mod:`.reporting` (events for the views), :mod:`.loops` (fit and
-evaluate) and :mod:`.distributed` with :mod:`.replica_worker` (replicas on Dask workers with
+evaluate), :mod:`.guards` (argument checks, the non-finite loss policy) and
+:mod:`.distributed` with :mod:`.replica_worker` (replicas on Dask workers with
 ``torch.distributed``), composed by :mod:`.trainer`.
 
 ``split_batch`` needs no torch; everything else imports it when first used.
@@ -15,10 +16,12 @@ from __future__ import annotations
 
 from .split import split_batch
 
-__all__ = ["split_batch", "DataParallelTrainer", "Balancer", "ReplicaStep", "DaskReplicaGroup"]
+__all__ = ["split_batch", "DataParallelTrainer", "Balancer", "ReplicaStep", "DaskReplicaGroup",
+           "NonFiniteLossError", "NonFiniteLossWarning"]
 
 _LAZY = {"DataParallelTrainer": "trainer", "ReplicaStep": "trainer", "Balancer": "balance",
-         "DaskReplicaGroup": "distributed"}
+         "DaskReplicaGroup": "distributed", "NonFiniteLossError": "guards",
+         "NonFiniteLossWarning": "guards"}
 
 
 def __getattr__(name):

@@ -30,20 +30,39 @@ def as_devices(devices) -> tuple[list[str], list[torch.device]]:
         devices = [devices]
     names, parsed = [], []
     for d in devices:
-        try:
-            dev = torch.device(f"cuda:{d}" if isinstance(d, int) else d)
-        except (RuntimeError, TypeError) as exc:
-            raise InputError(f"not a torch device: {d!r} ({exc})", device=d) from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise InputError("CUDA is not available here", device=str(d))
+        dev = _parse(d)
         name = str(d) if not isinstance(d, int) else str(dev)
         if name in names:
-            raise InputError(f"device {name!r} is listed twice", device=name)
+            raise InputError(f"device {name!r} is listed twice", device=name, argument="devices")
         names.append(name)
         parsed.append(dev)
     if not names:
-        raise InputError("no devices given")
+        raise InputError("devices is empty: give at least one, e.g. ['cpu'] or ['cuda:0']",
+                         argument="devices")
     return names, parsed
+
+
+def _parse(d) -> torch.device:
+    """One entry of ``devices`` as a torch device that exists here, or a clear error."""
+    if isinstance(d, bool) or not isinstance(d, (str, torch.device, int)):
+        raise InputError(f"a device must be a string, torch.device or CUDA index, got {d!r}",
+                         argument="devices")
+    try:
+        dev = torch.device(f"cuda:{d}" if isinstance(d, int) else d)
+    except (RuntimeError, TypeError) as exc:
+        raise InputError(f"not a torch device: {d!r} ({exc}); use e.g. 'cpu', 'cpu:1' or "
+                         "'cuda:0'", device=d, argument="devices") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise InputError(f"unsupported device type {dev.type!r}: use 'cpu' or 'cuda' devices",
+                         device=str(d), argument="devices")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError("CUDA is not available here", device=str(d), argument="devices")
+        if dev.index is not None and not 0 <= dev.index < torch.cuda.device_count():
+            raise InputError(f"there is no {dev}: this machine has "
+                             f"{torch.cuda.device_count()} CUDA devices", device=str(d),
+                             argument="devices")
+    return dev
 
 
 def memory(device: torch.device) -> tuple[int | None, int | None]:

@@ -39,9 +39,11 @@ import torch
 from distributed import wait
 from distributed.comm import get_address_host
 
-from ..errors import InputError, LabkitError, SchedulerError, TaskError, TrainingError
+from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
+                      WorkerLostError)
 from ..events import TaskInfo
 from . import replica_worker as w
+from .guards import NonFiniteLossError
 
 __all__ = ["DaskReplicaGroup"]
 
@@ -215,13 +217,16 @@ class DaskReplicaGroup:
                                          f"{type(exc).__name__}") from exc
                 alive = self._client.scheduler_info()["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
+                self._check_lost(what, collective, ranks, stuck, alive)
                 first_done = first_done or (len(stuck) < len(futures) and time.monotonic())
-                late = first_done and time.monotonic() - first_done > self.timeout + _GRACE
-                if late or any(a not in alive for a in stuck):
+                if first_done and time.monotonic() - first_done > self.timeout + _GRACE:
                     if collective:
                         self._broken = f"a {what} did not finish"
-                    raise SchedulerError(f"{what} did not finish: a worker was lost or hangs",
+                    raise SchedulerError(f"{what} did not finish: a worker hangs",
                                          device=", ".join(stuck))
+            if any(f.status == "error" for f in futures):  # a peer's death fails the others
+                self._check_lost(what, collective, ranks, names,
+                                 self._client.scheduler_info()["workers"])
             for rank, name, f in zip(ranks, names, futures):
                 if f.status == "error":
                     if collective:
@@ -233,6 +238,18 @@ class DaskReplicaGroup:
             pending = [f for f in futures if not f.done()]
             if pending:  # nobody waits for them any more
                 self._client.cancel(pending)
+
+    def _check_lost(self, what, collective, ranks, candidates, alive) -> None:
+        """Raise a WorkerLostError naming the first rank among ``candidates`` whose worker left."""
+        for rank in ranks:
+            name = self.names[rank]
+            if name in candidates and name not in alive:
+                if collective:
+                    self._broken = f"the worker of replica {rank} was lost"
+                raise WorkerLostError(
+                    f"the worker of replica {rank} was lost during a {what}; the replica group "
+                    "is broken: close the trainer (it tears the group down) and start a new "
+                    "one once the cluster has its workers back", replica=rank, worker=name)
 
     def _check_batch(self, what, collective) -> None:
         """Raise the scheduler's cancel or shutdown here; a cut collective breaks the group."""
@@ -254,6 +271,11 @@ class DaskReplicaGroup:
             raise InputError(f"x has {len(x)} rows but y has {len(y)}")
         ends = [sum(counts[:i + 1]) for i in range(len(counts))]
         return counts, [(e - c, e) for c, e in zip(counts, ends)]
+
+    @property
+    def broken(self) -> str | None:
+        """Why the group is broken (a collective failed or a worker was lost), else None."""
+        return self._broken
 
     def _check_open(self):
         if self._closed:
@@ -284,6 +306,9 @@ class DaskReplicaGroup:
         errors = [res["error"] for res in results if res["failed"] and res["error"] is not None]
         if errors:
             raise errors[0]
+        bad = next((r for r, res in enumerate(results) if res.get("nonfinite")), None)
+        if bad is not None:  # every rank undid the step
+            raise NonFiniteLossError.of(results[bad]["loss"], bad, self.names[bad])
         if any(res["failed"] for res in results):
             raise SchedulerError("a replica reported a failure without its error")
         loss = sum(w * res["loss"] for w, res in zip(weights, results))
@@ -319,8 +344,32 @@ class DaskReplicaGroup:
         self._run([self._submit(r, w.set_state, self._gid, r, shared)
                    for r in range(len(self.names))], "load_state_dict")
 
+    def last_state(self):
+        """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.
+
+        A broken group's ranks undid the failed step, so a survivor holds the
+        state after the last step that succeeded.  Read beside the task threads
+        (``client.run``), so it never waits behind a stuck task.  None when no
+        rank survived.
+        """
+        if self._closed:
+            raise TrainingError("the replica group is closed")
+        if not self._broken:
+            return self.state_dict()
+        alive = self._client.scheduler_info()["workers"]
+        for name in [a for a in self.names if a in alive]:
+            try:
+                return self._client.run(w.get_state, self._gid, workers=[name])[name]
+            except Exception:  # that worker left too, or lost the replica: try the next
+                continue
+        return None
+
     def close(self):
-        """Destroy the process group and drop the replicas on every worker; idempotent."""
+        """Destroy the process group and drop the replicas on every surviving worker; idempotent.
+
+        Never raises: a lost worker took its rank with it, and the others are
+        torn down (their ``torch.distributed`` group destroyed) whatever happened.
+        """
         if self._closed:
             return
         self._closed = True
@@ -330,6 +379,10 @@ class DaskReplicaGroup:
                              workers=[a for a in self.names if a in alive])
         except Exception:  # a closed client leaves nothing to tear down
             pass
-        if self._store_dir is not None:
-            shutil.rmtree(self._store_dir, ignore_errors=True)
-        self._batch.close()
+        finally:
+            if self._store_dir is not None:
+                shutil.rmtree(self._store_dir, ignore_errors=True)
+            try:
+                self._batch.close()
+            except Exception:  # the scheduler was shut down first: nothing left to release
+                pass

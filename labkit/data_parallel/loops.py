@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
 
 from ..errors import InputError, LabkitError
 from ..runs import start
+from .guards import check_batches, check_epochs
 from .split import shares
 
 __all__ = ["EpochLoops"]
@@ -23,12 +25,9 @@ class EpochLoops:
         ``samples_per_s``; with ``wait=False`` a :class:`~labkit.Run` whose
         ``result()`` is that list (``run.cancel()`` stops between two steps).
         An error names the epoch and batch; the steps before it are kept.
+        With ``on_nonfinite="skip"`` a record also counts its ``skipped`` batches.
         """
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-            raise InputError(f"epochs must be a positive int, got {epochs!r}")
-        if epochs > 1 and iter(batches) is batches:
-            raise InputError("fit over several epochs needs batches it can iterate again "
-                             "(a list or a DataLoader), not a one-shot iterator")
+        check_batches(batches, check_epochs(epochs))
         self._check_open()
 
         def job(scope):
@@ -47,7 +46,7 @@ class EpochLoops:
         """One pass over the batches."""
         n_batches = len(batches) if hasattr(batches, "__len__") else None
         self._reporter.epoch_started(epoch, n_batches, len(self.names))
-        start_time, total, rows = time.perf_counter(), 0.0, 0
+        start_time, total, rows, skipped = time.perf_counter(), 0.0, 0, 0
         for b, batch in enumerate(batches):
             scope.check()
             x, y = _pair(batch, epoch, b)
@@ -55,13 +54,19 @@ class EpochLoops:
                 loss = self.step(x, y)
             except LabkitError as exc:
                 raise exc.locate(epoch=epoch, batch=b)
+            if not math.isfinite(loss):  # skipped under on_nonfinite="skip": not in the mean
+                skipped += 1
+                continue
             total, rows = total + loss * len(x), rows + len(x)
-        if rows == 0:
-            raise InputError("no batches to train on", epoch=epoch)
+        if rows == 0 and not skipped:
+            raise InputError("no batches to train on", epoch=epoch, argument="batches")
         self._reporter.epoch_finished()
         seconds = time.perf_counter() - start_time
-        return {"epoch": epoch, "loss": total / rows, "seconds": seconds,
-                "samples_per_s": rows / seconds}
+        record = {"epoch": epoch, "loss": total / rows if rows else math.nan,
+                  "seconds": seconds, "samples_per_s": rows / seconds}
+        if self.on_nonfinite == "skip":
+            record["skipped"] = skipped
+        return record
 
     def evaluate(self, batches, metrics: dict | None = None) -> dict[str, float]:
         """Mean loss and ``metrics`` over ``batches``, the replicas evaluating in parallel.
@@ -69,6 +74,7 @@ class EpochLoops:
         ``metrics`` maps names to ``fn(outputs, targets)`` giving a mean over
         rows (e.g. accuracy); every value is weighted by rows.
         """
+        check_batches(batches, what="evaluate")
         self._check_open()
         fns = dict(metrics or {})
         fns["loss"] = self.loss_fn

@@ -10,6 +10,7 @@ keyed by group id, so later tasks pinned to that worker find them.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import time
@@ -20,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import LabkitError, located
+from .guards import check_loss
 from .reduce import BatchNormJoin
 
 __all__ = ["free_port", "build", "join", "step", "evaluate", "get_state", "set_state",
@@ -137,6 +139,7 @@ def _forward_backward(rep, rank, x, y):
             torch.cuda.reset_peak_memory_stats(rep.device)
         start = time.perf_counter()
         loss = rep.loss_fn(rep.model(x.to(rep.device)), None if y is None else y.to(rep.device))
+        check_loss(loss)
         loss.backward()
         if cuda:
             torch.cuda.synchronize(rep.device)
@@ -188,6 +191,12 @@ def _pool_batchnorm(rep):
 
 
 def step(gid, rank, x, y, weight, buffer_weight):
+    """Forward and backward on this rank's rows, then the reduced optimizer step.
+
+    The ranks first agree on a flag vector: any rank's error or non-finite
+    loss makes every rank undo its forward (buffers, gradients) and skip the
+    step, so the replicas stay equal and as before it.
+    """
     rep = _GROUPS[gid]
     rep.bn.start()
     before = [b.detach().clone() for b in rep.buffers]
@@ -195,27 +204,48 @@ def step(gid, rank, x, y, weight, buffer_weight):
     loss, seconds, memory, error = 0.0, 0.0, None, None
     if len(x):
         loss, seconds, memory, error = _forward_backward(rep, rank, x, y)
-    flags = [error is not None] + [p.grad is not None for p in rep.params]
-    flags += [not torch.equal(before[k], rep.buffers[k]) for k in rep.floating]
-    flags = torch.tensor(flags, dtype=torch.float32, device=rep.device)
-    dist.all_reduce(flags)
-    flags = flags.tolist()
-    n = len(rep.params)
+    try:
+        flags = _agree(rep, error, loss, before)
+        if flags[0] or flags[1]:  # some rank failed: nobody updates
+            _undo(rep, before)
+            return {"failed": True, "error": error, "nonfinite": not math.isfinite(loss),
+                    "loss": loss}
+        _reduce_gradients(rep, flags[2:2 + len(rep.params)], weight)
+    except BaseException as exc:  # a peer lost mid-collective: leave the state of the last step
+        _undo(rep, before)
+        raise _located(exc, rank, rep.name) from None
     with torch.no_grad():
-        if flags[0]:  # some rank failed: nobody updates, all stays as before the step
-            rep.optimizer.zero_grad(set_to_none=True)
-            for b, old in zip(rep.buffers, before):
-                b.copy_(old)
-            return {"failed": True, "error": error}
-        for p, present in zip(rep.params, flags[1:1 + n]):
-            if present and p.grad is None:  # a peer sends a gradient here, so must we
-                p.grad = torch.zeros_like(p)
-        _reduce_scaled([p.grad for p in rep.params if p.grad is not None], weight)
         rep.optimizer.step()
-        changed = [rep.buffers[k] for k, c in zip(rep.floating, flags[1 + n:]) if c]
+        changed = [rep.buffers[k] for k, c in zip(rep.floating, flags[2 + len(rep.params):]) if c]
         _reduce_scaled(changed, buffer_weight)
         _pool_batchnorm(rep)
     return {"failed": False, "loss": loss, "seconds": seconds, "memory": memory}
+
+
+def _agree(rep, error, loss, before) -> list[float]:
+    """Summed over ranks: failures, non-finite losses, gradients present, buffers changed."""
+    flags = [error is not None, error is None and not math.isfinite(loss)] + [p.grad is not None for p in rep.params]
+    flags += [not torch.equal(before[k], rep.buffers[k]) for k in rep.floating]
+    flags = torch.tensor(flags, dtype=torch.float32, device=rep.device)
+    dist.all_reduce(flags)
+    return flags.tolist()
+
+
+@torch.no_grad()
+def _undo(rep, before) -> None:
+    """Back to the state before the step: no gradients, the old buffers."""
+    rep.optimizer.zero_grad(set_to_none=True)
+    for b, old in zip(rep.buffers, before):
+        b.copy_(old)
+
+
+@torch.no_grad()
+def _reduce_gradients(rep, present, weight) -> None:
+    """Sum the weighted gradients over ranks; a gradient a peer has, we send as zeros."""
+    for p, flag in zip(rep.params, present):
+        if flag and p.grad is None:
+            p.grad = torch.zeros_like(p)
+    _reduce_scaled([p.grad for p in rep.params if p.grad is not None], weight)
 
 
 def evaluate(gid, rank, x, y, metrics):

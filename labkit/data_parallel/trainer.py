@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,6 +24,8 @@ from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer
 from .devices import as_devices
+from .guards import (NonFiniteLossError, check_batch, check_loss, check_policy, first_nonfinite,
+                     warn_skipped)
 from .parallel_apply import ReplicaThreads
 from .reduce import BatchNormJoin, GradientReducer, average_buffers
 from .replicate import broadcast, replicate
@@ -66,6 +69,12 @@ class DataParallelTrainer(EpochLoops, Observable):
         and re-balances every step.
     scheduler : labkit.DaskScheduler, optional
         Run one replica per Dask worker, reducing with ``torch.distributed``.
+    on_nonfinite : {"raise", "skip"}
+        A step whose loss is NaN or infinite on some replica changes nothing
+        (parameters, optimizer state, buffers) and raises a
+        :class:`~labkit.data_parallel.guards.NonFiniteLossError` naming the
+        step, replica and device; ``"skip"`` warns instead, returns NaN and
+        counts the batch in :attr:`skipped_batches`.
 
     Examples
     --------
@@ -82,13 +91,17 @@ class DataParallelTrainer(EpochLoops, Observable):
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable, optimizer, devices=None,
-                 work_load=None, scheduler=None, balancer: Balancer | None = None):
+                 work_load=None, scheduler=None, balancer: Balancer | None = None,
+                 on_nonfinite: str = "raise"):
         if not isinstance(model, torch.nn.Module):
-            raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+            raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}",
+                             argument="model")
         if not callable(loss_fn):
-            raise InputError(f"loss_fn must be callable, got {loss_fn!r}")
+            raise InputError(f"loss_fn must be callable, got {loss_fn!r}", argument="loss_fn")
+        self.on_nonfinite = on_nonfinite
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.steps, self.last_split, self.closed = 0, [], False
+        self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
         self._monitors: list[tuple[Callable, set | None]] = []
         self._on_shutdown: list[Callable] = []
         self._group = None
@@ -106,7 +119,14 @@ class DataParallelTrainer(EpochLoops, Observable):
             self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
             self._skip = {n for n, _ in model.named_buffers()
                           if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
-        self.balancer = self._balancer(work_load, balancer)
+            # the model's own buffers move in its forward when it is replica 0
+            self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
+        try:
+            self.balancer = self._balancer(work_load, balancer)
+        except BaseException:
+            self.closed = True
+            self._release()  # a refused work load must not leave replicas on the workers
+            raise
         self._reporter = Reporter(self, self.names, self.devices, type(model).__name__)
 
     def _balancer(self, work_load, balancer) -> Balancer | None:
@@ -114,12 +134,22 @@ class DataParallelTrainer(EpochLoops, Observable):
         n = len(self.names)
         if isinstance(work_load, str):
             if work_load != "auto":
-                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}")
+                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}",
+                                 argument="work_load")
             return balancer or Balancer(n)
         self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
                                          self.names)
         self._fixed = [w / sum(self.work_load) for w in self.work_load]
         return None
+
+    @property
+    def on_nonfinite(self) -> str:
+        """What a step with a NaN or infinite loss does: ``"raise"`` or ``"skip"``."""
+        return self._on_nonfinite
+
+    @on_nonfinite.setter
+    def on_nonfinite(self, policy: str) -> None:
+        self._on_nonfinite = check_policy(policy)
 
     @property
     def shares(self) -> list[float]:
@@ -131,9 +161,25 @@ class DataParallelTrainer(EpochLoops, Observable):
     # -- one step ------------------------------------------------------------------------
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        """One optimizer step on the batch ``(x, y)``; returns the batch's mean loss."""
+        """One optimizer step on the batch ``(x, y)``; returns the batch's mean loss.
+
+        A non-finite loss undoes the step: it raises, or with ``on_nonfinite="skip"``
+        warns and returns NaN.
+        """
         self._check_open()
-        n = _rows(x, y)
+        try:
+            return self._step(x, y)
+        except NonFiniteLossError as exc:
+            exc.locate(step=self.steps)
+            if self.on_nonfinite == "raise":
+                raise
+            self.skipped_batches += 1
+            warn_skipped(exc, self.skipped_batches)
+            return float("nan")
+
+    def _step(self, x, y) -> float:
+        """The step: split, run the replicas (locally or on workers), report."""
+        n = check_batch(x, y, self.steps)
         if len(self.names) == 1:
             active, counts = [0], [n]
         else:
@@ -168,10 +214,16 @@ class DataParallelTrainer(EpochLoops, Observable):
         whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
         calls = [(i, self._replica_call(i, x if whole else x[sl], y if whole else y[sl], c))
                  for i, sl, c in zip(active, self.last_split, counts)]
+        before = [b.detach().clone() for b in self._own_buffers]
         try:
             results = self._threads.run(calls)
+            losses = [float(r[0]) for r in results]  # the one sync a replica a step
+            bad = first_nonfinite(losses)
+            if bad is not None:
+                i = active[bad]
+                raise NonFiniteLossError.of(losses[bad], i, self.names[i])
         except BaseException:
-            self._zero_grads()  # nothing of the failed step reaches the model
+            self._undo(before)  # nothing of the failed step reaches the model
             raise
         model_only = len(active) == 1 and self.replicas[active[0]] is self.model
         if not model_only:
@@ -182,7 +234,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.optimizer.step()
         if len(self.replicas) > 1 or self.replicas[0] is not self.model:
             broadcast(self.model, self.replicas)
-        loss = sum(w * float(r[0]) for w, r in zip(weights, results))
+        loss = sum(w * v for w, v in zip(weights, losses))
         return loss, [r[1] for r in results]
 
     def _replica_call(self, i: int, x, y, rows: int):
@@ -198,6 +250,7 @@ class DataParallelTrainer(EpochLoops, Observable):
                 xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 outputs = replica(xi)
                 loss = self.loss_fn(outputs, yi)
+                check_loss(loss)
                 loss.backward()
                 if device.type == "cuda":  # the step time must include the GPU's work
                     torch.cuda.synchronize(device)
@@ -226,9 +279,15 @@ class DataParallelTrainer(EpochLoops, Observable):
         total = sum(counts)
         return [c / total for c in counts]
 
-    def _zero_grads(self) -> None:
+    @torch.no_grad()
+    def _undo(self, before: list[torch.Tensor]) -> None:
+        """Put every replica back as before a failed step: no gradients, the old buffers."""
         for replica in self.replicas:
             replica.zero_grad(set_to_none=True)
+        for b, old in zip(self._own_buffers, before):
+            b.copy_(old)
+        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
+            broadcast(self.model, self.replicas)
 
     # -- monitors and events ----------------------------------------------------------
 
@@ -283,21 +342,47 @@ class DataParallelTrainer(EpochLoops, Observable):
         return self.model
 
     def close(self) -> None:
-        """Stop the replica threads (or the worker group); the model keeps its parameters."""
+        """Stop the replica threads (or tear down the worker group); idempotent.
+
+        The model keeps the trained parameters.  With a scheduler they are
+        fetched from the workers, from a surviving one after a lost worker; the
+        group is torn down on every surviving worker whatever happened.
+        """
         if self.closed:
             return
         self.closed = True
         try:
             if self._group is not None:
-                self.sync_model()
-                self._group.close()
-            else:
-                self._threads.close()
-                if self._bn:
-                    self._bn.remove()
+                self._fetch_last_state()
         finally:
-            for fn in self._on_shutdown:
-                fn()
+            try:
+                self._release()
+            finally:
+                for fn in self._on_shutdown:
+                    fn()
+
+    def _fetch_last_state(self) -> None:
+        """Load the workers' parameters into the model, or warn that they are lost."""
+        try:
+            state = self._group.last_state()
+        except Exception as exc:  # closing must tear down whatever the workers say
+            state, why = None, f"could not fetch the trained parameters from the workers ({exc})"
+        else:
+            why = "no worker of the replica group survived"
+        if state is None:
+            warnings.warn(f"{why}: the model keeps the parameters of its last sync",
+                          RuntimeWarning, stacklevel=4)
+        else:
+            self.model.load_state_dict(state["model"])
+
+    def _release(self) -> None:
+        """Stop the replica threads and hooks, or tear down the worker group."""
+        if self._group is not None:
+            self._group.close()
+            return
+        self._threads.close()
+        if self._bn:
+            self._bn.remove()
 
     def __enter__(self):
         return self
@@ -312,18 +397,6 @@ class DataParallelTrainer(EpochLoops, Observable):
     def __repr__(self):
         shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares))
         return f"<DataParallelTrainer {type(self.model).__name__} on {shares_}; {self.steps} steps>"
-
-
-def _rows(x, y) -> int:
-    """The batch's row count, checked against the targets."""
-    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor):
-        raise InputError(f"step needs torch tensors, got {type(x).__name__} and "
-                         f"{type(y).__name__}")
-    if x.dim() == 0 or len(x) == 0:
-        raise InputError("the batch is empty")
-    if len(y) != len(x):
-        raise InputError(f"the batch has {len(x)} rows but {len(y)} targets")
-    return len(x)
 
 
 def _on(device):

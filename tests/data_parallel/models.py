@@ -55,3 +55,21 @@ class Slow(torch.nn.Module):
     def forward(self, x):
         time.sleep(self.per_row * len(x))
         return self.inner(x)
+
+
+class HoldOn(torch.nn.Module):
+    """Wraps a module; on a share holding a value above 100 it touches ``flag`` and sleeps.
+
+    The test that kills this replica's worker waits for the flag, so the kill
+    lands in the middle of the step however slow the machine is.
+    """
+
+    def __init__(self, inner, flag, seconds=120.0):
+        super().__init__()
+        self.inner, self.flag, self.seconds = inner, str(flag), seconds
+
+    def forward(self, x):
+        if (x > 100).any():
+            open(self.flag, "w").close()
+            time.sleep(self.seconds)
+        return self.inner(x)
