@@ -15,7 +15,7 @@ from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
                      SchedulerError, TaskError, TrainingError, WorkerLostError)
 from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
-                    FlowTrainCallable, Node, ParallelFlow)
+                    FlowTrainCallable, Node, ParallelFlow, allow_in_checkpoints)
 from .runs import Run, RunControl, run_scope
 from .scheduling import (Batch, DaskScheduler, FunctionCallable, ListResultContainer,
                          LocalScheduler, OrderedResultContainer, ResultContainer, Scheduler,
@@ -68,7 +68,7 @@ __all__ = [
     "ensemble", "events", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
     "CancelledError", "SchedulerError", "WorkerLostError",
-    "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver",
+    "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "allow_in_checkpoints",
     "Run", "RunControl", "run_scope", "Batch",
     "FlowTrainCallable", "FlowExecuteCallable",
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",

@@ -5,6 +5,8 @@ from .checkpoint import CheckpointFlow, CheckpointSaver
 from .flow import Flow
 from .node import Node
 from .parallel import JoinResultContainer, ParallelFlow
+from .snapshot import allow_in_checkpoints
 
 __all__ = ["Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver",
-           "FlowTrainCallable", "FlowExecuteCallable", "JoinResultContainer"]
+           "FlowTrainCallable", "FlowExecuteCallable", "JoinResultContainer",
+           "allow_in_checkpoints"]

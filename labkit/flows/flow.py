@@ -17,7 +17,7 @@ Examples
 from __future__ import annotations
 
 import copy
-import pickle
+import os
 from typing import Iterable
 
 import numpy as np
@@ -25,21 +25,27 @@ import numpy as np
 from ..errors import InputError, LabkitError, TrainingError
 from .callables import execute_nodes
 from .node import Node
+from .snapshot import load_checkpoint, make_temp, remove_stale_temps, writer
 from .sources import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 
 __all__ = ["Flow", "atomic_dump", "restore_node"]
 
 
-def atomic_dump(obj, path) -> None:
-    """Pickle ``obj`` to ``path`` atomically: a temp file beside it, then rename."""
-    import os
-    import tempfile
+def atomic_dump(obj, path, format: str = "safe") -> None:
+    """Write ``obj`` to ``path`` atomically: a temp file beside it, then rename.
+
+    ``format`` is ``"safe"`` (labkit's checkpoint format, see
+    :mod:`labkit.flows.snapshot`) or ``"pickle"``.  Temp files that killed
+    saves to ``path`` left behind are removed first; a crash never leaves a
+    half-written ``path``.
+    """
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".labkit-", suffix=".tmp", dir=folder)
+    write = writer(obj, format)  # encodes now: what cannot be stored fails before any file
+    remove_stale_temps(path)
+    fd, tmp = make_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -219,15 +225,32 @@ class Flow:
 
     # -- persistence -----------------------------------------------------------------
 
-    def save(self, path) -> None:
-        """Pickle the flow to ``path`` atomically (temp file + rename)."""
-        atomic_dump(self, path)
+    def save(self, path, format: str = "safe") -> None:
+        """Save the flow to ``path`` atomically (temp file + rename).
+
+        ``format="safe"`` (the default) writes labkit's checkpoint format, which
+        loads without running code from the file; ``format="pickle"`` writes
+        labkit's old pickle format (it loads only with ``trusted=True``).
+        """
+        atomic_dump(self, path, format)
 
     @classmethod
-    def load(cls, path) -> "Flow":
-        """Load a flow saved with :meth:`save` (only load files you trust)."""
-        with open(path, "rb") as fh:
-            flow = pickle.load(fh)
+    def load(cls, path, allow=None, trusted: bool = False) -> "Flow":
+        """Load a flow saved with :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+        allow : list of classes or functions, optional
+            Classes and functions besides labkit's nodes and flows (and torch's
+            built-in layers, losses and optimizers) the file may recreate,
+            e.g. ``allow=[MyNode]``.
+        trusted : bool
+            Also read pickle checkpoints and recreate any class: unpickling runs
+            code named in the file, so pass it only for files you trust.
+        """
+        flow = load_checkpoint(path, allow=allow, trusted=trusted)
         if not isinstance(flow, Flow):
-            raise InputError(f"{path} holds a {type(flow).__name__}, not a labkit Flow")
+            raise InputError(f"the file holds a {type(flow).__name__}, not a labkit Flow",
+                             path=os.fspath(path))
         return flow

@@ -83,8 +83,8 @@ class TorchNode(Node):
     optimizer_factory : callable
         ``optimizer_factory(parameters)`` returns a fresh optimizer, e.g.
         ``functools.partial(torch.optim.SGD, lr=0.1)``.  A lambda works on
-        Dask (cloudpickle), but a flow saved with plain pickle (``Flow.save``,
-        checkpoints) needs a picklable factory such as a ``partial``.
+        Dask (cloudpickle), but ``Flow.save`` and checkpoints need a factory
+        that can be found by name, such as a ``partial``; lambdas are refused.
     epochs : int
         Training phases; each is one pass over the data.
     batch_size : int, optional

@@ -44,3 +44,49 @@ def test_checkpoint_functions_are_called_per_node(scheduler):
 def test_wrong_number_of_checkpoints():
     with pytest.raises(lk.InputError, match="checkpoints"):
         lk.CheckpointFlow(_nodes()).train([chunks(X), None, chunks(X)], checkpoints=[None])
+
+
+def test_a_missing_checkpoint_folder_is_an_error_before_node_0_trains(tmp_path, local_scheduler):
+    flow = lk.CheckpointFlow(_nodes())
+    data = [chunks(X), None, chunks(X)]
+    with pytest.raises(lk.InputError, match="/missing/folder does not exist") as info:
+        flow.train(data, checkpoints="/missing/folder/f.lk", scheduler=local_scheduler)
+    assert info.value.where["path"] == "/missing/folder/f.lk"
+    assert flow[0].is_training() and flow[0].samples_seen == 0  # node 0 never started
+    with pytest.raises(lk.InputError, match="is a folder"):
+        flow.train(data, checkpoints=[None, None, tmp_path], scheduler=local_scheduler)
+    assert flow[0].is_training()
+    flow.train(data, checkpoints=tmp_path / "f.lk", scheduler=local_scheduler)
+    assert not lk.CheckpointFlow.load(tmp_path / "f.lk")[2].is_training()
+
+
+@pytest.mark.parametrize("bad, message", [
+    (42, "checkpoints must be a file path, a function.*got int 42"),
+    ([None, 3.5, None], "checkpoint 1 must be a file path, a function or None, got float"),
+])
+def test_checkpoints_of_the_wrong_type_are_input_errors(tmp_path, local_scheduler, bad, message):
+    flow = lk.CheckpointFlow(_nodes())
+    data = [chunks(X), None, chunks(X)]
+    with pytest.raises(lk.InputError, match=message):
+        flow.train(data, checkpoints=bad, scheduler=local_scheduler)
+    assert flow[0].is_training()
+    flow.train(data, checkpoints=str(tmp_path / "f.lk"), scheduler=local_scheduler)
+    assert all(not node.is_training() for node in lk.CheckpointFlow.load(tmp_path / "f.lk"))
+
+
+def test_checkpoints_are_safe_files_and_pickle_is_opt_in(tmp_path, local_scheduler):
+    import zipfile
+    flow = lk.CheckpointFlow(_nodes())
+    data = [chunks(X), None, chunks(X)]
+    safe, old = tmp_path / "f.lk", tmp_path / "f.pkl"
+    flow.train(data, checkpoints=[lk.CheckpointSaver(safe), None,
+                                  lk.CheckpointSaver(old, format="pickle")],
+               scheduler=local_scheduler)
+    assert zipfile.is_zipfile(safe) and not zipfile.is_zipfile(old)
+    assert type(lk.CheckpointFlow.load(safe)) is lk.CheckpointFlow
+    with pytest.raises(lk.InputError, match="pickle checkpoint"):
+        lk.CheckpointFlow.load(old)
+    np.testing.assert_array_equal(lk.CheckpointFlow.load(old, trusted=True).execute(X),
+                                  flow.execute(X))
+    with pytest.raises(lk.InputError, match="format must be one of"):
+        lk.CheckpointSaver(safe, format="json")
