@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     board.add_argument("--allow-websocket-origin", action="append", default=[],
                        metavar="HOST[:PORT]",
                        help="a further origin whose pages may connect (repeatable)")
+    board.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
+                       help="how long to wait for the scheduler (default: 10, or "
+                            "LABKIT_CONNECT_TIMEOUT)")
     lab = commands.add_parser(
         "lab", help="start JupyterLab on labkit's demo notebooks",
         usage="labkit lab [-h] [--port N] [--no-browser] [--notebooks DIR] [JUPYTER_ARGS ...]",
@@ -124,21 +127,30 @@ def _restore_signals(previous) -> None:
         signal.signal(sig, handler)
 
 
-def serve_dashboard(address: str, port: int = 0, origins=(), out=None) -> int:
-    """Serve the dashboard of the cluster at ``address`` until SIGINT or SIGTERM."""
+def serve_dashboard(address: str, port: int = 0, origins=(), out=None,
+                    connect_timeout: float | None = None) -> int:
+    """Serve the dashboard of the cluster at ``address`` until SIGINT or SIGTERM.
+
+    A cluster that cannot be reached, or a port that cannot be served, is one
+    line on standard error and exit status 1 (2 for bad arguments), no traceback.
+    """
+    from .errors import InputError, LabkitError
     from .scheduling.dask import DaskScheduler
     from .views.dashboard import dashboard
     out = out or sys.stdout
     stop = threading.Event()
     previous = _handle_signals(lambda *_: stop.set())
     try:
-        with DaskScheduler(address) as scheduler:
+        with DaskScheduler(address, connect_timeout=connect_timeout) as scheduler:
             url = dashboard(scheduler, port=port, allow_websocket_origin=list(origins))
             print(f"labkit dashboard: {url}", file=out, flush=True)
             while not stop.wait(0.5):  # a short wait, so the signal handler gets to run
                 pass
             print("labkit dashboard: stopping", file=out, flush=True)
         # leaving the block shuts the scheduler down, which stops the dashboard
+    except LabkitError as exc:
+        print(f"labkit dashboard: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) else 1
     finally:
         _restore_signals(previous)
     return 0
@@ -280,7 +292,8 @@ def main(argv=None) -> int:
         if not 0 <= args.port < 65536:
             print("labkit dashboard: --port must be between 0 and 65535", file=sys.stderr)
             return 2
-        return serve_dashboard(args.scheduler, args.port, args.allow_websocket_origin)
+        return serve_dashboard(args.scheduler, args.port, args.allow_websocket_origin,
+                               connect_timeout=args.connect_timeout)
     elif args.command == "lab":
         args.jupyter_args = jupyter_args
         return run_lab(args)

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from ..errors import CancelledError, SchedulerError, located
 from ..events import Observable, TaskFailed, TaskFinished, TaskInfo
 from .batch import Batch, OpenTask
+from .connect import check_limit
 from .results import ListResultContainer, ResultContainer
 from .task import TaskCallable
 
@@ -64,6 +65,8 @@ class Scheduler(Observable):
 
     def __init__(self, result_container: ResultContainer | None = None,
                  max_in_flight: int | None = None, max_bytes_in_flight: int | None = None):
+        check_limit("max_in_flight", max_in_flight)
+        check_limit("max_bytes_in_flight", max_bytes_in_flight)
         self.max_in_flight = max_in_flight or self.default_max_in_flight
         self.max_bytes_in_flight = max_bytes_in_flight or self.default_max_bytes_in_flight
         self._cond = threading.Condition(threading.RLock())

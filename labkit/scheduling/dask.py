@@ -23,11 +23,12 @@ import logging
 import threading
 import uuid
 
-from ..errors import CancelledError, LabkitError, SchedulerError, WorkerLostError
+from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
 from .blas import one_blas_thread
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
+from .connect import check_address, check_client, check_limit, connect
 from .offload import OffloadPool
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .task import TaskCallable, is_delayed, lazy_chunk, run_task
@@ -38,6 +39,20 @@ logger = logging.getLogger("labkit.scheduling")
 
 # Why Dask cancels a task whose inputs are gone (their holders died).
 _LOST_INPUTS = ("lost dependencies", "already forgotten")
+
+
+def _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes):
+    """Labkit errors for arguments that would otherwise fail deep inside Dask, or later."""
+    if address is not None and client is not None:
+        raise InputError("give the scheduler's address or a client, not both",
+                         argument="address")
+    if client is not None:
+        check_client(client)
+    elif address is not None:
+        check_address(address)
+    check_limit("max_in_flight", max_in_flight)
+    check_limit("max_bytes_in_flight", max_bytes_in_flight)
+    check_limit("direct_bytes", direct_bytes, allow_none=False)
 
 
 class DaskScheduler(Scheduler):
@@ -68,6 +83,10 @@ class DaskScheduler(Scheduler):
         On worker processes, chunks of at least this many bytes go straight to
         a worker (scattered) instead of inside the task graph; they are sent
         again if their worker is lost before the task is done.
+    connect_timeout : float, optional
+        Seconds to wait for the scheduler at ``address`` (10 by default, or the
+        ``LABKIT_CONNECT_TIMEOUT`` environment variable): one that does not
+        answer by then is a :class:`~labkit.errors.SchedulerError` naming it.
     report_starts : bool
         Send a small event from the worker when a task starts (for live views).
     shared_memory : bool, optional
@@ -95,16 +114,18 @@ class DaskScheduler(Scheduler):
                  n_workers: int | None = None, threads_per_worker: int | None = None,
                  max_in_flight: int | None = None, max_bytes_in_flight: int | None = None,
                  result_container=None, direct_bytes: int = 2**20, report_starts: bool = True,
-                 shared_memory: bool | None = None, **cluster_kwargs):
+                 shared_memory: bool | None = None, connect_timeout: float | None = None,
+                 **cluster_kwargs):
         from distributed import Client, as_completed
         self._cluster, self._offload = None, None
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
+        _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes)
         if client is not None:
             self.client, self._owns_client, self.mode = client, False, "existing"
         else:
             with no_message_log():
                 if address is not None:
-                    self.client, self.mode = Client(address), "existing"
+                    self.client, self.mode = connect(address, connect_timeout), "existing"
                 else:
                     size = cluster_size(mode, n_workers, threads_per_worker)
                     self._cluster = start_cluster(mode, *size, **cluster_kwargs)

@@ -26,6 +26,7 @@ from ..errors import CancelledError
 from ..events import RunFinished
 from ..runs import Run
 from .progress import PhaseProgress
+from .sources import check_source
 from .tracker import Tracker
 from .writer import Writer, state_every
 
@@ -48,6 +49,7 @@ def board(source, dashboard_url: str | None = None, bokeh: bool = True,
     lanes : bool
         Show the per-worker task lanes.
     """
+    check_source(source, "lk.board")
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
 

@@ -8,7 +8,8 @@ is given) in a daemon thread with its own Tornado IOLoop, serving the app
 callback per document (:data:`~labkit.views.writer.MAX_RATE` a second) sends
 the changes.  BokehJS comes from the server itself, so it works offline.
 
-Websockets are accepted only from the origins the server is reached at
+Pages are served only to requests whose ``Host`` is one of those origins
+(others get 403, against DNS rebinding), and websockets are accepted only from the origins the server is reached at
 (``127.0.0.1:PORT``, ``localhost:PORT``), from origins given explicitly, and,
 behind JupyterHub or Binder (``JUPYTERHUB_SERVICE_PREFIX`` set), from the
 hub's public host when the environment names it (``JUPYTERHUB_PUBLIC_URL``,
@@ -40,10 +41,14 @@ from bokeh.server.util import bind_sockets
 from bokeh.server.views.static_handler import StaticHandler
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
+from tornado.web import ErrorHandler
+
+from ..errors import InputError, SchedulerError
 
 from .components import Components
 from .priority import lower_this_thread
 from .sampler import ClusterSampler
+from .sources import check_source
 from . import writer
 from .tracker import Tracker
 
@@ -80,8 +85,11 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
     str
         The URL of the app; the same one when called again for this scheduler.
     """
+    check_source(scheduler, "lk.dashboard")
+    _check_port(port)
     if getattr(scheduler, "closed", False):
-        raise ValueError("the scheduler is shut down; a dashboard would show nothing")
+        raise SchedulerError("the scheduler is shut down; a dashboard would show nothing",
+                             argument="scheduler")
     with _lock:
         server = _running.get(id(scheduler))
         if server is not None:
@@ -92,6 +100,13 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
         _running[id(scheduler)] = server
     scheduler.on_shutdown(lambda: stop_dashboard(scheduler))
     return server.url
+
+
+def _check_port(port) -> None:
+    """An ``InputError`` unless ``port`` is 0 (a free one) or a TCP port number."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise InputError(f"port must be an int from 0 (any free port) to 65535, got {port!r}",
+                         argument="port")
 
 
 def running_url(scheduler) -> str | None:
@@ -175,7 +190,12 @@ class _DashboardServer:
     def _start_server(self) -> None:
         """Bind 127.0.0.1 first, so the origins can name the port that was picked."""
         port, extra = self._requested
-        sockets, self.port = bind_sockets(_HOST, port)
+        try:
+            sockets, self.port = bind_sockets(_HOST, port)
+        except OSError as exc:
+            raise InputError(f"cannot serve the dashboard on {_HOST}:{port} "
+                             f"({exc.strerror or exc}); choose another port, or port=0 for "
+                             f"any free one", port=port) from exc
         origins = [f"{_HOST}:{self.port}", f"localhost:{self.port}", *extra]
         hub = _hub_prefix()
         static_root = "/"
@@ -186,8 +206,12 @@ class _DashboardServer:
             static_root = f"{hub}proxy/{self.port}/"
             patterns.append((re.escape(static_root) + "static/(.*)", StaticHandler))
             origins += _hub_origins()
+        # Pages only for the hosts it was told about (no DNS rebinding); behind a hub,
+        # jupyter-server-proxy authenticates every request before it forwards it.
+        hosts = None if hub or "*" in extra else origins
         app = _LabkitTornado({APP_PATH: Application(FunctionHandler(self._make_document))},
-                             static_root=static_root, extra_websocket_origins=origins,
+                             static_root=static_root, hosts=hosts,
+                             extra_websocket_origins=origins,
                              extra_patterns=patterns, use_index=False, redirect_root=False)
         http = HTTPServer(app)
         http.add_sockets(sockets)
@@ -245,11 +269,23 @@ class _DashboardServer:
 
 
 class _LabkitTornado(BokehTornado):
-    """BokehTornado whose pages link BokehJS under a chosen root (a proxy's prefix)."""
+    """BokehTornado that answers only its own hosts, with BokehJS under a chosen root.
 
-    def __init__(self, applications, *, static_root: str = "/", **kw):
+    ``hosts`` lists the ``Host`` headers (``host:port``) it serves; others get
+    403 (``None``: any).  The root is a proxy's prefix behind JupyterHub.
+    """
+
+    def __init__(self, applications, *, static_root: str = "/", hosts=None, **kw):
         self._static_root = static_root
+        self._hosts = None if hosts is None else {h.lower() for h in hosts}
         super().__init__(applications, **kw)
+
+    def find_handler(self, request, **kwargs):
+        """403 for a request whose ``Host`` header names another host."""
+        if self._hosts is not None and request.host.lower() not in self._hosts:
+            logger.warning("labkit dashboard: refused a request for host %r", request.host)
+            return self.get_handler_delegate(request, ErrorHandler, {"status_code": 403})
+        return super().find_handler(request, **kwargs)
 
     def resources(self, absolute_url=None) -> Resources:
         """Server-mode resources: BokehJS from this server, never a CDN."""

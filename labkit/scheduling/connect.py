@@ -1,0 +1,121 @@
+"""Reaching a cluster: checking an address or a client, and connecting in bounded time.
+
+Dask's own client waits 30 s for a scheduler that is not there and then
+raises a chain of ``OSError``\\ s from deep inside its event loop; a string
+where a client belongs fails later with an ``AttributeError``.  Here each of
+those is one :class:`~labkit.errors.InputError` or
+:class:`~labkit.errors.SchedulerError` naming the address, raised at once (a
+malformed address, a wrong client) or within ``connect_timeout`` seconds (a
+scheduler that does not answer): :data:`CONNECT_TIMEOUT` by default, or the
+``LABKIT_CONNECT_TIMEOUT`` environment variable.
+
+Examples
+--------
+>>> check_address("tcp://10.0.0.5:8786")
+'tcp://10.0.0.5:8786'
+>>> check_address("not an address")
+Traceback (most recent call last):
+...
+labkit.errors.InputError: not a Dask scheduler address: 'not an address'; expected 'tcp://host:port', e.g. 'tcp://127.0.0.1:8786' [address 'not an address']
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..errors import InputError, SchedulerError
+
+__all__ = ["CONNECT_TIMEOUT", "check_address", "check_client", "check_limit",
+           "connect_timeout", "connect"]
+
+#: Seconds to wait for a scheduler that does not answer, unless told otherwise.
+CONNECT_TIMEOUT = 10.0
+
+# Schemes whose location is host:port (Dask's tcp and tls, and their IPv6 forms).
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d+)$")
+
+
+def check_address(address) -> str:
+    """``address`` if it looks like a Dask scheduler's address, else an ``InputError``.
+
+    ``host:port`` without a scheme is Dask's TCP.  Other schemes (``inproc``,
+    ``ucx``, ...) are left to Dask to judge.
+    """
+    if not isinstance(address, str):
+        raise InputError(f"the scheduler address must be a str such as 'tcp://host:8786', "
+                         f"got {type(address).__name__} {address!r}", address=repr(address))
+    scheme, _, location = address.rpartition("://")
+    if scheme in ("", "tcp", "tls"):
+        match = _HOST_PORT.match(location)
+        if match is None or not 0 < int(match.group(2)) < 65536:
+            raise InputError(f"not a Dask scheduler address: {address!r}; expected "
+                             f"'tcp://host:port', e.g. 'tcp://127.0.0.1:8786'",
+                             address=repr(address))
+    return address
+
+
+def check_client(client):
+    """``client`` if it is an open ``distributed.Client``, else a labkit error."""
+    from distributed import Client
+    if not isinstance(client, Client):
+        raise InputError(f"client must be a distributed.Client, got {type(client).__name__} "
+                         f"{client!r:.60}; to reach a cluster by address, pass it first: "
+                         f"lk.DaskScheduler('tcp://host:8786')", argument="client")
+    if client.status in ("closing", "closed"):
+        raise SchedulerError(f"the client given is {client.status}; open a new one",
+                             argument="client")
+    return client
+
+
+def check_limit(name: str, value, allow_none: bool = True) -> None:
+    """An ``InputError`` unless ``value`` is a positive int (or ``None`` where allowed)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{name} must be a positive int, got {value!r}", argument=name)
+
+
+def connect_timeout(value=None) -> float:
+    """The seconds to wait for a scheduler: ``value``, the environment's, or the default."""
+    if value is None:
+        value = os.environ.get("LABKIT_CONNECT_TIMEOUT", CONNECT_TIMEOUT)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds > 0:
+        raise InputError(f"connect_timeout must be a positive number of seconds, got {value!r}",
+                         argument="connect_timeout")
+    return seconds
+
+
+def connect(address: str, timeout=None):
+    """A ``distributed.Client`` of the scheduler at ``address``, or a ``SchedulerError``.
+
+    The error comes within ``timeout`` seconds (see :func:`connect_timeout`)
+    and names the address; Dask's exception chain stays its ``__cause__``.
+    """
+    from distributed import Client
+    address, seconds = check_address(address), connect_timeout(timeout)
+    try:
+        return Client(address, timeout=seconds)
+    except Exception as exc:
+        reason = _reason(exc)
+        raise SchedulerError(
+            f"cannot reach a Dask scheduler at {address} within {seconds:g} s ({reason}); "
+            f"check that it runs and that this machine can reach it, or wait longer "
+            f"(connect_timeout=, LABKIT_CONNECT_TIMEOUT)", address=address) from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The most telling words of the chain: 'Connection refused' rather than 'Timed out'."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    for err in reversed(chain):   # innermost first
+        if isinstance(err, ConnectionError) and str(err):
+            return f"{type(err).__name__}: {err}"
+    return "no answer"
