@@ -45,6 +45,7 @@ class OpenTask:
     nbytes: int = 0
     handle: Any = None          # the backend's handle, for cancelling
     data: Any = None            # kept by backends that may have to send the chunk again
+    reference: Any = None       # the input handed by reference, held until the task is done
     attempts: int = 1
 
 

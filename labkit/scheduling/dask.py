@@ -30,6 +30,7 @@ from .blas import one_blas_thread
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
 from .connect import check_address, check_client, check_limit, connect
 from .offload import OffloadPool
+from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .task import TaskCallable, is_delayed, lazy_chunk, run_task
 
@@ -245,6 +246,10 @@ class DaskScheduler(Scheduler):
                 self.client.loop.asyncio_loop)
             return None
         lazy = lazy_chunk(data) if is_delayed(data) else None
+        if self._in_process and (lazy is not None or not is_delayed(data)):
+            # pickled as a token, not as the chunk's graph or buffer (see .reference)
+            data = entry.reference = ByReference(lazy if lazy is not None else data)
+            lazy = None
         if lazy is not None:
             future = self.client.submit(run_task, callable_future, lazy, info, topic,
                                         *run_options, key=key, pure=False)

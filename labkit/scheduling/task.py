@@ -17,6 +17,7 @@ from typing import Any, Callable
 from ..errors import LabkitError, TaskError
 from ..events import TaskInfo
 from .quiet import install as _quiet_worker_log
+from .reference import unwrap
 from .shared import SharedChunk, unmap
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "n_samples",
@@ -226,6 +227,7 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
         from .offload import offload_pool
         pool = offload_pool(offload)
     mapped: list = []
+    data = unwrap(data)
     try:
         if isinstance(data, LazyChunk):
             data = data.materialize()
