@@ -42,13 +42,16 @@ _register_display()
 
 
 def __getattr__(name):
-    """``lk.DataParallelTrainer`` and its loss errors import torch only when first used."""
+    """``lk.DataParallelTrainer``, its errors and bucketing import torch only when first used."""
     if name == "DataParallelTrainer":
         from .data_parallel.trainer import DataParallelTrainer
         return DataParallelTrainer
     if name in ("NonFiniteLossError", "NonFiniteLossWarning"):
         from .data_parallel import guards
         return getattr(guards, name)
+    if name in ("bucket_batches", "BucketBatch", "BucketBatches"):
+        from .data_parallel import bucketing
+        return getattr(bucketing, name)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
@@ -74,5 +77,6 @@ __all__ = [
     "Scheduler", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
     "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
     "pipe", "pipe_and_output", "Queue", "STOP", "split_batch", "DataParallelTrainer", "runner",
-    "NonFiniteLossError", "NonFiniteLossWarning",
+    "NonFiniteLossError", "NonFiniteLossWarning", "bucket_batches", "BucketBatch",
+    "BucketBatches",
 ]

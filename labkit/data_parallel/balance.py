@@ -7,6 +7,10 @@ each share moves a fraction ``gain`` of the way to its target, by at most
 ``min_share``.  Bounded steps keep one noisy measurement from swinging the
 split; the floor keeps every device measured.
 
+:class:`WorkLoads` holds a trainer's shares: a fixed work load, or "auto"
+with one balancer per bucket key (a device's relative speed can change with
+the sequence length), each new bucket starting where the trainer started.
+
 Examples
 --------
 >>> b = Balancer(2)
@@ -20,9 +24,12 @@ Examples
 
 from __future__ import annotations
 
-from ..errors import InputError
+import copy
 
-__all__ = ["Balancer"]
+from ..errors import InputError
+from .split import check_work_load
+
+__all__ = ["Balancer", "WorkLoads"]
 
 
 class Balancer:
@@ -91,3 +98,59 @@ def _floored(shares: list[float], floor: float) -> list[float]:
         if not any(newly):
             return out
         low = [a or b for a, b in zip(low, newly)]
+
+
+class WorkLoads:
+    """Each device's share of a batch: a fixed work load, or "auto" per bucket key.
+
+    ``names`` are the devices; ``work_load`` is None (even), a list of
+    relative speeds or ``"auto"`` (then ``balancer`` is the one of key None).
+    """
+
+    def __init__(self, names: list[str], work_load=None, balancer: Balancer | None = None):
+        n = len(names)
+        self.balancer, self.work_load, self._fixed = None, None, None
+        if isinstance(work_load, str):
+            if work_load != "auto":
+                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}",
+                                 argument="work_load")
+            self.balancer = balancer or Balancer(n)
+            self._fresh = copy.deepcopy(self.balancer)  # what a new bucket starts from
+        else:
+            self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
+                                             names)
+            self._fixed = [w / sum(self.work_load) for w in self.work_load]
+        self._buckets: dict = {}  # bucket key -> its own Balancer ("auto" only)
+
+    def _balancer(self, key) -> Balancer | None:
+        """The balancer of bucket ``key`` (made on first use), or None for a fixed load."""
+        if self.balancer is None or key is None:
+            return self.balancer
+        if key not in self._buckets:
+            self._buckets[key] = copy.deepcopy(self._fresh)
+        return self._buckets[key]
+
+    def shares(self, key=None) -> list[float]:
+        """The shares a batch of bucket ``key`` is split by."""
+        balancer = self._balancer(key)
+        return list(self._fixed if balancer is None else balancer.shares)
+
+    def update(self, key, rows: list[int], seconds: list[float]) -> None:
+        """Feed one step's rows and seconds per device to bucket ``key``'s balancer."""
+        balancer = self._balancer(key)
+        if balancer is not None:
+            balancer.update(rows, seconds)
+
+    @property
+    def bucket_shares(self) -> dict:
+        """The shares of each bucket key that has its own balancer."""
+        return {key: list(b.shares) for key, b in self._buckets.items()}
+
+    def load(self, shares, bucket_shares=None) -> None:
+        """Restore the shares of key None and of each bucket ("auto" only)."""
+        if self.balancer is None:
+            return
+        if shares is not None:
+            self.balancer.shares = list(shares)
+        for key, values in (bucket_shares or {}).items():
+            self._balancer(key).shares = list(values)

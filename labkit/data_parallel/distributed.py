@@ -75,7 +75,7 @@ def _choose_workers(client, workers):
     return names, all(a in gpu for a in names)
 
 
-def _payload(model, loss_fn, optimizer) -> bytes:
+def _payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
     """One pickle of what a replica needs; the optimizer (bound to our parameters) described."""
     index = {id(p): k for k, p in enumerate(model.parameters())}
     try:
@@ -85,7 +85,7 @@ def _payload(model, loss_fn, optimizer) -> bytes:
     on_cpu = all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
     shipped = model if on_cpu else copy.deepcopy(model).cpu()  # workers may have no GPU
     return cloudpickle.dumps((shipped, loss_fn, type(optimizer), dict(optimizer.defaults),
-                              groups, w.to_cpu(optimizer.state_dict())))
+                              groups, w.to_cpu(optimizer.state_dict()), bucket_model))
 
 
 def _client_error(future, rank, name) -> LabkitError:
@@ -121,10 +121,13 @@ class DaskReplicaGroup:
     rendezvous : {"auto", "tcp", "file"}
         How ranks meet: ``"auto"`` uses a file when every worker is on
         loopback (no socket open to the network), else torch's TCP store.
+    bucket_model : callable, optional
+        ``bucket_model(model, key)``: shipped to the workers, where each
+        replica builds (and keeps) the module of a bucket key on first use.
     """
 
     def __init__(self, model, loss_fn, optimizer, scheduler, workers=None, backend=None,
-                 timeout=60.0, rendezvous="auto"):
+                 timeout=60.0, rendezvous="auto", bucket_model=None):
         if rendezvous not in ("auto", "tcp", "file"):
             raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}")
         if getattr(scheduler, "in_process", False):
@@ -143,7 +146,7 @@ class DaskReplicaGroup:
         self.names, gpu = _choose_workers(self._client, workers)
         self.backend = backend or ("nccl" if gpu else "gloo")
         self._sum = getattr(loss_fn, "reduction", "mean") == "sum"
-        payload = _payload(model, loss_fn, optimizer)
+        payload = _payload(model, loss_fn, optimizer, bucket_model)
         hosts = [get_address_host(a) for a in self.names]
         # the k-th chosen worker on a host takes that host's k-th GPU
         local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
@@ -283,8 +286,10 @@ class DaskReplicaGroup:
         if self._broken:
             raise TrainingError(f"the replica group is broken ({self._broken}); close it")
 
-    def step(self, x, y, counts):
+    def step(self, x, y, counts, bucket_key=None):
         """One optimizer step on the batch ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
+
+        ``bucket_key`` makes every rank run its module of that bucket.
 
         Returns
         -------
@@ -301,7 +306,7 @@ class DaskReplicaGroup:
         weights = [1.0 if self._sum else c / total for c in counts]
         futures = [self._submit(r, w.step, self._gid, r, self._ship(r, x[a:b]),
                                 None if y is None else self._ship(r, y[a:b]), weights[r],
-                                counts[r] / total) for r, (a, b) in enumerate(spans)]
+                                counts[r] / total, bucket_key) for r, (a, b) in enumerate(spans)]
         results = self._run(futures, "step", collective=True)
         errors = [res["error"] for res in results if res["failed"] and res["error"] is not None]
         if errors:
@@ -315,7 +320,7 @@ class DaskReplicaGroup:
         return float(loss), [{"rows": c, "seconds": res["seconds"], "memory": res["memory"]}
                              for c, res in zip(counts, results)]
 
-    def evaluate(self, x, y, counts, metrics=None):
+    def evaluate(self, x, y, counts, metrics=None, bucket_key=None):
         """``{"loss": ..., name: ...}`` in eval mode, weighted by rows like :meth:`step`.
 
         ``metrics`` maps names to ``f(output, y)``, a mean over the rows it is given.
@@ -325,7 +330,7 @@ class DaskReplicaGroup:
         ranks = [r for r, c in enumerate(counts) if c]
         futures = [self._submit(r, w.evaluate, self._gid, r, self._ship(r, x[slice(*spans[r])]),
                                 None if y is None else self._ship(r, y[slice(*spans[r])]),
-                                dict(metrics or {})) for r in ranks]
+                                dict(metrics or {}), bucket_key) for r in ranks]
         results = self._run(futures, "evaluation", ranks=ranks)
         total = sum(counts)
         return {key: float(sum((1.0 if key == "loss" and self._sum else counts[r] / total)

@@ -9,6 +9,7 @@ import torch
 
 from ..errors import InputError, LabkitError
 from ..runs import start
+from .bucketing import BucketBatch
 from .guards import check_batches, check_epochs
 from .split import shares
 
@@ -20,6 +21,9 @@ class EpochLoops:
 
     def fit(self, batches, epochs: int = 1, wait: bool = True):
         """Train for ``epochs`` passes over ``batches`` (``(x, y)`` pairs, e.g. a DataLoader).
+
+        A :class:`~labkit.data_parallel.bucketing.BucketBatch` (from
+        :func:`~labkit.bucket_batches`) is stepped with its bucket key.
 
         Returns one record an epoch: ``epoch``, mean ``loss``, ``seconds``,
         ``samples_per_s``; with ``wait=False`` a :class:`~labkit.Run` whose
@@ -49,9 +53,9 @@ class EpochLoops:
         start_time, total, rows, skipped = time.perf_counter(), 0.0, 0, 0
         for b, batch in enumerate(batches):
             scope.check()
-            x, y = _pair(batch, epoch, b)
+            x, y, key = _pair(batch, epoch, b)
             try:
-                loss = self.step(x, y)
+                loss = self.step(x, y, bucket_key=key)
             except LabkitError as exc:
                 raise exc.locate(epoch=epoch, batch=b)
             if not math.isfinite(loss):  # skipped under on_nonfinite="skip": not in the mean
@@ -72,7 +76,8 @@ class EpochLoops:
         """Mean loss and ``metrics`` over ``batches``, the replicas evaluating in parallel.
 
         ``metrics`` maps names to ``fn(outputs, targets)`` giving a mean over
-        rows (e.g. accuracy); every value is weighted by rows.
+        rows (e.g. accuracy); every value is weighted by rows.  Bucket batches
+        run their bucket's modules.
         """
         check_batches(batches, what="evaluate")
         self._check_open()
@@ -84,8 +89,8 @@ class EpochLoops:
             r.eval()
         try:
             for b, batch in enumerate(batches):
-                x, y = _pair(batch, None, b)
-                for name, value in self._evaluate_batch(x, y, fns).items():
+                x, y, key = _pair(batch, None, b)
+                for name, value in self._evaluate_batch(x, y, fns, key).items():
                     sums[name] += value
                 rows += len(x)
         finally:
@@ -99,15 +104,17 @@ class EpochLoops:
         """The replicas (or, with workers, the synced model)."""
         return self.replicas or [self.sync_model()]
 
-    def _evaluate_batch(self, x, y, fns) -> dict[str, float]:
+    def _evaluate_batch(self, x, y, fns, key=None) -> dict[str, float]:
         """Row-weighted sums of each metric over one batch, split across the replicas."""
         models = self._eval_models()
         devices = self.devices if self.replicas else [next(models[0].parameters()).device]
-        counts = shares(len(x), self.shares if self.replicas else [1.0])
+        counts = shares(len(x), self._loads.shares(key) if self.replicas else [1.0])
         calls, start = [], 0
         for i, c in enumerate(counts):
             if c:
-                calls.append((i, _evaluator(models[i], devices[i], x[start:start + c],
+                where = {"device": self.names[i]} if self.replicas else {}
+                module = self._buckets.get(i, key, **where)
+                calls.append((i, _evaluator(module, devices[i], x[start:start + c],
                                             y[start:start + c], fns)))
             start += c
         threads = self._threads if self.replicas else None
@@ -126,8 +133,10 @@ def _evaluator(model, device, x, y, fns):
 
 
 def _pair(batch, epoch, b):
-    """``(x, y)`` of one batch, or a clear error naming it."""
+    """``(x, y, bucket key)`` of one batch (a pair or a BucketBatch), or a clear error."""
+    if isinstance(batch, BucketBatch):
+        return batch.x, batch.y, batch.key
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise InputError(f"a batch must be an (x, y) pair, got {type(batch).__name__}",
-                         epoch=epoch, batch=b)
-    return batch
+        raise InputError(f"a batch must be an (x, y) pair or an lk.BucketBatch, got "
+                         f"{type(batch).__name__}", epoch=epoch, batch=b)
+    return batch[0], batch[1], None

@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import LabkitError, located
+from .bucketing import BucketModules
 from .guards import check_loss
 from .reduce import BatchNormJoin
 
@@ -33,9 +34,10 @@ _GROUPS: dict = {}  # group id -> _Replica
 class _Replica:
     """What one worker keeps between tasks."""
 
-    def __init__(self, name, device, model, loss_fn, optimizer):
+    def __init__(self, name, device, model, loss_fn, optimizer, bucket_model=None):
         self.name, self.device, self.joined = name, device, False
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
+        self.buckets = BucketModules(bucket_model, [model])  # this rank's module of each key
         self.params = list(model.parameters())
         named = list(model.named_buffers())
         self.buffers = [b for _, b in named]
@@ -67,11 +69,12 @@ def build(gid, rank, name, payload, cuda_index):
             index = 0 if os.environ.get("CUDA_VISIBLE_DEVICES") else cuda_index
             device = torch.device("cuda", index % torch.cuda.device_count())
             torch.cuda.set_device(device)
-        model, loss_fn, opt_type, defaults, groups, opt_state = cloudpickle.loads(payload)
+        model, loss_fn, opt_type, defaults, groups, opt_state, bucket_model = \
+            cloudpickle.loads(payload)
         params = list(model.to(device).parameters())
         optimizer = opt_type([{"params": [params[j] for j in g]} for g in groups], **defaults)
         optimizer.load_state_dict(opt_state)
-        _GROUPS[gid] = _Replica(name, device, model, loss_fn, optimizer)
+        _GROUPS[gid] = _Replica(name, device, model, loss_fn, optimizer, bucket_model)
     except BaseException as exc:
         raise _located(exc, rank, name) from None
 
@@ -131,14 +134,15 @@ def _reduce_scaled(tensors, weight):
             offset += t.numel()
 
 
-def _forward_backward(rep, rank, x, y):
+def _forward_backward(rep, rank, x, y, key):
     """``(loss, seconds, memory, error)`` of one share; an error is returned, not raised."""
     cuda = rep.device.type == "cuda"
     try:
+        module = rep.buckets.get(0, key, replica=rank, device=rep.name)
         if cuda:
             torch.cuda.reset_peak_memory_stats(rep.device)
         start = time.perf_counter()
-        loss = rep.loss_fn(rep.model(x.to(rep.device)), None if y is None else y.to(rep.device))
+        loss = rep.loss_fn(module(x.to(rep.device)), None if y is None else y.to(rep.device))
         check_loss(loss)
         loss.backward()
         if cuda:
@@ -190,8 +194,8 @@ def _pool_batchnorm(rep):
         module.num_batches_tracked.fill_(tracked + 1)
 
 
-def step(gid, rank, x, y, weight, buffer_weight):
-    """Forward and backward on this rank's rows, then the reduced optimizer step.
+def step(gid, rank, x, y, weight, buffer_weight, key=None):
+    """Forward and backward on this rank's rows (bucket ``key``), then the reduced step.
 
     The ranks first agree on a flag vector: any rank's error or non-finite
     loss makes every rank undo its forward (buffers, gradients) and skip the
@@ -203,7 +207,7 @@ def step(gid, rank, x, y, weight, buffer_weight):
     rep.optimizer.zero_grad(set_to_none=True)
     loss, seconds, memory, error = 0.0, 0.0, None, None
     if len(x):
-        loss, seconds, memory, error = _forward_backward(rep, rank, x, y)
+        loss, seconds, memory, error = _forward_backward(rep, rank, x, y, key)
     try:
         flags = _agree(rep, error, loss, before)
         if flags[0] or flags[1]:  # some rank failed: nobody updates
@@ -248,13 +252,13 @@ def _reduce_gradients(rep, present, weight) -> None:
     _reduce_scaled([p.grad for p in rep.params if p.grad is not None], weight)
 
 
-def evaluate(gid, rank, x, y, metrics):
+def evaluate(gid, rank, x, y, metrics, key=None):
     rep = _GROUPS[gid]
     training = rep.model.training
     try:
         rep.model.eval()
         with torch.no_grad():
-            out = rep.model(x.to(rep.device))
+            out = rep.buckets.get(0, key, replica=rank, device=rep.name)(x.to(rep.device))
             y = None if y is None else y.to(rep.device)
             values = {"loss": rep.loss_fn(out, y), **{k: f(out, y) for k, f in metrics.items()}}
         return {k: float(v) for k, v in values.items()}

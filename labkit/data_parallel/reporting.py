@@ -8,6 +8,8 @@ as a subscriber asks for state (``subscribe(fn, state_every=...)``), each
 device also reports memory, step time and its share of the batch, and the
 model's state (samples seen, loss so far) is sent like a flow node's joins so
 the node-state view draws the loss curve; every epoch ends with that state.
+Steps with a bucket key are counted per key, and that state carries the
+counts (``"buckets": {key: steps}``) so a board shows the steps of each bucket.
 """
 
 from __future__ import annotations
@@ -34,15 +36,18 @@ class Reporter:
         self.batch = 0
         self.samples = 0
         self.losses: collections.deque = collections.deque(maxlen=500)  # the curve drawn
+        self.bucket_steps: dict = {}  # bucket key -> steps taken with it
         self._tasks = itertools.count()
         self._epoch_tasks = 0
         self._last = None
 
     def step(self, active: list[int], counts: list[int], spans: list[tuple[float, float]],
-             shares: list[float], loss: float, wall: float, memories=None) -> None:
+             shares: list[float], loss: float, wall: float, memories=None, key=None) -> None:
         """One step's replica spans, and (throttled) device stats and the loss curve."""
         self.samples += sum(counts)
         self.losses.append(loss)
+        if key is not None:
+            self.bucket_steps[key] = self.bucket_steps.get(key, 0) + 1
         if not self.bus.has_subscribers:
             return
         for i, n, (start, end) in zip(active, counts, spans):
@@ -62,9 +67,15 @@ class Reporter:
             used, limit = memory(self.devices[i]) if memories is None else (memories[k], None)
             self.bus.emit(DeviceStats(self.names[i], "device", used, limit, n / seconds, seconds,
                                       min(seconds / max(wall, 1e-9), 1.0), shares[i]))
-        plots = {"loss": list(self.losses)}
         self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
-                                 {"samples": self.samples, "plots": plots}))
+                                 self.state()))
+
+    def state(self) -> dict:
+        """The model's state for the views: samples, the loss curve, steps per bucket."""
+        state = {"samples": self.samples, "plots": {"loss": list(self.losses)}}
+        if self.bucket_steps:
+            state["buckets"] = dict(self.bucket_steps)
+        return state
 
     # -- fit progress ----------------------------------------------------------------
 
@@ -82,6 +93,5 @@ class Reporter:
     def epoch_finished(self, ok: bool = True) -> None:
         """The epoch ended: its real task count, and the model's state."""
         if self.bus.has_subscribers:
-            state = {"samples": self.samples, "plots": {"loss": list(self.losses)}}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
-                                        self._epoch_tasks, ok, state))
+                                        self._epoch_tasks, ok, self.state()))

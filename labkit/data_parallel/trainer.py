@@ -7,6 +7,8 @@ and backward side by side (:mod:`.parallel_apply`), gradients and buffers are
 reduced into the model (:mod:`.reduce`), the optimizer steps once and the
 parameters are broadcast back.  With ``scheduler=`` the replicas live on Dask
 workers instead and reduce with ``torch.distributed`` (:mod:`.distributed`).
+A step may carry a bucket key: each replica then runs the module that
+``bucket_model`` built for that key around its own parameters (:mod:`.bucketing`).
 """
 
 from __future__ import annotations
@@ -15,38 +17,26 @@ import contextlib
 import copy
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from ..errors import InputError, TrainingError
 from ..events import Observable
-from .balance import Balancer
+from .balance import Balancer, WorkLoads
+from .bucketing import BucketModules, check_key
 from .devices import as_devices
 from .guards import (NonFiniteLossError, check_batch, check_loss, check_policy, first_nonfinite,
                      warn_skipped)
+from .monitors import Monitors, ReplicaStep
 from .parallel_apply import ReplicaThreads
 from .reduce import BatchNormJoin, GradientReducer, average_buffers
 from .replicate import broadcast, replicate
 from .reporting import Reporter
-from .split import check_work_load, shares
+from .split import shares
 from .loops import EpochLoops
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
-
-
-@dataclass(frozen=True)
-class ReplicaStep:
-    """What a monitor sees of one replica's step (in that replica's thread)."""
-
-    step: int
-    replica: int
-    device: str
-    rows: int
-    loss: torch.Tensor
-    outputs: torch.Tensor
-    seconds: float
 
 
 class DataParallelTrainer(EpochLoops, Observable):
@@ -75,6 +65,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         :class:`~labkit.data_parallel.guards.NonFiniteLossError` naming the
         step, replica and device; ``"skip"`` warns instead, returns NaN and
         counts the batch in :attr:`skipped_batches`.
+    bucket_model : callable, optional
+        ``bucket_model(model, key)`` returns the module a step with
+        ``bucket_key=key`` runs, built around ``model``'s own parameters; called
+        once per replica and key, when first needed.  With ``work_load="auto"``
+        each key has its own shares (:attr:`bucket_shares`).
 
     Examples
     --------
@@ -92,7 +87,7 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def __init__(self, model: torch.nn.Module, loss_fn: Callable, optimizer, devices=None,
                  work_load=None, scheduler=None, balancer: Balancer | None = None,
-                 on_nonfinite: str = "raise"):
+                 on_nonfinite: str = "raise", bucket_model: Callable | None = None):
         if not isinstance(model, torch.nn.Module):
             raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}",
                              argument="model")
@@ -102,17 +97,20 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.steps, self.last_split, self.closed = 0, [], False
         self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
-        self._monitors: list[tuple[Callable, set | None]] = []
+        self._monitors = Monitors()
         self._on_shutdown: list[Callable] = []
         self._group = None
         if scheduler is not None:
             from .distributed import DaskReplicaGroup
-            self._group = DaskReplicaGroup(model, loss_fn, optimizer, scheduler)
+            self._buckets = BucketModules(bucket_model, [model])  # evaluate runs the model here
+            self._group = DaskReplicaGroup(model, loss_fn, optimizer, scheduler,
+                                           bucket_model=bucket_model)
             self.names, self.devices = list(self._group.names), [None] * len(self._group.names)
             self.replicas = []
         else:
             self.names, self.devices = as_devices(devices)
             self.replicas = replicate(model, self.devices)
+            self._buckets = BucketModules(bucket_model, self.replicas)
             self._threads = ReplicaThreads(self.names)
             self._params = [list(r.parameters()) for r in self.replicas]
             self._reduce = GradientReducer(model, self.replicas)
@@ -122,25 +120,13 @@ class DataParallelTrainer(EpochLoops, Observable):
             # the model's own buffers move in its forward when it is replica 0
             self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
         try:
-            self.balancer = self._balancer(work_load, balancer)
+            self._loads = WorkLoads(self.names, work_load, balancer)
+            self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
         except BaseException:
             self.closed = True
             self._release()  # a refused work load must not leave replicas on the workers
             raise
         self._reporter = Reporter(self, self.names, self.devices, type(model).__name__)
-
-    def _balancer(self, work_load, balancer) -> Balancer | None:
-        """The auto balancer, or None with the fixed work load stored."""
-        n = len(self.names)
-        if isinstance(work_load, str):
-            if work_load != "auto":
-                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}",
-                                 argument="work_load")
-            return balancer or Balancer(n)
-        self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
-                                         self.names)
-        self._fixed = [w / sum(self.work_load) for w in self.work_load]
-        return None
 
     @property
     def on_nonfinite(self) -> str:
@@ -153,22 +139,32 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     @property
     def shares(self) -> list[float]:
-        """Each device's current fraction of a batch."""
-        if self.balancer is not None:
-            return list(self.balancer.shares)
-        return list(self._fixed)
+        """Each device's current fraction of a batch (of a step without a bucket key)."""
+        return self._loads.shares()
+
+    @property
+    def bucket_shares(self) -> dict:
+        """With ``work_load="auto"``: each bucket key's shares, re-balanced on its own."""
+        return self._loads.bucket_shares
+
+    @property
+    def bucket_steps(self) -> dict:
+        """The steps taken with each bucket key so far."""
+        return dict(self._reporter.bucket_steps)
 
     # -- one step ------------------------------------------------------------------------
 
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> float:
+    def step(self, x: torch.Tensor, y: torch.Tensor, bucket_key=None) -> float:
         """One optimizer step on the batch ``(x, y)``; returns the batch's mean loss.
 
-        A non-finite loss undoes the step: it raises, or with ``on_nonfinite="skip"``
-        warns and returns NaN.
+        ``bucket_key`` (hashable) runs that bucket's modules (see ``bucket_model``);
+        without ``bucket_model`` it only labels the step.  A non-finite loss undoes
+        the step: it raises, or with ``on_nonfinite="skip"`` warns and returns NaN.
         """
         self._check_open()
+        key = check_key(bucket_key, self.steps)
         try:
-            return self._step(x, y)
+            return self._step(x, y, key)
         except NonFiniteLossError as exc:
             exc.locate(step=self.steps)
             if self.on_nonfinite == "raise":
@@ -177,22 +173,22 @@ class DataParallelTrainer(EpochLoops, Observable):
             warn_skipped(exc, self.skipped_batches)
             return float("nan")
 
-    def _step(self, x, y) -> float:
+    def _step(self, x, y, key) -> float:
         """The step: split, run the replicas (locally or on workers), report."""
         n = check_batch(x, y, self.steps)
         if len(self.names) == 1:
             active, counts = [0], [n]
         else:
-            counts = shares(n, self.shares)
+            counts = shares(n, self._loads.shares(key))
             active = [i for i, c in enumerate(counts) if c > 0]  # a small batch skips devices
             counts = [counts[i] for i in active]
         starts = [sum(counts[:k]) for k in range(len(counts))]
         self.last_split = [slice(s, s + c) for s, c in zip(starts, counts)]
         wall = time.perf_counter()
         if self._group is not None:
-            loss, spans, memories = self._group_step(x, y, active, counts)
+            loss, spans, memories = self._group_step(x, y, active, counts, key)
         else:
-            loss, spans = self._local_step(x, y, active, counts)
+            loss, spans = self._local_step(x, y, active, counts, key)
             memories = None
         wall = time.perf_counter() - wall
         self.steps += 1
@@ -202,18 +198,23 @@ class DataParallelTrainer(EpochLoops, Observable):
             secs = [0.0] * len(self.names)
             for i, c, t in zip(active, counts, seconds):
                 full[i], secs[i] = c, t
-            self.balancer.update(full, secs)
-        self._reporter.step(active, counts, spans, self.shares, loss, wall, memories)
+            self._loads.update(key, full, secs)
+        self._reporter.step(active, counts, spans, self._loads.shares(key), loss, wall, memories,
+                            key)
         return loss
 
-    def _local_step(self, x, y, active, counts):
+    def _local_step(self, x, y, active, counts, key):
         """Replicas in threads, then reduce, step and broadcast."""
+        # built here, not in the threads: a bad bucket_model fails before any forward
+        modules = [self._buckets.get(i, key, step=self.steps, device=self.names[i])
+                   for i in active]
         weights = self._weights(counts)
         if self._bn:
             self._bn.start()
         whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
-        calls = [(i, self._replica_call(i, x if whole else x[sl], y if whole else y[sl], c))
-                 for i, sl, c in zip(active, self.last_split, counts)]
+        calls = [(i, self._replica_call(i, m, x if whole else x[sl], y if whole else y[sl], c,
+                                        key))
+                 for i, m, sl, c in zip(active, modules, self.last_split, counts)]
         before = [b.detach().clone() for b in self._own_buffers]
         try:
             results = self._threads.run(calls)
@@ -237,9 +238,9 @@ class DataParallelTrainer(EpochLoops, Observable):
         loss = sum(w * v for w, v in zip(weights, losses))
         return loss, [r[1] for r in results]
 
-    def _replica_call(self, i: int, x, y, rows: int):
-        """The forward and backward of replica ``i`` on its rows, as a call for a thread."""
-        replica, device, params = self.replicas[i], self.devices[i], self._params[i]
+    def _replica_call(self, i: int, module, x, y, rows: int, key):
+        """Replica ``i``'s forward (through ``module``) and backward on its rows, for a thread."""
+        device, params = self.devices[i], self._params[i]
 
         def run():
             start = time.time()
@@ -248,7 +249,7 @@ class DataParallelTrainer(EpochLoops, Observable):
                 for p in params:
                     p.grad = None
                 xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                outputs = replica(xi)
+                outputs = module(xi)
                 loss = self.loss_fn(outputs, yi)
                 check_loss(loss)
                 loss.backward()
@@ -257,17 +258,17 @@ class DataParallelTrainer(EpochLoops, Observable):
             seconds = time.perf_counter() - t0
             loss = loss.detach()
             if self._monitors:
-                self._monitor(ReplicaStep(self.steps, i, self.names[i], rows, loss,
-                                          outputs.detach(), seconds))
+                self._monitors(ReplicaStep(self.steps, i, self.names[i], rows, loss,
+                                          outputs.detach(), seconds, key))
             return loss, (start, start + seconds)
         return run
 
-    def _group_step(self, x, y, active, counts):
+    def _group_step(self, x, y, active, counts, key):
         """The step on Dask workers (every worker gets rows: see ``shares``)."""
         full = [0] * len(self.names)
         for i, c in zip(active, counts):
             full[i] = c
-        loss, stats = self._group.step(x, y, full)
+        loss, stats = self._group.step(x, y, full, key)
         now = time.time()
         spans = [(now - stats[i]["seconds"], now) for i in active]
         return loss, spans, [stats[i].get("memory") for i in active]
@@ -294,18 +295,11 @@ class DataParallelTrainer(EpochLoops, Observable):
     def add_monitor(self, fn: Callable[[ReplicaStep], Any], devices=None) -> Callable[[], None]:
         """Call ``fn(ReplicaStep)`` after each replica's backward, in its thread.
 
-        ``devices`` limits it to some device names.  An exception in ``fn`` fails
-        the step like one in the replica (naming replica and device).  Returns a
-        function that removes the monitor.
+        ``devices`` limits it to some device names; the record carries the
+        step's ``bucket_key``.  An exception in ``fn`` fails the step like one in
+        the replica (naming replica and device).  Returns a function that removes it.
         """
-        entry = (fn, None if devices is None else {str(d) for d in devices})
-        self._monitors.append(entry)
-        return lambda: entry in self._monitors and self._monitors.remove(entry)
-
-    def _monitor(self, record: ReplicaStep) -> None:
-        for fn, devices in list(self._monitors):
-            if devices is None or record.device in devices:
-                fn(record)
+        return self._monitors.add(fn, devices)
 
     def on_shutdown(self, fn: Callable) -> None:
         """Call ``fn()`` when the trainer is closed (views stop then)."""
@@ -314,13 +308,14 @@ class DataParallelTrainer(EpochLoops, Observable):
     # -- state -----------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
-        """The model's and the optimizer's state, and the work load."""
+        """The model's and the optimizer's state, and the work load (of each bucket too)."""
         if self._group is not None:
             state = self._group.state_dict()
         else:
             state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
         # a snapshot: live tensors would change with the next step (and be shared on load)
-        return copy.deepcopy(dict(state, shares=self.shares, steps=self.steps))
+        return copy.deepcopy(dict(state, shares=self.shares, steps=self.steps,
+                                  bucket_shares=self.bucket_shares))
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned, into the model and every replica."""
@@ -331,8 +326,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.optimizer.load_state_dict(state["optimizer"])
         if self.replicas:
             broadcast(self.model, self.replicas)
-        if self.balancer is not None and "shares" in state:
-            self.balancer.shares = list(state["shares"])
+        self._loads.load(state.get("shares"), state.get("bucket_shares"))
         self.steps = state.get("steps", self.steps)
 
     def sync_model(self) -> torch.nn.Module:

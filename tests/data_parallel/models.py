@@ -73,3 +73,53 @@ class HoldOn(torch.nn.Module):
             open(self.flag, "w").close()
             time.sleep(self.seconds)
         return self.inner(x)
+
+
+class Recurrent(torch.nn.Module):
+    """A small recurrent classifier of integer sequences; runs over any width.
+
+    Embedding, an RNN cell unrolled over the steps, an optional batch norm
+    and a linear head: the parameters every bucket's :class:`Unrolled` shares.
+    """
+
+    def __init__(self, vocab=8, hidden=6, classes=3, batchnorm=False, dtype=torch.float64,
+                 seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.cell = torch.nn.RNNCell(hidden, hidden)
+        self.norm = torch.nn.BatchNorm1d(hidden) if batchnorm else torch.nn.Identity()
+        self.head = torch.nn.Linear(hidden, classes)
+        self.to(dtype)
+
+    def run(self, x, steps):
+        """The logits after ``steps`` steps of ``x`` (batch, width)."""
+        e = self.embed(x)
+        h = e.new_zeros(len(x), self.cell.hidden_size)
+        for t in range(steps):
+            h = self.cell(e[:, t], h)
+        return self.head(self.norm(h))
+
+    def forward(self, x):
+        return self.run(x, x.shape[1])
+
+
+class Unrolled(torch.nn.Module):
+    """The network of one bucket: ``model`` unrolled over exactly ``steps`` steps."""
+
+    def __init__(self, model, steps):
+        super().__init__()
+        self.model, self.steps = model, steps
+
+    def forward(self, x):
+        if x.shape[1] != self.steps:
+            raise ValueError(f"built for {self.steps} steps, got a batch of {x.shape[1]}")
+        return self.model.run(x, self.steps)
+
+
+def sequences(n=60, low=1, high=20, vocab=8, seed=0):
+    """``n`` integer sequences of lengths in ``[low, high]`` and a class each (from their sum)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(low, high + 1, (n,), generator=g)
+    seqs = [torch.randint(1, vocab, (int(k),), generator=g) for k in lengths]
+    return seqs, torch.tensor([int(s.sum()) % 3 for s in seqs])

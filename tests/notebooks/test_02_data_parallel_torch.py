@@ -1,4 +1,5 @@
-"""Notebook 02 runs end to end: accuracy above a floor, auto shares favour the fast device."""
+"""Notebook 02 runs end to end: accuracy above a floor, auto shares favour the fast device,
+and the bucketed recurrent classifier learns while its board counts the steps of each bucket."""
 
 import re
 
@@ -10,12 +11,28 @@ from .run import execute, figure, html_values, progress_bars, text
 @pytest.mark.timeout(300)
 def test_data_parallel_torch_notebook():
     nb = execute("02-data-parallel-torch.ipynb")
+    _bucketing_shown(nb)
     assert figure(nb, "test accuracy:") > 0.9
     shares = [float(v) for v in re.search(r"shares: \[([^\]]+)\]", text(nb)).group(1).split(",")]
     assert shares[0] > 1.3 * shares[1], shares  # device 1 was slowed: it gets fewer rows
     losses = [float(v) for v in re.findall(r"loss ([0-9.]+), ", text(nb))]
     assert len(losses) == 6 and losses[-1] < losses[0] / 2
     bars = progress_bars(nb)
-    assert len(bars) == 6 and all(v == m for v, m in bars), bars  # every epoch's bar full
+    assert len(bars) == 6 + 4 and all(v == m for v, m in bars), bars  # every epoch's bar full
     assert any("DataParallelTrainer" in v for v in html_values(nb, "labkit-status"))
     assert "trainer closed: True" in text(nb)
+
+
+def _bucketing_shown(nb):
+    """The bucketed section: it learns, and its board shows the steps of each bucket."""
+    assert figure(nb, "sequence test accuracy:") > 0.8
+    losses = [float(v) for v in re.findall(r"bucketed epoch \d: loss ([0-9.]+)", text(nb))]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    steps = dict(re.findall(r"(\d+): (\d+)", re.search(r"steps per bucket: \{([^}]+)\}",
+                                                       text(nb)).group(1)))
+    assert sorted(int(k) for k in steps) == [10, 20, 40]
+    shown = " · ".join(f"{k}: {v}" for k, v in steps.items())
+    assert any(f"Recurrent</b> steps per bucket: {shown}" in v
+               for v in html_values(nb, "labkit-buckets")), html_values(nb, "labkit-buckets")
+    padded = re.search(r"time steps a pass: (\d+) bucketed, (\d+) padded", text(nb))
+    assert int(padded.group(1)) < int(padded.group(2))
