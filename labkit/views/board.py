@@ -64,12 +64,27 @@ def _stage_table(stages) -> str:
             f"<th>queue</th><th></th></tr>{rows}</table>")
 
 
+def _bucket_lines(nodes) -> str:
+    """``Model steps per bucket: 10: 12 · 20: 8`` for each node of a bucketed trainer."""
+    lines = []
+    for n in nodes:
+        if n.buckets:
+            try:
+                keys = sorted(n.buckets)
+            except TypeError:  # keys of mixed types: the order they came in
+                keys = list(n.buckets)
+            counts = " · ".join(f"{html.escape(str(k))}: {n.buckets[k]}" for k in keys)
+            lines.append(f"<div><b>{html.escape(n.name)}</b> steps per bucket: {counts}</div>")
+    return "".join(lines)
+
+
 def phase_label(p: PhaseProgress, now: float | None = None) -> str:
     """``node 0 PCA phase 0 — 8/8 (100%) · 12.3 tasks/s · 0.65 s`` for one phase."""
     what = p.node_name if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
+    ended = " · cancelled" if p.cancelled else "" if p.ok else " · failed"
     if p.local:
         state = "training locally" if p.finished is None else "trained locally"
-        return f"{what} — {state}" + ("" if p.ok else " · failed")
+        return f"{what} — {state}" + ended
     parts = [f"{p.done}/{p.total if p.total is not None else '?'}"]
     if p.total:  # floor, so 100% means all done
         parts[0] += f" ({100 * p.done // p.total}%)"
@@ -79,7 +94,7 @@ def phase_label(p: PhaseProgress, now: float | None = None) -> str:
         parts.append(f"{p.running} running")
     parts.append(f"{p.rate(now):.1f} tasks/s")
     if p.finished is not None:
-        parts.append(f"{p.finished - p.started:.2f} s" + ("" if p.ok else " · failed"))
+        parts.append(f"{p.finished - p.started:.2f} s" + ended)
     elif p.eta(now) is not None:
         parts.append(f"ETA {p.eta(now):.1f} s")
     return f"{what} — " + " · ".join(parts)
@@ -111,7 +126,7 @@ class _PhaseRow:
         with self.done.hold_sync():  # max, value and style in one message
             self.done.max = total
             self.done.value = min(done, total)
-            self.done.bar_style = ("" if p.finished is None
+            self.done.bar_style = ("" if p.finished is None else "warning" if p.cancelled
                                    else "success" if p.ok and not p.failed else "danger")
         if p.failed:
             with self.failed.hold_sync():
@@ -119,7 +134,9 @@ class _PhaseRow:
                 self.failed.value = min(p.failed, total)
             self.failed.layout.display = None
         text = html.escape(phase_label(p, now))
-        if p.failed or not p.ok:
+        if p.cancelled:
+            text = f'<span class="labkit-phase-cancelled" style="color:#8c6d1f">{text}</span>'
+        elif p.failed or not p.ok:
             text = f'<span class="labkit-phase-failed" style="color:#d62728">{text}</span>'
         self.label.value = text
 
@@ -189,9 +206,10 @@ class Board:
         self.phases = W.VBox([], _dom_classes=["labkit-phases"])
         self.errors = W.HTML("", _dom_classes=["labkit-errors"])
         self.stages = W.HTML("", _dom_classes=["labkit-stages"])
+        self.buckets = W.HTML("", _dom_classes=["labkit-buckets"])
         self.header = W.HBox(top)
-        parts = [self.header] + ([self.link] if url else []) + [self.phases, self.errors,
-                                                                 self.stages]
+        parts = [self.header] + ([self.link] if url else []) + [self.phases, self.buckets,
+                                                                 self.errors, self.stages]
         self.bokeh_model = self._bokeh_model()
         parts += [w for w in (self.bokeh_model, self.lanes) if w is not None]
         box = W.VBox(parts)
@@ -285,6 +303,8 @@ class Board:
         self._draw_status(snap)
         if snap.stages:
             self.stages.value = _stage_table(snap.stages)
+        if any(n.buckets for n in snap.nodes):
+            self.buckets.value = _bucket_lines(snap.nodes)
         if self.components is not None:
             with _batched(self.bokeh_model):  # one Bokeh patch a draw
                 self.components.update()
@@ -380,7 +400,7 @@ class Board:
         rows = [w for r in self._rows.values() for w in r.widgets()]
         extra = [self.cancel_button, self.bokeh_model, self.lanes]
         return [self.widget, self.header, self.status, self.link, self.phases, self.errors,
-                self.stages,
+                self.stages, self.buckets,
                 *rows, *(w for w in extra if w is not None)]
 
     # -- display ------------------------------------------------------------------------------

@@ -1,8 +1,12 @@
-"""Console renderer: one progress line per phase, for terminals and logs.
+"""Console renderer: tqdm progress bars, one per phase, for terminals and logs.
 
-Draws :class:`ProgressTracker` snapshots from one :class:`~labkit.views.writer.Writer`
-thread, at most :data:`~labkit.views.writer.MAX_RATE` times a second whatever
-the event rate, and once more when closed.
+Bars are tqdm's (its layout, smoothed rates and ETA); when they are drawn is
+labkit's one throttle: a :class:`~labkit.views.writer.Writer` thread redraws
+from :class:`ProgressTracker` snapshots at most
+:data:`~labkit.views.writer.MAX_RATE` times a second whatever the event rate,
+so tqdm's own ``mininterval`` is not used.  On a terminal each running phase
+is a live bar; in a log (a stream that is not a terminal) each phase is one
+line, written when it ends.
 
 Examples
 --------
@@ -13,7 +17,8 @@ Examples
 ...     flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=1)])
 ...     flow.train([[np.eye(3), np.ones((3, 3)) + np.eye(3)]], scheduler=s)
 ...     progress.close()
->>> "node 0 PCA phase 0" in out.getvalue() and "2/2" in out.getvalue()
+>>> line = out.getvalue().splitlines()[0]
+>>> line.startswith("node 0 PCA phase 0: 100%|") and "| 2/2 [" in line
 True
 """
 
@@ -23,31 +28,40 @@ import sys
 import time
 
 import numpy as np  # noqa: F401  (used by the doctest)
+from tqdm import tqdm
 
 from .progress import PhaseProgress, ProgressTracker
 from .writer import Writer
 
 __all__ = ["ConsoleProgress", "format_phase"]
 
+_BAR = dict(ascii=True, unit="task", ncols=100)
+
+
+def _what(p: PhaseProgress) -> str:
+    return "execute" if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
+
+
+def _ending(p: PhaseProgress) -> str | None:
+    """What a bar's postfix says of failures and the end: ``2 failed, FAILED`` etc."""
+    words = [f"{p.failed} failed"] if p.failed else []
+    if p.cancelled:
+        words.append("cancelled")
+    elif p.finished is not None and not p.ok:
+        words.append("FAILED")
+    return ", ".join(words) or None
+
 
 def format_phase(p: PhaseProgress, now: float | None = None) -> str:
-    """One line: what, a bar, counts, rate and ETA or the time taken."""
-    what = "execute" if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
+    """One line for a phase, as tqdm draws a bar: what, percent, bar, counts, time, rate."""
     if p.local:
-        state = "done" if p.finished else "training locally"
-        return f"{what}: {state}"
-    total = p.total if p.total is not None else "?"
-    frac = p.fraction or 0.0
-    bar = "#" * int(20 * frac) + "." * (20 - int(20 * frac))
-    line = f"{what}: [{bar}] {p.done}/{total}"
-    if p.failed:
-        line += f" failed {p.failed}"
-    line += f"  {p.rate(now):.1f} tasks/s"
-    if p.finished is not None:
-        line += f"  {p.finished - p.started:.2f} s" + ("" if p.ok else "  FAILED")
-    elif p.eta(now) is not None:
-        line += f"  ETA {p.eta(now):.1f} s"
-    return line
+        state = "done" if p.finished and p.ok else "training locally" if p.finished is None \
+            else "cancelled" if p.cancelled else "FAILED"
+        return f"{_what(p)}: {state}"
+    now = time.time() if now is None else now
+    elapsed = max((p.finished or now) - p.started, 0.0)
+    return tqdm.format_meter(p.done, p.total, elapsed, prefix=_what(p), postfix=_ending(p),
+                             rate=p.rate(now) or None, **_BAR)
 
 
 class ConsoleProgress:
@@ -67,6 +81,7 @@ class ConsoleProgress:
         self.tracker = ProgressTracker()
         self.stream = stream or sys.stderr
         self._printed: set = set()
+        self._bars: dict = {}
         # Lines are written by one writer thread, never by the engine's threads.
         self._writer = Writer(self.tracker, self._draw, max_rate, name="labkit-writer-console")
         self._unsubscribe = source.subscribe(self._on_event)
@@ -76,21 +91,44 @@ class ConsoleProgress:
         self._writer.poke()
 
     def _draw(self, phases) -> None:
-        """Print each finished phase once; on a terminal, redraw the running one."""
+        """Log: one line per phase at its end.  Terminal: a live tqdm bar per running phase."""
         now = time.time()
         interactive = getattr(self.stream, "isatty", lambda: False)()
         for p in phases:
             key = (p.run, p.node, p.phase)
             if key in self._printed:
                 continue
+            if interactive and not p.local:
+                self._draw_bar(key, p)
             if p.finished is not None:
-                self.stream.write(("\r" if interactive else "") + format_phase(p, now) + "\n")
+                bar = self._bars.pop(key, None)
+                if bar is not None:
+                    bar.close()
+                else:
+                    self.stream.write(format_phase(p, now) + "\n")
                 self._printed.add(key)
-            elif interactive:
-                self.stream.write("\r" + format_phase(p, now))
         self.stream.flush()
+
+    def _draw_bar(self, key, p: PhaseProgress) -> None:
+        """Move phase ``key``'s live bar to ``p`` (tqdm smooths the rate and ETA)."""
+        bar = self._bars.get(key)
+        if bar is None:
+            bar = self._bars[key] = tqdm(total=p.total, desc=_what(p), file=self.stream,
+                                         mininterval=0, leave=True, dynamic_ncols=True,
+                                         **{k: v for k, v in _BAR.items() if k != "ncols"})
+        if p.total is not None and bar.total != p.total:
+            bar.total = p.total
+        if p.done > bar.n:
+            bar.update(p.done - bar.n)
+        ending = _ending(p)
+        if ending:
+            bar.set_postfix_str(ending, refresh=False)
+        bar.refresh()
 
     def close(self) -> None:
         """Stop listening and print what is left."""
         self._unsubscribe()
         self._writer.stop()
+        for bar in self._bars.values():   # phases still running: their bars end where they are
+            bar.close()
+        self._bars.clear()

@@ -46,6 +46,7 @@ class PhaseProgress:
     started: float = 0.0
     finished: float | None = None
     ok: bool = True
+    cancelled: bool = False         # ended by a cancel (then not ok, but no failure)
     errors: tuple[str, ...] = ()
 
     @property
@@ -145,6 +146,13 @@ class ProgressTracker:
         self._update(entry, failed=entry.progress.failed + 1, errors=errors)
 
     def _on_RunFinished(self, e) -> None:
+        if getattr(e, "cancelled", False):
+            for key, run_entry in self._phases.items():
+                p = run_entry.progress
+                if key[0] == e.run and (p.finished is None or not p.ok):
+                    self._update(run_entry, cancelled=True, ok=False,
+                                 finished=p.finished or e.time)
+                    run_entry.running.clear()
         entry = self._phases.get((e.run, None, None))
         if entry is not None:
             self._update(entry, finished=e.time, ok=e.ok,

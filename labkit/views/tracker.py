@@ -66,6 +66,7 @@ class NodeView:
     samples: int
     joins: int
     plots: dict[str, list]
+    buckets: dict = field(default_factory=dict)  # steps per bucket key (bucketed trainers)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class Snapshot:
 class _Device:
     kind: str = "worker"
     spans: deque = field(default_factory=deque)       # (start, end, samples) in the window
-    running: dict = field(default_factory=dict)       # task id -> start time
+    running: dict = field(default_factory=dict)       # task id -> (start time, run id)
     done: int = 0
     failed: int = 0
     stats: DeviceStats | None = None
@@ -163,7 +164,7 @@ class Tracker:
         while d.spans and d.spans[0][1] < start:
             d.spans.popleft()
         busy = sum(min(e, now) - max(s, start) for s, e, _ in d.spans if e > start)
-        busy += sum(now - max(s, start) for s in d.running.values())
+        busy += sum(now - max(s, start) for s, _ in d.running.values())
         samples = sum(n for _, e, n in d.spans if e > start)
         n_done = sum(1 for _, e, _ in d.spans if e > start)
         st = d.stats
@@ -182,7 +183,7 @@ class Tracker:
         return self._devices.setdefault(name or "local", _Device())
 
     def _on_TaskStarted(self, e: TaskStarted) -> None:
-        self._device(e.worker).running[e.info.task] = e.time
+        self._device(e.worker).running[e.info.task] = (e.time, e.info.run)
         for name, d in self._devices.items():  # a re-run elsewhere: the old one is not running
             if name != e.worker:
                 d.running.pop(e.info.task, None)
@@ -201,6 +202,13 @@ class Tracker:
             self._device(e.worker).failed += 1
         now = time.time()
         self._add_span(e.info, e.worker or "local", e.start or now, e.end or now, False)
+
+    def _on_RunFinished(self, e) -> None:
+        # Tasks of a cancelled or failed run end without an event of their own: they
+        # no longer run, so the load bars must not stay at 100%.
+        for d in self._devices.values():
+            for task in [t for t, (_, run) in d.running.items() if run == e.run]:
+                del d.running[task]
 
     def _on_DeviceStats(self, e: DeviceStats) -> None:
         d = self._device(e.device)
@@ -239,4 +247,5 @@ class Tracker:
             return state.get(key, 0) if value is None else value
         return NodeView(run, node, name, pick(phase, "phase"), state.get("phases"),
                         state.get("training", True), pick(samples, "samples"),
-                        pick(joins, "joins"), dict(state.get("plots", {})))
+                        pick(joins, "joins"), dict(state.get("plots", {})),
+                        dict(state.get("buckets", {})))

@@ -156,6 +156,13 @@ def test_cancel_button_cancels_the_run_and_restores_the_node(comms, dask_schedul
     assert state["disabled"] and state["description"] == "Cancelled"
     assert "cancelled" in comms.state(b.status)["value"]
     assert comms.state(b.errors)["value"] == ""   # a cancel is not an error
+    label = comms.state(_row(b).label)["value"]   # the phase says so, not "failed" in red
+    assert "cancelled" in label and "failed" not in label and "#d62728" not in label
+    assert comms.state(_row(b).done)["bar_style"] == "warning"
+    load = b.tracker.snapshot().devices           # no task of the run counted as running
+    assert load and all(d.running == 0 for d in load)
+    time.sleep(0.2)
+    assert all(d.busy < 0.99 for d in b.tracker.snapshot().devices)
 
 
 def test_a_run_board_shows_that_run_and_stops_with_it(comms, dask_scheduler, boards):

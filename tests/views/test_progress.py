@@ -6,6 +6,7 @@ import labkit as lk
 from labkit.events import (PhaseFinished, PhaseStarted, RunFinished, RunStarted, TaskFailed,
                            TaskFinished, TaskInfo, TaskStarted, TaskSubmitted)
 from labkit.views import ConsoleProgress, ProgressTracker
+from tests import helpers
 
 
 def _info(task, chunk=None):
@@ -53,5 +54,41 @@ def test_console_progress_after_a_real_run(dask_scheduler):
     flow.train([chunks, [(c, c[:, :1]) for c in chunks]], scheduler=dask_scheduler)
     progress.close()
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("node 0 PCA phase 0: [####################] 6/6")
+    assert lines[0].startswith("node 0 PCA phase 0: 100%|") and "| 6/6 [" in lines[0]
+    assert "task/s]" in lines[0]
     assert lines[1] == "node 1 OnlineLinearRegression phase 0: done"
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal, so the console draws live bars."""
+
+    def isatty(self):
+        return True
+
+
+def test_console_draws_live_tqdm_bars_on_a_terminal(dask_scheduler):
+    import numpy as np
+    out = _Terminal()
+    progress = ConsoleProgress(dask_scheduler, stream=out)
+    flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.1, output_dim=2)])
+    flow.train([np.array_split(np.random.default_rng(1).normal(size=(400, 4)), 8)],
+               scheduler=dask_scheduler)
+    progress.close()
+    frames = [f for f in out.getvalue().replace("\n", "\r").split("\r") if f.strip()]
+    mine = [f for f in frames if f.startswith("node 0 SlowPCA phase 0:")]
+    assert len(mine) >= 2, frames                  # redrawn while it ran, not one line at the end
+    assert "| 8/8 [" in mine[-1] and "100%" in mine[-1]
+    assert not progress._bars                      # closed with their phase
+
+
+def test_a_cancelled_phase_says_cancelled_not_failed():
+    from labkit.views.console import format_phase
+    from labkit.views.progress import PhaseProgress
+    p = PhaseProgress("r", 0, "PCA", 0, done=3, total=8, started=0.0, finished=2.0, ok=False,
+                      cancelled=True)
+    line = format_phase(p, now=2.0)
+    assert line.startswith("node 0 PCA phase 0:  38%|") and "cancelled" in line
+    assert "FAILED" not in line
+    failed = format_phase(PhaseProgress("r", 0, "PCA", 0, done=3, failed=1, total=8,
+                                        started=0.0, finished=2.0, ok=False), now=2.0)
+    assert "1 failed, FAILED" in failed
