@@ -25,6 +25,7 @@ import weakref
 from ..errors import CancelledError
 from ..events import RunFinished
 from ..runs import Run
+from .labels import bucket_lines, phase_label, stage_table
 from .progress import PhaseProgress
 from .sources import check_source
 from .tracker import Tracker
@@ -51,53 +52,6 @@ def board(source, dashboard_url: str | None = None, bokeh: bool = True,
     """
     check_source(source, "lk.board")
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
-
-
-def _stage_table(stages) -> str:
-    """Pipeline stages (their latest StageStats) as an HTML table."""
-    rows = "".join(
-        f"<tr><td>{html.escape(s.stage)}</td><td>{s.records}</td>"
-        f"<td>{s.records_per_s:,.0f}/s</td><td>{s.busy_s:.2f} s</td>"
-        f"<td>{'' if s.queue_fill is None else f'{100 * s.queue_fill:.0f}%'}</td>"
-        f"<td>{'done' if s.final else 'running'}</td></tr>" for s in stages)
-    return ("<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
-            f"<th>queue</th><th></th></tr>{rows}</table>")
-
-
-def _bucket_lines(nodes) -> str:
-    """``Model steps per bucket: 10: 12 · 20: 8`` for each node of a bucketed trainer."""
-    lines = []
-    for n in nodes:
-        if n.buckets:
-            try:
-                keys = sorted(n.buckets)
-            except TypeError:  # keys of mixed types: the order they came in
-                keys = list(n.buckets)
-            counts = " · ".join(f"{html.escape(str(k))}: {n.buckets[k]}" for k in keys)
-            lines.append(f"<div><b>{html.escape(n.name)}</b> steps per bucket: {counts}</div>")
-    return "".join(lines)
-
-
-def phase_label(p: PhaseProgress, now: float | None = None) -> str:
-    """``node 0 PCA phase 0 — 8/8 (100%) · 12.3 tasks/s · 0.65 s`` for one phase."""
-    what = p.node_name if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
-    ended = " · cancelled" if p.cancelled else "" if p.ok else " · failed"
-    if p.local:
-        state = "training locally" if p.finished is None else "trained locally"
-        return f"{what} — {state}" + ended
-    parts = [f"{p.done}/{p.total if p.total is not None else '?'}"]
-    if p.total:  # floor, so 100% means all done
-        parts[0] += f" ({100 * p.done // p.total}%)"
-    if p.failed:
-        parts.append(f"{p.failed} failed")
-    if p.running:
-        parts.append(f"{p.running} running")
-    parts.append(f"{p.rate(now):.1f} tasks/s")
-    if p.finished is not None:
-        parts.append(f"{p.finished - p.started:.2f} s" + ended)
-    elif p.eta(now) is not None:
-        parts.append(f"ETA {p.eta(now):.1f} s")
-    return f"{what} — " + " · ".join(parts)
 
 
 class _PhaseRow:
@@ -302,9 +256,9 @@ class Board:
         self._draw_errors(snap)
         self._draw_status(snap)
         if snap.stages:
-            self.stages.value = _stage_table(snap.stages)
+            self.stages.value = stage_table(snap.stages)
         if any(n.buckets for n in snap.nodes):
-            self.buckets.value = _bucket_lines(snap.nodes)
+            self.buckets.value = bucket_lines(snap.nodes)
         if self.components is not None:
             with _batched(self.bokeh_model):  # one Bokeh patch a draw
                 self.components.update()

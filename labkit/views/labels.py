@@ -1,0 +1,66 @@
+"""The words of the views: a phase's label, the stage table, steps per bucket.
+
+Plain functions from snapshots to text (HTML where a widget shows it), shared
+by the board and the tests; no UI library is imported.
+
+Examples
+--------
+>>> from labkit.views.progress import PhaseProgress
+>>> phase_label(PhaseProgress("r", 0, "PCA", 0, done=8, total=8, started=0.0, finished=0.5))
+'node 0 PCA phase 0 — 8/8 (100%) · 16.0 tasks/s · 0.50 s'
+"""
+
+from __future__ import annotations
+
+import html
+
+from .progress import PhaseProgress
+
+__all__ = ["phase_label", "stage_table", "bucket_lines"]
+
+
+def stage_table(stages) -> str:
+    """Pipeline stages (their latest StageStats) as an HTML table."""
+    rows = "".join(
+        f"<tr><td>{html.escape(s.stage)}</td><td>{s.records}</td>"
+        f"<td>{s.records_per_s:,.0f}/s</td><td>{s.busy_s:.2f} s</td>"
+        f"<td>{'' if s.queue_fill is None else f'{100 * s.queue_fill:.0f}%'}</td>"
+        f"<td>{'done' if s.final else 'running'}</td></tr>" for s in stages)
+    return ("<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
+            f"<th>queue</th><th></th></tr>{rows}</table>")
+
+
+def bucket_lines(nodes) -> str:
+    """``Model steps per bucket: 10: 12 · 20: 8`` for each node of a bucketed trainer."""
+    lines = []
+    for n in nodes:
+        if n.buckets:
+            try:
+                keys = sorted(n.buckets)
+            except TypeError:  # keys of mixed types: the order they came in
+                keys = list(n.buckets)
+            counts = " · ".join(f"{html.escape(str(k))}: {n.buckets[k]}" for k in keys)
+            lines.append(f"<div><b>{html.escape(n.name)}</b> steps per bucket: {counts}</div>")
+    return "".join(lines)
+
+
+def phase_label(p: PhaseProgress, now: float | None = None) -> str:
+    """``node 0 PCA phase 0 — 8/8 (100%) · 12.3 tasks/s · 0.65 s`` for one phase."""
+    what = p.node_name if p.node is None else f"node {p.node} {p.node_name} phase {p.phase}"
+    ended = " · cancelled" if p.cancelled else "" if p.ok else " · failed"
+    if p.local:
+        state = "training locally" if p.finished is None else "trained locally"
+        return f"{what} — {state}" + ended
+    parts = [f"{p.done}/{p.total if p.total is not None else '?'}"]
+    if p.total:  # floor, so 100% means all done
+        parts[0] += f" ({100 * p.done // p.total}%)"
+    if p.failed:
+        parts.append(f"{p.failed} failed")
+    if p.running:
+        parts.append(f"{p.running} running")
+    parts.append(f"{p.rate(now):.1f} tasks/s")
+    if p.finished is not None:
+        parts.append(f"{p.finished - p.started:.2f} s" + ended)
+    elif p.eta(now) is not None:
+        parts.append(f"ETA {p.eta(now):.1f} s")
+    return f"{what} — " + " · ".join(parts)
