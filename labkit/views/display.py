@@ -1,14 +1,18 @@
-"""How labkit shows up in a notebook: a run that is a cell's result shows its board.
+"""How labkit shows up in a notebook: a run shows its board, the rest an HTML card.
 
 :func:`register` adds a formatter to IPython's ``ipython_display_formatter``
 (the one that lets a type display itself), so ``flow.train(..., wait=False)``
-as the last line of a cell shows the live board of the run it returns.
+as the last line of a cell shows the live board of the run it returns, and
+HTML formatters for schedulers, flows and nodes (and runs, without
+ipywidgets): the cards of :mod:`labkit.views.cards`, with workers, threads,
+memory and dashboard links, or a flow's nodes and their state.
 Outside IPython it does nothing; calling it again changes nothing.
 
 Examples
 --------
->>> register()   # not in IPython here
-False
+>>> from IPython import get_ipython
+>>> register() == (get_ipython() is not None)   # True in a kernel, False in a script
+True
 """
 
 from __future__ import annotations
@@ -35,11 +39,20 @@ def register() -> bool:
         return False
     if id(shell) in _registered_in:
         return True
-    try:
-        import ipywidgets  # noqa: F401  (no widgets, no board: keep the plain repr)
-    except ImportError:
-        return False
     from ..runs import Run
-    shell.display_formatter.ipython_display_formatter.for_type(Run, display_run)
+    from . import cards
+    formatters = shell.display_formatter
+    # By name: views know runs and events, not flows (IPython matches subclasses too).
+    for module, name, card in (("labkit.scheduling.base", "Scheduler", cards.scheduler_card),
+                               ("labkit.flows.flow", "Flow", cards.flow_card),
+                               ("labkit.flows.node", "Node", cards.node_card),
+                               ("labkit.runs", "Run", cards.run_card)):
+        formatters.formatters["text/html"].for_type_by_name(module, name, card)
+    try:
+        import ipywidgets  # noqa: F401  (no widgets, no board: a run shows its card)
+    except ImportError:
+        pass
+    else:
+        formatters.ipython_display_formatter.for_type(Run, display_run)
     _registered_in.add(id(shell))
     return True
