@@ -346,6 +346,15 @@ def bench_client_stream(s, cfg):
     return res
 
 
+def pickled_inputs(s, cfg):
+    """labkit on the Dask array with in-process inputs pickled by Dask, as before 2026-11-25."""
+    type(s).inputs_by_reference = False
+    try:
+        return train_parallel(s, worker_array(cfg))
+    finally:
+        type(s).inputs_by_reference = True
+
+
 def bench_worker_data(s, cfg, serial):
     print(f"\n[2] PCA, the same data generated on the workers (Dask array of "
           f"{cfg['n_chunks']} from_delayed blocks)")
@@ -353,10 +362,14 @@ def bench_worker_data(s, cfg, serial):
         "ParallelFlow on the Dask array": lambda: train_parallel(s, worker_array(cfg)),
         "raw Dask futures (moments per block)": lambda: raw_dask_pca(s.client, worker_array(cfg)),
         "raw client.map(generate+moments)": lambda: raw_dask_map(s.client, cfg),
+        "ParallelFlow, inputs pickled (before)": lambda: pickled_inputs(s, cfg),
     }, cfg["reps"])
     for name, stats in res.items():
         show(name, stats)
     lab, raw = res["ParallelFlow on the Dask array"], res["raw Dask futures (moments per block)"]
+    if s.in_process:
+        ratio("[2] inputs pickled time / by reference time",
+              res["ParallelFlow, inputs pickled (before)"][0] / lab[0], None)
     best = min(raw[0], res["raw client.map(generate+moments)"][0])
     print("  (serial times are benchmark 1's: same chunks, same generator, in-process)")
     ratio("[2] speed-up vs serial, BLAS 1 thread",

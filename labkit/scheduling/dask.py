@@ -110,6 +110,9 @@ class DaskScheduler(Scheduler):
     """
 
     max_attempts = 4  # submissions of one task whose inputs were lost with their workers
+    #: Hand in-process tasks their inputs by reference (see :mod:`.reference`); False
+    #: lets Dask pickle them as it would (benchmarks compare the two).
+    inputs_by_reference = True
 
     def __init__(self, address: str | None = None, *, client=None, mode: str = "auto",
                  n_workers: int | None = None, threads_per_worker: int | None = None,
@@ -246,7 +249,8 @@ class DaskScheduler(Scheduler):
                 self.client.loop.asyncio_loop)
             return None
         lazy = lazy_chunk(data) if is_delayed(data) else None
-        if self._in_process and (lazy is not None or not is_delayed(data)):
+        if self._in_process and self.inputs_by_reference and (lazy is not None
+                                                                or not is_delayed(data)):
             # pickled as a token, not as the chunk's graph or buffer (see .reference)
             data = entry.reference = ByReference(lazy if lazy is not None else data)
             lazy = None
