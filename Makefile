@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,15 @@ demo: $(VENV)/.demo
 test: $(VENV)/.test
 	$(BIN)/python -m pytest
 
+# The API reference (docs/) from the docstrings, warnings as errors, into docs/_build/html.
+# torch and the views' libraries are installed so that every module imports.
+$(VENV)/.docs: $(BIN)/python pyproject.toml constraints.txt
+	$(PIP) -e ".[docs,views,demo,torch]"
+	touch $@
+
+docs: $(VENV)/.docs
+	$(BIN)/python -m sphinx -W --keep-going -b html docs docs/_build/html
+
 bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_modes.py
@@ -39,4 +48,4 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_collector.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build

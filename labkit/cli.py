@@ -5,7 +5,9 @@
   labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster
   labkit lab         start JupyterLab on labkit's demo notebooks
 
-``labkit COMMAND --help`` tells more about each.
+``labkit COMMAND --help`` tells more about each, ``labkit --version`` prints the
+version, and a bare ``labkit`` prints the help (exit status 0, as pip does). A
+bad option of a command prints that command's usage and exits with status 2.
 """
 
 from __future__ import annotations
@@ -18,18 +20,31 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["main", "serve_dashboard", "serve_demo", "lab_command", "default_notebooks"]
+__all__ = ["main", "version", "serve_dashboard", "serve_demo", "lab_command", "default_notebooks"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def _parser() -> argparse.ArgumentParser:
+def version() -> str:
+    """labkit's version: the installed distribution's (pyproject's), else ``labkit.__version__``."""
+    from importlib import metadata
+    try:
+        return metadata.version("labkit")
+    except metadata.PackageNotFoundError:   # imported from a checkout that is not installed
+        from . import __version__
+        return __version__
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The ``labkit`` parser, and its commands' parsers by name."""
     parser = argparse.ArgumentParser(
         prog="labkit", description="labkit: parallel machine-learning experiments on Dask, "
                                    "watched live from Jupyter.",
         epilog="Run 'labkit COMMAND --help' for the options of a command.",
         formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30))
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"labkit {version()}",
+                        help="print labkit's version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="train a flow in parallel on a local Dask cluster",
         description="Train PCA -> quadratic expansion -> Gaussian classifier on scikit-learn's "
@@ -82,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the folder to serve (default: notebooks/ beside the labkit package)")
     lab.add_argument("jupyter_args", nargs="*", metavar="JUPYTER_ARGS",
                      help="further arguments for JupyterLab")
-    return parser
+    return parser, {"demo": demo, "dashboard": board, "lab": lab}
 
 
 # -- labkit dashboard / demo --serve ---------------------------------------------------
@@ -266,12 +281,27 @@ def run_lab(args) -> int:
 def main(argv=None) -> int:
     """Entry point of the ``labkit`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = _parser()
+    parser, commands = _parser()
     jupyter_args = []
     if argv and argv[0] == "lab":
         ours, jupyter_args = _split_lab_args(argv[1:])
         argv = ["lab", *ours]
-    args = parser.parse_args(argv)
+    try:
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            # argparse hands a command's unknown options up to the top level, whose usage
+            # would not name the command's options: the command's own parser says it
+            # (the top level's, for an option before the command)
+            owner = commands.get(args.command, parser)
+            if (owner is not parser and unknown[0] in argv
+                    and argv.index(unknown[0]) < argv.index(args.command)):
+                owner = parser
+            owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    except SystemExit as exc:   # --help, --version (0) and usage errors (2), printed already
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:    # a bare `labkit`: what there is to run
+        parser.print_help()
+        return 0
     if args.command == "demo":
         if (args.workers is not None and args.workers < 1) or args.chunk_size < 1:
             print("labkit demo: --workers and --chunk-size must be positive", file=sys.stderr)

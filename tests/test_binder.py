@@ -42,6 +42,10 @@ def _requirement_lines() -> list[str]:
     return lines
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
 # -- fast: the files' shape ------------------------------------------------------------
 
 
@@ -59,11 +63,54 @@ def test_binder_files_have_the_expected_shape():
     requirements = _requirement_lines()
     assert "torch==2.13.0" in requirements                        # never an unpinned CUDA build
     assert "--extra-index-url https://download.pytorch.org/whl/cpu" in requirements
-    assert "jupyter-server-proxy>=4.1.1" in requirements
+    proxy = [r for r in requirements if r.startswith("jupyter-server-proxy==")]
+    assert proxy and _version_tuple(proxy[0].split("==")[1]) >= (4, 1, 1)   # CVE-2024-28179
     local = [r for r in requirements if re.match(r"(-e\s+)?\.\[", r)]
     assert local and set(re.search(r"\[(.*)\]", local[0]).group(1).split(",")) >= {
         "views", "demo", "torch"}
     assert (BINDER / "runtime.txt").read_text().strip() == "python-3.11"
+
+
+#: Libraries whose versions the views and the trainer depend on: the Binder image must
+#: have the ones the test suite runs with.
+TESTED = ("bokeh", "jupyter_bokeh", "ipywidgets", "dask", "distributed", "torch")
+
+
+def _pins() -> dict[str, str]:
+    """binder/requirements.txt's pins by normalised name; fails on any line not pinned."""
+    pins = {}
+    for line in _requirement_lines():
+        if line.startswith(("-e ", "--extra-index-url ", "--index-url ")):
+            continue                            # labkit itself, and where torch comes from
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.+!-]*)", line)
+        assert match, f"binder/requirements.txt: {line!r} is not pinned with =="
+        name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+        assert name not in pins, f"binder/requirements.txt pins {name} twice"
+        pins[name] = match.group(2)
+    return pins
+
+
+def test_every_binder_requirement_is_pinned_to_the_tested_version():
+    from importlib.metadata import version
+    from packaging.version import Version
+
+    pins = _pins()
+    missing = [name for name in TESTED if name.replace("_", "-") not in pins]
+    assert not missing, f"binder/requirements.txt does not pin {missing}"
+    for name in TESTED:
+        installed = Version(version(name))
+        pinned = Version(pins[name.replace("_", "-")])
+        # torch: the test environment has the CPU build (2.13.0+cpu); the pin names the
+        # release (==2.13.0), which the CPU index's local version satisfies
+        assert pinned == Version(installed.public), (
+            f"binder/requirements.txt pins {name}=={pinned}, the tests run with {installed}")
+
+
+def test_the_pin_check_rejects_an_unpinned_line(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_requirement_lines",
+                        lambda: ["-e .[views]", "bokeh==3.9.2", "ipywidgets>=8.1"])
+    with pytest.raises(AssertionError, match="'ipywidgets>=8.1' is not pinned"):
+        _pins()
 
 
 def test_start_points_dask_dashboards_at_the_hub_proxy():

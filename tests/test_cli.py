@@ -1,4 +1,4 @@
-"""The ``labkit`` command: help, ``labkit lab`` serving notebooks/, ``labkit demo --serve``.
+"""The ``labkit`` command: help, version, usage errors, ``labkit lab``, ``demo --serve``.
 
 Each test ends every process it started by its pid (and what those started),
 and keeps Jupyter's folders in its own temporary folder.
@@ -56,10 +56,69 @@ def test_help_names_the_options(command, names):
         assert name in proc.stdout, f"{name!r} not in:\n{proc.stdout}"
 
 
-def test_no_command_is_a_usage_error():
-    proc = subprocess.run(LABKIT, capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert proc.returncode == 2
-    assert "COMMAND" in proc.stderr
+def test_a_bare_labkit_prints_the_help_and_exits_0(capsys):
+    # as pip does: nothing asked for is not an error; the help says what there is
+    assert cli.main([]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("usage: labkit") and err == ""
+    for name in ("demo", "dashboard", "lab", "--version", "COMMAND --help"):
+        assert name in out, f"{name!r} not in:\n{out}"
+
+
+def _pyproject_version() -> str:
+    import tomllib
+    return tomllib.loads(Path(ROOT, "pyproject.toml").read_text())["project"]["version"]
+
+
+def test_version_is_the_one_in_pyproject(capsys):
+    import labkit
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"labkit {_pyproject_version()}\n"
+    # labkit.__version__ is the fallback of a checkout that is not installed: keep it equal
+    assert labkit.__version__ == _pyproject_version()
+
+
+def test_version_falls_back_to_the_package_attribute(monkeypatch, capsys):
+    from importlib import metadata
+
+    def not_installed(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", not_installed)
+    monkeypatch.setattr("labkit.__version__", "9.9.9")
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == "labkit 9.9.9\n"
+
+
+def test_python_m_labkit_version():
+    proc = subprocess.run([*LABKIT, "--version"], capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"labkit {_pyproject_version()}\n"
+
+
+@pytest.mark.parametrize("argv, prog, bad", [
+    (["demo", "--bogus"], "labkit demo", "--bogus"),
+    (["demo", "--workers", "2", "--bogus=3"], "labkit demo", "--bogus=3"),
+    (["demo", "extra"], "labkit demo", "extra"),
+    (["dashboard", "--scheduler", "tcp://127.0.0.1:1", "--bogus"], "labkit dashboard", "--bogus"),
+    (["--bogus"], "labkit", "--bogus"),
+    (["--bogus", "demo"], "labkit", "--bogus"),     # before the command: the top level's
+])
+def test_a_bad_option_prints_its_commands_usage(argv, prog, bad, capsys):
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    first, *_, last = err.strip().splitlines()
+    assert first.startswith(f"usage: {prog} [-h]"), err       # that parser's usage, no other
+    assert last == f"{prog}: error: unrecognized arguments: {bad}"
+
+
+def test_a_commands_missing_argument_prints_its_usage(capsys):
+    assert cli.main(["dashboard"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: labkit dashboard ")
+    assert "the following arguments are required: --scheduler" in err
 
 
 # -- labkit lab ------------------------------------------------------------------------
