@@ -92,6 +92,7 @@ class PhaseStarted(Event):
     local: bool                         # trained on the client, no tasks
     n_tasks: int | None = None          # known only when the input has a length
     time: float = field(default_factory=_now)
+    detail: str | None = None           # what the tasks are, in words: "3 estimators x 5 folds"
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ class EpochLoops:
             except BaseException:
                 self._reporter.epoch_finished(ok=False)
                 raise
+            self._reporter.fit_finished()
             return history
         return start("fit", [self], job, wait=wait)
 

@@ -72,7 +72,8 @@ class Reporter:
 
     def state(self) -> dict:
         """The model's state for the views: samples, the loss curve, steps per bucket."""
-        state = {"samples": self.samples, "plots": {"loss": list(self.losses)}}
+        state = {"samples": self.samples, "batches": self.batch,
+                 "plots": {"loss": list(self.losses)}}
         if self.bucket_steps:
             state["buckets"] = dict(self.bucket_steps)
         return state
@@ -88,7 +89,15 @@ class Reporter:
         self.epoch, self.batch, self._epoch_tasks = epoch, 0, 0
         if self.bus.has_subscribers:
             total = None if n_batches is None else n_batches * n_devices
-            self.bus.emit(PhaseStarted(self.run, 0, self.model_name, epoch, False, total))
+            batches = "?" if n_batches is None else n_batches
+            self.bus.emit(PhaseStarted(self.run, 0, self.model_name, epoch, False, total,
+                                       detail=f"{batches} batches on {n_devices} devices"))
+
+    def fit_finished(self) -> None:
+        """The fit ended: the views show the model as trained, no longer training."""
+        if self.bus.has_subscribers:
+            self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
+                                     {**self.state(), "training": False}))
 
     def epoch_finished(self, ok: bool = True) -> None:
         """The epoch ended: its real task count, and the model's state."""

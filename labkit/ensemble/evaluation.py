@@ -166,7 +166,8 @@ class ParallelEvaluation:
         pairs = list(itertools.product(range(len(candidates)), range(len(folds))))
         results = run_phase(scope, self.scheduler, 0, "evaluate", pairs,
                             lambda inputs: ScoreCallable(candidates, inputs, folds, scoring),
-                            (X, y, self.mode, self.cache_dir))
+                            (X, y, self.mode, self.cache_dir),
+                            detail=f"{len(candidates)} candidates × {len(folds)} folds")
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))

@@ -129,7 +129,7 @@ class ParallelProcessing:
             finally:
                 with self._lock:
                     self._controls.remove(scope.control)
-        return start("train", [self.scheduler], tracked, wait=wait, n_nodes=n_layers)
+        return start("ensemble", [self.scheduler], tracked, wait=wait, n_nodes=n_layers)
 
     # -- one layer ---------------------------------------------------------------------
 
@@ -150,7 +150,9 @@ class ParallelProcessing:
             tasks += [(name, FINAL) for name, _ in layer.estimators()]
         results = run_phase(scope, self.scheduler, index, layer.name, tasks,
                             lambda inputs: FitCallable(layer, inputs, folds, classes),
-                            (X, y, self.mode, self.cache_dir), where={"layer": layer.name})
+                            (X, y, self.mode, self.cache_dir), where={"layer": layer.name},
+                            detail=_fits(len(layer.estimators()), len(folds),
+                                         not layer.indexer.single_fit))
         fitted = {}
         for name, fold, preds, model, _ in results:
             if preds is not None:
@@ -209,3 +211,10 @@ def _wanted(return_preds, names) -> set:
         raise InputError(f"return_preds names unknown layer(s) {sorted(unknown)} "
                          f"(layers: {names})")
     return wanted
+
+
+def _fits(n_estimators: int, n_folds: int, final: bool) -> str:
+    """What a layer's tasks are, for the board: ``2 estimators × 5 folds (+ 2 final fits)``."""
+    text = f"{n_estimators} estimator{'s' * (n_estimators != 1)} × {n_folds} " \
+           f"fold{'s' * (n_folds != 1)}"
+    return text + (f" (+ {n_estimators} final fit{'s' * (n_estimators != 1)})" if final else "")

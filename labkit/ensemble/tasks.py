@@ -85,15 +85,16 @@ def predict_columns(fitted, X, proba: bool, classes) -> np.ndarray:
 
 
 def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callable,
-              inputs: tuple, where: dict | None = None) -> list:
+              inputs: tuple, where: dict | None = None, detail: str | None = None) -> list:
     """Run ``tasks`` as one batch over shared inputs: one phase on the board; the results.
 
     ``inputs`` is ``(X, y, mode, cache_dir)`` for :func:`~.cache.open_inputs`; the
     task callable is ``make_callable(opened_inputs)``, shipped once.  An error
     gains ``where`` and ends the phase as failed; the cache is removed either way.
+    ``detail`` tells the views what the tasks are ("2 estimators × 5 folds").
     """
     s = scheduler
-    s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks)))
+    s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks), detail=detail))
     info = TaskInfo(scope.id, -1, -1, "train", index, name, 0)
     try:
         with open_inputs(*inputs, client=getattr(s, "client", None)) as opened, \

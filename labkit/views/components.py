@@ -191,8 +191,8 @@ class Components:
         self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
         self.node_plots = _named(column(self._no_plots, sizing_mode="stretch_width"),
                                  "labkit-node-plots")
-        return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width"),
-                      "labkit-node-state")
+        return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width",
+                             visible=False), "labkit-node-state")
 
     def _make_node_plot(self, view: NodeView, key: str):
         """One small line plot of a node's first plot array."""
@@ -278,7 +278,12 @@ class Components:
                 "seconds": s.end - s.start, "ok": s.ok, "color": color, "alpha": alpha}
 
     def _update_nodes(self, snap: Snapshot) -> None:
-        """Refresh the node table when a row changed; grow or redraw the node plots."""
+        """Refresh the node table when a row changed; grow or redraw the node plots.
+
+        With no node to show (an ensemble, a pipeline) the panel stays hidden.
+        """
+        if self.node_state.visible != bool(snap.nodes):
+            self.node_state.visible = bool(snap.nodes)
         rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
                  "phase": f"{n.phase}/{n.phases}" if n.phases is not None else str(n.phase),
                  "training": "training" if n.training else "trained",

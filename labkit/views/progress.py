@@ -48,6 +48,10 @@ class PhaseProgress:
     ok: bool = True
     cancelled: bool = False         # ended by a cancel (then not ok, but no failure)
     errors: tuple[str, ...] = ()
+    kind: str = "train"             # the run's: train, execute, fit, ensemble, evaluate ...
+    detail: str | None = None       # what the tasks are, in words ("2 estimators × 5 folds")
+    steps: int = 0                  # a trainer's batches so far (its tasks are replicas)
+    loss: float | None = None       # a trainer's latest loss
 
     @property
     def fraction(self) -> float | None:
@@ -81,6 +85,7 @@ class ProgressTracker:
     def __init__(self):
         self._lock = threading.Lock()
         self._phases: dict[tuple, _Entry] = {}
+        self._kinds: dict[str, str] = {}   # run id -> the run's kind
         self.version = 0  # bumped on every change, so renderers can skip redraws
 
     def __call__(self, event: Event) -> None:
@@ -109,19 +114,32 @@ class ProgressTracker:
         entry.progress = replace(entry.progress, **changes)
 
     def _on_RunStarted(self, e: RunStarted) -> None:
+        self._kinds[e.run] = e.kind
         if e.kind == "execute":
             self._phases[(e.run, None, None)] = _Entry(
                 PhaseProgress(e.run, None, "execute", None, started=e.time))
 
     def _on_PhaseStarted(self, e: PhaseStarted) -> None:
         self._phases[(e.run, e.node, e.phase)] = _Entry(PhaseProgress(
-            e.run, e.node, e.node_name, e.phase, local=e.local, total=e.n_tasks, started=e.time))
+            e.run, e.node, e.node_name, e.phase, local=e.local, total=e.n_tasks, started=e.time,
+            kind=self._kinds.get(e.run, "train"), detail=getattr(e, "detail", None)))
+
+    def _on_NodeJoined(self, e) -> None:
+        entry = self._phases.get((e.run, e.node, e.phase))
+        if entry is None or entry.progress.kind != "fit":
+            return
+        losses = e.state.get("plots", {}).get("loss") or [None]
+        self._update(entry, steps=e.state.get("batches", e.joins), loss=losses[-1])
 
     def _on_PhaseFinished(self, e: PhaseFinished) -> None:
         entry = self._phases.get((e.run, e.node, e.phase))
         if entry is not None:
             total = e.n_tasks if e.ok and not entry.progress.local else entry.progress.total
             self._update(entry, finished=e.time, ok=e.ok, total=total)
+            if entry.progress.kind == "fit" and e.state:   # the epoch's last batch and loss
+                losses = e.state.get("plots", {}).get("loss") or [entry.progress.loss]
+                self._update(entry, steps=e.state.get("batches", entry.progress.steps),
+                             loss=losses[-1])
             entry.running.clear()
 
     def _on_TaskSubmitted(self, e: TaskSubmitted) -> None:

@@ -273,10 +273,39 @@ def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
     trainer.close()  # the board stops with it, after a final draw
     assert not b.writer.running
     labels = [comms.state(r.label)["value"] for r in b._rows.values()]
-    assert len(labels) == 3 and all("12/12 (100%)" in text for text in labels), labels
+    # a trainer's words: epochs, batches, samples/s and the loss, not nodes, phases and tasks
+    assert [t.split(" — ")[0] for t in labels] == ["epoch 1", "epoch 2", "epoch 3"], labels
+    assert all("6 batches (100%)" in t and "samples/s" in t and "loss " in t
+               and "6 batches on 2 devices" in t for t in labels), labels
+    assert not any("node" in t or "tasks/s" in t for t in labels), labels
+    node = b.tracker.snapshot().nodes[-1]
+    assert not node.training                    # trained, after the fit (not "training")
     assert "DataParallelTrainer" in comms.state(b.status)["value"]
     if b.components is not None:
         devices = b.components.device_source.data
         assert list(devices["name"]) == ["cpu:0", "cpu:1"]
         assert set(devices["kind"]) == {"device"} and all("share" in s for s in devices["label"])
         assert all(v > 0 for v in devices["samples_per_s"])
+
+
+def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(comms, boards):
+    from sklearn.linear_model import LinearRegression, Ridge
+    from labkit.ensemble import FoldIndex, Layer, ParallelProcessing
+    y = X @ np.arange(1.0, 6.0)
+    layers = [Layer([("ridge", Ridge()), ("ols", LinearRegression())], FoldIndex(3),
+                    name="base"),
+              Layer([("meta", Ridge())], FoldIndex(2), name="meta")]
+    with lk.LocalScheduler() as s:
+        run = ParallelProcessing(s).stack(layers, X, y, wait=False)
+        b = board(run, lanes=False)
+        boards.append(b)
+        run.result(timeout=60)
+        _wait_stopped(b)
+    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    assert [t.split(" — ")[0] for t in labels] == ["layer base", "layer meta"], labels
+    assert "8/8 fits (100%)" in labels[0] and "2 estimators × 3 folds (+ 2 final fits)" \
+        in labels[0], labels
+    assert "3/3 fits (100%)" in labels[1] and "1 estimator × 2 folds" in labels[1], labels
+    assert not any("node" in t or "tasks/s" in t for t in labels), labels
+    if b.components is not None:                  # no node to show: no empty node panel
+        assert not b.components.node_state.visible

@@ -72,8 +72,9 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         page.goto(url)
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
         # Playwright's CSS selectors pierce the shadow roots Bokeh renders into
-        for name in ("labkit-device-load", "labkit-task-stream", "labkit-node-state"):
+        for name in ("labkit-device-load", "labkit-task-stream"):
             page.locator(f".{name}").first.wait_for(timeout=15000)
+        assert not page.locator(".labkit-node-state").first.is_visible()  # no node yet: hidden
         page.locator(".labkit-task-stream canvas").first.wait_for(timeout=15000)
         page.locator(".labkit-device-load canvas").first.wait_for(timeout=15000)
         screenshot(page, "dashboard-loaded")
@@ -89,6 +90,7 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         screenshot(page, "dashboard-task-stream")
         run.result(timeout=60)
         page.wait_for_function(TRAINED_JS, timeout=10000)   # the phase's end reached the page
+        page.locator(".labkit-node-state").first.wait_for(timeout=15000)  # shown with a node
         cells = page.locator(".labkit-node-table .slick-cell")
         deadline = time.time() + 10                   # ... and the table shows it, not only holds it
         while "trained" not in cells.all_inner_texts() and time.time() < deadline:
