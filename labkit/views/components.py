@@ -119,12 +119,16 @@ class Components:
         Nodes that get a plot (the most recent ones).
     follow_seconds : float
         Seconds of time the task stream shows, following the newest span.
+    run_filter : callable, optional
+        ``run_filter(run_id)``: whether a node of that run is shown (the
+        dashboard shows the run picked in its :class:`~labkit.views.run_panel.RunPanel`).
     """
 
     def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
-                 max_node_plots: int = 6, follow_seconds: float = 60.0):
+                 max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None):
         self.tracker = tracker
         self.sampler = sampler
+        self.run_filter = run_filter
         self.max_spans = max_spans
         self.max_node_plots = max_node_plots
         self._lock = threading.Lock()   # update() may be called from several threads
@@ -149,7 +153,7 @@ class Components:
         fig.hbar(y="lane", right="busy", height=0.7, source=self.device_source, color="color",
                  alpha=0.8)
         fig.add_layout(LabelSet(x=0, y="lane", text="label", source=self.device_source,
-                                x_offset=4, y_offset=-6, text_font_size="9pt"))
+                                x_offset=8, y_offset=-6, text_font_size="9pt"))
         fig.add_tools(HoverTool(tooltips=[
             ("device", "@name (@kind)"), ("busy", "@busy{0%}"), ("tasks/s", "@tasks_per_s{0.0}"),
             ("samples/s", "@samples_per_s{0,0}"), ("running", "@running"), ("done", "@done"),
@@ -244,7 +248,8 @@ class Components:
                 else f"{d.tasks_per_s:.1f} tasks/s")
         share = f"share {d.share:.0%}" if getattr(d, "share", None) is not None else ""
         label = "  ".join(p for p in (f"{busy:.0%}", rate, share, memory,
-                                      f"exec {executing}" if executing else "") if p)
+                                      f"{executing} threads busy" if executing else "")
+                          if p)
         return {"name": d.name, "lane": _lane(d.name), "kind": d.kind, "busy": round(busy, 3),
                 "tasks_per_s": round(d.tasks_per_s, 2),
                 "samples_per_s": round(d.samples_per_s, 1), "running": d.running,
@@ -282,13 +287,14 @@ class Components:
 
         With no node to show (an ensemble, a pipeline) the panel stays hidden.
         """
-        if self.node_state.visible != bool(snap.nodes):
-            self.node_state.visible = bool(snap.nodes)
+        nodes = [n for n in snap.nodes if self.run_filter is None or self.run_filter(n.run)]
+        if self.node_state.visible != bool(nodes):
+            self.node_state.visible = bool(nodes)
         rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
                  "phase": f"{n.phase}/{n.phases}" if n.phases is not None else str(n.phase),
                  "training": "training" if n.training else "trained",
                  "samples": int(n.samples),
-                 "joins": int(n.joins)} for n in snap.nodes]
+                 "joins": int(n.joins)} for n in nodes]
         data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
         if data != {c: list(self.node_source.data[c]) for c in _NODE_COLUMNS}:
             # BokehJS 3.9's DataTable kept drawing old cells after its source's data
@@ -298,7 +304,7 @@ class Components:
             self.node_table.height = 32 + 26 * min(max(len(rows), 1), 8)
             self.node_source = ColumnDataSource(data)
             self.node_table.source = self.node_source
-        self._update_node_plots([n for n in snap.nodes if n.plots][-self.max_node_plots:])
+        self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots:])
 
     def _update_node_plots(self, views: list[NodeView]) -> None:
         """One plot per shown node; stream points that extend it, else replace."""

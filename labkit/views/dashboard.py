@@ -34,6 +34,7 @@ from urllib.parse import urlparse
 
 from bokeh.application import Application
 from bokeh.application.handlers.function import FunctionHandler
+from bokeh.layouts import column
 from bokeh.resources import Resources
 from bokeh.server.server import BaseServer
 from bokeh.server.tornado import BokehTornado
@@ -44,9 +45,9 @@ from tornado.ioloop import IOLoop
 from tornado.web import ErrorHandler
 
 from ..errors import InputError, SchedulerError
-
 from .components import Components
 from .priority import lower_this_thread
+from .run_panel import RunPanel
 from .sampler import ClusterSampler
 from .sources import check_source
 from . import writer
@@ -221,11 +222,17 @@ class _DashboardServer:
         self.url = base + APP_PATH
 
     def _make_document(self, doc) -> None:
-        """A new browser session: its own components, redrawn by a self-pacing callback."""
-        components = Components(self.tracker, sampler=self.sampler)
-        components.update()
+        """A new browser session: its own run panel and components, redrawn at a self-set pace."""
+        panel = RunPanel()
+        components = Components(self.tracker, sampler=self.sampler,
+                                run_filter=panel.run_filter)
+
+        def update():
+            panel.update(self.tracker.snapshot())   # first: the components follow its run
+            components.update()
+        update()
         doc.title = self.title
-        doc.add_root(components.layout)
+        doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
         pacer = writer.Pacer()
         last = [time.thread_time()]
 
@@ -234,7 +241,7 @@ class _DashboardServer:
             # cycle's cost is all this server thread did since the last tick: the update,
             # and Bokeh serialising and sending its patches (three quarters of it, measured).
             try:
-                components.update()
+                update()
             finally:
                 now = time.thread_time()
                 gap = pacer.gap_after(now - last[0])

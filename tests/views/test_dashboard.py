@@ -91,6 +91,13 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         run.result(timeout=60)
         page.wait_for_function(TRAINED_JS, timeout=10000)   # the phase's end reached the page
         page.locator(".labkit-node-state").first.wait_for(timeout=15000)  # shown with a node
+        header = ("() => Bokeh.documents[0].get_model_by_name('labkit-run-progress').text")
+        deadline = time.time() + 10                   # the run's header and a bar per phase
+        while "finished" not in page.evaluate(header) and time.time() < deadline:
+            time.sleep(0.1)
+        assert f"train {run.id}" in page.evaluate(header) and "finished" in page.evaluate(header)
+        page.locator(".labkit-run-progress progress").first.wait_for(timeout=10000)
+        assert page.locator(".labkit-run-progress progress").count() == 1
         cells = page.locator(".labkit-node-table .slick-cell")
         deadline = time.time() + 10                   # ... and the table shows it, not only holds it
         while "trained" not in cells.all_inner_texts() and time.time() < deadline:
@@ -169,7 +176,7 @@ def test_sampler_shows_worker_memory(dask_scheduler, cluster):
     assert all(d.memory and d.memory_limit for d in devices)
     c = Components(server.tracker, sampler=server.sampler)
     c.update()
-    assert all("exec 0/1" in label for label in c.device_source.data["label"])
+    assert all("0/1 threads busy" in label for label in c.device_source.data["label"])
 
 
 def test_jupyterhub_link_goes_through_the_server_proxy(local_scheduler, monkeypatch):
