@@ -25,6 +25,7 @@ import weakref
 from ..errors import CancelledError
 from ..events import RunFinished
 from ..runs import Run
+from .busy_kernel import serve_while_busy
 from .labels import bucket_lines, phase_label, stage_table
 from .progress import PhaseProgress
 from .sources import check_source
@@ -155,6 +156,8 @@ class Board:
                 disabled=self.run.done(), _dom_classes=["labkit-cancel"],
                 tooltip="Cancel the run; the node in training is restored")
             self.cancel_button.on_click(self._on_cancel)
+            # its click is handled even while another cell blocks in run.result()
+            self.serves_while_busy = serve_while_busy(self.cancel_button)
             top.append(self.cancel_button)
         self.link = W.HTML(_link(url) if url else "", _dom_classes=["labkit-dashboard-link"])
         self.phases = W.VBox([], _dom_classes=["labkit-phases"])
