@@ -127,6 +127,7 @@ class Board:
         try:
             import ipywidgets as W  # after subscribing: a first import takes a while
             self._W = W
+            self._with_lanes = lanes   # the lanes draw the tasks: no Bokeh task stream too
             self.components = self._components() if bokeh else None
             self.lanes = self._lanes() if lanes else None
             self.widget = self._build(dashboard_url or self._dashboard_url())
@@ -179,7 +180,7 @@ class Board:
             from .components import Components
         except ImportError:
             return None
-        return Components(self.tracker)
+        return Components(self.tracker, task_stream=not self._with_lanes)
 
     def _bokeh_model(self):
         """The Bokeh layout as a widget (jupyter_bokeh), or None."""

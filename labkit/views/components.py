@@ -119,13 +119,17 @@ class Components:
         Nodes that get a plot (the most recent ones).
     follow_seconds : float
         Seconds of time the task stream shows, following the newest span.
+    task_stream : bool
+        Draw the task-stream figure (the notebook board shows its own task lanes
+        instead, so that the same tasks are not drawn twice).
     run_filter : callable, optional
         ``run_filter(run_id)``: whether a node of that run is shown (the
         dashboard shows the run picked in its :class:`~labkit.views.run_panel.RunPanel`).
     """
 
     def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
-                 max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None):
+                 max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None,
+                 task_stream: bool = True):
         self.tracker = tracker
         self.sampler = sampler
         self.run_filter = run_filter
@@ -136,9 +140,10 @@ class Components:
         self._lanes: list[str] = []
         self._node_plots: dict[tuple, Any] = {}
         self.device_load = self._make_device_load()
-        self.task_stream = self._make_task_stream(follow_seconds)
+        self.task_stream = self._make_task_stream(follow_seconds) if task_stream else None
         self.node_state = self._make_node_state()
-        self.layout = _named(column(self.device_load, self.task_stream, self.node_state,
+        panels = [p for p in (self.device_load, self.task_stream, self.node_state) if p]
+        self.layout = _named(column(*panels,
                                     sizing_mode="stretch_width"), "labkit-components")
 
     # -- building ----------------------------------------------------------------
@@ -201,8 +206,9 @@ class Components:
     def _make_node_plot(self, view: NodeView, key: str):
         """One small line plot of a node's first plot array."""
         what = next(iter(view.plots), "")
-        fig = figure(title=f"node {view.node} {view.name}: {what}", height=140, width=260,
+        fig = figure(title=f"node {view.node} {view.name}: {what}", height=150, width=320,
                      tools="", toolbar_location=None)
+        fig.title.text_font_size = "9pt"   # long names (GaussianClassifier: class_counts) fit
         source = ColumnDataSource({"x": [], "y": []})
         fig.line(x="x", y="y", source=source, line_width=2, color=node_color(view.node, 0)[0])
         fig.scatter(x="x", y="y", source=source, size=4, color=node_color(view.node, 0)[0])
@@ -258,6 +264,8 @@ class Components:
 
     def _update_spans(self) -> None:
         """Stream the spans finished since the last update (and add new lanes first)."""
+        if self.task_stream is None:
+            return
         spans = self.tracker.spans_since(self._last_seq)
         if not spans:
             return

@@ -4,7 +4,10 @@ The repository's ``notebooks/01-parallel-flows.ipynb`` is copied into a
 throw-away JupyterLab's root, opened in Chromium and run from the Run menu.
 The DOM must show the board's phase rows at 100%, the node-state plots drawn
 by BokehJS (a line plot per trained node with points in it) and the result
-plot's canvas; screenshots go to ``test-artifacts/``.  The kernel is shut down
+plot's canvas; screenshots go to ``test-artifacts/``.  While the run goes on,
+the worker-load plot's source in the page must hold one row per worker in every
+column (the same length: no "inconsistent lengths"), with bars; the browser
+console must show no Bokeh error or inconsistent-length warning all along.  The kernel is shut down
 at the end and its Dask processes must exit with it.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
@@ -49,6 +53,23 @@ NODE_PLOTS = """() => {
 }"""
 
 
+DEVICE_LOAD = """() => {
+  // The worker-load source as BokehJS holds it: the length of each column.
+  for (const doc of (window.Bokeh && window.Bokeh.documents) || []) {
+    for (const m of doc.all_models) {
+      if (m.name === "labkit-device-load-source") {
+        const data = m.data;
+        const cols = data instanceof Map ? [...data.entries()] : Object.entries(data || {});
+        const out = {};
+        for (const [k, v] of cols) out[k] = v.length;
+        return out;
+      }
+    }
+  }
+  return null;
+}"""
+
+
 @pytest.mark.timeout(300)
 def test_notebook_01_in_jupyterlab():
     with jupyter_lab() as (url, token, root_dir):
@@ -56,7 +77,14 @@ def test_notebook_01_in_jupyterlab():
         try:
             with chromium() as browser:
                 page = browser.new_page(viewport={"width": 1400, "height": 1200})
+                console: list[str] = []
+                page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+                page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
                 run_and_check(page, url, token)
+                bad = [m for m in console if "inconsistent" in m.lower()
+                       or m.startswith("pageerror")
+                       or (m.startswith("error") and "bokeh" in m.lower())]
+                assert not bad, bad[:10]
         finally:
             ids = shut_down_kernels(url, token)
         assert ids, "no kernel was running"
@@ -73,6 +101,20 @@ def run_and_check(page, url: str, token: str) -> None:
     board = boards.first
     board.scroll_into_view_if_needed()
     screenshot(page, "notebook-01-board")
+    samples = []                                 # the worker-load source, sampled as it runs
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        samples.append(page.evaluate(DEVICE_LOAD))
+        labels = phase_labels(board)
+        if len(labels) == 2 and all("100%" in label for label in labels):
+            break
+        page.wait_for_timeout(50)
+    seen = [lengths for lengths in samples if lengths]
+    assert seen, "the worker-load source never reached the page"
+    assert all(len(set(lengths.values())) == 1 for lengths in seen), \
+        [lengths for lengths in seen if len(set(lengths.values())) != 1][:3]
+    wait_for("the worker-load plot with a row per worker", lambda: _consistent_rows(page) >= 2,
+             timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOAD))
     wait_for("every phase row at 100%",
              lambda: len(phase_labels(board)) == 2
              and all("100%" in label for label in phase_labels(board)),
@@ -98,3 +140,10 @@ def run_and_check(page, url: str, token: str) -> None:
 
 def node_plots(page) -> dict:
     return page.evaluate(NODE_PLOTS) or {}
+
+
+def _consistent_rows(page) -> int:
+    """Rows of the worker-load source in the page; 0 unless every column has that many."""
+    lengths = page.evaluate(DEVICE_LOAD) or {}
+    sizes = set(lengths.values())
+    return sizes.pop() if len(sizes) == 1 else 0

@@ -66,7 +66,7 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
     url = dashboard(dask_scheduler)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
     chunks = [np.random.default_rng(i).normal(size=(40, 5)) for i in range(16)]
-    flow = lk.ParallelFlow([SlowPCA(delay=0.25, output_dim=2)])
+    flow = lk.ParallelFlow([SlowPCA(delay=0.4, output_dim=2)])   # ~3 s: several updates
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1100, "height": 900})
         page.goto(url)

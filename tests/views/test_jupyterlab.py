@@ -5,8 +5,8 @@ slow PCA on 16 chunks with ``wait=False`` (the ``Run`` is the cell's result,
 so the cell shows its board) and ends with a quick cell.  It opens the
 notebook in JupyterLab, runs all cells from the Run menu and checks the DOM:
 the board appears, its phase row reaches 100% while the kernel is idle, the
-Bokeh plots drew canvases and the page's BokehJS document holds every task
-span, both workers' load and the node's row saying "trained" (the patches
+Bokeh plots drew canvases and the page's BokehJS document holds (no task
+stream: the lanes draw the tasks, once) both workers' load and the node's row saying "trained" (the patches
 reached the front-end),
 and the task-lanes view drew a block per task (its ``data-spans``).
 Screenshots go to ``test-artifacts/``.  At the end the kernel is shut down
@@ -275,17 +275,18 @@ def wait_for_board(page):
 
 
 def check_bokeh(page, board) -> str | None:
-    """The Bokeh plots drew canvases and BokehJS got every span; a problem or None."""
+    """The Bokeh plots drew canvases and got the load and node rows; a problem or None."""
     def drawn():
         rows = bokeh_rows(page)
-        return bool(rows) and rows["spans"] >= N_CHUNKS and rows["devices"] >= 2 \
+        return bool(rows) and rows["spans"] == 0 and rows["devices"] >= 2 \
             and rows["nodes"] >= 1 and rows["trained"] >= 1 and bokeh_canvases(board) > 0
 
     def seen():
         return dict(bokeh_rows(page) or {}, canvases=bokeh_canvases(board))
 
     try:
-        wait_for(f"Bokeh canvases, and BokehJS in the page holding {N_CHUNKS} task-stream spans, "
+        wait_for("Bokeh canvases, and BokehJS in the page holding no task stream (the lanes draw "
+                 "the tasks), "
                  "2 workers' load and the node's row saying 'trained'", drawn, timeout=30,
                  page=page, describe=seen)
     except AssertionError as err:
