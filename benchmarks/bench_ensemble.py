@@ -14,6 +14,9 @@ regression on top of the probabilities:
   with ``Layer(base, FoldIndex(5), proba=True)`` and
   ``Layer([top], FullIndex(), proba=True)``; the inputs are memory-mapped from
   a cache folder the workers share.
+* **labkit SuperLearner**: the scikit-learn estimator front end,
+  ``SuperLearner(folds=5, scheduler=DaskScheduler(n_workers=2)).add(base,
+  proba=True).add_meta(top)``: the same fits, through ``fit``/``predict``.
 * **labkit serial**: the same layers on a ``LocalScheduler`` (for scale).
 
 The data is ``make_classification`` (generated, nothing downloaded); the
@@ -37,7 +40,7 @@ from sklearn.naive_bayes import GaussianNB
 from sklearn.tree import DecisionTreeClassifier
 
 import labkit as lk
-from labkit.ensemble import FoldIndex, FullIndex, Layer, ParallelProcessing
+from labkit.ensemble import FoldIndex, FullIndex, Layer, ParallelProcessing, SuperLearner
 
 SIZES = {"full": dict(rows=12_000, features=40, trees=60, reps=3),
          "quick": dict(rows=1_000, features=10, trees=5, reps=1)}
@@ -70,6 +73,14 @@ def fit_labkit(size, X, y, scheduler):
     return seconds, lambda Xt: top.classes_[pp.predict([base, top], Xt).argmax(1)]
 
 
+def fit_superlearner(size, X, y, scheduler):
+    model = (SuperLearner(folds=5, scheduler=scheduler).add(estimators(size), proba=True)
+             .add_meta(LogisticRegression(max_iter=500)))
+    start = time.perf_counter()
+    model.fit(X, y)
+    return time.perf_counter() - start, model.predict
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
@@ -83,15 +94,17 @@ def main(argv=None) -> None:
     print(f"python {sys.version.split()[0]}, scikit-learn {sklearn.__version__}, "
           f"{platform.machine()}; {len(X)} rows x {X.shape[1]} features, 5 classes, "
           f"5 base estimators, 5 folds")
-    times = {"sklearn": [], "labkit": [], "serial": []}
+    times = {"sklearn": [], "labkit": [], "superlearner": [], "serial": []}
     accuracy = {}
     with lk.DaskScheduler(n_workers=2, threads_per_worker=1) as dask, \
             lk.LocalScheduler() as local:
         for rep in range(size["reps"]):
-            order = ["sklearn", "labkit", "serial"][::1 if rep % 2 else -1]
+            order = ["sklearn", "labkit", "superlearner", "serial"][::1 if rep % 2 else -1]
             for name in order:
                 if name == "sklearn":
                     t, predict = fit_sklearn(size, X, y, folds)
+                elif name == "superlearner":
+                    t, predict = fit_superlearner(size, X, y, dask)
                 else:
                     t, predict = fit_labkit(size, X, y, dask if name == "labkit" else local)
                 times[name].append(t)
@@ -99,10 +112,13 @@ def main(argv=None) -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, label in (("sklearn", "StackingClassifier(n_jobs=2)"),
                         ("labkit", "labkit stack, DaskScheduler(2)"),
+                        ("superlearner", "SuperLearner, DaskScheduler(2)"),
                         ("serial", "labkit stack, LocalScheduler")):
         print(f"   {label:<32}: fit {med[name]:7.2f} s   held-out accuracy {accuracy[name]:.4f}")
     print(f"   sklearn time / labkit time: {med['sklearn'] / med['labkit']:.2f}  "
           f"(above 1: labkit faster)")
+    print(f"   sklearn time / SuperLearner time: "
+          f"{med['sklearn'] / med['superlearner']:.2f}  (above 1: SuperLearner faster)")
     print(f"   serial time / labkit time: {med['serial'] / med['labkit']:.2f}")
 
 

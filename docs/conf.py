@@ -45,3 +45,15 @@ html_theme = "alabaster"
 version = release
 html_title = f"labkit {release}"
 html_static_path: list[str] = []
+
+
+def _skip_sklearn_routing(app, what, name, obj, skip, options):
+    """Leave out scikit-learn's generated ``set_*_request`` methods (metadata routing):
+    their docstrings link into scikit-learn's own docs, which are not part of this build."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_sklearn_routing)

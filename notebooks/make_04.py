@@ -102,6 +102,28 @@ cells = [
          "print('evaluation rows:', len(table))\n"
          "print(f\"best: {best['estimator']} {best['params']} \"\n"
          "      f\"mean score: {best['mean']:.3f} ± {best['std']:.3f}\")"),
+    md("## A SuperLearner inside GridSearchCV\n\n"
+       "`SuperLearner` is the same stacking as a scikit-learn estimator: `.add(...)` a "
+       "layer, `.add_meta(...)` the meta estimator, then `fit`/`predict`/`score`. Its "
+       "parameters reach every estimator of every layer (`layer-1__knn__n_neighbors`), so "
+       "`GridSearchCV` tunes the whole ensemble. The search itself runs serially "
+       "(`n_jobs=None`); each ensemble fit runs its *(estimator, fold)* tasks on the "
+       "scheduler, so the two workers stay busy without a pool inside a pool. `folds=` "
+       "takes an int, a labkit indexer or a scikit-learn splitter."),
+    code("from sklearn.model_selection import GridSearchCV, StratifiedKFold\n"
+         "from labkit.ensemble import SuperLearner\n\n"
+         "ensemble = (SuperLearner(folds=StratifiedKFold(3), scheduler=scheduler)\n"
+         "            .add([('knn', KNeighborsClassifier()), ('naive_bayes', GaussianNB()),\n"
+         "                  ('logreg', make_pipeline(StandardScaler(),\n"
+         "                                           LogisticRegression(max_iter=2000)))],\n"
+         "                 proba=True)\n"
+         "            .add_meta(LogisticRegression(max_iter=2000)))\n"
+         "search = GridSearchCV(ensemble, {'layer-1__knn__n_neighbors': [1, 5],\n"
+         "                                 'meta_estimator__C': [0.1, 1.0]}, cv=3)\n"
+         "search.fit(X_train, y_train)\n"
+         "print('grid search best params:', search.best_params_)\n"
+         "print(f'grid search cv accuracy: {search.best_score_:.3f}')\n"
+         "print(f'SuperLearner held-out accuracy: {search.score(X_test, y_test):.3f}')"),
     code("scheduler.shutdown()   # stops the cluster's processes (the board shows its last state)\n"
          "print('scheduler closed:', scheduler.closed)"),
 ]

@@ -6,12 +6,24 @@ columns), :mod:`.cache` (inputs sent once; a memory-mapped cache folder that
 is always removed), :mod:`.tasks` (fit one estimator on one fold),
 :mod:`.processing` (``map``/``stack``/``predict``) and :mod:`.evaluation`
 (cross-validated scores of parameter grids).
+
+On top, scikit-learn estimators (ML-Ensemble's front end): :mod:`.estimators`
+(:class:`SuperLearner`, :class:`BlendEnsemble`, :class:`SequentialEnsemble`),
+:mod:`.subsemble` (:class:`Subsemble`), built on :mod:`.base` and
+:mod:`.layerspec` (a layer as a parameter); :mod:`.splitters` turns an int, an
+indexer or a scikit-learn splitter into folds.
 """
 
+from .base import BaseEnsemble
+from .estimators import BlendEnsemble, SequentialEnsemble, SuperLearner
 from .evaluation import ParallelEvaluation, Table
 from .indexers import BlendIndex, FoldIndex, FullIndex
 from .layer import Layer
+from .layerspec import LayerSpec
 from .processing import ParallelProcessing
+from .splitters import SplitterIndex, as_indexer
+from .subsemble import Subsemble, SubsetIndex
 
-__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex", "ParallelProcessing",
-           "ParallelEvaluation", "Table"]
+__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex", "SplitterIndex", "SubsetIndex",
+           "as_indexer", "ParallelProcessing", "ParallelEvaluation", "Table", "BaseEnsemble",
+           "LayerSpec", "SuperLearner", "BlendEnsemble", "Subsemble", "SequentialEnsemble"]

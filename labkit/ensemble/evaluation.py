@@ -28,7 +28,7 @@ from ..errors import InputError, located
 from ..runs import start
 from ..scheduling import TaskCallable
 from .cache import as_scheduler, choose_mode
-from .indexers import FoldIndex
+from .splitters import as_indexer
 from .layer import _named
 from .tasks import run_phase
 
@@ -56,6 +56,8 @@ class ScoreCallable(TaskCallable):
             elif isinstance(self.scoring, str):   # a scikit-learn scorer name
                 from sklearn.metrics import get_scorer
                 score = get_scorer(self.scoring)(model, X[test], y[test])
+            elif is_scorer(self.scoring):         # make_scorer(...): (estimator, X, y)
+                score = self.scoring(model, X[test], y[test])
             else:
                 score = self.scoring(y[test], model.predict(X[test]))
             return c, fold, float(score), seconds
@@ -117,7 +119,8 @@ class ParallelEvaluation:
         self.scheduler = as_scheduler(scheduler)
         self.mode, self.cache_dir = choose_mode(self.scheduler, cache), cache_dir
 
-    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True):
+    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True,
+                 groups=None):
         """Scores of every estimator × parameter set × fold.
 
         Parameters
@@ -128,13 +131,18 @@ class ParallelEvaluation:
             ``{name: {param: [values]}}`` (every combination) or
             ``{name: [params, ...]}``; an estimator without an entry is scored
             with its own parameters.
-        cv : int or FoldIndex
-            Folds (``FoldIndex(cv)`` for an int).
+        cv : int, FoldIndex or scikit-learn splitter
+            Folds (``FoldIndex(cv)`` for an int; ``KFold``, ``StratifiedKFold``,
+            ``GroupKFold`` with ``groups``...).
         scoring : callable or str, optional
-            ``scoring(y_true, y_pred)``, or a scikit-learn scorer name such as
-            ``"neg_mean_squared_error"``; the estimator's ``score`` by default.
+            ``scoring(y_true, y_pred)``, a scikit-learn scorer name such as
+            ``"neg_mean_squared_error"``, or a scikit-learn scorer
+            (``make_scorer(...)``, called as ``scorer(estimator, X, y)``); the
+            estimator's ``score`` by default.
         wait : bool
             ``False`` returns a :class:`~labkit.Run` whose ``result()`` is the table.
+        groups : array-like, optional
+            Group labels for a grouped splitter.
 
         Returns
         -------
@@ -150,7 +158,9 @@ class ParallelEvaluation:
         X, y = np.asarray(X), np.asarray(y)
         if len(X) != len(y):
             raise InputError(f"X has {len(X)} rows but y has {len(y)}")
-        folds = (cv if isinstance(cv, FoldIndex) else FoldIndex(cv)).folds(len(X))
+        if groups is not None and len(groups) != len(X):
+            raise InputError(f"X has {len(X)} rows but groups has {len(groups)}")
+        folds = as_indexer(cv, what="cv").folds(len(X), y, groups)
         candidates = [(n, est, p) for n, est in named
                       for p in _expand((param_grid or {}).get(n), n)]
         _check_candidates(candidates)
@@ -200,6 +210,12 @@ def _check_candidates(candidates) -> None:
         if unknown:
             raise InputError(f"{name} has no parameter(s) {unknown}; it has "
                              f"{sorted(k for k in known if '__' not in k)}", estimator=name)
+
+
+def is_scorer(scoring) -> bool:
+    """Whether ``scoring`` is a scikit-learn scorer object (``scorer(estimator, X, y)``)."""
+    return type(scoring).__module__.startswith("sklearn.metrics") and \
+        callable(getattr(scoring, "_score_func", None))
 
 
 def _check_scoring(scoring) -> None:

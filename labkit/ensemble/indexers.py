@@ -32,12 +32,16 @@ class _Indexer:
     #: Whether the one fold's fit serves new data (no separate final fit).
     single_fit = False
 
-    def folds(self, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """``(train rows, test rows)`` of each fit whose predictions fill the output."""
+    def folds(self, n: int, y=None, groups=None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(train rows, test rows)`` of each fit whose predictions fill the output.
+
+        ``y`` and ``groups`` are for indexers that split by them (a stratified
+        or grouped scikit-learn splitter); labkit's own ignore them.
+        """
         raise NotImplementedError
 
-    def output_rows(self, n: int) -> np.ndarray:
-        """The rows the layer's output holds, in order."""
+    def output_rows(self, n: int, folds=None) -> np.ndarray:
+        """The rows the layer's output holds, in order (``folds``: as ``folds(n)`` gave)."""
         return np.arange(n)
 
     def __repr__(self):
@@ -50,10 +54,9 @@ class FullIndex(_Indexer):
 
     single_fit = True
 
-    def folds(self, n):
+    def folds(self, n, y=None, groups=None):
         rows = np.arange(n)
         return [(rows, rows)]
-
 
 
 class FoldIndex(_Indexer):
@@ -74,7 +77,7 @@ class FoldIndex(_Indexer):
             raise InputError(f"FoldIndex needs n_splits >= 2, got {n_splits!r}")
         self.n_splits, self.shuffle, self.random_state = n_splits, shuffle, random_state
 
-    def folds(self, n):
+    def folds(self, n, y=None, groups=None):
         if n < self.n_splits:
             raise InputError(f"{self.n_splits} folds need at least {self.n_splits} rows, "
                              f"got {n}")
@@ -120,9 +123,9 @@ class BlendIndex(_Indexer):
                              f"leaves {'no rows to predict' if n_test < 1 else 'no rows to fit on'}")
         return start
 
-    def folds(self, n):
+    def folds(self, n, y=None, groups=None):
         start = self._split(n)
         return [(np.arange(start), np.arange(start, n))]
 
-    def output_rows(self, n):
+    def output_rows(self, n, folds=None):
         return np.arange(self._split(n), n)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .indexers import BlendIndex, FoldIndex, FullIndex, _Indexer
+from .indexers import BlendIndex, FoldIndex, FullIndex
+from .splitters import as_indexer
 
 __all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex"]
 
@@ -32,8 +33,9 @@ class Layer:
     ----------
     estimators : list or dict
         ``[(name, estimator), ...]``, or ``{case: [(name, estimator), ...]}``.
-    indexer : FullIndex, FoldIndex or BlendIndex
-        How rows are split (default ``FoldIndex(2)``).
+    indexer : FullIndex, FoldIndex, BlendIndex, int or scikit-learn splitter
+        How rows are split (default ``FoldIndex(2)``); an int k is ``FoldIndex(k)``,
+        a splitter (``KFold``, ``StratifiedKFold``, ``GroupKFold``...) gives its folds.
     preprocessing : dict, optional
         ``{case: [transformer, ...]}`` fitted before each estimator of the case.
     proba : bool
@@ -44,17 +46,20 @@ class Layer:
         Used in errors, events and ``stack(..., return_preds=[names])``.
     """
 
-    def __init__(self, estimators, indexer: _Indexer | None = None, preprocessing=None,
+    def __init__(self, estimators, indexer=None, preprocessing=None,
                  proba: bool = False, propagate_features=None, name: str | None = None):
-        self.indexer = FoldIndex(2) if indexer is None else indexer
-        if not isinstance(self.indexer, _Indexer):
-            raise InputError(f"indexer must be FullIndex, FoldIndex or BlendIndex, got "
-                             f"{indexer!r}", layer=name)
+        try:
+            self.indexer = FoldIndex(2) if indexer is None else as_indexer(indexer,
+                                                                           what="indexer")
+        except InputError as err:
+            raise err.locate(layer=name)
         self.name = name or "layer"
         self.cases = _cases(estimators, self.name)
         self.preprocessing = _preprocessing(preprocessing, self.cases, self.name)
         self.proba = proba
         self.propagate_features = list(propagate_features or [])
+        #: ``{estimator name: partition}``: a subsemble's estimators fit one partition's rows.
+        self.partition_of: dict[str, int] = {}
         self.fitted_: dict[str, object] | None = None
         self.classes_: np.ndarray | None = None
 

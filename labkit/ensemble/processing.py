@@ -29,7 +29,7 @@ from ..runs import start
 from .cache import as_scheduler, choose_mode
 from .tasks import FINAL, FitCallable, predict_columns, run_phase
 
-__all__ = ["ParallelProcessing"]
+__all__ = ["ParallelProcessing", "predict_layers"]
 
 
 class ParallelProcessing:
@@ -56,27 +56,31 @@ class ParallelProcessing:
 
     # -- public verbs --------------------------------------------------------------------
 
-    def map(self, layer, X, y=None, return_preds: bool = True, wait: bool = True):
+    def map(self, layer, X, y=None, return_preds: bool = True, wait: bool = True,
+            groups=None):
         """Fit every (estimator, fold) of ``layer`` in parallel; its predictions.
 
         Returns the layer's output (rows of ``indexer.output_rows``), or the
         layer when ``return_preds`` is false; with ``wait=False`` a
-        :class:`~labkit.Run` whose ``result()`` is that.
+        :class:`~labkit.Run` whose ``result()`` is that.  ``groups`` go to a
+        grouped scikit-learn splitter (``GroupKFold``).
         """
         X, y = _check(X, y, layer.name)
+        groups = _check_groups(groups, X, layer=layer.name)
 
         def job(scope):
-            preds, _ = self._fit_layer(scope, 0, layer, X, y)
+            preds, _ = self._fit_layer(scope, 0, layer, X, y, groups)
             return preds if return_preds else layer
         return self._start(job, 1, wait)
 
-    def stack(self, layers, X, y=None, return_preds=True, wait: bool = True):
+    def stack(self, layers, X, y=None, return_preds=True, wait: bool = True, groups=None):
         """Fit ``layers`` in sequence, each on the previous one's predictions.
 
         ``return_preds``: True for the last layer's output, a list of layer
         names for ``{name: output}``, False for the layers.  A blend layer's
         output holds fewer rows: the targets follow (are rebased onto) it.
-        ``wait=False`` returns a :class:`~labkit.Run` at once.
+        ``wait=False`` returns a :class:`~labkit.Run` at once; ``groups`` go to
+        grouped scikit-learn splitters (and follow the rows as the targets do).
         """
         layers = list(layers)
         if not layers:
@@ -86,12 +90,14 @@ class ParallelProcessing:
             raise InputError(f"layer names must differ to be told apart, got {names}")
         wanted = _wanted(return_preds, names)
         X, y = _check(X, y, names[0])
+        groups = _check_groups(groups, X, layer=names[0])
 
         def job(scope):
-            kept, out, targets = {}, X, y
+            kept, out, targets, labels = {}, X, y, groups
             for i, layer in enumerate(layers):
-                out, rows = self._fit_layer(scope, i, layer, out, targets)
+                out, rows = self._fit_layer(scope, i, layer, out, targets, labels)
                 targets = None if targets is None else targets[rows]
+                labels = None if labels is None else labels[rows]
                 if layer.name in wanted:
                     kept[layer.name] = out
             if return_preds is True:
@@ -101,16 +107,7 @@ class ParallelProcessing:
 
     def predict(self, layers, X) -> np.ndarray:
         """New data through fitted layers (their final fits), in sequence."""
-        layers = [layers] if not isinstance(layers, (list, tuple)) else list(layers)
-        X, _ = _check(X, None, layers[0].name if layers else "layer")
-        for layer in layers:
-            if layer.fitted_ is None:
-                raise InputError("predict before the layer was fitted", layer=layer.name)
-            columns = [X[:, layer.propagate_features]] if layer.propagate_features else []
-            columns += [predict_columns(layer.fitted_[name], X, layer.proba, layer.classes_)
-                        for name, _ in layer.estimators()]
-            X = np.hstack(columns)
-        return X
+        return predict_layers(layers, X)
 
     def cancel(self) -> None:
         """Cancel the fits under way (from another thread); they raise ``CancelledError``."""
@@ -133,12 +130,13 @@ class ParallelProcessing:
 
     # -- one layer ---------------------------------------------------------------------
 
-    def _fit_layer(self, scope, index: int, layer, X, y):
+    def _fit_layer(self, scope, index: int, layer, X, y, groups=None):
         """Fit one layer as one batch; ``(output, rows of X the output holds)``."""
         n = len(X)
         try:
-            folds = layer.indexer.folds(n)
-            rows = layer.indexer.output_rows(n)
+            folds = layer.indexer.folds(n, y, groups)
+            rows = layer.indexer.output_rows(n, folds)
+            restrict = _partitions(layer, n)
         except InputError as err:
             raise err.locate(layer=layer.name)
         classes = _classes(layer, y)
@@ -149,7 +147,7 @@ class ParallelProcessing:
         if not layer.indexer.single_fit:
             tasks += [(name, FINAL) for name, _ in layer.estimators()]
         results = run_phase(scope, self.scheduler, index, layer.name, tasks,
-                            lambda inputs: FitCallable(layer, inputs, folds, classes),
+                            lambda inputs: FitCallable(layer, inputs, folds, classes, restrict),
                             (X, y, self.mode, self.cache_dir), where={"layer": layer.name},
                             detail=_fits(len(layer.estimators()), len(folds),
                                          not layer.indexer.single_fit))
@@ -161,6 +159,38 @@ class ParallelProcessing:
                 fitted[name] = model
         layer.fitted_, layer.classes_ = fitted, classes
         return out, rows
+
+
+def predict_layers(layers, X) -> np.ndarray:
+    """New data through fitted layers (their final fits), in sequence."""
+    layers = [layers] if not isinstance(layers, (list, tuple)) else list(layers)
+    X, _ = _check(X, None, layers[0].name if layers else "layer")
+    for layer in layers:
+        if layer.fitted_ is None:
+            raise InputError("predict before the layer was fitted", layer=layer.name)
+        columns = [X[:, layer.propagate_features]] if layer.propagate_features else []
+        columns += [predict_columns(layer.fitted_[name], X, layer.proba, layer.classes_)
+                    for name, _ in layer.estimators()]
+        X = np.hstack(columns)
+    return X
+
+
+def _partitions(layer, n: int) -> dict:
+    """``{estimator name: its partition's rows}`` of a subsemble layer, else empty."""
+    if not layer.partition_of:
+        return {}
+    parts = layer.indexer.partition_rows(n)
+    return {name: parts[p] for name, p in layer.partition_of.items()}
+
+
+def _check_groups(groups, X, **where):
+    """``groups`` as an array with one label a row, or None; ``where`` locates an error."""
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if len(groups) != len(X):
+        raise InputError(f"X has {len(X)} rows but groups has {len(groups)}", **where)
+    return groups
 
 
 def _check(X, y, layer):

@@ -26,8 +26,9 @@ class FitCallable(TaskCallable):
     fitted pipeline when it is the one kept for new data.
     """
 
-    def __init__(self, layer, inputs, folds, classes):
+    def __init__(self, layer, inputs, folds, classes, restrict=None):
         self.inputs, self.folds, self.classes = inputs, folds, classes
+        self.restrict = restrict or {}  # {name: rows}: a subsemble's partition of each fit
         self.proba = layer.proba
         self.steps = {name: (layer.preprocessing.get(layer.case_of(name), []), est)
                       for name, est in layer.estimators()}
@@ -44,9 +45,11 @@ class FitCallable(TaskCallable):
         transformers, estimator = self.steps[name]
         X, y = self.inputs.X, self.inputs.y
         if fold == FINAL:
-            train, test = np.arange(len(X)), None
+            train, test = self.restrict.get(name, np.arange(len(X))), None
         else:
             train, test = self.folds[fold]
+            if name in self.restrict:  # fit on the fold's rows of this estimator's partition
+                train = np.intersect1d(train, self.restrict[name], assume_unique=True)
         start = time.perf_counter()
         fitted = _fit([copy.deepcopy(t) for t in transformers], copy.deepcopy(estimator),
                       X[train], None if y is None else y[train])
