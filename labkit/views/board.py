@@ -63,7 +63,9 @@ class _PhaseRow:
         self.failed = W.IntProgress(value=0, min=0, max=1, bar_style="danger",
                                     layout=W.Layout(width="10%", display="none"))
         # Classes given at creation go with the widget's opening message (no update each).
-        self.label = W.HTML("", _dom_classes=["labkit-phase-label"])
+        # one line, cut with an ellipsis where the cell is narrow (no label over two lines)
+        self.label = W.HTML("", _dom_classes=["labkit-phase-label"],
+                            layout=W.Layout(flex="1 1 0%", overflow="hidden"))
         self.box = W.HBox([self.done, self.failed, self.label], _dom_classes=["labkit-phase"])
 
     def widgets(self) -> list:
@@ -93,7 +95,9 @@ class _PhaseRow:
             text = f'<span class="labkit-phase-cancelled" style="color:#8c6d1f">{text}</span>'
         elif p.failed or not p.ok:
             text = f'<span class="labkit-phase-failed" style="color:#d62728">{text}</span>'
-        self.label.value = text
+        plain = html.escape(phase_label(p, now), quote=True)
+        self.label.value = (f'<div style="white-space:nowrap;overflow:hidden;'
+                            f'text-overflow:ellipsis" title="{plain}">{text}</div>')
 
 
 class Board:
@@ -109,15 +113,19 @@ class Board:
         Show the Bokeh components / the task lanes.
     max_rate : float, optional
         Most redraws per second (:data:`~labkit.views.writer.MAX_RATE`).
+    max_phase_rows : int
+        Phase rows shown; older finished phases fold into one line that counts them.
     """
 
     def __init__(self, source, dashboard_url: str | None = None, bokeh: bool = True,
-                 lanes: bool = True, max_rate: float | None = None):
+                 lanes: bool = True, max_rate: float | None = None, max_phase_rows: int = 8):
         self.source = source
         self.run: Run | None = source if isinstance(source, Run) else None
         self.sources = list(self.run.sources) if self.run else [source]
+        self.max_phase_rows = max_phase_rows
         self.tracker = Tracker()
         self._rows: dict[tuple, _PhaseRow] = {}
+        self._folded: dict[tuple, str] = {}     # phases folded into one line -> how they ended
         self._ending = False     # the run's RunFinished was seen
         self._finished = False   # the final state was drawn
         self._closed = False
@@ -162,6 +170,7 @@ class Board:
             top.append(self.cancel_button)
         self.link = W.HTML(_link(url) if url else "", _dom_classes=["labkit-dashboard-link"])
         self.phases = W.VBox([], _dom_classes=["labkit-phases"])
+        self.folded = W.HTML("", _dom_classes=["labkit-phases-folded"])
         self.errors = W.HTML("", _dom_classes=["labkit-errors"])
         self.stages = W.HTML("", _dom_classes=["labkit-stages"])
         self.buckets = W.HTML("", _dom_classes=["labkit-buckets"])
@@ -274,16 +283,37 @@ class Board:
             self._finish()
 
     def _draw_phases(self, snap) -> None:
-        """One row per phase; new rows are appended."""
-        new = False
-        for p in snap.phases:
+        """One row per phase, the newest :attr:`max_phase_rows`; older finished ones fold
+        into one line (an epoch a row would grow without end)."""
+        changed = False
+        phases = [p for p in snap.phases if (p.run, p.node, p.phase) not in self._folded]
+        extra = len(phases) - self.max_phase_rows
+        for p in phases:
             key = (p.run, p.node, p.phase)
+            if extra > 0 and p.finished is not None:
+                self._fold(key, p)
+                extra, changed = extra - 1, True
+                continue
             if key not in self._rows:
                 self._rows[key] = _PhaseRow(self._W)
-                new = True
+                changed = True
             self._rows[key].draw(p, snap.time)
-        if new:
-            self.phases.children = [r.box for r in self._rows.values()]
+        if changed:
+            self.phases.children = ([self.folded] if self._folded else []) + \
+                [r.box for r in self._rows.values()]
+
+    def _fold(self, key, p) -> None:
+        """Close phase ``key``'s row and count it on the folded line."""
+        row = self._rows.pop(key, None)
+        if row is not None:
+            for widget in row.widgets():
+                widget.close()
+        self._folded[key] = "cancelled" if p.cancelled else "ok" if p.ok and not p.failed \
+            else "failed"
+        counts = {s: list(self._folded.values()).count(s) for s in ("ok", "failed", "cancelled")}
+        words = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        self.folded.value = (f"<i>{len(self._folded)} earlier phase"
+                             f"{'s' * (len(self._folded) != 1)} finished ({words})</i>")
 
     def _draw_errors(self, snap) -> None:
         """The errors of failed tasks (and of the run), with where they happened."""
@@ -357,8 +387,8 @@ class Board:
     def _all_widgets(self) -> list:
         rows = [w for r in self._rows.values() for w in r.widgets()]
         extra = [self.cancel_button, self.bokeh_model, self.lanes]
-        return [self.widget, self.header, self.status, self.link, self.phases, self.errors,
-                self.stages, self.buckets,
+        return [self.widget, self.header, self.status, self.link, self.phases, self.folded,
+                self.errors, self.stages, self.buckets,
                 *rows, *(w for w in extra if w is not None)]
 
     # -- display ------------------------------------------------------------------------------

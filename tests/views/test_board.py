@@ -1,5 +1,6 @@
 """The notebook board after real runs on Dask, seen through the messages its widgets send."""
 
+import re
 import time
 
 import numpy as np
@@ -28,6 +29,11 @@ def _wait_stopped(b: Board, timeout=15.0):
     assert not b.writer.running, "the board did not stop at the end of its run"
 
 
+def _text(value: str) -> str:
+    """A label's words without its markup (its title repeats them: drop it too)."""
+    return re.sub(r"<[^>]+>", "", value)
+
+
 def _row(b: Board, i=0):
     return list(b._rows.values())[i]
 
@@ -54,7 +60,7 @@ def test_a_scheduler_board_reaches_100_percent(comms, dask_scheduler, boards):
     row = _row(b)
     bar, label = comms.state(row.done), comms.state(row.label)
     assert (bar["value"], bar["max"], bar["bar_style"]) == (8, 8, "success")
-    assert label["value"].startswith("node 0 PCA phase 0 — 8/8 (100%) · ")
+    assert _text(label["value"]).startswith("node 0 PCA phase 0 — 8/8 (100%) · ")
     assert "tasks/s" in label["value"] and comms.state(row.failed)["value"] == 0
     assert "labkit-phase" in comms.state(row.box)["_dom_classes"]
     assert "DaskScheduler" in comms.state(b.status)["value"]
@@ -139,7 +145,7 @@ def test_a_failed_task_is_listed_with_its_place(comms, dask_scheduler, boards):
     failed = comms.state(row.failed)
     assert failed["value"] == 1 and failed["bar_style"] == "danger"
     assert comms.state(row.failed.layout)["display"] is None      # shown
-    assert "1 failed" in comms.state(row.label)["value"]
+    assert "1 failed" in _text(comms.state(row.label)["value"])
     spans = [s for msg in comms.customs(b.lanes) for s in msg["spans"]]
     assert [s["color"] for s in spans if not s["ok"]] == ["#d62728"]
 
@@ -183,7 +189,7 @@ def test_a_run_board_shows_that_run_and_stops_with_it(comms, dask_scheduler, boa
     _wait_stopped(b)
     assert "finished" in comms.state(b.status)["value"]
     assert comms.state(b.cancel_button)["disabled"]
-    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
     assert len(labels) == 1 and labels[0].startswith("execute — 5/5 (100%)")
 
 
@@ -278,7 +284,7 @@ def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
     trainer.fit(data, epochs=3)
     trainer.close()  # the board stops with it, after a final draw
     assert not b.writer.running
-    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
     # a trainer's words: epochs, batches, samples/s and the loss, not nodes, phases and tasks
     assert [t.split(" — ")[0] for t in labels] == ["epoch 1", "epoch 2", "epoch 3"], labels
     assert all("6 batches (100%)" in t and "samples/s" in t and "loss " in t
@@ -307,7 +313,7 @@ def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(co
         boards.append(b)
         run.result(timeout=60)
         _wait_stopped(b)
-    labels = [comms.state(r.label)["value"] for r in b._rows.values()]
+    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
     assert [t.split(" — ")[0] for t in labels] == ["layer base", "layer meta"], labels
     assert "8/8 fits (100%)" in labels[0] and "2 estimators × 3 folds (+ 2 final fits)" \
         in labels[0], labels
@@ -315,3 +321,20 @@ def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(co
     assert not any("node" in t or "tasks/s" in t for t in labels), labels
     if b.components is not None:                  # no node to show: no empty node panel
         assert not b.components.node_state.visible
+
+
+def test_finished_phases_fold_into_one_line_past_the_row_limit(comms, boards):
+    torch = pytest.importorskip("torch")
+    from labkit.data_parallel import DataParallelTrainer
+    model = torch.nn.Linear(5, 1)
+    trainer = DataParallelTrainer(model, torch.nn.functional.mse_loss,
+                                  torch.optim.SGD(model.parameters(), lr=0.01), devices=["cpu"])
+    b = Board(trainer, bokeh=False, lanes=False, max_phase_rows=3)
+    boards.append(b)
+    trainer.fit([(torch.randn(8, 5), torch.randn(8, 1))] * 2, epochs=10)
+    trainer.close()
+    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
+    assert [t.split(" — ")[0] for t in labels] == ["epoch 8", "epoch 9", "epoch 10"], labels
+    assert comms.state(b.folded)["value"] == "<i>7 earlier phases finished (7 ok)</i>"
+    children = comms.state(b.phases)["children"]
+    assert len(children) == 4 and children[0].endswith(b.folded.model_id)
