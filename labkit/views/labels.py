@@ -24,11 +24,20 @@ def stage_table(stages) -> str:
     """Pipeline stages (their latest StageStats) as an HTML table."""
     rows = "".join(
         f"<tr><td>{html.escape(s.stage)}</td><td>{s.records}</td>"
-        f"<td>{s.records_per_s:,.0f}/s</td><td>{s.busy_s:.2f} s</td>"
+        f"<td>{s.records_per_s:,.0f}/s</td><td>{_seconds(s.busy_s)}</td>"
         f"<td>{'' if s.queue_fill is None else f'{100 * s.queue_fill:.0f}%'}</td>"
         f"<td>{'done' if s.final else 'running'}</td></tr>" for s in stages)
     return ("<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
             f"<th>queue</th><th></th></tr>{rows}</table>")
+
+
+def _seconds(seconds: float) -> str:
+    """``2.31 s``, or ``3.2 ms`` / ``41 µs`` for the quick stages (not ``0.00 s``)."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
 
 
 def bucket_lines(nodes) -> str:

@@ -338,3 +338,11 @@ def test_finished_phases_fold_into_one_line_past_the_row_limit(comms, boards):
     assert comms.state(b.folded)["value"] == "<i>7 earlier phases finished (7 ok)</i>"
     children = comms.state(b.phases)["children"]
     assert len(children) == 4 and children[0].endswith(b.folded.model_id)
+
+
+def test_the_stage_table_shows_quick_stages_in_ms_not_zero_seconds():
+    from labkit.pipeline import StageStats
+    from labkit.views.labels import stage_table
+    table = stage_table([StageStats("decode", 100, 5000.0, 0.0042, 0.5, True),
+                         StageStats("slow", 10, 2.0, 3.5, None, False)])
+    assert "<td>4.2 ms</td>" in table and "<td>3.50 s</td>" in table and "0.00 s" not in table
