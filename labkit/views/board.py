@@ -204,9 +204,9 @@ class Board:
 
     def _on_new_bokeh_view(self) -> None:
         """A Bokeh view appeared: the writer sends it the whole state (we do, once stopped)."""
-        if self.writer is not None and self.writer.running:
+        if self.writer is not None and self.writer.running and not self._finished:
             self.writer.poke(force=True)
-        elif self.bokeh_model is not None:
+        elif self.bokeh_model is not None:   # the final draw is done or under way
             self.bokeh_model.resync()
 
     def _lanes(self):
@@ -359,6 +359,10 @@ class Board:
         if self.lanes is not None:
             self.lanes.sync_recent()
         self.writer.stop()
+        # a view that appeared during this last draw (its poke was too late for the
+        # writer) still gets the whole, final document
+        if getattr(self.bokeh_model, "needs_resync", False):
+            self.bokeh_model.resync()
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -95,6 +95,9 @@ def phase_label(p: PhaseProgress, now: float | None = None) -> str:
     parts = _counts(p, now)
     if p.failed:
         parts.append(f"{p.failed} failed")
+    dropped = p.submitted - p.done - p.failed   # a failed or cancelled phase's other tasks
+    if p.finished is not None and not p.ok and dropped > 0:
+        parts.append(f"{dropped} cancelled")
     if p.running:
         parts.append(f"{p.running} running")
     if p.finished is not None:

@@ -346,3 +346,10 @@ def test_the_stage_table_shows_quick_stages_in_ms_not_zero_seconds():
     table = stage_table([StageStats("decode", 100, 5000.0, 0.0042, 0.5, True),
                          StageStats("slow", 10, 2.0, 3.5, None, False)])
     assert "<td>4.2 ms</td>" in table and "<td>3.50 s</td>" in table and "0.00 s" not in table
+
+
+def test_a_failed_phase_counts_its_failed_and_its_cancelled_tasks():
+    p = PhaseProgress("r", 0, "PCA", 0, submitted=6, failed=1, total=None, started=0.0,
+                      finished=1.0, ok=False)
+    label = phase_label(p, now=1.0)
+    assert "1 failed" in label and "5 cancelled" in label and label.endswith("failed")
