@@ -61,7 +61,8 @@ class _PhaseRow:
     def __init__(self, W):
         self.done = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="40%"))
         self.failed = W.IntProgress(value=0, min=0, max=1, bar_style="danger",
-                                    layout=W.Layout(width="10%", display="none"))
+                                    layout=W.Layout(width="10%", visibility="hidden"))
+        # hidden but holding its place, so the label does not jump when a task fails
         # Classes given at creation go with the widget's opening message (no update each).
         # one line, cut with an ellipsis where the cell is narrow (no label over two lines)
         self.label = W.HTML("", _dom_classes=["labkit-phase-label"],
@@ -89,7 +90,7 @@ class _PhaseRow:
             with self.failed.hold_sync():
                 self.failed.max = total
                 self.failed.value = min(p.failed, total)
-            self.failed.layout.display = None
+            self.failed.layout.visibility = "visible"
         text = html.escape(phase_label(p, now))
         if p.cancelled:
             text = f'<span class="labkit-phase-cancelled" style="color:#8c6d1f">{text}</span>'

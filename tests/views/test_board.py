@@ -62,6 +62,7 @@ def test_a_scheduler_board_reaches_100_percent(comms, dask_scheduler, boards):
     assert (bar["value"], bar["max"], bar["bar_style"]) == (8, 8, "success")
     assert _text(label["value"]).startswith("node 0 PCA phase 0 — 8/8 (100%) · ")
     assert "tasks/s" in label["value"] and comms.state(row.failed)["value"] == 0
+    assert comms.state(row.failed.layout)["visibility"] == "hidden"   # no failure: kept hidden
     assert "labkit-phase" in comms.state(row.box)["_dom_classes"]
     assert "DaskScheduler" in comms.state(b.status)["value"]
     assert "idle" in comms.state(b.status)["value"] and comms.state(b.errors)["value"] == ""
@@ -144,7 +145,7 @@ def test_a_failed_task_is_listed_with_its_place(comms, dask_scheduler, boards):
     assert comms.state(row.done)["bar_style"] == "danger"
     failed = comms.state(row.failed)
     assert failed["value"] == 1 and failed["bar_style"] == "danger"
-    assert comms.state(row.failed.layout)["display"] is None      # shown
+    assert comms.state(row.failed.layout)["visibility"] == "visible"   # shown, in its place
     assert "1 failed" in _text(comms.state(row.label)["value"])
     spans = [s for msg in comms.customs(b.lanes) for s in msg["spans"]]
     assert [s["color"] for s in spans if not s["ok"]] == ["#d62728"]
