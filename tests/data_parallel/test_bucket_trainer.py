@@ -20,16 +20,6 @@ CPUS = ["cpu:0", "cpu:1", "cpu:2"]
 BUCKETS = [5, 10, 20]
 
 
-@pytest.fixture
-def trainers():
-    """Trainers made by a test, closed at its end (their replica threads stop)."""
-    made = []
-    yield made
-    for t in made:
-        t.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("labkit-replica")]
-
-
 def make(trainers, model, devices=CPUS, work_load=(1, 2, 3), bucket_model=Unrolled, opt=sgd,
          **kw):
     t = DataParallelTrainer(model, CE, opt(model), devices=devices, work_load=work_load,

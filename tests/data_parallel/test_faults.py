@@ -69,15 +69,6 @@ def twin_steps(model, devices, batches):
     return model
 
 
-@pytest.fixture
-def trainers():
-    """Trainers made by a test, closed at its end."""
-    made = []
-    yield made
-    for t in made:
-        t.close()
-
-
 # ------------------------------------------------------------------ non-finite losses, local
 
 @pytest.mark.parametrize("devices, row, replica", [(["cpu"], 5, 0), (CPUS, 20, 2)])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import threading
 
 import pytest
 import torch
@@ -15,16 +14,6 @@ from .models import assert_same_parameters, batch, mlp, plain_steps, sgd
 
 MSE = torch.nn.functional.mse_loss
 CPUS = ["cpu:0", "cpu:1", "cpu:2"]
-
-
-@pytest.fixture
-def trainers():
-    """Trainers made by a test, closed at its end (their replica threads stop)."""
-    made = []
-    yield made
-    for t in made:
-        t.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("labkit-replica")]
 
 
 def make(trainers, model, devices=CPUS, work_load=None, **kw):

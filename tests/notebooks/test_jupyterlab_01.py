@@ -26,6 +26,7 @@ from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, c
                                          run_all_cells, shut_down_kernels, wait_for)
 
 from .run import NOTEBOOKS
+from .test_jupyterlab_notebooks import DEVICE_LOADS
 
 pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
               pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
@@ -50,23 +51,6 @@ NODE_PLOTS = """() => {
     }
   }
   return out;
-}"""
-
-
-DEVICE_LOAD = """() => {
-  // The worker-load source as BokehJS holds it: the length of each column.
-  for (const doc of (window.Bokeh && window.Bokeh.documents) || []) {
-    for (const m of doc.all_models) {
-      if (m.name === "labkit-device-load-source") {
-        const data = m.data;
-        const cols = data instanceof Map ? [...data.entries()] : Object.entries(data || {});
-        const out = {};
-        for (const [k, v] of cols) out[k] = v.length;
-        return out;
-      }
-    }
-  }
-  return null;
 }"""
 
 
@@ -104,7 +88,7 @@ def run_and_check(page, url: str, token: str) -> None:
     samples = []                                 # the worker-load source, sampled as it runs
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        samples.append(page.evaluate(DEVICE_LOAD))
+        samples.extend(page.evaluate(DEVICE_LOADS))   # the board's (the only one here)
         labels = phase_labels(board)
         if len(labels) == 2 and all("100%" in label for label in labels):
             break
@@ -114,7 +98,7 @@ def run_and_check(page, url: str, token: str) -> None:
     assert all(len(set(lengths.values())) == 1 for lengths in seen), \
         [lengths for lengths in seen if len(set(lengths.values())) != 1][:3]
     wait_for("the worker-load plot with a row per worker", lambda: _consistent_rows(page) >= 2,
-             timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOAD))
+             timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOADS))
     wait_for("every phase row at 100%",
              lambda: len(phase_labels(board)) == 2
              and all("100%" in label for label in phase_labels(board)),
@@ -144,6 +128,6 @@ def node_plots(page) -> dict:
 
 def _consistent_rows(page) -> int:
     """Rows of the worker-load source in the page; 0 unless every column has that many."""
-    lengths = page.evaluate(DEVICE_LOAD) or {}
-    sizes = set(lengths.values())
+    loads = page.evaluate(DEVICE_LOADS) or [{}]
+    sizes = set(loads[0].values())
     return sizes.pop() if len(sizes) == 1 else 0
