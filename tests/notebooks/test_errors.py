@@ -66,7 +66,8 @@ def test_a_failing_task_shows_the_users_line_and_few_labkit_frames():
         assert error["ename"] == "TaskError"
         assert line in text and name in text, text             # the user's own frame
         assert "direct cause" in text                           # shown as the remote cause
-        assert "chunk 1" in error["evalue"] or "chunk 3" in error["evalue"], error["evalue"]
+        # chunks 1, 3 and 5 fail (7 rows each); whichever fails first is the one named
+        assert re.search(r"chunk [135]\b", error["evalue"]), error["evalue"]
         labkit_frames = re.findall(r"/labkit/[\w/]+\.py", text)
         assert len(labkit_frames) <= 2, labkit_frames           # the plumbing left out
         assert "distributed/" not in text and "_task_spec" not in text
