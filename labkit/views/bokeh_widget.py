@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 
 __all__ = ["bokeh_widget", "load_bokehjs_once"]
 
@@ -75,6 +76,7 @@ def _bokeh_widget_class():
         def __init__(self, layout, **kwargs):
             # With a number here the front-end counts its views back to us: patches sent
             # before a view existed are lost to it, so a new view gets the whole state.
+            self._resync_lock = threading.Lock()
             super().__init__(layout, _view_count=0, **kwargs)
             self.observe(self._views_changed, names="_view_count")
 
@@ -86,8 +88,9 @@ def _bokeh_widget_class():
 
         def resync(self) -> None:
             """Send the whole document again (once per new view; every view re-renders)."""
-            self.needs_resync = False
-            self.render_bundle = self._model_to_traits(self._model)
+            with self._resync_lock:   # the writer and the kernel's thread may both ask
+                self.needs_resync = False
+                self.render_bundle = self._model_to_traits(self._model)
 
         @contextlib.contextmanager
         def batch(self):
@@ -97,7 +100,10 @@ def _bokeh_widget_class():
                 yield self
             finally:
                 events, self._pending = self._pending, None
-                if events:
+                # A view that appeared meanwhile rendered an older document: patches
+                # of this one would not fit it (BokehJS: "inconsistent lengths"). It
+                # gets the whole document instead (resync), which holds these changes.
+                if events and not self.needs_resync:
                     self._send_patch(events)
 
         def _document_patched(self, event) -> None:
