@@ -34,6 +34,7 @@ import os
 import dask
 
 from ..errors import InputError
+from .connect import check_limit
 
 __all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "cores", "no_message_log"]
 
@@ -64,10 +65,8 @@ def cluster_size(mode: str, n_workers: int | None, threads_per_worker: int | Non
                  n_cores: int | None = None) -> tuple[int, int]:
     """``(n_workers, threads_per_worker)``: by default all cores, one process or one thread each."""
     n = n_cores or cores()
-    for name, value in (("n_workers", n_workers), ("threads_per_worker", threads_per_worker)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
-                                  or value < 1):
-            raise InputError(f"{name} must be a positive int, got {value!r}")
+    check_limit("n_workers", n_workers)
+    check_limit("threads_per_worker", threads_per_worker)
     if mode == "processes":
         return n_workers or n, threads_per_worker or 1
     workers = n_workers or 1
