@@ -44,6 +44,7 @@ from ..errors import (InputError, LabkitError, SchedulerError, TaskError, Traini
 from ..events import TaskInfo
 from . import replica_worker as w
 from .guards import NonFiniteLossError
+from .interfaces import check_reach
 
 __all__ = ["DaskReplicaGroup"]
 
@@ -151,14 +152,18 @@ class DaskReplicaGroup:
         # the k-th chosen worker on a host takes that host's k-th GPU
         local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
                  for r, h in enumerate(hosts)]
-        self._store_dir = None
+        self._store_dir, self.interfaces = None, []
         try:
             url = self._rendezvous(hosts)
             ranks = range(len(self.names))
             self._run([self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
                        for r in ranks], "set-up")
-            self._run([self._submit(r, w.join, self._gid, r, len(ranks), url, self.backend,
-                                    self.timeout) for r in ranks], "set-up")
+            # ranks that cannot reach each other fail here in seconds, not at the timeout
+            check_reach(self, hosts, hosts[0] if url.startswith("tcp://") else None)
+            #: per rank, the interface its process group uses and how it was chosen
+            self.interfaces = self._run([self._submit(r, w.join, self._gid, r, len(ranks), url,
+                                                      self.backend, self.timeout, hosts[r])
+                                         for r in ranks], "set-up")
         except BaseException:
             self.close()
             raise

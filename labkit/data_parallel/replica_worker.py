@@ -9,7 +9,6 @@ keyed by group id, so later tasks pinned to that worker find them.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import socket
@@ -23,6 +22,7 @@ import torch.distributed as dist
 from ..errors import LabkitError, located
 from .bucketing import BucketModules
 from .guards import check_loss
+from .interfaces import binding, bound
 from .reduce import BatchNormJoin
 
 __all__ = ["free_port", "build", "join", "step", "evaluate", "get_state", "set_state",
@@ -79,10 +79,12 @@ def build(gid, rank, name, payload, cuda_index):
         raise _located(exc, rank, name) from None
 
 
-def join(gid, rank, world, init_method, backend, timeout):
+def join(gid, rank, world, init_method, backend, timeout, host):
+    """Join the process group on the interface of the worker's ``host``; says which."""
     rep = _GROUPS[gid]
     try:
-        with _loopback_gloo(init_method.startswith("file://") and backend == "gloo"):
+        choice = binding(backend, host)
+        with bound(choice):
             dist.init_process_group(backend, init_method=init_method, rank=rank,
                                     world_size=world, timeout=timedelta(seconds=timeout))
     except BaseException as exc:
@@ -90,25 +92,7 @@ def join(gid, rank, world, init_method, backend, timeout):
     rep.joined = True
     if gid not in _GROUPS:  # closed while this rank waited for its peers
         dist.destroy_process_group()
-
-
-@contextlib.contextmanager
-def _loopback_gloo(local: bool):
-    """For ranks on one machine, gloo listens on the loopback interface only.
-
-    gloo picks its interface from ``GLOO_SOCKET_IFNAME`` when it builds the
-    group (a user's setting wins); the variable is put back afterwards.
-    """
-    name = next((n for _, n in socket.if_nameindex() if n.startswith("lo")), None) \
-        if local and "GLOO_SOCKET_IFNAME" not in os.environ else None
-    if name is None:
-        yield
-        return
-    os.environ["GLOO_SOCKET_IFNAME"] = name
-    try:
-        yield
-    finally:
-        os.environ.pop("GLOO_SOCKET_IFNAME", None)
+    return choice.describe()
 
 
 def teardown(gid):

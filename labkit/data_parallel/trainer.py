@@ -148,6 +148,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         return self._loads.bucket_shares
 
     @property
+    def interfaces(self) -> list[str]:
+        """Per Dask replica: the network interface its process group uses (``[]`` in-process)."""
+        return list(self._group.interfaces) if self._group is not None else []
+
+    @property
     def bucket_steps(self) -> dict:
         """The steps taken with each bucket key so far."""
         return dict(self._reporter.bucket_steps)

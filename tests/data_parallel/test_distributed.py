@@ -278,6 +278,7 @@ def test_a_local_group_listens_on_loopback_only_and_removes_its_store(dask_sched
     model = mlp()
     with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
         group.step(*batch(1), COUNTS)
+        assert group.interfaces == ["lo 127.0.0.1 (GLOO_SOCKET_IFNAME=lo, chosen by labkit)"] * 2
         store = group._store_dir
         assert store is not None and os.path.isdir(store)
         listening = {c.laddr.ip for pid in pids
