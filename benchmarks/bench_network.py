@@ -9,9 +9,10 @@ namespace) and shapes every host's link alike (``tests/multihost/shaping.py``:
 ``netem``): unshaped, then 1 Gbit/s and 0.5 ms each way, then 100 Mbit/s and
 5 ms.  On each network it runs, alternating, with medians:
 
-* the core PCA flow on chunks **from the client** (big chunks go straight to a
-  worker), on **small client chunks** (they travel inside the task graph,
-  through the scheduler), and on chunks **generated on the workers** (a Dask
+* the core PCA flow on chunks **from the client** (scattered straight to a
+  worker), on **small client chunks** both scattered (labkit's default on
+  other hosts, from 64 KiB) and inside the task graph (through the scheduler:
+  the default on one machine, below 1 MiB), and on chunks **generated on the workers** (a Dask
   array), the last with the forks joined **on the workers** (the default) and
   **on the client** (one fork a chunk comes back);
 * the Dask trainer (one replica per worker host, gloo across the hosts) for a
@@ -19,7 +20,8 @@ namespace) and shapes every host's link alike (``tests/multihost/shaping.py``:
 
 Bytes come from the bridge's port counters: what the client sent and
 received, and what crossed between the worker hosts (the gradient
-reduction), divided by chunks or steps.  Prints a table; asserts nothing.
+reduction), divided by chunks or steps; the scheduler column is what its
+host sent and received.  Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -53,30 +55,51 @@ SEED = 7
 # -- traffic ---------------------------------------------------------------------------------
 
 class Traffic:
-    """Bytes through the bridge's ports: per host, what it sent and what it received."""
+    """Bytes through the bridge's ports, and counted between the worker hosts.
+
+    The bridge's port of a host receives what the host sends and sends what it
+    receives.  Traffic from one worker host to another is counted by an
+    iptables rule in the sender's namespace (no target: it only counts).
+    """
 
     def __init__(self, cluster):
         self.cluster = cluster
         self.ports = {"client": "root", **{f"host{h}": f"h{h}" for h in cluster.hosts}}
+        self.workers = [h for h in cluster.hosts if h]
+        for h in self.workers:
+            for peer in self.workers:
+                if peer != h:
+                    self._iptables(h, "-A", "OUTPUT", "-d", f"{cluster.address(peer)}/32",
+                                   "-m", "comment", "--comment", "labkit-bench")
+
+    def _iptables(self, host, *args) -> str:
+        return subprocess.run(["ip", "netns", "exec", self.cluster.namespace(host),
+                               "iptables-legacy", "-w", *args], capture_output=True, text=True,
+                              check=True).stdout
+
+    def _among_workers(self) -> int:
+        total = 0
+        for h in self.workers:
+            for line in self._iptables(h, "-L", "OUTPUT", "-v", "-x", "-n").splitlines():
+                if "labkit-bench" in line:
+                    total += int(line.split()[1])
+        return total
 
     def read(self) -> dict[str, tuple[int, int]]:
-        """``{name: (sent, received)}`` by each end, from the switch side of its link."""
+        """``{name: (sent, received)}`` by each end, and ``workers``: (sent to each other, 0)."""
         out = subprocess.run(["ip", "-s", "-j", "-n", self.cluster.switch_ns, "link", "show"],
                              capture_output=True, text=True, check=True).stdout
         stats = {link["ifname"]: link["stats64"] for link in json.loads(out)}
-        # the switch port receives what its host sends, and sends what its host receives
-        return {name: (stats[port]["rx"]["bytes"], stats[port]["tx"]["bytes"])
-                for name, port in self.ports.items()}
+        counts = {name: (stats[port]["rx"]["bytes"], stats[port]["tx"]["bytes"])
+                  for name, port in self.ports.items()}
+        counts["workers"] = (self._among_workers(), 0)
+        return counts
 
     def between(self, before, after) -> dict[str, float]:
-        """Bytes client -> cluster, cluster -> client, and between the worker hosts."""
+        """Bytes client -> cluster, cluster -> client, between the workers, at the scheduler."""
         d = {k: (after[k][0] - before[k][0], after[k][1] - before[k][1]) for k in after}
-        workers = [k for k in d if k not in ("client", "host0")]
-        into_workers = sum(d[k][1] for k in workers)
-        # what the worker hosts received that neither the client nor the scheduler sent
-        among = max(0, into_workers - d["client"][0] - d["host0"][0])
         return {"client_out": d["client"][0], "client_in": d["client"][1],
-                "workers": among, "scheduler": d["host0"][0] + d["host0"][1]}
+                "workers": d["workers"][0], "scheduler": d["host0"][0] + d["host0"][1]}
 
 
 # -- the flow --------------------------------------------------------------------------------
@@ -96,13 +119,17 @@ def worker_array(cfg):
     return da.concatenate(blocks, axis=0)
 
 
-def flow_variants(s, cfg) -> dict:
-    """name -> (train function, chunk bytes); each trains a fresh PCA flow."""
+def flow_variants(s, cfg, graph=None) -> dict:
+    """name -> (train function, chunk bytes); each trains a fresh PCA flow.
+
+    ``graph``: a scheduler on the same cluster with ``direct_bytes=2**20`` (the
+    default on one machine), so small chunks travel inside the task graph.
+    """
     import labkit as lk
 
-    def train(source, **kw):
+    def train(source, scheduler=s, **kw):
         flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=20)])
-        flow.train([source], scheduler=s, **kw)
+        flow.train([source], scheduler=scheduler, **kw)
         return flow
 
     big = lambda: (make_chunk(i, cfg["rows"], cfg["dim"]) for i in range(cfg["n_chunks"]))
@@ -111,8 +138,10 @@ def flow_variants(s, cfg) -> dict:
     nbytes = cfg["rows"] * cfg["dim"] * 8
     return {
         "client chunks (scattered to a worker)": (lambda: train(big()), nbytes),
-        "small client chunks (in the task graph)":
+        "small client chunks (scattered, 64 KiB up)":
             (lambda: train(small()), cfg["small_rows"] * cfg["dim"] * 8),
+        "small client chunks (in the task graph)":
+            (lambda: train(small(), scheduler=graph or s), cfg["small_rows"] * cfg["dim"] * 8),
         "generated on the workers, join on workers": (lambda: train(worker_array(cfg)), nbytes),
         "generated on the workers, join on client":
             (lambda: train(worker_array(cfg), join="client"), nbytes),
@@ -171,9 +200,9 @@ def trainer_steps(s, cfg, data, traffic) -> tuple[float, dict, float]:
 
 # -- running ---------------------------------------------------------------------------------
 
-def run_network(cluster, s, cfg, traffic) -> dict:
+def run_network(cluster, s, graph, cfg, traffic) -> dict:
     """Every variant on the network as it is shaped now: name -> (median s, bytes/chunk)."""
-    variants = flow_variants(s, cfg)
+    variants = flow_variants(s, cfg, graph)
     times = {name: [] for name in variants}
     moved = {}
     for r in range(cfg["reps"]):
@@ -237,14 +266,16 @@ def main(argv=None) -> None:
           f"{os.getloadavg()[0]:.2f}; PCA on {cfg['n_chunks']} chunks of {cfg['rows']}x"
           f"{cfg['dim']} float64; MLP {cfg['dim']}-{cfg['hidden']}-10, batches of "
           f"{cfg['batch']}")
-    with NetnsCluster(n_workers=2) as cluster, lk.DaskScheduler(cluster.scheduler_address) as s:
+    with NetnsCluster(n_workers=2) as cluster, \
+            lk.DaskScheduler(cluster.scheduler_address) as s, \
+            lk.DaskScheduler(cluster.scheduler_address, direct_bytes=2**20) as graph:
         traffic = Traffic(cluster)
         ends = [(cluster.namespace(h), "eth0") for h in cluster.hosts] + \
                [(None, cluster.root_veth().host_if)]
         flow_variants(s, dict(cfg, n_chunks=2))["client chunks (scattered to a worker)"][0]()
         for label, rate, delay in NETWORKS[:args.networks]:
             with shaped_links(ends, rate_bit=rate, delay_s=delay) if rate else _nothing():
-                report(label, run_network(cluster, s, cfg, traffic), cfg)
+                report(label, run_network(cluster, s, graph, cfg, traffic), cfg)
     print(f"\nload average now {os.getloadavg()[0]:.2f}")
 
 

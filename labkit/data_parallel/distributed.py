@@ -36,7 +36,6 @@ import uuid
 
 import cloudpickle
 import torch
-from distributed import wait
 from distributed.comm import get_address_host
 
 from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
@@ -49,6 +48,9 @@ from .interfaces import check_reach
 __all__ = ["DaskReplicaGroup"]
 
 _SCATTER_BYTES = 2**20  # bigger shares of a batch go straight to their worker
+# On workers of other hosts a share in the task graph crosses the network twice (client to
+# scheduler, scheduler to worker): from this size on it goes straight to its worker.
+_REMOTE_SCATTER_BYTES = 2**16
 _GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
 
 # ---------------------------------------------------------------- client side
@@ -74,6 +76,19 @@ def _choose_workers(client, workers):
     if len(set(names)) != len(names) or not names:
         raise InputError(f"workers must be distinct and at least one: {names}")
     return names, all(a in gpu for a in names)
+
+
+def _wait_all(futures, timeout: float) -> None:
+    """Wait until every future is done, on the futures' own client; TimeoutError if not.
+
+    ``distributed.wait`` uses the process's default client, the newest one: with a
+    second client open (a second scheduler), it never saw the steps end before its
+    timeout, and every step took a second.
+    """
+    deadline = time.monotonic() + timeout
+    for f in futures:
+        if not f.done():
+            f.exception(timeout=max(1e-3, deadline - time.monotonic()))
 
 
 def _payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
@@ -149,6 +164,9 @@ class DaskReplicaGroup:
         self._sum = getattr(loss_fn, "reduction", "mean") == "sum"
         payload = _payload(model, loss_fn, optimizer, bucket_model)
         hosts = [get_address_host(a) for a in self.names]
+        self._scatter_bytes = _SCATTER_BYTES if all(
+            _is_ip(h) and ipaddress.ip_address(h).is_loopback for h in hosts) \
+            else _REMOTE_SCATTER_BYTES
         # the k-th chosen worker on a host takes that host's k-th GPU
         local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
                  for r, h in enumerate(hosts)]
@@ -197,9 +215,9 @@ class DaskReplicaGroup:
         if t is None:
             return None
         t = t.detach().clone()
-        if t.element_size() * t.numel() < _SCATTER_BYTES:
+        if t.element_size() * t.numel() < self._scatter_bytes:
             return t
-        return self._client.scatter(t, workers=[self.names[rank]], hash=False)
+        return self._client.scatter(t, workers=[self.names[rank]], hash=False, direct=True)
 
     def _run(self, futures, what, collective=False, ranks=None):
         """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
@@ -210,7 +228,7 @@ class DaskReplicaGroup:
         try:
             while True:
                 try:
-                    wait(futures, timeout=1.0)
+                    _wait_all(futures, timeout=1.0)
                     self._check_batch(what, collective)
                     break
                 except (TimeoutError, asyncio.TimeoutError):  # distinct before Python 3.11

@@ -53,7 +53,7 @@ def _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct
         check_address(address)
     check_limit("max_in_flight", max_in_flight)
     check_limit("max_bytes_in_flight", max_bytes_in_flight)
-    check_limit("direct_bytes", direct_bytes, allow_none=False)
+    check_limit("direct_bytes", direct_bytes)
 
 
 class DaskScheduler(Scheduler):
@@ -80,10 +80,13 @@ class DaskScheduler(Scheduler):
     max_bytes_in_flight : int, optional
         Most bytes of client-side chunks held by open tasks (128 MiB by default),
         so a stream of big chunks trains in bounded client memory.
-    direct_bytes : int
+    direct_bytes : int, optional
         On worker processes, chunks of at least this many bytes go straight to
         a worker (scattered) instead of inside the task graph; they are sent
-        again if their worker is lost before the task is done.
+        again if their worker is lost before the task is done.  By default
+        1 MiB, or 64 KiB where some worker is on another host: a chunk in the
+        task graph crosses the network twice (client to scheduler, scheduler
+        to worker).
     connect_timeout : float, optional
         Seconds to wait for the scheduler at ``address`` (10 by default, or the
         ``LABKIT_CONNECT_TIMEOUT`` environment variable): one that does not
@@ -117,7 +120,7 @@ class DaskScheduler(Scheduler):
     def __init__(self, address: str | None = None, *, client=None, mode: str = "auto",
                  n_workers: int | None = None, threads_per_worker: int | None = None,
                  max_in_flight: int | None = None, max_bytes_in_flight: int | None = None,
-                 result_container=None, direct_bytes: int = 2**20, report_starts: bool = True,
+                 result_container=None, direct_bytes: int | None = None, report_starts: bool = True,
                  shared_memory: bool | None = None, connect_timeout: float | None = None,
                  **cluster_kwargs):
         from distributed import Client, as_completed
@@ -156,7 +159,7 @@ class DaskScheduler(Scheduler):
         self._shared = SharedChunks()
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
                          max_bytes_in_flight)
-        self.direct_bytes = direct_bytes
+        self.direct_bytes = direct_bytes or _direct_bytes(nthreads)
         self._pending: dict[str, OpenTask] = {}   # future key -> its task
         self._pending_lock = threading.Lock()
         self._completed = as_completed(loop=self.client.loop)
@@ -448,6 +451,15 @@ class DaskScheduler(Scheduler):
         if self._blas_hold is not None:
             self._blas_hold.__exit__(None, None, None)
         self._shared.drop_all()
+
+
+def _direct_bytes(nthreads: dict) -> int:
+    """The default ``direct_bytes``: lower where a worker is on another host."""
+    from distributed.comm import get_address_host
+    local = ("127.0.0.1", "localhost", "::1")
+    remote = any(not a.startswith("inproc://") and get_address_host(a) not in local
+                 for a in nthreads)
+    return 2**16 if remote else 2**20
 
 
 def _task_of(key: str) -> int | None:

@@ -19,7 +19,7 @@ def test_network_benchmark_runs_quick_and_counts_the_bytes(netns_rights):
         rows = {m.group(1).strip(): [float(v) for v in m.group(2).split()]
                 for m in re.finditer(r"^  (client chunks.*?|small.*?|generated.*?)\s+"
                                      r"[0-9.]+s\s+(.*)$", section, re.M)}
-        assert len(rows) == 4, section
+        assert len(rows) == 5, section
         out, _, _, _, chunk = rows["client chunks (scattered to a worker)"]
         assert chunk <= out < 1.3 * chunk, section        # each chunk crossed once
         out, _, _, _, chunk = rows["generated on the workers, join on workers"]

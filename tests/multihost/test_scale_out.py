@@ -41,8 +41,11 @@ def worker_addresses(multihost) -> set[str]:
 def test_a_flow_trains_and_executes_on_the_hosts_exactly_as_serial(multihost, remote,
                                                                    recorder):
     remote.subscribe(recorder)
+    # a chunk in the task graph would cross the network twice: from 64 KiB on they are
+    # scattered straight to a worker (1 MiB on one machine)
+    assert remote.direct_bytes == 2**16
     small = [X[i * 100:(i + 1) * 100] for i in range(8)]
-    big = [np.repeat(c, 20, axis=0) for c in small[:3]]   # ~1 MiB each: scattered to a worker
+    big = [np.repeat(c, 20, axis=0) for c in small[:3]]   # scattered to a worker
     flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
     flow.train([small + big], scheduler=remote)
     serial = lk.Flow([lk.nodes.PCA(output_dim=3)])

@@ -86,3 +86,10 @@ def test_unpicklable_callable_is_a_clear_error(dask_scheduler):
     lock = threading.Lock()
     with pytest.raises(lk.SchedulerError, match="could not ship"):
         dask_scheduler.add_task(1, lambda x, lock=lock: x)
+
+
+def test_chunks_go_straight_to_a_worker_from_1_mib_on_this_machine(cluster):
+    with lk.DaskScheduler(cluster.scheduler_address) as s:
+        assert s.direct_bytes == 2**20      # on other hosts 64 KiB (tests/multihost)
+    with lk.DaskScheduler(cluster.scheduler_address, direct_bytes=5000) as s:
+        assert s.direct_bytes == 5000

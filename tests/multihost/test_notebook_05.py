@@ -1,0 +1,32 @@
+"""Notebook 05 against the namespace cluster: DASK_SCHEDULER_ADDRESS instead of its own."""
+
+import ast
+import re
+
+import pytest
+
+from tests.notebooks.run import execute, figure, text
+
+
+@pytest.mark.timeout(300)
+def test_scale_out_notebook_on_other_hosts(multihost, monkeypatch):
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", multihost.scheduler_address)
+    nb = execute("05-scale-out.ipynb")
+    out = text(nb)
+    assert f"using the existing cluster at {multihost.scheduler_address}" in out
+    assert "scheduler pid:" not in out                  # it started nothing
+    assert figure(nb, "workers connected:") == 2
+    assert "run status: finished" in out
+    assert figure(nb, "test accuracy:") > 0.9
+    ran = ast.literal_eval(re.search(r"workers that ran tasks: (\[.*\])", out).group(1))
+    assert sorted(ran) == ["host1", "host2"], ran
+    bound = dict(re.findall(r"replica on (\S+): process group on (.*)", out))
+    assert set(bound) == {multihost.worker_address(h) for h in (1, 2)}, bound
+    for worker, interface in bound.items():
+        host = worker.split("://")[1].rsplit(":", 1)[0]
+        assert interface == f"eth0 {host} (GLOO_SOCKET_IFNAME=eth0, chosen by labkit)"
+    steps = re.search(r"data-parallel steps: (\d+), loss ([0-9.]+) -> ([0-9.]+)", out)
+    assert steps and float(steps.group(3)) < 0.8 * float(steps.group(2)), out[-2000:]
+    assert figure(nb, "workers still on the cluster:") == 2   # labkit left it running
+    with multihost.client() as client:
+        assert len(client.scheduler_info()["workers"]) == 2
