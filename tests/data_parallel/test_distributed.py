@@ -332,17 +332,3 @@ def test_scheduler_cancel_reaches_the_replicas_on_the_workers(dask_scheduler):
     finally:
         group.close()
 
-
-def test_waiting_on_steps_is_not_fooled_by_a_second_client(dask_scheduler, cluster):
-    """distributed.wait uses the newest client, which heard of the end about 2 s late.
-
-    The group polls every second, so each step took a second; a wait for a 0.1 s
-    task on the task's own client is over well within 1.5 s.
-    """
-    import time as _time
-    from distributed import Client
-    from labkit.data_parallel.distributed import _wait_all
-    with Client(cluster.scheduler_address):         # now the process's default client
-        future = dask_scheduler.client.submit(_time.sleep, 0.1, pure=False)
-        _wait_all([future], timeout=1.5)            # a TimeoutError here was the bug
-        assert future.done()
