@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import ipaddress
 import os
 import shutil
 import tempfile
@@ -41,6 +40,7 @@ from distributed.comm import get_address_host
 from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
                       WorkerLostError)
 from ..events import TaskInfo
+from ..scheduling.connect import on_loopback
 from . import replica_worker as w
 from .guards import NonFiniteLossError
 from .interfaces import check_reach
@@ -54,14 +54,6 @@ _REMOTE_SCATTER_BYTES = 2**16
 _GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
 
 # ---------------------------------------------------------------- client side
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-        return True
-    except ValueError:
-        return False
-
 
 def _choose_workers(client, workers):
     """``(addresses in rank order, whether all are GPU workers)``."""
@@ -164,9 +156,8 @@ class DaskReplicaGroup:
         self._sum = getattr(loss_fn, "reduction", "mean") == "sum"
         payload = _payload(model, loss_fn, optimizer, bucket_model)
         hosts = [get_address_host(a) for a in self.names]
-        self._scatter_bytes = _SCATTER_BYTES if all(
-            _is_ip(h) and ipaddress.ip_address(h).is_loopback for h in hosts) \
-            else _REMOTE_SCATTER_BYTES
+        self._local = on_loopback(self.names)
+        self._scatter_bytes = _SCATTER_BYTES if self._local else _REMOTE_SCATTER_BYTES
         # the k-th chosen worker on a host takes that host's k-th GPU
         local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
                  for r, h in enumerate(hosts)]
@@ -193,8 +184,7 @@ class DaskReplicaGroup:
         so a cluster on 127.0.0.1 (the embedded one) meets through a file in a
         private temporary folder instead and opens no socket beyond loopback.
         """
-        local = all(_is_ip(h) and ipaddress.ip_address(h).is_loopback for h in hosts)
-        if self.rendezvous == "file" or (self.rendezvous == "auto" and local):
+        if self.rendezvous == "file" or (self.rendezvous == "auto" and self._local):
             self._store_dir = tempfile.mkdtemp(prefix="labkit-dist-")
             return "file://" + os.path.join(self._store_dir, "store")
         port = self._run([self._submit(0, w.free_port, hosts[0])], "set-up")[0]

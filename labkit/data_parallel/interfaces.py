@@ -206,14 +206,16 @@ def check_reach(group, hosts: list[str], store_host: str | None) -> None:
     problems = [(r, *f) for r in ranks for f in failed[r]]
     if problems:
         raise _unreachable(group, [o["binding"] for o in opened], problems,
-                           sum(map(len, targets)), store_host)
+                           sum(map(len, targets)))
 
 
-def _unreachable(group, bindings, problems, tried, store_host) -> SchedulerError:
+def _unreachable(group, bindings, problems, tried) -> SchedulerError:
     """The error for ranks that cannot connect: who, where, and the setting to use."""
+    def what(p, address):  # the peer's own listening address, or rank 0's store only
+        return bindings[p].describe() if address == bindings[p].address \
+            else "the rendezvous store"
     lines = [f"rank {r} (worker {group.names[r]}) cannot connect to rank {p} at "
-             f"{address}:{port}, {'the rendezvous store' if address == store_host else ''}"
-             f"{'' if address == store_host else bindings[p].describe()}: {error}"
+             f"{address}:{port}, {what(p, address)}: {error}"
              for r, p, address, port, error in problems]
     variable = VARIABLES.get(group.backend, "the backend's interface variable")
     advice = (f"each rank must listen on an address its peers can reach: set {variable} on "

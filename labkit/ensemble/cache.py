@@ -35,6 +35,7 @@ import warnings
 import numpy as np
 
 from ..errors import InputError
+from ..scheduling.connect import on_loopback
 
 __all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
 
@@ -104,8 +105,7 @@ def choose_mode(scheduler, mode: str) -> str:
     client = getattr(scheduler, "client", None)
     if client is None or getattr(scheduler, "in_process", False):
         return "memory"  # in-process: tasks read the arrays by reference
-    hosts = {a.split("://")[-1].rsplit(":", 1)[0] for a in client.scheduler_info()["workers"]}
-    return "memmap" if hosts <= {"127.0.0.1", "localhost", "[::1]"} else "memory"
+    return "memmap" if on_loopback(client.scheduler_info()["workers"]) else "memory"
 
 
 @contextlib.contextmanager

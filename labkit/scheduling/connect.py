@@ -27,7 +27,7 @@ import re
 from ..errors import InputError, SchedulerError
 
 __all__ = ["CONNECT_TIMEOUT", "check_address", "check_client", "check_limit",
-           "connect_timeout", "connect"]
+           "connect_timeout", "connect", "on_loopback"]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
@@ -66,6 +66,28 @@ def check_client(client):
         raise SchedulerError(f"the client given is {client.status}; open a new one",
                              argument="client")
     return client
+
+
+def on_loopback(addresses) -> bool:
+    """Whether every Dask address is on this machine's loopback (or in this process).
+
+    >>> on_loopback(["tcp://127.0.0.1:4000", "inproc://10.0.0.5/1/2", "tcp://localhost:1"])
+    True
+    >>> on_loopback(["tcp://127.0.0.1:4000", "tcp://10.0.0.5:4000"])
+    False
+    """
+    import ipaddress
+    from distributed.comm import get_address_host
+
+    def local(address: str) -> bool:
+        if address.startswith("inproc://"):
+            return True
+        host = get_address_host(address)
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return host == "localhost"
+    return all(map(local, addresses))
 
 
 def check_limit(name: str, value, allow_none: bool = True) -> None:

@@ -28,7 +28,7 @@ from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
 from .blas import one_blas_thread
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
-from .connect import check_address, check_client, check_limit, connect
+from .connect import check_address, check_client, check_limit, connect, on_loopback
 from .offload import OffloadPool
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
@@ -455,11 +455,7 @@ class DaskScheduler(Scheduler):
 
 def _direct_bytes(nthreads: dict) -> int:
     """The default ``direct_bytes``: lower where a worker is on another host."""
-    from distributed.comm import get_address_host
-    local = ("127.0.0.1", "localhost", "::1")
-    remote = any(not a.startswith("inproc://") and get_address_host(a) not in local
-                 for a in nthreads)
-    return 2**16 if remote else 2**20
+    return 2**20 if on_loopback(nthreads) else 2**16
 
 
 def _task_of(key: str) -> int | None:
