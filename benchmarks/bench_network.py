@@ -27,7 +27,7 @@ host sent and received.  Prints a table; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import copy
+import contextlib
 import json
 import os
 import platform
@@ -274,17 +274,11 @@ def main(argv=None) -> None:
                [(None, cluster.root_veth().host_if)]
         flow_variants(s, dict(cfg, n_chunks=2))["client chunks (scattered to a worker)"][0]()
         for label, rate, delay in NETWORKS[:args.networks]:
-            with shaped_links(ends, rate_bit=rate, delay_s=delay) if rate else _nothing():
+            shaping = shaped_links(ends, rate_bit=rate, delay_s=delay) if rate \
+                else contextlib.nullcontext()
+            with shaping:
                 report(label, run_network(cluster, s, graph, cfg, traffic), cfg)
     print(f"\nload average now {os.getloadavg()[0]:.2f}")
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

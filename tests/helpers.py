@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 
 import numpy as np
@@ -169,3 +170,25 @@ class PythonMoments(lk.Node):
     def _join(self, forked):
         if forked.total is not None:
             self.total = forked.total if self.total is None else self.total + forked.total
+
+
+class StartCounter:
+    """A subscriber that passes every event to ``recorder`` and counts task starts.
+
+    ``wait(n)`` returns once ``n`` tasks have started (a test then kills a worker).
+    """
+
+    def __init__(self, recorder):
+        from labkit.events import TaskStarted
+        self._recorder, self._kind = recorder, TaskStarted
+        self._started = threading.Semaphore(0)
+
+    def __call__(self, event):
+        self._recorder(event)
+        if isinstance(event, self._kind):
+            self._started.release()
+
+    def wait(self, n: int, timeout: float = 60) -> None:
+        """Block until ``n`` more tasks started; fail the test after ``timeout`` s each."""
+        for _ in range(n):
+            assert self._started.acquire(timeout=timeout), "no task started in time"

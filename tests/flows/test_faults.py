@@ -6,7 +6,6 @@ held chunks.
 
 import os
 import signal
-import threading
 
 import numpy as np
 import pytest
@@ -33,20 +32,13 @@ def test_killing_a_worker_mid_phase(own_cluster, recorder, direct_bytes):
     Scattered chunks die with their worker; the scheduler must send them again.
     """
     data = [X[i * 75:(i + 1) * 75] for i in range(16)]
-    n_started = threading.Semaphore(0)
-
-    def on_event(event):
-        recorder(event)
-        if isinstance(event, TaskStarted):
-            n_started.release()
-
+    starts = helpers.StartCounter(recorder)
     with lk.DaskScheduler(own_cluster.scheduler_address, direct_bytes=direct_bytes) as s:
-        s.subscribe(on_event)
+        s.subscribe(starts)
         pids = s.client.run(os.getpid)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
         run = flow.train([data], scheduler=s, wait=False, join="client")
-        for _ in range(4):  # some tasks have started on both workers
-            assert n_started.acquire(timeout=60)
+        starts.wait(4)  # some tasks have started on both workers
         victim_address, victim_pid = sorted(pids.items())[0]
         os.kill(victim_pid, signal.SIGKILL)
         run.result(timeout=120)

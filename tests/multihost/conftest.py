@@ -8,22 +8,18 @@ so that CI cannot silently stop running them.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
+from tests.multihost.iproute import skip_or_fail
 from tests.multihost.netns import NetnsCluster, available
 
 
 def _require_multihost() -> None:
     """Skip (or fail, under LABKIT_REQUIRE_MULTIHOST=1) where namespaces cannot be made."""
     ok, why = available()
-    if ok:
-        return
-    reason = f"multi-host tests need root and network namespaces (ip netns): {why}"
-    if os.environ.get("LABKIT_REQUIRE_MULTIHOST") == "1":
-        pytest.fail(f"{reason} (LABKIT_REQUIRE_MULTIHOST=1 requires them)", pytrace=False)
-    pytest.skip(reason)
+    if not ok:
+        skip_or_fail(f"multi-host tests need root and network namespaces (ip netns): {why}")
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +58,9 @@ def make_multihost():
 
 
 @pytest.fixture
-def netns_rights():
-    """Nothing started: only the skip (or failure) where namespaces cannot be made."""
+def shaping_rights():
+    """Nothing started: the skip (or failure) where namespaces or link shaping cannot be made."""
     _require_multihost()
+    from tests.multihost.shaping import missing_tools
+    if missing_tools():
+        skip_or_fail("link shaping needs " + ", ".join(missing_tools()))

@@ -77,3 +77,11 @@ def pick_subnet() -> ipaddress.IPv4Network:
         if not any(candidate.overlaps(net) for net in used):
             return candidate
     raise NetnsError(f"no free 10.213.x.0/24 subnet; in use: {used}")
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip the test for ``reason``, or fail it under ``LABKIT_REQUIRE_MULTIHOST=1`` (CI)."""
+    import pytest
+    if os.environ.get("LABKIT_REQUIRE_MULTIHOST") == "1":
+        pytest.fail(f"{reason} (LABKIT_REQUIRE_MULTIHOST=1 requires them)", pytrace=False)
+    pytest.skip(reason)

@@ -8,7 +8,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_network_benchmark_runs_quick_and_counts_the_bytes(netns_rights):
+def test_network_benchmark_runs_quick_and_counts_the_bytes(shaping_rights):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_network.py"),
                            "--quick"], capture_output=True, text=True, timeout=280, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

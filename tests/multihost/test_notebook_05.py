@@ -6,6 +6,7 @@ import re
 import pytest
 
 from tests.notebooks.run import execute, figure, text
+from tests.notebooks.test_05_scale_out import check_data_parallel
 
 
 @pytest.mark.timeout(300)
@@ -20,13 +21,9 @@ def test_scale_out_notebook_on_other_hosts(multihost, monkeypatch):
     assert figure(nb, "test accuracy:") > 0.9
     ran = ast.literal_eval(re.search(r"workers that ran tasks: (\[.*\])", out).group(1))
     assert sorted(ran) == ["host1", "host2"], ran
-    bound = dict(re.findall(r"replica on (\S+): process group on (.*)", out))
-    assert set(bound) == {multihost.worker_address(h) for h in (1, 2)}, bound
-    for worker, interface in bound.items():
-        host = worker.split("://")[1].rsplit(":", 1)[0]
-        assert interface == f"eth0 {host} (GLOO_SOCKET_IFNAME=eth0, chosen by labkit)"
-    steps = re.search(r"data-parallel steps: (\d+), loss ([0-9.]+) -> ([0-9.]+)", out)
-    assert steps and float(steps.group(3)) < 0.8 * float(steps.group(2)), out[-2000:]
+    hosts = {multihost.worker_address(h): multihost.address(h) for h in (1, 2)}
+    check_data_parallel(out, lambda worker: f"eth0 {hosts[worker]} "
+                                            "(GLOO_SOCKET_IFNAME=eth0, chosen by labkit)")
     assert figure(nb, "workers still on the cluster:") == 2   # labkit left it running
     with multihost.client() as client:
         assert len(client.scheduler_info()["workers"]) == 2

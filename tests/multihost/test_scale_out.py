@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import copy
 import os
-import re
-import threading
 import time
 import urllib.request
 
@@ -22,6 +20,7 @@ import labkit as lk
 from labkit.errors import SchedulerError
 from labkit.events import NodeJoined, TaskFinished, TaskStarted
 from tests import helpers
+from tests.data_parallel.models import batch, mlp, sgd
 from tests.flows.cases import X
 
 pytestmark = pytest.mark.timeout(300)
@@ -58,25 +57,13 @@ def test_a_flow_trains_and_executes_on_the_hosts_exactly_as_serial(multihost, re
     np.testing.assert_allclose(out, serial.execute(X[:400]), rtol=1e-10)
 
 
-def mlp():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3)).double()
-
-
-def batch(seed, rows=8):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(rows, 6, generator=g, dtype=torch.float64),
-            torch.randn(rows, 3, generator=g, dtype=torch.float64))
-
-
 def test_the_dask_trainer_reduces_across_hosts_with_no_setting(multihost, remote):
     assert not any(os.environ.get(v) for v in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"))
     model = mlp()
     reference = copy.deepcopy(model)
-    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = sgd(reference)
     started = time.monotonic()
-    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss,
-                                     torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, sgd(model),
                                      scheduler=remote, work_load=[3, 5])
     try:
         setup = time.monotonic() - started
@@ -85,7 +72,7 @@ def test_the_dask_trainer_reduces_across_hosts_with_no_setting(multihost, remote
             host = name.split("://")[1].rsplit(":", 1)[0]
             assert bound == f"eth0 {host} (GLOO_SOCKET_IFNAME=eth0, chosen by labkit)", bound
         for seed in range(3):
-            x, y = batch(seed)
+            x, y = batch(n=8, seed=seed)
             loss = trainer.step(x, y)
             ref_opt.zero_grad()
             expected = nn.functional.mse_loss(reference(x), y)
@@ -184,19 +171,12 @@ def test_the_dashboard_shows_the_hosts_workers(multihost, remote):
 def test_a_host_lost_mid_phase_trains_every_chunk_exactly_once(make_multihost, recorder):
     cluster = make_multihost(n_workers=2)
     data = [X[i * 75:(i + 1) * 75] for i in range(16)]
-    started = threading.Semaphore(0)
-
-    def on_event(event):
-        recorder(event)
-        if isinstance(event, TaskStarted):
-            started.release()
-
+    starts = helpers.StartCounter(recorder)
     with lk.DaskScheduler(cluster.scheduler_address) as s:
-        s.subscribe(on_event)
+        s.subscribe(starts)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
         run = flow.train([data], scheduler=s, wait=False, join="client")
-        for _ in range(4):
-            assert started.acquire(timeout=60)
+        starts.wait(4)
         victim = cluster.worker_address(1)
         cluster.kill_worker(1)
         run.result(timeout=120)

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.multihost import shaping
+from tests.multihost.iproute import skip_or_fail
 
 PORT, UDP_PORT = 5301, 5302
 PEER = r'''
@@ -169,12 +170,8 @@ def peer_run(ns: str, mode: str, *args) -> dict:
 def require_shaping() -> None:
     """Skip (or fail, under LABKIT_REQUIRE_MULTIHOST=1) where shaping cannot run."""
     missing = shaping.missing_tools()
-    if not missing:
-        return
-    reason = "link shaping tests need " + ", ".join(missing)
-    if os.environ.get("LABKIT_REQUIRE_MULTIHOST") == "1":
-        pytest.fail(f"{reason} (LABKIT_REQUIRE_MULTIHOST=1 requires them)", pytrace=False)
-    pytest.skip(reason)
+    if missing:
+        skip_or_fail("link shaping tests need " + ", ".join(missing))
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from tests.browser import CHROMIUM, chromium, screenshot
-from tests.views.jupyterlab import JUPYTER, jupyter_lab
+from tests.browser import chromium, screenshot
+from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, cell_output_text,
                                          kernel_processes, open_notebook, phase_labels,
                                          run_all_cells, shut_down_kernels, wait_for)
@@ -28,8 +28,7 @@ from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, c
 from .run import NOTEBOOKS
 from .test_jupyterlab_notebooks import DEVICE_LOADS
 
-pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
-              pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+pytestmark = NEEDS_BROWSER
 
 NAME = "01-parallel-flows.ipynb"
 RUN_CELL, PLOT_CELL, LAST_CELL = 3, 8, 9

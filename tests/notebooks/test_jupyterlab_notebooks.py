@@ -17,15 +17,14 @@ import time
 
 import pytest
 
-from tests.browser import CHROMIUM, chromium, screenshot
-from tests.views.jupyterlab import JUPYTER, jupyter_lab
+from tests.browser import chromium, screenshot
+from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
 
 from .run import NOTEBOOKS
 
-pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
-              pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+pytestmark = NEEDS_BROWSER
 
 DEVICE_LOADS = """() => {
   // Column lengths of every device-load source BokehJS holds in the page.

@@ -2,13 +2,11 @@
 
 import os
 import signal
-import threading
 
 import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.events import TaskStarted
 from labkit.scheduling.shared import SHARE_BYTES, SharedChunk, unlink
 from tests import helpers
 from tests.flows.cases import X
@@ -110,20 +108,13 @@ def test_training_through_shared_memory_survives_a_killed_worker(recorder):
     """Segments stay with the client: a lost worker's chunks go again under the same names."""
     data = [X[i * 75:(i + 1) * 75].repeat(20, axis=0) for i in range(16)]   # 72 KiB chunks
     assert all(c.nbytes >= SHARE_BYTES for c in data)
-    started = threading.Semaphore(0)
-
-    def on_event(event):
-        recorder(event)
-        if isinstance(event, TaskStarted):
-            started.release()
-
+    starts = helpers.StartCounter(recorder)
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
-        s.subscribe(on_event)
+        s.subscribe(starts)
         pids = s.client.run(os.getpid)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
         run = flow.train([data], scheduler=s, wait=False)
-        for _ in range(4):
-            assert started.acquire(timeout=60)
+        starts.wait(4)
         os.kill(sorted(pids.values())[0], signal.SIGKILL)
         run.result(timeout=120)
         assert len(s._shared) == 0

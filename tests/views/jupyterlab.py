@@ -33,6 +33,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 JUPYTER = os.path.join(os.path.dirname(sys.executable), "jupyter")
 
 
+def _needs_browser() -> list:
+    """The marks of a test that drives JupyterLab in Chromium: skipped where either is missing."""
+    import pytest
+    from tests.browser import CHROMIUM
+    return [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
+            pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+
+
+#: ``pytestmark`` of the JupyterLab browser tests.
+NEEDS_BROWSER = _needs_browser()
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

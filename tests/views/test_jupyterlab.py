@@ -22,15 +22,14 @@ import time
 import nbformat
 import pytest
 
-from tests.browser import CHROMIUM, chromium, screenshot
-from tests.views.jupyterlab import JUPYTER, api, jupyter_lab
+from tests.browser import chromium, screenshot
+from tests.views.jupyterlab import NEEDS_BROWSER, api, jupyter_lab
 
 pytest.importorskip("playwright")
 pytest.importorskip("jupyterlab")
 pytest.importorskip("jupyter_bokeh")
 pytest.importorskip("anywidget")
-pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
-              pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+pytestmark = NEEDS_BROWSER
 
 NOTEBOOK = "board.ipynb"
 RUN_CELL = 2

@@ -10,22 +10,20 @@ be within 2 s of the click, and the board says "cancelled".
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
 import pytest
 
-from tests.browser import CHROMIUM, chromium, screenshot
-from tests.views.jupyterlab import JUPYTER, jupyter_lab
+from tests.browser import chromium, screenshot
+from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,
                                          phase_labels, run_all_cells, shut_down_kernels, wait_for,
                                          write_notebook)
 
 pytest.importorskip("playwright")
 pytest.importorskip("jupyterlab")
-pytestmark = [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
-              pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+pytestmark = NEEDS_BROWSER
 
 NOTEBOOK = "cancel.ipynb"
 WAIT_CELL = 2
