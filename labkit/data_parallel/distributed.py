@@ -40,7 +40,7 @@ from distributed.comm import get_address_host
 from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
                       WorkerLostError)
 from ..events import TaskInfo
-from ..scheduling.connect import on_loopback
+from ..scheduling.connect import on_loopback, scheduler_identity
 from . import replica_worker as w
 from .guards import NonFiniteLossError
 from .interfaces import check_reach
@@ -57,7 +57,7 @@ _GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
 
 def _choose_workers(client, workers):
     """``(addresses in rank order, whether all are GPU workers)``."""
-    info = client.scheduler_info()["workers"]
+    info = scheduler_identity(client)["workers"]
     if not info:
         raise SchedulerError("the Dask cluster has no workers")
     gpu = {a for a, w in info.items() if w.get("resources", {}).get("GPU", 0) > 0}
@@ -231,7 +231,7 @@ class DaskReplicaGroup:
                         self._broken = f"a {what} was cancelled"
                     raise SchedulerError(f"{what} tasks were cancelled outside labkit: "
                                          f"{type(exc).__name__}") from exc
-                alive = self._client.scheduler_info()["workers"]
+                alive = scheduler_identity(self._client)["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
                 self._check_lost(what, collective, ranks, stuck, alive)
                 first_done = first_done or (len(stuck) < len(futures) and time.monotonic())
@@ -242,7 +242,7 @@ class DaskReplicaGroup:
                                          device=", ".join(stuck))
             if any(f.status == "error" for f in futures):  # a peer's death fails the others
                 self._check_lost(what, collective, ranks, names,
-                                 self._client.scheduler_info()["workers"])
+                                 scheduler_identity(self._client)["workers"])
             for rank, name, f in zip(ranks, names, futures):
                 if f.status == "error":
                     if collective:
@@ -374,7 +374,7 @@ class DaskReplicaGroup:
             raise TrainingError("the replica group is closed")
         if not self._broken:
             return self.state_dict()
-        alive = self._client.scheduler_info()["workers"]
+        alive = scheduler_identity(self._client)["workers"]
         for name in [a for a in self.names if a in alive]:
             try:
                 return self._client.run(w.get_state, self._gid, workers=[name])[name]
@@ -392,7 +392,7 @@ class DaskReplicaGroup:
             return
         self._closed = True
         try:
-            alive = self._client.scheduler_info()["workers"]
+            alive = scheduler_identity(self._client)["workers"]
             self._client.run(w.teardown, self._gid, on_error="ignore",
                              workers=[a for a in self.names if a in alive])
         except Exception:  # a closed client leaves nothing to tear down

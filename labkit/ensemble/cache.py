@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 
 from ..errors import InputError
-from ..scheduling.connect import on_loopback
+from ..scheduling.connect import on_loopback, scheduler_identity
 
 __all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
 
@@ -105,7 +105,7 @@ def choose_mode(scheduler, mode: str) -> str:
     client = getattr(scheduler, "client", None)
     if client is None or getattr(scheduler, "in_process", False):
         return "memory"  # in-process: tasks read the arrays by reference
-    return "memmap" if on_loopback(client.scheduler_info()["workers"]) else "memory"
+    return "memmap" if on_loopback(scheduler_identity(client)["workers"]) else "memory"
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ import re
 from ..errors import InputError, SchedulerError
 
 __all__ = ["CONNECT_TIMEOUT", "check_address", "check_client", "check_limit",
-           "connect_timeout", "connect", "on_loopback"]
+           "connect_timeout", "connect", "on_loopback", "scheduler_identity"]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
@@ -66,6 +66,16 @@ def check_client(client):
         raise SchedulerError(f"the client given is {client.status}; open a new one",
                              argument="client")
     return client
+
+
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity, every worker included, asked of the scheduler itself.
+
+    ``client.scheduler_info()`` hands back a cache that the client's own periodic
+    refresh overwrites with a copy listing no worker at all; under load that copy
+    won often enough that a live worker looked lost.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)
 
 
 def on_loopback(addresses) -> bool:

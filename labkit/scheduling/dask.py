@@ -28,7 +28,8 @@ from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
 from .blas import one_blas_thread
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
-from .connect import check_address, check_client, check_limit, connect, on_loopback
+from .connect import (check_address, check_client, check_limit, connect, on_loopback,
+                      scheduler_identity)
 from .offload import OffloadPool
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
@@ -201,7 +202,7 @@ class DaskScheduler(Scheduler):
     def __repr__(self):
         if self.closed:
             return "<DaskScheduler: shut down>"
-        info = self.client.scheduler_info()
+        info = scheduler_identity(self.client)
         kind = (f"embedded cluster, mode {self.mode!r}" if self._cluster is not None
                 else "existing cluster")
         return (f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "

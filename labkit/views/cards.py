@@ -21,6 +21,8 @@ from __future__ import annotations
 import html
 import sys
 
+from ..scheduling.connect import scheduler_identity
+
 __all__ = ["scheduler_card", "run_card", "flow_card", "node_card"]
 
 _STYLE = ("font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; "
@@ -74,9 +76,9 @@ def scheduler_card(scheduler) -> str:
 
 
 def _cluster_rows(scheduler, client) -> list[tuple[str, str]]:
-    """Rows about a Dask cluster, from the client's cached scheduler info."""
+    """Rows about a Dask cluster, asked of its scheduler."""
     try:
-        info = client.scheduler_info()
+        info = scheduler_identity(client)
     except Exception as exc:  # a client closing under us: say so, never raise in a repr
         return [("cluster", html.escape(f"unreachable ({type(exc).__name__})"))]
     workers = info.get("workers", {})

@@ -2,17 +2,21 @@
 
 A labkit scheduler only hears about the tasks it submitted itself; the
 cluster knows more (memory of every worker, tasks executing for anyone).
-:class:`ClusterSampler` asks ``client.scheduler_info()`` once a ``interval``
+:class:`ClusterSampler` asks the scheduler for its identity once a ``interval``
 and turns each worker into a :class:`~labkit.events.DeviceStats` event for a
 tracker (or any event sink); the count of executing tasks, which no event
 carries, is kept for :meth:`ClusterSampler.executing`.
 
 Examples
 --------
->>> class FakeClient:
-...     def scheduler_info(self, **kw):
+>>> class FakeScheduler:
+...     def identity(self, n_workers=-1):
 ...         return {"workers": {"tcp://w1": {"memory_limit": 100, "nthreads": 2,
 ...                                           "metrics": {"memory": 40, "executing": 1}}}}
+>>> class FakeClient:
+...     scheduler = FakeScheduler()
+...     def sync(self, fn, **kw):
+...         return fn(**kw)
 >>> seen = []
 >>> s = ClusterSampler(FakeClient(), seen.append)
 >>> s.sample()
@@ -27,6 +31,7 @@ import threading
 from typing import Any, Callable
 
 from ..events import DeviceStats
+from ..scheduling.connect import scheduler_identity
 from .priority import lower_this_thread
 
 __all__ = ["ClusterSampler"]
@@ -75,10 +80,7 @@ class ClusterSampler:
 
     def sample(self) -> None:
         """Poll once and emit one event per worker."""
-        try:
-            info = self.client.scheduler_info(n_workers=-1)  # newer Dask lists 5 by default
-        except TypeError:  # older Dask lists them all and knows no n_workers
-            info = self.client.scheduler_info()
+        info = scheduler_identity(self.client)
         executing = {}
         for address, w in info.get("workers", {}).items():
             metrics = w.get("metrics", {})

@@ -13,6 +13,7 @@ import torch
 
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
+from labkit.scheduling.connect import scheduler_identity
 
 from .models import assert_same_parameters, batch, mlp, plain_steps, sgd
 
@@ -142,7 +143,7 @@ def _holds_a_group() -> bool:
 def test_a_refused_work_load_on_dask_leaves_no_group_on_the_workers(dask_scheduler):
     client = dask_scheduler.client
     model = mlp()
-    n = len(client.scheduler_info()["workers"])
+    n = len(scheduler_identity(client)["workers"])
     with pytest.raises(lk.InputError, match=f"work_load has {n + 1} entries for {n} devices"):
         DataParallelTrainer(model, MSE, sgd(model), work_load=[1] * (n + 1),
                             scheduler=dask_scheduler)

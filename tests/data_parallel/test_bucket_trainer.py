@@ -11,6 +11,7 @@ import torch
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
 from labkit.events import NodeJoined, PhaseFinished
+from labkit.scheduling.connect import scheduler_identity
 from labkit.views.tracker import Tracker
 
 from .models import Recurrent, Slow, Unrolled, assert_same_parameters, sequences, sgd
@@ -251,7 +252,7 @@ def test_events_carry_steps_per_bucket_to_the_tracker_and_the_board(trainers, re
 def test_bucketed_replicas_on_dask_equal_single_device_steps(dask_scheduler):
     model = Recurrent()
     batches = list(data(seed=7, shuffle=True))
-    n = len(dask_scheduler.client.scheduler_info()["workers"])
+    n = len(scheduler_identity(dask_scheduler.client)["workers"])
     with DataParallelTrainer(model, CE, sgd(model), scheduler=dask_scheduler,
                              work_load=[2, 3][:n], bucket_model=_raises_for_10) as t:
         losses = []

@@ -10,6 +10,7 @@ from torch import nn
 
 from labkit.data_parallel.distributed import DaskReplicaGroup
 from labkit.errors import CancelledError, InputError, TaskError, TrainingError
+from labkit.scheduling.connect import scheduler_identity
 
 COUNTS = [3, 5]  # uneven on purpose: the weights must follow the rows
 
@@ -104,7 +105,7 @@ def test_uneven_steps_equal_full_batch_training(dask_scheduler):
     reference = copy.deepcopy(model)
     ref_opt = sgd(reference)
     with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
-        assert group.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
+        assert group.names == sorted(scheduler_identity(dask_scheduler.client)["workers"])
         assert group.backend == "gloo"
         for seed in range(3):
             x, y = batch(seed)
@@ -247,7 +248,7 @@ def test_the_trainer_on_dask_equals_the_trainer_in_process(dask_scheduler):
     events = []
     remote.subscribe(events.append, state_every=0.25)  # device stats as often as that
     try:
-        assert remote.names == sorted(dask_scheduler.client.scheduler_info()["workers"])
+        assert remote.names == sorted(scheduler_identity(dask_scheduler.client)["workers"])
         local_history = local.fit(data, epochs=2)
         remote_history = remote.fit(data, epochs=2)
         assert [s.stop - s.start for s in remote.last_split] == [4, 6]

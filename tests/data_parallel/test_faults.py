@@ -15,6 +15,7 @@ import torch
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
 from labkit.data_parallel.guards import NonFiniteLossError, NonFiniteLossWarning
+from labkit.scheduling.connect import scheduler_identity
 
 from .models import HoldOn, assert_same_parameters, batch, mlp, plain_steps
 
@@ -214,7 +215,7 @@ def test_a_worker_killed_mid_step_is_named_and_close_tears_the_group_down(worker
     assert stores[0] is not None and not os.path.exists(stores[0])
 
     client.wait_for_workers(2, timeout=180)  # the nanny brings a fresh worker up
-    assert victim not in client.scheduler_info()["workers"]
+    assert victim not in scheduler_identity(client)["workers"]
     assert not any(client.run(_holds_a_group).values())
     fresh = mlp()
     t2 = DataParallelTrainer(fresh, MSE, torch.optim.SGD(fresh.parameters(), lr=0.1,

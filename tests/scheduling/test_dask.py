@@ -8,6 +8,7 @@ from distributed import Client
 
 import labkit as lk
 from labkit.events import TaskStarted
+from labkit.scheduling.connect import scheduler_identity
 from tests import helpers
 
 
@@ -34,7 +35,7 @@ def test_task_started_events_name_real_workers(dask_scheduler, recorder):
     for x in range(6):
         dask_scheduler.add_task(x, helpers.sleep_then_return)
     dask_scheduler.get_results()
-    workers = set(dask_scheduler.client.scheduler_info()["workers"])
+    workers = set(scheduler_identity(dask_scheduler.client)["workers"])
     started = recorder.of(TaskStarted)
     assert started, "no TaskStarted event arrived"
     assert {e.worker for e in started} <= workers
@@ -59,7 +60,7 @@ def test_existing_cluster_by_address_and_client_is_left_running(cluster):
             s.add_task(2, helpers.double)
             assert s.get_results() == [4]
         assert client.status == "running"
-        assert len(client.scheduler_info()["workers"]) == 2
+        assert len(scheduler_identity(client)["workers"]) == 2
 
 
 def test_embedded_cluster_binds_loopback_only_and_closes():

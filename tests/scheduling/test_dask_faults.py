@@ -5,6 +5,7 @@ import os
 import pytest
 
 import labkit as lk
+from labkit.scheduling.connect import scheduler_identity
 from tests import helpers
 
 
@@ -61,7 +62,7 @@ def test_a_restart_cancels_the_open_tasks_and_says_so(own_scheduler):
 def test_a_task_that_kills_its_worker_raises_worker_lost(own_scheduler, recorder):
     s = own_scheduler
     s.subscribe(recorder)
-    workers = set(s.client.scheduler_info()["workers"])
+    workers = set(scheduler_identity(s.client)["workers"])
     with s.batch() as b:
         b.add_task(1, helpers.double)
         with pytest.raises(lk.WorkerLostError, match="worker lost") as info:

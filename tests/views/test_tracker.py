@@ -3,6 +3,7 @@
 import labkit as lk
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, TaskFailed, TaskFinished,
                            TaskInfo, TaskStarted)
+from labkit.scheduling.connect import scheduler_identity
 from labkit.views.tracker import Tracker
 
 
@@ -71,7 +72,7 @@ def test_spans_stream_in_order_after_a_real_run(dask_scheduler):
     spans = t.spans_since(-1)
     assert len(spans) == 8 and [s.seq for s in spans] == sorted(s.seq for s in spans)
     assert t.spans_since(spans[3].seq) == spans[4:]
-    workers = set(dask_scheduler.client.scheduler_info()["workers"])
+    workers = set(scheduler_identity(dask_scheduler.client)["workers"])
     snap = t.snapshot()
     assert {d.name for d in snap.devices} <= workers and sum(d.done for d in snap.devices) == 8
     (node,) = snap.nodes
