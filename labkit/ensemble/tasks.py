@@ -102,10 +102,7 @@ def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callabl
     try:
         with open_inputs(*inputs, client=getattr(s, "client", None)) as opened, \
                 s.batch(None, info, scope.control) as batch:
-            task_callable = make_callable(opened)
-            for task in tasks:
-                scope.check()
-                batch.add_task(task, task_callable)
+            batch.add_tasks(tasks, make_callable(opened), ready=True, check=scope.check)
             results = batch.get_results()
     except BaseException as exc:
         s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks), ok=False))

@@ -316,11 +316,10 @@ class ParallelFlow(ManualTasksMixin, Flow):
         where = dict(node=info.node, node_name=info.node_name, phase=info.phase)
         try:
             with scheduler.batch(container, info, scope.control) as batch:
-                count = 0
-                for chunk in pulled(chunks, **where):
-                    scope.check()
-                    batch.add_task(chunk, task_callable)
-                    count += 1
+                # chunks at hand (a list, a Dask array's blocks) start together
+                count = batch.add_tasks(pulled(chunks, **where), task_callable,
+                                        ready=known_length(chunks) is not None,
+                                        check=scope.check)
                 if count == 0:
                     raise InputError(f"{info.node_name or 'execute'} got an empty data iterable",
                                      **where)

@@ -63,7 +63,9 @@ def _dask_row_blocks(arr) -> list:
         raise InputError(f"a Dask array chunk source must be 2-D, got shape {arr.shape}")
     if len(arr.chunks[1]) > 1:
         arr = arr.rechunk({1: -1})  # a node needs whole rows; keep the row blocks as they are
-    return list(arr.to_delayed().ravel())
+    # Unoptimised: optimising culls and fuses the whole graph at once (2 ms for 40 blocks);
+    # each block's own graph is culled when its task is made (see LazyChunk).
+    return list(arr.to_delayed(optimize_graph=False).ravel())
 
 
 def as_chunks(data) -> Iterable:

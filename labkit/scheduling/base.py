@@ -120,12 +120,18 @@ class Scheduler(Observable):
             self._batches.discard(batch)
             self._cond.notify_all()  # its share of the window goes to the others
 
-    def _has_room(self, batch: Batch, nbytes: int) -> bool:
-        """Whether ``batch`` may open one more task within its share of the windows."""
+    def _has_room(self, batch: Batch, nbytes: int, spare: int = 0) -> bool:
+        """Whether ``batch`` may open one more task within its share of the windows.
+
+        ``spare``: and room for that many more tasks besides, once the share
+        is large enough to leave it.
+        """
         if not batch._open:
             return True  # every batch may always have one task open
         active = sum(1 for b in self._batches if b._open) or 1
-        return (len(batch._open) < max(1, self.max_in_flight // active)
+        share = max(1, self.max_in_flight // active)
+        spare = min(spare, share // 8)
+        return (len(batch._open) + spare < share
                 and batch._bytes + nbytes <= max(1, self.max_bytes_in_flight // active))
 
     def _new_task(self) -> int:
@@ -278,6 +284,13 @@ class Scheduler(Observable):
     def _submit(self, entry: OpenTask, data):
         """Start one task; return a handle that ``_cancel_handles`` understands."""
         raise NotImplementedError
+
+    def _submit_group(self, group: list) -> list | None:
+        """Start several tasks, ``[(entry, data), ...]``, in one call; their handles.
+
+        ``None`` (the default): this backend starts them one by one with ``_submit``.
+        """
+        return None
 
     def _cancel_handles(self, handles: list) -> None:
         """Cancel started tasks."""

@@ -33,6 +33,9 @@ from .task import FunctionCallable, TaskCallable
 
 __all__ = ["Batch", "OpenTask"]
 
+#: Most tasks :meth:`Batch.add_tasks` starts in one call to the backend.
+GROUP_MAX = 64
+
 
 @dataclasses.dataclass(eq=False)
 class OpenTask:
@@ -124,35 +127,62 @@ class Batch:
             shipped is not counted as open.
         """
         __tracebackhide__ = True
-        s = self.scheduler
-        s._check_usable()
-        self._check_open()
-        self._raise_pending()
-        if task_callable is not None:
-            self._use(task_callable)
-        if self._callable is None:
-            raise SchedulerError("add_task needs a task_callable (none was given yet)")
-        nbytes = _nbytes(data)
-        s._wait(lambda: s._has_room(self, nbytes) or self._error is not None or s.closed)
-        s._check_usable()
-        self._raise_pending()
-        entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
-        with self._cond:
-            self._open[entry.info.task] = entry
-            self._bytes += nbytes
-            self._submitted += 1
-        s.emit(TaskSubmitted(entry.info))
-        try:
-            handle = s._submit(entry, data)
-        except Exception as exc:
-            self._drop(entry)
-            error = _submit_error(exc, entry.info)
-            s.emit(TaskFailed(entry.info, None, None, None, type(exc).__name__, str(error)))
-            raise error from exc
-        if handle is not None:
-            entry.handle = handle
-        self._raise_pending()
+        entry = self._open_task(data, task_callable, info)
+        self._start([(entry, data)])
         return entry.info.task
+
+    def add_tasks(self, chunks, task_callable: TaskCallable | Callable | None = None, *,
+                  ready: bool = False, check: Callable[[], Any] | None = None) -> int:
+        """Submit a task for every chunk of ``chunks``; how many were submitted.
+
+        Parameters
+        ----------
+        chunks : iterable
+            The chunks, pulled one by one.
+        task_callable : TaskCallable or callable, optional
+            As for :meth:`add_task`.
+        ready : bool
+            The chunks are all at hand (a list, a Dask array's blocks): the
+            tasks that fit in the window start together, in one call to the
+            backend where it can (one ``client.map`` for in-process Dask
+            workers) instead of one call each.  Leave it ``False`` for chunks
+            made on demand, which should start as soon as each is made.
+        check : callable, optional
+            Called before each chunk is pulled (say, a run's cancel check).
+
+        Examples
+        --------
+        >>> from labkit.scheduling import LocalScheduler
+        >>> with LocalScheduler() as s, s.batch() as b:
+        ...     b.add_tasks(range(4), lambda v: v + 1, ready=True)
+        ...     sorted(b.get_results())
+        4
+        [1, 2, 3, 4]
+        """
+        __tracebackhide__ = True
+        group: list = []
+        count = 0
+        try:
+            for chunk in chunks:
+                if check is not None:
+                    check()
+                nbytes = _nbytes(chunk)
+                if group and not (ready and len(group) < GROUP_MAX
+                                  and self.scheduler._has_room(self, nbytes)):
+                    self._start(group)
+                    group = []
+                # a full window refills in groups, not one task as each one ends
+                spare = GROUP_MAX - 1 if ready and not group else 0
+                group.append((self._open_task(chunk, task_callable, None, nbytes, spare), chunk))
+                task_callable = None   # shipped with the first task
+                count += 1
+            if group:
+                self._start(group)
+                group = []
+        finally:
+            for entry, _ in group:   # opened, never started: an error stopped the loop
+                self._drop(entry)
+        return count
 
     def get_results(self):
         """Wait for every open task of the batch; hand over ``result_container.get_results()``.
@@ -287,6 +317,69 @@ class Batch:
             return fresh
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _open_task(self, data, task_callable, info, nbytes: int | None = None,
+                   spare: int = 0) -> OpenTask:
+        """Count one task open once the window has room (it is not started yet).
+
+        ``spare``: wait until there is room for that many more (see ``Scheduler._has_room``).
+        """
+        __tracebackhide__ = True
+        s = self.scheduler
+        s._check_usable()
+        self._check_open()
+        self._raise_pending()
+        if task_callable is not None:
+            self._use(task_callable)
+        if self._callable is None:
+            raise SchedulerError("add_task needs a task_callable (none was given yet)")
+        nbytes = _nbytes(data) if nbytes is None else nbytes
+        s._wait(lambda: s._has_room(self, nbytes, spare) or self._error is not None
+                or s.closed)
+        s._check_usable()
+        self._raise_pending()
+        entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
+        with self._cond:
+            self._open[entry.info.task] = entry
+            self._bytes += nbytes
+            self._submitted += 1
+        return entry
+
+    def _start(self, group: list) -> None:
+        """Start opened tasks, ``[(entry, data), ...]``: all in one call where the backend can.
+
+        A task that cannot start is dropped (it was never open), and so are the
+        ones of the group after it; the error names its chunk.
+        """
+        __tracebackhide__ = True
+        s = self.scheduler
+        for entry, _ in group:
+            s.emit(TaskSubmitted(entry.info))
+        try:
+            handles = s._submit_group(group) if len(group) > 1 else None
+        except Exception as exc:
+            self._fail_start(group, exc)
+        for index, (entry, data) in enumerate(group):
+            if handles is not None:
+                handle = handles[index]
+            else:
+                try:
+                    handle = s._submit(entry, data)
+                except Exception as exc:
+                    self._fail_start(group[index:], exc)
+            if handle is not None:
+                entry.handle = handle
+        self._raise_pending()
+
+    def _fail_start(self, unstarted: list, exc: Exception):
+        """Drop tasks that could not start; raise the error naming the first one's chunk."""
+        __tracebackhide__ = True
+        error = _submit_error(exc, unstarted[0][0].info)
+        for entry, _ in unstarted:
+            self._drop(entry)
+            self.scheduler.emit(TaskFailed(entry.info, None, None, None, type(exc).__name__,
+                                           str(error)))
+        raise error from exc
 
     def _use(self, task_callable) -> None:
         """Make ``task_callable`` the batch's; ship it once if it is new."""

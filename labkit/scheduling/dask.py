@@ -1,9 +1,10 @@
 """The Dask-backed scheduler: an embedded LocalCluster or any existing cluster.
 
 Each batch's task callable is scattered (broadcast) to the workers once, so
-tasks carry only their chunk.  Finished tasks come back through one
-``distributed.as_completed``; a collector thread takes them in batches and
-fetches each batch's results in one ``gather``.  Task starts come back as
+tasks carry only their chunk.  Tasks on worker threads of this process take
+their chunk by reference and record their own outcome; tasks that are ready
+together start in one ``client.map``.  Other tasks' results are fetched by a
+:class:`~labkit.scheduling.collector.Collector`.  Task starts come back as
 Dask worker events on a private topic, so views can show what is running.
 
 Faults, and who repairs them:
@@ -19,21 +20,23 @@ Faults, and who repairs them:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import threading
 import uuid
+import weakref
 
 from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from .base import OpenTask, Scheduler, _as_labkit_error
 from .blas import one_blas_thread
+from .collector import Collector
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
 from .connect import (check_address, check_client, check_limit, connect, on_loopback,
                       scheduler_identity)
 from .offload import OffloadPool
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
-from .task import TaskCallable, is_delayed, lazy_chunk, run_task
+from .task import HereTask, TaskCallable, is_delayed, lazy_chunk, run_task, run_task_here
 
 __all__ = ["DaskScheduler"]
 
@@ -124,7 +127,7 @@ class DaskScheduler(Scheduler):
                  result_container=None, direct_bytes: int | None = None, report_starts: bool = True,
                  shared_memory: bool | None = None, connect_timeout: float | None = None,
                  **cluster_kwargs):
-        from distributed import Client, as_completed
+        from distributed import Client
         self._cluster, self._offload = None, None
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
         _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes)
@@ -161,14 +164,7 @@ class DaskScheduler(Scheduler):
         super().__init__(result_container, max_in_flight or max(256, 32 * threads),
                          max_bytes_in_flight)
         self.direct_bytes = direct_bytes or _direct_bytes(nthreads)
-        self._pending: dict[str, OpenTask] = {}   # future key -> its task
-        self._pending_lock = threading.Lock()
-        self._completed = as_completed(loop=self.client.loop)
-        self._collector_cond = threading.Condition()
-        self._stopping = False
-        self._collector = threading.Thread(target=self._collect, daemon=True,
-                                           name="labkit-dask-collector")
-        self._collector.start()
+        self._collector = Collector(self.client, self._complete, self._failed)
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
         if self._topic:
             self.client.subscribe_topic(self._topic, self._on_started)
@@ -241,9 +237,16 @@ class DaskScheduler(Scheduler):
         # Kept until the task is done: if its inputs die with their workers it is sent again.
         entry.data = data
         callable_future = entry.batch._live_callable(entry)
-        key = f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
+        key = _key(entry)
         topic = self._topic if self.has_subscribers else None  # no listener: no messages
-        run_options = (None, self._offload.token if self._offload else None)
+        offload = self._offload.token if self._offload else None
+        held = self._held_here(entry, data, key)
+        if held is not None:
+            self._collector.expect([(key, entry)])
+            future = self.client.submit(run_task_here, held, info, callable_future, topic,
+                                        offload=offload, key=key, pure=False)
+            self._collector.watch([future])
+            return future
         if self._shares_memory and entry.nbytes >= SHARE_BYTES:
             data = self._shared.chunk_for(entry.info.task, data)
         if entry.nbytes >= self.direct_bytes and not self.in_process \
@@ -253,24 +256,62 @@ class DaskScheduler(Scheduler):
                 self.client.loop.asyncio_loop)
             return None
         lazy = lazy_chunk(data) if is_delayed(data) else None
-        if self._in_process and self.inputs_by_reference and (lazy is not None
-                                                                or not is_delayed(data)):
-            # pickled as a token, not as the chunk's graph or buffer (see .reference)
-            data = entry.reference = ByReference(lazy if lazy is not None else data)
-            lazy = None
         if lazy is not None:
-            future = self.client.submit(run_task, callable_future, lazy, info, topic,
-                                        *run_options, key=key, pure=False)
+            future = self.client.submit(run_task, callable_future, lazy, info, topic, None,
+                                        offload, key=key, pure=False)
         elif is_delayed(data):
             import dask
-            task = dask.delayed(run_task, pure=False)(callable_future, data, info, topic,
-                                                      *run_options, dask_key_name=key)
+            task = dask.delayed(run_task, pure=False)(callable_future, data, info, topic, None,
+                                                      offload, dask_key_name=key)
             future = self.client.compute(task)
         else:
-            future = self.client.submit(run_task, callable_future, data, info, topic, *run_options,
-                                        key=key, pure=False)
-        self._track(entry, future)
+            future = self.client.submit(run_task, callable_future, data, info, topic, None,
+                                        offload, key=key, pure=False)
+        self._collector.fetch([(entry, future)])
         return future
+
+    def _submit_group(self, group: list) -> list | None:
+        """In-process tasks of one callable start in one ``client.map`` (one graph update)."""
+        if not (self._in_process and self.inputs_by_reference):
+            return None
+        callable_future = group[0][0].batch._live_callable(group[0][0])
+        if any(entry.callable is not group[0][0].callable for entry, _ in group):
+            return None
+        held, keys = [], [_key(entry) for entry, _ in group]
+        for (entry, data), key in zip(group, keys):
+            entry.data = data
+            held.append(self._held_here(entry, data, key))
+            if held[-1] is None:   # a chunk that needs data on the cluster: one by one
+                return None
+        self._collector.expect([(key, entry) for (entry, _), key in zip(group, keys)])
+        topic = self._topic if self.has_subscribers else None
+        futures = self.client.map(run_task_here, held, [e.info for e, _ in group],
+                                  task_callable=callable_future, topic=topic,
+                                  offload=self._offload.token if self._offload else None,
+                                  key=keys, pure=False)
+        self._collector.watch(futures)
+        return futures
+
+    def _held_here(self, entry: OpenTask, data, key: str):
+        """``entry``'s input by reference, with how to record its outcome, for a task on a
+        thread of this process; ``None`` where the task goes another way."""
+        if not (self._in_process and self.inputs_by_reference):
+            return None
+        if is_delayed(data):
+            data = lazy_chunk(data)   # a chunk needing cluster data goes as a Dask task
+            if data is None:
+                return None
+        # pickled as a token, not as the chunk's graph or buffer (see .reference)
+        entry.reference = ByReference(HereTask(
+            data, functools.partial(self._deliver_here, weakref.ref(entry), key)))
+        return entry.reference
+
+    def _deliver_here(self, entry_ref, key: str, outcome=None, error=None) -> None:
+        """Record an in-process task's outcome on its worker thread (see ``run_task_here``)."""
+        self._collector.recorded(key)
+        entry = entry_ref()
+        if entry is not None:
+            self._complete(entry, outcome, error)
 
     def _complete(self, entry: OpenTask, outcome=None, error=None) -> None:
         self._shared.drop([entry.info.task], reuse=error is None and
@@ -292,73 +333,15 @@ class DaskScheduler(Scheduler):
             future = self.client.submit(run_task, callable_future, chunk_future, entry.info,
                                         topic, key=key, pure=False)
             entry.handle = future
-            self._track(entry, future)
+            self._collector.fetch([(entry, future)])
         except Exception as exc:  # e.g. no workers left
             self._complete(entry, error=SchedulerError(
                 f"chunk {entry.info.chunk} could not be sent to a worker: "
                 f"{type(exc).__name__}: {exc}", **entry.info.where()))
 
-    def _track(self, entry: OpenTask, future) -> None:
-        """Hand ``future`` to the collector."""
-        with self._pending_lock:
-            self._pending[future.key] = entry
-        self._completed.add(future)
-        with self._collector_cond:
-            self._collector_cond.notify()
-
     @staticmethod
     def _is_open(entry: OpenTask) -> bool:
         return entry.batch._open.get(entry.info.task) is entry
-
-    # -- the collector thread ----------------------------------------------------------
-
-    def _collect(self) -> None:
-        """Take finished futures in batches; fetch each batch's results in one round trip."""
-        while self._wait_for_futures():
-            self._drain()
-
-    def _wait_for_futures(self) -> bool:
-        """Wait until futures are tracked; False once the scheduler closes."""
-        with self._collector_cond:
-            while self._completed.is_empty() and not self._stopping:
-                self._collector_cond.wait()
-            return not self._stopping
-
-    def _drain(self) -> None:
-        """Handle finished futures until none is tracked (a method: no batch outlives it)."""
-        for futures in self._completed.batches():
-            try:
-                self._handle(futures)
-            except Exception:  # never let the collector die: its tasks would hang
-                logger.exception("labkit: the Dask collector failed on %d futures",
-                                 len(futures))
-            if self._stopping:
-                return
-
-    def _handle(self, futures) -> None:
-        with self._pending_lock:
-            items = [(self._pending.pop(f.key, None), f) for f in futures]
-        items = [(e, f) for e, f in items if e is not None and self._is_open(e)]
-        done = [(e, f) for e, f in items if f.status == "finished"]
-        if done:
-            self._deliver(done)
-        for entry, future in items:
-            if future.status != "finished":
-                self._failed(entry, future)
-
-    def _deliver(self, items) -> None:
-        """Gather ``items`` and record each; a failing gather falls back to one by one."""
-        try:
-            outcomes = self.client.gather([f for _, f in items])
-        except BaseException:  # a result lost with its worker after it finished, say
-            if len(items) > 1:
-                for item in items:
-                    self._deliver([item])
-            else:
-                self._failed(*items[0])
-            return
-        for (entry, _), outcome in zip(items, outcomes):
-            self._complete(entry, outcome)
 
     def _failed(self, entry: OpenTask, future) -> None:
         """A task that did not finish: its own error, or a fault to repair or report."""
@@ -419,8 +402,7 @@ class DaskScheduler(Scheduler):
 
     def _on_started(self, event) -> None:
         _, msg = event
-        with self._pending_lock:
-            entry = self._pending.get(msg.get("key"))
+        entry = self._collector.entry(msg.get("key"))
         if entry is not None:
             self.emit(TaskStarted(entry.info, msg["worker"], msg["time"]))
 
@@ -433,11 +415,7 @@ class DaskScheduler(Scheduler):
                 pass
 
     def _close(self) -> None:
-        with self._collector_cond:
-            self._stopping = True
-            self._collector_cond.notify()
-        self._completed.clear()  # the collector's iteration ends within its poll
-        self._collector.join(timeout=10)
+        self._collector.close()
         if self._topic:
             try:
                 self.client.unsubscribe_topic(self._topic)
@@ -457,6 +435,12 @@ class DaskScheduler(Scheduler):
 def _direct_bytes(nthreads: dict) -> int:
     """The default ``direct_bytes``: lower where a worker is on another host."""
     return 2**20 if on_loopback(nthreads) else 2**16
+
+
+def _key(entry: OpenTask) -> str:
+    """The Dask key of ``entry``'s current attempt."""
+    info = entry.info
+    return f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
 
 
 def _task_of(key: str) -> int | None:
