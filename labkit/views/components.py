@@ -23,10 +23,11 @@ each panel also carries its name as a CSS class on its host element:
 ``labkit-node-state``
     column: the node table and the per-node plots
 ``labkit-node-table``
-    the DataTable of nodes; its ``.source`` holds one row per node (the source is
-    replaced when a row changes, so reach it through the table)
+    a Div whose ``text`` is an HTML table of the nodes, one row (class
+    ``labkit-node-row``) per node
 ``labkit-node-plots``
-    column of small figures, ``labkit-node-plot-<run>-<node>``, one per node
+    column of small figures, ``labkit-node-plot-<run>-<node>``, one per node; a
+    figure whose node is no longer shown is kept and used for the next one
 
 Examples
 --------
@@ -42,13 +43,13 @@ Examples
 
 from __future__ import annotations
 
+import html
 import threading
 from typing import Any
 
 from bokeh.layouts import column
-from bokeh.models import (ColumnDataSource, DataRange1d, DataTable, Div,
-                          FactorRange, HoverTool, LabelSet, NumberFormatter, Range1d,
-                          TableColumn)
+from bokeh.models import (ColumnDataSource, DataRange1d, Div, FactorRange, HoverTool,
+                          LabelSet, Range1d)
 from bokeh.plotting import figure
 
 from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
@@ -183,37 +184,43 @@ class Components:
         return _named(fig, "labkit-task-stream")
 
     def _make_node_state(self):
-        """A table of nodes and a column of small per-node plots."""
-        self.node_source = ColumnDataSource({c: [] for c in _NODE_COLUMNS})
-        columns = [TableColumn(field="node", title="#", width=30),
-                   TableColumn(field="name", title="node"),
-                   TableColumn(field="phase", title="phase"),
-                   TableColumn(field="training", title="state"),
-                   TableColumn(field="samples", title="samples",
-                               formatter=NumberFormatter(format="0,0")),
-                   TableColumn(field="joins", title="joins"),
-                   TableColumn(field="run", title="run")]
-        self.node_table = _named(DataTable(source=self.node_source, columns=columns, height=58,
-                                           index_position=None, sizing_mode="stretch_width"),
-                                 "labkit-node-table")
+        """A table of nodes (HTML: one property to send a change) and small per-node plots."""
+        self.node_rows = {c: [] for c in _NODE_COLUMNS}
+        self.node_table = _named(Div(text=_node_table({c: [] for c in _NODE_COLUMNS}),
+                                     sizing_mode="stretch_width"), "labkit-node-table")
         # a placeholder child: Bokeh warns about an empty layout
         self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
-        self.node_plots = _named(column(self._no_plots, sizing_mode="stretch_width"),
-                                 "labkit-node-plots")
+        # One plot made now and sent with the document, hidden: the first node's plot
+        # then costs a property change, not a new figure in the middle of a run.
+        self._spare_plots = [self._make_node_plot()]
+        self._spare_plots[0][0].visible = False
+        self.node_plots = _named(column(self._no_plots, self._spare_plots[0][0],
+                                        sizing_mode="stretch_width"), "labkit-node-plots")
         return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width",
                              visible=False), "labkit-node-state")
 
-    def _make_node_plot(self, view: NodeView, key: str):
-        """One small line plot of a node's first plot array."""
-        what = next(iter(view.plots), "")
-        fig = figure(title=f"node {view.node} {view.name}: {what}", height=150, width=320,
-                     tools="", toolbar_location=None)
+    def _make_node_plot(self):
+        """One small line plot, for any node (see :meth:`_show_node_plot`)."""
+        fig = figure(height=150, width=320, tools="", toolbar_location=None)
         fig.title.text_font_size = "9pt"   # long names (GaussianClassifier: class_counts) fit
         source = ColumnDataSource({"x": [], "y": []})
-        fig.line(x="x", y="y", source=source, line_width=2, color=node_color(view.node, 0)[0])
-        fig.scatter(x="x", y="y", source=source, size=4, color=node_color(view.node, 0)[0])
-        _named(fig, f"labkit-node-plot-{key}")
+        fig.line(x="x", y="y", source=source, line_width=2)
+        fig.scatter(x="x", y="y", source=source, size=4)
         return fig, source
+
+    @staticmethod
+    def _show_node_plot(plot, view: NodeView, key: str) -> None:
+        """Make ``plot`` (new, or freed by a node no longer shown) the plot of ``view``."""
+        fig, source = plot
+        what = next(iter(view.plots), "")
+        fig.visible = True
+        fig.title.text = f"node {view.node} {view.name}: {what}"
+        color = node_color(view.node, 0)[0]
+        for renderer in fig.renderers:
+            renderer.glyph.update(**{k: color for k in ("line_color", "fill_color")
+                                     if hasattr(renderer.glyph, k)})
+        source.data = {"x": [], "y": []}
+        _named(fig, f"labkit-node-plot-{key}")
 
     # -- updating ----------------------------------------------------------------
 
@@ -304,14 +311,9 @@ class Components:
                  "samples": int(n.samples),
                  "joins": int(n.joins)} for n in nodes]
         data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
-        if data != {c: list(self.node_source.data[c]) for c in _NODE_COLUMNS}:
-            # BokehJS 3.9's DataTable kept drawing old cells after its source's data
-            # changed (patched or replaced; seen in Chromium: "training" shown while
-            # the data said "trained"). A new source makes the table view rebuild; the
-            # table holds a few rows, so this is cheap.
-            self.node_table.height = 32 + 26 * min(max(len(rows), 1), 8)
-            self.node_source = ColumnDataSource(data)
-            self.node_table.source = self.node_source
+        if data != self.node_rows:
+            self.node_rows = data
+            self.node_table.text = _node_table(data)
         self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots:])
 
     def _update_node_plots(self, views: list[NodeView]) -> None:
@@ -319,8 +321,15 @@ class Components:
         keys = [(v.run, v.node) for v in views]
         if keys != list(self._node_plots):
             old = self._node_plots
-            self._node_plots = {k: old.get(k) or self._make_node_plot(v, f"{k[0]}-{k[1]}")
-                                for k, v in zip(keys, views)}
+            free = [plot for k, plot in old.items() if k not in keys] + self._spare_plots
+            self._spare_plots = []
+            self._node_plots = {}
+            for key, view in zip(keys, views):
+                plot = old.get(key)
+                if plot is None:   # a figure costs ~10 ms to make and send: reuse one
+                    plot = free.pop() if free else self._make_node_plot()
+                    self._show_node_plot(plot, view, f"{key[0]}-{key[1]}")
+                self._node_plots[key] = plot
             self.node_plots.children = ([fig for fig, _ in self._node_plots.values()]
                                         or [self._no_plots])
         for key, view in zip(keys, views):
@@ -334,6 +343,26 @@ class Components:
                                "y": values[len(old):]})
             else:
                 source.data = {"x": list(range(len(values))), "y": values}
+
+
+_TABLE_HEAD = ("#", "node", "phase", "state", "samples", "joins", "run")
+_TABLE_STYLE = ("border-collapse:collapse;font-size:9pt;width:100%;"
+                "font-variant-numeric:tabular-nums")
+
+
+def _node_table(data: dict) -> str:
+    """The nodes as an HTML table: one ``labkit-node-row`` a node."""
+    cell = "<td style='padding:1px 8px 1px 0'>{}</td>"
+    head = "".join(f"<th style='text-align:left;padding:1px 8px 1px 0'>{h}</th>"
+                   for h in _TABLE_HEAD)
+    rows = []
+    for i in range(len(data["key"])):
+        values = (data["node"][i], data["name"][i], data["phase"][i], data["training"][i],
+                  f"{data['samples'][i]:,}", data["joins"][i], data["run"][i])
+        rows.append("<tr class='labkit-node-row'>"
+                    + "".join(cell.format(html.escape(str(v))) for v in values) + "</tr>")
+    return (f"<table style='{_TABLE_STYLE}'><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _patch(source: ColumnDataSource, rows: list[dict], columns) -> None:

@@ -107,7 +107,7 @@ def test_node_plot_grows_with_joins():
         sizes.append(len(fig.renderers[0].data_source.data["y"]))
     assert sizes == [1, 2, 3]
     assert fig.name == "labkit-node-plot-r-0"
-    table = c.node_source.data
+    table = c.node_rows
     assert list(table["joins"]) == [3] and list(table["samples"]) == [300]
 
 
@@ -125,8 +125,27 @@ def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
     assert names and names <= workers
     assert sum(c.device_source.data["done"]) == 8
     assert len(_spans(c).data["start"]) == 8
-    assert c.node_source.data["name"] == ["PCA"]
-    assert c.node_source.data["training"] == ["trained"]
-    assert c.node_source.data["joins"] == [8] and c.node_source.data["samples"] == [400]
+    assert c.node_rows["name"] == ["PCA"]
+    assert c.node_rows["training"] == ["trained"]
+    assert c.node_rows["joins"] == [8] and c.node_rows["samples"] == [400]
     (fig,) = c.node_plots.children
     assert len(fig.renderers[0].data_source.data["y"]) == 2      # the kept eigenvalues
+
+
+def test_a_new_run_reuses_the_node_plot_and_the_table_is_html_escaped():
+    tracker = Tracker()
+    c = Components(tracker, max_node_plots=1)
+    for run, values in (("r1", [3.0, 2.0]), ("r2", [5.0])):
+        tracker(NodeJoined(run, 0, "<PCA>", 0, 1, {
+            "phase": 0, "phases": 1, "training": True, "samples": 1234,
+            "plots": {"eigenvalues": values}}))
+        c.update()
+        if run == "r1":
+            (first,) = c.node_plots.children
+    (fig,) = c.node_plots.children
+    assert fig is first                                   # no new figure for the new run
+    assert fig.name == "labkit-node-plot-r2-0" and "node 0 <PCA>: eigenvalues" in fig.title.text
+    assert list(fig.renderers[0].data_source.data["y"]) == [5.0]
+    text = c.node_table.text
+    assert text.count("labkit-node-row") == 2 and "&lt;PCA&gt;" in text and "<PCA>" not in text
+    assert "1,234" in text and c.node_rows["run"] == ["r1", "r2"]

@@ -152,18 +152,14 @@ BOKEH_ROWS = """() => {
     const cols = data instanceof Map ? [...data.values()] : Object.values(data || {});
     return cols.length ? cols[0].length : 0;
   };
-  const column = (source, name) => {
-    const data = source && source.data;
-    return (data instanceof Map ? data.get(name) : (data || {})[name]) || [];
-  };
   const out = {spans: 0, devices: 0, nodes: 0, trained: 0};
   for (const doc of B.documents) {
     for (const m of doc.all_models) {
       if (m.name === "labkit-task-stream-spans") out.spans += rows(m.data_source);
       if (m.name === "labkit-device-load-source") out.devices += rows(m);
       if (m.name === "labkit-node-table") {
-        out.nodes += rows(m.source);
-        out.trained += [...column(m.source, "training")].filter((v) => v === "trained").length;
+        out.nodes += (m.text.match(/labkit-node-row/g) || []).length;
+        out.trained += (m.text.match(/>trained</g) || []).length;
       }
     }
   }

@@ -36,12 +36,12 @@ def test_latest_follows_the_newest_run_and_a_chosen_run_shows_only_itself():
     text = panel.progress.text
     assert f"train {second}" in text and "finished" in text and "2 phases" in text
     assert text.count("<progress") == 2 and "node 1 PCA phase 0" in text and first not in text
-    assert set(components.node_source.data["run"]) == {second}      # its nodes only
+    assert set(components.node_rows["run"]) == {second}      # its nodes only
     panel.select.value = first                                        # as a browser would
     panel.update(tracker.snapshot())
     components.update()
     assert f"train {first}" in panel.progress.text and panel.progress.text.count("<progress") == 1
-    assert set(components.node_source.data["run"]) == {first}
+    assert set(components.node_rows["run"]) == {first}
     assert "value='4' max='4'" in panel.progress.text                 # 4/4 chunks done
 
 
