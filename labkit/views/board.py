@@ -190,7 +190,9 @@ class Board:
             from .components import Components
         except ImportError:
             return None
-        return Components(self.tracker, task_stream=not self._with_lanes)
+        # no spare plot: a board is mostly made after its run started, so a spare would
+        # cost as much as the first plot made when it is needed
+        return Components(self.tracker, task_stream=not self._with_lanes, spare_plot=False)
 
     def _bokeh_model(self):
         """The Bokeh layout as a widget (jupyter_bokeh), or None."""

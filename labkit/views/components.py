@@ -126,11 +126,15 @@ class Components:
     run_filter : callable, optional
         ``run_filter(run_id)``: whether a node of that run is shown (the
         dashboard shows the run picked in its :class:`~labkit.views.run_panel.RunPanel`).
+    spare_plot : bool
+        Make one node plot with the layout, hidden, for the first node: a
+        figure costs about 20 ms to make and send, better paid before a run
+        than in the middle of one (a dashboard's session, opened beforehand).
     """
 
     def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
                  max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None,
-                 task_stream: bool = True):
+                 task_stream: bool = True, spare_plot: bool = True):
         self.tracker = tracker
         self.sampler = sampler
         self.run_filter = run_filter
@@ -142,7 +146,7 @@ class Components:
         self._node_plots: dict[tuple, Any] = {}
         self.device_load = self._make_device_load()
         self.task_stream = self._make_task_stream(follow_seconds) if task_stream else None
-        self.node_state = self._make_node_state()
+        self.node_state = self._make_node_state(spare_plot)
         panels = [p for p in (self.device_load, self.task_stream, self.node_state) if p]
         self.layout = _named(column(*panels,
                                     sizing_mode="stretch_width"), "labkit-components")
@@ -183,7 +187,7 @@ class Components:
             ("seconds", "@seconds{0.000}"), ("ok", "@ok")]))
         return _named(fig, "labkit-task-stream")
 
-    def _make_node_state(self):
+    def _make_node_state(self, spare_plot: bool):
         """A table of nodes (HTML: one property to send a change) and small per-node plots."""
         self.node_rows = {c: [] for c in _NODE_COLUMNS}
         self.node_table = _named(Div(text=_node_table({c: [] for c in _NODE_COLUMNS}),
@@ -192,9 +196,10 @@ class Components:
         self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
         # One plot made now and sent with the document, hidden: the first node's plot
         # then costs a property change, not a new figure in the middle of a run.
-        self._spare_plots = [self._make_node_plot()]
-        self._spare_plots[0][0].visible = False
-        self.node_plots = _named(column(self._no_plots, self._spare_plots[0][0],
+        self._spare_plots = [self._make_node_plot()] if spare_plot else []
+        for fig, _ in self._spare_plots:
+            fig.visible = False
+        self.node_plots = _named(column(self._no_plots, *[f for f, _ in self._spare_plots],
                                         sizing_mode="stretch_width"), "labkit-node-plots")
         return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width",
                              visible=False), "labkit-node-state")
