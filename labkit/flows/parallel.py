@@ -293,12 +293,12 @@ class ParallelFlow(ManualTasksMixin, Flow):
                             where) -> int:
         """Submit every chunk; take forks back on the way when the client keeps too much
         or views watch."""
-        from ..scheduling.batch import _nbytes
+        from ..scheduling.starting import chunk_nbytes
         count, last = 0, time.monotonic()
         for chunk in pulled(chunks, **where):
             scope.check()
             batch.add_task(chunk, callable_)
-            joiner.added(count, chunk, _nbytes(chunk))
+            joiner.added(count, chunk, chunk_nbytes(chunk))
             count += 1
             now = time.monotonic()
             live = scheduler.has_subscribers and now - last >= self.LIVE_COLLECT_EVERY

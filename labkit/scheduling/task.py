@@ -178,7 +178,7 @@ def lazy_chunk(delayed) -> LazyChunk | None:
     """
     from dask.optimization import cull
     try:
-        graph = _as_dict(delayed.__dask_graph__())
+        graph, converted = _as_dicts(delayed.__dask_graph__())
         if delayed.key not in graph:
             return None
         culled, dependencies = cull(graph, [delayed.key])
@@ -187,22 +187,24 @@ def lazy_chunk(delayed) -> LazyChunk | None:
     if any(d not in culled for deps in dependencies.values() for d in deps) \
             or any(is_future(value) for value in culled.values()):
         return None
-    from dask._task_spec import convert_legacy_graph
-    return LazyChunk(convert_legacy_graph(culled), delayed.key)
+    return LazyChunk({key: converted[key] for key in culled}, delayed.key)
 
 
 # The blocks of one array share one graph: convert it once.  One tuple, swapped whole,
-# so threads submitting different arrays never see one graph's dict for another's.
-_last_graph: tuple = (None, None)
+# so threads submitting different arrays never see one graph's dicts for another's.
+_last_graph: tuple = (None, None, None)
 
 
-def _as_dict(graph) -> dict:
+def _as_dicts(graph) -> tuple[dict, dict]:
+    """``graph`` as a dict, and as a dict of task specs (old-style tuples converted)."""
     global _last_graph
-    held, as_dict = _last_graph
+    held, as_dict, converted = _last_graph
     if held is not graph:
+        from dask._task_spec import convert_legacy_graph
         as_dict = dict(graph)
-        _last_graph = (graph, as_dict)
-    return as_dict
+        converted = convert_legacy_graph(as_dict)
+        _last_graph = (graph, as_dict, converted)
+    return as_dict, converted
 
 
 def _worker_address() -> str:
