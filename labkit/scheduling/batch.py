@@ -182,7 +182,7 @@ class Batch(StartsTasks):
         """
         with self._results_lock:
             with self._cond:
-                if self._open.get(entry.info.task) is not entry:
+                if not entry.is_open():
                     return False, None  # already completed, or its batch was cancelled
             if error is None:
                 try:

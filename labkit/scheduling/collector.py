@@ -129,7 +129,7 @@ class Collector:
             items = [(self._entries.pop(key, None), f) for key, f in ended]
             for key, _ in ended:
                 self._watched.pop(key, None)
-        self._hand_on([(e, f) for e, f in items if e is not None and _is_open(e)])
+        self._hand_on([(e, f) for e, f in items if e is not None and e.is_open()])
 
     def _drain(self) -> None:
         """Handle fetched futures until none is left (a method: no batch outlives it)."""
@@ -138,7 +138,7 @@ class Collector:
         for futures in self._completed.batches():
             with self._lock:
                 items = [(self._entries.pop(f.key, None), f) for f in futures]
-            self._hand_on([(e, f) for e, f in items if e is not None and _is_open(e)])
+            self._hand_on([(e, f) for e, f in items if e is not None and e.is_open()])
             if self._stopping:
                 return
 
@@ -167,8 +167,3 @@ class Collector:
             return
         for (entry, _), outcome in zip(items, outcomes):
             self._complete(entry, outcome)
-
-
-def _is_open(entry: OpenTask) -> bool:
-    """Whether ``entry`` still waits for its outcome (not recorded, not cancelled)."""
-    return entry.batch._open.get(entry.info.task) is entry

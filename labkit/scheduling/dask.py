@@ -327,7 +327,7 @@ class DaskScheduler(Scheduler):
         try:
             chunk_future = await self.client.scatter(data, direct=True, hash=False,
                                                      asynchronous=True)
-            if not self._is_open(entry):
+            if not entry.is_open():
                 chunk_future.release()
                 return
             future = self.client.submit(run_task, callable_future, chunk_future, entry.info,
@@ -338,10 +338,6 @@ class DaskScheduler(Scheduler):
             self._complete(entry, error=SchedulerError(
                 f"chunk {entry.info.chunk} could not be sent to a worker: "
                 f"{type(exc).__name__}: {exc}", **entry.info.where()))
-
-    @staticmethod
-    def _is_open(entry: OpenTask) -> bool:
-        return entry.batch._open.get(entry.info.task) is entry
 
     def _failed(self, entry: OpenTask, future) -> None:
         """A task that did not finish: its own error, or a fault to repair or report."""

@@ -42,6 +42,10 @@ class OpenTask:
     reference: Any = None       # the input handed by reference, held until the task is done
     attempts: int = 1
 
+    def is_open(self) -> bool:
+        """Whether this task still waits for its outcome (not recorded, not cancelled)."""
+        return self.batch._open.get(self.info.task) is self
+
 
 class StartsTasks:
     """``add_task`` and ``add_tasks`` of a batch (see the module docstring)."""
