@@ -119,16 +119,16 @@ class StartsTasks:
                 nbytes = chunk_nbytes(chunk)
                 if group and not (ready and len(group) < GROUP_MAX
                                   and self.scheduler._has_room(self, nbytes)):
-                    self._start(group)
-                    group = []
+                    started, group = group, []   # _start drops what it could not start
+                    self._start(started)
                 # a full window refills in groups, not one task as each one ends
                 spare = GROUP_MAX - 1 if ready and not group else 0
                 group.append((self._open_task(chunk, task_callable, None, nbytes, spare), chunk))
                 task_callable = None   # shipped with the first task
                 count += 1
-            if group:
-                self._start(group)
-                group = []
+            started, group = group, []
+            if started:
+                self._start(started)
         finally:
             for entry, _ in group:   # opened, never started: an error stopped the loop
                 self._drop(entry)

@@ -129,3 +129,11 @@ def test_a_failing_join_is_the_batch_error_naming_the_task(scheduler):
                 b.add_task(x, helpers.double)
             b.get_results()
     assert info.value.where["chunk"] == 2
+
+
+def test_add_tasks_keeps_the_chunks_it_started_before_one_that_cannot_be_shipped(dask_scheduler):
+    with dask_scheduler.batch() as b:
+        with pytest.raises(lk.InputError, match=r"chunk 2 could not be sent") as info:
+            b.add_tasks([1, 2, threading.Lock(), 4], helpers.double, ready=True)
+        assert info.value.where["chunk"] == 2
+        assert sorted(b.get_results()) == [2, 4]    # as add_task one by one would keep
