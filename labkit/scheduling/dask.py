@@ -238,8 +238,7 @@ class DaskScheduler(Scheduler):
         entry.data = data
         callable_future = entry.batch._live_callable(entry)
         key = _key(entry)
-        topic = self._topic if self.has_subscribers else None  # no listener: no messages
-        offload = self._offload.token if self._offload else None
+        topic, offload = self._run_options()
         held = self._held_here(entry, data, key)
         if held is not None:
             self._collector.expect([(key, entry)])
@@ -270,6 +269,12 @@ class DaskScheduler(Scheduler):
         self._collector.fetch([(entry, future)])
         return future
 
+    def _run_options(self) -> tuple:
+        """``(topic, offload)`` for ``run_task``: where to report starts (only while someone
+        listens), and the pool for GIL-holding callables."""
+        topic = self._topic if self.has_subscribers else None
+        return topic, self._offload.token if self._offload else None
+
     def _submit_group(self, group: list) -> list | None:
         """In-process tasks of one callable start in one ``client.map`` (one graph update)."""
         if not (self._in_process and self.inputs_by_reference):
@@ -284,10 +289,9 @@ class DaskScheduler(Scheduler):
             if held[-1] is None:   # a chunk that needs data on the cluster: one by one
                 return None
         self._collector.expect([(key, entry) for (entry, _), key in zip(group, keys)])
-        topic = self._topic if self.has_subscribers else None
+        topic, offload = self._run_options()
         futures = self.client.map(run_task_here, held, [e.info for e, _ in group],
-                                  task_callable=callable_future, topic=topic,
-                                  offload=self._offload.token if self._offload else None,
+                                  task_callable=callable_future, topic=topic, offload=offload,
                                   key=keys, pure=False)
         self._collector.watch(futures)
         return futures

@@ -190,7 +190,7 @@ class Components:
     def _make_node_state(self, spare_plot: bool):
         """A table of nodes (HTML: one property to send a change) and small per-node plots."""
         self.node_rows = {c: [] for c in _NODE_COLUMNS}
-        self.node_table = _named(Div(text=_node_table({c: [] for c in _NODE_COLUMNS}),
+        self.node_table = _named(Div(text=_node_table(self.node_rows),
                                      sizing_mode="stretch_width"), "labkit-node-table")
         # a placeholder child: Bokeh warns about an empty layout
         self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
