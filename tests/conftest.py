@@ -94,6 +94,26 @@ def scheduler(request):
             yield s
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs(*tools): system tools the test needs "
+                            "(tests/system.py); skipped where missing, failed in CI")
+
+
+def pytest_runtest_setup(item):
+    """Skip (or, in CI, fail) a test whose ``needs`` mark names a tool this machine lacks."""
+    from tests.system import check_marks
+    check_marks(item)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Say once which system tools were missing, and how to install them."""
+    from tests.system import MISSING_SEEN
+    if MISSING_SEEN:
+        terminalreporter.write_sep("-", "system tools missing here (their tests were skipped)")
+        for name, install in sorted(MISSING_SEEN.items()):
+            terminalreporter.write_line(f"{name}: {install}")
+
+
 def _children():
     """Live child processes, except multiprocessing's resource tracker.
 

@@ -192,3 +192,18 @@ class StartCounter:
         """Block until ``n`` more tasks started; fail the test after ``timeout`` s each."""
         for _ in range(n):
             assert self._started.acquire(timeout=timeout), "no task started in time"
+
+
+class SlowMoments(PythonMoments):
+    """:class:`PythonMoments` that sleeps ``delay`` seconds a chunk (for worker-loss tests)."""
+
+    def __init__(self, delay=0.05, **kw):
+        super().__init__(**kw)
+        self.delay = delay
+
+    def _fork(self):
+        return SlowMoments(self.delay)
+
+    def _train(self, x):
+        time.sleep(self.delay)
+        super()._train(x)

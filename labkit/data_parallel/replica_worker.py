@@ -13,14 +13,13 @@ import math
 import os
 import socket
 import time
-from datetime import timedelta
 
 import cloudpickle
 import torch
-import torch.distributed as dist
 
 from ..errors import LabkitError, located
 from .bucketing import BucketModules
+from .groups import open_group
 from .guards import check_loss
 from .interfaces import binding, bound
 from .reduce import BatchNormJoin
@@ -35,7 +34,7 @@ class _Replica:
     """What one worker keeps between tasks."""
 
     def __init__(self, name, device, model, loss_fn, optimizer, bucket_model=None):
-        self.name, self.device, self.joined = name, device, False
+        self.name, self.device, self.group = name, device, None
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
         self.buckets = BucketModules(bucket_model, [model])  # this rank's module of each key
         self.params = list(model.parameters())
@@ -62,8 +61,6 @@ def free_port(host):
 
 def build(gid, rank, name, payload, cuda_index):
     try:
-        if dist.is_initialized():  # the default group is per process: one live group a worker
-            raise RuntimeError("this worker already holds a torch.distributed process group")
         device = torch.device("cpu")
         if cuda_index is not None:  # launchers that set CUDA_VISIBLE_DEVICES put our GPU first
             index = 0 if os.environ.get("CUDA_VISIBLE_DEVICES") else cuda_index
@@ -84,25 +81,24 @@ def join(gid, rank, world, init_method, backend, timeout, host):
     rep = _GROUPS[gid]
     try:
         choice = binding(backend, host)
-        with bound(choice):
-            dist.init_process_group(backend, init_method=init_method, rank=rank,
-                                    world_size=world, timeout=timedelta(seconds=timeout))
+        with bound(choice):   # the backend reads its interface from the environment
+            group = open_group(init_method, rank, world, backend, timeout, gid)
     except BaseException as exc:
         raise _located(exc, rank, rep.name) from None
-    rep.joined = True
+    rep.group = group
     if gid not in _GROUPS:  # closed while this rank waited for its peers
-        dist.destroy_process_group()
+        group.close()
     return choice.describe()
 
 
 def teardown(gid):
     """Run by ``client.run``, beside the task threads, so it never queues behind a task."""
     rep = _GROUPS.pop(gid, None)
-    if rep is not None and rep.joined and dist.is_initialized():
-        dist.destroy_process_group()
+    if rep is not None and rep.group is not None:
+        rep.group.close()   # this group only: other trainers' groups on the worker live on
 
 
-def _reduce_scaled(tensors, weight):
+def _reduce_scaled(reducer, tensors, weight):
     """Set each tensor to the sum over ranks of ``weight * tensor``; one call per dtype."""
     groups: dict = {}
     for t in tensors:
@@ -111,7 +107,7 @@ def _reduce_scaled(tensors, weight):
         flat = torch.cat([t.reshape(-1) for t in group])
         if weight != 1.0:
             flat.mul_(weight)
-        dist.all_reduce(flat)
+        reducer.all_reduce(flat)
         offset = 0
         for t in group:
             t.copy_(flat[offset:offset + t.numel()].view_as(t))
@@ -159,7 +155,7 @@ def _pool_batchnorm(rep):
             part[1 + module.num_features:] = count * (var + mean * mean)
         parts.append(part)
     flat = torch.cat(parts)
-    dist.all_reduce(flat)
+    rep.group.all_reduce(flat)
     offset = 0
     for name, part in zip(rep.bn.layers, parts):
         module = modules[name]
@@ -205,7 +201,7 @@ def step(gid, rank, x, y, weight, buffer_weight, key=None):
     with torch.no_grad():
         rep.optimizer.step()
         changed = [rep.buffers[k] for k, c in zip(rep.floating, flags[2 + len(rep.params):]) if c]
-        _reduce_scaled(changed, buffer_weight)
+        _reduce_scaled(rep.group, changed, buffer_weight)
         _pool_batchnorm(rep)
     return {"failed": False, "loss": loss, "seconds": seconds, "memory": memory}
 
@@ -215,7 +211,7 @@ def _agree(rep, error, loss, before) -> list[float]:
     flags = [error is not None, error is None and not math.isfinite(loss)] + [p.grad is not None for p in rep.params]
     flags += [not torch.equal(before[k], rep.buffers[k]) for k in rep.floating]
     flags = torch.tensor(flags, dtype=torch.float32, device=rep.device)
-    dist.all_reduce(flags)
+    rep.group.all_reduce(flags)
     return flags.tolist()
 
 
@@ -233,7 +229,7 @@ def _reduce_gradients(rep, present, weight) -> None:
     for p, flag in zip(rep.params, present):
         if flag and p.grad is None:
             p.grad = torch.zeros_like(p)
-    _reduce_scaled([p.grad for p in rep.params if p.grad is not None], weight)
+    _reduce_scaled(rep.group, [p.grad for p in rep.params if p.grad is not None], weight)
 
 
 def evaluate(gid, rank, x, y, metrics, key=None):

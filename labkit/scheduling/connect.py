@@ -21,16 +21,23 @@ labkit.errors.InputError: not a Dask scheduler address: 'not an address'; expect
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import time
 
 from ..errors import InputError, SchedulerError
 
-__all__ = ["CONNECT_TIMEOUT", "check_address", "check_client", "check_limit",
-           "connect_timeout", "connect", "on_loopback", "scheduler_identity"]
+__all__ = ["CONNECT_TIMEOUT", "SCATTER_TIMEOUT", "check_address", "check_client",
+           "check_limit", "connect_timeout", "connect", "on_loopback", "scheduler_identity",
+           "scatter_everywhere"]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
+
+#: Seconds one attempt to copy something to every worker may take before it is
+#: given up and tried again without the workers that did not answer.
+SCATTER_TIMEOUT = 10.0
 
 # Schemes whose location is host:port (Dask's tcp and tls, and their IPv6 forms).
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d+)$")
@@ -151,3 +158,59 @@ def _reason(exc: BaseException) -> str:
         if isinstance(err, ConnectionError) and str(err):
             return f"{type(err).__name__}: {err}"
     return "no answer"
+
+
+def scatter_everywhere(client, obj, what: str, attempts: int = 4,
+                       timeout: float = SCATTER_TIMEOUT):
+    """A future of ``obj`` on a live worker, copied on to the others in the background.
+
+    Dask's broadcast scatter fails at once (``CommClosedError``) or waits
+    forever when a worker dies under it (its scheduler loses the key half-way
+    and never answers).  Here each attempt sends ``obj`` to one worker the
+    scheduler lists as alive, with a deadline; a lost worker costs a retry,
+    never the run.  Copies to the other workers follow without anyone waiting
+    for them (a worker that lacks one fetches it from a peer meanwhile).  After
+    ``attempts`` failures, a :class:`~labkit.errors.SchedulerError` naming
+    ``what`` and the last reason.
+    """
+    last: BaseException | None = None
+    for attempt in range(attempts):
+        if client.status in ("closing", "closed"):
+            break
+        try:
+            workers = list(scheduler_identity(client).get("workers", {}))
+            if not workers:
+                raise SchedulerError("the cluster has no workers")
+            future = _on_loop(client, client.scatter(obj, workers=workers, hash=False,
+                                                     asynchronous=True), timeout)
+        except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
+            last = exc
+            time.sleep(min(0.1 * 2 ** attempt, 1.0))   # the scheduler notices the death
+            continue
+        if len(workers) > 1:
+            _copy_on(client, future, timeout)
+        return future
+    reason = (f"{type(last).__name__}: {last}" if last is not None
+              else f"the client is {client.status}")
+    raise SchedulerError(f"could not ship {what} to the workers ({reason})") from last
+
+
+def _on_loop(client, coro, timeout: float):
+    """The result of ``coro`` run on the client's event loop, abandoned after ``timeout`` s."""
+    done = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout),
+                                            client.loop.asyncio_loop)
+    try:
+        return done.result(timeout + 5)
+    except BaseException:
+        done.cancel()
+        raise
+
+
+def _copy_on(client, future, timeout: float) -> None:
+    """Replicate ``future`` to every worker in the background; a failure only costs fetches."""
+    async def copy():
+        try:
+            await asyncio.wait_for(client.replicate([future], asynchronous=True), timeout)
+        except Exception:  # a worker died meanwhile: those that need it fetch it themselves
+            pass
+    asyncio.run_coroutine_threadsafe(copy(), client.loop.asyncio_loop)

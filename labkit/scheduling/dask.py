@@ -32,7 +32,7 @@ from .blas import one_blas_thread
 from .collector import Collector
 from .cluster import cluster_size, no_message_log, resolve_mode, start_cluster
 from .connect import (check_address, check_client, check_limit, connect, on_loopback,
-                      scheduler_identity)
+                      scatter_everywhere, scheduler_identity)
 from .offload import OffloadPool
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
@@ -218,11 +218,7 @@ class DaskScheduler(Scheduler):
     # -- callables ---------------------------------------------------------------------
 
     def _ship(self, task_callable: TaskCallable):
-        try:
-            return self.client.scatter(task_callable, broadcast=True, hash=False)
-        except Exception as exc:
-            raise SchedulerError(f"could not ship {task_callable!r} to the workers: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+        return scatter_everywhere(self.client, task_callable, f"{task_callable!r}")
 
     def _alive(self, shipped) -> bool:
         return shipped.status == "finished"

@@ -10,10 +10,12 @@ waits without the GIL, and returns what the process sends back.  Only such
 tasks pay for a process.
 
 The processes start on first use (spawned: the client process has threads),
-use one BLAS thread each, and are ended when the scheduler shuts down.  A
-process that dies under a task (``os._exit``, a segfault) raises
-:class:`~labkit.errors.WorkerLostError` for that task, and a fresh pool
-serves the next ones.
+use one BLAS thread each, and are ended when the scheduler shuts down, or
+when the process that started them dies (see :mod:`.lifeline`).  When a
+process dies under a task (killed, ``os._exit``, a segfault), a fresh pool
+runs the task again, and the tasks that were waiting in the broken one; a
+task under which processes die :attr:`OffloadPool.max_attempts` times raises
+:class:`~labkit.errors.WorkerLostError`.
 
 Examples
 --------
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
+import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -32,9 +36,12 @@ from concurrent.futures.process import BrokenProcessPool
 import cloudpickle
 
 from ..errors import WorkerLostError
+from .lifeline import hold_lifeline
 from .shared import SharedChunks
 
 __all__ = ["OffloadPool", "offload_pool"]
+
+logger = logging.getLogger("labkit.scheduling")
 
 _POOLS: dict[str, "OffloadPool"] = {}   # token -> pool; tasks name their pool by token
 _tokens = itertools.count()
@@ -43,6 +50,10 @@ _CALLABLES: dict[int, object] = {}       # in a pool process: callable token -> 
 
 class OffloadPool:
     """A lazily started pool of ``size`` spawned processes, registered under a token."""
+
+    #: Runs of one task a pool process may die under before the task fails (as
+    #: Dask's ``allowed-failures``: a task that kills its process must not loop).
+    max_attempts = 3
 
     def __init__(self, size: int):
         self.size = max(1, int(size))
@@ -56,9 +67,30 @@ class OffloadPool:
         _POOLS[self.token] = self
 
     def run(self, task_callable, data, info, worker: str):
-        """Run one task in a pool process; its outcome, or its error raised here."""
+        """Run one task in a pool process; its outcome, or its error raised here.
+
+        A process lost under the task (and under the tasks beside it, which the
+        broken pool fails too) costs a run in a fresh pool, up to ``max_attempts``.
+        """
         token, blob = self._pickle(task_callable)
-        executor = self._ensure()
+        for attempt in itertools.count(1):
+            executor = self._ensure()
+            try:
+                return self._run_once(executor, token, blob, data, info, worker)
+            except BrokenProcessPool as exc:
+                self._replace(executor)
+                if attempt >= self.max_attempts:
+                    raise WorkerLostError(
+                        f"worker lost: a process running this GIL-holding task died {attempt} "
+                        "times (killed, os._exit, a segfault or running out of memory)",
+                        **info.where(), worker=f"{worker} (offload process)") from exc
+                logger.warning("labkit: an offload process died under chunk %s of %s; "
+                               "running it again in a fresh process (attempt %d)",
+                               info.chunk, info.run, attempt + 1)
+        raise AssertionError("unreachable")
+
+    def _run_once(self, executor, token: int, blob: bytes, data, info, worker: str):
+        """One run of a task in ``executor``; the chunk's segments are dropped afterwards."""
         task, reuse = next(_tokens), False
         try:
             sent = self._shared.chunk_for(task, data)
@@ -66,12 +98,6 @@ class OffloadPool:
                                                         worker).result())
             reuse = outcome.released is True   # the process kept no view of the chunk
             return dataclasses.replace(outcome, released=None)
-        except BrokenProcessPool as exc:
-            self._replace(executor)
-            raise WorkerLostError(
-                "worker lost: the process running this GIL-holding task died (os._exit, a "
-                "segfault or running out of memory)", **info.where(),
-                worker=f"{worker} (offload process)") from exc
         finally:
             self._shared.drop([task], reuse)
 
@@ -115,7 +141,7 @@ class OffloadPool:
                 import multiprocessing
                 self._executor = ProcessPoolExecutor(
                     self.size, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_process)
+                    initializer=_init_process, initargs=(os.getpid(),))
             return self._executor
 
     def _replace(self, broken) -> None:
@@ -130,7 +156,9 @@ def offload_pool(token: str | None) -> OffloadPool | None:
     return _POOLS.get(token) if token else None
 
 
-def _init_process() -> None:
+def _init_process(parent: int) -> None:
+    """In a pool process, first: end with ``parent``; one BLAS thread."""
+    hold_lifeline(parent)
     from threadpoolctl import threadpool_limits
     threadpool_limits(limits=1)   # as Dask's nanny does for its worker processes
 

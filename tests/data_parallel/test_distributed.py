@@ -90,14 +90,17 @@ class Unshippable(nn.Module):
 
 
 def _worker_state():
-    """``(process group initialized, groups held)`` in one worker process."""
+    """``(open process groups, replicas held)`` in one worker process; the default group
+    of torch.distributed stays untouched (labkit's groups are objects of their own)."""
     import torch.distributed as dist
     from labkit.data_parallel import replica_worker
-    return dist.is_initialized(), len(replica_worker._GROUPS)
+    assert not dist.is_initialized()
+    held = list(replica_worker._GROUPS.values())
+    return sum(1 for r in held if r.group is not None and not r.group.closed), len(held)
 
 
 def assert_workers_clean(client):
-    assert set(client.run(_worker_state).values()) == {(False, 0)}
+    assert set(client.run(_worker_state).values()) == {(0, 0)}
 
 
 def test_uneven_steps_equal_full_batch_training(dask_scheduler):
@@ -193,7 +196,7 @@ def test_close_is_idempotent_and_leaves_workers_clean(dask_scheduler):
     client = dask_scheduler.client
     model = mlp()
     group = DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler)
-    assert set(client.run(_worker_state).values()) == {(True, 1)}
+    assert set(client.run(_worker_state).values()) == {(1, 1)}
     group.close()
     group.close()
     assert_workers_clean(client)
@@ -333,3 +336,47 @@ def test_scheduler_cancel_reaches_the_replicas_on_the_workers(dask_scheduler):
     finally:
         group.close()
 
+
+
+def test_two_trainers_fit_at_once_on_one_cluster_each_as_alone(dask_scheduler):
+    """Each trainer has a process group of its own on every worker; either may end first."""
+    from labkit.data_parallel import DataParallelTrainer
+    client = dask_scheduler.client
+    batches = [batch(seed) for seed in range(6)]
+
+    def make(seed):
+        torch.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3)).double()
+        return model, sgd(model)
+
+    def alone(seed):
+        model, opt = make(seed)
+        with DataParallelTrainer(model, nn.MSELoss(), opt, scheduler=dask_scheduler) as t:
+            t.fit(batches, epochs=2)
+        return copy.deepcopy(model.state_dict())
+
+    expected = [alone(10), alone(11)]
+    made = [make(10), make(11)]
+    trainers = [DataParallelTrainer(m, nn.MSELoss(), o, scheduler=dask_scheduler)
+                for m, o in made]
+    assert set(client.run(_worker_state).values()) == {(2, 2)}
+    errors = []
+
+    def fit(t):
+        try:
+            t.fit(batches, epochs=2)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=fit, args=(t,)) for t in trainers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    trainers[1].close()   # the second ends first: the first's group is not touched
+    assert set(client.run(_worker_state).values()) == {(1, 1)}
+    trainers[1].close()
+    trainers[0].close()
+    assert_workers_clean(client)
+    for (model, _), state in zip(made, expected):
+        assert max_diff(model.state_dict(), state) < 1e-12

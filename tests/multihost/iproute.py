@@ -80,8 +80,7 @@ def pick_subnet() -> ipaddress.IPv4Network:
 
 
 def skip_or_fail(reason: str) -> None:
-    """Skip the test for ``reason``, or fail it under ``LABKIT_REQUIRE_MULTIHOST=1`` (CI)."""
-    import pytest
-    if os.environ.get("LABKIT_REQUIRE_MULTIHOST") == "1":
-        pytest.fail(f"{reason} (LABKIT_REQUIRE_MULTIHOST=1 requires them)", pytrace=False)
-    pytest.skip(reason)
+    """Skip the test for ``reason``, or fail it in CI (see :mod:`tests.system`)."""
+    from tests import system
+    system.skip_or_fail(reason, "run as root, with iproute2 and iptables installed "
+                                "(apt-get install iproute2 iptables)")

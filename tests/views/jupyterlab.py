@@ -34,11 +34,9 @@ JUPYTER = os.path.join(os.path.dirname(sys.executable), "jupyter")
 
 
 def _needs_browser() -> list:
-    """The marks of a test that drives JupyterLab in Chromium: skipped where either is missing."""
+    """The marks of a test that drives JupyterLab in Chromium (see :mod:`tests.system`)."""
     import pytest
-    from tests.browser import CHROMIUM
-    return [pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium"),
-            pytest.mark.skipif(not os.path.exists(JUPYTER), reason="needs the env's jupyter")]
+    return [pytest.mark.needs("chromium", "jupyter")]
 
 
 #: ``pytestmark`` of the JupyterLab browser tests.

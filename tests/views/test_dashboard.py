@@ -61,6 +61,7 @@ async def _open_websocket(port: int, origin: str):
         conn.close()
 
 
+@pytest.mark.needs("chromium")
 def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
     url = dashboard(dask_scheduler)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")

@@ -1,7 +1,6 @@
 """Task lanes: shipped ESM/CSS, incremental span messages, and the ESM run in Node."""
 
 import json
-import shutil
 import subprocess
 from importlib.resources import files
 
@@ -145,7 +144,7 @@ console.log(JSON.stringify({ className: root.className, counts, sent, names, tip
 """
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+@pytest.mark.needs("node")
 def test_the_esm_renders_lanes_and_skips_spans_it_has(tmp_path):
     harness = tmp_path / "harness.mjs"
     harness.write_text(_NODE_HARNESS)
