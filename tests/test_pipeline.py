@@ -302,3 +302,326 @@ def test_a_pipe_fed_phase_has_an_unknown_total_not_the_queue_fill(local_schedule
     (started,) = recorder.of(lk.events.PhaseStarted)
     (finished,) = recorder.of(lk.events.PhaseFinished)
     assert started.n_tasks is None and finished.n_tasks == 5
+
+
+# -- what a stream delivers when it ends early ------------------------------------------------
+
+def fails_on_7(record):
+    """Raise on record 7 (an int, or a chunk whose first value is 7)."""
+    if (record if isinstance(record, int) else record[0, 0]) == 7:
+        raise ValueError("record seven is bad")
+    return record
+
+
+def read_slowly(queue, pause):
+    """Every record of ``queue`` (sleeping ``pause`` s after each), then its error or None."""
+    got = []
+    try:
+        for record in queue:
+            got.append(record)
+            time.sleep(pause)
+    except lk.LabkitError as err:
+        return got, err
+    return got, None
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_threads", [1, 2, 4, 8])
+@pytest.mark.parametrize("pause", [0.0, 0.02])
+@pytest.mark.parametrize("capacity", [1, 100])
+def test_ordered_error_delivers_every_record_before_it(num_threads, pause, capacity):
+    q = pipe(range(20), processor=fails_on_7, num_threads=num_threads, ordered=True,
+             capacity=capacity, name="parse")
+    got, err = read_slowly(q, pause)
+    assert got == list(range(7))
+    assert isinstance(err, PipelineError) and err.where == {"stage": "parse", "record": 7}
+    assert isinstance(err.__cause__, ValueError)  # the processor's own exception
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("num_threads", [1, 3, 8])
+@pytest.mark.parametrize("pause", [0.0, 0.01])
+def test_unordered_error_delivers_every_record_processed_before_it(num_threads, pause):
+    processed = []
+
+    def slow_fails_on_7(record):
+        time.sleep((record * 7 % 5) * 0.002)
+        result = fails_on_7(record)
+        processed.append(result)  # only records the processor finished
+        return result
+
+    q = pipe(range(40), processor=slow_fails_on_7, num_threads=num_threads, capacity=2)
+    got, err = read_slowly(q, pause)
+    assert err.where["record"] == 7
+    assert sorted(got) == sorted(processed)  # none dropped, none twice
+    assert set(range(7)) <= set(got) and 7 not in got
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("ordered", [True, False])
+def test_every_thread_failing_at_once_neither_hangs_nor_loses_the_error(ordered):
+    q = pipe(range(200), processor=lambda r: 1 / 0, num_threads=8, ordered=ordered, capacity=1,
+             name="invert")
+    got, err = read_slowly(q, 0.0)
+    assert got == [] and err.original_type == "ZeroDivisionError"
+    assert err.where["stage"] == "invert"
+    if ordered:
+        assert err.where["record"] == 0  # the earliest record's error, as if run one by one
+
+
+def fail_fast_or_stop_late(fail, stop):
+    """A processor: record ``fail`` raises at once, record ``stop`` returns STOP after 50 ms."""
+    def process(record):
+        if record == stop:
+            time.sleep(0.05)
+            return STOP
+        if record == fail:
+            raise ValueError(f"record {record}")
+        return record
+    return process
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("fail, stop, delivered, error_at", [
+    (9, 7, list(range(7)), None),  # the STOP comes first in input order: 9 never failed
+    (7, 9, list(range(7)), 7),     # the error comes first in input order
+    (6, 8, list(range(6)), 6),
+])
+def test_ordered_stream_ends_where_one_by_one_it_would(fail, stop, delivered, error_at):
+    q = pipe(range(30), processor=fail_fast_or_stop_late(fail, stop), num_threads=4,
+             ordered=True)
+    got, err = read_slowly(q, 0.0)
+    assert got == delivered
+    assert (err and err.where["record"]) == error_at
+
+
+@pytest.mark.timeout(30)
+def test_ordered_error_keeps_the_earliest_failing_record():
+    def process(record):
+        if record == 7:
+            time.sleep(0.05)  # fails after record 9 did
+            raise ValueError("seven")
+        if record == 9:
+            raise ValueError("nine")
+        return record
+
+    got, err = read_slowly(pipe(range(30), processor=process, num_threads=4, ordered=True), 0)
+    assert got == list(range(7)) and err.where["record"] == 7 and "seven" in str(err)
+
+
+@pytest.mark.timeout(30)
+def test_unordered_stop_writes_the_records_already_processed():
+    processed = []
+
+    def process(record):
+        if record == 5:
+            return STOP
+        time.sleep(0.01)
+        processed.append(record)
+        return record
+
+    got = drain(pipe(range(100), processor=process, num_threads=4))
+    assert sorted(got) == sorted(processed) and len(got) < 20
+
+
+@pytest.mark.timeout(30)
+def test_stop_writes_records_already_read_to_a_list():
+    started = threading.Event()
+    out = []
+
+    def slow(record):
+        started.set()
+        time.sleep(0.02)
+        return record
+
+    stage = pipe(itertools.count(), out, num_threads=3, processor=slow, ordered=True)
+    started.wait(2)
+    stage.stop()
+    stage.join(timeout=5)
+    assert out == list(range(len(out))) and len(out) == stage.stats().records >= 1
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("ordered", [True, False])
+def test_writer_and_reducer_errors_come_after_the_records_before_them(ordered):
+    written = []
+
+    def writer(record):
+        if record == 7:
+            raise OSError("disk full")
+        written.append(record)
+
+    stage = pipe(range(20), writer, num_threads=3, ordered=ordered, name="sink")
+    with pytest.raises(PipelineError, match="disk full") as info:
+        stage.join(timeout=5)
+    assert info.value.where == {"stage": "sink", "record": 7}
+    if ordered:
+        assert written == list(range(7))
+    q, final = pipe_and_output(range(20), ordered=True, num_threads=3,
+                               final_outputs={"x": lambda a, r: 1 / (r - 5)})
+    got, err = read_slowly(q, 0)
+    assert got == list(range(6)) and err.where["record"] == 5
+    with pytest.raises(PipelineError):
+        final.result(timeout=5)
+
+
+@pytest.mark.timeout(30)
+def test_an_error_upstream_reaches_the_end_of_a_chain_after_every_record():
+    first = pipe(range(20), processor=fails_on_7, num_threads=3, ordered=True, name="parse")
+    second = pipe(first, processor=lambda r: r * 10, num_threads=2, ordered=True, name="scale")
+    lazy = pipe(second, num_threads=0, processor=lambda r: r + 1, name="lazy")
+    got, err = read_slowly(lazy, 0.001)
+    assert got == [10 * r + 1 for r in range(7)]
+    assert err.where == {"stage": "parse", "record": 7}  # the stage that failed, not the last
+
+
+@pytest.mark.timeout(30)
+def test_two_stages_into_one_queue_deliver_both_streams():
+    out = Queue(3)
+    pipe(range(0, 50), out, num_threads=2, name="evens", processor=lambda r: 2 * r)
+    pipe(range(0, 50), out, num_threads=3, name="odds", processor=lambda r: 2 * r + 1)
+    assert sorted(drain(out)) == list(range(100))  # the first to finish does not end it
+
+
+class BrokenSource:
+    """An iterable whose iterator raises OSError at record ``at`` (or in ``iter()``: -1)."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def __iter__(self):
+        if self.at < 0:
+            raise OSError("cannot open")
+        return self._records()
+
+    def _records(self):
+        for i in range(20):
+            if i == self.at:
+                raise OSError("the disk went away")
+            yield i
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_threads", [0, 1, 3])
+@pytest.mark.parametrize("at", [0, 4])
+def test_a_source_that_raises_is_an_input_error_naming_stage_and_record(num_threads, at):
+    q = pipe(BrokenSource(at), num_threads=num_threads, ordered=True, name="read")
+    got, err = read_slowly(q, 0)
+    assert got == list(range(at))
+    assert isinstance(err, lk.InputError) and err.where == {"stage": "read", "record": at}
+    assert "OSError: the disk went away" in str(err) and "record " + str(at) in str(err)
+    assert isinstance(err.__cause__, OSError)
+
+
+@pytest.mark.timeout(30)
+def test_a_source_whose_iter_raises_names_the_stage():
+    with pytest.raises(lk.InputError, match="cannot open") as info:
+        pipe(BrokenSource(-1), num_threads=2, name="open")
+    assert info.value.where == {"stage": "open", "record": 0}
+    with pytest.raises(lk.InputError, match="cannot open"):
+        list(pipe(BrokenSource(-1), num_threads=0, name="open"))
+
+
+@pytest.mark.timeout(30)
+def test_a_processor_raising_system_exit_names_its_record():
+    def leave(record):
+        if record == 3:
+            raise SystemExit(2)
+        return record
+
+    got, err = read_slowly(pipe(range(10), processor=leave, num_threads=2, ordered=True), 0)
+    assert got == [0, 1, 2] and err.where["record"] == 3 and err.original_type == "SystemExit"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("lazy", [False, True])
+def test_leaving_a_with_block_early_stops_the_producers(lazy):
+    upstream = pipe(itertools.count(), num_threads=2, capacity=2)
+    stream = pipe(upstream, num_threads=0) if lazy else upstream
+    with stream as records:
+        for record in records:
+            if record >= 3:
+                break
+    assert upstream.closed  # the fixture checks that the threads exit
+
+
+@pytest.mark.timeout(60)
+def test_a_flow_fed_by_a_failing_pipe_names_the_chunk_and_the_record():
+    rng = np.random.default_rng(3)
+    chunks = [np.column_stack([np.full(20, float(i)), rng.normal(size=(20, 3))])
+              for i in range(12)]
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+    with pytest.raises(lk.InputError) as info:
+        flow.train([pipe(chunks, processor=fails_on_7, num_threads=2, ordered=True)],
+                   scheduler=lk.LocalScheduler())
+    err = info.value
+    assert err.where["chunk"] == 7 and err.where["record"] == 7
+    assert err.where["stage"] == "fails_on_7" and err.where["phase"] == 0
+    assert "chunk source raised" in str(err) and "record seven is bad" in str(err)
+    assert isinstance(err.__cause__, PipelineError)
+    assert isinstance(err.__cause__.__cause__, ValueError)
+    flow.train([chunks[:7]], scheduler=lk.LocalScheduler())  # the flow works right after
+    assert flow.execute(chunks[0]).shape == (20, 2)
+
+
+# -- wrong arguments --------------------------------------------------------------------------
+
+BAD_ARGUMENTS = {
+    "num_threads -1": (dict(num_threads=-1), ("num_threads", "-1")),
+    "num_threads True": (dict(num_threads=True), ("num_threads", "True")),
+    "num_threads False": (dict(num_threads=False), ("num_threads", "False")),
+    "num_threads 2.5": (dict(num_threads=2.5), ("num_threads", "2.5")),
+    "num_threads '2'": (dict(num_threads="2"), ("num_threads", "'2'")),
+    "num_threads None": (dict(num_threads=None), ("num_threads", "None")),
+    "capacity 0": (dict(capacity=0), ("capacity", "0")),
+    "capacity -3": (dict(capacity=-3), ("capacity", "-3")),
+    "capacity True": (dict(capacity=True), ("capacity", "True")),
+    "capacity 1.5": (dict(capacity=1.5), ("capacity", "1.5")),
+    "capacity of a lazy reader": (dict(num_threads=0, capacity=0), ("capacity", "0")),
+    "capacity of a list output": (dict(output=[], capacity="10"), ("capacity", "'10'")),
+    "processor 5": (dict(processor=5), ("processor", "int")),
+    "processor of a lazy reader": (dict(processor="f", num_threads=0), ("processor", "str")),
+    "name 5": (dict(name=5), ("name", "5")),
+    "ordered 'yes'": (dict(ordered="yes"), ("ordered", "'yes'")),
+    "ordered None": (dict(ordered=None), ("ordered", "None")),
+    "output 3": (dict(output=3), ("output", "int")),
+    "output of a lazy reader": (dict(num_threads=0, output=[]), ("lazy reader", "output")),
+    "on_event 5": (dict(on_event=5), ("on_event", "5")),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ARGUMENTS)
+def test_bad_arguments_are_input_errors_naming_argument_and_stage(case):
+    kwargs, names = BAD_ARGUMENTS[case]
+    kwargs = dict(kwargs)
+    output = kwargs.pop("output", None)
+    with pytest.raises(lk.InputError) as info:
+        pipe(range(3), output, name=kwargs.pop("name", "check"), **kwargs)
+    message = str(info.value)
+    assert all(name in message for name in names), message
+    if case != "name 5":
+        assert info.value.where["stage"] == "check"
+    assert not _pipe_threads()
+    assert drain(pipe(range(3), name="check")) == [0, 1, 2]  # pipes work right after
+
+
+BAD_FINAL_OUTPUTS = {
+    "a list": ([("total", lambda a, r: r)], ("final_outputs", "list")),
+    "count taken": ({"count": lambda a, r: r}, ("'count'", "taken")),
+    "not a reducer": ({"total": 5}, ("final output 'total'",)),
+    "threads 0": (None, ("needs threads",)),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FINAL_OUTPUTS)
+def test_bad_final_outputs(case):
+    final_outputs, names = BAD_FINAL_OUTPUTS[case]
+    threads = 0 if case == "threads 0" else 1
+    with pytest.raises(lk.InputError) as info:
+        pipe_and_output(range(3), final_outputs=final_outputs, num_threads=threads, name="sum")
+    assert all(name in str(info.value) for name in names) and info.value.where["stage"] == "sum"
+
+
+def test_numpy_ints_are_counts():
+    q = pipe(range(5), num_threads=np.int64(2), capacity=np.int32(2), ordered=True)
+    assert drain(q) == [0, 1, 2, 3, 4]

@@ -6,7 +6,9 @@ import asyncio
 import copy
 import pickle
 import sys
+import threading
 
+import cloudpickle
 import numpy as np
 import pytest
 
@@ -303,3 +305,145 @@ def test_background_error_is_kept_not_lost():
 
     asyncio.run(drive())
     assert isinstance(program.error, TaskError) and not program.running and not program.done
+
+
+# -- copying and pickling what cannot be ------------------------------------------------------
+
+class Locked:
+    """Holds a lock: neither picklable nor deep-copyable."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def value(self):
+        return 1
+
+
+def lambda_programs():
+    """``{case: (program, what the error names)}``: a lambda somewhere inside each."""
+    reg = Registers({"n": 0})
+    log = Log()
+    return {
+        "Call of a lambda": (Program(Seq([Call(log.add, 1), Call(lambda r: r + 1, 2),
+                                          Call(log.add, 3)])), ("Call", "its fn", "lambda")),
+        "lambda argument": (Program(Seq([Call(log.add, 1), Call(map, lambda r: r, [1]),
+                                         Call(log.add, 3)])), ("Call", "args[0]", "lambda")),
+        "lambda keyword": (Program(Seq([Call(log.add, 1), Call(sorted, [2, 1], key=lambda r: -r),
+                                        Call(log.add, 3)])), ("Call", "kwargs['key']", "lambda")),
+        "Switch on a lambda": (Program(Seq([Call(log.add, 1),
+                                            Switch(lambda: "a", {"a": Call(log.add, "A")}),
+                                            Call(log.add, 3)])), ("Switch", "selector")),
+        "deep in a Repeat": (Program(Repeat(3, Seq([Call(log.add, 1), Call(lambda: 2)]))),
+                             ("Call", "its fn", "lambda")),
+        "local function": (Program(Seq([Call(log.add, 1), Call(local_function()),
+                                        Call(log.add, 3)])), ("local_function.<locals>.inner",)),
+        "register holds a lambda": (Program(Seq([Call(log.add, 1), Call(log.add, reg("n")),
+                                                 Call(log.add, 3)]),
+                                            Registers({"n": 0, "f": lambda: 1})),
+                                    ("register 'f'", "lambda")),
+    }
+
+
+def local_function():
+    def inner():
+        return 2
+    return inner
+
+
+@pytest.mark.parametrize("case", list(lambda_programs()))
+def test_pickling_a_lambda_part_way_names_the_element_and_the_fix(case):
+    program, names = lambda_programs()[case]
+    program.run(1)
+    with pytest.raises(ProgramError) as info:
+        pickle.dumps(program)
+    message = str(info.value)
+    assert all(name in message for name in names), message
+    assert "module level" in message and "pickle with cloudpickle" in message
+    if "register" not in case:
+        assert "cloudpickle.dumps(program) works" in message
+    assert isinstance(info.value.__cause__, (pickle.PicklingError, AttributeError))
+    if "register" not in case:
+        assert "element" in info.value.where and info.value.where["element"] in message
+    clone = cloudpickle.loads(cloudpickle.dumps(program))  # as the message says
+    assert clone.run() is DONE
+    copy.deepcopy(program).run()  # a lambda copies (by reference)
+    assert program.run() is DONE  # the failed pickle left the program as it was
+
+
+def test_pickling_and_copying_something_locked_names_the_element():
+    program = Program(Seq([Call(print, "x"), Call(Locked().value), Call(print, "y")]))
+    program.run(1)
+    with pytest.raises(ProgramError, match="cannot be pickled") as info:
+        pickle.dumps(program)
+    assert info.value.where["element"] == "Call(locked.value)"
+    assert "its fn" in str(info.value) and "_thread.lock" in str(info.value)
+    assert "cloudpickle cannot pickle it either" in str(info.value)
+    with pytest.raises(ProgramError, match="cannot be copied") as info:
+        copy.deepcopy(program)
+    assert info.value.where["element"] == "Call(locked.value)"
+    assert program.run() is DONE and program.steps == 3
+
+
+def test_copying_a_register_that_cannot_be_copied_names_it():
+    reg = Registers({"lock": threading.Lock(), "n": 1})
+    program = Program(Call(add_one, reg("n"), store_to=reg("n")), reg)
+    with pytest.raises(ProgramError, match="register 'lock'"):
+        copy.deepcopy(program)
+    with pytest.raises(ProgramError, match="register 'lock'"):
+        pickle.dumps(program)
+    assert program.run() is DONE and reg["n"] == 2
+
+
+def test_programs_without_lambdas_still_pickle_and_copy_shallowly():
+    program, _ = pca_program(2)
+    program.run(2)
+    assert pickle.loads(pickle.dumps(program, protocol=0)).run() is DONE
+    element = Call(lambda: 1)
+    assert copy.copy(element).fn is element.fn  # a shallow copy does not pickle
+
+
+def test_spawn_of_a_lambda_names_the_element_and_step(local_scheduler):
+    reg = Registers({"x": 2})
+    program = Program(Seq([Call(square, 3),
+                           Spawn(["x"], Call(lambda x: x + 1, reg("x"), store_to=reg("x")),
+                                 scheduler=local_scheduler)]), reg)
+    with pytest.raises(ProgramError, match="lambda") as info:
+        program.run()
+    assert info.value.where["step"] == 1 and "<lambda>" in info.value.where["element"]
+
+
+# -- wrong arguments --------------------------------------------------------------------------
+
+BAD_ELEMENTS = {
+    "Repeat True times": (lambda: Repeat(True, Call(print)), ("Repeat count", "True")),
+    "Repeat 2.5 times": (lambda: Repeat(2.5, Call(print)), ("Repeat count", "2.5")),
+    "Repeat counter 5": (lambda: Repeat(2, Call(print), counter=5), ("counter", "5")),
+    "Weave needs True": (lambda: Weave(True, [Call(print)]), ("n_required", "True")),
+    "Weave needs -1": (lambda: Weave(-1, [Call(print)]), ("n_required", "0..1", "-1")),
+    "store_to a number": (lambda: Call(print, store_to=5), ("store_to", "5")),
+    "Switch on a number": (lambda: Switch(5, {"a": Call(print)}), ("selector", "5")),
+    "Spawn of a name": (lambda: Spawn("xy", Call(print)), ("Spawn", "'xy'")),
+    "Spawn of numbers": (lambda: Spawn([1], Call(print)), ("Spawn", "[1]")),
+    "Program registers a dict": (lambda: Program(Call(print), {"x": 1}),
+                                 ("registers", "{'x': 1}")),
+    "run -1 steps": (lambda: Program(Call(print)).run(-1), ("n_steps", "-1")),
+    "run '5' steps": (lambda: Program(Call(print)).run("5"), ("n_steps", "'5'")),
+    "element run nan steps": (lambda: Call(print).run(float("nan")), ("n_steps", "nan")),
+    "find a string": (lambda: Program(Call(print)).find("print"), ("find", "'print'")),
+    "replace what is not there": (lambda: Program(Call(print)).replace(Call(len), Call(print)),
+                                  ("replace", "Call(len)")),
+    "replace a number": (lambda: Program(Call(print)).replace(5, Call(print)), ("replace", "5")),
+    "replace_with outside a program": (lambda: Call(len).replace_with(Call(print)),
+                                       ("Call(len)", "not in a program")),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ELEMENTS)
+def test_bad_arguments_are_input_errors_naming_them(case):
+    make, names = BAD_ELEMENTS[case]
+    with pytest.raises(InputError) as info:
+        make()
+    assert all(name in str(info.value) for name in names), str(info.value)
+    reg = Registers()
+    assert Program(Repeat(np.int64(2), Call(add_one, 1, store_to="y")), reg).run() is DONE
+    assert reg["y"] == 2

@@ -9,7 +9,13 @@ board.  The meta estimator is one more layer (one fit on all rows).
 
 Classifier or regressor follows the meta estimator.  A classifier's labels
 are encoded as ``0..K-1`` for the layers (so ``proba=False`` layers give
-numeric columns) and decoded by ``predict``.
+numeric columns) and decoded by ``predict``; every ``proba`` layer gives one
+column per class of ``classes_`` (0 for a class a fit never saw), and an int
+number of folds is stratified by class, as scikit-learn's ``check_cv`` does.
+
+A fit works on an unfitted twin of the ensemble (same parameters) and hands
+its fitted attributes over only once everything succeeded: a failed fit or
+refit leaves ``classes_``, ``layers_``, ``meta_``... as they were.
 
 The scheduler is kept by reference: ``clone``/``deepcopy`` share it (no
 copied Dask client, no nested cluster inside ``GridSearchCV``), and a
@@ -25,17 +31,17 @@ from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags, TransformerTags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from ..errors import InputError
 from ..runs import start
 from .cache import as_scheduler
 from .indexers import BlendIndex, FullIndex
-from .layer import Layer
-from .layerspec import KINDS, LayerSpec
-from .processing import ParallelProcessing, _check_groups, predict_layers
+from .layer import Layer, check_estimator
+from .layerspec import KINDS, LayerSpec, _cases
+from .processing import ParallelProcessing, predict_layers
 from .splitters import as_indexer
+from .validation import check_inputs, is_classifier_like, refuses_nan, takes_sparse
 
 __all__ = ["BaseEnsemble"]
 
@@ -138,16 +144,22 @@ class BaseEnsemble(BaseEstimator):
     @property
     def _estimator_type(self):
         meta = self.meta_estimator
-        if not hasattr(meta, "__sklearn_tags__"):   # none yet (or not a scikit-learn one)
+        if isinstance(meta, type) or not hasattr(meta, "__sklearn_tags__"):
+            return None                # none yet, not a scikit-learn one, or a class: fit says
+        try:
+            return "classifier" if is_classifier(meta) else \
+                "regressor" if is_regressor(meta) else None
+        except (AttributeError, TypeError):
             return None
-        return "classifier" if is_classifier(meta) else \
-            "regressor" if is_regressor(meta) else None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         kind = self._estimator_type
         tags.estimator_type = kind
         tags.transformer_tags = TransformerTags()     # transform(): the last layer's output
+        steps = self._first_steps()                   # what sees X, as scikit-learn's stacking
+        tags.input_tags.allow_nan = bool(steps) and not refuses_nan(steps)
+        tags.input_tags.sparse = bool(steps) and takes_sparse(steps)
         if kind is not None:
             tags.target_tags.required = True
         if kind == "classifier":
@@ -156,14 +168,31 @@ class BaseEnsemble(BaseEstimator):
             tags.regressor_tags = RegressorTags()
         return tags
 
+    def _first_steps(self) -> list[tuple[str, object]]:
+        """``(name, what sees X first)`` in the first layer's spec; nothing for junk."""
+        specs = self._specs()
+        if not specs:
+            return []
+        spec = specs[0][1]
+        pre = spec.preprocessing if isinstance(spec.preprocessing, dict) else {}
+        try:
+            return [(name, (list(pre.get(case) or []) or [est])[0])
+                    for case, items in _cases(spec.estimators) for name, est in items]
+        except TypeError:
+            return []
+
     # -- fit -------------------------------------------------------------------------------
 
     def fit(self, X, y, groups=None, wait=True):
         """Fit every layer (each on the previous one's output), then the meta estimator.
 
+        The fit goes into an unfitted twin whose fitted attributes replace this
+        ensemble's only when it succeeds: a failed fit leaves it as it was.
+
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            A sparse matrix reaches the first layer's estimators as CSR rows.
         y : array-like of shape (n_samples,)
         groups : array-like, optional
             Group labels for grouped splitters (``GroupKFold``).
@@ -175,29 +204,54 @@ class BaseEnsemble(BaseEstimator):
         -------
         self, or a Run with ``wait=False``
         """
+        twin = type(self).__new__(type(self))
+        twin.__dict__.update({k: v for k, v in vars(self).items() if k not in _fitted(self)})
+        scheduler, job, n_nodes = twin._fit_job(X, y, groups)
+
+        def fit_then_take_over(scope):
+            job(scope)
+            for key in _fitted(self):          # a refit may not set them all (scores_...)
+                delattr(self, key)
+            self.__dict__.update({k: getattr(twin, k) for k in _fitted(twin)})
+            return self
+        return start("ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes)
+
+    def _fit_job(self, X, y, groups):
+        """Check everything and build the layers; ``(scheduler, job fitting them, nodes)``.
+
+        Sets ``n_features_in_`` and ``classes_`` on this (unfitted) ensemble.
+        """
+        name = type(self).__name__
         specs = [s for _, s in self._specs()]
         if not specs or len(specs) != len(self.layers):
             raise InputError("an ensemble needs layers: add them with .add(estimators) "
-                             f"(layers={self.layers!r})", estimator=type(self).__name__)
-        classifier = self._estimator_type == "classifier"
-        X, y = self._validate(X, y, classifier)
+                             f"(layers={self.layers!r})", estimator=name, argument="layers")
+        if self.scorer is not None and not callable(self.scorer):
+            raise InputError(f"scorer must be a callable scorer(y_true, y_pred), got "
+                             f"{self.scorer!r}", estimator=name, argument="scorer")
+        kind = self._estimator_type
+        classifier = kind == "classifier"
+        meta = self._meta_layer()
+        layers = [self._layer(s, i, kind) for i, s in enumerate(specs, 1)]
+        X, y, groups = check_inputs(X, y, groups, steps=layers[0].first_steps(),
+                                    classifier=classifier, needs_y=kind is not None,
+                                    owner=self, min_rows=2, y_numeric=kind == "regressor",
+                                    estimator=name)
+        codes = None
         if classifier:
             self.classes_, y = np.unique(y, return_inverse=True)  # labels as 0..K-1
-            if len(self.classes_) < 2:
-                raise InputError(f"a classifier needs at least 2 classes in y, got "
-                                 f"{self.classes_.tolist()}", estimator=type(self).__name__)
-        groups = _check_groups(groups, X, estimator=type(self).__name__)
-        layers = [self._layer(s, i) for i, s in enumerate(specs, 1)]
-        meta = None if self.meta_estimator is None else \
-            Layer([("meta", clone(self.meta_estimator))], FullIndex(), name="meta")
-        scheduler = as_scheduler(self.scheduler)   # None: a serial, in-process LocalScheduler
-        pp = ParallelProcessing(scheduler, cache=self.cache)
+            codes = np.arange(len(self.classes_))   # every proba layer's columns
+        try:
+            scheduler = as_scheduler(self.scheduler)  # None: a serial, in-process LocalScheduler
+            pp = ParallelProcessing(scheduler, cache=self.cache)
+        except InputError as err:
+            raise err.locate(estimator=name)
 
         def job(scope):
             out, targets, labels, scores = X, y, groups, {}
             for i, layer in enumerate(layers):
-                out, rows = pp._fit_layer(scope, i, layer, out, targets, labels)
-                targets = targets[rows]            # a blend layer predicts fewer rows
+                out, rows = pp._fit_layer(scope, i, layer, out, targets, labels, codes)
+                targets = None if targets is None else targets[rows]  # a blend: fewer rows
                 labels = None if labels is None else labels[rows]
                 scores[layer.name] = self._scores(layer, out, targets)
             if meta is not None:
@@ -206,31 +260,33 @@ class BaseEnsemble(BaseEstimator):
             self.meta_ = None if meta is None else meta.fitted_["meta"][1]
             if self.scorer is not None:
                 self.scores_ = scores
-            return self
-        return start("ensemble", [scheduler], job, wait=wait,
-                     n_nodes=len(layers) + (meta is not None))
+        return scheduler, job, len(layers) + (meta is not None)
 
-    def _validate(self, X, y, classifier):
-        """``X`` and ``y`` checked as scikit-learn does; errors are :class:`InputError`."""
-        try:
-            X, y = validate_data(self, X, y, ensure_min_samples=2,
-                                 y_numeric=not classifier)
-            if classifier:
-                check_classification_targets(y)
-        except ValueError as exc:
-            raise InputError(str(exc), estimator=type(self).__name__) from None
-        return X, y
+    def _meta_layer(self):
+        """The meta estimator as a one-fit layer (a clone), or None."""
+        if self.meta_estimator is None:
+            return None
+        check_estimator(self.meta_estimator, "meta", estimator=type(self).__name__,
+                        argument="meta_estimator")
+        return Layer([("meta", clone(self.meta_estimator, safe=False))], FullIndex(),
+                     name="meta")
 
-    def _layer(self, spec: LayerSpec, i: int) -> Layer:
-        """The backend layer of ``spec`` (estimators cloned: the params stay unfitted)."""
+    def _layer(self, spec: LayerSpec, i: int, kind=None) -> Layer:
+        """The backend layer of ``spec`` (estimators cloned: the params stay unfitted).
+
+        ``kind`` is the ensemble's (``"classifier"``...): an int number of folds (and a
+        blend or subsemble split) is stratified for a classifier, as ``check_cv`` does;
+        without a meta estimator, when the layer itself classifies.
+        """
         name = f"layer-{i}"
         if spec.kind not in KINDS:
             raise InputError(f"layer kind must be one of {KINDS}, got {spec.kind!r}",
                              layer=name)
         try:
             estimators = clone(spec.estimators, safe=False)
-            indexer = as_indexer(spec.indexer, what="indexer") if spec.indexer is not None \
-                else self._default_indexer(spec.kind)
+            stratify = kind == "classifier" or (kind is None and _classifies(spec))
+            indexer = as_indexer(spec.indexer, what="indexer", classifier=stratify) \
+                if spec.indexer is not None else self._default_indexer(spec.kind, stratify)
         except InputError as err:
             raise err.locate(layer=name)
         except (TypeError, ValueError) as exc:
@@ -242,16 +298,17 @@ class BaseEnsemble(BaseEstimator):
         return Layer(estimators, indexer, clone(spec.preprocessing, safe=False),
                      proba=spec.proba, propagate_features=spec.propagate_features, name=name)
 
-    def _default_indexer(self, kind):
+    def _default_indexer(self, kind, stratify=False):
         """The split of a ``kind`` layer from the ensemble's settings."""
         if kind == "blend":
-            return BlendIndex(self.test_size)
+            return BlendIndex(self.test_size, stratify=stratify)
         if kind == "full":
             return FullIndex()
         if kind == "subsemble":
             from .subsemble import SubsetIndex
-            return SubsetIndex(self.partitions, self.folds, self.shuffle, self.random_state)
-        return as_indexer(self.folds, self.shuffle, self.random_state)
+            return SubsetIndex(self.partitions, self.folds, self.shuffle, self.random_state,
+                               stratify=stratify)
+        return as_indexer(self.folds, self.shuffle, self.random_state, classifier=stratify)
 
     def _scores(self, layer, out, targets) -> dict:
         """``{estimator: scorer(y, its out-of-fold predictions)}`` when a scorer is set."""
@@ -275,13 +332,11 @@ class BaseEnsemble(BaseEstimator):
     # -- predict -----------------------------------------------------------------------------
 
     def transform(self, X):
-        """The last layer's output for ``X`` (the meta estimator's input)."""
+        """The last layer's output for ``X`` (the meta estimator's input); dense."""
         check_is_fitted(self, "layers_")
-        try:
-            X = validate_data(self, X, reset=False)
-        except ValueError as exc:
-            raise InputError(str(exc), estimator=type(self).__name__) from None
-        return predict_layers(self.layers_, X)
+        X, _, _ = check_inputs(X, steps=self.layers_[0].first_steps(), owner=self, reset=False,
+                               estimator=type(self).__name__)
+        return predict_layers(self.layers_, X, checked=True)
 
     def fit_transform(self, X, y, **fit_params):
         """``fit(X, y)`` then ``transform(X)``: the final fits' output, as scikit-learn's
@@ -320,3 +375,14 @@ class BaseEnsemble(BaseEstimator):
         """Accuracy (classifier) or R² (regressor) of ``predict(X)``."""
         metric = accuracy_score if self._estimator_type == "classifier" else r2_score
         return metric(y, self.predict(X), sample_weight=sample_weight)
+
+
+def _fitted(estimator) -> list[str]:
+    """Names of the fitted attributes (``name_``, scikit-learn's convention) set on it."""
+    return [k for k in vars(estimator) if k.endswith("_") and not k.startswith("__")]
+
+
+def _classifies(spec: LayerSpec) -> bool:
+    """Whether a layer spec outputs probabilities or holds only classifiers."""
+    named = spec.named()
+    return bool(spec.proba) or (bool(named) and all(is_classifier_like(e) for _, e in named))

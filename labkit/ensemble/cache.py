@@ -8,9 +8,10 @@ every worker), never with each task:
   worker once.
 * ``"memmap"``: the arrays written once to ``.npy`` files in a private cache
   folder; tasks map them read-only (workers on one machine share the page
-  cache, nothing is copied).  :func:`open_inputs` removes the folder when the
-  work ends, whatever way it ends; a folder that cannot be removed is a
-  warning naming its path.
+  cache, nothing is copied).  A sparse ``X`` (CSR) is written as its three
+  arrays and rebuilt around their maps.  :func:`open_inputs` removes the
+  folder when the work ends, whatever way it ends; a folder that cannot be
+  removed is a warning naming its path.
 
 Examples
 --------
@@ -33,6 +34,7 @@ import threading
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import InputError
 from ..scheduling.connect import on_loopback, scheduler_identity
@@ -55,23 +57,36 @@ class Inputs:
             self._paths = (_save(folder, "X", X), None if y is None else _save(folder, "y", y))
 
     @property
-    def X(self) -> np.ndarray:
-        return self._X if self._paths is None else _mapped(self._paths[0])
+    def X(self):
+        return self._X if self._paths is None else _load(self._paths[0])
 
     @property
     def y(self):
         if self._paths is None:
             return self._y
-        return None if self._paths[1] is None else _mapped(self._paths[1])
+        return None if self._paths[1] is None else _load(self._paths[1])
 
     def __getstate__(self):
         return dict(self.__dict__)  # maps are never pickled: only their paths travel
 
 
-def _save(folder: str, name: str, a) -> str:
+def _save(folder: str, name: str, a):
+    """Write ``a`` into ``folder``; its path, or for a sparse matrix ``(shape, paths)``."""
+    if sp.issparse(a):
+        a = sp.csr_matrix(a)
+        return a.shape, tuple(_save(folder, f"{name}.{part}", getattr(a, part))
+                              for part in ("data", "indices", "indptr"))
     path = os.path.join(folder, f"{name}.npy")
     np.save(path, np.asarray(a), allow_pickle=False)
     return path
+
+
+def _load(saved):
+    """What :func:`_save` wrote, memory-mapped (a CSR matrix around mapped arrays)."""
+    if isinstance(saved, str):
+        return _mapped(saved)
+    shape, paths = saved
+    return sp.csr_matrix(tuple(_mapped(p) for p in paths), shape=shape, copy=False)
 
 
 def _mapped(path: str) -> np.ndarray:
@@ -92,14 +107,15 @@ def as_scheduler(scheduler):
         hint = (f"; for a Dask cluster at an address pass lk.DaskScheduler({scheduler!r})"
                 if isinstance(scheduler, str) else "")
         raise InputError(f"scheduler must be a labkit Scheduler or None, got "
-                         f"{type(scheduler).__name__}{hint}")
+                         f"{type(scheduler).__name__}{hint}", argument="scheduler")
     return scheduler
 
 
 def choose_mode(scheduler, mode: str) -> str:
     """``"memory"`` or ``"memmap"`` for ``mode="auto"``: memmap when Dask workers share this machine."""
     if mode not in ("auto", "memory", "memmap"):
-        raise InputError(f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}")
+        raise InputError(f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}",
+                         argument="cache")
     if mode != "auto":
         return mode
     client = getattr(scheduler, "client", None)

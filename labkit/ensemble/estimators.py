@@ -66,9 +66,10 @@ class SuperLearner(BaseEnsemble):
     Parameters
     ----------
     folds : int, labkit indexer or scikit-learn splitter
-        The split of every layer: an int k (contiguous k-fold, as ``KFold(k)``),
-        ``FoldIndex``, or ``KFold``/``StratifiedKFold``/``GroupKFold`` (with
-        ``fit(..., groups=)``)/``TimeSeriesSplit``.
+        The split of every layer: an int k as scikit-learn's ``check_cv``
+        makes it (``StratifiedKFold(k)`` for a classifier, ``KFold(k)`` for a
+        regressor), ``FoldIndex``, or ``KFold``/``StratifiedKFold``/``GroupKFold``
+        (with ``fit(..., groups=)``)/``TimeSeriesSplit``.
     shuffle : bool
         Permute the rows before folding (an int ``folds`` only).
     random_state : int, optional
@@ -109,7 +110,9 @@ class BlendEnsemble(BaseEnsemble):
     Parameters
     ----------
     test_size : float or int
-        Fraction (or number) of rows each layer predicts.""" + _SHARED + """
+        Fraction (or number) of rows each layer predicts; for a classifier,
+        that fraction of each class (the last rows of each), so the fit and
+        the predicted rows hold every class.""" + _SHARED + """
     Examples
     --------
     >>> import numpy as np
@@ -142,7 +145,8 @@ class SequentialEnsemble(BaseEnsemble):
     Parameters
     ----------
     folds : int, labkit indexer or scikit-learn splitter
-        The split of stack (and, as an int, subsemble) layers.
+        The split of stack (and, as an int, subsemble) layers; an int is
+        stratified for a classifier, as in :class:`SuperLearner`.
     test_size : float or int
         Rows a blend layer predicts.
     partitions : int

@@ -28,15 +28,19 @@ from ..errors import InputError, located
 from ..runs import start
 from ..scheduling import TaskCallable
 from .cache import as_scheduler, choose_mode
-from .splitters import as_indexer
 from .layer import _named
+from .splitters import as_indexer
 from .tasks import run_phase
+from .validation import check_inputs, is_classifier_like, n_rows
 
 __all__ = ["ParallelEvaluation", "Table"]
 
 
 class ScoreCallable(TaskCallable):
-    """Fits one estimator with one parameter set on one fold's training rows; scores the rest."""
+    """Fits one estimator with one parameter set on one fold's training rows; scores the rest.
+
+    ``folds[c]`` are candidate ``c``'s folds (an int ``cv`` stratifies a classifier's only).
+    """
 
     def __init__(self, candidates, inputs, folds, scoring):
         self.candidates, self.inputs, self.folds, self.scoring = candidates, inputs, folds, scoring
@@ -46,7 +50,7 @@ class ScoreCallable(TaskCallable):
         name, estimator, params = self.candidates[c]
         try:
             X, y = self.inputs.X, self.inputs.y
-            train, test = self.folds[fold]
+            train, test = self.folds[c][fold]
             model = copy.deepcopy(estimator).set_params(**params)
             start = time.perf_counter()
             model.fit(X[train], y[train])
@@ -132,8 +136,10 @@ class ParallelEvaluation:
             ``{name: [params, ...]}``; an estimator without an entry is scored
             with its own parameters.
         cv : int, FoldIndex or scikit-learn splitter
-            Folds (``FoldIndex(cv)`` for an int; ``KFold``, ``StratifiedKFold``,
-            ``GroupKFold`` with ``groups``...).
+            Folds: an int k as scikit-learn's ``cross_val_score`` takes it
+            (``StratifiedKFold(k)`` for a classifier and class labels ``y``,
+            ``KFold(k)`` otherwise); a ``FoldIndex``, or ``KFold``,
+            ``StratifiedKFold``, ``GroupKFold`` with ``groups``...
         scoring : callable or str, optional
             ``scoring(y_true, y_pred)``, a scikit-learn scorer name such as
             ``"neg_mean_squared_error"``, or a scikit-learn scorer
@@ -149,22 +155,26 @@ class ParallelEvaluation:
         Table
         """
         named = _named(estimators, "evaluation")
+        if not named:
+            raise InputError("evaluate needs at least one estimator", argument="estimators")
         names = [n for n, _ in named]
         if len(set(names)) != len(names):
             raise InputError(f"duplicate estimator names {names}: name them with pairs")
+        if param_grid is not None and not isinstance(param_grid, dict):
+            raise InputError(f"param_grid must be a dict {{estimator name: grid}}, got "
+                             f"{param_grid!r}", argument="param_grid")
         unknown = set(param_grid or {}) - set(names)
         if unknown:
             raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
-        X, y = np.asarray(X), np.asarray(y)
-        if len(X) != len(y):
-            raise InputError(f"X has {len(X)} rows but y has {len(y)}")
-        if groups is not None and len(groups) != len(X):
-            raise InputError(f"X has {len(X)} rows but groups has {len(groups)}")
-        folds = as_indexer(cv, what="cv").folds(len(X), y, groups)
+        classifier = {n: is_classifier_like(est) for n, est in named}
+        X, y, groups = check_inputs(X, y, groups, steps=named, needs_y=True,
+                                    classifier=any(classifier.values()))
         candidates = [(n, est, p) for n, est in named
                       for p in _expand((param_grid or {}).get(n), n)]
         _check_candidates(candidates)
         _check_scoring(scoring)
+        split = {kind: _folds(cv, kind, X, y, groups) for kind in set(classifier.values())}
+        folds = [split[classifier[n]] for n, _, _ in candidates]
 
         def job(scope):
             scores = self._scores(scope, candidates, folds, X, y, scoring)
@@ -173,15 +183,23 @@ class ParallelEvaluation:
 
     def _scores(self, scope, candidates, folds, X, y, scoring) -> dict:
         """``{candidate: [(score, seconds), ...]}`` from one batch (one phase on the board)."""
-        pairs = list(itertools.product(range(len(candidates)), range(len(folds))))
+        pairs = [(c, f) for c in range(len(candidates)) for f in range(len(folds[c]))]
         results = run_phase(scope, self.scheduler, 0, "evaluate", pairs,
                             lambda inputs: ScoreCallable(candidates, inputs, folds, scoring),
                             (X, y, self.mode, self.cache_dir),
-                            detail=f"{len(candidates)} candidates × {len(folds)} folds")
+                            detail=f"{len(candidates)} candidates × {len(folds[0])} folds")
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))
         return scores
+
+
+def _folds(cv, classifier: bool, X, y, groups) -> list:
+    """The folds of ``cv`` for a classifier or not (as ``check_cv``); errors name ``cv``."""
+    try:
+        return as_indexer(cv, what="cv", classifier=classifier).folds(n_rows(X), y, groups)
+    except InputError as err:
+        raise err.locate(argument="cv")
 
 
 def _expand(grid, name: str = "") -> list[dict]:

@@ -9,12 +9,22 @@ says which rows the layer outputs:
 * :class:`BlendIndex`: fit on the first part, predict the rest; the layer
   outputs the rest only, so the targets of the next layer are rebased onto it.
 
+``stratify=True`` (what an int number of folds becomes for a classifier, as
+scikit-learn's ``check_cv`` makes ``StratifiedKFold``) gives every fold each
+class's share of the rows when ``y`` holds class labels: on rows ordered by
+class, plain contiguous folds would each miss a whole class.
+
 Examples
 --------
 >>> [(tr.tolist(), te.tolist()) for tr, te in FoldIndex(3).folds(6)]
 [([2, 3, 4, 5], [0, 1]), ([0, 1, 4, 5], [2, 3]), ([0, 1, 2, 3], [4, 5])]
 >>> BlendIndex(0.5).output_rows(6)
 array([3, 4, 5])
+>>> y = [0, 0, 0, 1, 1, 1]
+>>> [te.tolist() for _, te in FoldIndex(3, stratify=True).folds(6, y)]
+[[0, 3], [1, 4], [2, 5]]
+>>> BlendIndex(0.5, stratify=True).folds(6, y)[0][1]
+array([2, 4, 5])
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from .validation import class_labels
 
 __all__ = ["FullIndex", "FoldIndex", "BlendIndex"]
 
@@ -45,7 +56,9 @@ class _Indexer:
         return np.arange(n)
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        # stratify=False is the default: left out, as the reprs read before it existed
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
+                         if not (k == "stratify" and v is False))
         return f"{type(self).__name__}({args})"
 
 
@@ -70,17 +83,26 @@ class FoldIndex(_Indexer):
         Permute the rows before folding.
     random_state : int, optional
         Seed of the permutation.
+    stratify : bool
+        With class labels ``y``: scikit-learn's ``StratifiedKFold`` (same
+        ``shuffle``, ``random_state``), each fold holding each class's share;
+        otherwise (or for other ``y``) contiguous folds, as ``KFold``.
     """
 
-    def __init__(self, n_splits: int = 2, shuffle: bool = False, random_state=None):
-        if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 2:
+    def __init__(self, n_splits: int = 2, shuffle: bool = False, random_state=None,
+                 stratify: bool = False):
+        if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) \
+                or n_splits < 2:
             raise InputError(f"FoldIndex needs n_splits >= 2, got {n_splits!r}")
-        self.n_splits, self.shuffle, self.random_state = n_splits, shuffle, random_state
+        self.n_splits, self.shuffle, self.random_state = int(n_splits), shuffle, random_state
+        self.stratify = bool(stratify)
 
     def folds(self, n, y=None, groups=None):
         if n < self.n_splits:
             raise InputError(f"{self.n_splits} folds need at least {self.n_splits} rows, "
                              f"got {n}")
+        if self.stratify and class_labels(y):
+            return stratified_folds(self.n_splits, y, self.shuffle, self.random_state)
         rows = np.arange(n)
         if self.shuffle:
             rows = np.random.default_rng(self.random_state).permutation(n)
@@ -102,16 +124,21 @@ class BlendIndex(_Indexer):
     ----------
     test_size : float or int
         Fraction (0 < f < 1) or number of rows predicted.
+    stratify : bool
+        With class labels ``y``: the last ``test_size`` of *each class's* rows
+        are predicted (the same number of rows in all), so the fit and the
+        predicted rows hold every class in proportion.
     """
 
     single_fit = True
 
-    def __init__(self, test_size=0.5):
+    def __init__(self, test_size=0.5, stratify: bool = False):
         if isinstance(test_size, bool) or not isinstance(test_size, (int, float)) \
                 or test_size <= 0 or (isinstance(test_size, float) and test_size >= 1):
             raise InputError(f"BlendIndex test_size must be a fraction in (0, 1) or a "
                              f"positive row count, got {test_size!r}")
         self.test_size = test_size
+        self.stratify = bool(stratify)
 
     def _split(self, n: int) -> int:
         """The first predicted row."""
@@ -125,7 +152,30 @@ class BlendIndex(_Indexer):
 
     def folds(self, n, y=None, groups=None):
         start = self._split(n)
-        return [(np.arange(start), np.arange(start, n))]
+        if not (self.stratify and class_labels(y)):
+            return [(np.arange(start), np.arange(start, n))]
+        # Order the rows by their place within their class (ties: row order) and cut
+        # that order: each class's first rows fit, its last ones are predicted.
+        codes = np.unique(np.asarray(y), return_inverse=True)[1].ravel()
+        counts = np.bincount(codes)
+        within = np.empty(n)
+        within[np.argsort(codes, kind="stable")] = np.concatenate(
+            [np.arange(c) for c in counts])
+        order = np.lexsort((np.arange(n), (within + 0.5) / counts[codes]))
+        return [(np.sort(order[:start]), np.sort(order[start:]))]
 
     def output_rows(self, n, folds=None):
-        return np.arange(self._split(n), n)
+        folds = self.folds(n) if folds is None else folds
+        return folds[0][1]
+
+
+def stratified_folds(n_splits: int, y, shuffle: bool = False, random_state=None) -> list:
+    """``(train, test)`` rows of scikit-learn's ``StratifiedKFold`` for class labels ``y``."""
+    from sklearn.model_selection import StratifiedKFold
+    # StratifiedKFold refuses a random_state without shuffle (it would mean nothing).
+    cv = StratifiedKFold(n_splits, shuffle=shuffle, random_state=random_state if shuffle
+                         else None)
+    try:
+        return [(train, test) for train, test in cv.split(np.zeros((len(y), 1)), y)]
+    except ValueError as exc:
+        raise InputError(f"{n_splits} stratified folds cannot split y: {exc}") from None

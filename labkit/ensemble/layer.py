@@ -7,6 +7,10 @@ fitted on an estimator's training rows before it.  Every estimator gives one
 output column (``proba=False``) or one per class (``proba=True``); columns of
 ``propagate_features`` (input columns copied through) come first.
 
+A layer *classifies* when ``proba=True`` or all its estimators are
+classifiers; then an int number of folds (and the default, 2) is stratified
+by class, as scikit-learn's ``check_cv`` does for a classifier.
+
 Examples
 --------
 >>> from sklearn.linear_model import LinearRegression, Ridge
@@ -21,7 +25,9 @@ import numpy as np
 
 from ..errors import InputError
 from .indexers import BlendIndex, FoldIndex, FullIndex
+from .layerspec import default_name
 from .splitters import as_indexer
+from .validation import is_classifier_like
 
 __all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex"]
 
@@ -34,8 +40,9 @@ class Layer:
     estimators : list or dict
         ``[(name, estimator), ...]``, or ``{case: [(name, estimator), ...]}``.
     indexer : FullIndex, FoldIndex, BlendIndex, int or scikit-learn splitter
-        How rows are split (default ``FoldIndex(2)``); an int k is ``FoldIndex(k)``,
-        a splitter (``KFold``, ``StratifiedKFold``, ``GroupKFold``...) gives its folds.
+        How rows are split (default 2 folds); an int k is ``FoldIndex(k)``,
+        stratified when the layer classifies (:attr:`classifies`); a splitter
+        (``KFold``, ``StratifiedKFold``, ``GroupKFold``...) gives its folds.
     preprocessing : dict, optional
         ``{case: [transformer, ...]}`` fitted before each estimator of the case.
     proba : bool
@@ -48,16 +55,16 @@ class Layer:
 
     def __init__(self, estimators, indexer=None, preprocessing=None,
                  proba: bool = False, propagate_features=None, name: str | None = None):
-        try:
-            self.indexer = FoldIndex(2) if indexer is None else as_indexer(indexer,
-                                                                           what="indexer")
-        except InputError as err:
-            raise err.locate(layer=name)
         self.name = name or "layer"
         self.cases = _cases(estimators, self.name)
         self.preprocessing = _preprocessing(preprocessing, self.cases, self.name)
         self.proba = proba
-        self.propagate_features = list(propagate_features or [])
+        try:
+            self.indexer = as_indexer(2 if indexer is None else indexer, what="indexer",
+                                      classifier=self.classifies)
+        except InputError as err:
+            raise err.locate(layer=self.name)
+        self.propagate_features = _columns(propagate_features, self.name)
         #: ``{estimator name: partition}``: a subsemble's estimators fit one partition's rows.
         self.partition_of: dict[str, int] = {}
         self.fitted_: dict[str, object] | None = None
@@ -66,6 +73,16 @@ class Layer:
     def estimators(self) -> list[tuple[str, object]]:
         """Every ``(name, estimator)``, cases in order; names are unique in the layer."""
         return [(name, est) for case in self.cases.values() for name, est in case]
+
+    @property
+    def classifies(self) -> bool:
+        """Whether the layer outputs probabilities or all its estimators are classifiers."""
+        return bool(self.proba) or all(is_classifier_like(est) for _, est in self.estimators())
+
+    def first_steps(self) -> list[tuple[str, object]]:
+        """``(name, what sees X first)``: each estimator, or its case's first transformer."""
+        return [(name, (self.preprocessing.get(self.case_of(name)) or [est])[0])
+                for name, est in self.estimators()]
 
     def case_of(self, name: str):
         """The preprocessing case of estimator ``name``."""
@@ -107,26 +124,59 @@ def _named(items, layer: str) -> list[tuple[str, object]]:
     out = []
     for item in items:
         name, est = item if isinstance(item, tuple) and len(item) == 2 else \
-            (type(item).__name__.lower(), item)
-        missing = [m for m in ("fit", "predict") if not callable(getattr(est, m, None))]
-        if missing:
-            raise InputError(f"estimator {name!r} has no {' or '.join(missing)}()",
-                             layer=layer, estimator=name)
+            (default_name(item), item)
+        check_estimator(est, str(name), layer=layer, estimator=name)
         out.append((str(name), est))
     return out
 
 
+def check_estimator(est, name: str, **where) -> None:
+    """``est`` is an estimator object with ``fit()`` and ``predict()``; else an InputError."""
+    if isinstance(est, type):
+        # The class itself has fit and predict, and fails only inside a task.
+        raise InputError(f"estimator {name!r} is the class {est.__name__}, not an estimator: "
+                         f"pass an instance, {est.__name__}()", **where)
+    missing = [m for m in ("fit", "predict") if not callable(getattr(est, m, None))]
+    if missing:
+        raise InputError(f"estimator {name!r} has no {' or '.join(missing)}()", **where)
+
+
+def _columns(propagate_features, layer: str) -> list[int]:
+    """``propagate_features`` as a list of column indices (ints)."""
+    if propagate_features is None:
+        return []
+    if isinstance(propagate_features, (str, bytes)) or \
+            not hasattr(propagate_features, "__iter__"):
+        raise InputError(f"propagate_features must be a list of column indices, got "
+                         f"{propagate_features!r}", layer=layer, argument="propagate_features")
+    columns = list(propagate_features)
+    bad = [c for c in columns if isinstance(c, (bool, np.bool_))
+           or not isinstance(c, (int, np.integer))]
+    if bad:
+        raise InputError(f"propagate_features must be column indices (ints), got {bad!r}",
+                         layer=layer, argument="propagate_features")
+    return [int(c) for c in columns]
+
+
 def _preprocessing(preprocessing, cases: dict, layer: str) -> dict:
     """``{case: [transformers]}``, checked against the cases."""
+    if preprocessing is not None and not isinstance(preprocessing, dict):
+        raise InputError(f"preprocessing must be a dict {{case: [transformer, ...]}}, got "
+                         f"{preprocessing!r}", layer=layer, argument="preprocessing")
     preprocessing = dict(preprocessing or {})
     unknown = [c for c in preprocessing if c not in cases]
     if unknown:
         raise InputError(f"preprocessing case(s) {unknown} have no estimators "
-                         f"(cases: {list(cases)})", layer=layer)
+                         f"(cases: {list(cases)})", layer=layer, argument="preprocessing")
     for case, steps in preprocessing.items():
+        if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
+            raise InputError(f"preprocessing[{case!r}] must be a list of transformers, got "
+                             f"{steps!r}", layer=layer, argument="preprocessing")
+        preprocessing[case] = steps = list(steps)
         for step in steps:
-            if not callable(getattr(step, "fit", None)) or \
+            if isinstance(step, type) or not callable(getattr(step, "fit", None)) or \
                     not callable(getattr(step, "transform", None)):
-                raise InputError(f"preprocessing step {step!r} of case {case!r} has no "
-                                 "fit() or transform()", layer=layer)
+                raise InputError(f"preprocessing step {step!r} of case {case!r} is not a "
+                                 "transformer object with fit() and transform()",
+                                 layer=layer, argument="preprocessing")
     return preprocessing

@@ -118,4 +118,11 @@ def _pairs(items) -> list[tuple[str, object]]:
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         return []
     return [(str(item[0]), item[1]) if isinstance(item, tuple) and len(item) == 2
-            else (type(item).__name__.lower(), item) for item in items]
+            else (default_name(item), item) for item in items]
+
+
+def default_name(estimator) -> str:
+    """The name of a bare estimator: its class's, lower case (a class given by mistake too,
+    so that the error about it names it)."""
+    cls = estimator if isinstance(estimator, type) else type(estimator)
+    return cls.__name__.lower()

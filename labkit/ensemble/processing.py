@@ -28,6 +28,7 @@ from ..errors import InputError
 from ..runs import start
 from .cache import as_scheduler, choose_mode
 from .tasks import FINAL, FitCallable, predict_columns, run_phase
+from .validation import check_inputs, dense_columns, n_rows
 
 __all__ = ["ParallelProcessing", "predict_layers"]
 
@@ -63,13 +64,14 @@ class ParallelProcessing:
         Returns the layer's output (rows of ``indexer.output_rows``), or the
         layer when ``return_preds`` is false; with ``wait=False`` a
         :class:`~labkit.Run` whose ``result()`` is that.  ``groups`` go to a
-        grouped scikit-learn splitter (``GroupKFold``).
+        grouped scikit-learn splitter (``GroupKFold``).  ``X`` may be a scipy
+        sparse matrix: the estimators get sparse rows, the output is dense.
         """
-        X, y = _check(X, y, layer.name)
-        groups = _check_groups(groups, X, layer=layer.name)
+        X, y, groups = _check_layers([layer], X, y, groups)
+        classes = _all_classes([layer], y)
 
         def job(scope):
-            preds, _ = self._fit_layer(scope, 0, layer, X, y, groups)
+            preds, _ = self._fit_layer(scope, 0, layer, X, y, groups, classes)
             return preds if return_preds else layer
         return self._start(job, 1, wait)
 
@@ -89,13 +91,13 @@ class ParallelProcessing:
         if len(set(names)) != len(names):
             raise InputError(f"layer names must differ to be told apart, got {names}")
         wanted = _wanted(return_preds, names)
-        X, y = _check(X, y, names[0])
-        groups = _check_groups(groups, X, layer=names[0])
+        X, y, groups = _check_layers(layers, X, y, groups)
+        classes = _all_classes(layers, y)  # of all of y: a later layer's rows may lack one
 
         def job(scope):
             kept, out, targets, labels = {}, X, y, groups
             for i, layer in enumerate(layers):
-                out, rows = self._fit_layer(scope, i, layer, out, targets, labels)
+                out, rows = self._fit_layer(scope, i, layer, out, targets, labels, classes)
                 targets = None if targets is None else targets[rows]
                 labels = None if labels is None else labels[rows]
                 if layer.name in wanted:
@@ -130,16 +132,20 @@ class ParallelProcessing:
 
     # -- one layer ---------------------------------------------------------------------
 
-    def _fit_layer(self, scope, index: int, layer, X, y, groups=None):
-        """Fit one layer as one batch; ``(output, rows of X the output holds)``."""
-        n = len(X)
+    def _fit_layer(self, scope, index: int, layer, X, y, groups=None, classes=None):
+        """Fit one layer as one batch; ``(output, rows of X the output holds)``.
+
+        ``classes`` are the probability columns of a ``proba`` layer (all the
+        classes of the ensemble's ``y``); by default those of ``y``.
+        """
+        n = n_rows(X)
         try:
             folds = layer.indexer.folds(n, y, groups)
             rows = layer.indexer.output_rows(n, folds)
-            restrict = _partitions(layer, n)
+            restrict = _partitions(layer, n, y)
         except InputError as err:
             raise err.locate(layer=layer.name)
-        classes = _classes(layer, y)
+        classes = _classes(layer, y, classes)
         out, offsets = _allocate(layer, X, rows, classes)
         position = np.full(n, -1)
         position[rows] = np.arange(len(rows))
@@ -161,57 +167,57 @@ class ParallelProcessing:
         return out, rows
 
 
-def predict_layers(layers, X) -> np.ndarray:
-    """New data through fitted layers (their final fits), in sequence."""
+def predict_layers(layers, X, checked: bool = False) -> np.ndarray:
+    """New data through fitted layers (their final fits), in sequence.
+
+    ``checked``: ``X`` went through :func:`~.validation.check_inputs` already.
+    """
     layers = [layers] if not isinstance(layers, (list, tuple)) else list(layers)
-    X, _ = _check(X, None, layers[0].name if layers else "layer")
+    if not layers:
+        raise InputError("predict needs at least one fitted layer", argument="layers")
     for layer in layers:
         if layer.fitted_ is None:
             raise InputError("predict before the layer was fitted", layer=layer.name)
-        columns = [X[:, layer.propagate_features]] if layer.propagate_features else []
+    if not checked:
+        X, _, _ = _check_layers(layers, X, fit=False)
+    for layer in layers:
+        columns = [dense_columns(X, layer.propagate_features)] if layer.propagate_features \
+            else []
         columns += [predict_columns(layer.fitted_[name], X, layer.proba, layer.classes_)
                     for name, _ in layer.estimators()]
         X = np.hstack(columns)
     return X
 
 
-def _partitions(layer, n: int) -> dict:
+def _partitions(layer, n: int, y=None) -> dict:
     """``{estimator name: its partition's rows}`` of a subsemble layer, else empty."""
     if not layer.partition_of:
         return {}
-    parts = layer.indexer.partition_rows(n)
+    parts = layer.indexer.partition_rows(n, y)
     return {name: parts[p] for name, p in layer.partition_of.items()}
 
 
-def _check_groups(groups, X, **where):
-    """``groups`` as an array with one label a row, or None; ``where`` locates an error."""
-    if groups is None:
-        return None
-    groups = np.asarray(groups)
-    if len(groups) != len(X):
-        raise InputError(f"X has {len(X)} rows but groups has {len(groups)}", **where)
-    return groups
+def _check_layers(layers, X, y=None, groups=None, fit: bool = True):
+    """:func:`~.validation.check_inputs` for ``layers``: NaN as the first one's estimators
+    take it; to ``fit``, class labels ``y`` when one of them classifies."""
+    first = layers[0]
+    return check_inputs(X, y, groups, steps=first.first_steps(),
+                        classifier=fit and any(layer.classifies for layer in layers),
+                        layer=first.name)
 
 
-def _check(X, y, layer):
-    """``X`` as a 2-D array and ``y`` as an array of the same length."""
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise InputError(f"X must be 2-D (rows, columns), got shape {X.shape}", layer=layer)
-    if y is not None:
-        y = np.asarray(y)
-        if len(y) != len(X):
-            raise InputError(f"X has {len(X)} rows but y has {len(y)}", layer=layer)
-    return X, y
+def _all_classes(layers, y):
+    """The classes of ``y`` when a layer outputs probabilities, else None."""
+    return np.unique(y) if y is not None and any(layer.proba for layer in layers) else None
 
 
-def _classes(layer, y):
-    """The sorted classes of ``y`` for a ``proba`` layer, else None."""
+def _classes(layer, y, classes=None):
+    """The probability columns of a ``proba`` layer (``classes``, or those of ``y``), else None."""
     if not layer.proba:
         return None
     if y is None:
-        raise InputError("a proba layer needs class labels y", layer=layer.name)
-    return np.unique(y)
+        raise InputError("a proba layer needs class labels y", layer=layer.name, argument="y")
+    return np.unique(y) if classes is None else np.asarray(classes)
 
 
 def _allocate(layer, X, rows, classes):
@@ -221,10 +227,11 @@ def _allocate(layer, X, rows, classes):
     k = len(layer.propagate_features)
     if k:
         try:
-            out[:, :k] = X[rows][:, layer.propagate_features]
+            out[:, :k] = dense_columns(X[rows], layer.propagate_features)
         except IndexError:
             raise InputError(f"propagate_features {layer.propagate_features} are not columns "
-                             f"of X ({X.shape[1]} columns)", layer=layer.name) from None
+                             f"of X ({X.shape[1]} columns)", layer=layer.name,
+                             argument="propagate_features") from None
     offsets = {}
     for j, (name, _) in enumerate(layer.estimators()):
         offsets[name] = slice(k + j * per, k + (j + 1) * per)

@@ -4,8 +4,11 @@ Every place of :mod:`labkit.ensemble` that takes folds (layers, the
 ensembles, :class:`~labkit.ensemble.ParallelEvaluation`) turns them into an
 indexer with :func:`as_indexer`:
 
-* an ``int`` k: :class:`~labkit.ensemble.FoldIndex` ``(k)`` (contiguous folds, as
-  scikit-learn's ``KFold(k)``);
+* an ``int`` k: :class:`~labkit.ensemble.FoldIndex` ``(k)``, following
+  scikit-learn's ``check_cv``: for a classifier (an ensemble whose meta
+  estimator classifies, a layer of classifiers or with ``proba=True``, a
+  classifier evaluated) and class labels ``y`` the folds are stratified (as
+  ``StratifiedKFold(k)``), otherwise contiguous (as ``KFold(k)``);
 * a labkit indexer: itself;
 * a scikit-learn splitter (``KFold``, ``StratifiedKFold``, ``GroupKFold``,
   ``TimeSeriesSplit``, ...): a :class:`SplitterIndex`, whose folds are the
@@ -22,6 +25,8 @@ Examples
 [[0, 1], [2, 3], [4, 5]]
 >>> as_indexer(4)
 FoldIndex(n_splits=4, shuffle=False, random_state=None)
+>>> as_indexer(4, classifier=True)
+FoldIndex(n_splits=4, shuffle=False, random_state=None, stratify=True)
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ class SplitterIndex(_Indexer):
         try:
             folds = [(np.sort(np.asarray(tr)), np.sort(np.asarray(te)))
                      for tr, te in self.splitter.split(np.zeros((n, 1)), y, groups)]
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise InputError(f"{type(self.splitter).__name__} cannot split {n} rows: {exc}") \
                 from None
         if not folds:
@@ -73,18 +78,25 @@ class SplitterIndex(_Indexer):
         return f"SplitterIndex({self.splitter!r})"
 
 
-def as_indexer(cv, shuffle: bool = False, random_state=None, what: str = "folds"):
+def as_indexer(cv, shuffle: bool = False, random_state=None, what: str = "folds",
+               classifier: bool = False):
     """A labkit indexer for ``cv``: an int, a labkit indexer or a scikit-learn splitter.
 
-    ``shuffle`` and ``random_state`` apply to an int only.
+    ``shuffle`` and ``random_state`` apply to an int only; so does
+    ``classifier``: an int becomes stratified folds for a classifier (when
+    ``y`` holds class labels), as scikit-learn's ``check_cv`` decides.  An
+    indexer or splitter given as such is used as it is.  Errors name ``what``
+    (the argument).
     """
     if isinstance(cv, _Indexer):
         return cv
     if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
         if cv < 2:
-            raise InputError(f"{what} must be at least 2, got {cv!r}")
-        return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state)
-    if callable(getattr(cv, "split", None)) and not isinstance(cv, (str, bytes)):
+            raise InputError(f"{what} must be at least 2, got {cv!r}", argument=what)
+        return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state,
+                         stratify=classifier)
+    if callable(getattr(cv, "split", None)) and not isinstance(cv, (str, bytes, type)):
         return SplitterIndex(cv)
     raise InputError(f"{what} must be an int (>= 2), a labkit indexer (FoldIndex, BlendIndex, "
-                     f"FullIndex) or a scikit-learn splitter such as KFold(5), got {cv!r}")
+                     f"FullIndex) or a scikit-learn splitter such as KFold(5), got {cv!r}",
+                     argument=what)

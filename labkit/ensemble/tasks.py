@@ -11,8 +11,9 @@ from ..errors import InputError, LabkitError, located
 from ..events import PhaseFinished, PhaseStarted, TaskInfo
 from ..scheduling import TaskCallable
 from .cache import open_inputs
+from .validation import n_rows
 
-__all__ = ["FitCallable", "FINAL", "predict_columns", "run_phase"]
+__all__ = ["FitCallable", "FINAL", "predict_columns", "class_columns", "run_phase"]
 
 #: The fold index of the final fit (on every row, kept for new data).
 FINAL = -1
@@ -45,7 +46,7 @@ class FitCallable(TaskCallable):
         transformers, estimator = self.steps[name]
         X, y = self.inputs.X, self.inputs.y
         if fold == FINAL:
-            train, test = self.restrict.get(name, np.arange(len(X))), None
+            train, test = self.restrict.get(name, np.arange(n_rows(X))), None
         else:
             train, test = self.folds[fold]
             if name in self.restrict:  # fit on the fold's rows of this estimator's partition
@@ -73,18 +74,42 @@ def _fit(transformers, estimator, X, y):
 
 
 def predict_columns(fitted, X, proba: bool, classes) -> np.ndarray:
-    """The columns one fitted chain contributes: predictions, or class probabilities."""
+    """The columns one fitted chain contributes: predictions, or class probabilities.
+
+    Probabilities fill one column per class of ``classes`` (the layer's, or the
+    ensemble's), whatever classes the fit saw: a fold whose training rows lack
+    a class leaves that class's column 0, the others in their places.
+    """
     transformers, estimator = fitted
     for t in transformers:
         X = t.transform(X)
+    n = n_rows(X)
     if not proba:
-        return np.asarray(estimator.predict(X), dtype=float).reshape(len(X), -1)
+        return np.asarray(estimator.predict(X), dtype=float).reshape(n, -1)
     if not callable(getattr(estimator, "predict_proba", None)):
         raise InputError(f"{type(estimator).__name__} has no predict_proba() (proba=True)")
-    p = np.asarray(estimator.predict_proba(X), dtype=float)
-    out = np.zeros((len(X), len(classes)))
-    out[:, np.searchsorted(classes, estimator.classes_)] = p  # a fold may lack a class
+    p = np.asarray(estimator.predict_proba(X), dtype=float).reshape(n, -1)
+    out = np.zeros((n, len(classes)))
+    out[:, class_columns(classes, getattr(estimator, "classes_", None), p.shape[1])] = p
     return out
+
+
+def class_columns(classes: np.ndarray, seen, n_columns: int) -> np.ndarray:
+    """The column of each of ``seen`` (a fit's ``classes_``) among the sorted ``classes``."""
+    if seen is None:             # no classes_: its columns must be the classes themselves
+        if n_columns != len(classes):
+            raise InputError(f"predict_proba gave {n_columns} columns for {len(classes)} "
+                             "classes, and the estimator has no classes_ to place them")
+        return np.arange(len(classes))
+    seen = np.asarray(seen)
+    at = np.minimum(np.searchsorted(classes, seen), len(classes) - 1)
+    unknown = seen[classes[at] != seen]
+    if len(unknown) or len(seen) != n_columns:
+        # searchsorted would silently put an unknown class in a neighbour's column
+        raise InputError(f"the estimator's classes_ {seen.tolist()} are not among the "
+                         f"classes of y {np.asarray(classes).tolist()} or do not match its "
+                         f"{n_columns} predict_proba columns")
+    return at
 
 
 def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callable,

@@ -23,7 +23,8 @@ def pulled(chunks: Iterable, **where) -> Iterator:
 
     A generator that raises while making chunk 3 of node 0 raises here an
     :class:`~labkit.errors.InputError` naming the node, its phase and the chunk,
-    the user's own exception chained to it.
+    the user's own exception chained to it; so does a pipe whose processor
+    raised (its error, naming stage and record, is chained).
 
     Examples
     --------
@@ -35,7 +36,7 @@ def pulled(chunks: Iterable, **where) -> Iterator:
     ...
     labkit.errors.InputError: the chunk source raised OSError: disk gone while making chunk 1 [node 0, chunk 1]
     """
-    from ..errors import LabkitError
+    from ..errors import LabkitError, TaskError
     iterator = iter(chunks)
     index = 0
     while True:
@@ -43,6 +44,10 @@ def pulled(chunks: Iterable, **where) -> Iterator:
             chunk = next(iterator)
         except StopIteration:
             return
+        except TaskError as err:  # your own code failed inside the source (a pipe's processor)
+            raise InputError(f"the chunk source raised {type(err).__name__}: {err.message} "
+                             f"while making chunk {index}",
+                             **{**err.where, **where, "chunk": index}) from err
         except LabkitError as err:
             raise err.locate(**where, chunk=index)
         except Exception as exc:

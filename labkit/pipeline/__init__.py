@@ -9,10 +9,16 @@ way a stream can end leaves no thread behind:
 * the input runs out: the output closes once every thread is done;
 * a processor returns :data:`STOP`: the stream ends early;
 * the consumer closes the queue: producers wake up and exit, upstream too;
-* a processor raises: the consumer's next read raises a labkit error naming
-  the stage and the record index.
+* a processor (or the input) raises: the records processed before are still
+  written, then the consumer's next read raises a labkit error naming the
+  stage and the record index, the original exception chained to it.
 
-A processor returning ``None`` drops the record.  Each stage reports
+Records already read when a stream ends (at its input's end, a STOP, an
+error or :meth:`Stage.stop`) are still processed and written (ordered: those
+before the STOP or the failing record); only a consumer closing its queue
+drops what is left, and ``with pipe(...) as q:`` closes it on leaving the
+block, however the block is left.  A processor returning ``None`` drops the
+record.  Each stage reports
 :class:`StageStats` (records/s, busy time, queue fill) to ``on_event`` at most
 every :data:`STATS_INTERVAL` seconds and once at the end.
 
@@ -27,6 +33,8 @@ Examples
 """
 from __future__ import annotations
 
+import operator
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from ..errors import InputError
@@ -50,17 +58,38 @@ def _stage_name(name: str | None, processor) -> str:
     return fn if fn.isidentifier() else "pipe"
 
 
-def _reducers(final_outputs) -> dict[str, tuple[Any, Callable]]:
-    """``{name: (init, fn)}``, always with a ``count`` of the records written."""
-    reducers = {}  # the stage counts the records itself
-    for key, spec in (final_outputs or {}).items():
+def _count(value, least: int, what: str, stage: str) -> int:
+    """``value`` as an int >= ``least``; an InputError naming the argument and stage."""
+    try:
+        if isinstance(value, bool):  # True is an int to Python, never a count here
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < least:
+        raise InputError(f"{what} must be an int >= {least}, got {value!r}", stage=stage)
+    return number
+
+
+def _reducers(final_outputs, stage: str) -> dict[str, tuple[Any, Callable]]:
+    """``{name: (init, fn)}``; the stage adds the ``count`` of the records written."""
+    if final_outputs is None:
+        return {}
+    if not isinstance(final_outputs, Mapping):
+        raise InputError(f"final_outputs must be a dict of reducers, got "
+                         f"{type(final_outputs).__name__}", stage=stage)
+    reducers = {}
+    for key, spec in final_outputs.items():
+        if key == "count":
+            raise InputError("final output 'count' is taken: the number of records written "
+                             "is always there; name yours otherwise", stage=stage)
         if callable(spec):
             reducers[key] = (None, spec)
         elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
             reducers[key] = spec
         else:
             raise InputError(f"final output {key!r} must be a callable (acc, record) -> acc "
-                             f"or an (init, callable) tuple, got {spec!r}")
+                             f"or an (init, callable) tuple, got {spec!r}", stage=stage)
     return reducers
 
 
@@ -74,25 +103,38 @@ def _processor(processor, name: str | None):
     return processor
 
 
-def _listener(on_event):
+def _listener(on_event, stage: str):
     """``on_event`` as a callable: a scheduler or event bus is sent the events with ``emit``."""
     if on_event is None or not hasattr(on_event, "emit"):
         if on_event is not None and not callable(on_event):
-            raise InputError(f"on_event must be a callable or have emit(), got {on_event!r}")
+            raise InputError(f"on_event must be a callable or have emit(), got {on_event!r}",
+                             stage=stage)
         return on_event
     return on_event.emit
 
 
+def _arguments(processor, name, num_threads, capacity, ordered, on_event):
+    """The checked arguments of a stage: ``(processor, name, num_threads, capacity, on_event)``.
+
+    Every stage checks all of them, those it does not use included (a lazy
+    reader has no capacity), so a wrong one is never silently ignored.
+    """
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"a stage name must be a str, got {name!r}")
+    processor = _processor(processor, name)
+    name = _stage_name(name, processor)
+    num_threads = _count(num_threads, 0, "num_threads (0: a lazy reader)", name)
+    capacity = _count(capacity, 1, "capacity", name)
+    if not isinstance(ordered, bool):
+        raise InputError(f"ordered must be True or False, got {ordered!r}", stage=name)
+    return processor, name, num_threads, capacity, _listener(on_event, name)
+
+
 def _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
            final_outputs):
-    """Start a stage; ``(queue or stage, final)``."""
-    processor, on_event = _processor(processor, name), _listener(on_event)
-    name = _stage_name(name, processor)
-    if not isinstance(num_threads, int) or num_threads < 1:
-        raise InputError(f"num_threads must be a positive int (0: a lazy reader), got {num_threads!r}",
-                         stage=name)
+    """Start a stage (arguments checked); ``(queue or stage, final)``."""
+    final = Final(_reducers(final_outputs, name))
     out = Queue(capacity) if output is None else output
-    final = Final(_reducers(final_outputs))
     stage = Stage(input, out, num_threads, processor, name, ordered, on_event, final).start()
     return (out if isinstance(out, Queue) else stage), final
 
@@ -112,13 +154,19 @@ def pipe(input, output=None, num_threads: int = 1, processor=None, name: str | N
     Returns the output queue; for a list or callable output the running
     :class:`Stage` (``join()`` waits for it); with ``num_threads=0`` a lazy
     :class:`ProcessingReader` and no thread.
+
+    When the processor (or the input) raises at record ``k``, the records
+    processed before are still written, then the consumer's next read
+    raises the error naming stage and record (with ``ordered=True`` exactly
+    records ``0 .. k-1``, less those the processor dropped).
     """
+    processor, name, num_threads, capacity, on_event = _arguments(
+        processor, name, num_threads, capacity, ordered, on_event)
     if num_threads == 0:
         if output is not None:
-            raise InputError("num_threads=0 makes a lazy reader and takes no output")
-        processor = _processor(processor, name)
-        return ProcessingReader(input, processor, _stage_name(name, processor),
-                                _listener(on_event))
+            raise InputError("num_threads=0 makes a lazy reader and takes no output",
+                             stage=name)
+        return ProcessingReader(input, processor, name, on_event)
     return _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
                   None)[0]
 
@@ -132,8 +180,9 @@ def pipe_and_output(input, output=None, num_threads: int = 1, processor=None,
     from ``None``, or to ``(init, reducer)`` tuples; a ``count`` of the records
     written is always there.  Returns ``(queue or stage, final)``.
     """
+    processor, name, num_threads, capacity, on_event = _arguments(
+        processor, name, num_threads, capacity, ordered, on_event)
     if num_threads == 0:
-        raise InputError("pipe_and_output needs threads (num_threads >= 1)")
+        raise InputError("pipe_and_output needs threads (num_threads >= 1)", stage=name)
     return _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
                   final_outputs)
-

@@ -23,7 +23,13 @@ STOP = _Stop()
 
 
 class Queue:
-    """A bounded, thread-safe, closable queue; iterating ends when closed and drained."""
+    """A bounded, thread-safe, closable queue; iterating ends when closed and drained.
+
+    Records put before the queue ended are always read first: a failed
+    stream raises its error only once the records before it were read.
+    Several stages may write into one queue; it ends when the last of them
+    ends (or at once when one fails).
+    """
 
     _labkit_stream = True  # len() is what waits now, not the stream's length
 
@@ -38,6 +44,7 @@ class Queue:
         self._closed = False
         self._error: LabkitError | None = None
         self._on_close: list[Callable[[], Any]] = []
+        self._producers = 0  # stages writing into the queue that have not ended yet
         self._stats: StageStats | None = None
 
     def __len__(self) -> int:
@@ -48,16 +55,12 @@ class Queue:
 
     def put(self, record, timeout: float | None = None) -> bool:
         """Add ``record``, waiting while full; ``False`` (record dropped) once closed."""
-        return self._put(record, timeout)
-
-    def _put(self, record, timeout=None, abort: Callable[[], bool] = lambda: False) -> bool:
         with self._lock:
             if len(self._items) >= self.capacity:  # only a full queue waits (the fast path skips it)
                 if not self._not_full.wait_for(
-                        lambda: self._closed or abort() or len(self._items) < self.capacity,
-                        timeout):
+                        lambda: self._closed or len(self._items) < self.capacity, timeout):
                     raise TimeoutError(f"queue still full after {timeout} s")
-            if self._closed or abort():
+            if self._closed:
                 return False
             self._items.append(record)
             self._not_empty.notify()
@@ -66,20 +69,20 @@ class Queue:
     def get(self, timeout: float | None = None):
         """The next record, waiting while empty; ``STOP`` once closed and drained.
 
-        Raises the error of a failed producing stage.
+        Once drained, raises the error of a failed producing stage (and goes on
+        raising it).
         """
         with self._lock:
-            if not self._items and not self._closed and self._error is None:
-                if not self._not_empty.wait_for(
-                        lambda: self._items or self._closed or self._error is not None, timeout):
+            if not self._items and not self._closed:
+                if not self._not_empty.wait_for(lambda: self._items or self._closed, timeout):
                     raise TimeoutError(f"queue still empty after {timeout} s")
+            if self._items:  # what was written before the failure is read before its error
+                record = self._items.popleft()
+                self._not_full.notify()
+                return record
             if self._error is not None:
                 raise self._error.with_traceback(None)  # no traceback piling up on re-raise
-            if not self._items:
-                return STOP
-            record = self._items.popleft()
-            self._not_full.notify()
-            return record
+            return STOP
 
     def __iter__(self):
         while True:
@@ -87,6 +90,12 @@ class Queue:
             if record is STOP:
                 return
             yield record
+
+    def __enter__(self) -> "Queue":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()  # a consumer leaving early stops the producers instead of leaving them blocked
 
     def close(self) -> None:
         """End the stream: readers drain what is left, producers' puts return ``False``."""
@@ -101,20 +110,35 @@ class Queue:
             fn()
 
     def fail(self, error: LabkitError) -> None:
-        """Close with ``error``: every later read raises it."""
+        """Close with ``error``: reads drain what is left, then raise it."""
         with self._lock:
-            self._error = error
-            self._not_empty.notify_all()
+            if self._error is None:
+                self._error = error
         self.close()
 
     def stats(self) -> StageStats | None:
         """The latest numbers of the stage writing into this queue."""
         return self._stats
 
-    def _wake_producers(self) -> None:
-        """Let blocked puts recheck their ``abort`` condition."""
+    def _attach(self, on_close: Callable[[], Any]) -> None:
+        """Count one more producing stage; ``on_close`` stops it when the queue closes."""
         with self._lock:
-            self._not_full.notify_all()
+            self._producers += 1
+            closed = self._closed
+            if not closed:
+                self._on_close.append(on_close)
+        if closed:  # a consumer already closed it: the stage has nowhere to write
+            on_close()
+
+    def _detach(self, error: LabkitError | None) -> None:
+        """A producing stage ended: the queue ends with its error, or with the last one."""
+        with self._lock:
+            self._producers -= 1
+            last = self._producers <= 0
+        if error is not None:
+            self.fail(error)
+        elif last:
+            self.close()
 
 
 class Final:

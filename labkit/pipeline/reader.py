@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from ..errors import InputError
 from .queue import STOP, _closable
-from .stage import STATS_INTERVAL, StageStats, _as_error, _send
+from .stage import STATS_INTERVAL, StageStats, _as_error, _iterate, _send, _source_error
 
 __all__ = ["ProcessingReader"]
 
@@ -31,12 +32,19 @@ class ProcessingReader:
         started = last = time.monotonic()
         records, busy = 0, 0.0
         try:
-            for index, record in enumerate(self.input):
+            source = _iterate(self.input, self.name)
+            for index in itertools.count():
+                try:
+                    record = next(source)
+                except StopIteration:
+                    return
+                except Exception as exc:
+                    raise _source_error(exc, self.name, index)  # chained to exc
                 t0 = time.perf_counter()
                 try:
                     result = self.processor(record)
                 except Exception as exc:
-                    raise _as_error(exc, self.name, index) from exc
+                    raise _as_error(exc, self.name, index)  # chained to exc
                 records, busy = records + 1, busy + time.perf_counter() - t0
                 if time.monotonic() - last >= STATS_INTERVAL:
                     last = time.monotonic()
@@ -57,6 +65,12 @@ class ProcessingReader:
         self._stats = StageStats(self.name, records, records / max(elapsed, 1e-9), busy, None,
                                  final)
         _send(self._on_event, self._stats)
+
+    def __enter__(self) -> "ProcessingReader":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def close(self) -> None:
         """Stop whoever produces the input (a Queue's stage)."""

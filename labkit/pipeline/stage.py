@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 import traceback
@@ -24,34 +25,70 @@ class PipelineError(TaskError):
     """A stage's processor, writer or reducer raised; located by ``stage`` and ``record``."""
 
 
-def _as_error(exc: BaseException, stage: str, record: int) -> LabkitError:
-    """``exc`` as a labkit error located at ``stage`` and ``record``, with traceback text."""
-    if isinstance(exc, LabkitError) and exc.remote_traceback is None:
-        # an upstream error keeps its own stage and record, and gains where it surfaced
-        exc.remote_traceback = "".join(traceback.format_exception(type(exc), exc,
-                                                                  exc.__traceback__))
-    return located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
+def _as_error(exc: BaseException, stage: str, record: int | None) -> LabkitError:
+    """``exc`` as a labkit error located at ``stage`` and ``record``, ``exc`` chained to it."""
+    if isinstance(exc, LabkitError):
+        if exc.remote_traceback is None:
+            # an upstream error keeps its own stage and record, and gains where it surfaced
+            exc.remote_traceback = "".join(traceback.format_exception(type(exc), exc,
+                                                                      exc.__traceback__))
+        return exc.locate(stage=stage, record=record)
+    error = located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
+    error.__cause__ = exc  # raised in the consumer, it still shows the processor's own frames
+    return error
+
+
+def _source_error(exc: BaseException, stage: str, record: int) -> LabkitError:
+    """An exception of a stage's input as an InputError naming stage and record, chained.
+
+    An upstream stage's labkit error keeps its own stage and record.
+    """
+    if isinstance(exc, LabkitError):
+        return _as_error(exc, stage, record)
+    error = InputError(f"the input of stage {stage!r} raised {type(exc).__name__}: {exc} "
+                       f"while reading record {record}", stage=stage, record=record)
+    error.__cause__ = exc
+    return error
+
+
+def _iterate(input, stage: str):
+    """``iter(input)``; an InputError naming the stage for what is not iterable."""
+    try:
+        return iter(input)
+    except Exception as exc:
+        if isinstance(exc, TypeError) and not hasattr(input, "__iter__"):
+            raise InputError(f"pipe input must be iterable, got {type(input).__name__}",
+                             stage=stage) from None
+        raise _source_error(exc, stage, 0)  # an __iter__ of the user's that raises
 
 
 class Stage:
-    """The threads of one :func:`pipe`: read ``input``, process, write ``output``."""
+    """The threads of one :func:`pipe`: read ``input``, process, write ``output``.
+
+    How a stream ends decides what is still written.  Nothing more is read
+    once the input runs out, a processor returns :data:`STOP`, something
+    raises or :meth:`stop` is called; the records already read are still
+    processed and written.  In ordered mode a STOP or an error at record
+    ``k`` is where the stream ends, as if the records ran one by one:
+    records before ``k`` are written, later ones (read ahead by other
+    threads) are not, and of several errors the earliest record's is kept.
+    Only a consumer closing the output drops what is left.
+    """
 
     def __init__(self, input, output, num_threads, processor, name, ordered, on_event, final):
-        try:
-            self._source = iter(input)  # here, so a bad input fails in the caller
-        except TypeError:
-            raise InputError(f"pipe input must be iterable, got {type(input).__name__}",
-                             stage=name) from None
+        self._source = _iterate(input, name)  # here, so a bad input fails in the caller
         self.name, self.output, self.final = name, output, final
         self._input, self._processor, self._ordered = input, processor, ordered
         self._on_event = on_event
         self._write = self._writer(output)
         self._read_lock = threading.Lock()    # one thread at a time pulls from the input
         self._write_lock = threading.Lock()   # writer callables need not be thread-safe
-        self._state = threading.Lock()        # counters, error, live threads
-        self._turn = threading.Condition()    # ordered mode: whose record is written next
+        self._state = threading.Lock()        # counters, live threads
+        self._turn = threading.Condition()    # whose record is written next; where it all ends
         self._next_in = self._next_out = 0
-        self._stopping = False
+        self._ended = False                   # nothing more is read
+        self._dropping = False                # the output was closed: nothing more is written
+        self._cutoff = math.inf               # ordered mode: the record the stream ends at
         self._error: LabkitError | None = None
         self._records, self._written, self._busy = 0, 0, 0.0
         self._start = self._last_stats = time.perf_counter()
@@ -60,12 +97,13 @@ class Stage:
         self._alive = num_threads
         self._threads = [threading.Thread(target=self._work, name=f"labkit-pipe-{name}-{i}",
                                           daemon=True) for i in range(num_threads)]
+        if isinstance(output, Queue):
+            output._attach(self._output_closed)  # last: a closed queue stops the stage at once
 
     def _writer(self, output) -> Callable[[Any], bool]:
         """A function writing one record into ``output``; ``False`` once it is closed."""
         if isinstance(output, Queue):
-            output._on_close.append(self.stop)  # a consumer closing it stops this stage
-            return lambda r: output._put(r, abort=lambda: self._stopping)
+            return output.put
         if isinstance(output, list):
             return lambda r: output.append(r) or True
         if callable(output):
@@ -84,14 +122,17 @@ class Stage:
         return self
 
     def stop(self) -> None:
-        """Stop reading; the threads finish their record and exit; upstream stops too."""
-        self._stopping = True
-        if isinstance(self.output, Queue):
-            self.output._wake_producers()  # before taking the turn lock: a writer may hold it
+        """Stop reading; the records already read are still written; upstream stops too."""
+        self._ended = True
         with self._turn:
             self._turn.notify_all()
         if _closable(self._input):
             self._input.close()
+
+    def _output_closed(self) -> None:
+        """The consumer closed the output: stop, and write nothing more."""
+        self._dropping = True
+        self.stop()
 
     def join(self, timeout: float | None = None):
         """Wait for the stream's end; the output, or raise the stage's error."""
@@ -110,13 +151,13 @@ class Stage:
     def _work(self) -> None:
         """One thread: read, process and write until the input ends or the stage stops."""
         try:
-            while not self._stopping:
+            while not self._ended:
                 item = self._read()
                 if item is None:
                     break
                 self._handle(*item)
         except BaseException as exc:  # a bug here must still end the stream
-            self._fail(exc, -1)
+            self._end_at(None, _as_error(exc, self.name, None))
         finally:
             with self._state:
                 self._alive -= 1
@@ -127,15 +168,16 @@ class Stage:
     def _read(self) -> tuple[int, Any] | None:
         """The next ``(index, record)``, or None at the end of the input."""
         with self._read_lock:
-            if self._stopping:
+            if self._ended:
                 return None
             index = self._next_in
             try:
                 record = next(self._source)
             except StopIteration:
+                self._ended = True
                 return None
             except Exception as exc:
-                self._fail(exc, index)
+                self._end_at(index, _source_error(exc, self.name, index))
                 return None
             self._next_in += 1
             return index, record
@@ -145,57 +187,65 @@ class Stage:
         started = time.perf_counter()
         try:
             result = self._processor(record)
-        except Exception as exc:
-            return self._fail(exc, index)
+        except BaseException as exc:  # SystemExit too: nothing above this thread would see it
+            return self._end_at(index, _as_error(exc, self.name, index))
         ended = time.perf_counter()
         written = False
-        if not self._ordered or self._wait_turn(index):
+        if result is STOP:
+            self._end_at(index)
+        elif not self._ordered:
+            if result is not None and not self._dropping:
+                written = self._deliver(index, result)
+        elif self._wait_turn(index):
             try:
-                if result is STOP:
-                    self.stop()
-                elif result is not None and not self._stopping:
+                if result is not None and not self._dropping:
                     written = self._deliver(index, result)
             finally:
-                if self._ordered:
-                    with self._turn:
-                        self._next_out += 1
-                        self._turn.notify_all()
+                with self._turn:
+                    self._next_out += 1
+                    self._turn.notify_all()
         self._tick(ended - started, ended, written)
 
     def _wait_turn(self, index: int) -> bool:
-        """Wait until record ``index`` is next to be written; False if the stage stops."""
+        """Wait until record ``index`` is next to be written; False if it never will be."""
         with self._turn:
-            self._turn.wait_for(lambda: self._next_out == index or self._stopping)
-            return not self._stopping
+            self._turn.wait_for(lambda: self._next_out == index or index > self._cutoff
+                                or self._dropping)
+            return self._next_out == index and index < self._cutoff
 
     def _deliver(self, index: int, result) -> bool:
         """Write ``result`` and reduce it into the final values; whether it was written."""
         try:
             if not self._write(result):
-                self.stop()  # the consumer closed the output
+                self._output_closed()
                 return False
             if self.final.reduces:
                 self.final._add(result)
             return True
         except Exception as exc:
-            self._fail(exc, index)
+            self._end_at(index, _as_error(exc, self.name, index))
             return False
 
-    def _fail(self, exc: BaseException, index: int) -> None:
-        """Keep the first error and stop the stage."""
-        with self._state:
-            if self._error is None:
-                self._error = _as_error(exc, self.name, index)
+    def _end_at(self, index: int | None, error: LabkitError | None = None) -> None:
+        """End the stream at record ``index`` (None: a bug, before any record), with ``error``.
+
+        Ordered, the earliest end wins, as if the records had run one by one:
+        a STOP before a failing record means the failure never happened.
+        Unordered, the first error is kept.
+        """
+        rank = -1 if index is None else index
+        with self._turn:
+            if self._ordered and rank < self._cutoff:
+                self._cutoff, self._error = rank, error
+            elif not self._ordered and self._error is None:
+                self._error = error
         self.stop()
 
     def _finish(self) -> None:
         """Last thread out: final stats, then end the output and the final values."""
         self._publish(final=True)
         if isinstance(self.output, Queue):
-            if self._error is not None:
-                self.output.fail(self._error)
-            else:
-                self.output.close()
+            self.output._detach(self._error)
         self.final._end(self._error, self._written)
         self._done.set()
 

@@ -8,6 +8,11 @@ program stopped after any step can be deep-copied or pickled and resumed with
 the same outcome.  Values flow through :class:`Registers`: ``reg("x")`` is a
 reference resolved when a call runs, and ``store_to=reg("x")`` writes a result.
 
+What cannot be copied or pickled is named: ``pickle.dumps(program)`` of a
+program holding a lambda raises a :class:`ProgramError` naming the element
+(or register) and field, why, and the fix: a function defined at module
+level, or ``cloudpickle.dumps(program)``, which pickles lambdas by value.
+
 Examples
 --------
 >>> reg = Registers()

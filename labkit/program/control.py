@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import operator
+
 from ..errors import InputError
-from .element import Element, _as_list, _code, _List
-from .registers import _resolve
+from .element import Element, _as_list, _code, _List, _target
+from .registers import Ref, _resolve
 from .status import BREAK, DONE, INCOMPLETE, Break, ProgramError
 
 __all__ = ["Call", "Print", "Seq", "Repeat", "Loop", "BufferRepeat", "Weave", "Switch"]
+
+
+def _int(value, what: str, least: int, most: int | None = None) -> int:
+    """``value`` as an int in ``least..most``; an InputError naming ``what`` otherwise."""
+    try:
+        if isinstance(value, bool):  # True is an int to Python, never a count here
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < least or (most is not None and number > most):
+        span = f">= {least}" if most is None else f"in {least}..{most}"
+        raise InputError(f"{what} must be an int {span}, got {value!r}")
+    return number
 
 
 class Call(Element):
@@ -79,11 +95,10 @@ class Repeat(Element):
     """Run ``element`` ``n`` times; ``counter`` holds the iteration index; BREAK ends it."""
 
     def __init__(self, n, element, counter=None, store_to=None):
-        if n is not None and (not isinstance(n, int) or n < 0):
-            raise InputError(f"{type(self).__name__} count must be an int >= 0, got {n!r}")
+        n = None if n is None else _int(n, f"{type(self).__name__} count", 0)
         super().__init__(store_to=store_to)
         self._adopt(element, f"{type(self).__name__} element (argument 2)")
-        self.n, self.counter = n, counter
+        self.n, self.counter = n, _target(counter, f"{type(self).__name__} counter")
 
     def _start(self):
         self.state["i"] = 0
@@ -152,9 +167,7 @@ class Weave(_List):
     def __init__(self, n_required, elements, store_to=None):
         elements = _as_list(elements, "Weave")
         n_required = len(elements) if n_required is None else n_required
-        if not isinstance(n_required, int) or not 0 <= n_required <= len(elements):
-            raise InputError(f"Weave n_required must be an int in 0..{len(elements)}, "
-                             f"got {n_required!r}")
+        n_required = _int(n_required, "Weave n_required", 0, len(elements))
         super().__init__(elements, store_to)
         self.n_required = n_required
 
@@ -193,6 +206,9 @@ class Switch(Element):
     def __init__(self, selector, branches, store_to=None):
         if not isinstance(branches, dict):
             raise InputError(f"Switch needs a dict of branches, got {branches!r}")
+        if not (callable(selector) or isinstance(selector, (Ref, str))):
+            raise InputError(f"Switch selector must be a register (reg('name') or a name) or "
+                             f"a callable returning a branch key, got {selector!r}")
         self.keys = list(branches)
         super().__init__(store_to=store_to)
         for key, branch in branches.items():

@@ -8,12 +8,12 @@ every step (and when background stepping starts, pauses or stops), and
 from __future__ import annotations
 
 import asyncio
-import copy
 
 from ..errors import InputError, LabkitError, located
 from ..events import Observable, ProgramStepped
 from ..runs import start
-from .element import Element
+from .copying import copied
+from .element import Element, _check_steps
 from .registers import Registers
 from .status import DONE, INCOMPLETE, ProgramError
 
@@ -26,6 +26,8 @@ class Program(Observable):
     def __init__(self, element, registers=None):
         if not isinstance(element, Element):
             raise InputError(f"Program needs a program element, got {element!r}")
+        if registers is not None and not isinstance(registers, Registers):
+            raise InputError(f"Program registers must be a Registers, got {registers!r}")
         self.registers = Registers() if registers is None else registers
         self.children, self.steps, self.status = [element], 0, None
         element._parents.append(self)
@@ -77,6 +79,8 @@ class Program(Observable):
         is returned at once; ``run.cancel()`` stops it between two steps (and
         cancels what the program started: subprocesses, spawned tasks).
         """
+        _check_steps(n_steps)
+
         def job(scope):
             try:
                 status, taken = INCOMPLETE, 0
@@ -96,6 +100,9 @@ class Program(Observable):
 
     def replace(self, old, new):
         """Put ``new`` where ``old`` is; returns ``new``."""
+        if not isinstance(old, Element) or not any(e is old for e in self.element.walk()):
+            what = old._code()[:200] if isinstance(old, Element) else repr(old)
+            raise InputError(f"replace needs an element of this program to replace, got {what}")
         return old.replace_with(new)
 
     def current(self):
@@ -123,7 +130,7 @@ class Program(Observable):
     def __deepcopy__(self, memo):
         new = type(self).__new__(type(self))
         memo[id(self)] = new
-        new.__dict__.update(copy.deepcopy(self.__getstate__(), memo))
+        new.__dict__.update(copied(self.__getstate__(), memo, lambda: ("Program", {}, self)))
         return new
 
     # -- background stepping ---------------------------------------------------------
@@ -187,4 +194,4 @@ def _located(exc: Exception, element, step: int) -> LabkitError:
 
     The element keeps its state, so stepping again retries the failed call.
     """
-    return located(exc, element=element._code()[:200], step=step)
+    return located(exc, **element._where(), step=step)

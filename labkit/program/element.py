@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import copy
+import numbers
 import types
 
 from ..errors import InputError
+from .copying import check_picklable, copied
 from .registers import Ref
 from .status import INCOMPLETE, ProgramError
 
@@ -41,7 +42,7 @@ class Element:
         self._parents = []
         for i, child in enumerate(children):
             self._adopt(child, f"{type(self).__name__} item {i}")
-        self.store_to = store_to
+        self.store_to = _target(store_to, f"{type(self).__name__} store_to")
 
     def _adopt(self, child, where):
         """Append ``child`` to the children, checking that it is an element."""
@@ -84,6 +85,7 @@ class Element:
 
     def run(self, n_steps=float("inf")):
         """Step until done or ``n_steps`` were taken; returns the last status."""
+        _check_steps(n_steps)
         status, taken = INCOMPLETE, 0
         while taken < n_steps and status is INCOMPLETE:
             status, taken = self.step(), taken + 1
@@ -116,6 +118,9 @@ class Element:
 
     def find(self, pattern):
         """Elements below matching an Element class, a wrapped function or a predicate."""
+        if not callable(pattern):
+            raise InputError(f"find needs an Element class, a function the elements call or a "
+                             f"predicate element -> bool, got {pattern!r}")
         found = list(self.walk())
         if isinstance(pattern, type) and issubclass(pattern, Element):
             return [e for e in found if isinstance(e, pattern)]
@@ -127,7 +132,11 @@ class Element:
         if not isinstance(new, Element):
             raise InputError(f"replace_with needs a program element, got {new!r}")
         inside_new = set(map(id, new.walk()))
-        for parent in [p for p in self._parents if id(p) not in inside_new]:
+        parents = [p for p in self._parents if id(p) not in inside_new]
+        if not parents:
+            raise InputError(f"replace_with: {self._code()[:200]} is not in a program (no "
+                             "element holds it), so nothing would be replaced")
+        for parent in parents:
             for i, child in enumerate(parent.children):
                 if child is self:
                     parent.children[i] = new
@@ -159,11 +168,52 @@ class Element:
     def __str__(self):
         return self._code()
 
+    def _where(self) -> dict:
+        """Location keys naming this element in an error."""
+        return {"element": self._code()[:200]}
+
+    def _describe(self):
+        """``(owner, where, root)`` for an error about copying or pickling this element."""
+        root = self
+        while getattr(root, "_parents", None):  # up to the Program (which has no parents)
+            root = root._parents[0]
+        return type(self).__name__, self._where(), root
+
+    def _pickled(self) -> dict:
+        """What pickling stores of this element (subclasses leave out what cannot go)."""
+        return self.__dict__
+
+    def __getstate__(self):
+        state = self._pickled()
+        # the tree is pickled by pickle itself; each element tries its own fields first
+        check_picklable({k: v for k, v in state.items() if k not in _STRUCTURE},
+                        self._describe)
+        return state
+
     def __deepcopy__(self, memo):
         new = type(self).__new__(type(self))
         memo[id(self)] = new
-        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        new.__dict__.update(copied(self.__dict__, memo, self._describe))
         return new
+
+
+# Fields that link elements into a tree; the elements and registers they hold check
+# themselves when pickled.
+_STRUCTURE = ("children", "_parents", "_registers")
+
+
+def _target(target, what):
+    """A register to write (``store_to``, ``counter``): None, a Ref or a register name."""
+    if target is not None and not isinstance(target, (Ref, str)):
+        raise InputError(f"{what} must be a register: reg('name') or a name, got {target!r}")
+    return target
+
+
+def _check_steps(n_steps) -> None:
+    """An InputError unless ``n_steps`` is a number of steps >= 0 (inf: to the end)."""
+    if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Real) or not n_steps >= 0:
+        raise InputError(f"n_steps must be a number of steps >= 0 (inf: to the end), "
+                         f"got {n_steps!r}")
 
 
 class _List(Element):

@@ -53,13 +53,18 @@ class Popen(Element):
             self._proc.wait()
             self._proc = None
 
-    def __getstate__(self):
+    def _check_idle(self) -> None:
+        """A ProgramError while the subprocess runs: a process cannot be copied."""
         if self._proc is not None:
-            raise ProgramError(f"a running Popen({self.args!r}) cannot be copied or pickled")
-        return self.__dict__
+            raise ProgramError(f"a running Popen({self.args!r}) cannot be copied or pickled",
+                               **self._where())
+
+    def __getstate__(self):
+        self._check_idle()
+        return super().__getstate__()
 
     def __deepcopy__(self, memo):
-        self.__getstate__()
+        self._check_idle()
         return super().__deepcopy__(memo)
 
     def _head(self, indent):
@@ -86,6 +91,10 @@ class Spawn(Element):
     """
 
     def __init__(self, registers, element, scheduler=None, store_to=None):
+        if isinstance(registers, (str, Ref)) or not isinstance(registers, (list, tuple)) \
+                or not all(isinstance(r, (str, Ref)) for r in registers):
+            raise InputError(f"Spawn needs a list of registers (reg('name') or names) to copy "
+                             f"to the task, got {registers!r}")
         super().__init__(store_to=store_to)
         self._adopt(element, "Spawn element (argument 2)")
         self.names, self.scheduler = list(registers), scheduler
@@ -143,7 +152,7 @@ class Spawn(Element):
     def _head(self, indent):
         return [repr(self.names), self.children[0]._code(indent)]
 
-    def __getstate__(self):
+    def _pickled(self) -> dict:
         return dict(self.__dict__, scheduler=None, _batch=None)
 
     def __deepcopy__(self, memo):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .copying import check_picklable, copied
 from .status import ProgramError
 
 __all__ = ["Registers", "Ref"]
@@ -34,6 +35,21 @@ class Registers:
 
     def __repr__(self):
         return f"Registers({self.values!r})"
+
+    def __getstate__(self):
+        check_picklable({f"register {name!r}": value for name, value in self.values.items()},
+                        lambda: ("Registers", {}, None))
+        return self.__dict__
+
+    def __deepcopy__(self, memo):
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        labels = {f"register {name!r}": name for name in self.values}
+        values = copied({label: self.values[name] for label, name in labels.items()}, memo,
+                        lambda: ("Registers", {}, None))
+        new.values = {labels[label]: value for label, value in values.items()}
+        new.written = set(self.written)
+        return new
 
 
 class Ref:
