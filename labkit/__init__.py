@@ -13,7 +13,7 @@ from . import ensemble, events, nodes
 from .data_parallel import split_batch
 from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
-                     SchedulerError, TaskError, TrainingError, WorkerLostError)
+                     SchedulerError, StorageError, TaskError, TrainingError, WorkerLostError)
 from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
                     FlowTrainCallable, Node, ParallelFlow, allow_in_checkpoints)
 from .runs import Run, RunControl, run_scope
@@ -70,7 +70,7 @@ def dashboard(scheduler, **options) -> str:
 __all__ = [
     "ensemble", "events", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
-    "CancelledError", "SchedulerError", "WorkerLostError",
+    "CancelledError", "SchedulerError", "WorkerLostError", "StorageError",
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "allow_in_checkpoints",
     "Run", "RunControl", "run_scope", "Batch",
     "FlowTrainCallable", "FlowExecuteCallable",

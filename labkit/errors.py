@@ -31,11 +31,13 @@ __all__ = [
     "CancelledError",
     "SchedulerError",
     "WorkerLostError",
+    "StorageError",
     "RemoteTraceback",
     "format_location",
     "located",
     "for_caller",
     "user_frames",
+    "pulled",
 ]
 
 #: Show labkit's (and Dask's) own frames in the tracebacks of errors handed to the
@@ -47,7 +49,8 @@ SHOW_INTERNAL_FRAMES = os.environ.get("LABKIT_INTERNAL_FRAMES", "") not in ("", 
 _PLUMBING = ("labkit", "dask", "distributed", "tornado", "asyncio", "concurrent", "threading",
              "multiprocessing")
 
-_ORDER = ("node", "node_name", "phase", "chunk", "step", "task", "worker", "device", "replica")
+_ORDER = ("node", "node_name", "phase", "chunk", "epoch", "batch", "step", "task", "worker",
+          "device", "replica")
 
 
 def format_location(where: dict) -> str:
@@ -286,6 +289,51 @@ def located(exc: BaseException, what: str = "task", kind: type | None = None,
     return (kind or TaskError).from_exception(exc, text, what=what, **where)
 
 
+def pulled(items, item: str = "chunk", source: str | None = None, **where):
+    """Iterate ``items``, an error of the source itself located at the item it was making.
+
+    One rule for every stream a user hands labkit (a flow's chunks, a
+    trainer's batches): an exception raised while the next item is made
+    becomes an :class:`InputError` "``source`` raised ... while making
+    ``item`` k", located at ``where`` and ``item`` k, the original chained; a
+    :class:`TaskError` from the user's code inside the source (a pipe's
+    processor) keeps its own location too; other labkit errors gain ``where``.
+
+    Examples
+    --------
+    >>> def batches():
+    ...     yield 1
+    ...     raise OSError("disk gone")
+    >>> list(pulled(batches(), "batch", "the batches", epoch=2))
+    Traceback (most recent call last):
+    ...
+    labkit.errors.InputError: the batches raised OSError: disk gone while making batch 1 [epoch 2, batch 1]
+    """
+    source = source or f"the {item} source"
+    try:
+        iterator = iter(items)
+    except Exception as exc:
+        raise InputError(f"{source} cannot be iterated ({type(exc).__name__}: {exc})",
+                         **where) from exc
+    index = 0
+    while True:
+        try:
+            value = next(iterator)
+        except StopIteration:
+            return
+        except TaskError as err:
+            raise InputError(f"{source} raised {type(err).__name__}: {err.message} while "
+                             f"making {item} {index}",
+                             **{**err.where, **where, item: index}) from err
+        except LabkitError as err:
+            raise err.locate(**where, **{item: index})
+        except Exception as exc:
+            raise InputError(f"{source} raised {type(exc).__name__}: {exc} while making "
+                             f"{item} {index}", **where, **{item: index}) from exc
+        yield value
+        index += 1
+
+
 class NotForkableError(LabkitError):
     """A node cannot fork; a parallel flow trains it locally instead."""
 
@@ -308,3 +356,27 @@ class SchedulerError(LabkitError, RuntimeError):
 
 class WorkerLostError(SchedulerError):
     """A worker died under a task (or with its inputs) more often than a task may survive."""
+
+
+class StorageError(LabkitError, OSError):
+    """A file labkit writes or reads failed (disk full, no permission, a removed folder).
+
+    Names the path (and, where it is known, the node or trial); also an
+    ``OSError``, whose ``errno`` it keeps, so ``except OSError`` still works.
+    """
+
+    def __init__(self, message: str = "", errno: int | None = None, **where):
+        super().__init__(message, **where)
+        self.errno = errno
+
+    @classmethod
+    def of(cls, exc: OSError, doing: str, path: str, **where) -> "StorageError":
+        """The error for ``exc``, raised while ``doing`` (e.g. "saving the flow") at ``path``."""
+        import errno as codes
+        name = codes.errorcode.get(exc.errno or 0, "")
+        reason = exc.strerror or str(exc)
+        return cls(f"{doing} failed: {reason}" + (f" ({name})" if name else ""),
+                   errno=exc.errno, path=path, **where)
+
+    def _extra(self) -> dict:
+        return dict(super()._extra(), errno=self.errno)

@@ -45,6 +45,10 @@ def _chromium() -> bool:
     return os.path.exists(CHROMIUM)
 
 
+def _can_mount() -> bool:
+    return os.geteuid() == 0 and shutil.which("mount") is not None
+
+
 def _jupyter() -> bool:
     return os.path.exists(os.path.join(os.path.dirname(sys.executable), "jupyter"))
 
@@ -58,6 +62,8 @@ TOOLS = {
     "tc": Tool("iproute2's `tc` (link shaping)", "apt-get install iproute2", _which("tc")),
     "iptables-legacy": Tool("iptables-legacy (link delay)", "apt-get install iptables",
                             _which("iptables-legacy")),
+    "mount": Tool("root and mount(8), for a small tmpfs (full-disk tests)",
+                  "run the tests as root (CI does)", _can_mount),
 }
 
 

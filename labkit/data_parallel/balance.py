@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 
 from ..errors import InputError
-from .split import check_work_load
+from .split import check_work_load, normalised
 
 __all__ = ["Balancer", "WorkLoads"]
 
@@ -57,9 +57,7 @@ class Balancer:
                 or not 0 < smoothing <= 1:
             raise InputError(f"bad balancer settings: gain={gain}, max_step={max_step}, "
                              f"min_share={min_share}, smoothing={smoothing}")
-        initial = [1.0] * n if initial is None else list(initial)
-        total = sum(initial)
-        self.shares = [w / total for w in initial]
+        self.shares = normalised([1.0] * n if initial is None else list(initial))
         self.gain, self.max_step, self.min_share, self.smoothing = gain, max_step, min_share, smoothing
         self.speeds: list[float | None] = [None] * n
         self.updates = 0
@@ -119,7 +117,7 @@ class WorkLoads:
         else:
             self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
                                              names)
-            self._fixed = [w / sum(self.work_load) for w in self.work_load]
+            self._fixed = normalised(self.work_load)
         self._buckets: dict = {}  # bucket key -> its own Balancer ("auto" only)
 
     def _balancer(self, key) -> Balancer | None:

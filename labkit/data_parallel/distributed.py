@@ -38,9 +38,10 @@ import torch
 from distributed.comm import get_address_host
 
 from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
-                      WorkerLostError)
+                      WorkerLostError, for_caller)
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback, scheduler_identity
+from ..scheduling.pickling import dumps
 from . import replica_worker as w
 from .guards import NonFiniteLossError
 from .interfaces import check_reach
@@ -84,16 +85,30 @@ def _wait_all(futures, timeout: float) -> None:
 
 
 def _payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
-    """One pickle of what a replica needs; the optimizer (bound to our parameters) described."""
+    """One pickle of what a replica needs; the optimizer (bound to our parameters) described.
+
+    One pickle, so objects the parts share stay shared; when it fails, the
+    parts are tried alone to name the one that cannot be sent (``loss_fn``...)
+    in an ``InputError``, instead of Dask's TypeError.
+    """
     index = {id(p): k for k, p in enumerate(model.parameters())}
     try:
         groups = [[index[id(p)] for p in g["params"]] for g in optimizer.param_groups]
     except KeyError:
-        raise InputError("the optimizer holds a parameter that is not the model's") from None
+        raise InputError("the optimizer holds a parameter that is not the model's",
+                         argument="optimizer") from None
     on_cpu = all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
     shipped = model if on_cpu else copy.deepcopy(model).cpu()  # workers may have no GPU
-    return cloudpickle.dumps((shipped, loss_fn, type(optimizer), dict(optimizer.defaults),
-                              groups, w.to_cpu(optimizer.state_dict()), bucket_model))
+    parts = {"model": shipped, "loss_fn": loss_fn,
+             "optimizer": (type(optimizer), dict(optimizer.defaults), groups,
+                           w.to_cpu(optimizer.state_dict())),
+             "bucket_model": bucket_model}
+    try:
+        return cloudpickle.dumps(parts)
+    except Exception:
+        for name, part in parts.items():
+            dumps(part, name)   # raises naming the first part that cannot be pickled
+        raise
 
 
 def _client_error(future, rank, name) -> LabkitError:
@@ -146,6 +161,7 @@ class DaskReplicaGroup:
                 "cluster, or train in-process with devices=[...]")
         self.rendezvous = rendezvous
         self._client, self._gid = scheduler.client, uuid.uuid4().hex
+        self._scheduler = scheduler
         # The replicas' tasks go through a batch of the scheduler, so that cancelling
         # or shutting down the scheduler reaches them as it reaches every other task.
         self._batch = scheduler.batch(info=TaskInfo(f"replicas-{self._gid[:8]}", -1, -1))
@@ -197,7 +213,10 @@ class DaskReplicaGroup:
         self.close()
 
     def _submit(self, rank, fn, *args):
-        return self._client.submit(fn, *args, workers=[self.names[rank]],
+        # a labkit key: workers do not log these tasks' failures (see scheduling.quiet),
+        # the client raises them once, located
+        key = f"labkit-replica-{fn.__name__}-{self._gid[:8]}-{rank}-{uuid.uuid4().hex[:8]}"
+        return self._client.submit(fn, *args, workers=[self.names[rank]], key=key,
                                    allow_other_workers=False, pure=False)
 
     def _ship(self, rank, t):
@@ -211,6 +230,7 @@ class DaskReplicaGroup:
 
     def _run(self, futures, what, collective=False, ranks=None):
         """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
+        __tracebackhide__ = True
         ranks = list(range(len(futures)) if ranks is None else ranks)
         names = [self.names[r] for r in ranks]
         first_done = None
@@ -247,7 +267,7 @@ class DaskReplicaGroup:
                 if f.status == "error":
                     if collective:
                         self._broken = f"a {what} failed"
-                    raise _client_error(f, rank, name)
+                    raise for_caller(_client_error(f, rank, name))
             return [f.result() for f in futures]
         finally:
             self._batch.untrack(futures)
@@ -294,6 +314,10 @@ class DaskReplicaGroup:
         return self._broken
 
     def _check_open(self):
+        if self._scheduler.closed or self._client.status in ("closing", "closed"):
+            raise SchedulerError("the scheduler of this trainer was shut down (or its Dask "
+                                 "client closed): the replicas are gone; open a new "
+                                 "scheduler and a new trainer")
         if self._closed:
             raise TrainingError("the replica group is closed")
         if self._broken:
@@ -313,6 +337,7 @@ class DaskReplicaGroup:
             Per rank: ``rows``, ``seconds`` (forward and backward) and
             ``memory`` (peak CUDA bytes; ``None`` on CPU).
         """
+        __tracebackhide__ = True
         self._check_open()
         counts, spans = self._shares(x, y, counts)
         total = sum(counts)
@@ -323,7 +348,7 @@ class DaskReplicaGroup:
         results = self._run(futures, "step", collective=True)
         errors = [res["error"] for res in results if res["failed"] and res["error"] is not None]
         if errors:
-            raise errors[0]
+            raise for_caller(errors[0])
         bad = next((r for r, res in enumerate(results) if res.get("nonfinite")), None)
         if bad is not None:  # every rank undid the step
             raise NonFiniteLossError.of(results[bad]["loss"], bad, self.names[bad])
@@ -338,6 +363,7 @@ class DaskReplicaGroup:
 
         ``metrics`` maps names to ``f(output, y)``, a mean over the rows it is given.
         """
+        __tracebackhide__ = True
         self._check_open()
         counts, spans = self._shares(x, y, counts)
         ranks = [r for r, c in enumerate(counts) if c]

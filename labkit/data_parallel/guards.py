@@ -72,20 +72,25 @@ def warn_skipped(err: NonFiniteLossError, skipped: int) -> None:
                   f"{skipped} skipped so far", NonFiniteLossWarning, stacklevel=3)
 
 
-def check_batch(x, y, step: int) -> int:
-    """The row count of the batch ``(x, y)`` given to step number ``step``, checked."""
+def check_batch(x, y, step: int | None = None, what: str = "step", **where) -> int:
+    """The row count of the batch ``(x, y)`` given to ``what`` (a step, evaluate), checked.
+
+    The same rules for training and evaluating: torch tensors, rows in both,
+    as many targets as rows (a length-1 ``y`` would otherwise broadcast).
+    """
+    where = dict(where, step=step)
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, torch.Tensor):
-            raise InputError(f"step needs torch tensors: {name} is a {type(t).__name__} "
-                             "(convert it with torch.as_tensor)", argument=name, step=step)
+            raise InputError(f"{what} needs torch tensors: {name} is a {type(t).__name__} "
+                             "(convert it with torch.as_tensor)", argument=name, **where)
         if t.dim() == 0:
             raise InputError(f"{name} is a scalar: a batch needs one row per sample",
-                             argument=name, step=step)
+                             argument=name, **where)
     if len(x) == 0:
-        raise InputError("the batch is empty (x has no rows)", argument="x", step=step)
+        raise InputError("the batch is empty (x has no rows)", argument="x", **where)
     if len(y) != len(x):
         raise InputError(f"the batch has {len(x)} rows but {len(y)} targets: x and y need "
-                         "the same number of rows", argument="y", step=step)
+                         "the same number of rows", argument="y", **where)
     return len(x)
 
 

@@ -7,10 +7,10 @@ import time
 
 import torch
 
-from ..errors import InputError, LabkitError
+from ..errors import InputError, LabkitError, pulled
 from ..runs import start
 from .bucketing import BucketBatch
-from .guards import check_batches, check_epochs
+from .guards import check_batch, check_batches, check_epochs
 from .split import shares
 
 __all__ = ["EpochLoops"]
@@ -31,6 +31,7 @@ class EpochLoops:
         An error names the epoch and batch; the steps before it are kept.
         With ``on_nonfinite="skip"`` a record also counts its ``skipped`` batches.
         """
+        __tracebackhide__ = True
         check_batches(batches, check_epochs(epochs))
         self._check_open()
 
@@ -49,10 +50,11 @@ class EpochLoops:
 
     def _epoch(self, batches, epoch: int, scope) -> dict:
         """One pass over the batches."""
+        __tracebackhide__ = True
         n_batches = len(batches) if hasattr(batches, "__len__") else None
         self._reporter.epoch_started(epoch, n_batches, len(self.names))
         start_time, total, rows, skipped = time.perf_counter(), 0.0, 0, 0
-        for b, batch in enumerate(batches):
+        for b, batch in enumerate(pulled(batches, "batch", "the batches", epoch=epoch)):
             scope.check()
             x, y, key = _pair(batch, epoch, b)
             try:
@@ -80,6 +82,7 @@ class EpochLoops:
         rows (e.g. accuracy); every value is weighted by rows.  Bucket batches
         run their bucket's modules.
         """
+        __tracebackhide__ = True
         check_batches(batches, what="evaluate")
         self._check_open()
         fns = dict(metrics or {})
@@ -89,8 +92,9 @@ class EpochLoops:
         for r in self._eval_models():
             r.eval()
         try:
-            for b, batch in enumerate(batches):
+            for b, batch in enumerate(pulled(batches, "batch", "the batches")):
                 x, y, key = _pair(batch, None, b)
+                check_batch(x, y, what="evaluate", batch=b)
                 for name, value in self._evaluate_batch(x, y, fns, key).items():
                     sums[name] += value
                 rows += len(x)

@@ -50,7 +50,7 @@ class _Replica:
 
 def _located(exc, rank, name) -> LabkitError:
     """``exc`` as a labkit error naming the replica."""
-    return located(exc, replica=rank, device=name)
+    return located(exc, f"replica {rank}", replica=rank, device=name)
 
 
 def free_port(host):
@@ -66,8 +66,9 @@ def build(gid, rank, name, payload, cuda_index):
             index = 0 if os.environ.get("CUDA_VISIBLE_DEVICES") else cuda_index
             device = torch.device("cuda", index % torch.cuda.device_count())
             torch.cuda.set_device(device)
-        model, loss_fn, opt_type, defaults, groups, opt_state, bucket_model = \
-            cloudpickle.loads(payload)
+        parts = cloudpickle.loads(payload)
+        model, loss_fn, bucket_model = parts["model"], parts["loss_fn"], parts["bucket_model"]
+        opt_type, defaults, groups, opt_state = parts["optimizer"]
         params = list(model.to(device).parameters())
         optimizer = opt_type([{"params": [params[j] for j in g]} for g in groups], **defaults)
         optimizer.load_state_dict(opt_state)

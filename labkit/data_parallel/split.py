@@ -22,7 +22,7 @@ from numbers import Real
 
 from ..errors import InputError
 
-__all__ = ["split_batch", "check_work_load", "shares"]
+__all__ = ["split_batch", "check_work_load", "shares", "normalised"]
 
 
 def check_work_load(work_load, n_devices: int | None = None, devices=None) -> list[float]:
@@ -42,10 +42,28 @@ def check_work_load(work_load, n_devices: int | None = None, devices=None) -> li
     return [float(w) for w in values]
 
 
+def normalised(work_load) -> list[float]:
+    """``work_load`` as fractions summing to 1, taken relative to the largest first.
+
+    Dividing by the plain sum overflows for huge weights (``1e308 + 1e308`` is
+    infinite, and every share then 0).
+
+    >>> normalised([1e308, 1e308])
+    [0.5, 0.5]
+    """
+    top = max(work_load)
+    relative = [w / top for w in work_load]
+    total = sum(relative)
+    return [w / total for w in relative]
+
+
 def shares(batch_size: int, work_load) -> list[int]:
-    """Rows per device, before the empty-device check (may contain zeros)."""
-    total = sum(work_load)
-    counts = [int(round(w * batch_size / total)) for w in work_load]
+    """Rows per device, before the empty-device check (may contain zeros).
+
+    >>> shares(4, [1e308, 1e308])
+    [2, 2]
+    """
+    counts = [int(round(w * batch_size)) for w in normalised(work_load)]
     short = batch_size - sum(counts)
     if short > 0:
         counts[-1] += short

@@ -166,7 +166,12 @@ class DataParallelTrainer(EpochLoops, Observable):
         without ``bucket_model`` it only labels the step.  A non-finite loss undoes
         the step: it raises, or with ``on_nonfinite="skip"`` warns and returns NaN.
         """
+        __tracebackhide__ = True
         self._check_open()
+        if not torch.is_grad_enabled():
+            raise TrainingError("step trains, so it needs gradients, but it was called under "
+                                "torch.no_grad() or torch.inference_mode(); use evaluate() to "
+                                "compute without them", step=self.steps)
         key = check_key(bucket_key, self.steps)
         try:
             return self._step(x, y, key)
@@ -180,6 +185,7 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def _step(self, x, y, key) -> float:
         """The step: split, run the replicas (locally or on workers), report."""
+        __tracebackhide__ = True
         n = check_batch(x, y, self.steps)
         if len(self.names) == 1:
             active, counts = [0], [n]
@@ -210,6 +216,7 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def _local_step(self, x, y, active, counts, key):
         """Replicas in threads, then reduce, step and broadcast."""
+        __tracebackhide__ = True
         # built here, not in the threads: a bad bucket_model fails before any forward
         modules = [self._buckets.get(i, key, step=self.steps, device=self.names[i])
                    for i in active]
@@ -270,6 +277,7 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def _group_step(self, x, y, active, counts, key):
         """The step on Dask workers (every worker gets rows: see ``shares``)."""
+        __tracebackhide__ = True
         full = [0] * len(self.names)
         for i, c in zip(active, counts):
             full[i] = c

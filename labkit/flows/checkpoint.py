@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from ..errors import InputError
+from ..errors import InputError, LabkitError
 from .flow import atomic_dump
 from .parallel import ParallelFlow
 from .snapshot import FORMATS, check_writable
@@ -100,7 +100,10 @@ class CheckpointFlow(ParallelFlow):
     def _after_node(self, i: int) -> None:
         checkpoint = self._checkpoints[i] if i < len(self._checkpoints) else None
         if checkpoint is not None:
-            checkpoint(self, i)
+            try:
+                checkpoint(self, i)
+            except LabkitError as err:   # a full disk, say: which node's checkpoint it was
+                raise err.locate(node=i, node_name=self.nodes[i].name)
 
     def __getstate__(self):
         state = dict(self.__dict__)

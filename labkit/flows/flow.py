@@ -22,7 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, TrainingError
+from ..errors import InputError, LabkitError, StorageError, TrainingError
 from .callables import execute_nodes
 from .node import Node
 from .snapshot import load_checkpoint, make_temp, remove_stale_temps, writer
@@ -41,17 +41,22 @@ def atomic_dump(obj, path, format: str = "safe") -> None:
     """
     path = os.fspath(path)
     write = writer(obj, format)  # encodes now: what cannot be stored fails before any file
-    remove_stale_temps(path)
-    fd, tmp = make_temp(path)
+    tmp = None
     try:
+        remove_stale_temps(path)
+        fd, tmp = make_temp(path)
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, LabkitError):
+            kept = ("the file there is as it was" if os.path.exists(path)
+                    else "nothing was written")
+            raise StorageError.of(exc, f"saving to {path} ({kept})", path) from exc
         raise
 
 
@@ -253,4 +258,14 @@ class Flow:
         if not isinstance(flow, Flow):
             raise InputError(f"the file holds a {type(flow).__name__}, not a labkit Flow",
                              path=os.fspath(path))
+        if not isinstance(flow, cls):
+            if not issubclass(cls, type(flow)):
+                raise InputError(f"the file holds a {type(flow).__name__}, which is not a "
+                                 f"{cls.__name__}; load it with lk.{type(flow).__name__}.load",
+                                 path=os.fspath(path))
+            # flow.save(path) read back as a ParallelFlow or a CheckpointFlow: the same
+            # nodes, in the class asked for (its methods, e.g. resume=True, then work)
+            adopted = cls.__new__(cls)
+            adopted.__dict__.update(flow.__dict__)
+            flow = adopted
         return flow

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from ..errors import InputError
+from ..errors import pulled as pulled_from
 
 __all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables",
            "pulled"]
@@ -24,7 +25,8 @@ def pulled(chunks: Iterable, **where) -> Iterator:
     A generator that raises while making chunk 3 of node 0 raises here an
     :class:`~labkit.errors.InputError` naming the node, its phase and the chunk,
     the user's own exception chained to it; so does a pipe whose processor
-    raised (its error, naming stage and record, is chained).
+    raised (its error, naming stage and record, is chained).  See
+    :func:`labkit.errors.pulled`, which the trainer's batches go through too.
 
     Examples
     --------
@@ -36,25 +38,7 @@ def pulled(chunks: Iterable, **where) -> Iterator:
     ...
     labkit.errors.InputError: the chunk source raised OSError: disk gone while making chunk 1 [node 0, chunk 1]
     """
-    from ..errors import LabkitError, TaskError
-    iterator = iter(chunks)
-    index = 0
-    while True:
-        try:
-            chunk = next(iterator)
-        except StopIteration:
-            return
-        except TaskError as err:  # your own code failed inside the source (a pipe's processor)
-            raise InputError(f"the chunk source raised {type(err).__name__}: {err.message} "
-                             f"while making chunk {index}",
-                             **{**err.where, **where, "chunk": index}) from err
-        except LabkitError as err:
-            raise err.locate(**where, chunk=index)
-        except Exception as exc:
-            raise InputError(f"the chunk source raised {type(exc).__name__}: {exc} while "
-                             f"making chunk {index}", **where, chunk=index) from exc
-        yield chunk
-        index += 1
+    return pulled_from(chunks, "chunk", **where)
 
 
 def is_dask_array(obj) -> bool:

@@ -184,6 +184,11 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
             future = _on_loop(client, client.scatter(obj, workers=workers, hash=False,
                                                      asynchronous=True), timeout)
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
+            from .pickling import pickling_cause
+            cause = pickling_cause(exc)
+            if cause is not None:   # no retry makes it picklable
+                raise InputError(f"{what} cannot be sent to the workers: "
+                                 f"{type(cause).__name__}: {cause}") from exc
             last = exc
             time.sleep(min(0.1 * 2 ** attempt, 1.0))   # the scheduler notices the death
             continue

@@ -341,6 +341,8 @@ class DaskScheduler(Scheduler):
 
     def _failed(self, entry: OpenTask, future) -> None:
         """A task that did not finish: its own error, or a fault to repair or report."""
+        if not entry.is_open():   # its batch was cancelled meanwhile: nothing is owed
+            return
         error = future.exception() if future.status == "error" else None
         if isinstance(error, LabkitError):  # the task itself raised
             self._complete(entry, error=error)
@@ -371,6 +373,8 @@ class DaskScheduler(Scheduler):
 
     def _submit_again(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) and resubmit; no result was recorded."""
+        if not entry.is_open():
+            return
         entry.attempts += 1
         logger.warning("labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
                        "lost with their workers (%s)",
@@ -382,6 +386,8 @@ class DaskScheduler(Scheduler):
             return
         if handle is not None:
             entry.handle = handle
+        if not entry.is_open():   # cancelled while it was being sent again: take it back
+            self._cancel_handles([handle] if handle is not None else [])
 
     def _workers_lost_under(self, entry: OpenTask) -> list[str]:
         """Workers that died while processing any attempt of ``entry`` (the scheduler's log)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError, LabkitError, SchedulerError
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
+from .pickling import pickling_cause, root_cause
 from .task import FunctionCallable, TaskCallable
 
 if TYPE_CHECKING:
@@ -240,20 +241,10 @@ def _submit_error(exc: BaseException, info: TaskInfo) -> LabkitError:
     """A chunk that could not be shipped: bad input when it cannot be pickled."""
     if isinstance(exc, LabkitError):
         return exc.locate(**info.where())
-    root = _root_cause(exc)
+    root = root_cause(exc)
     text = f"{type(root).__name__}: {root}"
-    if isinstance(root, (TypeError, AttributeError)) or "pickl" in text.lower() \
-            or "serializ" in text.lower():
+    if pickling_cause(exc) is not None:
         return InputError(f"chunk {info.chunk} could not be sent to the workers ({text}); "
                           "nothing was submitted", **info.where())
     return SchedulerError(f"chunk {info.chunk} could not be submitted ({text}); "
                           "nothing was submitted", **info.where())
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    """The innermost cause: Dask wraps a pickling error in its own TypeError."""
-    seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return exc

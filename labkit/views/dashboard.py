@@ -70,9 +70,11 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
 
     Parameters
     ----------
-    scheduler : Scheduler
-        Whose events to show; a :class:`~labkit.DaskScheduler`'s cluster is
-        also polled for worker memory and executing tasks.
+    scheduler : Scheduler, Run or DataParallelTrainer
+        Whose events to show; a :class:`~labkit.DaskScheduler`'s cluster (a
+        run's or trainer's, if it has one) is also polled for worker memory
+        and executing tasks.  The server stops when that scheduler shuts down
+        (a trainer: when it is closed), or with :func:`stop_dashboard`.
     port : int
         Port on 127.0.0.1; 0 picks a free one.
     allow_websocket_origin : str or list of str, optional
@@ -91,6 +93,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
     if getattr(scheduler, "closed", False):
         raise SchedulerError("the scheduler is shut down; a dashboard would show nothing",
                              argument="scheduler")
+    owners = _lifetime_owners(scheduler)
     with _lock:
         server = _running.get(id(scheduler))
         if server is not None:
@@ -99,8 +102,33 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
             allow_websocket_origin = [allow_websocket_origin]
         server = _DashboardServer(scheduler, port, list(allow_websocket_origin or ()), title)
         _running[id(scheduler)] = server
-    scheduler.on_shutdown(lambda: stop_dashboard(scheduler))
+    try:
+        for owner in owners:
+            owner.on_shutdown(lambda: stop_dashboard(scheduler))
+    except BaseException:   # nothing may keep listening after an error
+        stop_dashboard(scheduler)
+        raise
     return server.url
+
+
+def _lifetime_owners(source) -> list:
+    """What ends the dashboard of ``source``: itself, or a run's schedulers."""
+    if callable(getattr(source, "on_shutdown", None)):
+        return [source]
+    return [s for s in getattr(source, "schedulers", []) if callable(getattr(s, "on_shutdown",
+                                                                             None))]
+
+
+def _client_of(source):
+    """The Dask client behind ``source`` (a scheduler's, a run's or a trainer's), or None."""
+    client = getattr(source, "client", None)
+    if client is not None:
+        return client
+    for s in getattr(source, "schedulers", []):
+        if getattr(s, "client", None) is not None:
+            return s.client
+    group = getattr(source, "_group", None)
+    return getattr(group, "_client", None)
 
 
 def _check_port(port) -> None:
@@ -152,7 +180,7 @@ class _DashboardServer:
         self.title = title
         self.tracker = Tracker()
         self._unsubscribe = scheduler.subscribe(self.tracker, state_every=writer.state_every())
-        client = getattr(scheduler, "client", None)
+        client = _client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
         self._requested = (port, origins)
         self._ready = threading.Event()

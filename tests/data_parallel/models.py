@@ -123,3 +123,14 @@ def sequences(n=60, low=1, high=20, vocab=8, seed=0):
     lengths = torch.randint(low, high + 1, (n,), generator=g)
     seqs = [torch.randint(1, vocab, (int(k),), generator=g) for k in lengths]
     return seqs, torch.tensor([int(s.sum()) % 3 for s in seqs])
+
+
+class Refuses(torch.nn.Module):
+    """An MLP whose forward raises a ValueError of its own (a user's bug)."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = mlp()
+
+    def forward(self, x):
+        raise ValueError("this replica refuses its rows")

@@ -26,6 +26,18 @@ def _pair_list():
     return [(X, Y)]
 
 
+def _failing_batches():
+    """Two good batches, then the source itself fails."""
+    yield X, Y
+    yield X, Y
+    raise OSError("the disk went away")
+
+
+def _under_no_grad(t):
+    with torch.no_grad():
+        t.step(X, Y)
+
+
 # (id, call on a trainer, error type, texts str(err) must hold)
 CALLS = [
     ("fit-an-int", lambda t: t.fit(5), lk.InputError, ["batches", "int"]),
@@ -53,7 +65,55 @@ CALLS = [
      ["scalar", "argument x"]),
     ("step-wrong-width", lambda t: t.step(X[:, :5], Y), lk.TaskError,
      ["replica 0", "device cpu:0", "mat1 and mat2"]),
+    ("evaluate-empty-batch", lambda t: t.evaluate([(X[:0], Y[:0])]), lk.InputError,
+     ["empty", "argument x", "batch 0"]),
+    ("evaluate-rows-differ", lambda t: t.evaluate([(X, Y), (X, Y[:1])]), lk.InputError,
+     ["24 rows but 1 targets", "argument y", "batch 1"]),
+    ("evaluate-failing-source", lambda t: t.evaluate(_failing_batches()), lk.InputError,
+     ["the batches raised OSError", "the disk went away", "batch 2"]),
+    ("step-under-no-grad", _under_no_grad, lk.TrainingError,
+     ["torch.no_grad()", "evaluate()", "step 0"]),
 ]
+
+
+def test_fit_over_a_source_that_fails_names_epoch_and_batch_and_keeps_its_steps():
+    model = mlp()
+    with DataParallelTrainer(model, MSE, sgd(model), devices=CPUS) as t:
+        with pytest.raises(lk.InputError) as info:
+            t.fit(_failing_batches())
+        assert info.value.where == {"epoch": 0, "batch": 2}
+        assert "the batches raised OSError: the disk went away" in str(info.value)
+        assert isinstance(info.value.__cause__, OSError)
+        assert t.steps == 2   # the steps before the failure are kept
+    assert_same_parameters(model, plain_steps(mlp(), [(X, Y), (X, Y)]), 1e-12)
+
+
+def test_huge_work_loads_split_evenly_instead_of_dividing_by_infinity():
+    model = mlp()
+    with DataParallelTrainer(model, MSE, sgd(model), devices=CPUS[:2],
+                             work_load=[1e308, 1e308]) as t:
+        t.step(X, Y)
+        assert [s.stop - s.start for s in t.last_split] == [12, 12]
+        assert t.shares == [0.5, 0.5]
+    assert_same_parameters(model, plain_steps(mlp(), [(X, Y)]), 1e-12)
+
+
+def test_every_replica_runs_under_the_callers_autocast():
+    """Autocast is a setting of a thread: each replica thread takes the caller's."""
+    model = mlp(dtype=torch.float32)
+    seen = {}
+    x, y = X.float(), Y.float()
+    with DataParallelTrainer(model, MSE, sgd(model), devices=CPUS) as t:
+        t.add_monitor(lambda step: seen.__setitem__(step.replica, step.outputs.dtype))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            t.step(x, y)
+        assert seen == {0: torch.bfloat16, 1: torch.bfloat16, 2: torch.bfloat16}
+        seen.clear()
+        t.step(x, y)
+        assert set(seen.values()) == {torch.float32}
+        with torch.no_grad():
+            grads = t.evaluate([(x, y)])
+        assert set(grads) == {"loss"}
 
 
 @pytest.fixture
@@ -153,3 +213,41 @@ def test_a_refused_work_load_on_dask_leaves_no_group_on_the_workers(dask_schedul
             t.step(X.numpy(), Y)
         t.step(X, Y)
     assert_same_parameters(model, plain_steps(mlp(), [(X, Y)]), 1e-12)
+
+
+def test_on_dask_bad_arguments_and_a_shut_down_scheduler_are_labkit_errors(capfd):
+    """A loss that cannot be pickled names ``loss_fn``; a replica's own error is told
+    once (no worker logs "Compute Failed"), with only the caller's frames and the
+    replica's as its cause; a step after shutdown is a SchedulerError."""
+    import threading
+    import traceback
+
+    from .models import Refuses
+    lock = threading.Lock()
+
+    def loss_with_a_lock(out, y, _held=lock):
+        return MSE(out, y)
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        model = mlp()
+        with pytest.raises(lk.InputError) as info:
+            DataParallelTrainer(model, loss_with_a_lock, sgd(model), scheduler=s)
+        assert info.value.where == {"argument": "loss_fn"}
+        assert "cannot pickle '_thread.lock'" in str(info.value)
+        refuses = Refuses()
+        with DataParallelTrainer(refuses, MSE, sgd(refuses), scheduler=s) as t:
+            with pytest.raises(lk.TaskError, match="replica 0 failed with ValueError"):
+                t._group.evaluate(X, Y, [12, 12])   # a task that raises on the worker
+            with pytest.raises(lk.TaskError) as info:
+                t.step(X, Y)
+        assert str(info.value).startswith("replica 0 failed with ValueError: this replica "
+                                          "refuses its rows")
+        assert "refuses its rows" in str(info.value.__cause__)   # the replica's own lines
+        for frame, _ in traceback.walk_tb(info.value.__traceback__):
+            assert frame.f_code.co_filename == __file__ or frame.f_locals.get(
+                "__tracebackhide__"), frame.f_code.co_filename
+        trainer = DataParallelTrainer(model, MSE, sgd(model), scheduler=s)
+    with pytest.raises(lk.SchedulerError, match="shut down"):
+        trainer.step(X, Y)
+    with pytest.warns(RuntimeWarning, match="could not fetch"):
+        trainer.close()
+    assert "Compute Failed" not in capfd.readouterr().err

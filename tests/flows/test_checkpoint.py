@@ -1,5 +1,6 @@
 """Checkpoints after each node, written atomically; training resumes from them."""
 
+import errno
 import os
 
 import numpy as np
@@ -90,3 +91,56 @@ def test_checkpoints_are_safe_files_and_pickle_is_opt_in(tmp_path, local_schedul
                                   flow.execute(X))
     with pytest.raises(lk.InputError, match="format must be one of"):
         lk.CheckpointSaver(safe, format="json")
+
+
+def _files(folder) -> set:
+    return set(os.listdir(folder))
+
+
+def test_a_full_disk_names_the_path_and_node_and_keeps_the_last_checkpoint(local_scheduler):
+    """On a real full disk (a tiny tmpfs): a StorageError naming the path (and, while
+    training, the node); the previous checkpoint loads as it was; no temp file stays."""
+    from tests.disk import fill, tiny_disk
+    chunks = [np.random.default_rng(k).normal(size=(30, 5)) for k in range(4)]
+    with tiny_disk() as folder:
+        path = os.path.join(folder, "flow.lk")
+        flow = lk.Flow([lk.nodes.PCA(output_dim=3)])
+        flow.train([chunks])
+        flow.save(path)
+        before = open(path, "rb").read()
+        filler = fill(folder)
+        with pytest.raises(lk.StorageError) as info:
+            lk.Flow([lk.nodes.PCA(output_dim=2), lk.nodes.PCA(output_dim=1)]).save(path)
+        assert isinstance(info.value, OSError) and info.value.errno == errno.ENOSPC
+        assert info.value.where["path"] == path and "ENOSPC" in str(info.value)
+        assert open(path, "rb").read() == before and _files(folder) == {"flow.lk", "filler"}
+        np.testing.assert_allclose(lk.Flow.load(path).execute(chunks[0]),
+                                   flow.execute(chunks[0]))
+        os.unlink(filler)
+
+        def fill_then_save(flow, i):
+            fill(folder)
+            lk.CheckpointSaver(path)(flow, i)
+        training = lk.CheckpointFlow([lk.nodes.PCA(output_dim=4), lk.nodes.PCA(output_dim=2)])
+        with pytest.raises(lk.StorageError) as info:
+            training.train([chunks, chunks], checkpoints=[path, fill_then_save],
+                           scheduler=local_scheduler)
+        assert info.value.where["node"] == 1 and info.value.where["path"] == path
+        saved = lk.CheckpointFlow.load(path)   # node 0's checkpoint, intact
+        assert not saved[0].is_training() and saved[1].is_training()
+        assert _files(folder) == {"flow.lk", "filler"}
+
+
+def test_a_flow_saved_with_save_resumes_as_a_checkpoint_flow(tmp_path, local_scheduler):
+    """The README's recipe: flow.save(path), then CheckpointFlow.load(path).train(resume=True)."""
+    chunks = [np.random.default_rng(k).normal(size=(30, 5)) for k in range(4)]
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=4), lk.nodes.PCA(output_dim=2)])
+    flow[0].train(chunks[0])
+    flow[0].stop_training()
+    flow.save(tmp_path / "flow.lk")
+    loaded = lk.CheckpointFlow.load(tmp_path / "flow.lk")
+    assert type(loaded) is lk.CheckpointFlow
+    loaded.train([None, chunks], scheduler=local_scheduler, resume=True,
+                 checkpoints=tmp_path / "flow.lk")
+    assert not loaded[1].is_training()
+    assert type(lk.ParallelFlow.load(tmp_path / "flow.lk")) is lk.CheckpointFlow

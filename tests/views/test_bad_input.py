@@ -14,6 +14,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 import labkit as lk
@@ -66,6 +67,25 @@ def test_dashboard_of_a_shut_down_scheduler_says_so():
     s.shutdown()
     with pytest.raises(lk.SchedulerError, match="shut down"):
         dashboard(s)
+
+
+def test_dashboard_of_a_run_serves_it_and_stops_with_its_scheduler():
+    """A run (``wait=False``) is followed like a scheduler; its server ends with the
+    run's scheduler, and no port is left listening."""
+    from tests.helpers import port_is_free
+    s = lk.LocalScheduler()
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+    run = flow.train([[np.random.default_rng(k).normal(size=(20, 4)) for k in range(3)]],
+                     scheduler=s, wait=False)
+    url = dashboard(run)
+    assert dashboard(run) == url
+    port = int(url.split(":")[2].split("/")[0])
+    run.result(30)
+    with urllib.request.urlopen(url, timeout=20) as response:
+        assert response.status == 200
+    s.shutdown()
+    assert port_is_free(port)
+    assert not stop_dashboard(run)
 
 
 def _get(url: str, host: str) -> int:

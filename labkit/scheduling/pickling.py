@@ -1,0 +1,57 @@
+"""What cannot be sent to the workers: one rule to tell it, one error that names it.
+
+Dask pickles what it ships (callables, chunks, a trainer's model and loss)
+and wraps a failure in its own ``TypeError`` deep inside its event loop.
+Whatever labkit sends goes through :func:`dumps` (or is judged by
+:func:`pickling_cause` after the fact), so a lambda defined in a notebook
+cell's closure, an open file or a lock inside a model is an
+:class:`~labkit.errors.InputError` naming the argument or chunk, before
+anything runs and never retried as if the network had failed.
+
+Examples
+--------
+>>> import threading
+>>> dumps(threading.Lock(), "loss_fn")
+Traceback (most recent call last):
+...
+labkit.errors.InputError: loss_fn cannot be sent to the workers: TypeError: cannot pickle '_thread.lock' object [argument loss_fn]
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import cloudpickle
+
+from ..errors import InputError
+
+__all__ = ["dumps", "pickling_cause", "root_cause"]
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost cause: Dask wraps a pickling error in its own TypeError."""
+    seen = set()
+    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+def pickling_cause(exc: BaseException) -> BaseException | None:
+    """The pickling failure at the root of ``exc``, or ``None`` when it is something else."""
+    root = root_cause(exc)
+    text = f"{type(root).__name__}: {root}".lower()
+    if isinstance(root, (pickle.PicklingError, TypeError, AttributeError)) \
+            or "pickl" in text or "serializ" in text:
+        return root
+    return None
+
+
+def dumps(obj, argument: str, **where) -> bytes:
+    """``cloudpickle.dumps(obj)``, or an ``InputError`` naming ``argument`` and the reason."""
+    try:
+        return cloudpickle.dumps(obj)
+    except Exception as exc:
+        root = root_cause(exc)
+        raise InputError(f"{argument} cannot be sent to the workers: {type(root).__name__}: "
+                         f"{root}", argument=argument, **where) from exc
