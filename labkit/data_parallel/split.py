@@ -51,10 +51,12 @@ def normalised(work_load) -> list[float]:
     >>> normalised([1e308, 1e308])
     [0.5, 0.5]
     """
-    top = max(work_load)
-    relative = [w / top for w in work_load]
-    total = sum(relative)
-    return [w / total for w in relative]
+    total = sum(work_load)
+    if not math.isfinite(total):   # huge weights: relative to the largest first
+        top = max(work_load)
+        work_load = [w / top for w in work_load]
+        total = sum(work_load)
+    return [w / total for w in work_load]
 
 
 def shares(batch_size: int, work_load) -> list[int]:

@@ -162,16 +162,17 @@ def _reason(exc: BaseException) -> str:
 
 def scatter_everywhere(client, obj, what: str, attempts: int = 4,
                        timeout: float = SCATTER_TIMEOUT):
-    """A future of ``obj`` on a live worker, copied on to the others in the background.
+    """A future of ``obj`` on every live worker; a dying worker is left out.
 
     Dask's broadcast scatter fails at once (``CommClosedError``) or waits
     forever when a worker dies under it (its scheduler loses the key half-way
     and never answers).  Here each attempt sends ``obj`` to one worker the
-    scheduler lists as alive, with a deadline; a lost worker costs a retry,
-    never the run.  Copies to the other workers follow without anyone waiting
-    for them (a worker that lacks one fetches it from a peer meanwhile).  After
-    ``attempts`` failures, a :class:`~labkit.errors.SchedulerError` naming
-    ``what`` and the last reason.
+    scheduler lists as alive, with a deadline, and then has it copied to the
+    others, with a deadline too: a lost worker costs a retry of the first
+    part, and only the copies of the second (a worker that lacks one fetches
+    it from a peer when a task needs it), never the run.  After ``attempts``
+    failures, a :class:`~labkit.errors.SchedulerError` naming ``what`` and the
+    last reason; something that cannot be pickled is an ``InputError`` at once.
     """
     last: BaseException | None = None
     for attempt in range(attempts):
@@ -193,7 +194,10 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
             time.sleep(min(0.1 * 2 ** attempt, 1.0))   # the scheduler notices the death
             continue
         if len(workers) > 1:
-            _copy_on(client, future, timeout)
+            try:
+                _on_loop(client, client.replicate([future], asynchronous=True), timeout)
+            except Exception:  # a worker died meanwhile: those that need it fetch it
+                pass
         return future
     reason = (f"{type(last).__name__}: {last}" if last is not None
               else f"the client is {client.status}")
@@ -209,13 +213,3 @@ def _on_loop(client, coro, timeout: float):
     except BaseException:
         done.cancel()
         raise
-
-
-def _copy_on(client, future, timeout: float) -> None:
-    """Replicate ``future`` to every worker in the background; a failure only costs fetches."""
-    async def copy():
-        try:
-            await asyncio.wait_for(client.replicate([future], asynchronous=True), timeout)
-        except Exception:  # a worker died meanwhile: those that need it fetch it themselves
-            pass
-    asyncio.run_coroutine_threadsafe(copy(), client.loop.asyncio_loop)

@@ -20,6 +20,7 @@ labkit.errors.InputError: loss_fn cannot be sent to the workers: TypeError: cann
 from __future__ import annotations
 
 import pickle
+import re
 
 import cloudpickle
 
@@ -37,12 +38,31 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and its causes, outermost first."""
+    chain, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
 def pickling_cause(exc: BaseException) -> BaseException | None:
-    """The pickling failure at the root of ``exc``, or ``None`` when it is something else."""
-    root = root_cause(exc)
+    """The pickling failure behind ``exc``, or ``None`` when it is something else.
+
+    The outermost error that says what could not be pickled: Dask tries
+    pickle, then cloudpickle, and it is cloudpickle's complaint (raised last,
+    so outermost) that names the real obstacle, a lock rather than a lambda.
+    """
+    chain = _chain(exc)
+    for err in chain:
+        if isinstance(err, pickle.PicklingError) or re.search(r"(?i)(can't|cannot) pickle",
+                                                              str(err)):
+            return err
+    root = chain[-1]
     text = f"{type(root).__name__}: {root}".lower()
-    if isinstance(root, (pickle.PicklingError, TypeError, AttributeError)) \
-            or "pickl" in text or "serializ" in text:
+    if isinstance(root, (TypeError, AttributeError)) or "pickl" in text or "serializ" in text:
         return root
     return None
 
@@ -52,6 +72,6 @@ def dumps(obj, argument: str, **where) -> bytes:
     try:
         return cloudpickle.dumps(obj)
     except Exception as exc:
-        root = root_cause(exc)
+        root = pickling_cause(exc) or root_cause(exc)
         raise InputError(f"{argument} cannot be sent to the workers: {type(root).__name__}: "
                          f"{root}", argument=argument, **where) from exc

@@ -8,6 +8,7 @@ error that names node, phase, chunk and worker.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -216,13 +217,15 @@ def _worker_address() -> str:
 
 
 def _ensure_environment(task_callable: TaskCallable) -> None:
-    # The scattered callable object is shared by all tasks in a worker process.
-    if getattr(task_callable, "_labkit_env_ready", False):
+    # The shipped callable object is shared by all tasks in a worker process.  The mark
+    # names this process: a worker that got its copy from a peer (pickled there after
+    # the peer's set-up) still sets up its own environment.
+    if getattr(task_callable, "_labkit_env_ready", None) == os.getpid():
         return
     with _env_lock:
-        if not getattr(task_callable, "_labkit_env_ready", False):
+        if getattr(task_callable, "_labkit_env_ready", None) != os.getpid():
             task_callable.setup_environment()
-            task_callable._labkit_env_ready = True
+            task_callable._labkit_env_ready = os.getpid()
 
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:

@@ -85,8 +85,11 @@ def test_embedded_cluster_binds_loopback_only_and_closes():
 def test_unpicklable_callable_is_a_clear_error(dask_scheduler):
     import threading
     lock = threading.Lock()
-    with pytest.raises(lk.SchedulerError, match="could not ship"):
+    with pytest.raises(lk.InputError, match="cannot be sent to the workers: "
+                                            "TypeError: cannot pickle '_thread.lock'"):
         dask_scheduler.add_task(1, lambda x, lock=lock: x)
+    dask_scheduler.add_task(2, helpers.double)    # nothing stayed open: the batch goes on
+    assert dask_scheduler.get_results() == [4]
 
 
 def test_chunks_go_straight_to_a_worker_from_1_mib_on_this_machine(cluster):
