@@ -52,6 +52,9 @@ def __getattr__(name):
     if name in ("bucket_batches", "BucketBatch", "BucketBatches"):
         from .data_parallel import bucketing
         return getattr(bucketing, name)
+    if name == "on_workers":
+        from .data_parallel.sources import on_workers
+        return on_workers
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
@@ -78,5 +81,5 @@ __all__ = [
     "ResultContainer", "ListResultContainer", "OrderedResultContainer", "board", "dashboard",
     "pipe", "pipe_and_output", "Queue", "STOP", "split_batch", "DataParallelTrainer", "runner",
     "NonFiniteLossError", "NonFiniteLossWarning", "bucket_batches", "BucketBatch",
-    "BucketBatches",
+    "BucketBatches", "on_workers",
 ]

@@ -144,6 +144,15 @@ class WorkLoads:
         """The shares of each bucket key that has its own balancer."""
         return {key: list(b.shares) for key, b in self._buckets.items()}
 
+    def regrouped(self, names: list[str], old: list[str]) -> "WorkLoads":
+        """The loads of the devices ``names`` left of ``old``: their shares, made whole again."""
+        keep = [old.index(n) for n in names]
+        if self.balancer is None:
+            return WorkLoads(names, [self.work_load[i] for i in keep])
+        fresh = WorkLoads(names, "auto", Balancer(len(names)))
+        fresh.balancer.shares = normalised([max(self.balancer.shares[i], 1e-9) for i in keep])
+        return fresh
+
     def load(self, shares, bucket_shares=None) -> None:
         """Restore the shares of key None and of each bucket ("auto" only)."""
         if self.balancer is None:

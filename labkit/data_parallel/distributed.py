@@ -2,23 +2,22 @@
 
 :class:`DaskReplicaGroup` keeps one persistent replica (model, optimizer, loss)
 per Dask worker; rank *i* lives on ``names[i]``.  Dask places, pins and watches
-the tasks; ``torch.distributed`` (gloo on CPU, NCCL on GPU) moves the gradients.
+the tasks; each group has a process group of its own (gloo on CPU, NCCL on
+GPUs, see :mod:`.groups`), so several trainers share a cluster.
 
-* Worker-side state (:mod:`.replica_worker`) sits in the ``_GROUPS`` of each worker process,
-  keyed by a group id, so later tasks pinned to that worker find their replica.
-* Set-up runs in three rounds: a free port from the rank-0 worker; the replicas,
-  built from one pickled payload (identical parameters everywhere, and a replica
-  that cannot be built fails before anyone waits in a rendezvous); then
-  ``init_process_group`` on every rank.
-* A step first all-reduces one small vector: a "failed" flag, which parameters
-  have a gradient, which floating buffers changed.  A rank whose forward or
-  backward raised still joins that call, so no rank waits for gradients that
-  will never come: all drop the step (buffers restored) and the client raises.
-* Gradients, scaled by each rank's share of the rows, are summed in one flat
-  buffer per dtype; every rank steps its own optimizer on identical gradients,
-  so parameters stay identical without a broadcast.
-* Collectives time out after ``timeout`` seconds on the workers; the client
-  gives up on a rank whose worker left, or that lags its finished peers by more
+* Set-up: the replicas are built from one pickled payload (identical
+  parameters everywhere; a replica that cannot be built fails before anyone
+  waits in a rendezvous), ranks that cannot reach each other are found in
+  seconds (:mod:`.interfaces`), then every rank joins the process group.
+* Training runs in loops on the workers (:mod:`.rank_tasks`): a whole epoch
+  over the rows each rank holds (:mod:`.dask_epochs`), or commands of several
+  client-fed steps sent ahead (:mod:`.dask_steps`).  Gradients are reduced
+  during backward (:mod:`.overlap`) and the ranks agree on every step
+  (:mod:`.rank`); rank 0 streams the step reports (:mod:`.reports`).
+* A lost worker: an epoch loop re-forms the group on the workers left and
+  goes on from the last commit (:mod:`.dask_epochs`); elsewhere a
+  :class:`~labkit.errors.WorkerLostError` names the worker.  The client gives
+  up on a rank whose worker left, or that lags its finished peers by more
   than ``timeout``.  A group that lost a collective is broken: close it.
 """
 
@@ -27,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import queue
 import shutil
 import tempfile
 import time
@@ -42,26 +42,20 @@ from ..errors import (InputError, LabkitError, SchedulerError, TaskError, Traini
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback, scheduler_identity
 from ..scheduling.pickling import dumps
-from . import replica_worker as w
-from .guards import NonFiniteLossError
+from . import rank_tasks as w
 from .interfaces import check_reach
 
 __all__ = ["DaskReplicaGroup"]
 
-_SCATTER_BYTES = 2**20  # bigger shares of a batch go straight to their worker
-# On workers of other hosts a share in the task graph crosses the network twice (client to
-# scheduler, scheduler to worker): from this size on it goes straight to its worker.
-_REMOTE_SCATTER_BYTES = 2**16
 _GRACE = 10.0  # seconds the client waits beyond the workers' own timeout
 
-# ---------------------------------------------------------------- client side
 
 def _choose_workers(client, workers):
     """``(addresses in rank order, whether all are GPU workers)``."""
     info = scheduler_identity(client)["workers"]
     if not info:
         raise SchedulerError("the Dask cluster has no workers")
-    gpu = {a for a, w in info.items() if w.get("resources", {}).get("GPU", 0) > 0}
+    gpu = {a for a, w_ in info.items() if w_.get("resources", {}).get("GPU", 0) > 0}
     names = sorted(gpu or info) if workers is None else list(workers)
     for a in names:
         if a not in info:
@@ -75,8 +69,7 @@ def _wait_all(futures, timeout: float) -> None:
     """Wait until every future is done, on the futures' own client; TimeoutError if not.
 
     ``distributed.wait`` uses the process's default client, the newest one: with a
-    second client open (a second scheduler), it never saw the steps end before its
-    timeout, and every step took a second.
+    second client open it never saw the steps end before its timeout.
     """
     deadline = time.monotonic() + timeout
     for f in futures:
@@ -88,8 +81,7 @@ def _payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
     """One pickle of what a replica needs; the optimizer (bound to our parameters) described.
 
     One pickle, so objects the parts share stay shared; when it fails, the
-    parts are tried alone to name the one that cannot be sent (``loss_fn``...)
-    in an ``InputError``, instead of Dask's TypeError.
+    parts are tried alone to name the one that cannot be sent (``loss_fn``...).
     """
     index = {id(p): k for k, p in enumerate(model.parameters())}
     try:
@@ -117,7 +109,7 @@ def _client_error(future, rank, name) -> LabkitError:
         return exc.locate(replica=rank, device=name)
     tb = future.traceback()
     text = "".join(traceback.format_tb(tb)) if tb is not None else None
-    return TaskError.from_exception(exc, text, replica=rank, device=name)
+    return TaskError.from_exception(exc, text, what=f"replica {rank}", replica=rank, device=name)
 
 
 class DaskReplicaGroup:
@@ -126,7 +118,7 @@ class DaskReplicaGroup:
     Parameters
     ----------
     model : torch.nn.Module
-        Copied to every worker; steps do not change it (see :meth:`state_dict`).
+        Copied to every worker; training does not change it (see :meth:`state_dict`).
     loss_fn : callable
         ``loss_fn(output, y)``: a mean over rows unless its ``reduction`` is ``"sum"``.
     optimizer : torch.optim.Optimizer
@@ -149,10 +141,14 @@ class DaskReplicaGroup:
         replica builds (and keeps) the module of a bucket key on first use.
     """
 
+    #: Fits run their epochs as loops on the workers, over data that lives there.
+    runs_epochs = True
+
     def __init__(self, model, loss_fn, optimizer, scheduler, workers=None, backend=None,
                  timeout=60.0, rendezvous="auto", bucket_model=None):
         if rendezvous not in ("auto", "tcp", "file"):
-            raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}")
+            raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
+                             argument="rendezvous")
         if getattr(scheduler, "in_process", False):
             raise InputError(
                 "data-parallel replicas on Dask need worker processes (one torch.distributed "
@@ -160,38 +156,56 @@ class DaskReplicaGroup:
                 f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
                 "cluster, or train in-process with devices=[...]")
         self.rendezvous = rendezvous
-        self._client, self._gid = scheduler.client, uuid.uuid4().hex
-        self._scheduler = scheduler
+        self._client, self._gid, self._scheduler = scheduler.client, uuid.uuid4().hex, scheduler
         # The replicas' tasks go through a batch of the scheduler, so that cancelling
         # or shutting down the scheduler reaches them as it reaches every other task.
         self._batch = scheduler.batch(info=TaskInfo(f"replicas-{self._gid[:8]}", -1, -1))
-        self._closed, self._broken = False, None
+        self._closed, self._broken, self.generation = False, None, 0
         self.timeout = float(timeout)
         self.names, gpu = _choose_workers(self._client, workers)
         self.backend = backend or ("nccl" if gpu else "gloo")
-        self._sum = getattr(loss_fn, "reduction", "mean") == "sum"
+        self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
+        self._store_dirs: list[str] = []
+        self.interfaces, self.devices = [], []
+        #: reports streamed by rank 0 (see .reports), and completions of long tasks
+        self.topic, self.inbox = f"labkit-fit-{self._gid[:12]}", queue.SimpleQueue()
         payload = _payload(model, loss_fn, optimizer, bucket_model)
-        hosts = [get_address_host(a) for a in self.names]
         self._local = on_loopback(self.names)
-        self._scatter_bytes = _SCATTER_BYTES if self._local else _REMOTE_SCATTER_BYTES
-        # the k-th chosen worker on a host takes that host's k-th GPU
-        local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
-                 for r, h in enumerate(hosts)]
-        self._store_dir, self.interfaces = None, []
         try:
-            url = self._rendezvous(hosts)
-            ranks = range(len(self.names))
-            self._run([self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
-                       for r in ranks], "set-up")
-            # ranks that cannot reach each other fail here in seconds, not at the timeout
-            check_reach(self, hosts, hosts[0] if url.startswith("tcp://") else None)
-            #: per rank, the interface its process group uses and how it was chosen
-            self.interfaces = self._run([self._submit(r, w.join, self._gid, r, len(ranks), url,
-                                                      self.backend, self.timeout, hosts[r])
-                                         for r in ranks], "set-up")
+            self._client.subscribe_topic(self.topic, lambda event: self.inbox.put(
+                ("report", event[1])))
+            hosts = [get_address_host(a) for a in self.names]
+            # the k-th chosen worker on a host takes that host's k-th GPU
+            local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
+                     for r, h in enumerate(hosts)]
+            #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
+            self.devices = self._run([self._submit(r, w.build, self._gid, r, self.names[r],
+                                                   payload, local[r])
+                                      for r in range(len(self.names))], "set-up")
+            _check_devices(self.names, hosts, self.devices)
+            self._device_of = dict(zip(self.names, self.devices))
+            self.form(self.names, check=True)
         except BaseException:
             self.close()
             raise
+
+    # -- forming the process group ---------------------------------------------------------
+
+    def form(self, names: list, check: bool = False) -> None:
+        """(Re-)form the process group over ``names`` (rank order), a new generation each time."""
+        hosts = [get_address_host(a) for a in names]
+        self.names, self.generation = list(names), self.generation + 1
+        if getattr(self, "_device_of", None):
+            self.devices = [self._device_of[n] for n in names]
+        url = self._rendezvous(hosts)
+        if check:   # ranks that cannot reach each other fail here in seconds, not at the timeout
+            check_reach(self, hosts, hosts[0] if url.startswith("tcp://") else None)
+        #: per rank, the interface its process group uses and how it was chosen
+        self.interfaces = self._run([self._submit(r, w.join, self._gid, r, len(names), url,
+                                                  self.backend, self.timeout, hosts[r],
+                                                  self.generation)
+                                     for r in range(len(names))], "set-up")
+        self._broken = None
 
     def _rendezvous(self, hosts) -> str:
         """Where the ranks meet: a file when every worker is on this machine's loopback.
@@ -201,8 +215,9 @@ class DaskReplicaGroup:
         private temporary folder instead and opens no socket beyond loopback.
         """
         if self.rendezvous == "file" or (self.rendezvous == "auto" and self._local):
-            self._store_dir = tempfile.mkdtemp(prefix="labkit-dist-")
-            return "file://" + os.path.join(self._store_dir, "store")
+            folder = tempfile.mkdtemp(prefix="labkit-dist-")
+            self._store_dirs.append(folder)
+            return "file://" + os.path.join(folder, "store")
         port = self._run([self._submit(0, w.free_port, hosts[0])], "set-up")[0]
         return f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
 
@@ -212,21 +227,14 @@ class DaskReplicaGroup:
     def __exit__(self, *exc):
         self.close()
 
-    def _submit(self, rank, fn, *args):
+    # -- tasks ----------------------------------------------------------------------------
+
+    def _submit(self, rank, fn, *args, **kwargs):
         # a labkit key: workers do not log these tasks' failures (see scheduling.quiet),
         # the client raises them once, located
         key = f"labkit-replica-{fn.__name__}-{self._gid[:8]}-{rank}-{uuid.uuid4().hex[:8]}"
         return self._client.submit(fn, *args, workers=[self.names[rank]], key=key,
-                                   allow_other_workers=False, pure=False)
-
-    def _ship(self, rank, t):
-        """A copy of ``t`` (a view would pickle its whole storage), scattered if big."""
-        if t is None:
-            return None
-        t = t.detach().clone()
-        if t.element_size() * t.numel() < self._scatter_bytes:
-            return t
-        return self._client.scatter(t, workers=[self.names[rank]], hash=False, direct=True)
+                                   allow_other_workers=False, pure=False, **kwargs)
 
     def _run(self, futures, what, collective=False, ranks=None):
         """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
@@ -253,7 +261,7 @@ class DaskReplicaGroup:
                                          f"{type(exc).__name__}") from exc
                 alive = scheduler_identity(self._client)["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
-                self._check_lost(what, collective, ranks, stuck, alive)
+                self.check_lost(what, collective, ranks, stuck, alive)
                 first_done = first_done or (len(stuck) < len(futures) and time.monotonic())
                 if first_done and time.monotonic() - first_done > self.timeout + _GRACE:
                     if collective:
@@ -261,11 +269,12 @@ class DaskReplicaGroup:
                     raise SchedulerError(f"{what} did not finish: a worker hangs",
                                          device=", ".join(stuck))
             if any(f.status == "error" for f in futures):  # a peer's death fails the others
-                self._check_lost(what, collective, ranks, names,
-                                 scheduler_identity(self._client)["workers"])
+                self.check_lost(what, collective, ranks, names,
+                                scheduler_identity(self._client)["workers"])
             for rank, name, f in zip(ranks, names, futures):
                 if f.status == "error":
-                    if collective:
+                    if collective and not isinstance(f.exception(), LabkitError):
+                        # a rank's own error (located) leaves the ranks agreed; others do not
                         self._broken = f"a {what} failed"
                     raise for_caller(_client_error(f, rank, name))
             return [f.result() for f in futures]
@@ -275,7 +284,7 @@ class DaskReplicaGroup:
             if pending:  # nobody waits for them any more
                 self._client.cancel(pending)
 
-    def _check_lost(self, what, collective, ranks, candidates, alive) -> None:
+    def check_lost(self, what, collective, ranks, candidates, alive, **where) -> None:
         """Raise a WorkerLostError naming the first rank among ``candidates`` whose worker left."""
         for rank in ranks:
             name = self.names[rank]
@@ -285,7 +294,8 @@ class DaskReplicaGroup:
                 raise WorkerLostError(
                     f"the worker of replica {rank} was lost during a {what}; the replica group "
                     "is broken: close the trainer (it tears the group down) and start a new "
-                    "one once the cluster has its workers back", replica=rank, worker=name)
+                    "one once the cluster has its workers back", replica=rank, worker=name,
+                    **where)
 
     def _check_batch(self, what, collective) -> None:
         """Raise the scheduler's cancel or shutdown here; a cut collective breaks the group."""
@@ -296,24 +306,26 @@ class DaskReplicaGroup:
                 self._broken = f"a {what} was cancelled"
             raise
 
-    def _shares(self, x, y, counts):
-        """``(counts, row spans)``, checked against the batch."""
-        counts = [int(c) for c in counts]
-        if len(counts) != len(self.names):
-            raise InputError(f"{len(counts)} counts for {len(self.names)} replicas")
-        if min(counts) < 0 or sum(counts) != len(x) or not len(x):
-            raise InputError(f"counts {counts} do not split a batch of {len(x)} rows")
-        if y is not None and len(y) != len(x):
-            raise InputError(f"x has {len(x)} rows but y has {len(y)}")
-        ends = [sum(counts[:i + 1]) for i in range(len(counts))]
-        return counts, [(e - c, e) for c, e in zip(counts, ends)]
+    def alive(self) -> set:
+        """Addresses of the cluster's workers now."""
+        return set(scheduler_identity(self._client)["workers"])
+
+    def stop(self, run: str) -> None:
+        """Ask every rank to stop ``run`` after its current step (they stop at the same one)."""
+        try:
+            self._client.run(w.request_stop, self._gid, run, on_error="ignore",
+                             workers=[n for n in self.names if n in self.alive()])
+        except Exception:  # the client is closing: nothing runs any more
+            pass
+
+    # -- the contract every replica group keeps ---------------------------------------------
 
     @property
     def broken(self) -> str | None:
         """Why the group is broken (a collective failed or a worker was lost), else None."""
         return self._broken
 
-    def _check_open(self):
+    def check_open(self):
         if self._scheduler.closed or self._client.status in ("closing", "closed"):
             raise SchedulerError("the scheduler of this trainer was shut down (or its Dask "
                                  "client closed): the replicas are gone; open a new "
@@ -323,40 +335,43 @@ class DaskReplicaGroup:
         if self._broken:
             raise TrainingError(f"the replica group is broken ({self._broken}); close it")
 
+    def steps(self, planned, done, check=None, policy: str = "raise") -> None:
+        """Client-fed steps, sent ahead several to a command (see :mod:`.dask_steps`)."""
+        __tracebackhide__ = True
+        from .dask_steps import CommandPipe
+        self.check_open()
+        CommandPipe(self, policy).run(planned, done, check)
+
+    def fit_epoch(self, source, epoch: int, done, check=None, **options) -> dict:
+        """One epoch over data that lives on the workers (see :mod:`.dask_epochs`)."""
+        __tracebackhide__ = True
+        from .dask_epochs import epoch_runner
+        self.check_open()
+        return epoch_runner(self, source, **options).run(epoch, done, check)
+
     def step(self, x, y, counts, bucket_key=None):
-        """One optimizer step on the batch ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
+        """One optimizer step on ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
 
-        ``bucket_key`` makes every rank run its module of that bucket.
-
-        Returns
-        -------
-        loss : float
-            The batch's loss: the rows-weighted mean of the ranks' (their sum
-            for a ``reduction="sum"`` loss).
-        stats : list of dict
-            Per rank: ``rows``, ``seconds`` (forward and backward) and
-            ``memory`` (peak CUDA bytes; ``None`` on CPU).
+        Returns the batch's loss and, per rank, ``rows`` and ``seconds``.
         """
         __tracebackhide__ = True
-        self._check_open()
-        counts, spans = self._shares(x, y, counts)
-        total = sum(counts)
-        weights = [1.0 if self._sum else c / total for c in counts]
-        futures = [self._submit(r, w.step, self._gid, r, self._ship(r, x[a:b]),
-                                None if y is None else self._ship(r, y[a:b]), weights[r],
-                                counts[r] / total, bucket_key) for r, (a, b) in enumerate(spans)]
-        results = self._run(futures, "step", collective=True)
-        errors = [res["error"] for res in results if res["failed"] and res["error"] is not None]
-        if errors:
-            raise for_caller(errors[0])
-        bad = next((r for r, res in enumerate(results) if res.get("nonfinite")), None)
-        if bad is not None:  # every rank undid the step
-            raise NonFiniteLossError.of(results[bad]["loss"], bad, self.names[bad])
-        if any(res["failed"] for res in results):
-            raise SchedulerError("a replica reported a failure without its error")
-        loss = sum(w * res["loss"] for w, res in zip(weights, results))
-        return float(loss), [{"rows": c, "seconds": res["seconds"], "memory": res["memory"]}
-                             for c, res in zip(counts, results)]
+        from .sources import PlannedStep
+        counts = self._counts(x, y, counts)
+        reports = []
+        self.steps([PlannedStep(x, y, counts, bucket_key)], reports.append)
+        report = reports[-1]
+        return report.loss, [{"rows": r, "seconds": s, "memory": None}
+                             for r, s in zip(report.rows, report.seconds)]
+
+    def _counts(self, x, y, counts):
+        counts = [int(c) for c in counts]
+        if len(counts) != len(self.names):
+            raise InputError(f"{len(counts)} counts for {len(self.names)} replicas")
+        if min(counts) < 0 or sum(counts) != len(x) or not len(x):
+            raise InputError(f"counts {counts} do not split a batch of {len(x)} rows")
+        if y is not None and len(y) != len(x):
+            raise InputError(f"x has {len(x)} rows but y has {len(y)}")
+        return counts
 
     def evaluate(self, x, y, counts, metrics=None, bucket_key=None):
         """``{"loss": ..., name: ...}`` in eval mode, weighted by rows like :meth:`step`.
@@ -364,43 +379,55 @@ class DaskReplicaGroup:
         ``metrics`` maps names to ``f(output, y)``, a mean over the rows it is given.
         """
         __tracebackhide__ = True
-        self._check_open()
-        counts, spans = self._shares(x, y, counts)
+        self.check_open()
+        counts = self._counts(x, y, counts)
+        ends = [sum(counts[:i + 1]) for i in range(len(counts))]
+        spans = [(e - c, e) for c, e in zip(counts, ends)]
         ranks = [r for r, c in enumerate(counts) if c]
-        futures = [self._submit(r, w.evaluate, self._gid, r, self._ship(r, x[slice(*spans[r])]),
-                                None if y is None else self._ship(r, y[slice(*spans[r])]),
+        futures = [self._submit(r, w.evaluate, self._gid, r, x[slice(*spans[r])].clone(),
+                                None if y is None else y[slice(*spans[r])].clone(),
                                 dict(metrics or {}), bucket_key) for r in ranks]
         results = self._run(futures, "evaluation", ranks=ranks)
         total = sum(counts)
-        return {key: float(sum((1.0 if key == "loss" and self._sum else counts[r] / total)
+        return {key: float(sum((1.0 if key == "loss" and self.sum_loss else counts[r] / total)
                                * res[key] for r, res in zip(ranks, results)))
                 for key in results[0]}
 
+    def evaluate_source(self, source, metrics=None) -> dict:
+        """Mean loss and metrics over every row of data on the workers."""
+        __tracebackhide__ = True
+        from .dask_epochs import epoch_runner
+        self.check_open()
+        return epoch_runner(self, source).evaluate(dict(metrics or {}))
+
+    def set_monitors(self, monitors: list) -> None:
+        """Run ``monitors`` on every rank after its backward (on the workers)."""
+        self.check_open()
+        blob = dumps(list(monitors), "monitor")
+        self._client.run(_set_monitors, self._gid, blob, workers=list(self.names))
+
     def state_dict(self):
         """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors."""
-        self._check_open()
+        self.check_open()
         return self._run([self._submit(0, w.get_state, self._gid)], "state_dict")[0]
 
     def load_state_dict(self, state):
         """Load a :meth:`state_dict`-shaped mapping into every rank."""
-        self._check_open()
-        [shared] = self._client.scatter([state], workers=self.names, broadcast=True, hash=False)
-        self._run([self._submit(r, w.set_state, self._gid, r, shared)
+        self.check_open()
+        self._run([self._submit(r, w.set_state, self._gid, r, state)
                    for r in range(len(self.names))], "load_state_dict")
 
     def last_state(self):
         """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.
 
-        A broken group's ranks undid the failed step, so a survivor holds the
-        state after the last step that succeeded.  Read beside the task threads
-        (``client.run``), so it never waits behind a stuck task.  None when no
-        rank survived.
+        Read beside the task threads (``client.run``), so it never waits behind a
+        stuck task.  None when no rank survived.
         """
         if self._closed:
             raise TrainingError("the replica group is closed")
         if not self._broken:
             return self.state_dict()
-        alive = scheduler_identity(self._client)["workers"]
+        alive = self.alive()
         for name in [a for a in self.names if a in alive]:
             try:
                 return self._client.run(w.get_state, self._gid, workers=[name])[name]
@@ -409,24 +436,48 @@ class DaskReplicaGroup:
         return None
 
     def close(self):
-        """Destroy the process group and drop the replicas on every surviving worker; idempotent.
+        """Drop the replicas and their process group on every surviving worker; idempotent.
 
         Never raises: a lost worker took its rank with it, and the others are
-        torn down (their ``torch.distributed`` group destroyed) whatever happened.
+        torn down (their process group closed) whatever happened.
         """
         if self._closed:
             return
         self._closed = True
         try:
-            alive = scheduler_identity(self._client)["workers"]
+            self._client.unsubscribe_topic(self.topic)
+        except Exception:
+            pass
+        try:
             self._client.run(w.teardown, self._gid, on_error="ignore",
-                             workers=[a for a in self.names if a in alive])
+                             workers=[a for a in self.names if a in self.alive()])
         except Exception:  # a closed client leaves nothing to tear down
             pass
         finally:
-            if self._store_dir is not None:
-                shutil.rmtree(self._store_dir, ignore_errors=True)
+            for folder in self._store_dirs:
+                shutil.rmtree(folder, ignore_errors=True)
             try:
                 self._batch.close()
             except Exception:  # the scheduler was shut down first: nothing left to release
                 pass
+
+
+def _set_monitors(gid, blob):
+    """On a worker: the monitors its rank of ``gid`` calls after backward."""
+    rank = w.RANKS.get(gid)
+    if rank is not None:
+        rank.monitors = cloudpickle.loads(blob)
+
+
+def _check_devices(names, hosts, devices) -> None:
+    """Two ranks on one host must not share a GPU (each rank its own device)."""
+    seen = {}
+    for name, host, device in zip(names, hosts, devices):
+        if device.startswith("cuda"):
+            where = (host, device.split(" ")[0])
+            if where in seen:
+                raise SchedulerError(f"the workers {seen[where]} and {name} got the same GPU "
+                                     f"({device}) on {host}: give each worker its own GPU "
+                                     "(CUDA_VISIBLE_DEVICES per worker, or dask-cuda)",
+                                     device=name)
+            seen[where] = name

@@ -1,147 +1,175 @@
-"""Epoch loops of the data-parallel trainer: ``fit`` and ``evaluate``."""
+"""Epoch loops of the data-parallel trainer: ``fit`` and ``evaluate``, for every replica group.
+
+A fit is a :class:`~labkit.Run` whose epochs either hand planned steps to the
+replica group (batches from the client, or global batches drawn from arrays
+here) or, where the group runs epochs itself and the data lives on its
+workers, one epoch at a time to the group (:mod:`.dask_epochs`).  Either way
+each step comes back as a :class:`~.reports.StepReport`, and the history
+``fit`` returns is summed from the same reports the views draw.
+"""
 
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 
-from ..errors import InputError, LabkitError, pulled
+from ..errors import InputError, LabkitError
 from ..runs import start
 from .bucketing import BucketBatch
-from .guards import check_batch, check_batches, check_epochs
-from .split import shares
+from .guards import check_batch, check_epochs
+from .reports import EpochTally
+from .sources import DaskArrays, WorkerDataset, as_source
 
-__all__ = ["EpochLoops"]
+__all__ = ["EpochLoops", "pair"]
 
 
 class EpochLoops:
-    """``fit`` and ``evaluate`` over batches, for a trainer with ``step`` and replicas."""
+    """``fit`` and ``evaluate`` over batches or data, for a trainer with a replica group."""
 
-    def fit(self, batches, epochs: int = 1, wait: bool = True):
-        """Train for ``epochs`` passes over ``batches`` (``(x, y)`` pairs, e.g. a DataLoader).
+    def fit(self, data, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
+            seed=None, wait: bool = True, commit_every: int | None = None, checkpoint=None,
+            max_failures: int | None = None):
+        """Train for ``epochs`` passes over ``data``.
 
-        A :class:`~labkit.data_parallel.bucketing.BucketBatch` (from
-        :func:`~labkit.bucket_batches`) is stepped with its bucket key.
+        Parameters
+        ----------
+        data
+            Batches (``(x, y)`` pairs: a list, a ``DataLoader``, bucket batches);
+            or ``(X, y)`` arrays with ``batch_size`` (Dask arrays stay on the
+            workers, each replica reading its own worker's blocks); or
+            :func:`~labkit.on_workers` ``(make_dataset)``.
+        epochs : int
+        batch_size : int, optional
+            Rows of a global batch, for arrays and datasets: every row once an epoch.
+        shuffle, seed
+            The rows' order, drawn anew each epoch from ``seed``.
+        wait : bool
+            ``False`` returns a :class:`~labkit.Run` at once (``run.cancel()``
+            stops every replica after the same step).
+        commit_every, checkpoint, max_failures
+            With data on Dask workers: steps between two commits (a lost worker
+            costs at most that many again), a file each commit is also written
+            to (labkit's safe format), and how many workers may be lost.
 
-        Returns one record an epoch: ``epoch``, mean ``loss``, ``seconds``,
-        ``samples_per_s``; with ``wait=False`` a :class:`~labkit.Run` whose
-        ``result()`` is that list (``run.cancel()`` stops between two steps).
-        An error names the epoch and batch; the steps before it are kept.
-        With ``on_nonfinite="skip"`` a record also counts its ``skipped`` batches.
+        Returns
+        -------
+        list of dict
+            One record an epoch: ``epoch`` (from 0), mean ``loss`` over its
+            rows, ``seconds``, ``samples_per_s``, ``steps``; ``skipped`` under
+            ``on_nonfinite="skip"``; ``redone`` and ``recoveries`` after a lost
+            worker.  An error names the epoch and batch; the steps before it are kept.
         """
         __tracebackhide__ = True
-        check_batches(batches, check_epochs(epochs))
+        source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
         self._check_open()
+        options = _epoch_options(commit_every, checkpoint, max_failures)
 
         def job(scope):
             self._reporter.fit_started(scope.id)
             history = []
             try:
                 for epoch in range(epochs):
-                    history.append(self._epoch(batches, epoch, scope))
+                    history.append(self._epoch(source, epoch, epochs, scope, options))
             except BaseException:
                 self._reporter.epoch_finished(ok=False)
                 raise
+            finally:
+                runner = getattr(self._group, "_epochs", None)
+                if runner is not None and runner.source is source:
+                    runner.release()
+                    self._group._epochs = None
             self._reporter.fit_finished()
             return history
         return start("fit", [self], job, wait=wait)
 
-    def _epoch(self, batches, epoch: int, scope) -> dict:
-        """One pass over the batches."""
+    def _epoch(self, source, epoch: int, epochs: int, scope, options: dict) -> dict:
+        """One pass; its record, from its step reports."""
         __tracebackhide__ = True
-        n_batches = len(batches) if hasattr(batches, "__len__") else None
-        self._reporter.epoch_started(epoch, n_batches, len(self.names))
-        start_time, total, rows, skipped = time.perf_counter(), 0.0, 0, 0
-        for b, batch in enumerate(pulled(batches, "batch", "the batches", epoch=epoch)):
-            scope.check()
-            x, y, key = _pair(batch, epoch, b)
-            try:
-                loss = self.step(x, y, bucket_key=key)
-            except LabkitError as exc:
-                raise exc.locate(epoch=epoch, batch=b)
-            if not math.isfinite(loss):  # skipped under on_nonfinite="skip": not in the mean
-                skipped += 1
-                continue
-            total, rows = total + loss * len(x), rows + len(x)
-        if rows == 0 and not skipped:
+        tally = EpochTally(epoch)
+        self._reporter.epoch_started(epoch, _length(source), len(self.names), epochs)
+
+        def done(report):
+            tally.add(report)
+        seconds = None
+        if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
+            summary = self._group.fit_epoch(source, epoch, lambda r: (self._take(r), done(r)),
+                                            scope.check, run=scope.id,
+                                            shares=self._loads.shares,
+                                            policy=self.on_nonfinite, **options)
+            tally.redone, tally.recoveries = summary["redone"], summary["recoveries"]
+        else:
+            local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
+            self._run(local.steps(epoch, self._loads.shares), done, scope.check)
+        if tally.steps == 0 and not tally.skipped:
             raise InputError("no batches to train on", epoch=epoch, argument="batches")
         self._reporter.epoch_finished()
-        seconds = time.perf_counter() - start_time
-        record = {"epoch": epoch, "loss": total / rows if rows else math.nan,
-                  "seconds": seconds, "samples_per_s": rows / seconds}
-        if self.on_nonfinite == "skip":
-            record["skipped"] = skipped
-        return record
+        return tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
 
-    def evaluate(self, batches, metrics: dict | None = None) -> dict[str, float]:
-        """Mean loss and ``metrics`` over ``batches``, the replicas evaluating in parallel.
+    def evaluate(self, data, metrics: dict | None = None,
+                 batch_size: int | None = None) -> dict[str, float]:
+        """Mean loss and ``metrics`` over ``data``, the replicas evaluating in parallel.
 
-        ``metrics`` maps names to ``fn(outputs, targets)`` giving a mean over
-        rows (e.g. accuracy); every value is weighted by rows.  Bucket batches
-        run their bucket's modules.
+        ``data`` is what :meth:`fit` takes; ``metrics`` maps names to
+        ``fn(outputs, targets)`` giving a mean over rows (e.g. accuracy); every
+        value is weighted by rows.  Bucket batches run their bucket's modules.
         """
         __tracebackhide__ = True
-        check_batches(batches, what="evaluate")
+        source = as_source(data, batch_size, False, None, what="evaluate")
         self._check_open()
-        fns = dict(metrics or {})
-        fns["loss"] = self.loss_fn
-        sums, rows = dict.fromkeys(fns, 0.0), 0
-        modes = [r.training for r in self._eval_models()]
-        for r in self._eval_models():
-            r.eval()
-        try:
-            for b, batch in enumerate(pulled(batches, "batch", "the batches")):
-                x, y, key = _pair(batch, None, b)
-                check_batch(x, y, what="evaluate", batch=b)
-                for name, value in self._evaluate_batch(x, y, fns, key).items():
-                    sums[name] += value
-                rows += len(x)
-        finally:
-            for r, mode in zip(self._eval_models(), modes):
-                r.train(mode)
+        if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
+            return self._group.evaluate_source(source, metrics)
+        local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
+        sums, rows = {}, 0
+        for planned in local.steps(None, self._loads.shares):
+            check_batch(planned.x, planned.y, what="evaluate", batch=planned.batch)
+            counts = self._split(len(planned.x), planned.key)
+            values = self._group.evaluate(planned.x, planned.y, counts, metrics, planned.key)
+            for name, value in values.items():
+                sums[name] = sums.get(name, 0.0) + value * len(planned.x)
+            rows += len(planned.x)
         if rows == 0:
-            raise InputError("no batches to evaluate")
+            raise InputError("no batches to evaluate", argument="batches")
         return {name: total / rows for name, total in sums.items()}
 
-    def _eval_models(self):
-        """The replicas (or, with workers, the synced model)."""
-        return self.replicas or [self.sync_model()]
 
-    def _evaluate_batch(self, x, y, fns, key=None) -> dict[str, float]:
-        """Row-weighted sums of each metric over one batch, split across the replicas."""
-        models = self._eval_models()
-        devices = self.devices if self.replicas else [next(models[0].parameters()).device]
-        counts = shares(len(x), self._loads.shares(key) if self.replicas else [1.0])
-        calls, start = [], 0
-        for i, c in enumerate(counts):
-            if c:
-                where = {"device": self.names[i]} if self.replicas else {}
-                module = self._buckets.get(i, key, **where)
-                calls.append((i, _evaluator(module, devices[i], x[start:start + c],
-                                            y[start:start + c], fns)))
-            start += c
-        threads = self._threads if self.replicas else None
-        results = threads.run(calls) if threads else [fn() for _, fn in calls]
-        return {name: sum(r[name] for r in results) for name in fns}
+def _epoch_options(commit_every, checkpoint, max_failures) -> dict:
+    """The keywords of a fit on the workers, checked."""
+    from .dask_epochs import COMMIT_EVERY, MAX_FAILURES
+    options = {"commit_every": COMMIT_EVERY if commit_every is None else commit_every,
+               "checkpoint": None if checkpoint is None else str(checkpoint),
+               "max_failures": MAX_FAILURES if max_failures is None else max_failures}
+    for name in ("commit_every", "max_failures"):
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{name} must be an int >= 0, got {value!r}", argument=name)
+    if options["checkpoint"] is not None:
+        from ..flows.snapshot import check_writable
+        options["checkpoint"] = check_writable(options["checkpoint"])
+    return options
 
 
-def _evaluator(model, device, x, y, fns):
-    """A call computing row-weighted metric sums of ``model`` on ``(x, y)``."""
-    def run():
-        with torch.no_grad():
-            out = model(x.to(device))
-            yd = y.to(device)
-            return {name: float(fn(out, yd)) * len(x) for name, fn in fns.items()}
-    return run
+def _length(source) -> int | None:
+    """Batches an epoch, when known."""
+    batches = getattr(source, "batches", None)
+    if batches is not None:
+        return len(batches) if hasattr(batches, "__len__") else None
+    rows = getattr(source, "rows", None)
+    size = getattr(source, "batch_size", None)
+    return -(-rows // size) if rows and size else None
 
 
-def _pair(batch, epoch, b):
+def pair(batch, epoch, b):
     """``(x, y, bucket key)`` of one batch (a pair or a BucketBatch), or a clear error."""
     if isinstance(batch, BucketBatch):
         return batch.x, batch.y, batch.key
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise InputError(f"a batch must be an (x, y) pair or an lk.BucketBatch, got "
                          f"{type(batch).__name__}", epoch=epoch, batch=b)
-    return batch[0], batch[1], None
+    x, y = batch
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"a batch needs torch tensors: {name} is a {type(t).__name__} "
+                             "(convert it with torch.as_tensor)", argument=name, epoch=epoch,
+                             batch=b)
+    return x, y, None

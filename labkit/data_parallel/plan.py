@@ -11,9 +11,13 @@ from one permutation of all rows per epoch (seeded by ``seed`` and the epoch,
 the identity without ``shuffle``), restricted to the rows the rank holds: the
 order does not depend on how many ranks there are.
 
-After a rank is lost, :func:`resume` gives the rest of the epoch to the ranks
-left: the rows not yet trained (those the plan put in steps before the resume
-point are trained) go to their new holders, spread the same way.
+Where every rank can read every row (a dataset made on each worker), a step's
+rows are split by the ranks' shares instead (:meth:`EpochPlan.shared`), as
+``DistributedSampler`` splits an epoch, but with uneven shares allowed.
+
+After a rank is lost, :meth:`EpochPlan.resume` gives the rest of the epoch to
+the ranks left: the rows not yet trained (those the plan put in steps before
+the resume point are trained) go to their new holders, spread the same way.
 
 Examples
 --------
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InputError
+from .split import shares as split_counts
 
 __all__ = ["EpochPlan", "epoch_order", "check_batch_size"]
 
@@ -83,6 +88,26 @@ class EpochPlan:
         return cls._spread(drawn, holders[drawn], batch_size, start)
 
     @classmethod
+    def shared(cls, rows: int, batch_size: int, shares, shuffle: bool = True, seed=None,
+               epoch: int = 0, start: int = 0) -> "EpochPlan":
+        """The plan of an epoch whose rows every rank holds: each step split by ``shares``.
+
+        >>> plan = EpochPlan.shared(5, 4, [1, 1], shuffle=False)
+        >>> [(plan.rows(s, 0).tolist(), plan.rows(s, 1).tolist()) for s in range(plan.steps)]
+        [([0, 1], [2, 3]), ([], [4])]
+        """
+        return cls._split(epoch_order(rows, shuffle, seed, epoch), batch_size, shares, start)
+
+    @classmethod
+    def _split(cls, rows: np.ndarray, batch_size: int, shares, start: int) -> "EpochPlan":
+        """Rows in order, each window of ``batch_size`` split by ``shares``."""
+        owners = np.empty(len(rows), dtype=np.int64)
+        for begin in range(0, len(rows), batch_size):
+            counts = split_counts(min(batch_size, len(rows) - begin), list(shares))
+            owners[begin:begin + sum(counts)] = np.repeat(np.arange(len(counts)), counts)
+        return cls(rows, owners, int(batch_size), int(start))
+
+    @classmethod
     def _spread(cls, rows: np.ndarray, owners: np.ndarray, batch_size: int,
                 start: int) -> "EpochPlan":
         """Rows drawn in order, ``owners[i]`` holding ``rows[i]``: each rank's spread evenly."""
@@ -116,6 +141,11 @@ class EpochPlan:
     def trained_before(self, step: int) -> np.ndarray:
         """The rows of the steps before ``step`` (all of them trained once ``step`` starts)."""
         return self.order[:max(0, step - self.start) * self.batch_size]
+
+    def resume_shared(self, step: int, shares) -> "EpochPlan":
+        """The rest of the epoch from ``step`` on, each step split by the new ``shares``."""
+        left = self.order[max(0, step - self.start) * self.batch_size:]
+        return EpochPlan._split(left, self.batch_size, shares, step)
 
     def resume(self, step: int, holders) -> "EpochPlan":
         """The rest of the epoch from ``step`` on, row ``i`` now held by ``holders[i]``.

@@ -29,8 +29,10 @@ __all__ = ["Reporter"]
 class Reporter:
     """Turns a trainer's steps into events on ``bus`` (the trainer)."""
 
-    def __init__(self, bus: Observable, names: list[str], devices, model_name: str):
+    def __init__(self, bus: Observable, names: list[str], devices, model_name: str,
+                 memory=None):
         self.bus, self.names, self.devices, self.model_name = bus, names, devices, model_name
+        self._memory = memory   # memory(i) -> (used, limit) of device i, where it can be read
         self.run = f"steps-{uuid.uuid4().hex[:8]}"
         self.epoch = 0
         self.batch = 0
@@ -40,6 +42,13 @@ class Reporter:
         self._tasks = itertools.count()
         self._epoch_tasks = 0
         self._last = None
+
+    def report(self, report, shares: list[float]) -> None:
+        """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events."""
+        active = [i for i, c in enumerate(report.rows) if c]
+        spans = [(report.time - report.seconds[i], report.time) for i in active]
+        self.step(active, [report.rows[i] for i in active], spans, shares, report.loss,
+                  report.wall, None, report.key)
 
     def step(self, active: list[int], counts: list[int], spans: list[tuple[float, float]],
              shares: list[float], loss: float, wall: float, memories=None, key=None) -> None:
@@ -64,11 +73,18 @@ class Reporter:
     def _report(self, active, counts, spans, shares, wall, memories) -> None:
         for k, (i, n, (start, end)) in enumerate(zip(active, counts, spans)):
             seconds = max(end - start, 1e-9)
-            used, limit = memory(self.devices[i]) if memories is None else (memories[k], None)
+            used, limit = self._device_memory(i) if memories is None else (memories[k], None)
             self.bus.emit(DeviceStats(self.names[i], "device", used, limit, n / seconds, seconds,
                                       min(seconds / max(wall, 1e-9), 1.0), shares[i]))
         self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
                                  self.state()))
+
+    def _device_memory(self, i: int):
+        if self._memory is not None:
+            return self._memory(i)
+        device = self.devices[i] if i < len(self.devices) else None
+        return memory(device) if device is not None and not isinstance(device, str) \
+            else (None, None)
 
     def state(self) -> dict:
         """The model's state for the views: samples, the loss curve, steps per bucket."""
@@ -84,7 +100,8 @@ class Reporter:
         """A fit begins under run ``run`` (its scope emits RunStarted)."""
         self.run, self.epoch, self.batch = run, 0, 0
 
-    def epoch_started(self, epoch: int, n_batches: int | None, n_devices: int) -> None:
+    def epoch_started(self, epoch: int, n_batches: int | None, n_devices: int,
+                      epochs: int | None = None) -> None:
         """An epoch begins; ``n_batches`` when the batches have a length."""
         self.epoch, self.batch, self._epoch_tasks = epoch, 0, 0
         if self.bus.has_subscribers:

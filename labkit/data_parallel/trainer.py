@@ -1,21 +1,20 @@
-"""The data-parallel trainer: split, run replicas in parallel, reduce, step once, broadcast.
+"""The data-parallel trainer: split, run the replicas, reduce, step once; the same everywhere.
 
 Composes the other modules of :mod:`labkit.data_parallel`: each batch is split
 by the work load (:mod:`.split`, re-balanced by :mod:`.balance` with
-``work_load="auto"``), the persistent replicas (:mod:`.replicate`) run forward
-and backward side by side (:mod:`.parallel_apply`), gradients and buffers are
-reduced into the model (:mod:`.reduce`), the optimizer steps once and the
-parameters are broadcast back.  With ``scheduler=`` the replicas live on Dask
-workers instead and reduce with ``torch.distributed`` (:mod:`.distributed`).
+``work_load="auto"``) and handed to a replica group: the devices of this
+process (:mod:`.thread_group`), or, with ``scheduler=``, Dask workers that
+reduce with ``torch.distributed`` and run the training loops themselves
+(:mod:`.distributed`).  Both groups keep one contract, so the trainer holds
+the guards, the balancing and the reporting once, with no branch per backend.
 A step may carry a bucket key: each replica then runs the module that
 ``bucket_model`` built for that key around its own parameters (:mod:`.bucketing`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import time
+import math
 import warnings
 from typing import Any, Callable
 
@@ -24,17 +23,13 @@ import torch
 from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer, WorkLoads
-from .bucketing import BucketModules, check_key
-from .devices import as_devices
-from .guards import (NonFiniteLossError, check_batch, check_loss, check_policy, first_nonfinite,
-                     warn_skipped)
-from .monitors import Monitors, ReplicaStep
-from .parallel_apply import ReplicaThreads
-from .reduce import BatchNormJoin, GradientReducer, average_buffers
-from .replicate import broadcast, replicate
-from .reporting import Reporter
-from .split import shares
+from .bucketing import check_key
+from .guards import NonFiniteLossError, check_batch, check_policy, warn_skipped
 from .loops import EpochLoops
+from .monitors import Monitors, ReplicaStep
+from .reporting import Reporter
+from .sources import PlannedStep
+from .split import shares
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
 
@@ -58,7 +53,8 @@ class DataParallelTrainer(EpochLoops, Observable):
         Relative speed of each device (even by default); ``"auto"`` measures
         and re-balances every step.
     scheduler : labkit.DaskScheduler, optional
-        Run one replica per Dask worker, reducing with ``torch.distributed``.
+        Run one replica per Dask worker, reducing with ``torch.distributed``;
+        fits then run as loops on the workers (see :meth:`fit`).
     on_nonfinite : {"raise", "skip"}
         A step whose loss is NaN or infinite on some replica changes nothing
         (parameters, optimizer state, buffers) and raises a
@@ -99,34 +95,23 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
         self._monitors = Monitors()
         self._on_shutdown: list[Callable] = []
-        self._group = None
-        if scheduler is not None:
-            from .distributed import DaskReplicaGroup
-            self._buckets = BucketModules(bucket_model, [model])  # evaluate runs the model here
-            self._group = DaskReplicaGroup(model, loss_fn, optimizer, scheduler,
-                                           bucket_model=bucket_model)
-            self.names, self.devices = list(self._group.names), [None] * len(self._group.names)
-            self.replicas = []
-        else:
-            self.names, self.devices = as_devices(devices)
-            self.replicas = replicate(model, self.devices)
-            self._buckets = BucketModules(bucket_model, self.replicas)
-            self._threads = ReplicaThreads(self.names)
-            self._params = [list(r.parameters()) for r in self.replicas]
-            self._reduce = GradientReducer(model, self.replicas)
-            self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
-            self._skip = {n for n, _ in model.named_buffers()
-                          if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
-            # the model's own buffers move in its forward when it is replica 0
-            self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
+        self._group = _group(model, loss_fn, optimizer, devices, scheduler, bucket_model)
+        self.names = list(self._group.names)
+        self.devices = getattr(self._group, "devices", [None] * len(self.names))
+        self.replicas = getattr(self._group, "replicas", [])
+        if bucket_model is not None and not callable(bucket_model):
+            self._group.close()
+            raise InputError(f"bucket_model must be callable as bucket_model(model, key), got "
+                             f"{bucket_model!r}", argument="bucket_model")
         try:
             self._loads = WorkLoads(self.names, work_load, balancer)
             self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
         except BaseException:
             self.closed = True
-            self._release()  # a refused work load must not leave replicas on the workers
+            self._group.close()  # a refused work load must not leave replicas on the workers
             raise
-        self._reporter = Reporter(self, self.names, self.devices, type(model).__name__)
+        self._reporter = Reporter(self, self.names, self.devices, type(model).__name__,
+                                  memory=getattr(self._group, "memory", None))
 
     @property
     def on_nonfinite(self) -> str:
@@ -150,7 +135,7 @@ class DataParallelTrainer(EpochLoops, Observable):
     @property
     def interfaces(self) -> list[str]:
         """Per Dask replica: the network interface its process group uses (``[]`` in-process)."""
-        return list(self._group.interfaces) if self._group is not None else []
+        return list(getattr(self._group, "interfaces", []))
 
     @property
     def bucket_steps(self) -> dict:
@@ -173,135 +158,61 @@ class DataParallelTrainer(EpochLoops, Observable):
                                 "torch.no_grad() or torch.inference_mode(); use evaluate() to "
                                 "compute without them", step=self.steps)
         key = check_key(bucket_key, self.steps)
-        try:
-            return self._step(x, y, key)
-        except NonFiniteLossError as exc:
-            exc.locate(step=self.steps)
-            if self.on_nonfinite == "raise":
-                raise
-            self.skipped_batches += 1
-            warn_skipped(exc, self.skipped_batches)
-            return float("nan")
-
-    def _step(self, x, y, key) -> float:
-        """The step: split, run the replicas (locally or on workers), report."""
-        __tracebackhide__ = True
         n = check_batch(x, y, self.steps)
+        reports = []
+        self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
+        return reports[-1].loss
+
+    def _split(self, rows: int, key=None) -> list[int]:
+        """Each device's rows of a batch of ``rows``, by the current shares."""
         if len(self.names) == 1:
-            active, counts = [0], [n]
-        else:
-            counts = shares(n, self._loads.shares(key))
-            active = [i for i, c in enumerate(counts) if c > 0]  # a small batch skips devices
-            counts = [counts[i] for i in active]
-        starts = [sum(counts[:k]) for k in range(len(counts))]
-        self.last_split = [slice(s, s + c) for s, c in zip(starts, counts)]
-        wall = time.perf_counter()
-        if self._group is not None:
-            loss, spans, memories = self._group_step(x, y, active, counts, key)
-        else:
-            loss, spans = self._local_step(x, y, active, counts, key)
-            memories = None
-        wall = time.perf_counter() - wall
-        self.steps += 1
-        seconds = [e - s for s, e in spans]
-        if self.balancer is not None:
-            full = [0] * len(self.names)
-            secs = [0.0] * len(self.names)
-            for i, c, t in zip(active, counts, seconds):
-                full[i], secs[i] = c, t
-            self._loads.update(key, full, secs)
-        self._reporter.step(active, counts, spans, self._loads.shares(key), loss, wall, memories,
-                            key)
-        return loss
+            return [rows]
+        return shares(rows, self._loads.shares(key)) if rows else [0] * len(self.names)
 
-    def _local_step(self, x, y, active, counts, key):
-        """Replicas in threads, then reduce, step and broadcast."""
+    def _run(self, planned, done, check=None) -> None:
+        """Hand planned steps to the replica group; each report taken, then ``done(report)``."""
         __tracebackhide__ = True
-        # built here, not in the threads: a bad bucket_model fails before any forward
-        modules = [self._buckets.get(i, key, step=self.steps, device=self.names[i])
-                   for i in active]
-        weights = self._weights(counts)
-        if self._bn:
-            self._bn.start()
-        whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
-        calls = [(i, self._replica_call(i, m, x if whole else x[sl], y if whole else y[sl], c,
-                                        key))
-                 for i, m, sl, c in zip(active, modules, self.last_split, counts)]
-        before = [b.detach().clone() for b in self._own_buffers]
+        self._check_open()
+
+        def numbered():
+            for step in planned:
+                step.number = self.steps
+                yield step
+
+        def take(report):
+            self._take(report)
+            done(report)
         try:
-            results = self._threads.run(calls)
-            losses = [float(r[0]) for r in results]  # the one sync a replica a step
-            bad = first_nonfinite(losses)
-            if bad is not None:
-                i = active[bad]
-                raise NonFiniteLossError.of(losses[bad], i, self.names[i])
-        except BaseException:
-            self._undo(before)  # nothing of the failed step reaches the model
-            raise
-        model_only = len(active) == 1 and self.replicas[active[0]] is self.model
-        if not model_only:
-            self._reduce(active, weights)
-            if self._bn:
-                self._bn.join(active)
-            average_buffers(self.model, [self.replicas[i] for i in active], weights, self._skip)
-        self.optimizer.step()
-        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
-            broadcast(self.model, self.replicas)
-        loss = sum(w * v for w, v in zip(weights, losses))
-        return loss, [r[1] for r in results]
+            self._group.steps(numbered(), take, check, self.on_nonfinite)
+        except NonFiniteLossError as exc:
+            raise exc.locate(step=self.steps)
 
-    def _replica_call(self, i: int, module, x, y, rows: int, key):
-        """Replica ``i``'s forward (through ``module``) and backward on its rows, for a thread."""
-        device, params = self.devices[i], self._params[i]
+    def _take(self, report) -> None:
+        """One step's report: the count, the split, the balance, the views, skipped batches."""
+        if list(self._group.names) != self.names:   # the group went on without a lost worker
+            self._regroup()
+        ends = [sum(report.rows[:i + 1]) for i in range(len(report.rows))]
+        self.last_split = [slice(e - c, e) for c, e in zip(report.rows, ends) if c]
+        if report.skipped:
+            self.skipped_batches += 1
+            rank, loss = report.nonfinite() or (None, report.loss)
+            error = NonFiniteLossError.of(loss, rank, self.names[rank]) if rank is not None \
+                else NonFiniteLossError(loss=loss)
+            warn_skipped(error.locate(step=self.steps), self.skipped_batches)
+            return
+        self.steps += 1
+        if self.balancer is not None:
+            self._loads.update(report.key, list(report.rows), list(report.seconds))
+        self._reporter.report(report, self._loads.shares(report.key))
 
-        def run():
-            start = time.time()
-            t0 = time.perf_counter()
-            with _on(device):
-                for p in params:
-                    p.grad = None
-                xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-                outputs = module(xi)
-                loss = self.loss_fn(outputs, yi)
-                check_loss(loss)
-                loss.backward()
-                if device.type == "cuda":  # the step time must include the GPU's work
-                    torch.cuda.synchronize(device)
-            seconds = time.perf_counter() - t0
-            loss = loss.detach()
-            if self._monitors:
-                self._monitors(ReplicaStep(self.steps, i, self.names[i], rows, loss,
-                                          outputs.detach(), seconds, key))
-            return loss, (start, start + seconds)
-        return run
-
-    def _group_step(self, x, y, active, counts, key):
-        """The step on Dask workers (every worker gets rows: see ``shares``)."""
-        __tracebackhide__ = True
-        full = [0] * len(self.names)
-        for i, c in zip(active, counts):
-            full[i] = c
-        loss, stats = self._group.step(x, y, full, key)
-        now = time.time()
-        spans = [(now - stats[i]["seconds"], now) for i in active]
-        return loss, spans, [stats[i].get("memory") for i in active]
-
-    def _weights(self, counts: list[int]) -> list[float]:
-        """Gradient weights: each replica's share of the rows (1 for a summed loss)."""
-        if getattr(self.loss_fn, "reduction", "mean") == "sum":
-            return [1.0] * len(counts)
-        total = sum(counts)
-        return [c / total for c in counts]
-
-    @torch.no_grad()
-    def _undo(self, before: list[torch.Tensor]) -> None:
-        """Put every replica back as before a failed step: no gradients, the old buffers."""
-        for replica in self.replicas:
-            replica.zero_grad(set_to_none=True)
-        for b, old in zip(self._own_buffers, before):
-            b.copy_(old)
-        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
-            broadcast(self.model, self.replicas)
+    def _regroup(self) -> None:
+        """Follow the replica group's ranks after it re-formed over fewer workers."""
+        names = list(self._group.names)
+        self._loads = self._loads.regrouped(names, self.names)
+        self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
+        self.names = names
+        self.devices = getattr(self._group, "devices", [None] * len(names))
+        self._reporter.names, self._reporter.devices = names, self.devices
 
     # -- monitors and events ----------------------------------------------------------
 
@@ -310,9 +221,16 @@ class DataParallelTrainer(EpochLoops, Observable):
 
         ``devices`` limits it to some device names; the record carries the
         step's ``bucket_key``.  An exception in ``fn`` fails the step like one in
-        the replica (naming replica and device).  Returns a function that removes it.
+        the replica (naming replica and device).  With a scheduler the monitors
+        run on the workers.  Returns a function that removes it.
         """
-        return self._monitors.add(fn, devices)
+        remove = self._monitors.add(fn, devices)
+        self._group.set_monitors(self._monitors)
+
+        def removing():
+            remove()
+            self._group.set_monitors(self._monitors)
+        return removing
 
     def on_shutdown(self, fn: Callable) -> None:
         """Call ``fn()`` when the trainer is closed (views stop then)."""
@@ -322,10 +240,8 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def state_dict(self) -> dict:
         """The model's and the optimizer's state, and the work load (of each bucket too)."""
-        if self._group is not None:
-            state = self._group.state_dict()
-        else:
-            state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+        self._check_open()
+        state = self._group.state_dict()
         # a snapshot: live tensors would change with the next step (and be shared on load)
         return copy.deepcopy(dict(state, shares=self.shares, steps=self.steps,
                                   bucket_shares=self.bucket_shares))
@@ -333,19 +249,15 @@ class DataParallelTrainer(EpochLoops, Observable):
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned, into the model and every replica."""
         self._check_open()
-        if self._group is not None:
-            self._group.load_state_dict(state)
+        self._group.load_state_dict(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.replicas:
-            broadcast(self.model, self.replicas)
         self._loads.load(state.get("shares"), state.get("bucket_shares"))
         self.steps = state.get("steps", self.steps)
 
     def sync_model(self) -> torch.nn.Module:
         """The model with the trained parameters (fetched from the workers with a scheduler)."""
-        if self._group is not None:
-            self.model.load_state_dict(self._group.state_dict()["model"])
+        self.model.load_state_dict(self._group.state_dict()["model"])
         return self.model
 
     def close(self) -> None:
@@ -359,17 +271,16 @@ class DataParallelTrainer(EpochLoops, Observable):
             return
         self.closed = True
         try:
-            if self._group is not None:
-                self._fetch_last_state()
+            self._fetch_last_state()
         finally:
             try:
-                self._release()
+                self._group.close()
             finally:
                 for fn in self._on_shutdown:
                     fn()
 
     def _fetch_last_state(self) -> None:
-        """Load the workers' parameters into the model, or warn that they are lost."""
+        """Load the trained parameters into the model, or warn that they are lost."""
         try:
             state = self._group.last_state()
         except Exception as exc:  # closing must tear down whatever the workers say
@@ -379,17 +290,8 @@ class DataParallelTrainer(EpochLoops, Observable):
         if state is None:
             warnings.warn(f"{why}: the model keeps the parameters of its last sync",
                           RuntimeWarning, stacklevel=4)
-        else:
+        elif state["model"] is not self.model.state_dict():
             self.model.load_state_dict(state["model"])
-
-    def _release(self) -> None:
-        """Stop the replica threads and hooks, or tear down the worker group."""
-        if self._group is not None:
-            self._group.close()
-            return
-        self._threads.close()
-        if self._bn:
-            self._bn.remove()
 
     def __enter__(self):
         return self
@@ -400,14 +302,17 @@ class DataParallelTrainer(EpochLoops, Observable):
     def _check_open(self) -> None:
         if self.closed:
             raise TrainingError("the trainer is closed")
+        self._group.check_open()
 
     def __repr__(self):
         shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares))
         return f"<DataParallelTrainer {type(self.model).__name__} on {shares_}; {self.steps} steps>"
 
 
-def _on(device):
-    """Make ``device`` current in this thread (CUDA), else nothing."""
-    if device is not None and device.type == "cuda":
-        return torch.cuda.device(device)
-    return contextlib.nullcontext()
+def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
+    """The replica group: Dask workers with a scheduler, else this process's devices."""
+    if scheduler is not None:
+        from .distributed import DaskReplicaGroup
+        return DaskReplicaGroup(model, loss_fn, optimizer, scheduler, bucket_model=bucket_model)
+    from .thread_group import ThreadGroup
+    return ThreadGroup(model, loss_fn, optimizer, devices, bucket_model)

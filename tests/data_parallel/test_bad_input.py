@@ -196,8 +196,8 @@ def test_a_batch_smaller_than_the_device_count_is_trained_not_refused():
 def _holds_a_group() -> bool:
     import torch.distributed as dist
 
-    from labkit.data_parallel import replica_worker
-    return dist.is_initialized() or bool(replica_worker._GROUPS)
+    from labkit.data_parallel import rank
+    return dist.is_initialized() or bool(rank.RANKS)
 
 
 def test_a_refused_work_load_on_dask_leaves_no_group_on_the_workers(dask_scheduler):

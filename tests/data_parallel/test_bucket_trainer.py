@@ -60,8 +60,8 @@ def test_bucketed_steps_over_uneven_shares_equal_single_device_steps(trainers, d
     assert_same_parameters(t.model, reference, atol=1e-5)
     assert losses == pytest.approx(ref_losses, abs=1e-5)
     # one module per replica and key, built once, around the replica's own parameters
-    assert sorted(t._buckets.keys) == BUCKETS and len(t._buckets._made) == 3 * 3
-    for (i, key), module in t._buckets._made.items():
+    assert sorted(t._group.buckets.keys) == BUCKETS and len(t._group.buckets._made) == 3 * 3
+    for (i, key), module in t._group.buckets._made.items():
         assert module.model is t.replicas[i] and module.steps == key
 
 
@@ -109,7 +109,7 @@ def test_without_bucket_model_a_key_only_labels_the_step(trainers):
     for b in batches:
         t.step(b.x, b.y, bucket_key=b.key)
     assert_same_parameters(t.model, reference, atol=1e-5)
-    assert t._buckets.keys == []  # nothing built: every replica ran itself
+    assert t._group.buckets.keys == []  # nothing built: every replica ran itself
     counts = {k: sum(b.key == k for b in batches) for k in BUCKETS}
     assert t._reporter.bucket_steps == counts
 

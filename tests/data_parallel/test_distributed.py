@@ -93,9 +93,9 @@ def _worker_state():
     """``(open process groups, replicas held)`` in one worker process; the default group
     of torch.distributed stays untouched (labkit's groups are objects of their own)."""
     import torch.distributed as dist
-    from labkit.data_parallel import replica_worker
+    from labkit.data_parallel import rank
     assert not dist.is_initialized()
-    held = list(replica_worker._GROUPS.values())
+    held = list(rank.RANKS.values())
     return sum(1 for r in held if r.group is not None and not r.group.closed), len(held)
 
 
@@ -283,7 +283,7 @@ def test_a_local_group_listens_on_loopback_only_and_removes_its_store(dask_sched
     with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler) as group:
         group.step(*batch(1), COUNTS)
         assert group.interfaces == ["lo 127.0.0.1 (GLOO_SOCKET_IFNAME=lo, chosen by labkit)"] * 2
-        store = group._store_dir
+        store = group._store_dirs[0]
         assert store is not None and os.path.isdir(store)
         listening = {c.laddr.ip for pid in pids
                      for c in psutil.Process(pid).net_connections("inet")
@@ -300,7 +300,7 @@ def test_the_tcp_rendezvous_works_too(dask_scheduler):
     x, y = batch(4)
     with DaskReplicaGroup(model, nn.MSELoss(), sgd(model), dask_scheduler,
                           rendezvous="tcp") as group:
-        assert group._store_dir is None
+        assert group._store_dirs == []
         loss, _ = group.step(x, y, COUNTS)
         assert loss == pytest.approx(plain_step(reference, ref_opt, x, y), rel=1e-12)
         assert max_diff(group.state_dict()["model"], reference.state_dict()) < 1e-10

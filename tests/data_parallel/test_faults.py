@@ -191,7 +191,7 @@ def test_a_worker_killed_mid_step_is_named_and_close_tears_the_group_down(worker
     reference = plain_steps(mlp(), [batch(seed=1)])
     t = DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.1,
                                                         momentum=0.9), scheduler=workers)
-    stores = [t._group._store_dir]
+    stores = [t._group._store_dirs[0]]
     t.step(*batch(seed=1))
     victim = t.names[1]
     x, y = batch(seed=2)
@@ -220,7 +220,7 @@ def test_a_worker_killed_mid_step_is_named_and_close_tears_the_group_down(worker
     fresh = mlp()
     t2 = DataParallelTrainer(fresh, MSE, torch.optim.SGD(fresh.parameters(), lr=0.1,
                                                          momentum=0.9), scheduler=workers)
-    stores.append(t2._group._store_dir)
+    stores.append(t2._group._store_dirs[0])
     try:
         t2.step(*batch(seed=1))
         trained = t2.sync_model()
@@ -235,5 +235,5 @@ def _holds_a_group() -> bool:
     """Whether this worker process still holds a torch.distributed group or a replica."""
     import torch.distributed as dist
 
-    from labkit.data_parallel import replica_worker
-    return dist.is_initialized() or bool(replica_worker._GROUPS)
+    from labkit.data_parallel import rank
+    return dist.is_initialized() or bool(rank.RANKS)

@@ -197,6 +197,6 @@ def test_one_device_trains_the_model_in_place_without_threads(trainers):
     model = mlp()
     reference = plain_steps(model, [batch()])
     t = make(trainers, model, devices=["cpu"])
-    assert t.replicas == [model] and t._threads._pool is None
+    assert t.replicas == [model] and t._group._threads._pool is None
     t.step(*batch())
     assert_same_parameters(model, reference, 0)

@@ -1,0 +1,155 @@
+"""Client-fed steps on Dask workers: batches split and sent ahead, several steps a command.
+
+Steps the trainer planned (each batch split into the ranks' shares) are sent
+as *commands* of several steps to every rank (:func:`~.rank_tasks.run_steps`),
+each rank's command after its previous one, and up to :data:`IN_FLIGHT`
+commands ahead: while the workers train one command, the next one's shares
+travel.  A command holds as many steps as take about :data:`COMMAND_SECONDS`,
+from the step times measured so far.  Shares of :data:`SCATTER_BYTES` and more
+go straight to their worker; smaller ones ride inside the task.
+
+Each command's results bring rank 0's step reports, which go to ``done`` in
+order.  A step that fails on a rank halts the run on every rank (commands
+sent ahead are skipped alike), and its error is raised naming the epoch and
+batch; a cancel stops every rank after the same step.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import uuid
+
+from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError
+from . import rank_tasks as w
+from .reports import StepReport
+
+__all__ = ["CommandPipe", "IN_FLIGHT", "COMMAND_SECONDS"]
+
+#: Commands sent to every rank before the first one's results are awaited.
+IN_FLIGHT = 2
+#: Seconds of training a command aims to hold.
+COMMAND_SECONDS = 0.1
+#: Most steps in one command.
+MAX_STEPS = 64
+#: A rank's part of a command from this many bytes on is scattered straight to its worker.
+SCATTER_BYTES = 2**20
+
+
+class CommandPipe:
+    """Sends the planned steps of one call to the ranks of ``group`` and hands back reports."""
+
+    def __init__(self, group, policy: str = "raise"):
+        self.group, self.policy = group, policy
+        self.run_id = uuid.uuid4().hex[:12]
+        self._last = [None] * len(group.names)    # each rank's previous command
+        self._step_seconds: float | None = None
+
+    def run(self, planned, done, check=None) -> None:
+        """Train every step of ``planned``; ``done(report)`` for each, in order."""
+        __tracebackhide__ = True
+        steps = iter(planned)
+        in_flight: collections.deque = collections.deque()
+        try:
+            while True:
+                if check is not None:
+                    check()
+                command = list(itertools.islice(steps, self._size()))
+                if not command:
+                    break
+                in_flight.append((self._send(command), command))
+                if len(in_flight) >= IN_FLIGHT:
+                    self._collect(*in_flight.popleft(), done)
+            while in_flight:
+                self._collect(*in_flight.popleft(), done)
+        except CancelledError:
+            self._halt(in_flight)
+            raise
+        except BaseException:
+            self._halt(in_flight)
+            raise
+
+    def _size(self) -> int:
+        """Steps for the next command: about COMMAND_SECONDS of them (one while unknown)."""
+        if not self._step_seconds:
+            return 1
+        return max(1, min(MAX_STEPS, round(COMMAND_SECONDS / self._step_seconds)))
+
+    def _send(self, command: list) -> list:
+        """Submit the command to every rank, after its previous one; the futures."""
+        group, futures = self.group, []
+        parts = [[] for _ in group.names]
+        for planned in command:
+            total = sum(planned.counts)
+            start = 0
+            for r, count in enumerate(planned.counts):
+                x = planned.x[start:start + count].clone()   # a view would pickle its base
+                y = None if planned.y is None else planned.y[start:start + count].clone()
+                weight = 1.0 if group.sum_loss else count / max(total, 1)
+                parts[r].append((planned.epoch, planned.batch, x, y, weight, planned.key,
+                                 [c / max(total, 1) for c in planned.counts]))
+                start += count
+        for r, part in enumerate(parts):
+            part = self._ship(r, part)
+            futures.append(group._submit(r, w.run_steps, group._gid, r, self.run_id, part,
+                                         self.policy, after=self._last[r]))
+            self._last[r] = futures[-1]
+        return futures
+
+    def _ship(self, rank: int, part: list):
+        """``part`` itself, or a future of it on the rank's worker when it is big."""
+        size = sum(t.element_size() * t.numel() for step in part for t in step[2:4]
+                   if t is not None)
+        if size < SCATTER_BYTES:
+            return part
+        return self.group._client.scatter(part, workers=[self.group.names[rank]], hash=False,
+                                          direct=True)
+
+    def _collect(self, futures: list, command: list, done) -> None:
+        """Wait for a command on every rank; its reports to ``done``; raise what failed."""
+        __tracebackhide__ = True
+        group = self.group
+        results = group._run(futures, "step", collective=True)
+        statuses = {res["status"] for res in results}
+        reports = [StepReport.from_wire(r) for res in results for r in res["reports"]]
+        for report in reports:
+            done(report)
+        if reports:
+            walls = sorted(r.wall for r in reports)
+            self._step_seconds = walls[len(walls) // 2]
+        if "broken" in statuses:
+            raise self._broken(results, command)
+        if "stopped" in statuses:
+            raise CancelledError("the steps were stopped")
+
+    def _broken(self, results: list, command: list) -> LabkitError:
+        """The error of a step whose collective failed: a lost worker, or a rank that hung."""
+        group = self.group
+        step = command[min(min(res["done"] for res in results), len(command) - 1)]
+        where = {"epoch": step.epoch, "batch": step.batch}
+        lost = [n for n in group.names if n not in group.alive()]
+        if lost:
+            group._broken = f"a worker was lost during a step ({', '.join(lost)})"
+            return WorkerLostError(
+                f"a worker of the replica group was lost during a step ({', '.join(lost)}); "
+                "client-fed steps cannot go on without it: close the trainer and start a new "
+                "one (a fit over data on the workers, fit((X, y), batch_size=...), recovers "
+                "by itself)", worker=", ".join(lost), **where)
+        rank = next(r for r, res in enumerate(results) if res["status"] == "broken")
+        reason = results[rank].get("reason", "a collective failed")
+        group._broken = f"a collective of a step failed ({reason})"
+        return TaskError(f"replica {rank} failed in a collective with {reason}; the group is "
+                         "broken: close the trainer", original_type=reason.split(":")[0],
+                         original_message=reason, replica=rank, device=group.names[rank],
+                         **where)
+
+    def _halt(self, in_flight) -> None:
+        """Stop what was sent ahead: ranks stop after the same step; wait for them."""
+        if not in_flight:
+            return
+        self.group.stop(self.run_id)
+        for futures, _ in in_flight:
+            try:
+                self.group._run(futures, "step", collective=True)
+            except LabkitError:
+                pass

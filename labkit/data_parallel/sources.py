@@ -1,0 +1,234 @@
+"""What ``fit`` and ``evaluate`` take: batches from the client, or data that lives on the workers.
+
+* batches (a list, a ``DataLoader``, :func:`~labkit.bucket_batches`...): the
+  client splits each batch by the devices' shares and sends the shares;
+* ``(X, y)`` with ``batch_size=``: a global batch of ``batch_size`` rows a
+  step, every row once an epoch, shuffled by ``seed``.  Dask arrays (rows x
+  features and rows, chunked by rows) are read by each replica on its own
+  worker (:mod:`.worker_data`); numpy arrays or tensors are split by the
+  client as batches would be;
+* :func:`on_workers` ``(make_dataset)``: a ``torch.utils.data.Dataset``
+  made on every worker (or once, in-process), each sample once an epoch
+  across the ranks, as ``DistributedSampler`` gives, but with uneven shares.
+
+Examples
+--------
+>>> import numpy as np
+>>> source = as_source((np.zeros((10, 2)), np.zeros(10)), batch_size=4)
+>>> type(source).__name__, source.rows
+('LocalArrays', 10)
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import cloudpickle
+import numpy as np
+import torch
+
+from ..errors import InputError
+from .bucketing import BucketBatch
+from .guards import check_batches
+from .plan import EpochPlan, check_batch_size
+
+__all__ = ["on_workers", "WorkerDataset", "LocalArrays", "DaskArrays", "Batches", "as_source",
+           "PlannedStep"]
+
+
+@dataclass
+class PlannedStep:
+    """One step as the trainer planned it: the batch, each device's rows, where it belongs."""
+
+    x: Any
+    y: Any
+    counts: list
+    key: Any = None
+    epoch: int | None = None
+    batch: int | None = None
+    number: int | None = None    # the trainer's count of steps when it is taken
+
+
+@dataclass
+class WorkerDataset:
+    """A dataset made by ``make`` on each worker (see :func:`on_workers`)."""
+
+    make: Callable
+    batch_size: int | None = None
+    shuffle: bool = True
+    seed: Any = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def pickled(self) -> bytes:
+        return cloudpickle.dumps(self.make)
+
+    def local(self) -> "LocalDataset":
+        """The dataset made in this process (for replicas that are threads here)."""
+        made = getattr(self, "_made", None)
+        if made is None:
+            made = self._made = LocalDataset(self.make(), self)
+        return made
+
+
+class LocalDataset:
+    """A dataset made here, drawn in global batches of its source's ``batch_size``."""
+
+    def __init__(self, dataset, source: WorkerDataset):
+        from torch.utils.data import default_collate
+        self.dataset, self.source, self._collate = dataset, source, default_collate
+        try:
+            self.rows = len(dataset)
+        except TypeError as exc:
+            raise InputError(f"on_workers needs a dataset with a length, got "
+                             f"{type(dataset).__name__}", argument="make_dataset") from exc
+
+    def steps(self, epoch, shares_of: Callable[[], list]):
+        source = self.source
+        plan = EpochPlan.shared(self.rows, source.batch_size, [1.0], source.shuffle,
+                                source.seed, epoch or 0)
+        for step in range(plan.steps):
+            x, y = self._collate([self.dataset[int(i)] for i in plan.rows(step, 0)])
+            yield PlannedStep(x, y, _split(len(x), shares_of()), None, epoch, step)
+
+
+def on_workers(make_dataset: Callable[[], Any]) -> WorkerDataset:
+    """Data made where the replicas are: ``make_dataset()`` runs once on each worker.
+
+    It returns a ``torch.utils.data.Dataset`` (``len()`` and ``[i]`` giving an
+    ``(x, y)`` pair) of the same length everywhere, e.g. read from files every
+    worker can reach; ``trainer.fit(lk.on_workers(make), batch_size=B)`` then
+    trains every sample once an epoch, no row leaving its worker.
+
+    Examples
+    --------
+    >>> source = on_workers(lambda: [(torch.zeros(2), 0)] * 8)
+    >>> callable(source.make)
+    True
+    """
+    if not callable(make_dataset):
+        raise InputError(f"on_workers takes a function that makes the dataset, got "
+                         f"{type(make_dataset).__name__}", argument="make_dataset")
+    return WorkerDataset(make_dataset)
+
+
+@dataclass
+class LocalArrays:
+    """``(X, y)`` in this process (numpy arrays or tensors), drawn in global batches."""
+
+    x: Any
+    y: Any
+    batch_size: int
+    shuffle: bool = True
+    seed: Any = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.x)
+
+    def steps(self, epoch: int, shares_of: Callable[[], list]):
+        """The epoch's planned steps, each batch split by the shares at its start."""
+        plan = EpochPlan.shared(self.rows, self.batch_size, [1.0], self.shuffle, self.seed,
+                                epoch or 0)
+        for step in range(plan.steps):
+            rows = torch.from_numpy(plan.rows(step, 0))
+            x, y = self.x.index_select(0, rows), self.y.index_select(0, rows)
+            yield PlannedStep(x, y, _split(len(x), shares_of()), None, epoch, step)
+
+
+@dataclass
+class DaskArrays:
+    """``(X, y)`` as Dask arrays chunked by rows: each replica reads its own worker's blocks."""
+
+    x: Any
+    y: Any
+    batch_size: int
+    shuffle: bool = True
+    seed: Any = None
+
+    @property
+    def rows(self) -> int:
+        return int(self.x.shape[0])
+
+    def local(self) -> LocalArrays:
+        """The same rows in this process (for replicas that are threads here)."""
+        made = getattr(self, "_local", None)
+        if made is None:
+            import dask
+            x, y = dask.compute(self.x, self.y)
+            made = self._local = LocalArrays(torch.as_tensor(x), torch.as_tensor(y),
+                                             self.batch_size, self.shuffle, self.seed)
+        return made
+
+
+@dataclass
+class Batches:
+    """Batches the client hands out: ``(x, y)`` pairs or bucket batches."""
+
+    batches: Any
+
+    def steps(self, epoch: int, shares_of: Callable[[Any], list]):
+        from ..errors import pulled
+        from .guards import check_batch
+        from .loops import pair
+        for b, batch in enumerate(pulled(self.batches, "batch", "the batches", epoch=epoch)):
+            x, y, key = pair(batch, epoch, b)
+            n = check_batch(x, y, what="fit", epoch=epoch, batch=b)
+            yield PlannedStep(x, y, _split(n, shares_of(key)), key, epoch, b)
+
+
+def _split(rows: int, shares: list) -> list:
+    from .split import shares as counts
+    return counts(rows, shares) if rows else [0] * len(shares)
+
+
+def as_source(data, batch_size=None, shuffle: bool = True, seed=None, epochs: int = 1,
+              what: str = "fit"):
+    """The source ``data`` stands for (see the module docstring), checked."""
+    if isinstance(data, WorkerDataset):
+        data.batch_size = check_batch_size(batch_size, 1)
+        data.shuffle, data.seed = bool(shuffle), seed
+        return data
+    if isinstance(data, tuple) and len(data) == 2 and not isinstance(data, BucketBatch) \
+            and batch_size is not None:
+        return _arrays(data[0], data[1], batch_size, shuffle, seed)
+    if batch_size is not None:
+        raise InputError(f"batch_size is for (X, y) arrays or lk.on_workers(...); {what} got "
+                         f"{type(data).__name__}, whose batches are already made",
+                         argument="batch_size")
+    check_batches(data, epochs, what=what)
+    return Batches(data)
+
+
+def _arrays(x, y, batch_size, shuffle, seed):
+    """``(X, y)`` checked: Dask arrays stay where they are, others become tensors here."""
+    dask_x, dask_y = _is_dask(x), _is_dask(y)
+    if dask_x != dask_y:
+        raise InputError("X and y must both be Dask arrays, or neither", argument="y")
+    if dask_x:
+        if x.ndim < 2 or y.ndim < 1:
+            raise InputError(f"X must have rows and features (got shape {x.shape}) and y rows "
+                             f"(got shape {y.shape})", argument="X")
+        if x.shape[0] != y.shape[0]:
+            raise InputError(f"X has {x.shape[0]} rows but y has {y.shape[0]}", argument="y")
+        return DaskArrays(x, y, check_batch_size(batch_size, int(x.shape[0])), shuffle, seed)
+    x, y = _tensor(x, "X"), _tensor(y, "y")
+    if x.dim() < 2 or len(x) != len(y):
+        raise InputError(f"X needs rows and features and y one target a row: got X "
+                         f"{tuple(x.shape)} and y {tuple(y.shape)}", argument="y")
+    return LocalArrays(x, y, check_batch_size(batch_size, len(x)), shuffle, seed)
+
+
+def _tensor(value, name: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.as_tensor(np.asarray(value))
+    except Exception as exc:
+        raise InputError(f"{name} must be an array or a tensor, got {type(value).__name__} "
+                         f"({exc})", argument=name) from exc
+
+
+def _is_dask(value) -> bool:
+    return type(value).__module__.startswith("dask.array")

@@ -1,0 +1,242 @@
+"""Replicas on devices of this process, one thread each: the in-process replica group.
+
+After ``torch.nn.DataParallel``: one persistent replica per device
+(:mod:`.replicate`), forward and backward side by side (:mod:`.parallel_apply`),
+gradients reduced into the model weighted by each device's share
+(:mod:`.reduce`), the optimizer stepped once and the parameters broadcast
+back.  It keeps the same contract as the Dask group
+(:class:`~.distributed.DaskReplicaGroup`): ``steps`` of planned batches
+reported as :class:`~.reports.StepReport` s, ``evaluate``, state, monitors,
+``close``, so that the trainer has no branch per backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+
+from ..errors import TrainingError
+from .bucketing import BucketModules
+from .devices import as_devices, memory
+from .guards import NonFiniteLossError, check_loss, first_nonfinite
+from .monitors import Monitors, ReplicaStep
+from .parallel_apply import ReplicaThreads
+from .reduce import BatchNormJoin, GradientReducer, average_buffers
+from .replicate import broadcast, replicate
+from .reports import StepReport
+
+__all__ = ["ThreadGroup"]
+
+
+class ThreadGroup:
+    """One replica of ``model`` per device of ``devices``, on a thread each."""
+
+    #: Data always comes through the client here: fits are steps of planned batches.
+    runs_epochs = False
+
+    def __init__(self, model, loss_fn, optimizer, devices=None, bucket_model=None):
+        self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
+        self.names, self.devices = as_devices(devices)
+        self.replicas = replicate(model, self.devices)
+        self.buckets = BucketModules(bucket_model, self.replicas)
+        self.monitors = Monitors()
+        self._threads = ReplicaThreads(self.names)
+        self._params = [list(r.parameters()) for r in self.replicas]
+        self._reduce = GradientReducer(model, self.replicas)
+        self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
+        self._skip = {n for n, _ in model.named_buffers()
+                      if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
+        # the model's own buffers move in its forward when it is replica 0
+        self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
+        self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise TrainingError("the trainer is closed")
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def steps(self, planned, done, check=None, policy: str = "raise") -> None:
+        """Train each planned step; ``done(report)`` after each."""
+        __tracebackhide__ = True
+        for step in planned:
+            if check is not None:
+                check()
+            done(self._step(step, policy))
+
+    def _step(self, planned, policy) -> StepReport:
+        __tracebackhide__ = True
+        active = [i for i, c in enumerate(planned.counts) if c > 0]  # a small batch skips devices
+        counts = [planned.counts[i] for i in active]
+        key = planned.key
+        where = {"epoch": planned.epoch, "batch": planned.batch}
+        modules = [self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
+                   for i in active]
+        weights = self._weights(counts)
+        if self._bn:
+            self._bn.start()
+        whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
+        starts = [sum(counts[:k]) for k in range(len(counts))]
+        calls = [(i, self._replica_call(i, m, planned.x if whole else planned.x[s:s + c],
+                                        planned.y if whole else planned.y[s:s + c], c, key,
+                                        planned.number))
+                 for i, m, s, c in zip(active, modules, starts, counts)]
+        before = [b.detach().clone() for b in self._own_buffers]
+        started = time.perf_counter()
+        losses: list = []
+        try:
+            results = self._threads.run(calls)
+            losses = [float(r[0]) for r in results]  # the one sync a replica a step
+            bad = first_nonfinite(losses)
+            if bad is not None:
+                raise NonFiniteLossError.of(losses[bad], active[bad], self.names[active[bad]])
+        except NonFiniteLossError as exc:
+            self._undo(before)  # nothing of the failed step reaches the model
+            if policy == "raise":
+                raise exc.locate(**where)
+            return self._report(planned, active, counts, [0.0] * len(active), float("nan"),
+                                time.perf_counter() - started, losses, skipped=True)
+        except BaseException as exc:
+            self._undo(before)
+            from ..errors import LabkitError
+            if isinstance(exc, LabkitError):
+                exc.locate(**where)
+            raise
+        self._apply(active, weights)
+        loss = sum(w * v for w, v in zip(weights, losses))
+        return self._report(planned, active, counts, [r[1] for r in results], loss,
+                            time.perf_counter() - started, losses)
+
+    def _apply(self, active, weights) -> None:
+        """Reduce into the model, step the optimizer once, broadcast back."""
+        model_only = len(active) == 1 and self.replicas[active[0]] is self.model
+        if not model_only:
+            self._reduce(active, weights)
+            if self._bn:
+                self._bn.join(active)
+            average_buffers(self.model, [self.replicas[i] for i in active], weights, self._skip)
+        self.optimizer.step()
+        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
+            broadcast(self.model, self.replicas)
+
+    def _report(self, planned, active, counts, seconds, loss, wall, losses, skipped=False):
+        rows, secs, own = [0] * len(self.names), [0.0] * len(self.names), [0.0] * len(self.names)
+        for i, c, t, v in zip(active, counts, seconds, losses):
+            rows[i], secs[i], own[i] = c, t, v
+        total = max(sum(planned.counts), 1)
+        return StepReport(planned.epoch if planned.epoch is not None else -1,
+                          planned.batch if planned.batch is not None else -1, loss,
+                          tuple(rows), tuple(secs), wall, time.time(), skipped=skipped,
+                          key=planned.key, shares=tuple(c / total for c in planned.counts),
+                          losses=tuple(own))
+
+    def _replica_call(self, i: int, module, x, y, rows: int, key, number=None):
+        """Replica ``i``'s forward (through ``module``) and backward on its rows, for a thread."""
+        device, params = self.devices[i], self._params[i]
+
+        def run():
+            t0 = time.perf_counter()
+            with _on(device):
+                for p in params:
+                    p.grad = None
+                xi, yi = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                outputs = module(xi)
+                loss = self.loss_fn(outputs, yi)
+                check_loss(loss)
+                loss.backward()
+                if device.type == "cuda":  # the step time must include the GPU's work
+                    torch.cuda.synchronize(device)
+            seconds = time.perf_counter() - t0
+            loss = loss.detach()
+            if self.monitors:
+                self.monitors(ReplicaStep(number, i, self.names[i], rows, loss,
+                                          outputs.detach(), seconds, key))
+            return loss, seconds
+        return run
+
+    def _weights(self, counts: list[int]) -> list[float]:
+        """Gradient weights: each replica's share of the rows (1 for a summed loss)."""
+        if self.sum_loss:
+            return [1.0] * len(counts)
+        total = sum(counts)
+        return [c / total for c in counts]
+
+    @torch.no_grad()
+    def _undo(self, before: list[torch.Tensor]) -> None:
+        """Put every replica back as before a failed step: no gradients, the old buffers."""
+        for replica in self.replicas:
+            replica.zero_grad(set_to_none=True)
+        for b, old in zip(self._own_buffers, before):
+            b.copy_(old)
+        if len(self.replicas) > 1 or self.replicas[0] is not self.model:
+            broadcast(self.model, self.replicas)
+
+    # -- evaluation and state ----------------------------------------------------------------
+
+    def evaluate(self, x, y, counts, metrics=None, bucket_key=None) -> dict:
+        """Row-weighted means of the loss and ``metrics`` on ``(x, y)``, split by ``counts``."""
+        fns = {"loss": self.loss_fn, **dict(metrics or {})}
+        calls, start = [], 0
+        for i, c in enumerate(counts):
+            if c:
+                module = self.buckets.get(i, bucket_key, device=self.names[i])
+                calls.append((i, _evaluator(module, self.devices[i], x[start:start + c],
+                                            y[start:start + c], fns)))
+            start += c
+        modes = [r.training for r in self.replicas]
+        for r in self.replicas:
+            r.eval()
+        try:
+            results = self._threads.run(calls)
+        finally:
+            for r, mode in zip(self.replicas, modes):
+                r.train(mode)
+        total = max(sum(counts), 1)
+        return {name: sum(r[name] for r in results) / total for name in fns}
+
+    def memory(self, index: int):
+        """``(bytes in use, limit)`` of device ``index``."""
+        return memory(self.devices[index])
+
+    def set_monitors(self, monitors) -> None:
+        self.monitors = monitors
+
+    def state_dict(self) -> dict:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        broadcast(self.model, self.replicas)
+
+    def last_state(self) -> dict:
+        return self.state_dict()
+
+    def close(self) -> None:
+        """Stop the replica threads and hooks; idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._threads.close()
+        if self._bn:
+            self._bn.remove()
+
+
+def _evaluator(model, device, x, y, fns):
+    """A call computing row-weighted metric sums of ``model`` on ``(x, y)``."""
+    def run():
+        with torch.no_grad():
+            out = model(x.to(device))
+            yd = y.to(device)
+            return {name: float(fn(out, yd)) * len(x) for name, fn in fns.items()}
+    return run
+
+
+def _on(device):
+    """Make ``device`` current in this thread (CUDA), else nothing."""
+    if device is not None and device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
