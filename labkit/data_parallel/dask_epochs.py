@@ -170,6 +170,8 @@ class EpochRunner:
                 group._client.cancel(pending)
 
     def _hand_on(self, message: dict, spec: dict, done, seen: dict) -> None:
+        if message.get("run") != spec["run"]:   # late reports of a run that ended (cancelled)
+            return
         for values in message.get("reports", ()):
             report = StepReport.from_wire(values)
             if report.epoch == spec["epoch"] and report.step not in seen:
@@ -188,7 +190,8 @@ class EpochRunner:
                 return
             if kind == "report":
                 self._hand_on(message, spec, done, seen)
-                if message.get("epoch_end") == spec["epoch"] or "stopped" in message:
+                if message.get("run") == spec["run"] and (
+                        message.get("epoch_end") == spec["epoch"] or "stopped" in message):
                     return
 
     def _check(self, check, futures) -> None:

@@ -155,12 +155,12 @@ def _leave_pool() -> None:
         pass
 
 
-def _stream(rank: Rank, topic):
-    """Rank 0's report stream; the others report nothing."""
+def _stream(rank: Rank, topic, run: str):
+    """Rank 0's report stream (its messages name ``run``); the others report nothing."""
     if rank.rank != 0 or topic is None:
         return ReportStream(None, None)
     from distributed import get_worker
-    return ReportStream(topic, get_worker().log_event)
+    return ReportStream(topic, get_worker().log_event, run=run)
 
 
 def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
@@ -317,7 +317,7 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
     rows = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
         _rows_of(rank, spec, xs, ys)
     plan = epoch_plan(spec)
-    stream = _stream(rank, spec.get("topic"))
+    stream = _stream(rank, spec.get("topic"), spec["run"])
     started, done, skipped = time.perf_counter(), 0, 0
     for step in range(plan.start, plan.steps):
         x, y = rows.take(plan.rows(step, rank.rank))

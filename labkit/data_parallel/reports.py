@@ -75,8 +75,8 @@ class ReportStream:
     ``send(topic, messages)`` is ``dask_worker.log_event`` on a worker.
     """
 
-    def __init__(self, topic: str | None, send, every: float = REPORT_EVERY):
-        self.topic, self._send, self.every = topic, send, every
+    def __init__(self, topic: str | None, send, every: float = REPORT_EVERY, run=None):
+        self.topic, self._send, self.every, self.run = topic, send, every, run
         self._pending: list = []
         self._last = time.monotonic()
 
@@ -92,7 +92,7 @@ class ReportStream:
         """Send what is kept now (and ``extra`` fields, e.g. an epoch's end)."""
         if self.topic is None or not (self._pending or extra):
             return
-        message, self._pending = {"reports": self._pending, **extra}, []
+        message, self._pending = {"reports": self._pending, "run": self.run, **extra}, []
         self._last = time.monotonic()
         self._send(self.topic, message)
 

@@ -1,0 +1,230 @@
+"""Fits that run as loops on Dask workers, over data that lives there.
+
+Full-batch gradient descent over Dask array blocks (even and uneven) equals a
+serial full-batch loop; mini-batches learn; a dataset made on each worker
+trains every sample once an epoch; a cancel stops every rank within a second
+and leaves no task; a worker SIGKILLed mid-fit costs a few steps and every
+row is still trained once an epoch; the history ``fit`` returns is summed from
+the same step reports the trainer's events carry.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import labkit as lk
+from labkit.data_parallel import DataParallelTrainer
+
+da = pytest.importorskip("dask.array")
+
+
+def mlp(seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def digits_like(rows=300, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 8)).astype(np.float32)
+    y = (x[:, :3] @ rng.standard_normal(3) > 0).astype(np.int64) + (x[:, 3] > 1)
+    return x, y
+
+
+def serial_full_batch(model, x, y, epochs, lr):
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    xt, yt, losses = torch.from_numpy(x), torch.from_numpy(y), []
+    for _ in range(epochs):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(xt), yt)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize("chunks", [(75, 75, 75, 75), (40, 120, 30, 110)], ids=["even", "uneven"])
+def test_full_batch_descent_on_the_workers_equals_a_serial_loop(dask_scheduler, chunks):
+    x, y = digits_like()
+    X = da.from_array(x, chunks=(chunks, 8))
+    Y = da.from_array(y, chunks=(chunks,))
+    model = mlp()
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.5),
+                             scheduler=dask_scheduler) as t:
+        history = t.fit((X, Y), batch_size=len(x), epochs=4, shuffle=False)
+    reference = mlp()
+    losses = serial_full_batch(reference, x, y, 4, 0.5)
+    assert [h["loss"] for h in history] == pytest.approx(losses, rel=1e-5)
+    assert [h["steps"] for h in history] == [1, 1, 1, 1]
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, atol=1e-5), (p - q).abs().max()
+
+
+def test_mini_batches_on_the_workers_learn_as_a_serial_loop(dask_scheduler):
+    x, y = digits_like(rows=600)
+    X, Y = da.from_array(x, chunks=(150, 8)), da.from_array(y, chunks=150)
+    accuracy = {"acc": lambda out, t: (out.argmax(1) == t).float().mean()}
+    model = mlp()
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9),
+                             scheduler=dask_scheduler) as t:
+        history = t.fit((X, Y), batch_size=32, epochs=6, seed=3)
+        scores = t.evaluate((X, Y), accuracy, batch_size=100)
+    assert [h["steps"] for h in history] == [19] * 6        # ceil(600 / 32), every epoch
+    assert history[-1]["loss"] < 0.6 * history[0]["loss"]
+    serial = mlp()
+    opt = torch.optim.SGD(serial.parameters(), lr=0.2, momentum=0.9)
+    g = torch.Generator().manual_seed(3)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    for _ in range(6):
+        for idx in torch.randperm(600, generator=g).split(32):
+            opt.zero_grad()
+            nn.functional.cross_entropy(serial(xt[idx]), yt[idx]).backward()
+            opt.step()
+    serial_acc = (serial(xt).argmax(1) == yt).float().mean().item()
+    assert scores["acc"] == pytest.approx(serial_acc, abs=0.05)
+    assert scores["acc"] > 0.8
+
+
+class _Samples(torch.utils.data.Dataset):
+    """Sample ``i`` is ``(i, 1)``: a sum loss shows which samples a step trained."""
+
+    def __len__(self):
+        return 90
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i), 1.0], dtype=torch.float64), torch.tensor(0.0,
+                                                                               dtype=torch.float64)
+
+
+class _Ids(nn.Module):
+    """``out = x[:, 0] * p``: with SGD at lr 1 and a sum loss, ``p`` falls by the ids seen."""
+
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+
+    def forward(self, x):
+        return x[:, 0] * self.p
+
+
+class _SumLoss(nn.Module):
+    reduction = "sum"
+
+    def forward(self, out, y):
+        return out.sum()
+
+
+def test_a_dataset_made_on_each_worker_trains_every_sample_once_an_epoch(dask_scheduler):
+    model = _Ids()
+    with DataParallelTrainer(model, _SumLoss(), torch.optim.SGD(model.parameters(), lr=1.0),
+                             scheduler=dask_scheduler) as t:
+        history = t.fit(lk.on_workers(_Samples), batch_size=16, epochs=3)
+    assert [h["steps"] for h in history] == [6, 6, 6]
+    assert model.p.item() == -3 * sum(range(90))
+
+
+def test_a_cancel_stops_every_rank_within_a_second_and_leaves_no_task(dask_scheduler):
+    x = da.random.random((6000, 8), chunks=(1000, 8)).astype("float32")
+    y = (da.random.random(6000, chunks=1000) > 0.5).astype("int64")
+    model = nn.Sequential(_Slow(), nn.Linear(8, 2))
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.1),
+                             scheduler=dask_scheduler) as t:
+        steps = []
+        t.subscribe(lambda e: steps.append(e) if type(e).__name__ == "TaskFinished" else None)
+        run = t.fit((x, y), batch_size=20, epochs=5, wait=False)
+        deadline = time.monotonic() + 60
+        while len(steps) < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert run.cancel()
+        with pytest.raises(lk.CancelledError):
+            run.result(30)
+        assert time.monotonic() - started < 1.0
+        assert not any(dask_scheduler.client.processing().values())
+        assert t.fit((x, y), batch_size=1000, epochs=1)[0]["steps"] == 6   # usable at once
+
+
+class _Slow(nn.Module):
+    def forward(self, x):
+        time.sleep(0.01)
+        return x
+
+
+def test_the_history_is_summed_from_the_reports_the_events_carry(dask_scheduler):
+    x, y = digits_like(rows=200)
+    X, Y = da.from_array(x, chunks=(50, 8)), da.from_array(y, chunks=50)
+    model = mlp()
+    events = []
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.1),
+                             scheduler=dask_scheduler) as t:
+        t.subscribe(events.append)
+        history = t.fit((X, Y), batch_size=40, epochs=2)
+    from labkit.events import TaskFinished
+    spans = [e for e in events if isinstance(e, TaskFinished)]
+    assert sum(e.n_samples for e in spans) == 2 * 200
+    assert {e.worker for e in spans} == set(t.names)
+    for h in history:
+        assert h["steps"] == 5 and h["samples_per_s"] == pytest.approx(200 / h["seconds"])
+
+
+@pytest.fixture
+def three_workers():
+    """A cluster of three worker processes of its own: one of them gets killed."""
+    with lk.DaskScheduler(mode="processes", n_workers=3) as s:
+        yield s
+
+
+class _SlowIds(_Ids):
+    def forward(self, x):
+        time.sleep(0.005)
+        return super().forward(x)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_worker_killed_mid_fit_costs_a_few_steps_and_every_row_is_trained_once(three_workers):
+    s = three_workers
+    rows, batch, epochs, every = 1800, 30, 3, 10
+    x = np.stack([np.arange(rows, dtype=np.float64), np.ones(rows)], 1)
+    X, Y = da.from_array(x, chunks=(200, 2)), da.from_array(np.zeros(rows), chunks=200)
+    model = _SlowIds()
+    t = DataParallelTrainer(model, _SumLoss(), torch.optim.SGD(model.parameters(), lr=1.0),
+                            scheduler=s)
+    pids = s.client.run(os.getpid)
+    victim = t.names[1]
+    reports = []
+    t.subscribe(lambda e: reports.append(time.time()) if type(e).__name__ == "TaskFinished"
+                else None)
+    killed = {}
+
+    def kill():
+        while len(reports) < 3 * 75:   # in the second epoch
+            time.sleep(0.005)
+        killed["at"] = time.time()
+        os.kill(pids[victim], signal.SIGKILL)
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    try:
+        history = t.fit((X, Y), batch_size=batch, epochs=epochs, commit_every=every)
+    finally:
+        killer.join(10)
+        t.close()
+    recoveries = [r for h in history for r in h.get("recoveries", [])]
+    assert len(recoveries) == 1 and recoveries[0]["worker"] == victim
+    assert 0 <= recoveries[0]["redone"] <= every
+    assert victim not in t.names and len(t.names) == 2
+    assert [h["steps"] for h in history] == [rows // batch] * epochs
+    assert model.p.item() == -epochs * sum(range(rows))   # every row once an epoch, no more
+    after = [r for r in reports if r > killed["at"]]
+    assert after and after[0] - killed["at"] < 10.0
