@@ -83,8 +83,8 @@ class CommandPipe:
             total = sum(planned.counts)
             start = 0
             for r, count in enumerate(planned.counts):
-                x = planned.x[start:start + count].clone()   # a view would pickle its base
-                y = None if planned.y is None else planned.y[start:start + count].clone()
+                x = _share(planned.x, start, count)
+                y = None if planned.y is None else _share(planned.y, start, count)
                 weight = 1.0 if group.sum_loss else count / max(total, 1)
                 parts[r].append((planned.epoch, planned.batch, x, y, weight, planned.key,
                                  [c / max(total, 1) for c in planned.counts]))
@@ -98,8 +98,7 @@ class CommandPipe:
 
     def _ship(self, rank: int, part: list):
         """``part`` itself, or a future of it on the rank's worker when it is big."""
-        size = sum(t.element_size() * t.numel() for step in part for t in step[2:4]
-                   if t is not None)
+        size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
         if size < SCATTER_BYTES:
             return part
         return self.group._client.scatter(part, workers=[self.group.names[rank]], hash=False,
@@ -153,3 +152,19 @@ class CommandPipe:
                 self.group._run(futures, "step", collective=True)
             except LabkitError:
                 pass
+
+
+def _share(t, start: int, count: int):
+    """Rows ``start:start + count`` of ``t`` as they travel: a numpy view where torch has one.
+
+    A torch view pickles its whole storage, and ``clone`` copies with torch's
+    intra-op threads, which stall behind busy ranks on a full machine; a numpy
+    view of the rows travels as its own buffer, copied once on the way.
+    """
+    rows = t[start:start + count].detach()
+    if rows.device.type == "cpu":
+        try:
+            return rows.numpy()
+        except (TypeError, RuntimeError):   # a dtype numpy lacks (bfloat16)
+            pass
+    return rows.clone()

@@ -103,8 +103,9 @@ class EpochLoops:
             self._run(local.steps(epoch, self._loads.shares), done, scope.check)
         if tally.steps == 0 and not tally.skipped:
             raise InputError("no batches to train on", epoch=epoch, argument="batches")
-        self._reporter.epoch_finished()
-        return tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
+        record = tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
+        self._reporter.epoch_finished(record=record)
+        return record
 
     def evaluate(self, data, metrics: dict | None = None,
                  batch_size: int | None = None) -> dict[str, float]:

@@ -198,6 +198,7 @@ def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
     done, status, extra = 0, "done", {}
     try:
         for epoch, step, x, y, weight, key, shares in commands:
+            x, y = _tensor(x), None if y is None else _tensor(y)
             outcome = _step(rank, x, y, weight, key, epoch, step, policy, shares, stream)
             if not outcome.ok and policy == "raise":
                 status = "failed"
@@ -215,6 +216,11 @@ def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
     stream.flush()
     reports = [r for message in kept for r in message["reports"]] if rank.rank == 0 else []
     return {"status": status, "done": done, "reports": reports, "rank": rank.rank, **extra}
+
+
+def _tensor(value):
+    """A share as sent (a numpy array, or a tensor) as a tensor."""
+    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
 
 
 def _is_user_error(exc: BaseException) -> bool:

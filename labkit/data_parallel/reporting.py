@@ -116,8 +116,9 @@ class Reporter:
             self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
                                      {**self.state(), "training": False}))
 
-    def epoch_finished(self, ok: bool = True) -> None:
-        """The epoch ended: its real task count, and the model's state."""
+    def epoch_finished(self, ok: bool = True, record: dict | None = None) -> None:
+        """The epoch ended: its real task count, the model's state and the epoch's record."""
         if self.bus.has_subscribers:
+            state = self.state() if record is None else {**self.state(), "record": record}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
-                                        self._epoch_tasks, ok, self.state()))
+                                        self._epoch_tasks, ok, state))

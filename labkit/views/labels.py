@@ -70,8 +70,8 @@ def _counts(p: PhaseProgress, now: float | None) -> list[str]:
     percent = f" ({100 * p.done // p.total}%)" if p.total else ""  # floor: 100% is all done
     if p.kind == "fit":
         elapsed = max((p.finished or now or time.time()) - p.started, 1e-9)
-        parts = [f"{p.steps} batch{'es' * (p.steps != 1)}{percent}",
-                 f"{p.samples / elapsed:,.0f} samples/s"]
+        rate = p.record["samples_per_s"] if p.record else p.samples / elapsed
+        parts = [f"{p.steps} batch{'es' * (p.steps != 1)}{percent}", f"{rate:,.0f} samples/s"]
         if p.loss is not None:
             parts.append(f"loss {p.loss:.4g}")
         return parts
@@ -101,7 +101,8 @@ def phase_label(p: PhaseProgress, now: float | None = None) -> str:
     if p.running:
         parts.append(f"{p.running} running")
     if p.finished is not None:
-        parts.append(f"{p.finished - p.started:.2f} s" + ended)
+        seconds = p.record["seconds"] if p.record else p.finished - p.started
+        parts.append(f"{seconds:.2f} s" + ended)
     elif p.eta(now) is not None:
         parts.append(f"ETA {p.eta(now):.1f} s")
     if p.detail:

@@ -52,6 +52,7 @@ class PhaseProgress:
     detail: str | None = None       # what the tasks are, in words ("2 estimators × 5 folds")
     steps: int = 0                  # a trainer's batches so far (its tasks are replicas)
     loss: float | None = None       # a trainer's latest loss
+    record: dict | None = None      # a finished epoch's record, as fit returns it
 
     @property
     def fraction(self) -> float | None:
@@ -126,8 +127,8 @@ class ProgressTracker:
 
     def _on_NodeJoined(self, e) -> None:
         entry = self._phases.get((e.run, e.node, e.phase))
-        if entry is None or entry.progress.kind != "fit":
-            return
+        if entry is None or entry.progress.kind != "fit" or entry.progress.record is not None:
+            return   # a finished epoch keeps its record's numbers
         losses = e.state.get("plots", {}).get("loss") or [None]
         self._update(entry, steps=e.state.get("batches", e.joins), loss=losses[-1])
 
@@ -138,8 +139,9 @@ class ProgressTracker:
             self._update(entry, finished=e.time, ok=e.ok, total=total)
             if entry.progress.kind == "fit" and e.state:   # the epoch's last batch and loss
                 losses = e.state.get("plots", {}).get("loss") or [entry.progress.loss]
+                record = e.state.get("record")   # then the numbers fit returns, no others
                 self._update(entry, steps=e.state.get("batches", entry.progress.steps),
-                             loss=losses[-1])
+                             loss=record["loss"] if record else losses[-1], record=record)
             entry.running.clear()
 
     def _on_TaskSubmitted(self, e: TaskSubmitted) -> None:

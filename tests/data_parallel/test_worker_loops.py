@@ -228,3 +228,16 @@ def test_a_worker_killed_mid_fit_costs_a_few_steps_and_every_row_is_trained_once
     assert model.p.item() == -epochs * sum(range(rows))   # every row once an epoch, no more
     after = [r for r in reports if r > killed["at"]]
     assert after and after[0] - killed["at"] < 10.0
+
+
+def test_each_rank_says_which_device_it_got_and_two_ranks_never_share_a_gpu(dask_scheduler):
+    from labkit.data_parallel.distributed import _check_devices
+    model = mlp()
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.1),
+                             scheduler=dask_scheduler) as t:
+        assert t.devices == ["cpu", "cpu"]   # CPU workers: CPU stand-ins of GPUs
+    _check_devices(["w0", "w1"], ["h", "h"], ["cuda:0 (A)", "cuda:1 (A)"])   # one each: fine
+    _check_devices(["w0", "w1"], ["h0", "h1"], ["cuda:0 (A)", "cuda:0 (A)"])  # two hosts
+    with pytest.raises(lk.SchedulerError, match="got the same GPU"):
+        _check_devices(["w0", "w1"], ["h", "h"], ["cuda:0 (A)", "cuda:0 (A)"])

@@ -18,7 +18,8 @@ def test_data_parallel_torch_notebook():
     losses = [float(v) for v in re.findall(r"loss ([0-9.]+), ", text(nb))]
     assert len(losses) == 6 and losses[-1] < losses[0] / 2
     bars = progress_bars(nb)
-    assert len(bars) == 6 + 4 and all(v == m for v, m in bars), bars  # every epoch's bar full
+    assert len(bars) == 6 + 6 + 4 and all(v == m for v, m in bars), bars  # every bar full
+    _workers_shown(nb)
     assert any("DataParallelTrainer" in v for v in html_values(nb, "labkit-status"))
     assert "trainer closed: True" in text(nb)
 
@@ -36,3 +37,13 @@ def _bucketing_shown(nb):
                for v in html_values(nb, "labkit-buckets")), html_values(nb, "labkit-buckets")
     padded = re.search(r"time steps a pass: (\d+) bucketed, (\d+) padded", text(nb))
     assert int(padded.group(1)) < int(padded.group(2))
+
+
+def _workers_shown(nb):
+    """The section on Dask workers: the loop ran there, learnt, and every row once an epoch."""
+    found = re.findall(r"on the workers, epoch (\d): loss=([0-9.]+) in (\d+) steps", text(nb))
+    assert [int(e) for e, _, _ in found] == list(range(6)), found
+    assert all(int(steps) == 14 for _, _, steps in found)   # 1400 rows, batches of 100
+    losses = [float(loss) for _, loss, _ in found]
+    assert losses[-1] < losses[0] / 2
+    assert figure(nb, "test accuracy on the workers:") > 0.9
