@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import LabkitError, TaskError
+from ..errors import LabkitError, TaskError, require_callable
 from ..events import TaskInfo
 from .quiet import install as _quiet_worker_log
 from .reference import unwrap
@@ -29,6 +30,7 @@ __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "run_t
 _quiet_worker_log()
 
 _env_lock = threading.Lock()
+_PROCESS = uuid.uuid4().hex     # this process, for marks that must not travel to another
 _running = threading.local()   # the task this thread runs, for callables that ask
 
 
@@ -92,6 +94,7 @@ class FunctionCallable(TaskCallable):
     """
 
     def __init__(self, fn: Callable[[Any], Any], holds_gil: bool = False):
+        require_callable(fn, "fn", "FunctionCallable")
         self.fn = fn
         self.holds_gil = holds_gil
 
@@ -216,13 +219,19 @@ def _worker_address() -> str:
 
 
 def _ensure_environment(task_callable: TaskCallable) -> None:
-    # The scattered callable object is shared by all tasks in a worker process.
-    if getattr(task_callable, "_labkit_env_ready", False):
+    """Call ``setup_environment`` once in this process for ``task_callable``.
+
+    The scattered callable object is shared by all tasks in a worker process,
+    so it carries the mark; the mark names this process, because a copy made
+    after its setup (Dask replicating it from a worker where it ran to
+    another) must set that other process up too.
+    """
+    if getattr(task_callable, "_labkit_env_ready", None) == _PROCESS:
         return
     with _env_lock:
-        if not getattr(task_callable, "_labkit_env_ready", False):
+        if getattr(task_callable, "_labkit_env_ready", None) != _PROCESS:
             task_callable.setup_environment()
-            task_callable._labkit_env_ready = True
+            task_callable._labkit_env_ready = _PROCESS
 
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:
