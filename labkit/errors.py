@@ -38,6 +38,7 @@ __all__ = [
     "for_caller",
     "user_frames",
     "pulled",
+    "require_callable",
 ]
 
 #: Show labkit's (and Dask's) own frames in the tracebacks of errors handed to the
@@ -219,7 +220,9 @@ def for_caller(err: BaseException) -> BaseException:
     if not isinstance(err, LabkitError):
         return err
     text = getattr(err, "user_traceback", None)
-    if text and err.__cause__ is None:
+    # a RemoteTraceback made where the error was raised (a node's hook, see Node) is made
+    # again here, where the sources of a notebook's functions can be found
+    if text and (err.__cause__ is None or isinstance(err.__cause__, RemoteTraceback)):
         err.__cause__ = RemoteTraceback(_with_dynamic_sources(text))
     if not SHOW_INTERNAL_FRAMES:
         err.__traceback__ = None
@@ -332,6 +335,25 @@ def pulled(items, item: str = "chunk", source: str | None = None, **where):
                              f"{item} {index}", **where, **{item: index}) from exc
         yield value
         index += 1
+
+
+def require_callable(value, argument: str, what: str) -> None:
+    """An :class:`InputError` naming ``argument`` unless ``value`` can be called.
+
+    For callbacks labkit keeps and calls later (subscribers, done and shutdown
+    callbacks, task functions): refused when given, not logged or raised
+    from another thread when first called.
+
+    Examples
+    --------
+    >>> require_callable(5, "fn", "run.add_done_callback")
+    Traceback (most recent call last):
+    ...
+    labkit.errors.InputError: run.add_done_callback takes a callable, got int 5 [argument fn]
+    """
+    if not callable(value):
+        raise InputError(f"{what} takes a callable, got {type(value).__name__} {value!r:.60}",
+                         argument=argument)
 
 
 class NotForkableError(LabkitError):

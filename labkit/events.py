@@ -25,10 +25,13 @@ Examples
 from __future__ import annotations
 
 import logging
+import numbers
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .errors import InputError, require_callable
 
 __all__ = [
     "Event", "TaskInfo", "RunStarted", "RunFinished", "PhaseStarted", "PhaseFinished",
@@ -203,6 +206,7 @@ class EventBus:
     def __init__(self):
         self._subscribers: list[tuple[Callable[[Event], Any], Any]] = []
         self._lock = threading.Lock()
+        self._failing: set = set()   # (subscriber, exception type) already logged
 
     def subscribe(self, fn: Callable[[Event], Any],
                   state_every: float | Callable[[], float | None] | None = None
@@ -213,6 +217,12 @@ class EventBus:
         seconds; a callable is asked each time (a run forwarding to its own
         subscribers says what they want).
         """
+        require_callable(fn, "fn", "subscribe")
+        if not (state_every is None or callable(state_every) or (
+                isinstance(state_every, numbers.Real) and not isinstance(state_every, bool)
+                and state_every > 0)):
+            raise InputError(f"state_every must be a positive number of seconds, a callable "
+                             f"or None, got {state_every!r}", argument="state_every")
         entry = (fn, state_every)
         with self._lock:
             self._subscribers = [*self._subscribers, entry]
@@ -239,8 +249,20 @@ class EventBus:
         for fn, _ in self._subscribers:  # a snapshot: the list is replaced, never mutated
             try:
                 fn(event)
-            except Exception:  # a view must never stop a run
-                logger.exception("labkit event subscriber %r failed on %s", fn, type(event).__name__)
+            except Exception as exc:  # a view must never stop a run
+                self._log_failure(fn, event, exc)
+
+    def _log_failure(self, fn, event: Event, exc: Exception) -> None:
+        """Log a subscriber's failure with its traceback, once for each kind of error:
+        a broken view would otherwise log one traceback for every event of a run."""
+        key = (id(fn), type(exc))
+        with self._lock:
+            first = key not in self._failing
+            self._failing.add(key)
+        if first:
+            logger.error("labkit event subscriber %r failed on %s (its further %s failures "
+                         "are not logged)", fn, type(event).__name__, type(exc).__name__,
+                         exc_info=exc)
 
 
 class Observable:

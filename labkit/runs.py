@@ -30,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import numbers
 import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import CancelledError, LabkitError, for_caller
+from .errors import CancelledError, InputError, LabkitError, for_caller, require_callable
 from .events import Observable, RunFinished, RunStarted, run_of
 
 __all__ = ["Run", "RunControl", "RunScope", "run_scope", "start", "new_run_id"]
@@ -264,12 +265,12 @@ class Run(Observable):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the end; returns whether it ended within ``timeout``."""
-        return self._done.wait(timeout)
+        return self._done.wait(_seconds(timeout))
 
     def result(self, timeout: float | None = None):
         """Wait for the run and return its result, or raise its error here."""
         __tracebackhide__ = True
-        if not self._done.wait(timeout):
+        if not self._done.wait(_seconds(timeout)):
             raise TimeoutError(f"run {self.id} still going after {timeout} s")
         if self._error is not None:
             raise for_caller(self._error) from self._error.__cause__
@@ -277,7 +278,7 @@ class Run(Observable):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait for the run and return its error, or None."""
-        if not self._done.wait(timeout):
+        if not self._done.wait(_seconds(timeout)):
             raise TimeoutError(f"run {self.id} still going after {timeout} s")
         return self._error
 
@@ -299,6 +300,7 @@ class Run(Observable):
 
     def add_done_callback(self, fn: Callable[["Run"], Any]) -> None:
         """Call ``fn(run)`` when the run ends (at once if it has); errors are logged."""
+        require_callable(fn, "fn", "run.add_done_callback")
         with self._callbacks_lock:
             if not self._done.is_set():
                 self._callbacks.append(fn)
@@ -331,12 +333,13 @@ class Run(Observable):
         Returns a function that unsubscribes.
         """
         with self._events_lock:  # no live event can slip in between the replay and the rest
+            unsubscribe = super().subscribe(fn, state_every)   # checks fn first
             for event in self._history:
                 try:
                     fn(event)
-                except Exception:
-                    logger.exception("labkit run subscriber %r failed", fn)
-            return super().subscribe(fn, state_every)
+                except Exception as exc:   # logged as the live events' failures are
+                    self.events._log_failure(fn, event, exc)
+            return unsubscribe
 
     @property
     def status(self) -> str:
@@ -349,6 +352,16 @@ class Run(Observable):
 
     def __repr__(self):
         return f"<labkit Run {self.kind} {self.id}: {self.status}>"
+
+
+def _seconds(timeout):
+    """``timeout`` for a wait: ``None`` (no limit) or seconds >= 0, else an InputError."""
+    if timeout is None or timeout == float("inf"):   # a lock cannot wait an infinite time
+        return None
+    if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and timeout >= 0:
+        return timeout
+    raise InputError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}",
+                     argument="timeout")
 
 
 def _call(fn, run) -> None:

@@ -77,6 +77,43 @@ class FussyPCA(PCA):
         super()._train(x, *args)
 
 
+class FaultyPCA(PCA):
+    """A PCA whose hook named ``fails_in`` (``"_train"``, ``"_join"``...) raises a ValueError.
+
+    ``fails_in = None`` makes it a plain PCA again; forks keep the setting.
+    """
+
+    def __init__(self, fails_in=None, **kw):
+        super().__init__(**kw)
+        self.fails_in = fails_in
+
+    def _fail(self, hook):
+        if self.fails_in == hook:
+            raise ValueError(f"{hook} went wrong")
+
+    def _train(self, x):
+        self._fail("_train")
+        super()._train(x)
+
+    def _stop_training(self):
+        self._fail("_stop_training")
+        super()._stop_training()
+
+    def _fork(self):
+        self._fail("_fork")
+        forked = super()._fork()
+        forked.fails_in = self.fails_in
+        return forked
+
+    def _join(self, forked):
+        self._fail("_join")
+        super()._join(forked)
+
+    def _execute(self, x):
+        self._fail("_execute")
+        return super()._execute(x)
+
+
 class SlowPCA(PCA):
     """A PCA whose chunks take ``delay`` seconds each (for fault and cancel tests)."""
 

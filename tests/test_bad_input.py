@@ -24,6 +24,7 @@ from labkit.ensemble import BlendIndex, FoldIndex, Layer, ParallelEvaluation, Pa
 from labkit.nodes import (FDA, PCA, SFA, GaussianClassifier, KMeans, LinearRegression,
                           OnlineLinearRegression, PolynomialExpansion)
 from labkit.program import Call, Popen, Program, Registers, Repeat, Seq, Weave
+from tests.helpers import FaultyPCA, FussyPCA
 
 RNG = np.random.default_rng(7)
 X = RNG.normal(size=(200, 4)) * [3.0, 2.0, 1.0, 0.5]
@@ -124,6 +125,78 @@ def nothing():
     return None
 
 
+def fussy_chunks():
+    """``chunks()`` whose chunk 1 starts with 999, which a FussyPCA refuses."""
+    parts = [c.copy() for c in chunks()]
+    parts[1][0, 0] = 999
+    return parts
+
+
+def pca_trains(_):
+    train_ok(lk.Flow([PCA(output_dim=2)]))
+
+
+def trains(node_class, data, **params):
+    """A good step: a fresh ``node_class(**params)`` trains on ``data``."""
+    return lambda _: lk.Flow([node_class(**params)]).train([data])
+
+
+def joined_once():
+    """A PCA and a fork of it trained on ``X`` and joined into it once."""
+    node = PCA(output_dim=2)
+    fork = node.fork()
+    fork.train(X)
+    node.join(fork)
+    return node, fork
+
+
+def finish_joined(pair):
+    node, _ = pair
+    node.stop_training()
+    np.testing.assert_allclose(node.avg, X.mean(axis=0))   # the fork counted once
+
+
+def manual_phase():
+    """A ParallelFlow set up for manual training, its tasks taken (not run)."""
+    flow = lk.ParallelFlow([PCA(output_dim=2)])
+    flow.setup_parallel_training([chunks()])
+    flow.tasks = [flow.get_task() for _ in range(4)]
+    return flow
+
+
+def manual_results_ok(flow):
+    flow.use_results([callable_.fork()(chunk) for chunk, callable_ in flow.tasks])
+    assert not flow.is_parallel_training and not flow[0].is_training()
+
+
+def manual_execution():
+    flow = lk.ParallelFlow([PCA(output_dim=2)])
+    train_ok(flow)
+    flow.setup_parallel_execution([])
+    return flow
+
+
+def seven():
+    return lk.runs.start("demo", [], lambda scope: 7, wait=False)
+
+
+def in_batch(fn):
+    """``fn(batch)`` on a new batch of the scheduler, closed after."""
+    def bad(s):
+        with s.batch() as b:
+            return fn(b)
+    return bad
+
+
+def broken_chunks():
+    yield 1
+    raise OSError("the disk went away")
+
+
+def scheduler_ok(s):
+    assert s.add_task(2, lambda x: x + 1) is not None and s.get_results() == [3]
+
+
 CASES: dict[str, Case] = {
     # -- flows: construction, data, sources ------------------------------------------------
     "flow of one bare node": Case(
@@ -178,6 +251,40 @@ CASES: dict[str, Case] = {
     "unknown join mode": Case(
         pflow_of(PCA(output_dim=2)), lambda f: f.train([chunks()], join="tree"), lk.InputError,
         ("join", "'tree'"), train_ok),
+    "ragged rows in a chunk": Case(
+        flow_of(PCA(output_dim=2)), lambda f: f.train([[[X[0], X[1, :2]]]]), lk.InputError,
+        ("2-D", "list", "node 0", "chunk 0"), train_ok),
+    "chunk without columns": Case(
+        flow_of(PCA(output_dim=2)), lambda f: f.train([[np.empty((10, 0))]]), lk.InputError,
+        ("at least one column", "chunk 0"), train_ok),
+    "(x, y) chunks for a node of x alone": Case(
+        flow_of(PCA(output_dim=2)), lambda f: f.train([targets(chunks())]), lk.InputError,
+        ("PCA trains on x alone", "node 0", "phase 0", "chunk 0"), train_ok),
+    "(x, y) chunks for a node of x alone (parallel)": Case(
+        pflow_of(PCA(output_dim=2)), lambda f: f.train([targets(chunks())]), lk.InputError,
+        ("PCA trains on x alone", "node 0", "chunk"), train_ok),
+    "string targets": Case(
+        flow_of(LinearRegression()),
+        lambda f: f.train([[(X[:3], np.array(["a", "b", "c"]))]]), lk.InputError,
+        ("numeric targets", "'LinearRegression'", "chunk 0"),
+        lambda f: f.train([targets(chunks())])),
+    "a node's _train raises (serial)": Case(
+        flow_of(FussyPCA(output_dim=2)), lambda f: f.train([fussy_chunks()]),
+        lk.TaskError, ("FussyPCA._train failed with ValueError", "999", "node 0", "phase 0",
+                       "chunk 1"), train_ok),
+    "a node's _stop_training raises (serial)": Case(
+        flow_of(FaultyPCA("_stop_training", output_dim=2)), lambda f: f.train([chunks()]),
+        lk.TaskError, ("FaultyPCA._stop_training failed with ValueError", "node 0", "phase 0"),
+        lambda f: (setattr(f[0], "fails_in", None), train_ok(f))),
+    "a node's _execute raises (serial)": Case(
+        lambda: lk.Flow([FaultyPCA(output_dim=2)]),
+        lambda f: (train_ok(f), setattr(f[0], "fails_in", "_execute"), f.execute(chunks())),
+        lk.TaskError, ("FaultyPCA._execute failed with ValueError", "node 0", "chunk 0"),
+        lambda f: (setattr(f[0], "fails_in", None), execute_ok(f))),
+    "a node's _fork raises (parallel)": Case(
+        pflow_of(FaultyPCA("_fork", output_dim=2)), lambda f: f.train([chunks()]),
+        lk.TaskError, ("FaultyPCA._fork failed with ValueError", "node 0", "phase 0"),
+        lambda f: (setattr(f[0], "fails_in", None), train_ok(f))),
     # -- non-finite data: named by node, phase and chunk, statistics untouched --------------
     "NaN in a PCA chunk": Case(
         flow_of(PCA(output_dim=2)), lambda f: f.train([with_bad(np.nan, (2, 5))]),
@@ -225,6 +332,74 @@ CASES: dict[str, Case] = {
     "regression without targets": Case(
         flow_of(LinearRegression()), lambda f: f.train([chunks()]), lk.InputError,
         ("needs targets", "chunk 0"), lambda f: f.train([targets(chunks())])),
+    "FDA output_dim 0": Case(
+        nothing, lambda _: FDA(output_dim=0), lk.InputError, ("output_dim", "0", "'FDA'"),
+        trains(FDA, labelled(chunks()))),
+    "FDA output_dim 1.5": Case(
+        nothing, lambda _: FDA(output_dim=1.5), lk.InputError, ("output_dim", "1.5", "'FDA'"),
+        trains(FDA, labelled(chunks()))),
+    "FDA output_dim beyond the input": Case(
+        flow_of(FDA(output_dim=9)), lambda f: f.train([labelled(chunks())]), lk.InputError,
+        ("output_dim 9", "input dim 4", "phase 0", "chunk 0"),
+        lambda f: (setattr(f, "nodes", [FDA()]), f.train([labelled(chunks())]))),
+    "k-means n_clusters 2.5": Case(
+        nothing, lambda _: KMeans(n_clusters=2.5), lk.InputError, ("n_clusters", "2.5"),
+        trains(KMeans, chunks(), n_clusters=2)),
+    "k-means n_clusters a word": Case(
+        nothing, lambda _: KMeans(n_clusters="abc"), lk.InputError, ("n_clusters", "'abc'"),
+        trains(KMeans, chunks(), n_clusters=2)),
+    "k-means tol a word": Case(
+        nothing, lambda _: KMeans(2, tol="x"), lk.InputError, ("tol", "'x'", "'KMeans'"),
+        trains(KMeans, chunks(), n_clusters=2)),
+    "k-means max_iter 2.5": Case(
+        nothing, lambda _: KMeans(2, max_iter=2.5), lk.InputError, ("max_iter", "2.5"),
+        trains(KMeans, chunks(), n_clusters=2)),
+    "classifier reg a word": Case(
+        nothing, lambda _: GaussianClassifier(reg="a"), lk.InputError,
+        ("reg", "'a'", "'GaussianClassifier'"), trains(GaussianClassifier, labelled(chunks()))),
+    "classifier reg NaN": Case(
+        nothing, lambda _: GaussianClassifier(reg=float("nan")), lk.InputError,
+        ("reg", "nan"), trains(GaussianClassifier, labelled(chunks()))),
+    "regression reg None": Case(
+        nothing, lambda _: LinearRegression(reg=None), lk.InputError,
+        ("reg", "None", "'LinearRegression'"), trains(LinearRegression, targets(chunks()))),
+    "online learning_rate a word": Case(
+        nothing, lambda _: OnlineLinearRegression(learning_rate="x"), lk.InputError,
+        ("learning_rate", "'x'"), trains(OnlineLinearRegression, targets(chunks()))),
+    "online epochs 1.5": Case(
+        nothing, lambda _: OnlineLinearRegression(epochs=1.5), lk.InputError,
+        ("epochs", "1.5"), trains(OnlineLinearRegression, targets(chunks()))),
+    "node dtype unknown": Case(
+        nothing, lambda _: PCA(dtype="foo"), lk.InputError, ("dtype", "'foo'", "'PCA'"),
+        pca_trains),
+    "node dtype it does not support": Case(
+        nothing, lambda _: PCA(dtype="int64"), lk.InputError, ("int64", "supported"),
+        pca_trains),
+    "node input_dim 0": Case(
+        nothing, lambda _: PCA(input_dim=0), lk.InputError, ("input_dim", "0", "'PCA'"),
+        pca_trains),
+    "node input_dim a str": Case(
+        nothing, lambda _: SFA(input_dim="4"), lk.InputError, ("input_dim", "'4'", "'SFA'"),
+        pca_trains),
+    # -- fork and join, and the manual task API ----------------------------------------------
+    "join a fork twice": Case(
+        joined_once, lambda pair: pair[0].join(pair[1]), lk.TrainingError,
+        ("joined already", "twice", "'PCA'"), finish_joined),
+    "join a number": Case(
+        lambda: PCA(output_dim=2), lambda n: n.join(5), lk.TrainingError,
+        ("join takes a fork", "int", "'PCA'"), lambda n: (n.train(X), n.stop_training())),
+    "join a fork of another node": Case(
+        lambda: PCA(output_dim=2), lambda n: n.join(SFA().fork()), lk.TrainingError,
+        ("join takes a fork", "SFA"), lambda n: (n.train(X), n.stop_training())),
+    "use_results of junk": Case(
+        manual_phase, lambda f: f.use_results([5]), lk.TrainingError,
+        ("join takes a fork", "int", "node 0"), manual_results_ok),
+    "use_results of a number": Case(
+        manual_phase, lambda f: f.use_results(5), lk.InputError, ("use_results", "int"),
+        manual_results_ok),
+    "use_results of no results (execute)": Case(
+        manual_execution, lambda f: f.use_results([]), lk.InputError, ("no results",),
+        execute_ok),
     # -- execute --------------------------------------------------------------------------------
     "execute before training": Case(
         flow_of(PCA(output_dim=2)), lambda f: f.execute(X), lk.TrainingError,
@@ -343,6 +518,43 @@ CASES: dict[str, Case] = {
     "task callable not callable": Case(
         lk.LocalScheduler, lambda s: s.add_task(1, 5), lk.InputError, ("task_callable", "int"),
         lambda s: (s.add_task(2, lambda x: x + 1), s.get_results() == [3])),
+    "result container of a number": Case(
+        nothing, lambda _: lk.LocalScheduler(result_container=5), lk.InputError,
+        ("result_container", "int"), lambda _: scheduler_ok(lk.LocalScheduler())),
+    "batch of a list": Case(
+        lk.LocalScheduler, lambda s: s.batch([]), lk.InputError, ("result_container", "list"),
+        scheduler_ok),
+    "result container set to a str": Case(
+        lk.LocalScheduler, lambda s: setattr(s, "result_container", "x"), lk.InputError,
+        ("result_container", "str"), scheduler_ok),
+    "add_tasks of a number": Case(
+        lk.LocalScheduler, in_batch(lambda b: b.add_tasks(5, lambda x: x)), lk.InputError,
+        ("add_tasks", "cannot be iterated"), scheduler_ok),
+    "add_tasks of a source that raises": Case(
+        lk.LocalScheduler, in_batch(lambda b: b.add_tasks(broken_chunks(), lambda x: x)),
+        lk.InputError, ("add_tasks", "OSError", "chunk 1"), scheduler_ok),
+    "function callable of a number": Case(
+        nothing, lambda _: lk.FunctionCallable(5), lk.InputError, ("FunctionCallable", "int 5"),
+        lambda _: scheduler_ok(lk.LocalScheduler())),
+    "on_shutdown of a number": Case(
+        lk.LocalScheduler, lambda s: s.on_shutdown(5), lk.InputError, ("on_shutdown", "int"),
+        scheduler_ok),
+    "subscribe a number": Case(
+        lk.LocalScheduler, lambda s: s.subscribe(5), lk.InputError, ("subscribe", "int"),
+        scheduler_ok),
+    "subscribe with state_every a word": Case(
+        lk.LocalScheduler, lambda s: s.subscribe(print, state_every="x"), lk.InputError,
+        ("state_every", "'x'"), scheduler_ok),
+    # -- runs -------------------------------------------------------------------------------------
+    "done callback of a number": Case(
+        seven, lambda r: r.add_done_callback(5), lk.InputError, ("add_done_callback", "int 5"),
+        lambda r: r.result(10) == 7),
+    "run result with a timeout word": Case(
+        seven, lambda r: r.result(timeout="5"), lk.InputError, ("timeout", "'5'"),
+        lambda r: r.result(10) == 7),
+    "run wait with a negative timeout": Case(
+        seven, lambda r: r.wait(-1), lk.InputError, ("timeout", "-1"),
+        lambda r: (r.wait(10), r.result(10) == 7)),
     "add_task before any callable": Case(
         lk.LocalScheduler, lambda s: s.add_task(1), lk.SchedulerError, ("task_callable",),
         lambda s: (s.add_task(2, lambda x: x + 1), s.get_results() == [3])),
@@ -369,7 +581,7 @@ def test_bad_input_is_a_located_labkit_error_and_nothing_is_lost(name):
 
 
 def test_the_table_covers_every_area():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 100
 
 
 def test_registers_hold_the_good_value_after_a_bad_read():

@@ -134,8 +134,10 @@ class Flow:
         try:
             while node.is_training():
                 self._train_phase_serial(i, chunks)
-        except BaseException:
+        except BaseException as exc:
             restore_node(node, snapshot)
+            if isinstance(exc, LabkitError):
+                exc.locate(node=i, node_name=node.name)
             raise
 
     def _train_phase_serial(self, i: int, chunks) -> None:

@@ -15,7 +15,7 @@ the loop only ever sees parallel phases.  Execution works the same way with
 
 from __future__ import annotations
 
-from ..errors import LabkitError, NotForkableError, TrainingError
+from ..errors import InputError, LabkitError, NotForkableError, TrainingError
 from .callables import FlowExecuteCallable, FlowTrainCallable
 from .sources import as_chunks
 
@@ -38,6 +38,14 @@ class _Tasks:
     def take(self):
         chunk, self.next = self.next, next(self._chunks, _END)
         return chunk, self.task_callable
+
+
+def _result_list(results) -> list:
+    """``results`` (what ``scheduler.get_results()`` returned) as a list, or an InputError."""
+    if isinstance(results, (str, bytes)) or not hasattr(results, "__iter__"):
+        raise InputError("use_results takes the list scheduler.get_results() returned, got "
+                         f"{type(results).__name__}", argument="results")
+    return list(results)
 
 
 class ManualTasksMixin:
@@ -89,14 +97,20 @@ class ManualTasksMixin:
         if self._manual is None:
             raise TrainingError("use_results without setup_parallel_training/execution")
         mode, state = self._manual
+        results = _result_list(results)
         if mode == "execute":
+            if not results:
+                raise InputError("use_results got no results to execute: add a task for each "
+                                 "get_task() and pass what scheduler.get_results() returns")
             self._manual = None
             return self._join_manual_execute(state, results)
         i = state["plan"][0][0]
         node = self.nodes[i]
-        for forked in results:
-            node.join(forked)
         try:
+            for forked in results:   # all checked first: a bad one leaves the node as it was
+                node._check_fork(forked)
+            for forked in results:
+                node.join(forked)
             node.stop_training()
         except LabkitError as err:
             raise err.locate(node=i, node_name=node.name)

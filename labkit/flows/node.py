@@ -36,15 +36,68 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
+import math
+import numbers
 from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, NotForkableError, TrainingError
+from ..errors import (InputError, LabkitError, NotForkableError, RemoteTraceback, TrainingError,
+                      located)
 
-__all__ = ["Node", "FLOAT_DTYPES", "require_finite"]
+__all__ = ["Node", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
 
 FLOAT_DTYPES = ("float32", "float64")
+
+
+def positive_int(node: "Node", value, what: str, allow_none: bool = False) -> int | None:
+    """``value`` as an int >= 1 (``None`` where allowed), else an InputError naming it.
+
+    One rule for every count a node takes (``n_clusters``, ``epochs``,
+    ``input_dim``...): a float such as 2.5 is refused rather than truncated.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+            or value < 1:
+        raise InputError(f"{node.name} {what} must be an int >= 1, got {value!r}",
+                         node_name=node.name, argument=what)
+    return int(value)
+
+
+def real_number(node: "Node", value, what: str, low: float = 0.0, high: float = math.inf,
+                open_low: bool = False, open_high: bool = False) -> float:
+    """``value`` as a finite float within ``low``..``high``, else an InputError naming it.
+
+    ``open_low``/``open_high`` leave the bound itself out.
+    """
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) \
+        and math.isfinite(value) and (value > low if open_low else value >= low) \
+        and (value < high if open_high else value <= high)
+    if not ok:
+        lower = f"{'(' if open_low else '['}{low:g}"
+        upper = f"{high:g}{')' if open_high or high == math.inf else ']'}"
+        raise InputError(f"{node.name} {what} must be a finite number in {lower}, {upper}, "
+                         f"got {value!r}", node_name=node.name, argument=what)
+    return float(value)
+
+
+@functools.lru_cache(maxsize=None)
+def _extra_parts(train) -> tuple[int, int | None]:
+    """How many parts besides ``x`` a ``_train`` takes: ``(required, most)``; most None: any."""
+    try:
+        params = list(inspect.signature(train).parameters.values())[1:]   # without self
+    except (TypeError, ValueError):   # no signature to read: let _train judge
+        return 0, None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unlimited = any(p.kind == p.VAR_POSITIONAL for p in params)
+    if positional:
+        positional = positional[1:]   # x
+    required = sum(1 for p in positional if p.default is p.empty)
+    return required, None if unlimited else len(positional)
 
 
 def require_finite(node: "Node", values, what: str = "its input") -> None:
@@ -90,11 +143,11 @@ class Node:
 
     def __init__(self, input_dim=None, output_dim=None, dtype=None, check_finite=False,
                  name=None):
-        self._input_dim = input_dim
-        self._output_dim = output_dim
-        self._dtype = np.dtype(dtype) if dtype is not None else None
-        self.check_finite = check_finite
         self.name = name or type(self).__name__
+        self._input_dim = positive_int(self, input_dim, "input_dim", allow_none=True)
+        self._output_dim = output_dim
+        self._dtype = self._checked_dtype(dtype)
+        self.check_finite = check_finite
         self._phase = 0
         self._training = self.is_trainable()
         self._samples = 0
@@ -156,10 +209,9 @@ class Node:
         if not self._training:
             raise TrainingError(f"training of {self.name} is finished", node_name=self.name)
         x = self._check_input(x)
-        try:
+        self._check_parts(args)
+        with self._hook("_train"):
             self._train(x, *args)
-        except InputError as err:
-            raise err.locate(node_name=self.name, phase=self._phase)
         self._samples += x.shape[0]
 
     def stop_training(self) -> None:
@@ -169,15 +221,16 @@ class Node:
         if self._samples == 0:
             raise InputError(f"{self.name} got no data in phase {self._phase}",
                              node_name=self.name, phase=self._phase)
-        try:
-            self._stop_training()
-        except (np.linalg.LinAlgError, FloatingPointError) as exc:
-            # Non-finite statistics are the usual cause; the chunks are named by
-            # require_finite where a node checks them, this covers the others.
-            raise InputError(f"{self.name} could not finish phase {self._phase}: "
-                             f"{type(exc).__name__}: {exc}; its statistics hold NaN or inf "
-                             "if the data was not finite (check_finite=True finds the chunk)",
-                             node_name=self.name, phase=self._phase) from exc
+        with self._hook("_stop_training"):
+            try:
+                self._stop_training()
+            except (np.linalg.LinAlgError, FloatingPointError) as exc:
+                # Non-finite statistics are the usual cause; the chunks are named by
+                # require_finite where a node checks them, this covers the others.
+                raise InputError(f"{self.name} could not finish phase {self._phase}: "
+                                 f"{type(exc).__name__}: {exc}; its statistics hold NaN or "
+                                 "inf if the data was not finite (check_finite=True finds "
+                                 "the chunk)", node_name=self.name, phase=self._phase) from exc
         if self._has_next_phase():
             self._phase += 1
         else:
@@ -199,7 +252,9 @@ class Node:
             raise TrainingError(f"{self.name} must be trained before execute "
                                 f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
                                 node_name=self.name)
-        return self._execute(self._check_input(x))
+        x = self._check_input(x)
+        with self._hook("_execute"):
+            return self._execute(x)
 
     __call__ = execute
 
@@ -210,7 +265,11 @@ class Node:
         if not (self._training or self.use_execute_fork()):
             raise TrainingError(f"{self.name} is trained and does not learn in execute; "
                                 "nothing to fork", node_name=self.name)
-        forked = self._fork()
+        with self._hook("_fork"):
+            forked = self._fork()
+        if not isinstance(forked, Node):
+            raise TrainingError(f"{type(self).__name__}._fork returned a "
+                                f"{type(forked).__name__}, not a Node", **self._where())
         forked.name = self.name
         forked._phase, forked._training = self._phase, self._training
         forked._input_dim, forked._dtype = self._input_dim, self._dtype
@@ -220,9 +279,7 @@ class Node:
 
     def join(self, forked: "Node") -> None:
         """Merge the statistics of ``forked`` into this node."""
-        if forked._phase != self._phase:
-            raise TrainingError(f"cannot join a fork of phase {forked._phase} into "
-                                f"{self.name} at phase {self._phase}", node_name=self.name)
+        self._check_fork(forked)
         for attr, what in (("_input_dim", "input dim"), ("_dtype", "dtype")):
             mine, theirs = getattr(self, attr), getattr(forked, attr)
             if mine is None:
@@ -230,9 +287,50 @@ class Node:
             elif theirs is not None and mine != theirs:
                 raise InputError(f"{self.name} expects {what} {mine}, a chunk had {theirs}",
                                  node_name=self.name, phase=self._phase)
-        self._join(forked)
+        with self._hook("_join"):
+            self._join(forked)
+        # its statistics are in here now: joining it again would count them twice
+        forked._joined = True
         self._samples += forked._samples
         self._joins += 1
+
+    def _check_fork(self, forked) -> None:
+        """A TrainingError unless ``forked`` is a fork of this node's kind and phase, not
+        joined yet."""
+        related = isinstance(forked, Node) and (isinstance(forked, type(self))
+                                                or isinstance(self, type(forked)))
+        if not related:
+            raise TrainingError(f"{self.name}.join takes a fork of this node (node.fork()), "
+                                f"got {type(forked).__name__}", **self._where())
+        if getattr(forked, "_joined", False):
+            raise TrainingError(f"this fork was joined already; joining it into {self.name} "
+                                "again would count its samples twice", **self._where())
+        if forked._phase != self._phase:
+            raise TrainingError(f"cannot join a fork of phase {forked._phase} into "
+                                f"{self.name} at phase {self._phase}", **self._where())
+
+    # -- the hooks' errors -------------------------------------------------------
+
+    def _where(self) -> dict:
+        """This node's location: its name, and its phase while it trains."""
+        return {"node_name": self.name, "phase": self._phase if self._training else None}
+
+    @contextlib.contextmanager
+    def _hook(self, hook: str):
+        """Run a subclass hook: its labkit errors gain the node (and phase), others
+        become a TaskError naming them, with the original's type, message and traceback.
+
+        So an error of a node's own code names its place the same way whether the
+        node trains serially, on the client or on a worker.
+        """
+        try:
+            yield
+        except LabkitError as err:
+            raise err.locate(**self._where())
+        except Exception as exc:
+            err = located(exc, f"{type(self).__name__}.{hook}", **self._where())
+            # shown as the cause, as for a task's error handed to its caller (for_caller)
+            raise err from RemoteTraceback(err.user_traceback or err.remote_traceback)
 
     # -- views -----------------------------------------------------------------
 
@@ -260,10 +358,13 @@ class Node:
     def _check_input(self, x) -> np.ndarray:
         """Fix input dim and dtype from the first chunk; check every later one."""
         if not isinstance(x, np.ndarray):
-            x = np.asarray(x)
+            x = self._as_array(x)
         if x.ndim != 2:
             raise InputError(f"{self.name} expects a 2-D array (samples x features), "
                              f"got shape {x.shape}", node_name=self.name)
+        if x.shape[1] == 0:
+            raise InputError(f"{self.name} expects at least one column (feature), got shape "
+                             f"{x.shape}", node_name=self.name)
         if self.supported_dtypes is not None and x.dtype.name not in self.supported_dtypes:
             raise InputError(f"{self.name} does not support dtype {x.dtype} "
                              f"(supported: {', '.join(self.supported_dtypes)})",
@@ -281,6 +382,51 @@ class Node:
         if self.check_finite and x.dtype.kind in "fc" and not np.isfinite(x).all():
             raise InputError(f"{self.name} got NaN or inf in its input", node_name=self.name)
         return x
+
+    def _as_array(self, x) -> np.ndarray:
+        """A chunk that is not an array (a list, a DataFrame) as one, or an InputError."""
+        try:
+            array = np.asarray(x)
+        except (ValueError, TypeError) as exc:   # ragged rows, say
+            raise InputError(f"{self.name} expects a 2-D array (samples x features), got a "
+                             f"{type(x).__name__} that is not one ({exc})",
+                             node_name=self.name) from None
+        if array.ndim != 2:
+            raise InputError(f"{self.name} expects a 2-D array (samples x features), got a "
+                             f"{type(x).__name__} of shape {array.shape}", node_name=self.name)
+        return array
+
+    def _check_parts(self, args: tuple) -> None:
+        """An InputError when a chunk has more (or fewer) parts than ``_train`` takes.
+
+        A chunk ``(x, y)`` for a node that learns from ``x`` alone would otherwise
+        fail inside ``_train`` with Python's own argument error, or not at all.
+        """
+        required, most = _extra_parts(type(self)._train)
+        if most is not None and len(args) > most:
+            takes = "x alone" if most == 0 else f"x and at most {most} more part(s)"
+            raise InputError(f"{self.name} trains on {takes}, but the chunk has {len(args)} "
+                             f"more (a tuple (x, ...)); give it "
+                             f"{'plain arrays' if most == 0 else 'fewer parts'}",
+                             node_name=self.name)
+        if len(args) < required:
+            raise InputError(f"{self.name} needs {required} part(s) besides x in each chunk "
+                             f"(a tuple (x, ...)), got {len(args)}", node_name=self.name)
+
+    def _checked_dtype(self, dtype) -> np.dtype | None:
+        """``dtype`` as a numpy dtype this node supports, or an InputError naming it."""
+        if dtype is None:
+            return None
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise InputError(f"{self.name} dtype must be a numpy dtype, got {dtype!r}",
+                             node_name=self.name, argument="dtype") from None
+        if self.supported_dtypes is not None and dtype.name not in self.supported_dtypes:
+            raise InputError(f"{self.name} does not support dtype {dtype} (supported: "
+                             f"{', '.join(self.supported_dtypes)})", node_name=self.name,
+                             argument="dtype")
+        return dtype
 
     # -- hooks for subclasses ----------------------------------------------------
 

@@ -214,9 +214,11 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 plots = listening and scheduler.state_every is not None
                 emit(PhaseFinished(scope.id, i, node.name, phase, n_tasks,
                                    state=_view_state(node, plots) if listening else None))
-        except BaseException:
+        except BaseException as exc:
             emit(PhaseFinished(scope.id, i, node.name, node.phase, 0, ok=False))
             restore_node(node, snapshot)
+            if isinstance(exc, LabkitError):   # e.g. the node's own fork() failed
+                exc.locate(node=i, node_name=node.name)
             raise
 
     @staticmethod

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node, require_finite
+from ..flows.node import Node, real_number, require_finite
 
 __all__ = ["GaussianClassifier"]
 
@@ -113,9 +113,7 @@ class GaussianClassifier(Node):
 
     def __init__(self, reg=1e-6, **kw):
         super().__init__(**kw)
-        if reg < 0:
-            raise InputError(f"reg must be >= 0, got {reg}", node_name=self.name)
-        self.reg = float(reg)
+        self.reg = real_number(self, reg, "reg")
         self._sums: dict = {}
         self.classes = None
         self.means = self.covs = self.priors = None

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import InputError
 from ..flows.node import Node, require_finite
 from .classifier import check_labels, class_sums, merge_sums, sorted_classes
+from .pca import check_output_fits, parse_output_dim
 
 __all__ = ["FDA"]
 
@@ -115,8 +116,9 @@ class FDA(Node):
     holds_gil = False  # numpy/BLAS (torch) work: runs on threads
 
     def __init__(self, output_dim=None, **kw):
-        super().__init__(output_dim=output_dim, **kw)
-        self._requested_dim = output_dim
+        super().__init__(**kw)
+        self._output_dim, _ = parse_output_dim(self, output_dim, fraction_ok=False)
+        self._requested_dim = self._output_dim
         self._sums: dict = {}
         self._within = self._total = None
         self.classes = self.mean = self.v = self.ratios = None
@@ -126,6 +128,7 @@ class FDA(Node):
         return 2
 
     def _train(self, x, labels=None):
+        check_output_fits(self, self._requested_dim)
         labels = check_labels(self, x, labels)
         if self.phase == 0:
             sums = class_sums(x, labels, second_moment=False)

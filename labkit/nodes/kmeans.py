@@ -21,10 +21,12 @@ Examples
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node, require_finite
+from ..flows.node import Node, positive_int, real_number, require_finite
 
 __all__ = ["KMeans"]
 
@@ -126,17 +128,24 @@ class KMeans(Node):
     holds_gil = False  # numpy/BLAS (torch) work: runs on threads
 
     def __init__(self, n_clusters, max_iter=20, tol=1e-6, seed=0, **kw):
-        super().__init__(output_dim=n_clusters, **kw)
-        if int(n_clusters) < 1 or int(max_iter) < 1 or tol < 0:
-            raise InputError("KMeans needs n_clusters >= 1, max_iter >= 1 and tol >= 0",
-                             node_name=self.name)
-        self.n_clusters, self.max_iter = int(n_clusters), int(max_iter)
-        self.tol, self.seed = float(tol), int(seed)
+        super().__init__(**kw)
+        self.n_clusters = positive_int(self, n_clusters, "n_clusters")
+        self._output_dim = self.n_clusters
+        self.max_iter = positive_int(self, max_iter, "max_iter")
+        self.tol = real_number(self, tol, "tol")
+        self.seed = self._seed(seed)
         self.centers = self.initial_centers = None
         self.inertia: list[float] = []
         self.n_iter = 0
         self._shift = np.inf
         self._reset_stats()
+
+    def _seed(self, seed) -> int:
+        """``seed`` as an int; the row hash takes any integer."""
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+            raise InputError(f"{self.name} seed must be an int, got {seed!r}",
+                             node_name=self.name, argument="seed")
+        return int(seed)
 
     def _reset_stats(self):
         self._keys = self._rows = None

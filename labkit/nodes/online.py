@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.node import Node, positive_int, real_number, require_finite
 from .regression import add_bias, as_targets
 
 __all__ = ["OnlineLinearRegression"]
@@ -75,12 +75,10 @@ class OnlineLinearRegression(Node):
 
     def __init__(self, learning_rate=0.5, with_bias=True, epochs=1, **kw):
         super().__init__(**kw)
-        if not 0 < learning_rate < 2 or int(epochs) < 1:
-            raise InputError("OnlineLinearRegression needs 0 < learning_rate < 2 and "
-                             "epochs >= 1", node_name=self.name)
-        self.learning_rate = float(learning_rate)
+        self.learning_rate = real_number(self, learning_rate, "learning_rate", 0.0, 2.0,
+                                         open_low=True, open_high=True)
         self.with_bias = bool(with_bias)
-        self.epochs = int(epochs)
+        self.epochs = positive_int(self, epochs, "epochs")
         self.beta = None
         self.errors: list[float] = []
         self._sq_error = 0.0

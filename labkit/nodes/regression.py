@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.node import Node, real_number, require_finite
 
 __all__ = ["LinearRegression"]
 
@@ -41,7 +41,11 @@ def as_targets(node: Node, x: np.ndarray, y) -> np.ndarray:
     if node.output_dim is not None and y.shape[1] != node.output_dim:
         raise InputError(f"{node.name} expects {node.output_dim} target columns, "
                          f"got {y.shape[1]}", node_name=node.name)
-    return y.astype(np.float64, copy=False)
+    try:
+        return y.astype(np.float64, copy=False)
+    except (ValueError, TypeError) as exc:   # strings, objects: not numbers
+        raise InputError(f"{node.name} needs numeric targets, got dtype {y.dtype} ({exc})",
+                         node_name=node.name) from None
 
 
 def add_bias(x: np.ndarray) -> np.ndarray:
@@ -92,10 +96,8 @@ class LinearRegression(Node):
 
     def __init__(self, with_bias=True, reg=0.0, **kw):
         super().__init__(**kw)
-        if reg < 0:
-            raise InputError(f"reg must be >= 0, got {reg}", node_name=self.name)
         self.with_bias = bool(with_bias)
-        self.reg = float(reg)
+        self.reg = real_number(self, reg, "reg")
         self.beta = None
         self._xtx = None
         self._xty = None

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 import threading
 import zlib
 
@@ -29,7 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node
+from ..flows.node import Node, positive_int
 
 __all__ = ["TorchNode"]
 
@@ -57,16 +56,6 @@ def _to_numpy(out: torch.Tensor) -> np.ndarray:
     if out.ndim == 1:
         out = out[:, None]
     return out.numpy()
-
-
-def _positive_int(node: Node, value, what: str, allow_none: bool = False):
-    """``value`` as an int >= 1 (or None where allowed); InputError otherwise."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(f"{node.name} {what} must be an int >= 1, got {value!r}",
-                         node_name=node.name)
-    return int(value)
 
 
 class TorchNode(Node):
@@ -148,10 +137,10 @@ class TorchNode(Node):
             if not callable(fn):
                 raise InputError(f"{self.name} {what} must be callable, got {fn!r}",
                                  node_name=self.name)
-        self._output_dim = _positive_int(self, self._output_dim, "output_dim", allow_none=True)
+        self._output_dim = positive_int(self, self._output_dim, "output_dim", allow_none=True)
         self.module, self.loss_fn, self.optimizer_factory = module, loss_fn, optimizer_factory
-        self.epochs = _positive_int(self, epochs, "epochs")
-        self.batch_size = _positive_int(self, batch_size, "batch_size", allow_none=True)
+        self.epochs = positive_int(self, epochs, "epochs")
+        self.batch_size = positive_int(self, batch_size, "batch_size", allow_none=True)
         self.shuffle, self.seed = bool(shuffle), int(seed)
         self.losses: list[float] = []
         self._reset_sums()

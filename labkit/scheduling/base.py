@@ -23,11 +23,11 @@ import threading
 import weakref
 from typing import Any, Callable
 
-from ..errors import CancelledError, SchedulerError, located
+from ..errors import CancelledError, SchedulerError, located, require_callable
 from ..events import Observable, TaskFailed, TaskFinished, TaskInfo
 from .batch import Batch, OpenTask
 from .connect import check_limit
-from .results import ListResultContainer, ResultContainer
+from .results import ListResultContainer, ResultContainer, check_container
 from .task import TaskCallable
 
 __all__ = ["Scheduler", "OpenTask"]
@@ -65,6 +65,7 @@ class Scheduler(Observable):
 
     def __init__(self, result_container: ResultContainer | None = None,
                  max_in_flight: int | None = None, max_bytes_in_flight: int | None = None):
+        check_container(result_container)
         check_limit("max_in_flight", max_in_flight)
         check_limit("max_bytes_in_flight", max_bytes_in_flight)
         self.max_in_flight = max_in_flight or self.default_max_in_flight
@@ -146,7 +147,7 @@ class Scheduler(Observable):
 
     @result_container.setter
     def result_container(self, container: ResultContainer) -> None:
-        self._default_batch().result_container = container
+        self._default_batch().result_container = check_container(container)
 
     @property
     def n_open_tasks(self) -> int:
@@ -184,6 +185,7 @@ class Scheduler(Observable):
 
     def on_shutdown(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` when the scheduler shuts down (views stop their servers so)."""
+        require_callable(fn, "fn", "on_shutdown")
         self._shutdown_callbacks.append(fn)
 
     def shutdown(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, located
 from ..events import TaskInfo
-from .results import ListResultContainer, ResultContainer
+from .results import ListResultContainer, ResultContainer, check_container, discard
 from .starting import OpenTask, StartsTasks
 from .task import TaskCallable
 
@@ -53,8 +53,8 @@ class Batch(StartsTasks):
     def __init__(self, scheduler, result_container: ResultContainer | None = None,
                  info: TaskInfo | None = None, control=None, _default: bool = False):
         self.scheduler = scheduler
-        self.result_container = (result_container if result_container is not None
-                                 else ListResultContainer())
+        self.result_container = (check_container(result_container)
+                                 if result_container is not None else ListResultContainer())
         self._template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
         self.id = self._template.run
         self._cond = scheduler._cond           # one condition for every batch's book-keeping
@@ -119,7 +119,7 @@ class Batch(StartsTasks):
             handles = self._clear()
         self.scheduler._cancel_handles(handles)
         with self._results_lock:
-            self.result_container.discard()
+            discard(self.result_container)
         return n_open
 
     def track(self, handles) -> None:
@@ -154,7 +154,7 @@ class Batch(StartsTasks):
             self._closed = True
         self.scheduler._cancel_handles(handles)
         with self._results_lock:
-            self.result_container.discard()
+            discard(self.result_container)
         if self._control is not None:
             self._control.detach(self)
         self.scheduler._unregister(self)
@@ -244,7 +244,7 @@ class Batch(StartsTasks):
             self._submitted, self._next_chunk = 0, 0
         self.scheduler._cancel_handles(handles)
         with self._results_lock:
-            self.result_container.discard()
+            discard(self.result_container)
         raise for_caller(error) from error.__cause__
 
     def _check_open(self) -> None:

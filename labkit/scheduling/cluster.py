@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import dask
@@ -36,7 +37,8 @@ import dask
 from ..errors import InputError
 from .connect import check_limit
 
-__all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "cores", "no_message_log"]
+__all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "check_cluster_keywords",
+           "cores", "no_message_log"]
 
 MODES = ("auto", "threads", "processes")
 
@@ -73,9 +75,28 @@ def cluster_size(mode: str, n_workers: int | None, threads_per_worker: int | Non
     return workers, threads_per_worker or max(1, n // workers)
 
 
+def check_cluster_keywords(mode: str, kwargs: dict) -> None:
+    """An InputError naming a keyword that neither LocalCluster nor its workers take.
+
+    LocalCluster hands keywords it does not know to each worker, whose
+    ``TypeError`` then comes from deep inside Dask (or, for worker processes,
+    as "Nanny failed to start" after the cluster half started).
+    """
+    from distributed import LocalCluster, Nanny, Worker
+    from distributed.core import Server
+    takers = [LocalCluster, Worker, Server] + ([Nanny] if mode == "processes" else [])
+    known = {name for cls in takers for name in inspect.signature(cls).parameters}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise InputError(f"DaskScheduler got keyword(s) {', '.join(map(repr, unknown))} that "
+                         "neither distributed.LocalCluster nor its workers take",
+                         argument=unknown[0])
+
+
 def start_cluster(mode: str, n_workers: int, threads_per_worker: int, **kwargs):
     """A ``LocalCluster`` for ``mode``; nothing listens beyond 127.0.0.1."""
     from distributed import LocalCluster
+    check_cluster_keywords(mode, kwargs)
     options = dict(n_workers=n_workers, threads_per_worker=threads_per_worker,
                    dashboard_address="127.0.0.1:0")
     if mode == "processes":

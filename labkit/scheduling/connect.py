@@ -123,9 +123,9 @@ def connect_timeout(value=None) -> float:
         seconds = float(value)
     except (TypeError, ValueError):
         seconds = -1.0
-    if not seconds > 0:
-        raise InputError(f"connect_timeout must be a positive number of seconds, got {value!r}",
-                         argument="connect_timeout")
+    if not 0 < seconds < float("inf"):   # inf: Dask would report a refusal as "within inf s"
+        raise InputError(f"connect_timeout must be a positive, finite number of seconds, got "
+                         f"{value!r}", argument="connect_timeout")
     return seconds
 
 
@@ -179,9 +179,7 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
         if client.status in ("closing", "closed"):
             break
         try:
-            workers = list(scheduler_identity(client).get("workers", {}))
-            if not workers:
-                raise SchedulerError("the cluster has no workers")
+            workers = _live_workers(client, timeout)
             future = _on_loop(client, client.scatter(obj, workers=workers, hash=False,
                                                      asynchronous=True), timeout)
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
@@ -202,6 +200,23 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
     reason = (f"{type(last).__name__}: {last}" if last is not None
               else f"the client is {client.status}")
     raise SchedulerError(f"could not ship {what} to the workers ({reason})") from last
+
+
+def _live_workers(client, timeout: float) -> list[str]:
+    """The workers the scheduler lists as alive; waits up to ``timeout`` s for one.
+
+    Right after every worker died (a nanny restarts each within seconds) the
+    list is empty for a while: waiting for a worker, rather than failing the
+    attempt, ships to the new one.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = list(scheduler_identity(client).get("workers", {}))
+        if workers:
+            return workers
+        if time.monotonic() >= deadline or client.status in ("closing", "closed"):
+            raise SchedulerError(f"the cluster has no workers (none came within {timeout:g} s)")
+        time.sleep(0.1)
 
 
 def _on_loop(client, coro, timeout: float):

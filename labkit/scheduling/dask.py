@@ -46,11 +46,22 @@ logger = logging.getLogger("labkit.scheduling")
 _LOST_INPUTS = ("lost dependencies", "already forgotten")
 
 
-def _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes):
-    """Labkit errors for arguments that would otherwise fail deep inside Dask, or later."""
+def _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes,
+                     embedded: dict):
+    """Labkit errors for arguments that would otherwise fail deep inside Dask, or later.
+
+    ``embedded``: the options that size or shape an embedded cluster, as given.
+    """
     if address is not None and client is not None:
         raise InputError("give the scheduler's address or a client, not both",
                          argument="address")
+    given = [name for name, value in embedded.items()
+             if value is not None and not (name == "mode" and value == "auto")]
+    if given and (address is not None or client is not None):
+        # they would be ignored: the existing cluster is used as it is
+        raise InputError(f"{', '.join(given)} shape the embedded cluster only; a cluster "
+                         f"given by {'address' if address is not None else 'client'} is used "
+                         "as it is", argument=given[0])
     if client is not None:
         check_client(client)
     elif address is not None:
@@ -129,8 +140,11 @@ class DaskScheduler(Scheduler):
                  **cluster_kwargs):
         from distributed import Client
         self._cluster, self._offload = None, None
+        embedded = dict(mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker,
+                        **cluster_kwargs)
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
-        _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes)
+        _check_arguments(address, client, max_in_flight, max_bytes_in_flight, direct_bytes,
+                         embedded)
         if client is not None:
             self.client, self._owns_client, self.mode = client, False, "existing"
         else:
@@ -334,10 +348,25 @@ class DaskScheduler(Scheduler):
                                         topic, key=key, pure=False)
             entry.handle = future
             self._collector.fetch([(entry, future)])
-        except Exception as exc:  # e.g. no workers left
-            self._complete(entry, error=SchedulerError(
-                f"chunk {entry.info.chunk} could not be sent to a worker: "
-                f"{type(exc).__name__}: {exc}", **entry.info.where()))
+        except Exception as exc:  # the worker it went to died, no workers left, no pickle
+            # sending it again may ship the callable again, which waits on this loop
+            self.client.loop.asyncio_loop.run_in_executor(None, self._ship_failed, entry, exc)
+
+    def _ship_failed(self, entry: OpenTask, exc: Exception) -> None:
+        """A big chunk did not reach a worker: send it again (its worker died under the
+        copy, as a lost input would), or fail its task naming the chunk."""
+        from .pickling import pickling_cause
+        if not entry.is_open():
+            return
+        unpicklable = pickling_cause(exc) is not None   # no retry makes it picklable
+        if not unpicklable and entry.attempts < self.max_attempts \
+                and self.client.status == "running":
+            self._submit_again(entry, f"{type(exc).__name__}: {exc}")
+            return
+        kind = InputError if unpicklable else SchedulerError
+        self._complete(entry, error=kind(
+            f"chunk {entry.info.chunk} could not be sent to a worker: "
+            f"{type(exc).__name__}: {exc}", **entry.info.where()))
 
     def _failed(self, entry: OpenTask, future) -> None:
         """A task that did not finish: its own error, or a fault to repair or report."""

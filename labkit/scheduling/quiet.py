@@ -3,9 +3,13 @@
 A failing task reaches its caller as a located labkit error (see
 :mod:`labkit.scheduling.task`); the worker's "Compute Failed" block for the same
 failure, printed in red in a notebook by every worker a task failed on, says it
-again without the location.  :func:`install` adds a filter to the worker's
-logger that drops those records for labkit's keys (``labkit-...``) only: other
-code's tasks on a shared cluster are logged as before.
+again without the location.  So does a worker closed under a running task (a
+scheduler shut down mid-run): its "Async instruction for <Task cancelled
+name="execute('labkit-...')"> ended with CancelledError" warning repeats what
+the run's owner is told, a ``SchedulerError`` saying the scheduler was shut
+down.  :func:`install` adds filters to the workers' loggers that drop those
+records for labkit's keys (``labkit-...``) only: other code's tasks on a shared
+cluster are logged as before.
 
 Examples
 --------
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["LabkitTaskFailures", "install"]
+__all__ = ["LabkitTaskFailures", "LabkitTasksClosed", "install"]
 
 #: The prefix of every key labkit gives its Dask tasks.
 KEY_PREFIX = "labkit-"
@@ -36,8 +40,20 @@ class LabkitTaskFailures(logging.Filter):
         return not str(key).startswith(KEY_PREFIX)
 
 
+class LabkitTasksClosed(logging.Filter):
+    """Drops a closing worker's "ended with CancelledError" record for labkit's tasks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage() if isinstance(record.msg, str) else ""
+        return not (message.startswith("Async instruction for")
+                    and message.endswith("ended with CancelledError")
+                    and f"execute('{KEY_PREFIX}" in message)
+
+
 def install() -> None:
-    """Add the filter to ``distributed.worker``'s logger in this process, once."""
-    worker_log = logging.getLogger("distributed.worker")
-    if not any(isinstance(f, LabkitTaskFailures) for f in worker_log.filters):
-        worker_log.addFilter(LabkitTaskFailures())
+    """Add the filters to the workers' loggers in this process, once."""
+    for name, kind in (("distributed.worker", LabkitTaskFailures),
+                       ("distributed.worker.state_machine", LabkitTasksClosed)):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, kind) for f in log.filters):
+            log.addFilter(kind())

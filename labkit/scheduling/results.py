@@ -9,7 +9,27 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ResultContainer", "ListResultContainer", "OrderedResultContainer"]
+from ..errors import InputError
+
+__all__ = ["ResultContainer", "ListResultContainer", "OrderedResultContainer",
+           "check_container", "discard"]
+
+
+def check_container(container) -> Any:
+    """``container`` if it can take results (``add_result``, ``get_results``), else an
+    InputError naming the argument: given at once, not failing in the first task's completion.
+    """
+    if container is None or all(callable(getattr(container, verb, None))
+                                for verb in ("add_result", "get_results")):
+        return container
+    raise InputError("result_container must be a ResultContainer (add_result and "
+                     f"get_results), e.g. lk.OrderedResultContainer(), got "
+                     f"{type(container).__name__} {container!r:.60}", argument="result_container")
+
+
+def discard(container) -> None:
+    """Drop ``container``'s partial results (``get_results`` for one without ``discard``)."""
+    getattr(container, "discard", container.get_results)()
 
 
 class ResultContainer:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import InputError, LabkitError, SchedulerError
+from ..errors import InputError, LabkitError, SchedulerError, pulled
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
 from .pickling import pickling_cause, root_cause
 from .task import FunctionCallable, TaskCallable
@@ -114,7 +114,7 @@ class StartsTasks:
         group: list = []
         count = 0
         try:
-            for chunk in chunks:
+            for chunk in pulled(chunks, "chunk", "the chunks given to add_tasks"):
                 if check is not None:
                     check()
                 nbytes = chunk_nbytes(chunk)

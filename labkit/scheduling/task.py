@@ -12,10 +12,11 @@ import os
 import threading
 import time
 import traceback
+import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import LabkitError, TaskError
+from ..errors import LabkitError, TaskError, require_callable
 from ..events import TaskInfo
 from .quiet import install as _quiet_worker_log
 from .reference import unwrap
@@ -30,6 +31,7 @@ __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "run_t
 _quiet_worker_log()
 
 _env_lock = threading.Lock()
+_PROCESS = uuid.uuid4().hex     # this process, for marks that must not travel to another
 _running = threading.local()   # the task this thread runs, for callables that ask
 
 
@@ -93,6 +95,7 @@ class FunctionCallable(TaskCallable):
     """
 
     def __init__(self, fn: Callable[[Any], Any], holds_gil: bool = False):
+        require_callable(fn, "fn", "FunctionCallable")
         self.fn = fn
         self.holds_gil = holds_gil
 
@@ -217,15 +220,19 @@ def _worker_address() -> str:
 
 
 def _ensure_environment(task_callable: TaskCallable) -> None:
-    # The shipped callable object is shared by all tasks in a worker process.  The mark
-    # names this process: a worker that got its copy from a peer (pickled there after
-    # the peer's set-up) still sets up its own environment.
-    if getattr(task_callable, "_labkit_env_ready", None) == os.getpid():
+    """Call ``setup_environment`` once in this process for ``task_callable``.
+
+    The scattered callable object is shared by all tasks in a worker process,
+    so it carries the mark; the mark names this process, because a copy made
+    after its setup (Dask replicating it from a worker where it ran to
+    another) must set that other process up too.
+    """
+    if getattr(task_callable, "_labkit_env_ready", None) == _PROCESS:
         return
     with _env_lock:
-        if getattr(task_callable, "_labkit_env_ready", None) != os.getpid():
+        if getattr(task_callable, "_labkit_env_ready", None) != _PROCESS:
             task_callable.setup_environment()
-            task_callable._labkit_env_ready = os.getpid()
+            task_callable._labkit_env_ready = _PROCESS
 
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:

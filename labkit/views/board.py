@@ -30,7 +30,7 @@ from .labels import bucket_lines, phase_label, stage_table
 from .progress import PhaseProgress
 from .sources import check_source
 from .tracker import Tracker
-from .writer import Writer, state_every
+from .writer import Writer, check_rate, state_every
 
 __all__ = ["Board", "board", "phase_label"]
 
@@ -120,6 +120,8 @@ class Board:
 
     def __init__(self, source, dashboard_url: str | None = None, bokeh: bool = True,
                  lanes: bool = True, max_rate: float | None = None, max_phase_rows: int = 8):
+        check_source(source, "lk.board")
+        max_rate = check_rate(max_rate)   # before subscribing: a refused board leaves nothing
         self.source = source
         self.run: Run | None = source if isinstance(source, Run) else None
         self.sources = list(self.run.sources) if self.run else [source]

@@ -30,7 +30,9 @@ import time
 import numpy as np  # noqa: F401  (used by the doctest)
 from tqdm import tqdm
 
+from ..errors import InputError
 from .progress import PhaseProgress, ProgressTracker
+from .sources import check_source
 from .writer import Writer
 
 __all__ = ["ConsoleProgress", "format_phase"]
@@ -78,6 +80,10 @@ class ConsoleProgress:
     """
 
     def __init__(self, source, stream=None, max_rate: float | None = None):
+        check_source(source, "ConsoleProgress")
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise InputError(f"stream must be a file (anything with write()), got "
+                             f"{type(stream).__name__} {stream!r:.60}", argument="stream")
         self.tracker = ProgressTracker()
         self.stream = stream or sys.stderr
         self._printed: set = set()

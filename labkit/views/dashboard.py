@@ -90,6 +90,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
     """
     check_source(scheduler, "lk.dashboard")
     _check_port(port)
+    origins = _origins(allow_websocket_origin)
     if getattr(scheduler, "closed", False):
         raise SchedulerError("the scheduler is shut down; a dashboard would show nothing",
                              argument="scheduler")
@@ -98,9 +99,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
         server = _running.get(id(scheduler))
         if server is not None:
             return server.url
-        if isinstance(allow_websocket_origin, str):
-            allow_websocket_origin = [allow_websocket_origin]
-        server = _DashboardServer(scheduler, port, list(allow_websocket_origin or ()), title)
+        server = _DashboardServer(scheduler, port, origins, title)
         _running[id(scheduler)] = server
     try:
         for owner in owners:
@@ -129,6 +128,18 @@ def _client_of(source):
             return s.client
     group = getattr(source, "_group", None)
     return getattr(group, "_client", None)
+
+
+def _origins(allowed) -> list[str]:
+    """``allow_websocket_origin`` as a list of ``host[:port]`` strings, or an InputError."""
+    if allowed is None:
+        return []
+    listed = [allowed] if isinstance(allowed, str) else allowed
+    if not isinstance(listed, (list, tuple)) or not all(isinstance(o, str) and o
+                                                        for o in listed):
+        raise InputError(f"allow_websocket_origin must be a 'host[:port]' string or a list of "
+                         f"them, got {allowed!r:.60}", argument="allow_websocket_origin")
+    return list(listed)
 
 
 def _check_port(port) -> None:

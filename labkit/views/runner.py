@@ -14,7 +14,8 @@ import html
 import threading
 from dataclasses import dataclass
 
-from .writer import Writer
+from ..errors import InputError
+from .writer import Writer, check_rate
 
 __all__ = ["Runner", "runner"]
 
@@ -32,6 +33,14 @@ def runner(program, start: bool = True, interval: float = 0.0, max_rate: float |
     if start:
         panel.run()
     return panel
+
+
+def _check_program(program) -> None:
+    """An InputError unless ``program`` can be stepped and watched (a labkit Program)."""
+    if not all(callable(getattr(program, verb, None))
+               for verb in ("step", "start_background", "subscribe")):
+        raise InputError(f"lk.runner steps a labkit program (labkit.program.Program), got "
+                         f"{type(program).__name__} {program!r:.60}", argument="program")
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,9 @@ class Runner:
     """The panel of one program; display it, or use :attr:`widget`."""
 
     def __init__(self, program, interval: float = 0.0, max_rate: float | None = None):
+        _check_program(program)
         import ipywidgets as W
-        self.program, self.interval, self.max_rate = program, interval, max_rate
+        self.program, self.interval, self.max_rate = program, interval, check_rate(max_rate)
         self._watch = _Watch(program)
         self._writer: Writer | None = None
         self.buttons = {d: W.Button(description=d) for d in ("Step", "Run", "Pause")}

@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import threading
 import time
 from typing import Any, Callable
 
+from ..errors import InputError
 from .priority import lower_this_thread
 
-__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP"]
+__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP", "check_rate"]
 
 logger = logging.getLogger("labkit.views")
 
@@ -54,6 +56,21 @@ MAX_RATE = 4.0
 #: Most of one core a view's drawing may use (its CPU time over wall time).  At 2%, the
 #: board and the dashboard together cost a training on two busy cores 6% (bench_views).
 CPU_SHARE = 0.01
+
+
+def check_rate(max_rate) -> float:
+    """``max_rate`` (``MAX_RATE`` for None) if it is a positive number, else an InputError.
+
+    Views check it before they subscribe to anything, so a refused view leaves
+    nothing listening.
+    """
+    if max_rate is None:
+        return MAX_RATE
+    if isinstance(max_rate, bool) or not isinstance(max_rate, numbers.Real) \
+            or not max_rate > 0:
+        raise InputError(f"max_rate must be a positive number of redraws a second, got "
+                         f"{max_rate!r}", argument="max_rate")
+    return max_rate
 
 
 def state_every() -> float:
@@ -129,9 +146,7 @@ class Writer:
 
     def __init__(self, tracker, draw: Callable[[Any], Any], max_rate: float | None = None,
                  heartbeat: float | None = None, name: str | None = None):
-        max_rate = MAX_RATE if max_rate is None else max_rate
-        if max_rate <= 0:
-            raise ValueError(f"max_rate must be positive, got {max_rate}")
+        max_rate = check_rate(max_rate)
         self.tracker, self._draw, self.max_rate = tracker, draw, max_rate
         self.heartbeat = heartbeat
         self.draws = 0                       # how many times draw was called

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
+from tests import helpers
 from tests.flows.cases import LABELS, X, chunks
 
 
@@ -107,3 +108,61 @@ def test_a_failure_loses_nothing(train):
         train(fresh, [chunks(X), bad])
     assert not fresh[0].is_training()          # node 0 keeps its training
     assert fresh[1].is_training() and fresh[1].samples_seen == 0 and fresh[1].input_dim is None
+
+
+# -- a node's own code that raises, and chunks the node cannot take -------------------------
+
+# name -> (hook that raises, words the error names besides its place); each runs serially,
+# in parallel on a local scheduler and on Dask worker processes
+HOOK_CASES = {
+    "train": ("_train", ("FaultyPCA._train failed with ValueError", "_train went wrong",
+                         "chunk")),
+    "stop_training": ("_stop_training", ("FaultyPCA._stop_training failed with ValueError",)),
+    "fork": ("_fork", ("FaultyPCA._fork failed with ValueError",)),
+    "join": ("_join", ("FaultyPCA._join failed with ValueError",)),
+}
+
+
+@pytest.mark.parametrize("name", list(HOOK_CASES))
+def test_a_node_hook_that_raises_is_a_located_task_error_and_the_node_trains_after(
+        name, train, request):
+    hook, words = HOOK_CASES[name]
+    serial = request.node.callspec.params["train"] == "serial"
+    if serial and hook in ("_fork", "_join"):
+        pytest.skip("a serial flow neither forks nor joins")
+    node = helpers.FaultyPCA(fails_in=hook, output_dim=2)
+    with pytest.raises(lk.TaskError) as info:
+        train([node], [chunks(X)])
+    err, message = info.value, str(info.value)
+    assert err.original_type == "ValueError" and hook in (err.remote_traceback or "")
+    assert all(word in message for word in words), message
+    assert "node 0 'FaultyPCA'" in message and "phase 0" in message, message
+    assert node.is_training() and node.samples_seen == 0      # put back as it was
+    node.fails_in = None
+    train([node], [chunks(X)])
+    assert not node.is_training()
+
+
+def test_a_node_execute_that_raises_names_the_node_and_chunk(train):
+    flow = train([lk.nodes.QuadraticExpansion(), helpers.FaultyPCA(output_dim=2)],
+                 [None, chunks(X)])
+    flow[1].fails_in = "_execute"
+    with pytest.raises(lk.TaskError) as info:
+        flow.execute(chunks(X))
+    message = str(info.value)
+    assert "FaultyPCA._execute failed with ValueError" in message, message
+    assert "node 1 'FaultyPCA'" in message and "chunk 0" in message, message
+    flow[1].fails_in = None
+    assert flow.execute(chunks(X)).shape == (len(X), 2)
+
+
+def test_x_y_chunks_for_a_node_that_takes_x_alone(train):
+    data = list(zip(chunks(X), chunks(LABELS)))
+    node = lk.nodes.PCA(output_dim=2)
+    with pytest.raises(lk.InputError) as info:
+        train([node], [data])
+    message = str(info.value)
+    assert "PCA trains on x alone" in message and "node 0 'PCA'" in message, message
+    assert "chunk" in info.value.where and node.samples_seen == 0
+    train([node], [chunks(X)])
+    assert not node.is_training()

@@ -38,8 +38,11 @@ def test_killing_a_worker_mid_phase(own_cluster, recorder, direct_bytes):
         pids = s.client.run(os.getpid)
         flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.25, output_dim=3)])
         run = flow.train([data], scheduler=s, wait=False, join="client")
-        starts.wait(4)  # some tasks have started on both workers
-        victim_address, victim_pid = sorted(pids.items())[0]
+        starts.wait(4)  # some tasks have started
+        # the worker that started a task last: one that may not have started any yet
+        # (its chunks' copies still on the way) could die without a task lost under it
+        victim_address = [e.worker for e in recorder.of(TaskStarted) if e.worker in pids][-1]
+        victim_pid = pids[victim_address]
         os.kill(victim_pid, signal.SIGKILL)
         run.result(timeout=120)
 

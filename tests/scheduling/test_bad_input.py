@@ -57,6 +57,25 @@ def cases(client):
                                    lk.InputError, ("mode", "processes")),
         "local max_in_flight 0": (lambda: lk.LocalScheduler(max_in_flight=0),
                                   lk.InputError, ("max_in_flight",)),
+        "connect_timeout inf": (lambda: lk.DaskScheduler(UNREACHABLE,
+                                                         connect_timeout=float("inf")),
+                                lk.InputError, ("connect_timeout", "inf")),
+        "a keyword no cluster takes (threads)": (
+            lambda: lk.DaskScheduler(mode="threads", nworkers=2), lk.InputError,
+            ("'nworkers'", "LocalCluster")),
+        "a keyword no cluster takes (processes)": (
+            lambda: lk.DaskScheduler(mode="processes", n_workers=1, nworkers=2),
+            lk.InputError, ("'nworkers'", "LocalCluster")),
+        "address with n_workers": (lambda: lk.DaskScheduler(UNREACHABLE, n_workers=2),
+                                   lk.InputError, ("n_workers", "embedded", "address")),
+        "client with mode": (lambda: lk.DaskScheduler(client=client, mode="processes"),
+                             lk.InputError, ("mode", "embedded", "client")),
+        "client with a cluster keyword": (
+            lambda: lk.DaskScheduler(client=client, memory_limit="1GB"), lk.InputError,
+            ("memory_limit", "client")),
+        "result_container a number": (lambda: lk.DaskScheduler(client=client,
+                                                               result_container=5),
+                                      lk.InputError, ("result_container", "int")),
     }
 
 

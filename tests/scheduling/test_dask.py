@@ -97,3 +97,17 @@ def test_chunks_go_straight_to_a_worker_from_1_mib_on_this_machine(cluster):
         assert s.direct_bytes == 2**20      # on other hosts 64 KiB (tests/multihost)
     with lk.DaskScheduler(cluster.scheduler_address, direct_bytes=5000) as s:
         assert s.direct_bytes == 5000
+
+
+def test_a_callable_copied_after_its_setup_is_set_up_again_in_the_new_process(monkeypatch):
+    """Dask copies a shipped callable on from the worker it reached first, maybe after a
+    task there set it up: the copy's process must run ``setup_environment`` too."""
+    import pickle
+    from labkit.scheduling import task
+    monkeypatch.setenv("LABKIT_TEST_ENV_SETUPS", "0")
+    callable_ = helpers.EnvCallable()
+    task.run_task(callable_, 0, lk.events.TaskInfo("run", 0, 0))       # set up here
+    copy = pickle.loads(pickle.dumps(callable_))
+    monkeypatch.setattr(task, "_PROCESS", "another process", raising=False)
+    assert task.run_task(copy, 1, lk.events.TaskInfo("run", 1, 1)).result[1] == 2
+    assert task.run_task(copy, 2, lk.events.TaskInfo("run", 2, 2)).result[1] == 2   # once

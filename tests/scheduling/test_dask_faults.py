@@ -2,6 +2,8 @@
 
 import os
 
+import numpy as np
+
 import pytest
 
 import labkit as lk
@@ -77,3 +79,45 @@ def test_a_task_that_kills_its_worker_raises_worker_lost(own_scheduler, recorder
     assert failed and failed[-1].error_type == "WorkerLostError"
     s.add_task(5, helpers.double)                           # the scheduler works on
     assert s.get_results() == [10]
+
+
+def test_a_big_chunk_whose_worker_dies_under_its_copy_is_sent_again(dask_scheduler,
+                                                                     monkeypatch):
+    """A chunk scattered straight to a worker that dies meanwhile is sent again (as a lost
+    input is), not reported as a failed task; each chunk is trained once."""
+    from distributed.comm import CommClosedError
+    s, failures = dask_scheduler, []
+    scatter = s.client.scatter
+
+    def dying(data, *args, **kwargs):
+        if kwargs.get("direct") and len(failures) < 2:   # the first two copies: their worker
+            failures.append(True)                        # "died" under them
+            raise CommClosedError("in <TCP ConnectionPool.update_data>: Connection reset by "
+                                  "peer")
+        return scatter(data, *args, **kwargs)
+    monkeypatch.setattr(s.client, "scatter", dying)
+    monkeypatch.setattr(s, "direct_bytes", 1)            # every chunk goes straight to a worker
+    data = [np.random.default_rng(k).normal(size=(50, 4)) for k in range(6)]
+    flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+    flow.train([data], scheduler=s, join="client")
+    serial = lk.Flow([lk.nodes.PCA(output_dim=2)])
+    serial.train([data])
+    assert len(failures) == 2 and not flow[0].is_training()
+    helpers.assert_nodes_equal(serial[0], flow[0])
+    assert s.n_open_tasks == 0
+
+
+def test_a_callable_shipped_while_every_worker_restarts_waits_for_a_new_one(dask_scheduler,
+                                                                            monkeypatch):
+    """Right after every worker died, the scheduler lists none until a nanny has started
+    a new one: shipping waits for it instead of failing after a few quick attempts."""
+    from labkit.scheduling import connect
+    identity, asked = connect.scheduler_identity, []
+
+    def restarting(client):
+        asked.append(True)
+        info = identity(client)
+        return dict(info, workers={}) if len(asked) <= 8 else info   # none for a while
+    monkeypatch.setattr(connect, "scheduler_identity", restarting)
+    dask_scheduler.add_task(3, helpers.double)
+    assert dask_scheduler.get_results() == [6] and len(asked) > 8

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
 
@@ -46,3 +48,31 @@ def test_workers_do_not_log_labkit_task_failures_but_log_others(worker_log):
     failed = worker_log.compute_failed()
     assert "someone-else-1" in failed                       # other code's tasks still logged
     assert [k for k in failed if k.startswith("labkit-")] == []
+
+
+@pytest.fixture
+def state_machine_log():
+    log, handler = logging.getLogger("distributed.worker.state_machine"), Records()
+    handler.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    yield handler
+    log.removeHandler(handler)
+
+
+def test_a_shutdown_under_running_tasks_logs_no_worker_warning_for_labkit_tasks(
+        state_machine_log):
+    """The owner hears of the shutdown (a SchedulerError); the closing worker's
+    "ended with CancelledError" warning for the same task is not printed too."""
+    s = lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2)
+    s.add_task(1.0, time.sleep)
+    other = s.client.submit(time.sleep, 1.0, key="someone-else-2")
+    time.sleep(0.3)                                       # both are running now
+    threading.Timer(0.1, s.shutdown).start()
+    with pytest.raises(lk.SchedulerError, match="shut down"):
+        s.get_results()
+    del other
+    time.sleep(1.5)                                       # the worker's threads end
+    closed = [r.getMessage() for r in state_machine_log.records
+              if "ended with CancelledError" in r.getMessage()]
+    assert any("someone-else-2" in m for m in closed), closed   # others' still logged
+    assert not [m for m in closed if "labkit-" in m], closed

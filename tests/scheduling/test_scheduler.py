@@ -3,6 +3,7 @@
 import logging
 import pickle
 
+import numpy as np
 import pytest
 
 import labkit as lk
@@ -80,6 +81,24 @@ def test_a_failing_subscriber_is_logged_not_fatal(scheduler, caplog):
         scheduler.add_task(3, helpers.double)
         assert scheduler.get_results() == [6]
     assert "view is broken" in caplog.text
+
+
+def test_a_broken_subscriber_is_logged_once_for_each_kind_of_error(caplog):
+    """A view that fails on every event would otherwise log a traceback per event."""
+    def broken(event):
+        raise RuntimeError("view is broken")
+    with caplog.at_level(logging.ERROR, logger="labkit.events"), lk.LocalScheduler() as s:
+        s.subscribe(broken)
+        flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
+        data = [np.random.default_rng(k).normal(size=(10, 3)) for k in range(20)]
+        run = flow.train([data], scheduler=s, wait=False)
+        run.subscribe(broken)                            # its replay of the run so far too
+        run.result(30)
+    logged = [r for r in caplog.records if "view is broken" in (r.exc_text or "")
+              or (r.exc_info and "view is broken" in str(r.exc_info[1]))]
+    assert len(logged) == 2, [r.getMessage() for r in logged]   # one per bus
+    assert "further RuntimeError failures are not logged" in logged[0].getMessage()
+    assert not flow[0].is_training()
 
 
 def test_unsubscribe_stops_delivery(scheduler, recorder):

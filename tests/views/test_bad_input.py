@@ -1,9 +1,10 @@
 """The views' and the command line's bad-input table.
 
-Each case gives ``lk.board``, ``lk.dashboard`` or ``labkit dashboard`` one bad
-input and checks the labkit error (or, for the command, one line on standard
-error and a non-zero status, no traceback), that it names the argument, and
-that the same scheduler is served right after.
+Each case gives ``lk.board``, ``lk.dashboard``, a console progress, a runner or
+``labkit dashboard`` one bad input and checks the labkit error (or, for the
+command, one line on standard error and a non-zero status, no traceback), that
+it names the argument, that the refused view left nothing subscribed, and that
+the same scheduler is served right after.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import numpy as np
 import pytest
 
 import labkit as lk
+from labkit.views import ConsoleProgress
+from labkit.views.board import Board
 from labkit.views.dashboard import dashboard, stop_dashboard
 from tests.conftest import ROOT
 
@@ -44,6 +47,17 @@ VIEW_CASES = {
     "dashboard port True": (lambda s, _: dashboard(s, port=True), lk.InputError, ("port",)),
     "dashboard port busy": (lambda s, sock: dashboard(s, port=_busy_port(sock)), lk.InputError,
                             ("port", "in use", "port=0")),
+    "dashboard origins an int": (lambda s, _: dashboard(s, allow_websocket_origin=5),
+                                 lk.InputError, ("allow_websocket_origin", "5")),
+    "console progress of an int": (lambda s, _: ConsoleProgress(5), lk.InputError,
+                                   ("ConsoleProgress", "int 5")),
+    "console progress max_rate 0": (lambda s, _: ConsoleProgress(s, max_rate=0),
+                                    lk.InputError, ("max_rate", "0")),
+    "console progress stream an int": (lambda s, _: ConsoleProgress(s, stream=5),
+                                       lk.InputError, ("stream", "int 5")),
+    "board max_rate 0": (lambda s, _: Board(s, bokeh=False, lanes=False, max_rate=0),
+                         lk.InputError, ("max_rate", "0")),
+    "runner of an int": (lambda s, _: lk.runner(5), lk.InputError, ("lk.runner", "int 5")),
 }
 
 
@@ -56,6 +70,7 @@ def test_bad_view_input_is_a_located_labkit_error_and_the_scheduler_is_served_af
         message = str(info.value)
         assert isinstance(info.value, lk.LabkitError)
         assert all(word in message for word in words), message
+        assert not s.has_subscribers                         # a refused view listens to nothing
         url = dashboard(s)                                   # the same scheduler, right after
         with urllib.request.urlopen(url, timeout=20) as response:
             assert response.status == 200
@@ -121,6 +136,8 @@ CLI_CASES = {
                           ("--port",)),
     "connect timeout zero": (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "0"), 2,
                              ("connect_timeout",)),
+    "connect timeout inf": (("--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "inf"),
+                            2, ("connect_timeout", "finite")),
 }
 
 
