@@ -203,9 +203,35 @@ def _main_source(name: str, lineno: int) -> tuple[str, str] | None:
         code = fn.__code__
         numbers = [n for _, _, n in code.co_lines() if n is not None]
         if code.co_name == name and numbers and code.co_firstlineno <= lineno <= max(numbers):
-            source = linecache.getline(code.co_filename, lineno).strip()
-            if source:
-                return code.co_filename, source
+            found = (_cached_source(code, lineno) if code.co_filename == "<dynamic-code>"
+                     else _line(code.co_filename, lineno))
+            if found:
+                return found
+    return None
+
+
+def _line(filename: str, lineno: int) -> tuple[str, str] | None:
+    source = linecache.getline(filename, lineno).strip()
+    return (filename, source) if source else None
+
+
+def _cached_source(code, lineno: int) -> tuple[str, str] | None:
+    """The line of a function that came back from a worker, found by its ``def``.
+
+    Unpickling a class of ``__main__`` that a worker sent back (a fork, a
+    result) sets that worker's copies of its functions on the class here,
+    named ``<dynamic-code>``: the cell or file they were written in is found
+    again among the sources Python (or IPython) keeps, newest first.
+    """
+    head = f"def {code.co_name}("
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if script:
+        linecache.getlines(script)   # a script's own lines, read once
+    for filename, entry in reversed(list(linecache.cache.items())):
+        lines = entry[2] if len(entry) == 4 else None
+        if lines and len(lines) >= lineno and code.co_firstlineno <= len(lines) \
+                and head in lines[code.co_firstlineno - 1]:
+            return _line(filename, lineno)
     return None
 
 

@@ -220,8 +220,8 @@ class EventBus:
         require_callable(fn, "fn", "subscribe")
         if not (state_every is None or callable(state_every) or (
                 isinstance(state_every, numbers.Real) and not isinstance(state_every, bool)
-                and state_every > 0)):
-            raise InputError(f"state_every must be a positive number of seconds, a callable "
+                and 0 <= state_every < float("inf"))):
+            raise InputError(f"state_every must be a number of seconds >= 0, a callable "
                              f"or None, got {state_every!r}", argument="state_every")
         entry = (fn, state_every)
         with self._lock:
