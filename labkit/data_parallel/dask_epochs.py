@@ -101,7 +101,7 @@ class EpochRunner:
     def _spec(self, epoch: int) -> dict:
         """What every rank needs to plan ``epoch`` the same way."""
         source = self.source
-        spec = {"run": self.run_id, "epoch": epoch, "batch_size": source.batch_size,
+        spec = {"run": self.run_id, "epoch": epoch, "batch_size": source.batch_size or 1,
                 "shuffle": source.shuffle, "seed": source.seed, "policy": self.policy,
                 "commit_every": self.commit_every, "checkpoint": self.checkpoint,
                 "topic": self.group.topic, "resumes": [], "redone": 0, "recoveries": []}
@@ -121,15 +121,19 @@ class EpochRunner:
         found = group._run([group._submit(r, _dataset_length, group._gid, self.source.pickled(),
                                           self.source.id) for r in range(len(group.names))],
                            "making the dataset")
-        lengths = dict(zip(group.names, found))
-        values = set(found)
+        from ..errors import InputError
+        lengths = dict(zip(group.names, map(tuple, found)))
+        values = set(lengths.values())
         if len(values) != 1:
-            raise LabkitError(f"the datasets made on the workers differ in length: {lengths}; "
-                              "every worker must make the same dataset")
-        length = values.pop()
+            raise InputError(f"what make_dataset made differs between the workers: {lengths}; "
+                             "every worker must make the same dataset or batches",
+                             argument="make_dataset")
+        kind, length = values.pop()
         if length < 1:
-            from ..errors import InputError
-            raise InputError("the dataset made on the workers is empty", argument="dataset")
+            raise InputError(f"the {kind} made on the workers is empty", argument="make_dataset")
+        if kind == "dataset" and not self.source.batch_size:
+            raise InputError("a dataset made on the workers needs batch_size=",
+                             argument="batch_size")
         return length
 
     def _submit(self, spec: dict) -> list:
@@ -317,7 +321,7 @@ class EpochRunner:
 
 
 def _dataset_length(gid, blob, dataset_id) -> int:
-    """On a worker: the length of the dataset its rank makes (made once, then kept)."""
+    """On a worker: what its rank made (``"dataset"`` or ``"batches"``) and its length."""
     rank = w.RANKS[gid]
-    spec = {"dataset": blob, "dataset_id": dataset_id}
-    return w._dataset_of(rank, spec).length
+    made = w._dataset_of(rank, {"dataset": blob, "dataset_id": dataset_id})
+    return [made.kind, made.length]

@@ -250,8 +250,25 @@ def _is_user_error(exc: BaseException) -> bool:
 
 # -- an epoch on the rows the rank holds ---------------------------------------------------
 
-class _Rows:
+class _Planned:
+    """Rows taken by the epoch's plan (:mod:`.plan`): blocks held here, or a dataset."""
+
+    def steps(self, spec: dict, rank: Rank):
+        """``(step, x, y, key, counts)`` of this rank for every step of ``spec``'s plan."""
+        plan = self._plan = epoch_plan(spec)
+        for step in range(plan.start, plan.steps):
+            x, y = self.take(plan.rows(step, rank.rank))
+            yield step, x, y, None, plan.counts(step, rank.world)
+
+    def total(self, spec: dict) -> int:
+        """Steps of the epoch (of the plan the last ``steps`` walks)."""
+        return self._plan.steps
+
+
+class _Rows(_Planned):
     """The rows a rank holds, as tensors, and how to take some of them by global number."""
+
+    kind = "blocks"
 
     def __init__(self, starts, xs, ys):
         self.starts = np.asarray(starts, dtype=np.int64)
@@ -279,15 +296,28 @@ def _rows_of(rank: Rank, spec: dict, xs, ys) -> _Rows:
 
 
 def _dataset_of(rank: Rank, spec: dict):
+    """What ``spec``'s ``make_dataset`` made on this worker (made once, then kept)."""
     key = ("dataset", spec["dataset_id"])
     made = rank.data.get(key)
     if made is None:
-        made = rank.data[key] = _DatasetRows(cloudpickle.loads(spec["dataset"])())
+        made = rank.data[key] = _made(cloudpickle.loads(spec["dataset"])())
     return made
 
 
-class _DatasetRows:
+def _made(obj):
+    """A dataset (``[i]`` and ``len``) or batches (re-iterable, with ``len``), wrapped."""
+    if hasattr(obj, "__getitem__") and hasattr(obj, "__len__"):
+        return _DatasetRows(obj)
+    if hasattr(obj, "__iter__") and hasattr(obj, "__len__"):
+        return _WorkerBatches(obj)
+    raise TypeError(f"make_dataset must return a torch Dataset (len() and [i]) or batches "
+                    f"(len() and iterable, e.g. lk.bucket_batches), got {type(obj).__name__}")
+
+
+class _DatasetRows(_Planned):
     """A dataset made on this worker; rows taken by index and collated as a DataLoader does."""
+
+    kind = "dataset"
 
     def __init__(self, dataset):
         from torch.utils.data import default_collate
@@ -300,6 +330,40 @@ class _DatasetRows:
             return x[:0], y[:0]
         x, y = self._collate([self.dataset[int(i)] for i in rows])
         return x, y
+
+
+class _WorkerBatches:
+    """Batches made alike on every worker (``lk.bucket_batches``): each rank its share of each.
+
+    Every rank walks the same batches in the same order (a bucket batches'
+    order is drawn from its seed and the epoch), and takes the rows the
+    shares give it, so a step's bucket key is the same on every rank.
+    """
+
+    kind = "batches"
+
+    def __init__(self, batches):
+        self.batches, self.length = batches, len(batches)
+
+    def steps(self, spec: dict, rank: Rank):
+        from .loops import pair
+        from .split import shares as split_counts
+        start, shares = 0, spec["shares"]
+        for step, shares_then in spec.get("resumes", []):
+            start, shares = step, shares_then
+        if hasattr(self.batches, "passes"):   # the epoch's order, also after a recovery
+            self.batches.passes = spec["epoch"]
+        for step, batch in enumerate(self.batches):
+            if step < start:
+                continue
+            x, y, key = pair(batch, spec["epoch"], step)
+            counts = split_counts(len(x), shares)
+            begin = sum(counts[:rank.rank])
+            end = begin + counts[rank.rank]
+            yield step, x[begin:end], y[begin:end], key, counts
+
+    def total(self, spec: dict) -> int:
+        return self.length
 
 
 def epoch_plan(spec: dict) -> EpochPlan:
@@ -339,17 +403,14 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
     if rank.commit is None or rank.commit["position"].get("run") != spec["run"]:
         rank.take_commit({"run": spec["run"], "epoch": spec["epoch"], "step": 0,
                           "steps": rank.steps})   # where a fit that loses a worker goes back
-    rows = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
+    source = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
         _rows_of(rank, spec, xs, ys)
-    plan = epoch_plan(spec)
     stream = _stream(rank, spec.get("topic"), spec["run"])
     started, done, skipped = time.perf_counter(), 0, 0
-    for step in range(plan.start, plan.steps):
-        x, y = rows.take(plan.rows(step, rank.rank))
-        counts = plan.counts(step, rank.world)
+    for step, x, y, key, counts in source.steps(spec, rank):
         weight = 1.0 if rank.sum_loss else len(x) / max(sum(counts), 1)
         try:
-            outcome = _step(rank, x, y, weight, None, spec["epoch"], step, spec["policy"],
+            outcome = _step(rank, x, y, weight, key, spec["epoch"], step, spec["policy"],
                             [c / max(sum(counts), 1) for c in counts], stream)
         except Exception as exc:   # the step's own error, or a collective's (a peer is gone)
             rank.halted = True
@@ -364,15 +425,15 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
             return {"status": "failed", "step": step, "rank": rank.rank}
         skipped += not outcome.ok
         done += 1
-        _maybe_commit(rank, spec, step + 1, last=step + 1 == plan.steps)
+        _maybe_commit(rank, spec, step + 1, last=step + 1 == source.total(spec))
         if outcome.stop:
             rank.halted = True
             stream.flush(stopped=step + 1)
             return {"status": "stopped", "step": step + 1, "rank": rank.rank}
     seconds = time.perf_counter() - started
     stream.flush(epoch_end=spec["epoch"], seconds=seconds)
-    return {"status": "done", "step": plan.steps, "rank": rank.rank, "seconds": seconds,
-            "skipped": skipped}
+    return {"status": "done", "step": source.total(spec), "rank": rank.rank,
+            "seconds": seconds, "skipped": skipped}
 
 
 def _maybe_commit(rank: Rank, spec: dict, next_step: int, last: bool = False) -> None:
@@ -425,15 +486,13 @@ def evaluate(gid, rank_no, x, y, metrics, key=None):
 def evaluate_rows(gid, rank_no, spec, metrics, xs=(), ys=()):
     """Row-weighted sums of the loss and metrics over every row this rank holds, and the rows."""
     rank = RANKS[gid]
-    rows = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
+    source = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
         _rows_of(rank, spec, xs, ys)
-    mine = epoch_plan(spec)
-    taken = np.concatenate([mine.rows(s, rank_no) for s in range(mine.start, mine.steps)]) \
-        if mine.steps else np.empty(0, dtype=np.int64)
     sums, n = {}, 0
-    for begin in range(0, len(taken), spec["batch_size"]):
-        x, y = rows.take(taken[begin:begin + spec["batch_size"]])
-        values = evaluate(gid, rank_no, x, y, metrics)
+    for _, x, y, key, _ in source.steps(spec, rank):
+        if not len(x):
+            continue
+        values = evaluate(gid, rank_no, x, y, metrics, key)
         for k, v in values.items():
             sums[k] = sums.get(k, 0.0) + v * len(x)
         n += len(x)

@@ -64,11 +64,13 @@ class WorkerDataset:
     def pickled(self) -> bytes:
         return cloudpickle.dumps(self.make)
 
-    def local(self) -> "LocalDataset":
-        """The dataset made in this process (for replicas that are threads here)."""
+    def local(self):
+        """The dataset (or batches) made in this process, for replicas that are threads here."""
         made = getattr(self, "_made", None)
         if made is None:
-            made = self._made = LocalDataset(self.make(), self)
+            obj = self.make()
+            made = self._made = LocalDataset(obj, self) if hasattr(obj, "__getitem__") \
+                else Batches(obj)
         return made
 
 
@@ -77,6 +79,9 @@ class LocalDataset:
 
     def __init__(self, dataset, source: WorkerDataset):
         from torch.utils.data import default_collate
+        if source.batch_size is None:
+            raise InputError("a dataset made by on_workers needs batch_size=",
+                             argument="batch_size")
         self.dataset, self.source, self._collate = dataset, source, default_collate
         try:
             self.rows = len(dataset)
@@ -99,7 +104,11 @@ def on_workers(make_dataset: Callable[[], Any]) -> WorkerDataset:
     It returns a ``torch.utils.data.Dataset`` (``len()`` and ``[i]`` giving an
     ``(x, y)`` pair) of the same length everywhere, e.g. read from files every
     worker can reach; ``trainer.fit(lk.on_workers(make), batch_size=B)`` then
-    trains every sample once an epoch, no row leaving its worker.
+    trains every sample once an epoch, no row leaving its worker.  Or it
+    returns batches that every worker makes alike, such as
+    :func:`~labkit.bucket_batches` with a seed: each rank then trains its
+    share of every batch (a bucket batch's key runs that bucket's module on
+    every rank); no ``batch_size`` then.
 
     Examples
     --------
@@ -186,8 +195,8 @@ def _split(rows: int, shares: list) -> list:
 def as_source(data, batch_size=None, shuffle: bool = True, seed=None, epochs: int = 1,
               what: str = "fit"):
     """The source ``data`` stands for (see the module docstring), checked."""
-    if isinstance(data, WorkerDataset):
-        data.batch_size = check_batch_size(batch_size, 1)
+    if isinstance(data, WorkerDataset):   # batches made on the workers need no batch_size
+        data.batch_size = None if batch_size is None else check_batch_size(batch_size, 1)
         data.shuffle, data.seed = bool(shuffle), seed
         return data
     if isinstance(data, tuple) and len(data) == 2 and not isinstance(data, BucketBatch) \

@@ -241,3 +241,108 @@ def test_each_rank_says_which_device_it_got_and_two_ranks_never_share_a_gpu(dask
     _check_devices(["w0", "w1"], ["h0", "h1"], ["cuda:0 (A)", "cuda:0 (A)"])  # two hosts
     with pytest.raises(lk.SchedulerError, match="got the same GPU"):
         _check_devices(["w0", "w1"], ["h", "h"], ["cuda:0 (A)", "cuda:0 (A)"])
+
+
+def _sequences():
+    """Bucket batches every worker makes alike (their order drawn from the seed and epoch)."""
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.randint(3, 12, (60,), generator=g)
+    seqs = [torch.randint(1, 6, (int(n),), generator=g) for n in lengths]
+    targets = torch.tensor([int(s.sum()) % 2 for s in seqs])
+    return lk.bucket_batches(seqs, targets, buckets=[6, 12], batch_size=16, seed=0)
+
+
+class _Bag(nn.Module):
+    """Mean of the embedded tokens of a padded sequence: a model for any bucket width."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = nn.Embedding(6, 8, padding_idx=0)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.embed(x).sum(1) / (x > 0).sum(1, keepdim=True))
+
+
+class _Width(nn.Module):
+    """A bucket's module: the bag, checking that every rank runs the same bucket width."""
+
+    def __init__(self, bag, key):
+        super().__init__()
+        self.bag, self.key = bag, key
+
+    def forward(self, x):
+        assert x.shape[1] == self.key, (x.shape, self.key)
+        return self.bag(x)
+
+
+def test_bucket_batches_made_on_each_worker_train_as_in_process(dask_scheduler):
+    """``lk.on_workers(lambda: lk.bucket_batches(...))``: every rank its share of every batch."""
+    models = [_Bag(), _Bag()]
+    histories = []
+    for model, scheduler in zip(models, [dask_scheduler, None]):
+        kwargs = {"scheduler": scheduler} if scheduler else {"devices": ["cpu:0", "cpu:1"]}
+        with DataParallelTrainer(model, nn.functional.cross_entropy,
+                                 torch.optim.SGD(model.parameters(), lr=0.5),
+                                 bucket_model=_Width, **kwargs) as t:
+            histories.append(t.fit(lk.on_workers(_sequences), epochs=2))
+            assert sorted(t.bucket_steps) == [6, 12]
+    on_workers, in_process = histories
+    assert [h["steps"] for h in on_workers] == [len(_sequences())] * 2
+    for a, b in zip(on_workers, in_process):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
+    for p, q in zip(*[m.parameters() for m in models]):
+        assert torch.allclose(p, q, atol=1e-5)
+
+
+def test_a_checkpoint_file_holds_the_last_commit_in_the_safe_format(dask_scheduler, tmp_path):
+    x, y = digits_like(rows=200)
+    X, Y = da.from_array(x, chunks=(100, 8)), da.from_array(y, chunks=100)
+    model = mlp()
+    path = tmp_path / "fit.lk"
+    with DataParallelTrainer(model, nn.functional.cross_entropy,
+                             torch.optim.SGD(model.parameters(), lr=0.1),
+                             scheduler=dask_scheduler) as t:
+        t.fit((X, Y), batch_size=20, epochs=2, commit_every=5, checkpoint=path)
+        final = {k: v.clone() for k, v in t.sync_model().state_dict().items()}
+    from labkit.flows.snapshot import load_checkpoint
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:   # written from a thread of rank 0's worker
+        if path.exists():
+            saved = load_checkpoint(path)
+            if saved["position"] == {"run": saved["position"]["run"], "epoch": 2, "step": 0,
+                                     "steps": 20}:
+                break
+        time.sleep(0.1)
+    assert saved["position"]["epoch"] == 2 and saved["position"]["steps"] == 20
+    for k, v in final.items():
+        assert torch.equal(saved["model"][k], v), k
+    assert [p.name for p in tmp_path.iterdir()] == ["fit.lk"]   # no temp file left
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_lost_worker_past_max_failures_names_the_worker_epoch_and_step():
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        x = np.stack([np.arange(600, dtype=np.float64), np.ones(600)], 1)
+        X, Y = da.from_array(x, chunks=(100, 2)), da.from_array(np.zeros(600), chunks=100)
+        model = _SlowIds()
+        t = DataParallelTrainer(model, _SumLoss(), torch.optim.SGD(model.parameters(), lr=1.0),
+                                scheduler=s)
+        pids = s.client.run(os.getpid)
+        victim = t.names[1]
+        started = []
+        t.subscribe(lambda e: started.append(1) if type(e).__name__ == "TaskFinished" else None)
+
+        def kill():
+            while len(started) < 10:
+                time.sleep(0.005)
+            os.kill(pids[victim], signal.SIGKILL)
+        threading.Thread(target=kill, daemon=True).start()
+        with pytest.raises(lk.WorkerLostError) as info:
+            t.fit((X, Y), batch_size=30, epochs=2, max_failures=0)
+        assert info.value.where["worker"] == victim
+        assert info.value.where["epoch"] == 0 and info.value.where["step"] >= 4
+        assert "max_failures=0" in str(info.value)
+        t.close()
