@@ -72,9 +72,11 @@ def _now() -> float:
 @dataclass(frozen=True)
 class RunStarted(Event):
     run: str
-    kind: str                           # "train" or "execute"
+    kind: str                           # "train", "execute", "fit", "ensemble", "sweep" ...
     n_nodes: int
     time: float = field(default_factory=_now)
+    detail: dict[str, Any] = field(default_factory=dict)   # what views say of the run: its
+    #                                   name, epochs, an estimator's parameters ...
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ class RunScope:
 
 @contextlib.contextmanager
 def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | None = None,
-              run_id: str | None = None):
+              run_id: str | None = None, detail: dict | None = None):
     """Bracket a run: mint its id, emit ``RunStarted`` now and ``RunFinished`` at the end.
 
     A run reports success only when its job returned, that is when all of its
@@ -148,6 +148,9 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
         The run's control (a :class:`Run` passes its own).
     run_id : str, optional
         The id; minted from ``kind`` by default.
+    detail : dict, optional
+        What views say of the run (``RunStarted.detail``): its ``name``, a fit's
+        ``epochs``, an estimator's ``params``...
 
     Examples
     --------
@@ -162,7 +165,7 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
     """
     scope = RunScope(run_id or new_run_id(kind), kind, control or RunControl(),
                      _distinct(sources))
-    scope.emit(RunStarted(scope.id, kind, n_nodes))
+    scope.emit(RunStarted(scope.id, kind, n_nodes, detail=dict(detail or {})))
     try:
         yield scope
     except BaseException as err:
@@ -173,7 +176,7 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
 
 
 def start(kind: str, sources, job: Callable[[RunScope], Any], *, wait: bool = True,
-          n_nodes: int = 1):
+          n_nodes: int = 1, detail: dict | None = None):
     """Run ``job(scope)`` in a :func:`run_scope`; here, or in a thread as a :class:`Run`.
 
     With ``wait=True`` the job's result is returned (its error raised); with
@@ -182,11 +185,11 @@ def start(kind: str, sources, job: Callable[[RunScope], Any], *, wait: bool = Tr
     __tracebackhide__ = True   # IPython leaves this frame out of tracebacks
     if wait:
         try:
-            with run_scope(kind, sources, n_nodes) as scope:
+            with run_scope(kind, sources, n_nodes, detail=detail) as scope:
                 return job(scope)
         except LabkitError as err:
             raise for_caller(err) from err.__cause__
-    return Run(kind, sources, job, n_nodes=n_nodes)
+    return Run(kind, sources, job, n_nodes=n_nodes, detail=detail)
 
 
 class Run(Observable):
@@ -211,8 +214,10 @@ class Run(Observable):
 
     max_history = 200_000  # events kept for late subscribers
 
-    def __init__(self, kind: str, sources, job: Callable[[RunScope], Any], n_nodes: int = 1):
+    def __init__(self, kind: str, sources, job: Callable[[RunScope], Any], n_nodes: int = 1,
+                 detail: dict | None = None):
         self.kind, self.id = kind, new_run_id(kind)
+        self.detail = dict(detail or {})
         self.sources = _distinct(sources)
         self.control = RunControl()
         self._done = threading.Event()
@@ -237,7 +242,8 @@ class Run(Observable):
 
     def _main(self, job, n_nodes) -> None:
         try:
-            with run_scope(self.kind, self.sources, n_nodes, self.control, self.id) as scope:
+            with run_scope(self.kind, self.sources, n_nodes, self.control, self.id,
+                           self.detail) as scope:
                 self._result = job(scope)
         except BaseException as err:  # handed to whoever asks for the result
             self._error = err

@@ -38,13 +38,16 @@ cells = [
          "    trainer.replicas[1].register_forward_pre_hook(sleeper(2e-4))\n"
          "trainer"),
     md("## Watch it train\n\n"
-       "`lk.board(trainer)` shows a progress bar per epoch, the load of each device (busy "
-       "fraction, samples per second, its share of the batch) and the loss curve as it falls."),
+       "`lk.board(trainer)` speaks of the fit in its own terms: an outer bar for the whole fit "
+       "(\"epoch 3/6\", the time so far and an ETA), an inner bar for the epoch's batches "
+       "(samples per second, the latest loss), and each finished epoch as the record `fit` "
+       "returns, with the same rounding. Below: the load of each device (busy fraction, samples "
+       "per second, its share of the batch) and the loss curves, per step and per epoch."),
     code("board = lk.board(trainer)\n"
          "board"),
     code("history = trainer.fit(batches, epochs=6)\n"
          "for h in history:\n"
-         "    print(f\"epoch {h['epoch']}: loss {h['loss']:.3f}, {h['samples_per_s']:.0f} samples/s\")\n"
+         "    print(f\"epoch {h['epoch']}: loss {h['loss']:.4g}, {h['samples_per_s']:,.0f} samples/s\")\n"
          "print('shares:', [round(s, 2) for s in trainer.shares])"),
     md("## Evaluate\n\n"
        "Evaluation runs on the replicas in parallel too; metrics are weighted by rows."),

@@ -84,7 +84,7 @@ def test_trainer_fit_without_waiting_and_cancelled(recorder):
         trainer.subscribe(recorder)
         run = trainer.fit(data, epochs=2, wait=False)
         history = run.result(timeout=60)
-        assert [h["epoch"] for h in history] == [0, 1] and run.kind == "fit"
+        assert [h["epoch"] for h in history] == [1, 2] and run.kind == "fit"
         assert [e.run for e in recorder.of(RunStarted)] == [run.id]
         assert recorder.of(RunFinished)[0].ok
 

@@ -11,6 +11,10 @@
 
 const SVG = "http://www.w3.org/2000/svg";
 const MAX_BLOCKS = 5000;
+// Past this many tasks a lane is drawn as its busy fraction over time (BINS columns a
+// lane, each as dark as the share of its time spent in tasks), not a block per task.
+const DENSE_AFTER = 400;
+const BINS = 120;
 
 function svgEl(name, attrs) {
   const node = document.createElementNS(SVG, name);
@@ -38,10 +42,15 @@ function render({ model, el }) {
   const svg = svgEl("svg", { preserveAspectRatio: "none", class: "labkit-lanes-svg" });
   const axis = document.createElement("div");
   axis.className = "labkit-lanes-axis";
+  const legend = document.createElement("div");
+  legend.className = "labkit-lanes-legend";
   plot.append(svg, axis);
   body.append(names, plot);
-  root.append(title, body);
+  root.append(title, body, legend);
   el.appendChild(root);
+  const dense = svgEl("g", { class: "labkit-lanes-dense" });
+  svg.appendChild(dense);
+  const spans = [];          // the spans drawn, for the dense view
 
   let nLanes = 0;            // lanes drawn: lane i is worker model.get("workers")[i]
   const seen = new Set();    // seq of every span drawn
@@ -51,11 +60,12 @@ function render({ model, el }) {
 
   function addLanes(upTo) {
     const workers = model.get("workers") || [];
+    const shown = model.get("labels") || [];
     while (nLanes <= upTo) {
       const worker = workers[nLanes] ?? `worker ${nLanes}`;
       const label = document.createElement("div");
       label.className = "labkit-lanes-name";
-      label.textContent = shortName(worker);
+      label.textContent = shown[nLanes] || shortName(worker);
       label.title = String(worker);
       names.appendChild(label);
       nLanes += 1;
@@ -68,8 +78,59 @@ function render({ model, el }) {
     svg.setAttribute("viewBox", `0 0 ${tEnd} ${n}`);
     svg.style.height = `${n * h}px`;
     names.style.gridAutoRows = `${h}px`;
-    axis.textContent = `0 … ${tEnd.toFixed(tEnd < 10 ? 2 : 1)} s`;
-    title.textContent = `${model.get("title")} · ${drawn} tasks`;
+    axis.innerHTML = "";
+    const left = document.createElement("span");
+    left.textContent = "0 s";
+    const right = document.createElement("span");
+    right.textContent = `${tEnd.toFixed(tEnd < 10 ? 2 : 1)} s since the first task`;
+    axis.append(left, right);
+    const isDense = drawn > DENSE_AFTER;
+    title.textContent = `${model.get("title")} · ${drawn} tasks` +
+      (isDense ? " · shaded by the share of time busy" : "");
+    root.dataset.dense = isDense ? "1" : "0";
+    if (isDense) drawDense();
+  }
+
+  function drawDense() {
+    // Each lane in BINS columns: the darker, the more of that time its tasks ran.
+    for (const b of blocks) b.style.display = "none";
+    dense.replaceChildren();
+    const width = tEnd / BINS;
+    const busy = Array.from({ length: Math.max(nLanes, 1) }, () => new Float64Array(BINS));
+    const colour = Array.from({ length: Math.max(nLanes, 1) }, () => new Array(BINS));
+    for (const s of spans) {
+      const lane = s.lane | 0;
+      if (lane >= busy.length) continue;
+      let b = Math.max(0, Math.floor(s.start / width));
+      for (; b < BINS && b * width < s.end; b++) {
+        const overlap = Math.min(s.end, (b + 1) * width) - Math.max(s.start, b * width);
+        if (overlap > 0) {
+          busy[lane][b] += overlap;
+          if (!colour[lane][b] || s.ok === false) colour[lane][b] = s.ok === false ? "#d62728" : s.color;
+        }
+      }
+    }
+    busy.forEach((bins, lane) => bins.forEach((t, b) => {
+      if (t <= 0) return;
+      dense.appendChild(svgEl("rect", {
+        x: b * width, y: lane + 0.1, width: width, height: 0.8,
+        fill: colour[lane][b] || "#1f77b4", "fill-opacity": Math.min(1, 0.15 + t / width),
+      }));
+    }));
+  }
+
+  function drawLegend() {
+    legend.replaceChildren();
+    for (const item of model.get("legend") || []) {
+      const entry = document.createElement("span");
+      entry.className = "labkit-lanes-key";
+      const swatch = document.createElement("span");
+      swatch.className = "labkit-lanes-swatch";
+      swatch.style.background = item.color;
+      swatch.style.opacity = String(item.alpha ?? 0.9);
+      entry.append(swatch, document.createTextNode(item.label || ""));
+      legend.appendChild(entry);
+    }
   }
 
   function draw(spans) {
@@ -93,7 +154,8 @@ function render({ model, el }) {
       rect.appendChild(tip);
       svg.appendChild(rect);
       blocks.push(rect);
-      if (blocks.length > MAX_BLOCKS) blocks.shift().remove();
+      spans.push(s);
+      if (blocks.length > MAX_BLOCKS) { blocks.shift().remove(); spans.shift(); }
       tEnd = Math.max(tEnd, s.end);
       added += 1;
     }
@@ -106,6 +168,7 @@ function render({ model, el }) {
 
   addLanes((model.get("workers") || []).length - 1);
   draw(model.get("recent"));
+  drawLegend();
   layout();
 
   const onCustom = (msg) => { if (msg && msg.kind === "spans") draw(msg.spans); };
@@ -115,6 +178,7 @@ function render({ model, el }) {
   model.on("change:workers", onWorkers);
   model.on("change:recent", onRecent);
   model.on("change:lane_height", layout);
+  model.on("change:legend", drawLegend);
   model.send({ kind: "hello", seen: seen.size });   // spans sent before this view existed
 
   return () => {
@@ -122,6 +186,7 @@ function render({ model, el }) {
     model.off("change:workers", onWorkers);
     model.off("change:recent", onRecent);
     model.off("change:lane_height", layout);
+    model.off("change:legend", drawLegend);
   };
 }
 

@@ -29,7 +29,7 @@ class EpochLoops:
 
     def fit(self, data, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
             seed=None, wait: bool = True, commit_every: int | None = None, checkpoint=None,
-            max_failures: int | None = None):
+            max_failures: int | None = None, validation=None, metrics: dict | None = None):
         """Train for ``epochs`` passes over ``data``.
 
         Parameters
@@ -51,26 +51,39 @@ class EpochLoops:
             With data on Dask workers: steps between two commits (a lost worker
             costs at most that many again), a file each commit is also written
             to (labkit's safe format), and how many workers may be lost.
+        validation : optional
+            Data as :meth:`evaluate` takes it (``(X, y)`` arrays are evaluated in
+            batches of ``batch_size``), evaluated after every epoch: each record
+            gets ``val_loss`` and ``val_<metric>`` for every entry of ``metrics``.
+        metrics : dict, optional
+            ``name -> fn(outputs, targets)`` for the validation (see :meth:`evaluate`).
 
         Returns
         -------
         list of dict
-            One record an epoch: ``epoch`` (from 0), mean ``loss`` over its
-            rows, ``seconds``, ``samples_per_s``, ``steps``; ``skipped`` under
-            ``on_nonfinite="skip"``; ``redone`` and ``recoveries`` after a lost
-            worker.  An error names the epoch and batch; the steps before it are kept.
+            One record an epoch: ``epoch`` (from 1, as a board counts them), mean
+            ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
+            ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
+            after a lost worker; ``val_...`` with a validation.  An error names the
+            epoch (from 1) and the batch (its index); the steps before it are kept.
         """
         __tracebackhide__ = True
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
         self._check_open()
         options = _epoch_options(commit_every, checkpoint, max_failures)
+        if validation is not None:   # checked now, not after the first epoch
+            validation = _validation(validation, batch_size, metrics)
 
         def job(scope):
             self._reporter.fit_started(scope.id)
             history = []
             try:
                 for epoch in range(epochs):
-                    history.append(self._epoch(source, epoch, epochs, scope, options))
+                    record = self._epoch(source, epoch, epochs, scope, options, validation)
+                    history.append(record)
+            except LabkitError as err:
+                self._reporter.epoch_finished(ok=False)
+                raise _epoch_from_one(err)
             except BaseException:
                 self._reporter.epoch_finished(ok=False)
                 raise
@@ -81,9 +94,12 @@ class EpochLoops:
                     self._group._epochs = None
             self._reporter.fit_finished()
             return history
-        return start("fit", [self], job, wait=wait)
+        detail = {"name": type(self.model).__name__, "epochs": epochs,
+                  "batches": _length(source), "devices": list(self.names)}
+        return start("fit", [self], job, wait=wait, detail=detail)
 
-    def _epoch(self, source, epoch: int, epochs: int, scope, options: dict) -> dict:
+    def _epoch(self, source, epoch: int, epochs: int, scope, options: dict,
+               validation=None) -> dict:
         """One pass; its record, from its step reports."""
         __tracebackhide__ = True
         tally = EpochTally(epoch)
@@ -104,6 +120,10 @@ class EpochLoops:
         if tally.steps == 0 and not tally.skipped:
             raise InputError("no batches to train on", epoch=epoch, argument="batches")
         record = tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
+        if validation is not None:
+            data, size, metrics = validation
+            values = self.evaluate(data, metrics, batch_size=size)
+            record.update({f"val_{k}": v for k, v in values.items()})
         self._reporter.epoch_finished(record=record)
         return record
 
@@ -132,6 +152,27 @@ class EpochLoops:
         if rows == 0:
             raise InputError("no batches to evaluate", argument="batches")
         return {name: total / rows for name, total in sums.items()}
+
+
+def _validation(data, batch_size, metrics) -> tuple:
+    """``(data, batch size to evaluate it in, metrics)`` for ``fit(validation=...)``, checked."""
+    needs_size = isinstance(data, WorkerDataset) or (isinstance(data, tuple) and len(data) == 2
+                                                     and not isinstance(data, BucketBatch))
+    size = (batch_size or 256) if needs_size else None
+    as_source(data, size, False, None, what="validation")
+    for name, fn in dict(metrics or {}).items():
+        if not callable(fn):
+            raise InputError(f"metric {name!r} must be callable as fn(outputs, targets), got "
+                             f"{fn!r}", argument="metrics")
+    return data, size, dict(metrics or {})
+
+
+def _epoch_from_one(err: LabkitError) -> LabkitError:
+    """``err`` naming its epoch as a board counts it (the first is epoch 1)."""
+    if isinstance(err.where.get("epoch"), int) and not getattr(err, "_epoch_counted", False):
+        err.where["epoch"] += 1
+        err._epoch_counted = True
+    return err
 
 
 def _epoch_options(commit_every, checkpoint, max_failures) -> dict:

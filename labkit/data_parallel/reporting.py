@@ -38,6 +38,8 @@ class Reporter:
         self.batch = 0
         self.samples = 0
         self.losses: collections.deque = collections.deque(maxlen=500)  # the curve drawn
+        self.loss_steps: collections.deque = collections.deque(maxlen=500)  # its x: step
+        self.epoch_points: dict[str, list] = {"x": [], "loss": [], "val": []}
         self.bucket_steps: dict = {}  # bucket key -> steps taken with it
         self._tasks = itertools.count()
         self._epoch_tasks = 0
@@ -55,6 +57,7 @@ class Reporter:
         """One step's replica spans, and (throttled) device stats and the loss curve."""
         self.samples += sum(counts)
         self.losses.append(loss)
+        self.loss_steps.append(len(self.loss_steps) and self.loss_steps[-1] + 1)
         if key is not None:
             self.bucket_steps[key] = self.bucket_steps.get(key, 0) + 1
         if not self.bus.has_subscribers:
@@ -87,9 +90,20 @@ class Reporter:
             else (None, None)
 
     def state(self) -> dict:
-        """The model's state for the views: samples, the loss curve, steps per bucket."""
-        state = {"samples": self.samples, "batches": self.batch,
-                 "plots": {"loss": list(self.losses)}}
+        """The model's state for the views: samples, the loss curves, steps per bucket.
+
+        ``plots`` holds the loss of each step, the mean loss of each epoch (at the
+        step where it ended, as ``fit`` returns it) and, with a validation, its loss.
+        """
+        plots = {"loss": {"x": list(self.loss_steps), "y": list(self.losses)}}
+        if self.epoch_points["x"]:
+            plots["epoch loss"] = {"x": list(self.epoch_points["x"]),
+                                   "y": list(self.epoch_points["loss"])}
+        if any(v is not None for v in self.epoch_points["val"]):
+            points = [(x, v) for x, v in zip(self.epoch_points["x"], self.epoch_points["val"])
+                      if v is not None]
+            plots["validation loss"] = {"x": [x for x, _ in points], "y": [v for _, v in points]}
+        state = {"samples": self.samples, "batches": self.batch, "plots": plots}
         if self.bucket_steps:
             state["buckets"] = dict(self.bucket_steps)
         return state
@@ -118,6 +132,10 @@ class Reporter:
 
     def epoch_finished(self, ok: bool = True, record: dict | None = None) -> None:
         """The epoch ended: its real task count, the model's state and the epoch's record."""
+        if record is not None and self.loss_steps:
+            self.epoch_points["x"].append(self.loss_steps[-1])
+            self.epoch_points["loss"].append(record["loss"])
+            self.epoch_points["val"].append(record.get("val_loss"))
         if self.bus.has_subscribers:
             state = self.state() if record is None else {**self.state(), "record": record}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,

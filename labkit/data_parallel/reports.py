@@ -124,7 +124,8 @@ class EpochTally:
         if seconds is None:
             seconds = (self.last - self.first) if self.first is not None else 0.0
         seconds = max(seconds, 1e-9)
-        out = {"epoch": self.epoch, "loss": self.loss_sum / self.rows if self.rows else math.nan,
+        out = {"epoch": self.epoch + 1,   # from 1, as a board counts epochs
+               "loss": self.loss_sum / self.rows if self.rows else math.nan,
                "seconds": seconds, "samples_per_s": self.rows / seconds, "steps": self.steps}
         if with_skipped:
             out["skipped"] = self.skipped

@@ -214,7 +214,10 @@ class BaseEnsemble(BaseEstimator):
                 delattr(self, key)
             self.__dict__.update({k: getattr(twin, k) for k in _fitted(twin)})
             return self
-        return start("ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes)
+        detail = {"estimator": type(self).__name__, "nodes": n_nodes,
+                  "params": _plain_params(self)}   # a search's candidates, named on a board
+        return start("ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes,
+                     detail=detail)
 
     def _fit_job(self, X, y, groups):
         """Check everything and build the layers; ``(scheduler, job fitting them, nodes)``.
@@ -386,3 +389,13 @@ def _classifies(spec: LayerSpec) -> bool:
     """Whether a layer spec outputs probabilities or holds only classifiers."""
     named = spec.named()
     return bool(spec.proba) or (bool(named) and all(is_classifier_like(e) for _, e in named))
+
+
+def _plain_params(estimator) -> dict:
+    """The estimator's parameters that are plain values (numbers, strings, None), deep."""
+    try:
+        params = estimator.get_params(deep=True)
+    except Exception:   # a view's detail must never fail a fit
+        return {}
+    return {k: v for k, v in params.items()
+            if v is None or isinstance(v, (bool, int, float, str))}

@@ -128,7 +128,8 @@ class ParallelProcessing:
             finally:
                 with self._lock:
                     self._controls.remove(scope.control)
-        return start("ensemble", [self.scheduler], tracked, wait=wait, n_nodes=n_layers)
+        return start("ensemble", [self.scheduler], tracked, wait=wait, n_nodes=n_layers,
+                     detail={"nodes": n_layers})
 
     # -- one layer ---------------------------------------------------------------------
 

@@ -147,7 +147,8 @@ class ParallelFlow(ManualTasksMixin, Flow):
         def job(scope):
             return self._train_all(sources, schedulers, owned, callable_class, scope, join)
 
-        return start("train", schedulers, job, wait=wait, n_nodes=len(self.nodes))
+        return start("train", schedulers, job, wait=wait, n_nodes=len(self.nodes),
+                     detail={"nodes": len(self.nodes)})
 
     def _schedulers_for(self, scheduler) -> tuple[list, list]:
         """One scheduler (or None) per node, and those that train must shut down."""
@@ -361,7 +362,8 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 if owned:
                     scheduler.shutdown()
 
-        return start("execute", [scheduler], job, wait=wait, n_nodes=len(nodes))
+        return start("execute", [scheduler], job, wait=wait, n_nodes=len(nodes),
+                     detail={"nodes": len(nodes)})
 
     def _execute_all(self, nodes, chunks, scheduler, task_callable, scope):
         info = TaskInfo(scope.id, -1, -1, "execute")

@@ -83,7 +83,7 @@ class Scheduler(Observable):
     # -- batches -----------------------------------------------------------------------
 
     def batch(self, result_container: ResultContainer | None = None, info: TaskInfo | None = None,
-              control=None) -> Batch:
+              control=None, name: str | None = None, total: int | None = None) -> Batch:
         """A new batch of tasks on this scheduler; use it in a ``with`` block.
 
         Parameters
@@ -95,9 +95,14 @@ class Scheduler(Observable):
             events and errors.
         control : RunControl, optional
             The run owning the batch: cancelling the run cancels the batch.
+        name : str, optional
+            What a board calls the batch's tasks (``"tasks"`` by default).
+        total : int, optional
+            How many tasks a cycle of the batch has, when you know it: a board
+            shows ``done/total``.
         """
         self._check_usable()
-        return Batch(self, result_container, info, control)
+        return Batch(self, result_container, info, control, name=name, total=total)
 
     def _default_batch(self) -> Batch:
         """The calling thread's default batch (the seed's verbs use it)."""

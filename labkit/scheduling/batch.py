@@ -27,6 +27,7 @@ from typing import Any, Callable
 from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, located
 from ..events import TaskInfo
 from .results import ListResultContainer, ResultContainer, check_container, discard
+from .batch_runs import BatchRun
 from .starting import OpenTask, StartsTasks
 from .task import TaskCallable
 
@@ -51,7 +52,8 @@ class Batch(StartsTasks):
     """
 
     def __init__(self, scheduler, result_container: ResultContainer | None = None,
-                 info: TaskInfo | None = None, control=None, _default: bool = False):
+                 info: TaskInfo | None = None, control=None, _default: bool = False,
+                 name: str | None = None, total: int | None = None):
         self.scheduler = scheduler
         self.result_container = (check_container(result_container)
                                  if result_container is not None else ListResultContainer())
@@ -70,6 +72,9 @@ class Batch(StartsTasks):
         self._shipped = None
         self._default, self._closed = _default, False
         self._control = control
+        # a user's own tasks are runs of their own on a board (see .batch_runs)
+        self.as_run = BatchRun(self, name or ("add_task" if _default else "tasks"), total) \
+            if info is None else None
         scheduler._register(self)
         if control is not None:
             control.attach(self)
@@ -100,6 +105,8 @@ class Batch(StartsTasks):
             results = self.result_container.get_results()
         with self._cond:
             self._submitted, self._next_chunk = 0, 0
+        if self.as_run is not None:
+            self.as_run.ended()
         return results
 
     def cancel(self, reason: LabkitError | None = None) -> int:
@@ -117,9 +124,12 @@ class Batch(StartsTasks):
                 self._error = reason or CancelledError(
                     f"the batch was cancelled with {n_open} task(s) open")
             handles = self._clear()
+            error = self._error
         self.scheduler._cancel_handles(handles)
         with self._results_lock:
             discard(self.result_container)
+        if self.as_run is not None and lost:   # the cycle ends now, not at the next call
+            self.as_run.ended(error or CancelledError("the batch was cancelled"))
         return n_open
 
     def track(self, handles) -> None:
@@ -157,6 +167,9 @@ class Batch(StartsTasks):
             discard(self.result_container)
         if self._control is not None:
             self._control.detach(self)
+        if self.as_run is not None:
+            self.as_run.ended(CancelledError("the batch was closed with tasks open")
+                              if self._submitted else None)
         self.scheduler._unregister(self)
         shipped, self._shipped = self._shipped, None
         if shipped is not None:

@@ -155,6 +155,8 @@ class StartsTasks:
                 or s.closed)
         s._check_usable()
         self._raise_pending()
+        if self.as_run is not None and info is None:
+            self.as_run.opening()
         entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
         with self._cond:
             self._open[entry.info.task] = entry

@@ -54,7 +54,18 @@ from bokeh.plotting import figure
 
 from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
 
-__all__ = ["Components", "node_color", "FAILED_COLOR"]
+__all__ = ["Components", "node_color", "FAILED_COLOR", "AXES", "MAX_SERIES"]
+
+#: Lines a node's plot draws (its state's first plot arrays), with a legend when more than one.
+MAX_SERIES = 3
+SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c")
+
+#: The axes of the arrays nodes plot, by name: ``(x label, y label)``.
+AXES = {"eigenvalues": ("component", "eigenvalue"), "loss": ("step", "loss"),
+        "epoch loss": ("step", "loss"), "inertia": ("iteration", "inertia"),
+        "errors": ("sample", "error"), "ratios": ("component", "ratio"),
+        "slowness": ("component", "slowness"), "eta": ("component", "eta"),
+        "class_counts": ("class", "samples"), "coefficient_norm": ("output", "norm")}
 
 # Category10 without its red (kept for failures) and grey (kept for plain tasks).
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
@@ -130,12 +141,16 @@ class Components:
         Make one node plot with the layout, hidden, for the first node: a
         figure costs about 20 ms to make and send, better paid before a run
         than in the middle of one (a dashboard's session, opened beforehand).
+    names : callable, optional
+        ``names(address)``: what a worker or device is called (see
+        :class:`~labkit.views.names.DeviceNames`); its address by default.
     """
 
     def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
                  max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None,
-                 task_stream: bool = True, spare_plot: bool = True):
+                 task_stream: bool = True, spare_plot: bool = True, names=None):
         self.tracker = tracker
+        self.names = names or _lane   # address -> what a lane and a bar are called
         self.sampler = sampler
         self.run_filter = run_filter
         self.max_spans = max_spans
@@ -205,37 +220,56 @@ class Components:
                              visible=False), "labkit-node-state")
 
     def _make_node_plot(self):
-        """One small line plot, for any node (see :meth:`_show_node_plot`)."""
-        fig = figure(height=150, width=320, tools="", toolbar_location=None)
+        """One small plot of up to :data:`MAX_SERIES` lines, for any node (a legend when two)."""
+        fig = figure(height=170, width=340, tools="", toolbar_location=None)
         fig.title.text_font_size = "9pt"   # long names (GaussianClassifier: class_counts) fit
-        source = ColumnDataSource({"x": [], "y": []})
-        fig.line(x="x", y="y", source=source, line_width=2)
-        fig.scatter(x="x", y="y", source=source, size=4)
-        return fig, source
+        sources = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_SERIES)]
+        lines = []
+        for i, source in enumerate(sources):
+            lines.append(fig.line(x="x", y="y", source=source, line_width=2 if i == 0 else 1.5,
+                                  line_dash="solid" if i == 0 else "dashed",
+                                  legend_label=f"series {i}"))
+            fig.scatter(x="x", y="y", source=source, size=4 if i == 0 else 6,
+                        marker="circle" if i == 0 else "diamond")
+        fig.add_tools(HoverTool(renderers=lines, tooltips=[("", "@x"), ("value", "@y{0.0000}")]))
+        fig.legend.visible = False
+        fig.legend.label_text_font_size = "8pt"
+        fig.legend.location = "top_right"
+        fig.axis.axis_label_text_font_size = "8pt"
+        return fig, sources
 
     @staticmethod
     def _show_node_plot(plot, view: NodeView, key: str) -> None:
         """Make ``plot`` (new, or freed by a node no longer shown) the plot of ``view``."""
-        fig, source = plot
-        what = next(iter(view.plots), "")
+        fig, sources = plot
+        names = list(view.plots)[:MAX_SERIES]
+        what = names[0] if names else ""
         fig.visible = True
         fig.title.text = f"node {view.node} {view.name}: {what}"
+        fig.xaxis.axis_label, fig.yaxis.axis_label = AXES.get(what, ("index", what))
         color = node_color(view.node, 0)[0]
-        for renderer in fig.renderers:
-            renderer.glyph.update(**{k: color for k in ("line_color", "fill_color")
+        for i, renderer in enumerate(fig.renderers):
+            series = i // 2
+            shade = color if series == 0 else SERIES_COLORS[series % len(SERIES_COLORS)]
+            renderer.glyph.update(**{k: shade for k in ("line_color", "fill_color")
                                      if hasattr(renderer.glyph, k)})
-        source.data = {"x": [], "y": []}
+        for i, item in enumerate(fig.legend.items):
+            item.label = {"value": names[i] if i < len(names) else ""}
+            item.visible = i < len(names)
+        fig.legend.visible = len(names) > 1
+        for source in sources:
+            source.data = {"x": [], "y": []}
         _named(fig, f"labkit-node-plot-{key}")
 
     # -- updating ----------------------------------------------------------------
 
-    def update(self) -> None:
+    def update(self, snap: Snapshot | None = None) -> None:
         """Pull a snapshot and the new spans; send only what changed.
 
         Thread-safe; in a Bokeh server call it from a document callback.
         """
         with self._lock:
-            snap = self.tracker.snapshot()
+            snap = self.tracker.snapshot() if snap is None else snap
             self._update_devices(snap)
             self._update_spans()
             self._update_nodes(snap)
@@ -252,8 +286,7 @@ class Components:
         else:
             _patch(self.device_source, rows, _DEVICE_COLUMNS)
 
-    @staticmethod
-    def _device_row(d: DeviceLoad, cluster: tuple[int, int] | None) -> dict:
+    def _device_row(self, d: DeviceLoad, cluster: tuple[int, int] | None) -> dict:
         """One bar's values; busy falls back on the cluster's count without labkit tasks."""
         busy = d.busy
         executing = ""
@@ -268,7 +301,8 @@ class Components:
         label = "  ".join(p for p in (f"{busy:.0%}", rate, share, memory,
                                       f"{executing} threads busy" if executing else "")
                           if p)
-        return {"name": d.name, "lane": _lane(d.name), "kind": d.kind, "busy": round(busy, 3),
+        return {"name": d.name, "lane": self.names(d.name), "kind": d.kind,
+                "busy": round(busy, 3),
                 "tasks_per_s": round(d.tasks_per_s, 2),
                 "samples_per_s": round(d.samples_per_s, 1), "running": d.running,
                 "done": d.done, "failed": d.failed, "memory": memory, "executing": executing,
@@ -283,22 +317,22 @@ class Components:
             return
         self._last_seq = spans[-1].seq
         spans = spans[-self.max_spans:]
-        new_lanes = sorted({_lane(s.worker) for s in spans} - set(self._lanes))
+        new_lanes = sorted({self.names(s.worker) for s in spans} - set(self._lanes))
         if new_lanes:
             self._lanes = sorted(self._lanes + new_lanes)
             self.task_stream.y_range.factors = list(self._lanes)
             self.task_stream.height = 80 + 28 * len(self._lanes)
-        rows = [self._span_row(s) for s in spans]
+        rows = [self._span_row(s, self.names(s.worker)) for s in spans]
         self.span_source.stream({c: [r[c] for r in rows] for c in _SPAN_COLUMNS},
                                 rollover=self.max_spans)
 
     @staticmethod
-    def _span_row(s: TaskSpan) -> dict:
+    def _span_row(s: TaskSpan, lane: str) -> dict:
         """One bar of the task stream (times in ms, as a datetime axis wants)."""
         color, alpha = node_color(s.node, s.phase, s.ok)
         what = (f"{s.node_name} (node {s.node}) phase {s.phase}" if s.node is not None
                 else "task")
-        return {"lane": _lane(s.worker), "worker": s.worker, "start": s.start * 1000,
+        return {"lane": lane, "worker": s.worker, "start": s.start * 1000,
                 "end": s.end * 1000, "what": what, "chunk": s.chunk,
                 "seconds": s.end - s.start, "ok": s.ok, "color": color, "alpha": alpha}
 
@@ -338,16 +372,29 @@ class Components:
             self.node_plots.children = ([fig for fig, _ in self._node_plots.values()]
                                         or [self._no_plots])
         for key, view in zip(keys, views):
-            _, source = self._node_plots[key]
-            values = [float(y) for y in next(iter(view.plots.values()))]
-            old = list(source.data["y"])
-            if values == old:
-                continue
-            if len(values) > len(old) and values[:len(old)] == old:
-                source.stream({"x": list(range(len(old), len(values))),
-                               "y": values[len(old):]})
-            else:
-                source.data = {"x": list(range(len(values))), "y": values}
+            _, sources = self._node_plots[key]
+            for source, values in zip(sources, list(view.plots.values())[:MAX_SERIES]):
+                _update_series(source, *_series(values))
+
+
+def _series(values) -> tuple[list, list]:
+    """``(x, y)`` of a plotted value: a list (x its index) or ``{"x": [...], "y": [...]}``."""
+    if isinstance(values, dict):
+        return [float(x) for x in values.get("x", [])], [float(y) for y in values.get("y", [])]
+    ys = [float(y) for y in values]
+    return list(range(len(ys))), ys
+
+
+def _update_series(source: ColumnDataSource, xs: list, ys: list) -> None:
+    """Stream the points that extend the line; replace it otherwise (x and y together)."""
+    old_x, old_y = list(source.data["x"]), list(source.data["y"])
+    if xs == old_x and ys == old_y:
+        return
+    n = len(old_y)
+    if len(ys) > n and ys[:n] == old_y and xs[:n] == old_x:
+        source.stream({"x": xs[n:], "y": ys[n:]})
+    else:
+        source.data = {"x": xs, "y": ys}
 
 
 _TABLE_HEAD = ("#", "node", "phase", "state", "samples", "joins", "run")

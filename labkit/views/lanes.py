@@ -78,6 +78,8 @@ class TaskLanes(anywidget.AnyWidget):
     _css = _asset("lanes.css")
 
     workers = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)
+    labels = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)  # shown names
+    legend = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)    # colour: what
     t0 = traitlets.Float(0.0).tag(sync=True)                  # epoch seconds of time 0
     recent = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)
     lane_height = traitlets.Int(14).tag(sync=True)           # pixels per lane
@@ -86,7 +88,9 @@ class TaskLanes(anywidget.AnyWidget):
     max_recent = 500       # spans kept for a first render or a resend
     max_batch = 2000       # spans per message, so one message stays small
 
-    def __init__(self, tracker=None, **kwargs):
+    def __init__(self, tracker=None, names=None, **kwargs):
+        self._names = names or (lambda worker: str(worker).split("://", 1)[-1])
+        self._legend: dict[tuple, dict] = {}
         self._last_seq = -1
         self._recent: deque[dict] = deque(maxlen=self.max_recent)
         self._lock = threading.Lock()  # the writer appends while the kernel's thread resends
@@ -97,7 +101,9 @@ class TaskLanes(anywidget.AnyWidget):
                 kwargs.setdefault("t0", spans[0].start)
                 kwargs["workers"] = _ordered([*kwargs.get("workers", ()),
                                               *(s.worker for s in spans)])
+                kwargs["labels"] = [self._names(w) for w in kwargs["workers"]]
                 self._take(spans, kwargs["t0"], kwargs["workers"])
+                kwargs["legend"] = list(self._legend.values())
                 kwargs.setdefault("recent", list(self._recent))
         super().__init__(**kwargs)
         self.on_msg(self._handle_custom_msg)
@@ -139,12 +145,17 @@ class TaskLanes(anywidget.AnyWidget):
         if not spans:
             return 0
         new_workers = [s.worker for s in spans if s.worker not in self.workers]
-        with self.hold_sync():  # t0 and new lanes in one message, before the spans
+        kinds = len(self._legend)
+        batch = self._take(spans, self.t0 or min(s.start for s in spans),
+                           _ordered([*self.workers, *new_workers]))
+        with self.hold_sync():  # t0, new lanes and the legend in one message, before the spans
             if not self.t0:
                 self.t0 = min(s.start for s in spans)
             if new_workers:
                 self.workers = [*self.workers, *new_workers]
-        batch = self._take(spans, self.t0, self.workers)
+                self.labels = [self._names(w) for w in self.workers]
+            if len(self._legend) != kinds:
+                self.legend = list(self._legend.values())
         for i in range(0, len(batch), self.max_batch):
             self.send({"kind": "spans", "spans": batch[i:i + self.max_batch]})
         self.sent += len(batch)
@@ -161,6 +172,13 @@ class TaskLanes(anywidget.AnyWidget):
         """Spans as dicts; remembers the last seq and the recent ones."""
         lanes = {w: i for i, w in enumerate(workers)}
         batch = [span_dict(s, t0, lanes[s.worker]) for s in spans]
+        for s, d in zip(spans, batch):   # a colour a kind of task: the legend says which
+            key = (d["color"], d["alpha"] > 0.7) if d["ok"] else ("failed",)
+            if key not in self._legend:
+                what = "failed" if not d["ok"] else (
+                    f"node {s.node} {s.node_name}" if s.node is not None else
+                    (s.node_name or "tasks"))
+                self._legend[key] = {"color": d["color"], "alpha": d["alpha"], "label": what}
         with self._lock:
             self._recent.extend(batch)
         self._last_seq = spans[-1].seq

@@ -25,7 +25,33 @@ from dataclasses import dataclass, field, replace
 from ..events import (Event, PhaseFinished, PhaseStarted, RunStarted, TaskFailed, TaskFinished,
                       TaskStarted, TaskSubmitted)
 
-__all__ = ["PhaseProgress", "ProgressTracker"]
+__all__ = ["PhaseProgress", "RunProgress", "ProgressTracker"]
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """One run (a flow's training, a fit, an ensemble, a batch of your own tasks) so far."""
+
+    run: str
+    kind: str
+    started: float
+    detail: dict = field(default_factory=dict)   # RunStarted.detail: name, epochs, params
+    finished: float | None = None
+    ok: bool = True
+    cancelled: bool = False
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        """``running``, ``finished``, ``failed`` or ``cancelled``: the words of every view."""
+        if self.finished is None:
+            return "running"
+        return "cancelled" if self.cancelled else "finished" if self.ok else "failed"
+
+    @property
+    def name(self) -> str:
+        """What the run is called on a board: its ``name`` if it has one, else its kind."""
+        return str(self.detail.get("name") or self.kind)
 
 
 @dataclass(frozen=True)
@@ -87,6 +113,7 @@ class ProgressTracker:
         self._lock = threading.Lock()
         self._phases: dict[tuple, _Entry] = {}
         self._kinds: dict[str, str] = {}   # run id -> the run's kind
+        self._runs: dict[str, RunProgress] = {}
         self.version = 0  # bumped on every change, so renderers can skip redraws
 
     def __call__(self, event: Event) -> None:
@@ -100,6 +127,11 @@ class ProgressTracker:
         """Every phase seen so far, oldest first."""
         with self._lock:
             return [replace(e.progress, running=len(e.running)) for e in self._phases.values()]
+
+    def runs(self) -> list[RunProgress]:
+        """Every run seen so far, oldest first."""
+        with self._lock:
+            return list(self._runs.values())
 
     # -- event handlers (called under the lock) -----------------------------------
 
@@ -116,6 +148,7 @@ class ProgressTracker:
 
     def _on_RunStarted(self, e: RunStarted) -> None:
         self._kinds[e.run] = e.kind
+        self._runs[e.run] = RunProgress(e.run, e.kind, e.time, dict(getattr(e, "detail", {})))
         if e.kind == "execute":
             self._phases[(e.run, None, None)] = _Entry(
                 PhaseProgress(e.run, None, "execute", None, started=e.time))
@@ -129,7 +162,7 @@ class ProgressTracker:
         entry = self._phases.get((e.run, e.node, e.phase))
         if entry is None or entry.progress.kind != "fit" or entry.progress.record is not None:
             return   # a finished epoch keeps its record's numbers
-        losses = e.state.get("plots", {}).get("loss") or [None]
+        losses = _ys(e.state.get("plots", {}).get("loss")) or [None]
         self._update(entry, steps=e.state.get("batches", e.joins), loss=losses[-1])
 
     def _on_PhaseFinished(self, e: PhaseFinished) -> None:
@@ -138,7 +171,7 @@ class ProgressTracker:
             total = e.n_tasks if e.ok and not entry.progress.local else entry.progress.total
             self._update(entry, finished=e.time, ok=e.ok, total=total)
             if entry.progress.kind == "fit" and e.state:   # the epoch's last batch and loss
-                losses = e.state.get("plots", {}).get("loss") or [entry.progress.loss]
+                losses = _ys(e.state.get("plots", {}).get("loss")) or [entry.progress.loss]
                 record = e.state.get("record")   # then the numbers fit returns, no others
                 self._update(entry, steps=e.state.get("batches", entry.progress.steps),
                              loss=record["loss"] if record else losses[-1], record=record)
@@ -166,6 +199,11 @@ class ProgressTracker:
         self._update(entry, failed=entry.progress.failed + 1, errors=errors)
 
     def _on_RunFinished(self, e) -> None:
+        run = self._runs.get(e.run)
+        if run is not None:
+            self._runs[e.run] = replace(run, finished=e.time, ok=e.ok,
+                                        cancelled=getattr(e, "cancelled", False),
+                                        error=getattr(e, "error", None))
         if getattr(e, "cancelled", False):
             for key, run_entry in self._phases.items():
                 p = run_entry.progress
@@ -177,3 +215,10 @@ class ProgressTracker:
         if entry is not None:
             self._update(entry, finished=e.time, ok=e.ok,
                          total=entry.progress.done + entry.progress.failed if e.ok else None)
+
+
+def _ys(values) -> list:
+    """The y values of a plotted array: a list, or the ``"y"`` of ``{"x": .., "y": ..}``."""
+    if isinstance(values, dict):
+        return list(values.get("y", []))
+    return list(values or [])

@@ -96,6 +96,7 @@ class Snapshot:
     nodes: tuple[NodeView, ...]
     last_span: int
     stages: tuple = ()              # the latest StageStats of each pipeline stage
+    runs: tuple = ()                # every run seen (RunProgress), oldest first
 
 
 @dataclass
@@ -148,18 +149,29 @@ class Tracker:
     def snapshot(self, now: float | None = None) -> Snapshot:
         """The current state, as plain frozen data."""
         now = time.time() if now is None else now
+        runs = self.progress.runs()
         with self._lock:
-            devices = tuple(self._load(name, d, now) for name, d in sorted(self._devices.items()))
+            # nothing running any more (every run ended, no task open): no load to show,
+            # whatever the last few seconds held; a board's last frame reads zero
+            idle = all(r.finished is not None for r in runs) and \
+                not any(d.running for d in self._devices.values()) and bool(runs)
+            devices = tuple(self._load(name, d, now, idle)
+                            for name, d in sorted(self._devices.items()))
             nodes = tuple(self._nodes[k] for k in sorted(self._nodes, key=lambda k: (k[1], k[0])))
             return Snapshot(now, self.version, tuple(self.progress.snapshot()), devices, nodes,
-                            self._seq, tuple(self._stages.values()))
+                            self._seq, tuple(self._stages.values()), tuple(runs))
 
     def spans_since(self, seq: int) -> list[TaskSpan]:
         """Finished-task spans with a sequence number above ``seq``."""
         with self._lock:
             return [s for s in self._spans if s.seq > seq]
 
-    def _load(self, name: str, d: _Device, now: float) -> DeviceLoad:
+    def _load(self, name: str, d: _Device, now: float, idle: bool = False) -> DeviceLoad:
+        if idle:
+            st = d.stats
+            return DeviceLoad(name, d.kind, 0.0, 0.0, 0.0, 0, d.done, d.failed,
+                              st.memory if st else None, st.memory_limit if st else None,
+                              None, st.share if st else None)
         start = now - self.window
         while d.spans and d.spans[0][1] < start:
             d.spans.popleft()
@@ -209,6 +221,11 @@ class Tracker:
         for d in self._devices.values():
             for task in [t for t, (_, run) in d.running.items() if run == e.run]:
                 del d.running[task]
+        # its nodes train no more, whatever its last join said (a failed or cancelled
+        # phase left them as before it); their plots are kept
+        for key, view in list(self._nodes.items()):
+            if key[0] == e.run and view.training:
+                self._nodes[key] = replace(view, training=False)
 
     def _on_DeviceStats(self, e: DeviceStats) -> None:
         d = self._device(e.device)

@@ -81,7 +81,7 @@ def test_fit_over_a_source_that_fails_names_epoch_and_batch_and_keeps_its_steps(
     with DataParallelTrainer(model, MSE, sgd(model), devices=CPUS) as t:
         with pytest.raises(lk.InputError) as info:
             t.fit(_failing_batches())
-        assert info.value.where == {"epoch": 0, "batch": 2}
+        assert info.value.where == {"epoch": 1, "batch": 2}
         assert "the batches raised OSError: the disk went away" in str(info.value)
         assert isinstance(info.value.__cause__, OSError)
         assert t.steps == 2   # the steps before the failure are kept

@@ -139,7 +139,7 @@ def test_fit_evaluate_and_state(trainers):
     data = [batch(seed=s) for s in range(6)]
     t = make(trainers, model, work_load=[1, 1, 2])
     history = t.fit(data, epochs=4)
-    assert [h["epoch"] for h in history] == [0, 1, 2, 3]
+    assert [h["epoch"] for h in history] == [1, 2, 3, 4]
     assert history[-1]["loss"] < history[0]["loss"]
     reference = plain_steps(mlp(), data * 4)
     assert_same_parameters(model, reference, 1e-12)
@@ -167,7 +167,7 @@ def test_fit_errors_name_epoch_and_batch(trainers):
         t.fit(iter([batch()]), epochs=2)
     with pytest.raises(lk.InputError) as info:
         t.fit([batch(), batch()[0]], epochs=1)
-    assert info.value.where == {"epoch": 0, "batch": 1}
+    assert info.value.where == {"epoch": 1, "batch": 1}
     x, y = batch()
     steps = t.steps
     with pytest.raises(lk.InputError) as info:

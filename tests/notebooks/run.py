@@ -61,8 +61,17 @@ def _client_class():
                         self.process_message(msg, cell, cell_index)
                     except CellExecutionComplete:
                         return
-                elif msg["msg_type"] in ("comm_open", "comm_msg"):
+                elif msg["msg_type"] in ("comm_open", "comm_msg", "comm_close"):
                     self.handle_comm_msg([], msg, cell_index)
+
+        def handle_comm_msg(self, outs, msg, cell_index):
+            # a closed widget is gone from the page: keep no state of it (nbclient would)
+            if msg["msg_type"] == "comm_close":
+                comm_id = msg["content"].get("comm_id")
+                self.widget_state.pop(comm_id, None)
+                self.widget_buffers.pop(comm_id, None)
+                return
+            super().handle_comm_msg(outs, msg, cell_index)
     return Client
 
 

@@ -24,9 +24,14 @@ def test_pipelines_and_programs_notebook():
     stages = ast.literal_eval(re.search(r"stages on the board: (\{.*\})", out).group(1))
     assert stages == {"decode (PCA)": (24, "done"), "features": (24, "done"),
                       "decode (classifier)": (24, "done"), "decode (test)": (4, "done")}, stages
-    # the scheduler board's last state: the flow's two phases and the execute phase, shut down
+    # the scheduler board's last state: a row for the training and one for the execute
+    # (the newest, whose phase is the detail), all finished, shut down
     [board_status] = html_values(nb, "labkit-status")
-    assert "3 phase(s)" in board_status and "shut down" in board_status, board_status
+    assert "2 runs" in board_status and "shut down" in board_status, board_status
+    rows = [re.sub(r"<[^>]+>", "", v) for v in html_values(nb, "labkit-run-label")]
+    assert len(rows) == 2 and rows[0].startswith("train ") and rows[1].startswith("execute ")
+    assert "node 2/2 GaussianClassifier — 48 tasks" in rows[0], rows
+    assert all(r.endswith("finished") for r in rows), rows
 
     # (b) the program: steps, hook, equality with direct training, copy part-way
     n_chunks = int(figure(nb, "chunks:"))

@@ -13,11 +13,16 @@ from .run import progress_bars, execute, figure, html_values, text
 def test_ensembles_notebook():
     nb = execute("04-ensembles.ipynb")
     bars = progress_bars(nb)
-    # the stack's layers and the evaluation: every bar full.  (The GridSearchCV section's
-    # 13 short runs follow each other within a few seconds; the board can leave an earlier
-    # run's bar part-drawn then, a views matter, so only their bounds are checked.)
-    assert bars[:3] == [(24, 24), (1, 1), (21, 21)], bars
-    assert all(0 <= v <= m for v, m in bars), bars
+    # rows for the stack, the evaluation and the search (its 13 fits in one row), then the
+    # newest run's two layers: every bar full
+    assert bars[:3] == [(25, 25), (21, 21), (13, 13)] and len(bars) == 5, bars
+    assert all(v == m for v, m in bars), bars
+    rows = [re.sub(r"<[^>]+>", "", v) for v in html_values(nb, "labkit-run-label")]
+    assert [r.split(" ")[0] for r in rows] == ["ensemble", "evaluate", "search"], rows
+    assert rows[2].startswith("search over SuperLearner — 13 fits of 4 candidates · "
+                              "13 finished"), rows
+    [table] = [t for t in html_values(nb, "labkit-search-table") if t]
+    assert table.count("<tr>") == 1 + 4 and "n_neighbors" in table and ">C<" in table, table
     out = text(nb)
 
     stacked = figure(nb, "stacked ensemble accuracy:")
@@ -44,9 +49,9 @@ def test_ensembles_notebook():
     assert figure(nb, "grid search cv accuracy:") > 0.95
     assert figure(nb, "SuperLearner held-out accuracy:") > 0.95
 
-    # the scheduler board's last state, shut down: two layers and the evaluation, then
-    # (2 x 2 candidates x 3 folds + the refit) ensemble fits of 2 phases (layer-1, meta)
+    # the scheduler board's last state, shut down: the stack, the evaluation, then
+    # 2 x 2 candidates x 3 folds and the refit of the search
     [board_status] = html_values(nb, "labkit-status")
-    assert f"{3 + (2 * 2 * 3 + 1) * 2} phase(s)" in board_status, board_status
+    assert f"{2 + 2 * 2 * 3 + 1} runs" in board_status, board_status
     assert "shut down" in board_status, board_status
     assert "scheduler closed: True" in out

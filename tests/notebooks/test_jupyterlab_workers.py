@@ -104,9 +104,9 @@ def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers():
     assert len(lengths) >= 3, f"the loss curve never grew while the fit ran: {lengths}"
     assert any(len(s["rates"]) == 2 and min(s["rates"]) > 0 for s in samples), samples[-5:]
     history = json.loads(re.search(r"HISTORY (\[.*\])", out).group(1))
-    assert [h["epoch"] for h in history] == list(range(EPOCHS))
+    assert [h["epoch"] for h in history] == list(range(1, EPOCHS + 1))
     for record in history:
-        label = next(label for label in labels if label.startswith(f"epoch {record['epoch'] + 1} "))
+        label = next(label for label in labels if label.startswith(f"epoch {record['epoch']} "))
         assert f"{STEPS} batches (100%)" in label, label
         assert f"loss {record['loss']:.4g}" in label, (label, record)
         assert f"{record['samples_per_s']:,.0f} samples/s" in label, (label, record)

@@ -9,7 +9,8 @@ import pytest
 import labkit as lk
 from labkit.events import PhaseStarted
 from labkit.views import bokeh_widget, display
-from labkit.views.board import Board, board, phase_label
+from labkit.views.board import Board, board
+from labkit.views.labels import phase_label
 from labkit.views.progress import PhaseProgress
 from tests import helpers
 
@@ -35,7 +36,8 @@ def _text(value: str) -> str:
 
 
 def _row(b: Board, i=0):
-    return list(b._rows.values())[i]
+    """The i-th phase row of the board's detail (its newest run's phases)."""
+    return list(b.phases.rows.values())[i]
 
 
 @pytest.fixture
@@ -62,7 +64,7 @@ def test_a_scheduler_board_reaches_100_percent(comms, dask_scheduler, boards):
     assert (bar["value"], bar["max"], bar["bar_style"]) == (8, 8, "success")
     assert _text(label["value"]).startswith("node 0 PCA phase 0 — 8/8 (100%) · ")
     assert "tasks/s" in label["value"] and comms.state(row.failed)["value"] == 0
-    assert comms.state(row.failed.layout)["visibility"] == "hidden"   # no failure: kept hidden
+    assert comms.state(row.failed.layout)["display"] == "none"   # no failure: not shown
     assert "labkit-phase" in comms.state(row.box)["_dom_classes"]
     assert "DaskScheduler" in comms.state(b.status)["value"]
     assert "idle" in comms.state(b.status)["value"] and comms.state(b.errors)["value"] == ""
@@ -145,7 +147,7 @@ def test_a_failed_task_is_listed_with_its_place(comms, dask_scheduler, boards):
     assert comms.state(row.done)["bar_style"] == "danger"
     failed = comms.state(row.failed)
     assert failed["value"] == 1 and failed["bar_style"] == "danger"
-    assert comms.state(row.failed.layout)["visibility"] == "visible"   # shown, in its place
+    assert comms.state(row.failed.layout)["display"] != "none"   # shown, in its place
     assert "1 failed" in _text(comms.state(row.label)["value"])
     spans = [s for msg in comms.customs(b.lanes) for s in msg["spans"]]
     assert [s["color"] for s in spans if not s["ok"]] == ["#d62728"]
@@ -190,7 +192,7 @@ def test_a_run_board_shows_that_run_and_stops_with_it(comms, dask_scheduler, boa
     _wait_stopped(b)
     assert "finished" in comms.state(b.status)["value"]
     assert comms.state(b.cancel_button)["disabled"]
-    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
+    labels = [_text(comms.state(r.label)["value"]) for r in b.phases.rows.values()]
     assert len(labels) == 1 and labels[0].startswith("execute — 5/5 (100%)")
 
 
@@ -268,7 +270,7 @@ def test_pipeline_stage_stats_appear_on_the_scheduler_board(comms, local_schedul
     assert len(list(q)) == 1000
     b.stop()  # the final draw
     table = comms.state(b.stages)["value"]
-    assert "tokenise" in table and "<td>1000</td>" in table and "done" in table
+    assert "tokenise" in table and "<td class='num'>1,000</td>" in table and "done" in table
 
 
 def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
@@ -282,15 +284,20 @@ def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
                                   devices=["cpu:0", "cpu:1"], work_load="auto")
     b = board(trainer, lanes=False)
     boards.append(b)
-    trainer.fit(data, epochs=3)
+    history = trainer.fit(data, epochs=3)
     trainer.close()  # the board stops with it, after a final draw
     assert not b.writer.running
-    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
-    # a trainer's words: epochs, batches, samples/s and the loss, not nodes, phases and tasks
-    assert [t.split(" — ")[0] for t in labels] == ["epoch 1", "epoch 2", "epoch 3"], labels
-    assert all("6 batches (100%)" in t and "samples/s" in t and "loss " in t
-               and "6 batches on 2 devices" in t for t in labels), labels
-    assert not any("node" in t or "tasks/s" in t for t in labels), labels
+    # a fit's words: the whole fit's bar and the epoch's, then the epochs as fit returned them
+    outer = _text(comms.state(b.fit.outer.label)["value"])
+    inner = _text(comms.state(b.fit.inner.label)["value"])
+    assert outer.startswith("epoch 3/3 · ") and outer.endswith("finished"), outer
+    assert inner.startswith("batch 6/6 (100%)") and "samples/s" in inner, inner
+    assert comms.state(b.fit.outer.done)["value"] == 3 == comms.state(b.fit.outer.done)["max"]
+    table = comms.state(b.fit.epochs)["value"]
+    assert table.count("<tr>") == 4                       # a header and three epochs
+    for record in history:
+        assert f"<td class='num'>{record['loss']:.4g}</td>" in table
+    assert not any(w in outer + inner for w in ("node", "tasks/s", "phase"))
     node = b.tracker.snapshot().nodes[-1]
     assert not node.training                    # trained, after the fit (not "training")
     assert "DataParallelTrainer" in comms.state(b.status)["value"]
@@ -298,7 +305,8 @@ def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
         devices = b.components.device_source.data
         assert list(devices["name"]) == ["cpu:0", "cpu:1"]
         assert set(devices["kind"]) == {"device"} and all("share" in s for s in devices["label"])
-        assert all(v > 0 for v in devices["samples_per_s"])
+        # the fit ended: its last frame shows no load left on any device
+        assert all(v == 0 for v in devices["samples_per_s"]) and all(v == 0 for v in devices["busy"])
 
 
 def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(comms, boards):
@@ -314,7 +322,7 @@ def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(co
         boards.append(b)
         run.result(timeout=60)
         _wait_stopped(b)
-    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
+    labels = [_text(comms.state(r.label)["value"]) for r in b.phases.rows.values()]
     assert [t.split(" — ")[0] for t in labels] == ["layer base", "layer meta"], labels
     assert "8/8 fits (100%)" in labels[0] and "2 estimators × 3 folds (+ 2 final fits)" \
         in labels[0], labels
@@ -325,20 +333,18 @@ def test_an_ensemble_board_speaks_of_layers_and_fits_and_hides_the_node_panel(co
 
 
 def test_finished_phases_fold_into_one_line_past_the_row_limit(comms, boards):
-    torch = pytest.importorskip("torch")
-    from labkit.data_parallel import DataParallelTrainer
-    model = torch.nn.Linear(5, 1)
-    trainer = DataParallelTrainer(model, torch.nn.functional.mse_loss,
-                                  torch.optim.SGD(model.parameters(), lr=0.01), devices=["cpu"])
-    b = Board(trainer, bokeh=False, lanes=False, max_phase_rows=3)
-    boards.append(b)
-    trainer.fit([(torch.randn(8, 5), torch.randn(8, 1))] * 2, epochs=10)
-    trainer.close()
-    labels = [_text(comms.state(r.label)["value"]) for r in b._rows.values()]
-    assert [t.split(" — ")[0] for t in labels] == ["epoch 8", "epoch 9", "epoch 10"], labels
-    assert comms.state(b.folded)["value"] == "<i>7 earlier phases finished (7 ok)</i>"
-    children = comms.state(b.phases)["children"]
-    assert len(children) == 4 and children[0].endswith(b.folded.model_id)
+    with lk.LocalScheduler() as s:
+        b = Board(s, bokeh=False, lanes=False, max_phase_rows=3)
+        boards.append(b)
+        flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=X.shape[1]) for _ in range(10)])
+        flow.train([_chunks(2)] * 10, scheduler=s)
+        b.stop()
+    labels = [_text(comms.state(r.label)["value"]) for r in b.phases.rows.values()]
+    assert [t.split(" — ")[0] for t in labels] == \
+        ["node 7 PCA phase 0", "node 8 PCA phase 0", "node 9 PCA phase 0"], labels
+    assert _text(comms.state(b.phases.folded)["value"]) == "7 earlier rows (7 finished)"
+    children = comms.state(b.phases.widget)["children"]
+    assert len(children) == 4 and children[0].endswith(b.phases.folded.model_id)
 
 
 def test_the_stage_table_shows_quick_stages_in_ms_not_zero_seconds():

@@ -50,7 +50,9 @@ def test_only_new_spans_are_sent_and_a_new_view_gets_the_recent_ones(comms):
         assert msg["kind"] == "spans" and [s["seq"] for s in msg["spans"]] == [1, 2]
         failed = msg["spans"][1]
         assert not failed["ok"] and failed["color"] == "#d62728" and "chunk 2" in failed["label"]
-        assert comms.updates(lanes, since=mark) == [{"workers": ["tcp://w1", "tcp://w2"]}]
+        (update,) = comms.updates(lanes, since=mark)   # new lanes and kinds in one message
+        assert update["workers"] == ["tcp://w1", "tcp://w2"] and update["labels"] == ["w1", "w2"]
+        assert [k["label"] for k in update["legend"]] == ["node 0 PCA", "failed"]
         assert [s["lane"] for s in msg["spans"]] == [1, 0]
         assert lanes.update(tracker) == 0 and len(comms) == mark + 2
         # a view that appears now says hello and is sent the recent spans

@@ -1,0 +1,205 @@
+"""The one live loop every view shares: subscribe, pace, ``draw(snapshot)``, stop.
+
+After ``distributed.diagnostics.progressbar``: a :class:`LiveView` subscribes
+a :class:`~labkit.views.tracker.Tracker` (or any snapshot source) to a
+scheduler, a run or a trainer, and one :class:`~labkit.views.writer.Writer`
+thread calls :meth:`LiveView.draw` with a snapshot, at most
+:data:`~labkit.views.writer.MAX_RATE` times a second and within the writer's
+share of a core, whatever the event rate.  Renderers only implement
+``draw``; they never subscribe, pace or stop themselves.
+
+A view has one state (:class:`State`): ``LIVE`` while it follows, ``ENDING``
+once the run it follows has ended (its next draw is the last), ``STOPPED``
+after that last draw, ``CLOSED`` once its widgets are gone.  A view of a run
+follows that run's events only and ends with it; a view of a scheduler or a
+trainer ends when that shuts down (or at :meth:`LiveView.stop`).  The last
+draw always happens, so a view keeps the final state: the run's status, load
+at zero, no node still training, its plots and errors.
+
+Examples
+--------
+>>> import labkit as lk
+>>> class Count(LiveView):
+...     def draw(self, snapshot):
+...         self.seen = len(snapshot.phases)
+>>> with lk.LocalScheduler() as s:
+...     view = Count(s).start()
+...     lk.ParallelFlow([lk.nodes.PCA(output_dim=1)]).train([[np.eye(3) + 1]], scheduler=s)
+>>> view.state is State.STOPPED and view.seen
+1
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import weakref
+
+import numpy as np  # noqa: F401  (used by the doctest)
+
+from ..events import RunFinished, run_of
+from .sources import check_source
+from .tracker import Tracker
+from .writer import Writer, check_rate, state_every
+
+__all__ = ["LiveView", "State"]
+
+logger = logging.getLogger("labkit.views")
+
+
+class State(enum.Enum):
+    """Where a live view is in its life."""
+
+    LIVE = "live"          # following its source, drawing as things change
+    ENDING = "ending"      # its run ended: the next draw is the last
+    STOPPED = "stopped"    # drew its last frame; shows it still
+    CLOSED = "closed"      # its widgets (if any) are gone
+
+
+class LiveView:
+    """Follows ``source`` and calls :meth:`draw` with its snapshots; subclass and draw.
+
+    Parameters
+    ----------
+    source : Scheduler, Run or trainer
+        What to follow (anything with ``subscribe``).
+    max_rate : float, optional
+        Most draws a second (:data:`~labkit.views.writer.MAX_RATE`).
+    heartbeat : float, optional
+        Also draw every so many seconds while nothing happens (rates, ETAs and
+        elapsed times stay current); by default 1 s for a run, none otherwise.
+    tracker : optional
+        What turns events into snapshots: anything callable with an event and
+        with ``snapshot()`` and ``version``; a :class:`Tracker` by default.
+    """
+
+    #: The writer thread's name.
+    thread_name = "labkit-writer"
+
+    def __init__(self, source, max_rate: float | None = None, heartbeat: float | None = None,
+                 tracker=None):
+        check_source(source, f"a {type(self).__name__}")
+        self.max_rate = check_rate(max_rate)   # before subscribing: a refusal leaves nothing
+        self.source = source
+        self.run = source if _is_run(source) else None
+        self.heartbeat = heartbeat if heartbeat is not None else (1.0 if self.run else None)
+        self.tracker = tracker if tracker is not None else Tracker()
+        self.state = State.LIVE
+        self.writer: Writer | None = None
+        self._lock = threading.Lock()
+        # Listen first: a run is already going, and each moment spent building loses events.
+        self._unsubscribe = source.subscribe(self._on_event, state_every=state_every())
+        ref = weakref.ref(self)   # a scheduler outlives its views: do not keep them alive
+        for s in self.sources:
+            if callable(getattr(s, "on_shutdown", None)):
+                s.on_shutdown(lambda: (v := ref()) is not None and v._source_ended())
+
+    @property
+    def sources(self) -> list:
+        """What the view's source emits through: a run's schedulers and trainers, or itself."""
+        return list(self.run.sources) if self.run is not None else [self.source]
+
+    def start(self) -> "LiveView":
+        """Start drawing (the first frame at once); returns the view."""
+        if self.writer is None:
+            self.writer = Writer(self.tracker, self._frame, self.max_rate,
+                                 heartbeat=self.heartbeat, name=self.thread_name)
+        self.writer.poke(force=True)
+        return self
+
+    # -- what a renderer implements -------------------------------------------------------
+
+    def draw(self, snapshot) -> None:
+        """Draw one snapshot (in the writer thread); the last one has ``self.state`` ENDING."""
+        raise NotImplementedError
+
+    def on_stopped(self) -> None:
+        """Called once after the last draw (in the writer thread): tidy what the draw left."""
+
+    # -- events (engine threads) -------------------------------------------------------------
+
+    def _on_event(self, event) -> None:
+        """Feed the tracker (a run's view: that run's events only) and wake the writer."""
+        if self.run is not None:
+            run = run_of(event)
+            if run is not None and run != self.run.id:
+                return
+        self.tracker(event)
+        ending = self.run is not None and isinstance(event, RunFinished)
+        if ending:
+            self._end()
+        writer = self.writer
+        if writer is not None:   # events before it exists are drawn by its first draw
+            writer.poke(force=ending)
+
+    def _source_ended(self) -> None:
+        """A scheduler or trainer shut down: a run's view waits for its run, others end."""
+        if self.run is None:
+            self.stop()   # its last frame drawn before this returns
+        elif self.writer is not None:
+            # The run's own thread may be the one shutting down (a scheduler it owns):
+            # waiting for the writer here could wait on that very run, so only wake it.
+            self.writer.poke(force=True)
+
+    def _end(self) -> None:
+        with self._lock:
+            if self.state is State.LIVE:
+                self.state = State.ENDING
+
+    # -- the writer thread ------------------------------------------------------------------
+
+    def _frame(self, snapshot) -> None:
+        """One draw; after the last one, stop listening and end the writer."""
+        if self.state is State.ENDING and self.run is not None:
+            self.run.wait(5.0)   # RunFinished comes just before the run's thread ends
+        try:
+            self.draw(snapshot)
+        finally:
+            if self.state is State.ENDING:
+                self._finish()
+
+    def _finish(self) -> None:
+        with self._lock:
+            if self.state is not State.ENDING:
+                return
+            self.state = State.STOPPED
+        self._stop_listening()
+        try:
+            self.on_stopped()
+        except Exception:   # a view never fails its source
+            logger.exception("labkit view %r: on_stopped failed", self)
+        if self.writer is not None:
+            self.writer.stop()
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def _stop_listening(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+
+    def stop(self) -> None:
+        """Stop following the source; the view draws its last frame and keeps showing it."""
+        self._end()
+        if self.writer is not None and self.writer.running:
+            self.writer.poke(force=True)
+            self.writer.stop()
+        with self._lock:
+            if self.state is State.ENDING:   # no writer drew the last frame: nothing to show
+                self.state = State.STOPPED
+        self._stop_listening()
+
+    @property
+    def live(self) -> bool:
+        """Whether the view still follows its source."""
+        return self.state in (State.LIVE, State.ENDING)
+
+    def __repr__(self):
+        what = f"run {self.run.id}" if self.run is not None else type(self.source).__name__
+        return f"<labkit {type(self).__name__} of {what}: {self.state.value}>"
+
+
+def _is_run(source) -> bool:
+    from ..runs import Run
+    return isinstance(source, Run)

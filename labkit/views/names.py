@@ -1,0 +1,105 @@
+"""What views call workers and devices: a Dask worker by its name, this process, a torch device.
+
+Events name a worker by its Dask address (``tcp://127.0.0.1:45929``,
+``inproc://192.0.2.2/26189/6``), which says little on a board.  A
+:class:`DeviceNames` asks the cluster once (and again, at most every few
+seconds, when an address it does not know turns up) for each worker's name
+and threads: a worker started with a name is called by it (``worker 0`` for
+the numbers LocalCluster gives), the in-process worker is ``this process``
+with its threads, and a torch device keeps its own name (``cuda:0``).
+
+Examples
+--------
+>>> names = DeviceNames([])
+>>> names("tcp://127.0.0.1:45929"), names("cpu:0"), names("inproc://10.0.0.1/123/4")
+('127.0.0.1:45929', 'cpu:0', 'this process')
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+__all__ = ["DeviceNames"]
+
+#: Least seconds between two questions to the cluster.
+REFRESH = 5.0
+
+
+class DeviceNames:
+    """Labels of workers and devices for ``sources`` (schedulers, runs, trainers)."""
+
+    def __init__(self, sources):
+        self._client = _client_of(sources)
+        self._labels: dict[str, str] = {}
+        self._asked = -REFRESH
+        self._lock = threading.Lock()
+
+    def __call__(self, address) -> str:
+        address = str(address)
+        with self._lock:
+            label = self._labels.get(address)
+        if label is not None:
+            return label
+        if "://" in address and self._client is not None and \
+                time.monotonic() - self._asked >= REFRESH:
+            self._ask()
+            with self._lock:
+                label = self._labels.get(address)
+        return label or _fallback(address)
+
+    def _ask(self) -> None:
+        """Ask the cluster for its workers' names and threads (never raises)."""
+        self._asked = time.monotonic()
+        try:
+            from ..scheduling.connect import scheduler_identity
+            workers = scheduler_identity(self._client).get("workers", {})
+        except Exception:   # the cluster is busy or gone: keep the addresses
+            return
+        labels = _unique({a: _label(a, w) for a, w in workers.items()})
+        with self._lock:
+            self._labels.update(labels)
+
+
+def _label(address: str, worker: dict) -> str:
+    threads = worker.get("nthreads")
+    name = worker.get("name")
+    if name is None or str(name) == address:
+        label = _fallback(address)
+    else:
+        label = f"worker {name}" if isinstance(name, int) or str(name).isdigit() else str(name)
+    if address.startswith("inproc://"):
+        where = f"this process, {threads} thread{'s' * (threads != 1)}" if threads \
+            else "this process"
+        return f"{label} ({where})" if label != "this process" else where
+    return label
+
+
+def _unique(labels: dict[str, str]) -> dict[str, str]:
+    """Labels made distinct (plots key their rows by label): a repeat gets its address."""
+    seen: dict[str, int] = {}
+    for label in labels.values():
+        seen[label] = seen.get(label, 0) + 1
+    return {a: label if seen[label] == 1 else f"{label} [{a.split('://', 1)[-1]}]"
+            for a, label in labels.items()}
+
+
+def _fallback(address: str) -> str:
+    if address.startswith("inproc://"):
+        return "this process"
+    return address.split("://", 1)[-1]
+
+
+def _client_of(sources):
+    """The Dask client behind the first source that has one, else None."""
+    for source in sources:
+        client = getattr(source, "client", None)
+        if client is not None:
+            return client
+        for s in getattr(source, "schedulers", []) or []:
+            if getattr(s, "client", None) is not None:
+                return s.client
+        group = getattr(source, "_group", None)
+        if getattr(group, "_client", None) is not None:
+            return group._client
+    return None

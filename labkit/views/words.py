@@ -1,0 +1,261 @@
+"""What each kind of run is called on a board: plain functions from snapshots to words.
+
+A flow trains nodes in phases of chunks; a fit goes through epochs of batches
+("epoch 3/6", the elapsed time and an ETA for the whole fit); an ensemble
+fits layers of estimators; a search over an ensemble is one row whose
+candidates fold into a small table named by their parameters; a pipe has
+stages; your own batches have tasks.  Every number here is one the engine
+measured and reported (a fit's finished epochs read their record, the one
+``fit`` returns), formatted the same way wherever it is shown.  No UI
+library is imported here.
+
+Examples
+--------
+>>> from labkit.views.progress import PhaseProgress, RunProgress
+>>> run = RunProgress("fit-1", "fit", started=0.0, detail={"epochs": 4})
+>>> done = PhaseProgress("fit-1", 0, "MLP", 0, started=0.0, finished=2.0, steps=10,
+...                      record={"epoch": 1, "loss": 0.5, "samples_per_s": 500.0,
+...                              "seconds": 2.0, "steps": 10})
+>>> now = PhaseProgress("fit-1", 0, "MLP", 1, started=2.0, steps=5, total=10, loss=0.4)
+>>> f = fit_progress(run, [done, now], now=3.0)
+>>> f.outer(), f.inner()
+('epoch 2/4 · 3.00 s · ETA 5.00 s', 'batch 5/10 (50%) · loss 0.4')
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from .progress import PhaseProgress, RunProgress
+
+__all__ = ["FitProgress", "fit_progress", "run_line", "epoch_table", "stage_table",
+           "search_groups", "search_table", "seconds", "rate"]
+
+
+def seconds(value: float) -> str:
+    """``2.31 s``, or ``3.2 ms`` / ``41 µs`` for quick things (never ``0.00 s``)."""
+    if value >= 1 or value == 0:
+        return f"{value:.2f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} µs"
+
+
+def rate(value: float, unit: str) -> str:
+    """``3,200 samples/s`` (``12.5 tasks/s`` below 100)."""
+    return f"{value:,.0f} {unit}/s" if value >= 100 else f"{value:.1f} {unit}/s"
+
+
+# -- fits ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FitProgress:
+    """A fit at one moment: epochs and batches done, its time, and the epochs' records."""
+
+    epochs: int | None           # epochs the fit runs (None: not said)
+    epoch: int                   # the epoch under way (or the last), from 1
+    done: int                    # epochs finished
+    batch: int                   # batches done in the epoch under way
+    batches: int | None          # batches an epoch, when known
+    elapsed: float
+    eta: float | None            # seconds left for the whole fit
+    loss: float | None           # the latest loss reported
+    samples_per_s: float | None
+    records: tuple               # the records of finished epochs, as fit returns them
+    status: str
+
+    @property
+    def fraction(self) -> float | None:
+        """How much of the whole fit is done (None without a count of epochs)."""
+        if not self.epochs:
+            return None
+        inner = self.batch / self.batches if self.batches else 0.0
+        return min(1.0, (self.done + (0.0 if self.done >= self.epochs else inner)) /
+                   self.epochs)
+
+    def outer(self) -> str:
+        """``epoch 3/6 · 12.3 s · ETA 20.1 s``: the whole fit."""
+        of = f"/{self.epochs}" if self.epochs else ""
+        parts = [f"epoch {self.epoch}{of}", seconds(self.elapsed)]
+        if self.status != "running":
+            parts.append(self.status)
+        elif self.eta is not None:
+            parts.append(f"ETA {seconds(self.eta)}")
+        return " · ".join(parts)
+
+    def inner(self) -> str:
+        """``batch 7/14 (50%) · 3,200 samples/s · loss 0.41``: the epoch under way."""
+        if self.batches:
+            parts = [f"batch {self.batch}/{self.batches} "
+                     f"({100 * self.batch // self.batches}%)"]
+        else:
+            parts = [f"batch {self.batch}"]
+        if self.samples_per_s:
+            parts.append(rate(self.samples_per_s, "samples"))
+        if self.loss is not None:
+            parts.append(f"loss {self.loss:.4g}")
+        return " · ".join(parts)
+
+
+def fit_progress(run: RunProgress, phases: list[PhaseProgress], now: float) -> FitProgress:
+    """The progress of fit ``run`` from its epochs' phases (one phase an epoch)."""
+    epochs = run.detail.get("epochs")
+    mine = sorted((p for p in phases if p.run == run.run), key=lambda p: p.phase or 0)
+    records = tuple(p.record for p in mine if p.record)
+    current = mine[-1] if mine else None
+    done = sum(1 for p in mine if p.finished is not None and p.ok)
+    elapsed = (run.finished or now) - run.started
+    batch = current.steps if current is not None else 0
+    batches = run.detail.get("batches") or next(
+        (p.steps for p in reversed(mine) if p.finished is not None and p.ok), None)
+    loss = current.loss if current is not None else None
+    rate_now = None
+    if current is not None and current.record:
+        rate_now = current.record["samples_per_s"]
+    elif current is not None and current.samples:
+        rate_now = current.samples / max((current.finished or now) - current.started, 1e-9)
+    fp = FitProgress(epochs, (current.phase + 1) if current is not None else 1, done, batch,
+                     batches or _batches_of(current), elapsed, None, loss, rate_now, records,
+                     run.status)
+    fraction = fp.fraction
+    eta = elapsed * (1 - fraction) / fraction if fraction and run.finished is None else None
+    return FitProgress(**{**fp.__dict__, "eta": eta})
+
+
+def _batches_of(p: PhaseProgress | None) -> int | None:
+    """Batches of an epoch: its tasks' total over its devices, where the phase knows it."""
+    if p is None or not p.total or not p.steps or not p.done:
+        return None
+    return round(p.total * p.steps / p.done)
+
+
+def epoch_table(records) -> str:
+    """The finished epochs, as ``fit`` returns them: an HTML table with headers over columns."""
+    if not records:
+        return ""
+    extra = [k for k in ("val_loss", "redone") if any(k in r for r in records)]
+    head = _row(["epoch", "loss", *[k.replace("_", " ") for k in extra], "samples/s", "time",
+                 "steps"], "th")
+    rows = "".join(_row([r["epoch"], f"{r['loss']:.4g}",
+                         *[_cell(r.get(k)) for k in extra],
+                         f"{r['samples_per_s']:,.0f}", seconds(r["seconds"]), r["steps"]])
+                   for r in records)
+    return f"<table class='labkit-table labkit-epochs'>{head}{rows}</table>"
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _row(values, tag: str = "td") -> str:
+    cells = "".join(f"<{tag} class='{'num' if i else 'name'}'>{html.escape(str(v))}</{tag}>"
+                    for i, v in enumerate(values))
+    return f"<tr>{cells}</tr>"
+
+
+# -- any run, in one line ---------------------------------------------------------------
+
+def run_line(run: RunProgress, phases: list[PhaseProgress], now: float) -> str:
+    """One run in one line, in its own words (the rows of a scheduler's board)."""
+    name = run.name if run.name != run.kind else run.run
+    mine = [p for p in phases if p.run == run.run]
+    if run.kind == "fit":
+        f = fit_progress(run, phases, now)
+        words = f"{f.outer()} · {f.inner()}" if run.finished is None else f.outer()
+        return f"fit {name} — {words}"
+    if run.kind == "tasks":
+        done = sum(p.done for p in mine)
+        total = run.detail.get("total")
+        counts = f"{done}/{total}" if total else f"{done}"
+        return (f"tasks {name} — {counts} tasks · {seconds((run.finished or now) - run.started)}"
+                f" · {run.status}")
+    current = mine[-1] if mine else None
+    where = ""
+    if current is not None and current.node is not None and run.kind != "evaluate":
+        of = run.detail.get("nodes")
+        node = f"{current.node + 1}/{of}" if of else f"{current.node}"
+        unit = "layer" if run.kind == "ensemble" else "node"
+        where = f" · {unit} {node} {current.node_name}"
+    unit = "fits" if run.kind in ("ensemble", "evaluate") else "tasks"
+    return (f"{run.kind} {name}{where} — {sum(p.done for p in mine)} {unit} · "
+            f"{seconds((run.finished or now) - run.started)} · {run.status}")
+
+
+# -- pipes --------------------------------------------------------------------------------
+
+def stage_table(stages) -> str:
+    """Pipeline stages (their latest StageStats): headers over their columns, numbers right."""
+    head = _row(["stage", "records", "rate", "busy", "queue", "state"], "th")
+    rows = "".join(_row([s.stage, f"{s.records:,}", rate(s.records_per_s, "records"),
+                         seconds(s.busy_s),
+                         "" if s.queue_fill is None else f"{100 * s.queue_fill:.0f}%",
+                         "done" if s.final else "running"]) for s in stages)
+    return f"<table class='labkit-table labkit-stage-table'>{head}{rows}</table>"
+
+
+# -- searches over an ensemble --------------------------------------------------------------
+
+def search_groups(runs: list[RunProgress]) -> list[list[RunProgress]]:
+    """Runs in groups: consecutive fits of one estimator with different parameters fold.
+
+    A search (``GridSearchCV`` over a ``SuperLearner``) fits the same
+    estimator again and again with other parameters: those runs are one group;
+    every other run is a group of its own.
+    """
+    groups: list[list[RunProgress]] = []
+    for run in runs:
+        last = groups[-1] if groups else None
+        if (last is not None and run.kind == "ensemble" and last[-1].kind == "ensemble"
+                and run.detail.get("estimator") is not None
+                and run.detail.get("estimator") == last[-1].detail.get("estimator")):
+            last.append(run)
+        else:
+            groups.append([run])
+    return groups
+
+
+def varying(group: list[RunProgress]) -> list[str]:
+    """The parameters whose values differ within a group: what names its candidates."""
+    keys: dict[str, set] = {}
+    for run in group:
+        for k, v in (run.detail.get("params") or {}).items():
+            keys.setdefault(k, set()).add(repr(v))
+    return sorted(k for k, values in keys.items() if len(values) > 1)
+
+
+def search_line(group: list[RunProgress], now: float) -> str:
+    """``search over SuperLearner — 7 fits of 3 candidates · 6 finished · 12.3 s``."""
+    first, last = group[0], group[-1]
+    names = varying(group)
+    candidates = {tuple(repr((r.detail.get("params") or {}).get(k)) for k in names)
+                  for r in group}
+    finished = sum(1 for r in group if r.finished is not None)
+    failed = sum(1 for r in group if r.status == "failed")
+    ended = (last.finished or now) - first.started
+    words = [f"{len(group)} fits of {len(candidates)} candidate{'s' * (len(candidates) != 1)}",
+             f"{finished} finished", seconds(ended)]
+    if failed:
+        words.append(f"{failed} failed")
+    return f"search over {first.detail.get('estimator')} — " + " · ".join(words)
+
+
+def search_table(group: list[RunProgress], now: float) -> str:
+    """The candidates of a search: one row each, named by the parameters that vary."""
+    names = varying(group)
+    rows: dict[tuple, list[RunProgress]] = {}
+    for run in group:
+        key = tuple(repr((run.detail.get("params") or {}).get(k)) for k in names)
+        rows.setdefault(key, []).append(run)
+    columns = [n.rsplit("__", 1)[-1] for n in names] or ["candidate"]
+    head = _row([*columns, "fits", "time", "state"], "th")
+    body = ""
+    for key, runs in rows.items():
+        spent = sum((r.finished or now) - r.started for r in runs)
+        state = ("running" if any(r.finished is None for r in runs) else
+                 "failed" if any(r.status == "failed" for r in runs) else "finished")
+        body += _row([*(key or ("(the estimator)",)), len(runs), seconds(spent), state])
+    title = " · ".join(html.escape(n) for n in names)
+    return (f"<table class='labkit-table labkit-search' title='{title}'>{head}{body}</table>")
