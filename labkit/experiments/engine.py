@@ -175,9 +175,11 @@ class SweepEngine:
                                      (s.value, s.best, s.step))
             if self.check_cancel() and s.stop is None:
                 self._request_stop(s, "cancel", "the sweep was cancelled")
+            stop = s.stop is not None
+            if not self._listened():   # the hot path: no event for nobody
+                return stop
             event = TrialReported(self._run, trial, tuple(r[0] for r in reports),
                                   tuple(r[1] for r in reports), s.value, s.best)
-            stop = s.stop is not None
         self._emit(event)
         return stop
 
@@ -226,8 +228,12 @@ class SweepEngine:
                 return
             status, fields = self._verdict(s, outcome)
             event = self._end(s, status, **fields)
+            # runners that pull trials need no loop to start the next; the loop is woken
+            # when there is nothing left to pull (to end), or for launchers it feeds
+            wake = not self.pending or self.launcher is None or not self.launcher.pulls
         self._emit(event)
-        self.wake()
+        if wake:
+            self.wake()
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -237,8 +243,10 @@ class SweepEngine:
         if not math.isnan(value) and (s.best is None or self.history.score(value) >
                                       self.history.score(s.best)):
             s.best = value
+        if self.rule is None:
+            return
         self.history.add(s.id, step, value)
-        if self.rule is not None and s.stop is None:
+        if s.stop is None:
             reason = _safe_decide(self.rule, s.id, step, value, self.history)
             if reason:
                 self._request_stop(s, "rule", reason if isinstance(reason, str) else
@@ -336,6 +344,11 @@ class SweepEngine:
     @property
     def _run(self) -> str:
         return self.scope.id if self.scope is not None else ""
+
+    def _listened(self) -> bool:
+        """Whether anybody listens to the sweep's events."""
+        return self.scope is not None and any(source.has_subscribers
+                                              for source in self.scope.sources)
 
     def _emit(self, event) -> None:
         if self.scope is not None:

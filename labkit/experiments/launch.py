@@ -33,6 +33,7 @@ import collections
 import logging
 import time
 import uuid
+import weakref
 
 from ..events import TaskInfo
 from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
@@ -46,6 +47,7 @@ logger = logging.getLogger("labkit.experiments")
 # Launchers of running sweeps on in-process clusters, by token: a slot's task finds its
 # launcher here (a token pickles as a string, so Dask may unpickle it at any time).
 _THREAD_LAUNCHERS: dict = {}
+_THREADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # scheduler -> threads
 
 
 def launcher_for(scheduler, engine, fn, holds_gil: bool, workers_per_trial: int,
@@ -62,6 +64,9 @@ def launcher_for(scheduler, engine, fn, holds_gil: bool, workers_per_trial: int,
 
 class Launcher:
     """What every launcher does; the hooks the engine and the loop call."""
+
+    #: Whether running trials take the next one themselves (the loop need not be woken).
+    pulls = False
 
     def __init__(self, scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent):
         self.scheduler, self.engine, self.fn = scheduler, engine, fn
@@ -138,6 +143,8 @@ class InlineLauncher(Launcher):
 class ThreadLauncher(Launcher):
     """One long task a slot on an in-process cluster, running trial after trial."""
 
+    pulls = True
+
     def __init__(self, *args):
         super().__init__(*args)
         self.runners = 0
@@ -149,7 +156,10 @@ class ThreadLauncher(Launcher):
             self._offload = OffloadTrial(self.fn)
 
     def threads(self) -> int:
-        return sum(self.scheduler.client.nthreads().values()) or 1
+        held = _THREADS.get(self.scheduler)
+        if held is None:   # an in-process cluster does not grow: asked once
+            held = _THREADS[self.scheduler] = sum(self.scheduler.client.nthreads().values()) or 1
+        return held
 
     def open(self, scope) -> None:
         super().open(scope)
@@ -197,6 +207,9 @@ class ThreadLauncher(Launcher):
                 self._run_offloaded(state, worker)
             else:
                 self.run_here(state, worker)
+        future = self._futures.pop(number, None)
+        if future is not None:   # done here: nothing of it for the batch to cancel
+            self.batch.untrack([future])
         self.engine.wake()
 
     def _run_offloaded(self, state, worker: str) -> None:

@@ -132,8 +132,8 @@ class SweepResult:
         columns = list(dict.fromkeys(k for r in rows for k in r if k != "note"))
         cells = [[_cell(r.get(c)) for c in columns] for r in rows]
         widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-        lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths))]
-        lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in cells]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
+        lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
         return "\n".join(lines)
 
     def extend(self, n: int, fn=None, scheduler=None, space=None, **options) -> "SweepResult":

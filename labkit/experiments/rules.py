@@ -86,7 +86,7 @@ class History:
 
     def curve(self, trial: int) -> list[tuple]:
         """``[(step, score), ...]`` of ``trial``."""
-        return list(zip(self._steps.get(trial, []), self._scores.get(trial, [])))
+        return list(zip(self._steps.get(trial, []), self._scores.get(trial, []), strict=True))
 
     def last_step(self, trial: int):
         """The last step ``trial`` reported (``None`` without one)."""

@@ -198,7 +198,7 @@ class Grid:
                 raise InputError(f"grid() needs at least one value for each parameter, got "
                                  f"none for {name!r}", argument=name)
             self.axes[name] = list(values)
-        self.points = [dict(zip(self.axes, combo))
+        self.points = [dict(zip(self.axes, combo, strict=True))
                        for combo in itertools.product(*self.axes.values())] or [{}]
 
     def describe(self) -> dict:

@@ -12,8 +12,8 @@ thread, which comes by every :data:`COMMIT_EVERY` seconds (a queued write
 wakes nobody) and commits what it finds in one transaction.  A killed kernel thus loses at most the
 last fraction of a second of reports (WAL with ``synchronous=NORMAL``
 survives a killed process; only a power cut can cost the last commits).
-Reads open a connection of their own: a notebook can read a sweep while
-another kernel writes it.
+A notebook can read a sweep while another kernel writes it (WAL: readers
+never wait for the writer).
 
 Examples
 --------
@@ -129,11 +129,10 @@ class Store:
         conn = None
         try:
             conn = self._connect()
-            conn.executescript(SCHEMA)
-            conn.execute("BEGIN IMMEDIATE")   # takes the write lock: a read-only file fails here
-            conn.execute("CREATE TABLE IF NOT EXISTS labkit_probe (x)")
-            conn.execute("DROP TABLE labkit_probe")
-            conn.commit()
+            conn.executescript(SCHEMA)       # a new file is written here (a full disk fails)
+            conn.execute("BEGIN IMMEDIATE")   # the write lock: another writer would wait here
+            conn.execute("DELETE FROM sweeps WHERE 0")   # a read-only file fails here
+            conn.rollback()                  # nothing written
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
@@ -142,24 +141,18 @@ class Store:
         return conn
 
     def read(self, sql: str, params=()) -> list:
-        """Rows of a query, on a connection of its own (any thread, beside the writer).
+        """Rows of a query (any thread): on the writer's connection, between its commits.
 
-        In memory there is one connection (a second would meet table locks), shared.
+        Another kernel reads the same file on a connection of its own (WAL lets it).
         """
-        if self._uri is not None:
-            with self._conn_lock:
-                return self._rows(self._conn, sql, params)
-        conn = self._connect()
-        try:
-            return self._rows(conn, sql, params)
-        finally:
-            conn.close()
+        with self._conn_lock:
+            return self._rows(self._conn, sql, params)
 
     def _rows(self, conn, sql: str, params) -> list:
         try:
             cursor = conn.execute(sql, params)
             names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row)) for row in cursor.fetchall()]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         except sqlite3.Error as exc:
             raise StorageError(f"reading the store failed: {exc}",
                                path=self.path or "<memory>") from exc
@@ -252,7 +245,7 @@ class Store:
                                path=self.path or "<memory>") from error
 
     def close(self) -> None:
-        """Commit what is queued and stop the writer; idempotent."""
+        """Commit what is queued and stop the writer; idempotent (:meth:`check` says how it went)."""
         with self._lock:
             if self._closed:
                 return

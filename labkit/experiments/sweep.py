@@ -153,12 +153,12 @@ def sweep(fn, space, *, trials: int | None = None, metric: str | None = None,
                                         launcher.slots(), spec.settings()["early_stop"],
                                         the_store.path))
             drive(engine, launcher, scope)
-            the_store.flush()
             result = _result(engine, spec, the_store, again)
         finally:
-            the_store.close()
+            the_store.close()   # commits what is queued
             if owned:
                 scheduler.shutdown()
+        the_store.check()
         _raise_if_all_failed(result)
         return result
 

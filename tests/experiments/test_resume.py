@@ -60,10 +60,13 @@ def test_a_kernel_killed_mid_sweep_resumes_without_running_a_completed_trial_aga
     child = subprocess.Popen([sys.executable, str(script)], env=env, cwd=ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        before = _kill_mid_sweep(child, store)
+        before, killed_at = _kill_mid_sweep(child, store)
     finally:
         child.kill()
         child.wait()
+    with _reading(store) as read:   # at most the last second of reports was lost
+        last = read.read("SELECT MAX(time) AS t FROM reports WHERE sweep = 'killed'")[0]["t"]
+    assert killed_at - last < 1.0
     completed = {t["id"] for t in before if t["status"] == "completed"}
     interrupted = {t["id"] for t in before if t["status"] == "running"}
     with _reading(store) as read:
@@ -103,9 +106,10 @@ def _kill_mid_sweep(child, store: str) -> list:
                        and t["id"] in {h["trial"] for h in held}]
             if len(done) >= 3 and len(running) == 2:
                 os.kill(child.pid, signal.SIGKILL)
+                killed_at = time.time()
                 child.wait()
                 with _reading(store) as read:
-                    return read.trials("killed")
+                    return read.trials("killed"), killed_at
         time.sleep(0.05)
     raise AssertionError("the sweep never reached the moment to kill it")
 

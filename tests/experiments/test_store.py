@@ -136,3 +136,23 @@ def test_a_full_disk_is_a_storage_error_at_once():
                 Store(os.path.join(folder, "sweeps.db"))
         finally:
             os.unlink(filler)
+
+
+def test_a_store_on_a_read_only_disk_is_a_storage_error_at_once():
+    import subprocess
+    from tests.disk import tiny_disk
+    with tiny_disk(512) as folder:
+        path = os.path.join(folder, "sweeps.db")
+        Store(path).close()
+        done = subprocess.run(["mount", "-o", "remount,ro", folder], capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount read-only here ({done.stderr.strip()})")
+        try:
+            with pytest.raises(lk.StorageError, match="cannot be written") as info:
+                Store(path)
+            assert path in str(info.value)
+            with pytest.raises(lk.StorageError):
+                lk.sweep(lambda c, t: 1.0, [{"a": 1}], metric="m", mode="max", store=path)
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", folder], check=False)

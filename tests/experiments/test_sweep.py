@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import time
 
@@ -169,6 +170,20 @@ def test_trials_on_threads_of_an_in_process_cluster_report_directly(threads_sche
     assert result.counts() == {"completed": 10}
     assert {t.worker.split(" #")[0] for t in result.trials} == set(
         threads_scheduler.client.nthreads())
+
+
+@pytest.mark.parametrize("limit", [dict(max_concurrent=1), dict(workers_per_trial=2)])
+def test_trials_at_once_are_bounded_by_max_concurrent_and_workers_per_trial(threads_scheduler,
+                                                                           limit):
+    result = lk.sweep(f.curve, {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.02}, trials=4,
+                      metric="acc", mode="max", scheduler=threads_scheduler, store=None,
+                      **limit)
+    spans = sorted((t.started, t.ended) for t in result.trials)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))   # one at a time
+    free = lk.sweep(f.curve, {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.02}, trials=4,
+                    metric="acc", mode="max", scheduler=threads_scheduler, store=None)
+    spans = sorted((t.started, t.ended) for t in free.trials)
+    assert any(a[1] > b[0] for a, b in itertools.pairwise(spans))    # two at a time
 
 
 def _until(condition, timeout: float = 30.0) -> None:
