@@ -35,6 +35,8 @@ logger = logging.getLogger("labkit.experiments")
 
 #: Statuses a trial does not leave (a resumed sweep runs none of them again).
 TERMINAL = ("completed", "stopped", "failed")
+#: Statuses a trial does not leave within one run ("cancelled" runs again when resumed).
+ENDED = (*TERMINAL, "cancelled")
 
 
 @dataclass
@@ -141,7 +143,7 @@ class SweepEngine:
         """An execution of ``trial`` began on ``worker``."""
         with self.lock:
             s = self.states[trial]
-            if s.status in TERMINAL:
+            if s.status in ENDED:
                 return
             if s.execution is not None and s.status == "running":   # rerun after a lost worker
                 s.failures += 1
@@ -220,8 +222,8 @@ class SweepEngine:
         """An execution of ``trial`` ended with ``outcome`` (see :func:`.tasks.execute`)."""
         with self.lock:
             s = self.states[trial]
-            if s.status in TERMINAL or (execution is not None and s.execution is not None
-                                        and execution != s.execution):
+            if s.status in ENDED or (execution is not None and s.execution is not None
+                                     and execution != s.execution):
                 return
             if outcome["status"] == "lost" and self._restart(s, outcome.get("error")):
                 self.wake()
@@ -261,7 +263,7 @@ class SweepEngine:
         """Stop ``trial`` (its next report raises TrialStopped); False if it had ended."""
         with self.lock:
             s = self.states.get(trial)
-            if s is None or s.status in TERMINAL:
+            if s is None or s.status in ENDED:
                 return False
             if s.status == "pending" and not s.launched:
                 event = self._end(s, "stopped", reason=reason)
