@@ -46,6 +46,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_data_parallel.py
 	$(BIN)/python benchmarks/bench_ensemble.py
 	$(BIN)/python benchmarks/bench_collector.py
+	$(BIN)/python benchmarks/bench_sweep.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

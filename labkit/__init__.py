@@ -9,13 +9,15 @@ Examples
 [42]
 """
 
-from . import ensemble, events, nodes
+from . import ensemble, events, experiments, nodes
 from .data_parallel import split_batch
 from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (CancelledError, InputError, LabkitError, NotForkableError,
                      SchedulerError, StorageError, TaskError, TrainingError, WorkerLostError)
 from .flows import (CheckpointFlow, CheckpointSaver, Flow, FlowExecuteCallable,
                     FlowTrainCallable, Node, ParallelFlow, allow_in_checkpoints)
+from .experiments import (ASHA, Median, Trial, TrialStopped, choice, grid, load_sweep,
+                          loguniform, randint, sweep, uniform)
 from .runs import Run, RunControl, run_scope
 from .scheduling import (Batch, DaskScheduler, FunctionCallable, ListResultContainer,
                          LocalScheduler, OrderedResultContainer, ResultContainer, Scheduler,
@@ -71,7 +73,7 @@ def dashboard(scheduler, **options) -> str:
 
 
 __all__ = [
-    "ensemble", "events", "nodes",
+    "ensemble", "events", "experiments", "nodes",
     "LabkitError", "TaskError", "NotForkableError", "InputError", "TrainingError",
     "CancelledError", "SchedulerError", "WorkerLostError", "StorageError",
     "Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver", "allow_in_checkpoints",
@@ -82,4 +84,6 @@ __all__ = [
     "pipe", "pipe_and_output", "Queue", "STOP", "split_batch", "DataParallelTrainer", "runner",
     "NonFiniteLossError", "NonFiniteLossWarning", "bucket_batches", "BucketBatch",
     "BucketBatches", "on_workers",
+    "sweep", "load_sweep", "loguniform", "uniform", "randint", "choice", "grid", "ASHA", "Median",
+    "TrialStopped", "Trial",
 ]

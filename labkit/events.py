@@ -36,7 +36,8 @@ from .errors import InputError, require_callable
 __all__ = [
     "Event", "TaskInfo", "RunStarted", "RunFinished", "PhaseStarted", "PhaseFinished",
     "TaskSubmitted", "TaskStarted", "TaskFinished", "TaskFailed", "NodeJoined", "DeviceStats",
-    "StageStats", "ProgramStepped", "EventBus", "Observable", "run_of",
+    "StageStats", "ProgramStepped", "SweepStarted", "TrialsAdded", "TrialStarted",
+    "TrialReported", "TrialFinished", "EventBus", "Observable", "run_of",
 ]
 
 logger = logging.getLogger("labkit.events")
@@ -191,6 +192,89 @@ class ProgramStepped(Event):
     steps: int
     status: str                         # "INCOMPLETE", "DONE" or "NOT STARTED"
     running: bool                       # stepping in the background
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class SweepStarted(Event):
+    """A sweep began (or resumed): what it searches and every trial known so far.
+
+    ``space`` maps each parameter to its description (``{"type": "loguniform",
+    "lo": ..., "hi": ...}``, ``"choice"`` with ``values``, ``"grid"``,
+    ``"constant"``); ``trials`` holds one plain row a trial (``id``, ``config``,
+    ``status``, ``value``, ``best``, ``step``), those a resumed sweep finished before too.
+    """
+
+    run: str
+    name: str
+    metric: str
+    mode: str                           # "min" or "max"
+    space: dict
+    trials: tuple                       # rows as in TrialsAdded
+    slots: int                          # trials running at once
+    rule: str | None = None             # the early-stopping rule, described
+    store: str | None = None            # the store's path (None: in memory)
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialsAdded(Event):
+    """Trials added to a running sweep (``rows`` as in SweepStarted.trials)."""
+
+    run: str
+    trials: tuple
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialStarted(Event):
+    """A trial started on ``worker``; ``attempt`` > 0 when it restarted (from ``step``)."""
+
+    run: str
+    trial: int
+    config: dict
+    worker: str
+    attempt: int = 0
+    step: int | float | None = None     # the step of the checkpoint it goes on from
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialReported(Event):
+    """Reports of one trial that arrived together: ``steps[i]`` with ``metrics[i]``.
+
+    ``value`` is the latest value of the sweep's metric and ``best`` the best
+    so far (None until the trial reports the metric).
+    """
+
+    run: str
+    trial: int
+    steps: tuple
+    metrics: tuple                      # one dict of floats a step
+    value: float | None = None
+    best: float | None = None
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialFinished(Event):
+    """A trial ended: ``status`` is completed, stopped, failed or cancelled.
+
+    ``reason`` says why a trial was stopped (the rule's words, "stopped by
+    hand"); ``error`` and ``traceback`` why one failed.
+    """
+
+    run: str
+    trial: int
+    status: str
+    metrics: dict | None = None         # final metrics
+    value: float | None = None          # the metric's final value
+    best: float | None = None
+    step: int | float | None = None     # the last step reported
+    attempts: int = 1
+    error: str | None = None
+    traceback: str | None = None
+    reason: str | None = None
     time: float = field(default_factory=_now)
 
 

@@ -91,3 +91,12 @@ def test_copies_benchmark_runs_quick():
     assert per_chunk["processes 2x1, pickled through the socket"] >= 1.0
     assert per_chunk["processes 2x1, shared memory"] < 0.5
     assert per_chunk["auto (in-process, by reference)"] < 0.5
+
+
+def test_sweep_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_sweep.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("labkit, auto (2 threads), store on", "two plain threads",
+                  "(target <= 2 ms with the store on)", "random search's time"):
+        assert label in proc.stdout, label

@@ -16,8 +16,8 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
 
 ENGINE = ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
-          "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.runs",
-          "labkit.events", "labkit.errors"]
+          "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.experiments",
+          "labkit.runs", "labkit.events", "labkit.errors"]
 GROUND_FLOOR = ["labkit.errors", "labkit.events", "labkit.runs"]
 
 # (who, what it must not import, why)

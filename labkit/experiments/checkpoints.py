@@ -1,0 +1,71 @@
+"""A trial's checkpoints as bytes in labkit's safe format, and the files big ones go to.
+
+``trial.checkpoint(obj)`` encodes ``obj`` at once, where the trial runs, into
+the safe checkpoint format of :mod:`labkit.flows.snapshot` (JSON structure,
+numpy arrays read without pickle, torch tensors read with
+``weights_only=True``): loading one back runs no code named in it, and a
+value the format cannot hold fails in the trial's own line.  The bytes then
+travel to the client, which keeps checkpoints up to :data:`INLINE_BYTES` in
+the store's database and bigger ones in files beside it.
+
+Examples
+--------
+>>> import numpy as np
+>>> blob = encode({"epoch": 3, "w": np.arange(3)})
+>>> decode(blob)["w"].tolist(), len(blob) < INLINE_BYTES
+([0, 1, 2], True)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+from ..errors import InputError, LabkitError, StorageError
+
+__all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
+
+#: Checkpoints up to this size live in the store's database; bigger ones in files beside it.
+INLINE_BYTES = 256 * 1024
+
+
+def encode(obj) -> bytes:
+    """``obj`` in the safe checkpoint format (an InputError names what it cannot hold)."""
+    from ..flows.snapshot import write_snapshot
+    buffer = io.BytesIO()
+    try:
+        write_snapshot(obj, buffer)
+    except LabkitError as err:
+        raise InputError(f"trial.checkpoint() cannot store this object: {err.message}",
+                         argument="obj") from None
+    return buffer.getvalue()
+
+
+def decode(blob: bytes, where: str = "<checkpoint>"):
+    """The object in ``blob``; loading runs no code named in it."""
+    from ..flows.snapshot import read_snapshot
+    return read_snapshot(io.BytesIO(blob), where)
+
+
+def write_bytes(path: str, blob: bytes) -> None:
+    """Write ``blob`` to ``path`` atomically (a temp file beside it, then a rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(blob)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise StorageError.of(exc, "writing a checkpoint", path) from exc
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of the checkpoint file ``path``."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise StorageError.of(exc, "reading a checkpoint", path) from exc

@@ -1,0 +1,99 @@
+"""The sweep's loop on the client: keep the slots full, hand on messages, end cleanly.
+
+:func:`drive` runs in the sweep's run (its own thread with ``wait=False``,
+the caller's with ``wait=True``).  It starts trials while slots are free,
+waits on the engine's inbox (wake-ups when trials end, messages of trials on
+worker processes), and returns when no trial is pending or running.
+
+Whatever ends it early (a cancel, the scheduler shut down, Ctrl-C, a store
+that cannot be written) winds the sweep down before it is raised: every
+running trial is asked to stop (its next report raises ``TrialStopped``),
+trials that end within :data:`CANCEL_WAIT` seconds are recorded as they
+ended, the others as ``cancelled``, and the store is flushed: it never keeps
+a trial ``running`` that is not.  A resumed sweep runs the cancelled and
+pending trials again, from their last checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+
+__all__ = ["drive", "CANCEL_WAIT"]
+
+logger = logging.getLogger("labkit.experiments")
+
+#: Seconds a cancelled sweep waits for its running trials to stop.
+CANCEL_WAIT = 10.0
+
+#: Longest wait on the inbox between two looks at the cancel flag.
+TICK = 0.2
+
+
+def drive(engine, launcher, scope) -> None:
+    """Run every trial of ``engine`` with ``launcher``; see the module's docstring."""
+    engine.scope, engine.launcher = scope, launcher
+    launcher.open(scope)
+    try:
+        while True:
+            launcher.fill()
+            if not engine.active():
+                break
+            _pump(engine, launcher, TICK)
+            scope.check()
+            launcher.check()
+            engine.store.check()
+    except BaseException:
+        _wind_down(engine, launcher)
+        raise
+    finally:
+        launcher.close()
+
+
+def _pump(engine, launcher, timeout: float) -> None:
+    """Handle what arrives within ``timeout`` seconds (everything already there at once)."""
+    try:
+        item = engine.inbox.get(timeout=timeout)
+    except queue.Empty:
+        item = None
+    while item is not None:
+        if item[0] != "wake":
+            try:
+                launcher.handle(item)
+            except Exception:   # a malformed message must not end the sweep
+                logger.exception("labkit: handling %r of the sweep failed", item[0])
+        try:
+            item = engine.inbox.get_nowait()
+        except queue.Empty:
+            item = None
+    launcher.poll()
+
+
+def _wind_down(engine, launcher) -> None:
+    """Stop every running trial, wait a little for them, record the rest as cancelled."""
+    with engine.lock:
+        engine.cancelling = True
+        engine.pending.clear()   # they stay pending in the store: a resume runs them
+        running = [s for s in engine.states.values() if s.launched]
+        for state in running:
+            if state.stop is None:
+                engine._request_stop(state, "cancel", "the sweep was cancelled")
+    deadline = time.monotonic() + CANCEL_WAIT
+    while engine.active() and time.monotonic() < deadline:
+        try:
+            _pump(engine, launcher, TICK)
+        except BaseException:   # a second Ctrl-C: stop waiting
+            break
+    events = []
+    with engine.lock:
+        for state in engine.states.values():
+            if state.launched:
+                events.append(engine._end(state, "cancelled", metrics=None,
+                                          reason="the sweep was cancelled"))
+    for event in events:
+        engine._emit(event)
+    try:
+        engine.store.flush()
+    except Exception:   # the store's own failure is what is being raised, or will be
+        logger.exception("labkit: flushing the sweep store while cancelling failed")

@@ -1,0 +1,250 @@
+"""Early stopping: rules that decide on the client, from the report stream, whether a trial goes on.
+
+Every report that carries the sweep's metric reaches the sweep's rule as it
+arrives: ``rule.decide(trial, step, value, history)`` returns ``None`` (go
+on) or a reason (stop the trial; its next ``trial.report`` raises
+:class:`~labkit.experiments.trial.TrialStopped`).  Nothing waits for slower
+trials: a decision uses what has been reported so far.  ``history`` holds
+every trial's curve of the metric (:class:`History`); ``history.score(v)``
+turns a value into a score where higher is better, whatever the ``mode``.
+
+Your own rule is a class with that one method (subclass :class:`Rule` for the
+documentation, or not)::
+
+    class Threshold(lk.experiments.Rule):
+        '''Stop a trial whose accuracy is below 0.5 after step 3.'''
+        def decide(self, trial, step, value, history):
+            if step >= 3 and history.score(value) < history.score(0.5):
+                return f"below 0.5 at step {step}"
+
+Steps are the numbers trials report (``trial.report(step, ...)``), in any
+unit (epochs, batches), increasing within a trial.
+
+Examples
+--------
+>>> rule, history = ASHA(min_steps=1, reduction=2), History("max")
+>>> for trial, value in [(0, 0.9), (1, 0.5), (2, 0.7)]:
+...     history.add(trial, 1, value)
+...     print(trial, rule.decide(trial, 1, value, history))
+0 None
+1 ASHA: at step 1 not in the top 1/2 (2nd of 2)
+2 None
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import numbers
+import statistics
+
+from ..errors import InputError
+
+__all__ = ["Rule", "ASHA", "Median", "History", "check_rule"]
+
+
+class History:
+    """Every trial's curve of the metric so far, and scores where higher is better.
+
+    Kept by the sweep on the client and handed to the rule with each report.
+    """
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self._steps: dict[int, list] = {}
+        self._scores: dict[int, list] = {}
+        self._sums: dict[int, list] = {}    # running sums of scores, for running means
+
+    def score(self, value) -> float:
+        """``value`` as a score, higher is better (``-value`` in mode ``"min"``; NaN: -inf)."""
+        value = float(value)
+        if math.isnan(value):
+            return -math.inf
+        return value if self.mode == "max" else -value
+
+    def add(self, trial: int, step, value) -> None:
+        """Record ``value`` of ``trial`` at ``step``."""
+        steps = self._steps.setdefault(trial, [])
+        scores = self._scores.setdefault(trial, [])
+        sums = self._sums.setdefault(trial, [])
+        score = self.score(value)
+        steps.append(step)
+        scores.append(score)
+        sums.append((sums[-1] if sums else 0.0) + (score if math.isfinite(score) else 0.0))
+
+    def truncate(self, trial: int, from_step) -> None:
+        """Forget ``trial``'s values from ``from_step`` on (it restarted from a checkpoint)."""
+        steps = self._steps.get(trial, [])
+        keep = bisect.bisect_left(steps, from_step)
+        for table in (self._steps, self._scores, self._sums):
+            if trial in table:
+                del table[trial][keep:]
+
+    def trials(self) -> list[int]:
+        """Trials with at least one value."""
+        return [t for t, steps in self._steps.items() if steps]
+
+    def curve(self, trial: int) -> list[tuple]:
+        """``[(step, score), ...]`` of ``trial``."""
+        return list(zip(self._steps.get(trial, []), self._scores.get(trial, []), strict=True))
+
+    def last_step(self, trial: int):
+        """The last step ``trial`` reported (``None`` without one)."""
+        steps = self._steps.get(trial)
+        return steps[-1] if steps else None
+
+    def best(self, trial: int, upto=None) -> float:
+        """``trial``'s best score up to step ``upto`` (all of them by default); -inf without one."""
+        scores = self._scores.get(trial, [])
+        n = len(scores) if upto is None else bisect.bisect_right(self._steps[trial], upto)
+        return max(scores[:n], default=-math.inf)
+
+    def running_mean(self, trial: int, upto) -> float | None:
+        """Mean score of ``trial`` over its steps up to ``upto``; None if it has none."""
+        steps = self._steps.get(trial, [])
+        n = bisect.bisect_right(steps, upto)
+        return self._sums[trial][n - 1] / n if n else None
+
+
+class Rule:
+    """Base of early-stopping rules: one method, :meth:`decide`."""
+
+    def decide(self, trial: int, step, value: float, history: History) -> str | None:
+        """``None`` to let ``trial`` go on after reporting ``value`` at ``step``; a reason to stop it."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """The rule in words (stored with the sweep, shown on a board)."""
+        return repr(self)
+
+
+def _positive(value, name: str, what: str, integer: bool = False, minimum: float = 0) -> None:
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value > minimum
+    if integer:
+        ok = ok and isinstance(value, numbers.Integral)
+    if not ok:
+        kind = "an int" if integer else "a number"
+        raise InputError(f"{what}({name}=...) must be {kind} > {minimum}, got {value!r}",
+                         argument=name)
+
+
+class ASHA(Rule):
+    """Asynchronous successive halving: at each rung, only the top ``1/reduction`` go on.
+
+    Rungs lie at steps ``min_steps * reduction**k`` (below ``max_steps``, when
+    given).  The first report of a trial at or past a rung records its score
+    there; the trial goes on if it is among the best ``ceil(n / reduction)``
+    of the ``n`` trials recorded at that rung so far, itself included, and
+    stops otherwise.  Trials never wait for others to reach a rung: an early
+    trial is compared with those before it only (Li et al., "A System for
+    Massively Parallel Hyperparameter Tuning", 2020).
+
+    Parameters
+    ----------
+    min_steps : int or float
+        The first rung; no trial stops before it.
+    reduction : int or float
+        How many trials share a promotion (> 1).
+    max_steps : int or float, optional
+        The length of a full trial; no rung at or beyond it.
+    """
+
+    def __init__(self, min_steps=1, reduction=3, max_steps=None):
+        _positive(min_steps, "min_steps", "lk.ASHA")
+        _positive(reduction, "reduction", "lk.ASHA", minimum=1)
+        if max_steps is not None:
+            _positive(max_steps, "max_steps", "lk.ASHA")
+        self.min_steps, self.reduction, self.max_steps = min_steps, reduction, max_steps
+        self._recorded: list[dict[int, float]] = []   # per rung: trial -> score
+
+    def rung(self, k: int) -> float:
+        """The step of rung ``k``."""
+        return self.min_steps * self.reduction ** k
+
+    def decide(self, trial, step, value, history):
+        score = history.score(value)
+        k = 0
+        while step >= self.rung(k) and (self.max_steps is None or self.rung(k) < self.max_steps):
+            if k == len(self._recorded):
+                self._recorded.append({})
+            recorded = self._recorded[k]
+            if trial not in recorded:
+                recorded[trial] = score
+                better = sum(1 for s in recorded.values() if s > score)
+                keep = math.ceil(len(recorded) / self.reduction)
+                if better >= keep:
+                    return (f"ASHA: at step {_fmt(self.rung(k))} not in the top "
+                            f"1/{_fmt(self.reduction)} ({_ordinal(better + 1)} of {len(recorded)})")
+            k += 1
+        return None
+
+    def forget(self, trial: int) -> None:
+        """Drop ``trial``'s records (it restarts from an earlier step)."""
+        for recorded in self._recorded:
+            recorded.pop(trial, None)
+
+    def describe(self):
+        extra = "" if self.max_steps is None else f", max_steps={self.max_steps}"
+        return f"ASHA(min_steps={self.min_steps}, reduction={self.reduction}{extra})"
+
+    __repr__ = describe
+
+
+class Median(Rule):
+    """The median stopping rule: stop a trial whose best is below the median of the others.
+
+    At a report at ``step >= min_steps``, the trial's best score so far is
+    compared with the median, over the other trials that reached ``step``
+    (at least ``min_trials`` of them), of their running mean score up to
+    ``step``; below it, the trial stops (Golovin et al., "Google Vizier", 2017).
+    """
+
+    def __init__(self, min_steps=1, min_trials=3):
+        if isinstance(min_steps, bool) or not isinstance(min_steps, numbers.Real) or min_steps < 0:
+            raise InputError(f"lk.Median(min_steps=...) must be a number >= 0, got {min_steps!r}",
+                             argument="min_steps")
+        _positive(min_trials, "min_trials", "lk.Median", integer=True)
+        self.min_steps, self.min_trials = min_steps, min_trials
+
+    def decide(self, trial, step, value, history):
+        if step < self.min_steps:
+            return None
+        means = [history.running_mean(t, step) for t in history.trials()
+                 if t != trial and (history.last_step(t) or -math.inf) >= step]
+        means = [m for m in means if m is not None]
+        if len(means) < self.min_trials:
+            return None
+        median = statistics.median(means)
+        if history.best(trial, step) < median:
+            return (f"Median: best {_fmt(_value(history, history.best(trial, step)))} worse "
+                    f"than the median {_fmt(_value(history, median))} of {len(means)} trials' "
+                    f"running means at step {_fmt(step)}")
+        return None
+
+    def describe(self):
+        return f"Median(min_steps={self.min_steps}, min_trials={self.min_trials})"
+
+    __repr__ = describe
+
+
+def check_rule(rule) -> Rule | None:
+    """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop."""
+    if rule is None or callable(getattr(rule, "decide", None)):
+        return rule
+    raise InputError(f"early_stop must be lk.ASHA(...), lk.Median(...), a rule with a "
+                     f"decide(trial, step, value, history) method, or None; got "
+                     f"{type(rule).__name__} {rule!r:.60}", argument="early_stop")
+
+
+def _value(history: History, score: float) -> float:
+    """A score back as a value of the metric."""
+    return score if history.mode == "max" else -score
+
+
+def _fmt(x) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

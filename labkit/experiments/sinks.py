@@ -1,0 +1,185 @@
+"""Where a trial's reports and checkpoints go, wherever the trial runs.
+
+Every sink answers four calls of :class:`~.trial.Trial`: ``report`` (returns
+whether the trial must stop), ``checkpoint``, ``restore`` and ``stopped``.
+
+* :class:`DirectSink`: the trial runs in the client's process (a thread of an
+  in-process cluster, or the :class:`~labkit.LocalScheduler`); reports reach the
+  sweep at once and its rule decides within the same call.
+* :class:`EventSink`: the trial runs in a Dask worker process; reports are
+  gathered and sent through Dask's event stream (``log_event``) at most every
+  :data:`REPORT_EVERY` seconds, as :mod:`labkit.data_parallel.reports` does
+  for a fit; a stop arrives as a flag set by ``client.run`` (:func:`request_stop`).
+* :class:`PipeSink`: the trial runs in a process of an offload pool (a
+  GIL-holding trial beside an in-process cluster); each call is a round trip
+  over a socket to the thread that runs its task.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+__all__ = ["MemorySink", "DirectSink", "EventSink", "PipeSink", "REPORT_EVERY",
+           "request_stop", "clear_stops", "metadata_keys", "new_execution"]
+
+#: Least seconds between two messages of reports from a trial on a worker process.
+REPORT_EVERY = 0.05
+
+# On a worker process: (sweep token, trial) of the trials the client stopped.
+_STOPS: set = set()
+_STOPS_LOCK = threading.Lock()
+
+
+def new_execution() -> str:
+    """A fresh id for one run of a trial's function (a rerun after a lost worker gets another)."""
+    return uuid.uuid4().hex[:10]
+
+
+def request_stop(token: str, trial: int) -> None:
+    """On a worker (``client.run``): the trial's next report raises TrialStopped."""
+    with _STOPS_LOCK:
+        _STOPS.add((token, trial))
+
+
+def clear_stops(token: str) -> None:
+    """On a worker (``client.run``): forget the stops of sweep ``token`` (it ended)."""
+    with _STOPS_LOCK:
+        for key in [k for k in _STOPS if k[0] == token]:
+            _STOPS.discard(key)
+
+
+def metadata_keys(token: str, trial: int) -> list:
+    """Where the scheduler keeps a remote trial's latest checkpoint (for a rerun elsewhere)."""
+    return ["labkit-sweeps", token, str(trial)]
+
+
+class MemorySink:
+    """Keeps everything here and never stops the trial (for trying a function by hand)."""
+
+    def __init__(self):
+        self.reports: list = []
+        self.blob: bytes | None = None
+
+    def report(self, step, metrics, t) -> bool:
+        self.reports.append((step, metrics, t))
+        return False
+
+    def checkpoint(self, step, blob) -> None:
+        self.blob = blob
+
+    def restore(self):
+        return self.blob
+
+    def stopped(self) -> bool:
+        return False
+
+
+class DirectSink:
+    """A trial in the client's process: each call goes straight to the sweep."""
+
+    def __init__(self, engine, trial: int, execution: str):
+        self.engine, self.trial, self.execution = engine, trial, execution
+
+    def report(self, step, metrics, t) -> bool:
+        return self.engine.reported(self.trial, self.execution, [(step, metrics, t)])
+
+    def checkpoint(self, step, blob) -> None:
+        self.engine.checkpointed(self.trial, self.execution, step, blob)
+
+    def restore(self):
+        return self.engine.restore_blob(self.trial)
+
+    def stopped(self) -> bool:
+        return self.engine.stop_requested(self.trial, self.execution)
+
+
+class EventSink:
+    """A trial on a Dask worker process: messages on ``topic``, reports gathered.
+
+    Every message is a dict naming ``kind`` (``start``, ``reports``,
+    ``checkpoint``, ``end``), the ``trial`` and the ``exec``\\ ution; they reach
+    the client in the order they were sent.
+    """
+
+    def __init__(self, topic: str, token: str, trial: int, execution: str,
+                 restore: tuple | None = None, every: float = REPORT_EVERY):
+        from distributed import get_worker
+        self.worker = get_worker()
+        self.topic, self.token, self.trial, self.execution = topic, token, trial, execution
+        self.every = every
+        self._restore = restore            # (seq, blob) the client sent with the task
+        self._pending: list = []
+        self._last = 0.0
+        self.sent = 0
+
+    def send(self, kind: str, **fields) -> None:
+        """One message to the client (through the scheduler)."""
+        self.worker.log_event(self.topic, {"kind": kind, "trial": self.trial,
+                                           "exec": self.execution, **fields})
+
+    def start(self, attempt: int) -> None:
+        self.send("start", worker=self.worker.address, pid=os.getpid(), attempt=attempt)
+
+    def report(self, step, metrics, t) -> bool:
+        self._pending.append([step, metrics, t])
+        if t - self._last >= self.every:
+            self.flush()
+        return self.stopped()
+
+    def flush(self) -> None:
+        """Send the reports gathered so far."""
+        if self._pending:
+            reports, self._pending = self._pending, []
+            self._last = time.time()
+            self.sent += len(reports)
+            self.send("reports", reports=reports)
+
+    def checkpoint(self, step, blob) -> None:
+        self.flush()   # the checkpoint follows the reports it comes after
+        self.send("checkpoint", step=step, blob=blob)
+
+    def restore(self):
+        """The newest of: what came with the task, what the scheduler holds (a rerun)."""
+        from distributed.utils import sync
+        best = self._restore
+        try:
+            held = sync(self.worker.loop, self.worker.scheduler.get_metadata,
+                        keys=metadata_keys(self.token, self.trial), default=None)
+        except Exception:   # the scheduler is unreachable: what came with the task
+            held = None
+        if held and (best is None or held["seq"] > best[0]):
+            best = (held["seq"], held["blob"])
+        return None if best is None else best[1]
+
+    def stopped(self) -> bool:
+        return (self.token, self.trial) in _STOPS
+
+    def end(self, outcome: dict) -> None:
+        """The last message: what the trial came to (after its last reports)."""
+        self.flush()
+        self.send("end", outcome=outcome)
+
+
+class PipeSink:
+    """A trial in an offload process: each call a round trip to the task's thread."""
+
+    def __init__(self, conn, restore: bytes | None):
+        self.conn, self._restore = conn, restore
+
+    def report(self, step, metrics, t) -> bool:
+        self.conn.send(("reports", [(step, metrics, t)]))
+        return self.conn.recv()
+
+    def checkpoint(self, step, blob) -> None:
+        self.conn.send(("checkpoint", step, blob))
+        self.conn.recv()
+
+    def restore(self):
+        return self._restore
+
+    def stopped(self) -> bool:
+        self.conn.send(("stopped",))
+        return self.conn.recv()

@@ -1,0 +1,398 @@
+"""Search spaces: what each parameter may be, and the configurations drawn from them.
+
+A space is a dict from parameter names to distributions (or constants), a
+grid of every combination (:func:`grid`), or a list of configurations.  Each
+trial ``i`` gets ``configuration(i)``: for a random space, a draw from a
+generator seeded by ``(seed, i)`` alone, so the same seed gives the same
+configurations in any order and a sweep extended later draws trial ``i`` as
+it would have from the start; for a grid, its point ``i`` (the grid repeats,
+random parts drawn anew, for more trials than points); for a list, its item ``i``.
+
+Bad input is refused when the space is checked (by ``lk.sweep``, before any
+trial runs), naming the parameter: an empty or reversed range, ``lo <= 0`` for
+:func:`loguniform`, an empty :func:`choice`, a value that does not pickle.  A
+distribution keeps what is wrong with it until then, since only the space
+knows the parameter's name.
+
+Examples
+--------
+>>> space = Space.of({"lr": loguniform(1e-4, 1e-1), "width": choice([64, 128]), "layers": 2})
+>>> a, b = space.configuration(0, seed=0), space.configuration(0, seed=0)
+>>> a == b, sorted(a), a["layers"]
+(True, ['layers', 'lr', 'width'], 2)
+>>> Space.of(grid(lr=[0.1, 0.01], width=[64, 128])).size
+4
+>>> Space.of({"dropout": uniform(0.5, 0.1)})
+Traceback (most recent call last):
+...
+labkit.errors.InputError: parameter 'dropout': uniform(lo, hi) needs lo < hi, got the reversed range lo=0.5, hi=0.1 [argument dropout]
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+
+__all__ = ["Distribution", "loguniform", "uniform", "randint", "choice", "grid", "Grid", "Space",
+           "describe_value"]
+
+
+class Distribution:
+    """One parameter's values: drawn with ``sample(rng)``, described as plain data.
+
+    ``problem`` says what is wrong with the arguments it was made with (``None``
+    when nothing is); the space raises it naming the parameter.
+    """
+
+    kind = "distribution"
+    problem: str | None = None
+
+    def sample(self, rng: np.random.Generator):
+        """One value drawn with ``rng``."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """The distribution as JSON-able data (stored with the sweep; a board draws its axis)."""
+        raise NotImplementedError
+
+    def values(self) -> list:
+        """Values that must pickle (choices); none for numeric ranges."""
+        return []
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.describe() == self.describe()
+
+    def __hash__(self):
+        return hash(json.dumps(self.describe(), sort_keys=True))
+
+    def __repr__(self):
+        d = self.describe()
+        args = ", ".join(f"{v!r}" for k, v in d.items() if k != "type")
+        return f"lk.{d['type']}({args})"
+
+
+def _range_problem(lo, hi, what: str, integer: bool = False) -> str | None:
+    """What is wrong with the range ``lo, hi`` of ``what`` (``None``: nothing)."""
+    for name, v in (("lo", lo), ("hi", hi)):
+        if integer and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
+            return f"{what} needs integers, got {name}={v!r}"
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            return f"{what} needs finite numbers, got {name}={v!r}"
+    if lo == hi:
+        return f"{what} needs lo < hi, got the empty range lo={lo!r}, hi={hi!r}"
+    if lo > hi:
+        return f"{what} needs lo < hi, got the reversed range lo={lo!r}, hi={hi!r}"
+    return None
+
+
+class _Uniform(Distribution):
+    kind = "uniform"
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+        self.problem = _range_problem(lo, hi, "uniform(lo, hi)")
+
+    def sample(self, rng):
+        return float(rng.uniform(self.lo, self.hi))
+
+    def describe(self):
+        return {"type": "uniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
+
+
+class _LogUniform(Distribution):
+    kind = "loguniform"
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+        self.problem = _range_problem(lo, hi, "loguniform(lo, hi)")
+        if self.problem is None and lo <= 0:
+            self.problem = f"loguniform(lo, hi) needs 0 < lo (a log scale), got lo={lo!r}"
+
+    def sample(self, rng):
+        return float(math.exp(rng.uniform(math.log(self.lo), math.log(self.hi))))
+
+    def describe(self):
+        return {"type": "loguniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
+
+
+class _RandInt(Distribution):
+    kind = "randint"
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+        self.problem = _range_problem(lo, hi, "randint(lo, hi)", integer=True)
+
+    def sample(self, rng):
+        return int(rng.integers(self.lo, self.hi))
+
+    def describe(self):
+        return {"type": "randint", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
+
+
+class _Choice(Distribution):
+    kind = "choice"
+
+    def __init__(self, options):
+        try:
+            self.options = list(options)
+        except TypeError:
+            self.options = []
+            self.problem = (f"choice(options) needs a list of options, got "
+                            f"{type(options).__name__} {options!r:.60}")
+            return
+        if not self.options:
+            self.problem = "choice(options) needs at least one option, got an empty list"
+
+    def sample(self, rng):
+        return self.options[int(rng.integers(len(self.options)))]
+
+    def values(self):
+        return self.options
+
+    def describe(self):
+        return {"type": "choice", "values": [describe_value(v) for v in self.options]}
+
+
+def loguniform(lo: float, hi: float) -> Distribution:
+    """A float between ``lo`` and ``hi``, uniform on a log scale (learning rates); ``0 < lo < hi``."""
+    return _LogUniform(lo, hi)
+
+
+def uniform(lo: float, hi: float) -> Distribution:
+    """A float uniform between ``lo`` and ``hi`` (``lo < hi``)."""
+    return _Uniform(lo, hi)
+
+
+def randint(lo: int, hi: int) -> Distribution:
+    """An int from ``lo`` up to but not including ``hi``, as numpy's ``integers``."""
+    return _RandInt(lo, hi)
+
+
+def choice(options) -> Distribution:
+    """One of ``options`` (any values that pickle), each equally likely."""
+    return _Choice(options)
+
+
+class Grid:
+    """Every combination of the listed values (:func:`grid`); other entries sampled or kept."""
+
+    def __init__(self, axes: dict):
+        if not isinstance(axes, dict) or not axes:
+            raise InputError("grid() needs parameters: grid(lr=[0.1, 0.01], width=[64, 128]) "
+                             "or grid({'lr': [...]})", argument="space")
+        self.axes: dict = {}
+        self.rest: dict = {}
+        for name, values in axes.items():
+            _check_name(name)
+            if isinstance(values, Distribution) or not isinstance(values, (list, tuple, range)):
+                self.rest[name] = values   # sampled (a distribution) or kept (a constant)
+                continue
+            if not len(values):
+                raise InputError(f"grid() needs at least one value for each parameter, got "
+                                 f"none for {name!r}", argument=name)
+            self.axes[name] = list(values)
+        self.points = [dict(zip(self.axes, combo, strict=True))
+                       for combo in itertools.product(*self.axes.values())] or [{}]
+
+    def describe(self) -> dict:
+        out = {name: {"type": "grid", "values": [describe_value(v) for v in values]}
+               for name, values in self.axes.items()}
+        out.update({name: _describe_entry(v) for name, v in self.rest.items()})
+        return out
+
+
+def grid(axes: dict | None = None, **more) -> Grid:
+    """Every combination of the listed values: ``grid(lr=[0.1, 0.01], width=[64, 128])``.
+
+    Entries that are not lists are distributions (drawn for each point) or constants.
+    """
+    if axes is not None and not isinstance(axes, dict):
+        raise InputError(f"grid() takes a dict or keywords, got {type(axes).__name__}",
+                         argument="space")
+    return Grid({**(axes or {}), **more})
+
+
+def _check_name(name) -> None:
+    if not isinstance(name, str) or not name:
+        raise InputError(f"parameter names must be non-empty strings, got {name!r}",
+                         argument="space")
+
+
+def _check_entries(entries: dict) -> None:
+    """An InputError naming the first parameter whose name or distribution is bad."""
+    for name, value in entries.items():
+        _check_name(name)
+        if isinstance(value, Grid):
+            raise InputError(f"parameter {name!r}: lk.grid(...) is a whole space; inside a "
+                             "space give a grid axis as a list", argument=name)
+        problem = getattr(value, "problem", None) if isinstance(value, Distribution) else None
+        if problem:
+            raise InputError(f"parameter {name!r}: {problem}", argument=name)
+
+
+def describe_value(value) -> Any:
+    """``value`` as JSON data where it is plain (numbers, strings, lists), else its repr."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value) if math.isfinite(value) else repr(float(value))
+    if isinstance(value, (list, tuple)):
+        return [describe_value(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: describe_value(v) for k, v in value.items()}
+    return {"repr": repr(value)}
+
+
+def _describe_entry(value) -> dict:
+    if isinstance(value, Distribution):
+        return value.describe()
+    return {"type": "constant", "value": describe_value(value)}
+
+
+class Space:
+    """A checked space: ``configuration(i, seed)`` for trial ``i``; ``size`` for grids and lists.
+
+    Make one with :meth:`Space.of` from what ``lk.sweep`` was given.
+    """
+
+    def __init__(self, kind: str, entries: dict | None = None, grid_: Grid | None = None,
+                 configs: list | None = None):
+        self.kind, self.entries, self.grid, self.configs = kind, entries, grid_, configs
+
+    @classmethod
+    def of(cls, space) -> "Space":
+        """``space`` (a dict, a :class:`Grid` or a list of dicts) checked, as a Space."""
+        if isinstance(space, Space):
+            return space
+        if isinstance(space, Grid):
+            _check_entries(space.rest)
+            return cls("grid", grid_=space)
+        if isinstance(space, dict):
+            if not space:
+                raise InputError("the space is empty: give parameters such as "
+                                 "{'lr': lk.loguniform(1e-4, 1e-1)}", argument="space")
+            _check_entries(space)
+            return cls("random", entries=dict(space))
+        if isinstance(space, (list, tuple)):
+            if not space:
+                raise InputError("the list of configurations is empty", argument="space")
+            for i, config in enumerate(space):
+                if not isinstance(config, dict):
+                    raise InputError(f"a list of configurations needs dicts, got "
+                                     f"{type(config).__name__} at {i}", argument="space")
+                for name in config:
+                    _check_name(name)
+            return cls("list", configs=[dict(c) for c in space])
+        raise InputError(f"space must be a dict of parameters, lk.grid(...) or a list of "
+                         f"configurations, got {type(space).__name__} {space!r:.60}",
+                         argument="space")
+
+    @classmethod
+    def from_description(cls, description: dict) -> "Space":
+        """The space a stored description describes, where its values are plain data."""
+        if "list" in description and len(description) == 1:
+            return cls.of(description["list"])
+        axes = {n: e["values"] for n, e in description.items() if e.get("type") == "grid"}
+        rest = {n: _from_entry(n, e) for n, e in description.items() if e.get("type") != "grid"}
+        return cls.of(grid({**axes, **rest})) if axes else cls.of(rest)
+
+    @property
+    def size(self) -> int | None:
+        """Configurations of a grid or list; ``None`` for a random space (endless)."""
+        if self.kind == "grid":
+            return len(self.grid.points)
+        if self.kind == "list":
+            return len(self.configs)
+        return None
+
+    @property
+    def random(self) -> bool:
+        """Whether configurations are drawn (so the seed matters)."""
+        entries = self.entries if self.kind == "random" else (
+            self.grid.rest if self.kind == "grid" else {})
+        return any(isinstance(v, Distribution) for v in entries.values())
+
+    def configuration(self, i: int, seed: int) -> dict:
+        """Trial ``i``'s configuration: the same for the same ``(seed, i)``, always."""
+        if self.kind == "list":
+            return dict(self.configs[i])
+        rng = np.random.default_rng([int(seed), int(i)])
+        if self.kind == "grid":
+            point = self.grid.points[i % len(self.grid.points)]
+            return {**_draw(self.grid.rest, rng), **point}
+        return _draw(self.entries, rng)
+
+    def describe(self) -> dict:
+        """The space as JSON data: ``{parameter: {"type": ..., ...}}`` (lists: ``{"list": [...]}``)."""
+        if self.kind == "grid":
+            return self.grid.describe()
+        if self.kind == "list":
+            return {"list": [describe_value(c) for c in self.configs]}
+        return {name: _describe_entry(v) for name, v in self.entries.items()}
+
+    def key(self) -> str:
+        """The description as one canonical string (two spaces are the same when equal)."""
+        return json.dumps({"kind": self.kind, "space": self.describe()}, sort_keys=True)
+
+    def check_pickles(self) -> None:
+        """An InputError naming the parameter of a value that does not pickle."""
+        import cloudpickle
+        for name, value in self._plain_values():
+            try:
+                cloudpickle.dumps(value)
+            except Exception as exc:   # noqa: BLE001 - pickling fails in many ways
+                raise InputError(f"the value {value!r:.60} of parameter {name!r} cannot be "
+                                 f"pickled ({type(exc).__name__}: {exc}), so it cannot reach "
+                                 "a worker", argument=name) from None
+
+    def _plain_values(self):
+        """``(parameter, value)`` of every value a configuration may hold besides numbers."""
+        if self.kind == "list":
+            for config in self.configs:
+                yield from config.items()
+            return
+        entries = self.entries if self.kind == "random" else self.grid.rest
+        for name, value in entries.items():
+            if isinstance(value, Distribution):
+                yield from ((name, v) for v in value.values())
+            else:
+                yield name, value
+        if self.kind == "grid":
+            for name, values in self.grid.axes.items():
+                yield from ((name, v) for v in values)
+
+
+def _draw(entries: dict, rng) -> dict:
+    """A value for every entry: distributions drawn in name order, constants kept."""
+    out = {}
+    for name in sorted(entries):   # name order: a dict written in another order draws the same
+        value = entries[name]
+        out[name] = value.sample(rng) if isinstance(value, Distribution) else value
+    return {name: out[name] for name in entries}
+
+
+def _from_entry(name: str, entry: dict):
+    """A distribution or constant from its description (plain values only)."""
+    makers = {"uniform": uniform, "loguniform": loguniform, "randint": randint}
+    kind = entry.get("type")
+    if kind in makers:
+        return makers[kind](entry["lo"], entry["hi"])
+    values = entry.get("values", [entry.get("value")])
+    if any(isinstance(v, dict) and set(v) == {"repr"} for v in values):
+        raise InputError(f"parameter {name!r} holds values that are not plain data "
+                         f"({values!r:.80}); give the space again", argument="space")
+    if kind == "choice":
+        return choice(values)
+    if kind == "constant":
+        return entry["value"]
+    raise InputError(f"parameter {name!r}: unknown description {entry!r:.80}", argument="space")
+

@@ -1,0 +1,187 @@
+"""What runs where trials run: the trial function, on a thread, a worker process or an offload process.
+
+:func:`execute` calls ``fn(config, trial)`` and turns whatever happens into a
+plain outcome: ``completed`` (with the final metrics it returned), ``stopped``
+(it raised :class:`~.trial.TrialStopped`), or ``failed`` (its error, with the
+traceback from the first line of the user's own code).  The rest wires a
+trial to its sink:
+
+* :func:`run_remote` is the task of one trial on a Dask worker process;
+* :func:`run_offloaded` runs a GIL-holding trial in the scheduler's offload
+  pool from a thread of an in-process cluster, serving the trial's socket
+  (:class:`OffloadTrial` is what runs in the pool's process).
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+import threading
+import traceback
+
+from ..errors import InputError, LabkitError, TaskError, WorkerLostError
+from ..scheduling import TaskCallable
+from .sinks import EventSink, PipeSink, _STOPS, _STOPS_LOCK, new_execution
+from .trial import Trial, TrialStopped
+
+__all__ = ["execute", "final_metrics", "run_remote", "OffloadTrial", "run_offloaded"]
+
+_FUNCTIONS: dict = {}   # on a worker process: sweep token -> its trial function
+
+
+def execute(fn, trial: Trial) -> dict:
+    """``fn(trial.config, trial)`` run to its end; its outcome as plain data."""
+    try:
+        returned = fn(trial.config, trial)
+        out = {"status": "completed"}
+        out.update(final_metrics(returned))
+        return out
+    except TrialStopped:
+        return {"status": "stopped"}
+    except Exception as exc:   # the trial failed; the sweep goes on
+        err = TaskError.from_exception(exc, traceback.format_exc(), what=f"trial {trial.id}")
+        kind = err.original_type.rsplit(".", 1)[-1]
+        return {"status": "failed", "error": f"{kind}: {exc}",
+                "traceback": err.user_traceback or err.remote_traceback}
+
+
+def final_metrics(returned) -> dict:
+    """What ``fn`` returned as ``{"metrics": {...}}``, ``{"value": x}`` or ``{}`` (None)."""
+    if returned is None:
+        return {}
+    if isinstance(returned, numbers.Real) and not isinstance(returned, bool):
+        return {"value": float(returned)}
+    if isinstance(returned, dict):
+        metrics = {}
+        for name, value in returned.items():
+            try:
+                metrics[str(name)] = float(value)
+            except (TypeError, ValueError):
+                raise InputError(f"the trial function returned {name!r}: "
+                                 f"{type(value).__name__}; final metrics must be numbers",
+                                 argument="fn") from None
+        return {"metrics": metrics}
+    raise InputError(f"the trial function returned a {type(returned).__name__}; return a dict "
+                     "of final metrics, a number (the metric's value) or None", argument="fn")
+
+
+# -- a trial on a Dask worker process -------------------------------------------------------
+
+def _function(token: str, blob: bytes):
+    """The sweep's trial function, unpickled once a worker process."""
+    fn = _FUNCTIONS.get(token)
+    if fn is None:
+        import cloudpickle
+        if len(_FUNCTIONS) > 8:   # functions of sweeps that ended
+            _FUNCTIONS.clear()
+        fn = _FUNCTIONS[token] = cloudpickle.loads(blob)
+    return fn
+
+
+def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
+    """The task of one trial on a worker process: run it, streaming to the client on ``topic``."""
+    token, trial_id = spec["token"], spec["trial"]
+    execution = new_execution()
+    sink = EventSink(topic, token, trial_id, execution, spec.get("restore"))
+    sink.start(spec["attempt"])
+    try:
+        fn = _function(token, blob)
+    except Exception as exc:   # a function that cannot be unpickled here (a missing module)
+        outcome = {"status": "failed", "error": f"the trial function cannot be loaded on "
+                   f"{sink.worker.address}: {type(exc).__name__}: {exc}",
+                   "traceback": traceback.format_exc()}
+    else:
+        outcome = execute(fn, Trial(trial_id, spec["config"], sink, spec["attempt"]))
+    outcome["exec"] = execution
+    sink.end(outcome)
+    with _STOPS_LOCK:
+        _STOPS.discard((token, trial_id))
+    return outcome
+
+
+# -- a GIL-holding trial in an offload process ----------------------------------------------
+
+class OffloadTrial(TaskCallable):
+    """Runs trials in an offload pool's process, talking to the task's thread over a socket."""
+
+    holds_gil = True
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, spec: dict) -> dict:
+        from multiprocessing.connection import Client
+        conn = Client(spec["address"], authkey=spec["authkey"])
+        try:
+            conn.send(("start", os.getpid()))
+            restore = conn.recv()
+            trial = Trial(spec["trial"], spec["config"], PipeSink(conn, restore), spec["attempt"])
+            outcome = execute(self.fn, trial)
+            conn.send(("end",))
+        finally:
+            conn.close()
+        return outcome
+
+
+def run_offloaded(engine, pool, callable_: OffloadTrial, spec: dict, info, worker: str) -> tuple:
+    """Run a trial in ``pool`` from this thread; ``(execution, outcome)``.
+
+    A thread serves the trial's socket meanwhile: each process the pool
+    starts for the trial (again, after one died) connects anew, gets the
+    latest checkpoint, and is a new execution for the sweep.
+    """
+    from multiprocessing.connection import Client, Listener
+    authkey = os.urandom(16)
+    served = {"exec": None}
+    with Listener(authkey=authkey) as listener:
+        server = threading.Thread(target=_serve, args=(listener, engine, spec["trial"], worker,
+                                                       served), daemon=True,
+                                  name=f"labkit-trial-{spec['trial']}-socket")
+        server.start()
+        try:
+            outcome = pool.run(callable_, dict(spec, address=listener.address, authkey=authkey),
+                               info, worker).result
+        except WorkerLostError as err:
+            outcome = {"status": "lost", "error": err.message}
+        except LabkitError as err:
+            outcome = {"status": "failed", "error": str(err),
+                       "traceback": getattr(err, "remote_traceback", None)}
+        finally:
+            with Client(listener.address, authkey=authkey) as wake:   # ends the server's accept
+                wake.send(("bye",))
+            server.join()
+    return served["exec"], outcome
+
+
+def _serve(listener, engine, trial: int, worker: str, served: dict) -> None:
+    """Answer each process of the trial until the task's thread says bye."""
+    while True:
+        conn = listener.accept()
+        try:
+            first = conn.recv()
+            if first[0] == "bye":
+                return
+            execution = served["exec"] = new_execution()
+            engine.started(trial, execution, f"{worker} (process {first[1]})")
+            conn.send(engine.restore_blob(trial))
+            _answer(conn, engine, trial, execution)
+        except (EOFError, OSError):   # the process died: the pool starts another
+            pass
+        finally:
+            conn.close()
+
+
+def _answer(conn, engine, trial: int, execution: str) -> None:
+    """The calls of one process, until its end message."""
+    while True:
+        message = conn.recv()
+        kind = message[0]
+        if kind == "reports":
+            conn.send(engine.reported(trial, execution, message[1]))
+        elif kind == "checkpoint":
+            engine.checkpointed(trial, execution, message[1], message[2])
+            conn.send(True)
+        elif kind == "stopped":
+            conn.send(engine.stop_requested(trial, execution))
+        elif kind == "end":
+            return

@@ -1,0 +1,120 @@
+"""The trial a sweep hands to ``fn(config, trial)``: report, checkpoint, restore.
+
+A :class:`Trial` runs wherever its task landed: a thread of the client
+process, a Dask worker process, or a process of an offload pool.  What it
+reports and checkpoints goes to the sweep on the client through a *sink*
+(:mod:`.sinks`): directly in-process, through Dask's event stream from a
+worker, through a socket from an offload process.  The sweep decides from the
+reports whether the trial goes on; when it stops the trial, the trial's next
+:meth:`Trial.report` raises :class:`TrialStopped`, which ends ``fn`` (let it
+propagate; the sweep records the trial as stopped).
+
+Examples
+--------
+>>> from labkit.experiments.sinks import MemorySink
+>>> trial = Trial(3, {"lr": 0.1}, MemorySink())
+>>> trial.report(0, loss=1.5)
+>>> trial.checkpoint({"epoch": 0})
+>>> trial.restore()["epoch"], trial.id, trial.config["lr"]
+(0, 3, 0.1)
+>>> trial.report("one", loss=1.0)
+Traceback (most recent call last):
+...
+labkit.errors.InputError: trial.report(step, ...) needs a number as the step, got str 'one' [argument step]
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+
+from ..errors import InputError, LabkitError
+from .checkpoints import decode, encode
+
+__all__ = ["Trial", "TrialStopped"]
+
+
+class TrialStopped(LabkitError):
+    """Raised by ``trial.report`` once the sweep stopped the trial (early stopping, by hand, a cancel).
+
+    Let it end the trial function: the sweep records the trial as stopped,
+    with its reports so far.
+    """
+
+
+class Trial:
+    """One configuration being tried: ``report``, ``checkpoint``, ``restore``.
+
+    Attributes
+    ----------
+    id : int
+        The trial's number in its sweep (0, 1, ...).
+    config : dict
+        Its configuration.
+    attempt : int
+        0 the first time; more after a restart (a lost worker, a resumed sweep).
+    """
+
+    def __init__(self, id: int, config: dict, sink, attempt: int = 0):
+        self.id, self.config, self.attempt = id, config, attempt
+        self._sink = sink
+        self._step = None
+
+    def report(self, step, **metrics) -> None:
+        """Report ``metrics`` (numbers) at ``step``; raises :class:`TrialStopped` once stopped.
+
+        Steps are numbers in any unit (epochs, batches), increasing.  Reports
+        travel to the client asynchronously, gathered and rate-limited; this
+        call does not wait for them.
+        """
+        step = _step(step)
+        values = {name: _metric(name, value) for name, value in metrics.items()}
+        self._step = step
+        if self._sink.report(step, values, time.time()):
+            raise TrialStopped(f"trial {self.id} was stopped by the sweep", step=step)
+
+    def checkpoint(self, obj) -> None:
+        """Keep ``obj`` as this trial's latest checkpoint (numbers, lists, dicts, numpy, torch).
+
+        ``obj`` is encoded at once in labkit's safe format (loading it back runs
+        no code), so changing it afterwards changes nothing kept.
+        """
+        self._sink.checkpoint(self._step, encode(obj))
+
+    def restore(self):
+        """The last checkpoint after a restart (a lost worker, a resumed sweep), else ``None``."""
+        blob = self._sink.restore()
+        return None if blob is None else decode(blob, f"<checkpoint of trial {self.id}>")
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether the sweep asked this trial to stop (for loops that report rarely)."""
+        return self._sink.stopped()
+
+    def __repr__(self):
+        return f"<labkit Trial {self.id} {self.config}>"
+
+
+def _step(step):
+    if isinstance(step, bool) or not isinstance(step, numbers.Real):
+        raise InputError(f"trial.report(step, ...) needs a number as the step, got "
+                         f"{type(step).__name__} {step!r:.40}", argument="step")
+    if isinstance(step, numbers.Integral):
+        return int(step)
+    step = float(step)
+    if not math.isfinite(step):
+        raise InputError(f"trial.report(step, ...) needs a finite step, got {step}",
+                         argument="step")
+    return step
+
+
+def _metric(name: str, value) -> float:
+    """A metric as a float (numpy and torch scalars too), else an InputError naming it."""
+    try:
+        if isinstance(value, (str, bytes, bool)):
+            raise TypeError
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise InputError(f"trial.report: metric {name!r} must be a number, got "
+                         f"{type(value).__name__} {value!r:.40}", argument=name) from None

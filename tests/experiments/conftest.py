@@ -1,0 +1,14 @@
+"""Fixtures of the experiment tests: an in-process cluster (threads, GIL-holding trials in processes)."""
+
+from __future__ import annotations
+
+import pytest
+
+import labkit as lk
+
+
+@pytest.fixture
+def threads_scheduler():
+    """``mode="auto"`` with two worker threads of this process (and an offload pool)."""
+    with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=2) as s:
+        yield s

@@ -1,0 +1,158 @@
+"""The sweep store: WAL, batched commits within a fraction of a second, checkpoints, errors."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+import numpy as np
+import pytest
+
+import labkit as lk
+from labkit.experiments import checkpoints
+from labkit.experiments.store import COMMIT_EVERY, Store
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "sweeps.db")
+    yield s
+    s.close()
+
+
+def test_a_sweep_its_trials_and_reports_read_back_from_another_connection(store, tmp_path):
+    store.create_sweep("s", '{"x": 1}', "loss", "min", 7, {"trials": 2})
+    store.add_trials("s", [(0, {"x": 0.1}), (1, {"x": 0.2})])
+    store.trial_started("s", 0, 1, "tcp://w:1", 100.0)
+    store.trial_reports("s", 0, 1, [(0, {"loss": 2.0}, 101.0), (1, {"loss": 1.0}, 102.0)])
+    store.trial_finished("s", 0, "completed", {"loss": 1.0}, 1.0, 1.0, 1, ended=103.0)
+    store.trial_finished("s", 1, "failed", None, None, None, None, error="ValueError: x",
+                         traceback="Traceback ...")
+    store.flush()
+    other = Store(tmp_path / "sweeps.db", readonly=True)
+    try:
+        assert other.sweep("s")["settings"] == {"trials": 2} and other.sweep("s")["seed"] == 7
+        trials = other.trials("s")
+        assert [(t["status"], t["worker"], t["metrics"]) for t in trials] == [
+            ("completed", "tcp://w:1", {"loss": 1.0}), ("failed", None, None)]
+        assert trials[1]["error"] == "ValueError: x" and trials[1]["traceback"]
+        assert other.reports("s") == {0: [(0, {"loss": 2.0}, 101.0), (1, {"loss": 1.0}, 102.0)]}
+    finally:
+        other.close()
+
+
+def test_the_store_is_a_wal_database(store):
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_writes_are_committed_within_a_fraction_of_a_second_without_a_flush(store):
+    store.create_sweep("s", "{}", "loss", "min", 0, {})
+    store.add_trials("s", [(0, {})])
+    store.trial_reports("s", 0, 0, [(k, {"loss": float(k)}, 0.0) for k in range(100)])
+    time.sleep(COMMIT_EVERY + 0.4)
+    assert len(Store(store.path, readonly=True).reports("s")[0]) == 100
+
+
+def test_many_reports_cost_the_caller_next_to_nothing(store):
+    store.create_sweep("s", "{}", "loss", "min", 0, {})
+    store.add_trials("s", [(0, {})])
+    began = time.perf_counter()
+    for k in range(2000):
+        store.trial_reports("s", 0, 0, [(k, {"loss": 1.0}, 0.0)])
+    assert (time.perf_counter() - began) / 2000 < 2e-4   # a queue put, never the disk
+    store.flush()
+    assert len(store.reports("s")[0]) == 2000
+
+
+def test_dropped_reports_are_forgotten(store):
+    store.create_sweep("s", "{}", "loss", "min", 0, {})
+    store.add_trials("s", [(0, {})])
+    store.trial_reports("s", 0, 0, [(k, {"loss": 1.0}, 0.0) for k in range(6)])
+    store.drop_reports("s", 0, 3)
+    store.flush()
+    assert [r[0] for r in store.reports("s")[0]] == [0, 1, 2]
+
+
+def test_small_checkpoints_stay_inline_and_big_ones_go_to_files_beside_the_store(store):
+    import torch
+    store.create_sweep("s", "{}", "loss", "min", 0, {})
+    small = checkpoints.encode({"epoch": 3, "w": np.arange(4)})
+    store.save_checkpoint("s", 0, 1, 3, small)
+    model = torch.nn.Linear(300, 300)   # 360 KiB of weights
+    big = checkpoints.encode({"model": model.state_dict(), "epoch": 5})
+    assert len(big) > checkpoints.INLINE_BYTES
+    store.save_checkpoint("s", 1, 1, 5, big)
+    store.flush()
+    blob, step, seq = store.checkpoint("s", 0)
+    assert (step, seq) == (3, 1) and checkpoints.decode(blob)["w"].tolist() == [0, 1, 2, 3]
+    folder = store.checkpoint_folder("s")
+    files = os.listdir(folder)
+    assert len(files) == 1 and os.path.dirname(folder) == store.path + "-checkpoints"
+    back = checkpoints.decode(store.checkpoint("s", 1)[0])
+    assert torch.equal(back["model"]["weight"], model.state_dict()["weight"])
+    # a newer checkpoint replaces the file (only the latest is kept)
+    store.save_checkpoint("s", 1, 2, 6, checkpoints.encode({"model": model.state_dict(),
+                                                            "epoch": 6}))
+    store.flush()
+    assert os.listdir(folder) != files and len(os.listdir(folder)) == 1
+    assert checkpoints.decode(store.checkpoint("s", 1)[0])["epoch"] == 6
+
+
+def test_checkpoints_load_without_running_code():
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+    with pytest.raises(lk.InputError, match="trial.checkpoint"):
+        checkpoints.encode(Evil())
+
+
+def test_a_store_in_memory_works_and_keeps_nothing(tmp_path):
+    s = Store(None)
+    s.create_sweep("m", "{}", "x", "max", 0, {})
+    s.add_trials("m", [(0, {"a": 1})])
+    s.flush()
+    assert s.trials("m")[0]["config"] == {"a": 1} and s.path is None
+    s.close()
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("where", ["missing/dir/x.db", "."])
+def test_a_store_that_cannot_be_written_is_a_storage_error_naming_the_path(tmp_path, where):
+    path = tmp_path / where
+    with pytest.raises(lk.StorageError) as info:
+        Store(path)
+    assert str(tmp_path) in str(info.value)
+
+
+def test_a_full_disk_is_a_storage_error_at_once():
+    from tests.disk import fill, tiny_disk
+    with tiny_disk(256) as folder:
+        filler = fill(folder)
+        try:
+            with pytest.raises(lk.StorageError):
+                Store(os.path.join(folder, "sweeps.db"))
+        finally:
+            os.unlink(filler)
+
+
+def test_a_store_on_a_read_only_disk_is_a_storage_error_at_once():
+    import subprocess
+    from tests.disk import tiny_disk
+    with tiny_disk(512) as folder:
+        path = os.path.join(folder, "sweeps.db")
+        Store(path).close()
+        done = subprocess.run(["mount", "-o", "remount,ro", folder], capture_output=True,
+                              text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount read-only here ({done.stderr.strip()})")
+        try:
+            with pytest.raises(lk.StorageError, match="cannot be written") as info:
+                Store(path)
+            assert path in str(info.value)
+            with pytest.raises(lk.StorageError):
+                lk.sweep(lambda c, t: 1.0, [{"a": 1}], metric="m", mode="max", store=path)
+        finally:
+            subprocess.run(["mount", "-o", "remount,rw", folder], check=False)
