@@ -44,6 +44,7 @@ class Reporter:
         self._tasks = itertools.count()
         self._epoch_tasks = 0
         self._last = None
+        self._unreported = None   # the last step's device stats, if not reported yet
 
     def report(self, report, shares: list[float]) -> None:
         """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events."""
@@ -69,9 +70,16 @@ class Reporter:
             self._epoch_tasks += 1
         self.batch += 1
         every, now = self.bus.state_every, time.monotonic()
+        self._unreported = (active, counts, spans, shares, wall, memories)
         if every is not None and (self._last is None or now - self._last >= every):
             self._last = now
-            self._report(active, counts, spans, shares, wall, memories)
+            self._flush()
+
+    def _flush(self) -> None:
+        """Report the last step's device stats if they were not yet (the shares fit ends on)."""
+        last, self._unreported = self._unreported, None
+        if last is not None:
+            self._report(*last)
 
     def _report(self, active, counts, spans, shares, wall, memories) -> None:
         for k, (i, n, (start, end)) in enumerate(zip(active, counts, spans)):
@@ -137,6 +145,7 @@ class Reporter:
             self.epoch_points["loss"].append(record["loss"])
             self.epoch_points["val"].append(record.get("val_loss"))
         if self.bus.has_subscribers:
+            self._flush()   # the board ends the epoch on the shares the trainer now has
             state = self.state() if record is None else {**self.state(), "record": record}
             self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
                                         self._epoch_tasks, ok, state))

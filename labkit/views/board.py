@@ -23,7 +23,7 @@ import logging
 from ..errors import CancelledError
 from .busy_kernel import serve_while_busy
 from .labels import bucket_lines
-from .live import LiveView, State
+from .live import LiveView, State, clock_html
 from .parts import FitPart, PhaseRows, RunRows
 from .sources import check_source
 from .words import stage_table
@@ -186,8 +186,7 @@ class Board(LiveView):
     # -- drawing (the writer thread) -----------------------------------------------------------
 
     def draw(self, snap) -> None:
-        """Redraw everything from one snapshot."""
-        self._draw_status(snap)
+        """Redraw everything from one snapshot (the status line last: it carries the clock)."""
         if self.runs is not None:
             self.runs.draw(snap)
         self._draw_detail(snap)
@@ -203,6 +202,7 @@ class Board(LiveView):
                 self.bokeh_model.resync()
         if self.lanes is not None:
             self.lanes.update(self.tracker)
+        self._draw_status(snap)
 
     def _focus(self, snap):
         """The run the detail shows: the board's own, else the newest one."""
@@ -270,7 +270,7 @@ class Board(LiveView):
             n = len(snap.runs)
             text = (f"<b>{html.escape(type(s).__name__)}</b> · {n} run{'s' * (n != 1)} · "
                     f'<span class="labkit-run-status">{state}</span>')
-        self.status.value = text
+        self.status.value = text + clock_html(self.frame)
 
     def on_stopped(self) -> None:
         """After the last frame: the lanes' recent spans, and a Bokeh view that came late."""

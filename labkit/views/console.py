@@ -1,8 +1,8 @@
 """Console renderer: tqdm progress bars, one per phase, for terminals and logs.
 
 Bars are tqdm's (its layout, smoothed rates and ETA); when they are drawn is
-labkit's one throttle: a :class:`~labkit.views.writer.Writer` thread redraws
-from :class:`ProgressTracker` snapshots at most
+labkit's one throttle: as a :class:`~labkit.views.live.LiveView` its writer
+thread redraws from :class:`ProgressTracker` snapshots at most
 :data:`~labkit.views.writer.MAX_RATE` times a second whatever the event rate,
 so tqdm's own ``mininterval`` is not used.  On a terminal each running phase
 is a live bar; in a log (a stream that is not a terminal) each phase is one
@@ -31,9 +31,9 @@ import numpy as np  # noqa: F401  (used by the doctest)
 from tqdm import tqdm
 
 from ..errors import InputError
+from .live import LiveView
 from .progress import PhaseProgress, ProgressTracker
 from .sources import check_source
-from .writer import Writer
 
 __all__ = ["ConsoleProgress", "format_phase"]
 
@@ -66,8 +66,12 @@ def format_phase(p: PhaseProgress, now: float | None = None) -> str:
                              rate=p.rate(now) or None, **_BAR)
 
 
-class ConsoleProgress:
+class ConsoleProgress(LiveView):
     """Prints progress lines for a scheduler's or run's events.
+
+    A :class:`~labkit.views.live.LiveView`: it follows its source until the run
+    ends or the scheduler shuts down (or :meth:`close`), printing the end of
+    every phase; on a terminal a live tqdm bar per running phase.
 
     Parameters
     ----------
@@ -79,24 +83,20 @@ class ConsoleProgress:
         Most redraws per second (:data:`~labkit.views.writer.MAX_RATE`).
     """
 
+    thread_name = "labkit-writer-console"
+
     def __init__(self, source, stream=None, max_rate: float | None = None):
         check_source(source, "ConsoleProgress")
         if stream is not None and not callable(getattr(stream, "write", None)):
             raise InputError(f"stream must be a file (anything with write()), got "
                              f"{type(stream).__name__} {stream!r:.60}", argument="stream")
-        self.tracker = ProgressTracker()
         self.stream = stream or sys.stderr
         self._printed: set = set()
         self._bars: dict = {}
-        # Lines are written by one writer thread, never by the engine's threads.
-        self._writer = Writer(self.tracker, self._draw, max_rate, name="labkit-writer-console")
-        self._unsubscribe = source.subscribe(self._on_event)
+        super().__init__(source, max_rate, tracker=ProgressTracker())
+        self.start()
 
-    def _on_event(self, event) -> None:
-        self.tracker(event)
-        self._writer.poke()
-
-    def _draw(self, phases) -> None:
+    def draw(self, phases) -> None:
         """Log: one line per phase at its end.  Terminal: a live tqdm bar per running phase."""
         now = time.time()
         interactive = getattr(self.stream, "isatty", lambda: False)()
@@ -131,10 +131,13 @@ class ConsoleProgress:
             bar.set_postfix_str(ending, refresh=False)
         bar.refresh()
 
-    def close(self) -> None:
-        """Stop listening and print what is left."""
-        self._unsubscribe()
-        self._writer.stop()
-        for bar in self._bars.values():   # phases still running: their bars end where they are
+    def on_stopped(self) -> None:
+        """Phases still running when the view stopped: their bars end where they are."""
+        for bar in self._bars.values():
             bar.close()
         self._bars.clear()
+
+    def close(self) -> None:
+        """Stop listening and print what is left."""
+        self.stop()
+        self.on_stopped()

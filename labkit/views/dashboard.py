@@ -51,7 +51,7 @@ from .run_panel import RunPanel
 from .sampler import ClusterSampler
 from .sources import check_source
 from . import writer
-from .tracker import Tracker
+from .live import LiveView
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
 
@@ -189,8 +189,11 @@ class _DashboardServer:
 
     def __init__(self, scheduler, port: int, origins: list[str], title: str):
         self.title = title
-        self.tracker = Tracker()
-        self._unsubscribe = scheduler.subscribe(self.tracker, state_every=writer.state_every())
+        # The scheduler's events feed one tracker through the live-view base (subscribed
+        # with the views' state pace, unsubscribed once); each session draws it at its
+        # own pace on the server's loop, where Bokeh documents may be changed.
+        self.feed = LiveView(scheduler)
+        self.tracker = self.feed.tracker
         client = _client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
         self._requested = (port, origins)
@@ -309,7 +312,7 @@ class _DashboardServer:
         self._release()
 
     def _release(self) -> None:
-        self._unsubscribe()
+        self.feed.stop()
         if self.sampler is not None:
             self.sampler.stop()
 

@@ -31,9 +31,11 @@ Examples
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import threading
+import time
 import weakref
 
 import numpy as np  # noqa: F401  (used by the doctest)
@@ -43,7 +45,7 @@ from .sources import check_source
 from .tracker import Tracker
 from .writer import Writer, check_rate, state_every
 
-__all__ = ["LiveView", "State"]
+__all__ = ["LiveView", "State", "Frame", "clock_html"]
 
 logger = logging.getLogger("labkit.views")
 
@@ -55,6 +57,19 @@ class State(enum.Enum):
     ENDING = "ending"      # its run ended: the next draw is the last
     STOPPED = "stopped"    # drew its last frame; shows it still
     CLOSED = "closed"      # its widgets (if any) are gone
+
+
+class Frame(collections.namedtuple("Frame", "oldest newest events drawn")):
+    """What one draw showed: the times of the oldest and newest event it was the first to
+    show, how many events that was, and when it was drawn (all ``time.time()``).
+
+    ``drawn - oldest`` is the longest an event waited for the view in that frame.
+    """
+
+    @property
+    def lag(self) -> float | None:
+        """Seconds from the oldest new event to the draw (None: no new event)."""
+        return None if self.oldest is None else self.drawn - self.oldest
 
 
 class LiveView:
@@ -82,12 +97,16 @@ class LiveView:
         check_source(source, f"a {type(self).__name__}")
         self.max_rate = check_rate(max_rate)   # before subscribing: a refusal leaves nothing
         self.source = source
-        self.run = source if _is_run(source) else None
-        self.heartbeat = heartbeat if heartbeat is not None else (1.0 if self.run else None)
+        self._run = source if _is_run(source) else None
+        self.heartbeat = heartbeat if heartbeat is not None else (1.0 if self._run else None)
         self.tracker = tracker if tracker is not None else Tracker()
         self.state = State.LIVE
         self.writer: Writer | None = None
         self._lock = threading.Lock()
+        self._pending: list = [None, None, 0]          # oldest, newest, count of undrawn events
+        self._taken: tuple = (None, None, 0)           # those of the snapshot being drawn
+        self.frame: Frame | None = None                # the frame being drawn, then the last
+        self.frames: collections.deque = collections.deque(maxlen=2000)  # every frame's timing
         # Listen first: a run is already going, and each moment spent building loses events.
         self._unsubscribe = source.subscribe(self._on_event, state_every=state_every())
         ref = weakref.ref(self)   # a scheduler outlives its views: do not keep them alive
@@ -96,14 +115,19 @@ class LiveView:
                 s.on_shutdown(lambda: (v := ref()) is not None and v._source_ended())
 
     @property
+    def run(self):
+        """The run the view follows (None: it follows a scheduler, trainer or program)."""
+        return self._run
+
+    @property
     def sources(self) -> list:
         """What the view's source emits through: a run's schedulers and trainers, or itself."""
-        return list(self.run.sources) if self.run is not None else [self.source]
+        return list(self._run.sources) if self._run is not None else [self.source]
 
     def start(self) -> "LiveView":
         """Start drawing (the first frame at once); returns the view."""
         if self.writer is None:
-            self.writer = Writer(self.tracker, self._frame, self.max_rate,
+            self.writer = Writer(_Timed(self), self._frame, self.max_rate,
                                  heartbeat=self.heartbeat, name=self.thread_name)
         self.writer.poke(force=True)
         return self
@@ -121,12 +145,18 @@ class LiveView:
 
     def _on_event(self, event) -> None:
         """Feed the tracker (a run's view: that run's events only) and wake the writer."""
-        if self.run is not None:
+        if self._run is not None:
             run = run_of(event)
-            if run is not None and run != self.run.id:
+            if run is not None and run != self._run.id:
                 return
+        when = getattr(event, "time", None) or time.time()
+        with self._lock:
+            pending = self._pending
+            if pending[0] is None:
+                pending[0] = when
+            pending[1], pending[2] = when, pending[2] + 1
         self.tracker(event)
-        ending = self.run is not None and isinstance(event, RunFinished)
+        ending = self._run is not None and isinstance(event, RunFinished)
         if ending:
             self._end()
         writer = self.writer
@@ -135,7 +165,7 @@ class LiveView:
 
     def _source_ended(self) -> None:
         """A scheduler or trainer shut down: a run's view waits for its run, others end."""
-        if self.run is None:
+        if self._run is None:
             self.stop()   # its last frame drawn before this returns
         elif self.writer is not None:
             # The run's own thread may be the one shutting down (a scheduler it owns):
@@ -151,11 +181,14 @@ class LiveView:
 
     def _frame(self, snapshot) -> None:
         """One draw; after the last one, stop listening and end the writer."""
-        if self.state is State.ENDING and self.run is not None:
-            self.run.wait(5.0)   # RunFinished comes just before the run's thread ends
+        if self.state is State.ENDING and self._run is not None:
+            self._run.wait(5.0)   # RunFinished comes just before the run's thread ends
+        oldest, newest, n = self._taken
+        self.frame = Frame(oldest, newest, n, time.time())
         try:
             self.draw(snapshot)
         finally:
+            self.frames.append(self.frame)
             if self.state is State.ENDING:
                 self._finish()
 
@@ -196,8 +229,41 @@ class LiveView:
         return self.state in (State.LIVE, State.ENDING)
 
     def __repr__(self):
-        what = f"run {self.run.id}" if self.run is not None else type(self.source).__name__
+        what = f"run {self._run.id}" if self._run is not None else type(self.source).__name__
         return f"<labkit {type(self).__name__} of {what}: {self.state.value}>"
+
+
+def clock_html(frame: Frame | None) -> str:
+    """A hidden stamp of ``frame`` for a page to measure the lag by (its ``data-*``).
+
+    ``data-sent`` is now: a view writes the stamp last in its draw, so the page can
+    tell the draw's own time from the wire's.
+    """
+    if frame is None:
+        return ""
+    oldest = "" if frame.oldest is None else f"{frame.oldest:.3f}"
+    newest = "" if frame.newest is None else f"{frame.newest:.3f}"
+    return (f'<span class="labkit-clock" style="display:none" data-oldest="{oldest}" '
+            f'data-newest="{newest}" data-events="{frame.events}" '
+            f'data-drawn="{frame.drawn:.3f}" data-sent="{time.time():.3f}"></span>')
+
+
+class _Timed:
+    """The tracker as the writer sees it: taking a snapshot notes which events it first shows
+    (the one writer thread takes a snapshot and draws it before taking the next)."""
+
+    def __init__(self, view: LiveView):
+        self._view = view
+
+    @property
+    def version(self):
+        return self._view.tracker.version
+
+    def snapshot(self):
+        view = self._view
+        with view._lock:   # taken before the snapshot: every counted event is in it
+            view._taken, view._pending = tuple(view._pending), [None, None, 0]
+        return view.tracker.snapshot()
 
 
 def _is_run(source) -> bool:

@@ -201,13 +201,13 @@ class RunRows:
             return   # one run: the detail under these rows says it all
         shown = groups[-self.max_rows:]
         hidden = len(groups) - len(shown)
-        keys = []
+        keys, before = [], list(self.rows)
         for group in shown:
             key = group[0].run
             keys.append(key)
             row, table = self.rows.get(key) or self._new(key)
             self._draw(row, table, group, phases, now)
-        if keys != list(self.rows):
+        if keys != before:   # rows came or went: lay them out again
             for key in [k for k in self.rows if k not in keys]:
                 row, table = self.rows.pop(key)
                 row.close()

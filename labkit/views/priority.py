@@ -22,7 +22,7 @@ import threading
 __all__ = ["lower_this_thread", "NICENESS"]
 
 #: The niceness view threads give themselves (19: the lowest priority).
-NICENESS = 19
+NICENESS = 10
 
 
 def lower_this_thread() -> bool:

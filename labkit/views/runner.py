@@ -2,8 +2,8 @@
 
 ``runner(program)`` starts stepping ``program`` on the kernel's event loop
 (so the cell returns at once) and returns a small ipywidgets panel (class
-``labkit-runner``).  The program only *pokes* the panel after each step; one
-:class:`~labkit.views.writer.Writer` thread redraws it at most
+``labkit-runner``).  The program only *pokes* the panel after each step; the
+panel is a :class:`~labkit.views.live.LiveView`, whose one writer thread redraws it at most
 :data:`~labkit.views.writer.MAX_RATE` times a second, so a program taking
 thousands of steps a second costs a few widget messages.  UI libraries are imported here, never by the engine.
 """
@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass
 
 from ..errors import InputError
-from .writer import Writer, check_rate
+from .live import LiveView
 
 __all__ = ["Runner", "runner"]
 
@@ -57,15 +57,17 @@ class _View:
 
 
 class _Watch:
-    """Counts the program's changes and takes :class:`_View` snapshots (for the Writer)."""
+    """Counts the program's changes and takes :class:`_View` snapshots (the view's tracker)."""
 
     def __init__(self, program):
         self.program, self.version = program, 0
         self._lock = threading.Lock()
 
-    def changed(self, _event=None) -> None:
+    def __call__(self, _event=None) -> None:
         with self._lock:
             self.version += 1
+
+    changed = __call__
 
     def snapshot(self) -> _View:
         p, version = self.program, self.version
@@ -73,19 +75,35 @@ class _Watch:
         values = dict(p.registers.values)  # a copy: the kernel thread may write meanwhile
         regs = tuple((k, repr(v)[:REPR_CHARS]) for k, v in values.items())
         error = p.error
-        return _View(version, p.steps, repr(p.status or "NOT STARTED"), p.running, where, regs,
+        return _View(version, p.steps, _word(p), p.running, where, regs,
                      None if error is None else f"{type(error).__name__}: {error}")
 
 
-class Runner:
-    """The panel of one program; display it, or use :attr:`widget`."""
+def _word(program) -> str:
+    """The program's state in the words every labkit view uses."""
+    if program.error is not None:
+        return "failed"
+    if program.done:
+        return "finished"
+    if program.running:
+        return "running"
+    return "not started" if program.status is None else "paused"
+
+
+class Runner(LiveView):
+    """The panel of one program; display it, or use :attr:`widget`.
+
+    A :class:`~labkit.views.live.LiveView` of the program: its writer draws the
+    steps, the current element and the registers, and ends once the program is
+    finished or failed.
+    """
+
+    thread_name = "labkit-writer-runner"
 
     def __init__(self, program, interval: float = 0.0, max_rate: float | None = None):
         _check_program(program)
         import ipywidgets as W
-        self.program, self.interval, self.max_rate = program, interval, check_rate(max_rate)
-        self._watch = _Watch(program)
-        self._writer: Writer | None = None
+        self.program, self.interval = program, interval
         self.buttons = {d: W.Button(description=d) for d in ("Step", "Run", "Pause")}
         self.buttons["Step"].on_click(lambda _: self.step())
         self.buttons["Run"].on_click(lambda _: self.run())
@@ -95,8 +113,12 @@ class Runner:
         self.widget = W.VBox([W.HBox(list(self.buttons.values())), self.status, self.where,
                               self.registers])
         self.widget.add_class("labkit-runner")
-        self._unsubscribe = program.subscribe(self._poke)
-        self._draw(self._watch.snapshot())
+        super().__init__(program, max_rate, tracker=_Watch(program))
+        self.start()
+
+    @property
+    def _writer(self):
+        return self.writer
 
     # -- controls ----------------------------------------------------------------------
 
@@ -112,30 +134,22 @@ class Runner:
     def pause(self) -> None:
         """Pause background stepping."""
         self.program.pause()
-        self._poke()
+        self.tracker.changed()
+        if self.writer is not None:
+            self.writer.poke()
 
     def close(self) -> None:
         """Stop following the program and close the widgets."""
-        self._unsubscribe()
-        if self._writer is not None:
-            self._writer.stop()
+        self.stop()
         self.widget.close()
 
     # -- drawing -------------------------------------------------------------------------
 
-    def _poke(self, _event=None) -> None:
-        """The program changed: count it and wake (or start) the writer."""
-        self._watch.changed()
-        if self._writer is None or self._writer._stopping.is_set():  # a stopping one may miss it
-            self._writer = Writer(self._watch, self._draw, max_rate=self.max_rate,
-                                  name="labkit-writer-runner")
-        self._writer.poke()
-
-    def _draw(self, view: _View) -> None:
-        """Redraw from one view; the writer ends once the program rests."""
-        state = "running" if view.running else view.status
+    def draw(self, view: _View) -> None:
+        """Redraw from one view; the last once the program is finished or failed."""
         self.status.value = (f"<b>{view.steps}</b> steps · "
-                             f'<span class="labkit-runner-state">{html.escape(state)}</span>')
+                             f'<span class="labkit-runner-state">{html.escape(view.status)}'
+                             f"</span>")
         self.where.value = f"<pre>{html.escape(view.where)}</pre>"
         rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td>"
                        f"<td><code>{html.escape(v)}</code></td></tr>" for k, v in view.registers)
@@ -147,8 +161,8 @@ class Runner:
             self.buttons["Step"].disabled = self.program.done or view.running
         self.buttons["Run"].disabled = self.program.done or view.running
         self.buttons["Pause"].disabled = not view.running
-        if not view.running and self._writer is not None and self._writer.running:
-            self._writer.stop()  # from its own thread: no join; a later poke starts another
+        if view.status in ("finished", "failed"):
+            self._end()   # nothing more will change: this frame is the last
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)

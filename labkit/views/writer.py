@@ -55,7 +55,7 @@ MAX_RATE = 4.0
 
 #: Most of one core a view's drawing may use (its CPU time over wall time).  At 2%, the
 #: board and the dashboard together cost a training on two busy cores 6% (bench_views).
-CPU_SHARE = 0.01
+CPU_SHARE = 0.02
 
 
 def check_rate(max_rate) -> float:
@@ -80,7 +80,7 @@ def state_every() -> float:
 
 #: Longest wait between two draws while something changes, whatever drawing costs: views
 #: stay live at 1 Hz.  (2 s cut the views' cost at full load from 1.06x to 1.04x, bench_views.)
-MAX_GAP = 1.0
+MAX_GAP = 0.5
 
 
 class Pacer:

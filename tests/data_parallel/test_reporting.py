@@ -56,3 +56,17 @@ def test_an_unwatched_trainer_builds_no_events():
     t.fit([batch()], epochs=2)
     t.close()
     assert emitted == []
+
+
+def test_the_board_ends_on_the_shares_the_trainer_has():
+    """Device stats are throttled, but each epoch ends on the trainer's own shares."""
+    model = mlp()
+    data = [batch(seed=s) for s in range(6)]
+    with DataParallelTrainer(model, torch.nn.functional.mse_loss, sgd(model),
+                             devices=["cpu:0", "cpu:1"], work_load="auto") as t:
+        tracker = Tracker(window=60.0)
+        t.subscribe(tracker, state_every=3600)   # one report of device stats, then none
+        t.fit(data, epochs=2)
+        shares = t.shares
+    snap = tracker.snapshot()
+    assert [d.share for d in snap.devices] == shares, (snap.devices, shares)

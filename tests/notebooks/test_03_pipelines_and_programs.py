@@ -45,6 +45,6 @@ def test_pipelines_and_programs_notebook():
 
     # the runner panel's stored state: the final step count and DONE
     [status] = html_values(nb, "labkit-runner-status")
-    assert f"<b>{steps}</b> steps" in status and ">DONE<" in status, status
+    assert f"<b>{steps}</b> steps" in status and ">finished<" in status, status
 
     assert "scheduler closed: True" in out

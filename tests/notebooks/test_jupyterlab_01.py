@@ -7,13 +7,17 @@ by BokehJS (a line plot per trained node with points in it) and the result
 plot's canvas; screenshots go to ``test-artifacts/``.  While the run goes on,
 the worker-load plot's source in the page must hold one row per worker in every
 column (the same length: no "inconsistent lengths"), with bars; the browser
-console must show no Bokeh error or inconsistent-length warning all along.  The kernel is shut down
+console must show no Bokeh error or inconsistent-length warning all along.
+With the output 700 px wide no board text is cut off; the board went through
+at least three states before its last; the lag from an event to the page is measured
+(``test-artifacts/lag-01.json``).  The kernel is shut down
 at the end and its Dask processes must exit with it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 
@@ -25,6 +29,7 @@ from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, c
                                          kernel_processes, open_notebook, phase_labels,
                                          run_all_cells, shut_down_kernels, wait_for)
 
+from . import live
 from .run import NOTEBOOKS
 from .test_jupyterlab_notebooks import DEVICE_LOADS
 
@@ -77,6 +82,8 @@ def test_notebook_01_in_jupyterlab():
 
 def run_and_check(page, url: str, token: str) -> None:
     open_notebook(page, url, token, NAME)
+    live.narrow_outputs(page)
+    live.watch(page)
     run_all_cells(page)
     boards = page.locator(".jp-OutputArea-output .labkit-board")
     wait_for("the board", lambda: accept_kernel_dialog(page) or boards.count() > 0,
@@ -119,6 +126,23 @@ def run_and_check(page, url: str, token: str) -> None:
     screenshot(page, "notebook-01-result-plot")
     errors = board.locator(".labkit-errors-title")
     assert not errors.count(), board.locator(".labkit-errors").inner_text()
+    check_live(page)
+
+
+def check_live(page) -> None:
+    """The board fits 700 px, went through states while running, and trailed little."""
+    lags = live.lags(page)
+    summary = live.record_lags("01", lags, kernel=live.lags(page, "kernel"),
+                               draw=live.lags(page, "draw"), wire=live.lags(page, "wire"))
+    print(summary)
+    clipped = live.clipped(page)
+    assert not clipped, clipped[:5]
+    seen = live.states(page)
+    # the run lasts about a second here: at least three states before the last one
+    assert len(seen[0]) >= 4, [len(s) for s in seen]
+    counts = {m for text in seen[0] for m in re.findall(r"\d+/\d+ \(\d+%\)", text)}
+    assert len(counts) >= 2, sorted(counts)   # a count that grew, not only the final one
+    assert lags and summary["median_s"] <= live.LAG_BOUND, summary
 
 
 def node_plots(page) -> dict:

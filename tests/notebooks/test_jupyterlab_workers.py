@@ -4,8 +4,9 @@ The notebook starts two worker processes, puts a Dask array on them and
 trains a slowed model with the loop on the workers while the trainer's board
 is shown.  While the fit runs, the page's BokehJS is sampled: the loss curve
 (one point a step) grows through several lengths and each worker's row
-shows samples per second.  At the end each epoch's row on the board reads the
-loss, samples/s and seconds of the record ``fit`` returned (printed as JSON).
+shows samples per second.  At the end the fit's bar reads "epoch 4/4 · … · finished" and each row of the
+board's table of epochs reads the loss, samples/s, seconds and steps of the
+record ``fit`` returned (printed as JSON).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 
 import pytest
 
+from labkit.views.words import seconds
 from tests.browser import chromium, screenshot
 from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,
@@ -89,11 +91,13 @@ def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers():
                 run_all_cells(page)
                 samples = _watch(page)
                 board = page.locator(".jp-OutputArea-output .labkit-board").first
-                labels = wait_for("an epoch row per epoch, all finished", lambda: (
-                    lambda found: found if len(found) >= EPOCHS else None)([
-                        label for label in phase_labels(board)
-                        if re.search(r"\(100%\).* \d+\.\d\d s", label)]),
-                    timeout=60, page=page, describe=lambda: phase_labels(board))
+                outer = board.locator(".widget-html.labkit-fit-outer-label")
+                wait_for("the fit's bar at its last epoch, finished",
+                         lambda: outer.count() and re.match(rf"epoch {EPOCHS}/{EPOCHS} · .* · "
+                                                            r"finished", outer.inner_text()),
+                         timeout=60, page=page, describe=lambda: phase_labels(board))
+                table = board.locator("table.labkit-epochs tr")
+                rows = [r.split("\t") for r in table.all_inner_texts()[1:]]
                 screenshot(page, "jupyterlab-workers-final")
                 out = cell_output_text(page, 2)
         finally:
@@ -105,12 +109,11 @@ def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers():
     assert any(len(s["rates"]) == 2 and min(s["rates"]) > 0 for s in samples), samples[-5:]
     history = json.loads(re.search(r"HISTORY (\[.*\])", out).group(1))
     assert [h["epoch"] for h in history] == list(range(1, EPOCHS + 1))
-    for record in history:
-        label = next(label for label in labels if label.startswith(f"epoch {record['epoch']} "))
-        assert f"{STEPS} batches (100%)" in label, label
-        assert f"loss {record['loss']:.4g}" in label, (label, record)
-        assert f"{record['samples_per_s']:,.0f} samples/s" in label, (label, record)
-        assert f"{record['seconds']:.2f} s" in label, (label, record)
+    # the board's table of epochs reads the record fit returned, with the same rounding
+    assert [[c.strip() for c in row] for row in rows] == [
+        [str(r["epoch"]), f"{r['loss']:.4g}", f"{r['samples_per_s']:,.0f}",
+         seconds(r["seconds"]), str(r["steps"])] for r in history], (rows, history)
+    assert all(r["steps"] == STEPS for r in history)
 
 
 def _watch(page) -> list[dict]:

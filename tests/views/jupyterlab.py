@@ -67,11 +67,16 @@ def isolated_env(scratch: str) -> dict:
 
 
 def quiet_settings(config_dir: str) -> None:
-    """User settings in the temporary config folder: no "Jupyter news?" prompt."""
-    folder = os.path.join(config_dir, "lab", "user-settings", "@jupyterlab", "apputils-extension")
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, "notification.jupyterlab-settings"), "w") as f:
-        json.dump({"fetchNews": "false", "checkForUpdates": False}, f)
+    """User settings in the temporary config folder: no "Jupyter news?" prompt, and every
+    cell kept in the page (no windowing: a board scrolled out of view still draws)."""
+    settings = os.path.join(config_dir, "lab", "user-settings", "@jupyterlab")
+    for folder, name, values in [
+            ("apputils-extension", "notification", {"fetchNews": "false",
+                                                    "checkForUpdates": False}),
+            ("notebook-extension", "tracker", {"windowingMode": "none"})]:
+        os.makedirs(os.path.join(settings, folder), exist_ok=True)
+        with open(os.path.join(settings, folder, f"{name}.jupyterlab-settings"), "w") as f:
+            json.dump(values, f)
 
 
 def server_command(port: int, token: str, root_dir: str) -> list[str]:

@@ -360,3 +360,21 @@ def test_a_failed_phase_counts_its_failed_and_its_cancelled_tasks():
                       finished=1.0, ok=False)
     label = phase_label(p, now=1.0)
     assert "1 failed" in label and "5 cancelled" in label and label.endswith("failed")
+
+
+def test_a_scheduler_board_lays_out_a_row_per_run(comms, boards):
+    """Two runs: a row each, in the board's widget tree (not only in the comm's state)."""
+    with lk.LocalScheduler() as s:
+        b = Board(s, bokeh=False, lanes=False)
+        boards.append(b)
+        flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=X.shape[1])])
+        flow.train([_chunks(2)], scheduler=s)
+        flow.execute(_chunks(3), scheduler=s)
+        b.stop()
+    rows = list(b.runs.rows.values())
+    assert len(rows) == 2
+    children = comms.state(b.runs.widget)["children"]
+    assert [c.split("IPY_MODEL_")[-1] for c in children] == \
+        [w.model_id for row, table in rows for w in (row.box, table)]
+    labels = [_text(comms.state(row.label)["value"]) for row, _ in rows]
+    assert labels[0].startswith("train ") and labels[1].startswith("execute "), labels

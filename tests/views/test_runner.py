@@ -43,7 +43,7 @@ def test_runner_steps_in_background_and_draws_at_most_max_rate(comms, no_thread_
     panel._writer.stop()
     assert program.registers["total"] == sum(range(3000))
     status = comms.state(panel.status)["value"]
-    assert "3000</b> steps" in status and "DONE" in status
+    assert "3000</b> steps" in status and "finished" in status
     assert "total" in comms.state(panel.registers)["value"]
     assert "4498500" in comms.state(panel.registers)["value"]
     # 3000 steps, but the status widget was redrawn only at the writer's rate
