@@ -88,8 +88,21 @@ def _cluster_rows(scheduler, client) -> list[tuple[str, str]]:
     where = "embedded cluster" if getattr(scheduler, "_cluster", None) is not None \
         else "existing cluster"
     return [("cluster", html.escape(f"{info.get('address', '?')} ({where}, mode {mode!r})")),
-            ("workers", f"{len(workers)} · {threads} threads · {_bytes(memory)} memory"),
+            ("workers", f"{_how_workers_run(workers)} · {threads} threads · "
+                        f"{_bytes(memory)} memory"),
             ("Dask dashboard", _link(getattr(scheduler, "dashboard_link", None)))]
+
+
+def _how_workers_run(workers: dict) -> str:
+    """``1 worker in this process`` or ``2 worker processes``: how the cluster really runs."""
+    here = sum(1 for address in workers if str(address).startswith("inproc://"))
+    apart = len(workers) - here
+    parts = []
+    if here:
+        parts.append(f"{here} worker{'s' * (here != 1)} in this process")
+    if apart or not parts:
+        parts.append(f"{apart} worker process{'es' * (apart != 1)}")
+    return " + ".join(parts)
 
 
 def run_card(run) -> str:

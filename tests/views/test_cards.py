@@ -44,11 +44,19 @@ def test_a_dask_scheduler_card_shows_workers_threads_memory_and_links(cluster):
     with lk.DaskScheduler(cluster.scheduler_address) as s:
         text = _rows(cards.scheduler_card(s))
         assert "labkit DaskScheduler" in text and cluster.scheduler_address in text
-        assert "2 · 2 threads" in text and "GiB memory" in text and "existing cluster" in text
+        assert "2 worker processes · 2 threads" in text and "GiB memory" in text
+        assert "existing cluster" in text
         url = dashboard(s)
         assert url in cards.scheduler_card(s)
         stop_dashboard(s)
     assert "shut down" in _rows(cards.scheduler_card(s))
+
+
+def test_the_card_says_an_in_process_worker_runs_in_this_process():
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
+        text = _rows(cards.scheduler_card(s))
+    assert "1 worker in this process · 2 threads" in text, text
+    assert "embedded cluster" in text
 
 
 def test_a_local_scheduler_and_a_failed_run_have_cards():
