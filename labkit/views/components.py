@@ -344,11 +344,13 @@ class Components:
         nodes = [n for n in snap.nodes if self.run_filter is None or self.run_filter(n.run)]
         if self.node_state.visible != bool(nodes):
             self.node_state.visible = bool(nodes)
+        fits = {r.run for r in snap.runs if r.kind == "fit"}
         rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
-                 "phase": f"{n.phase}/{n.phases}" if n.phases is not None else str(n.phase),
+                 "phase": _where(n, n.run in fits),
                  "training": "training" if n.training else "trained",
                  "samples": int(n.samples),
-                 "joins": int(n.joins)} for n in nodes]
+                 "joins": f"{int(n.joins):,} {'steps' if n.run in fits else 'joins'}"}
+                for n in nodes]
         data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
         if data != self.node_rows:
             self.node_rows = data
@@ -397,7 +399,16 @@ def _update_series(source: ColumnDataSource, xs: list, ys: list) -> None:
         source.data = {"x": xs, "y": ys}
 
 
-_TABLE_HEAD = ("#", "node", "phase", "state", "samples", "joins", "run")
+_TABLE_HEAD = ("#", "node", "at", "state", "samples", "merged", "run")
+
+
+def _where(n, fit: bool) -> str:
+    """Where a node is, in its run's words: ``epoch 6`` of a fit, ``phase 1/2`` of a flow."""
+    if fit:   # a trainer counts its epochs from 1, as fit's records do
+        return f"epoch {n.phase + 1}"
+    if n.phases is not None:   # a trained node has passed its last phase
+        return f"phase {min(n.phase + 1, n.phases)}/{n.phases}"
+    return f"phase {n.phase + 1}"
 _TABLE_STYLE = ("border-collapse:collapse;font-size:9pt;width:100%;"
                 "font-variant-numeric:tabular-nums")
 

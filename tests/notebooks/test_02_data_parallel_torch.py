@@ -27,8 +27,8 @@ def test_data_parallel_torch_notebook():
     assert all(o.endswith("finished") for o in outer), outer
     # the first board's table of epochs reads what fit returned, with the same rounding
     table = html_values(nb, "labkit-epochs")[0]
-    rows = re.findall(r"<tr><td class='name'>(\d+)</td><td class='num'>([^<]+)</td>"
-                      r"<td class='num'>([^<]+)</td>", table)
+    rows = re.findall(r"<tr><td class='name'[^>]*>(\d+)</td><td class='num'[^>]*>([^<]+)</td>"
+                      r"<td class='num'[^>]*>([^<]+)</td>", table)
     assert rows == printed, (rows, printed)
     _workers_shown(nb)
     assert any("DataParallelTrainer" in v for v in html_values(nb, "labkit-status"))

@@ -108,7 +108,7 @@ def test_node_plot_grows_with_joins():
     assert sizes == [1, 2, 3]
     assert fig.name == "labkit-node-plot-r-0"
     table = c.node_rows
-    assert list(table["joins"]) == [3] and list(table["samples"]) == [300]
+    assert list(table["joins"]) == ["3 joins"] and list(table["samples"]) == [300]
 
 
 def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
@@ -127,7 +127,7 @@ def test_device_bars_per_worker_after_a_dask_run(dask_scheduler, cluster):
     assert len(_spans(c).data["start"]) == 8
     assert c.node_rows["name"] == ["PCA"]
     assert c.node_rows["training"] == ["trained"]
-    assert c.node_rows["joins"] == [8] and c.node_rows["samples"] == [400]
+    assert c.node_rows["joins"] == ["8 joins"] and c.node_rows["samples"] == [400]
     (fig,) = c.node_plots.children
     assert len(fig.renderers[0].data_source.data["y"]) == 2      # the kept eigenvalues
 

@@ -103,7 +103,7 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         while "trained" not in cells.all_inner_texts() and time.time() < deadline:
             time.sleep(0.1)
         texts = cells.all_inner_texts()
-        assert "trained" in texts and str(len(chunks)) in texts, texts
+        assert "trained" in texts and f"{len(chunks)} joins" in texts, texts
         screenshot(page, "dashboard-after-run")
         dask_scheduler.shutdown()                     # with the page still connected
         assert running_url(dask_scheduler) is None and _server_threads() == []
