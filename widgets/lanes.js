@@ -173,9 +173,17 @@ function render({ model, el }) {
 
   const onCustom = (msg) => { if (msg && msg.kind === "spans") draw(msg.spans); };
   const onWorkers = () => { addLanes((model.get("workers") || []).length - 1); layout(); };
+  const onLabels = () => {   // a worker's name can arrive after its lane (asked of the cluster)
+    const shown = model.get("labels") || [];
+    const workers = model.get("workers") || [];
+    [...names.children].forEach((el, i) => {
+      el.textContent = shown[i] || shortName(workers[i] ?? `worker ${i}`);
+    });
+  };
   const onRecent = () => draw(model.get("recent"));
   model.on("msg:custom", onCustom);
   model.on("change:workers", onWorkers);
+  model.on("change:labels", onLabels);
   model.on("change:recent", onRecent);
   model.on("change:lane_height", layout);
   model.on("change:legend", drawLegend);
@@ -184,6 +192,7 @@ function render({ model, el }) {
   return () => {
     model.off("msg:custom", onCustom);
     model.off("change:workers", onWorkers);
+    model.off("change:labels", onLabels);
     model.off("change:recent", onRecent);
     model.off("change:lane_height", layout);
     model.off("change:legend", drawLegend);

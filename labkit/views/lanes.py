@@ -153,7 +153,9 @@ class TaskLanes(anywidget.AnyWidget):
                 self.t0 = min(s.start for s in spans)
             if new_workers:
                 self.workers = [*self.workers, *new_workers]
-                self.labels = [self._names(w) for w in self.workers]
+            labels = [self._names(w) for w in self.workers]   # names may come later
+            if labels != list(self.labels):
+                self.labels = labels
             if len(self._legend) != kinds:
                 self.legend = list(self._legend.values())
         for i in range(0, len(batch), self.max_batch):

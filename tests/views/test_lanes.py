@@ -115,6 +115,7 @@ class Node {
                      this.style = {}; this.className = ""; this.textContent = ""; }
   appendChild(c) { this.children.push(c); return c; }
   append(...cs) { for (const c of cs) this.appendChild(c); }
+  replaceChildren(...cs) { this.children = []; this.append(...cs); }
   setAttribute(k, v) { this.attrs[k] = v; }
   remove() { this.removed = true; }
 }
@@ -133,15 +134,21 @@ const cleanup = mod.default.render({ model, el });
 const root = el.children[0];
 const counts = [root.dataset.spans];
 for (const msg of JSON.parse(process.argv[4])) {
+  if (msg.set) {   // a trait the kernel changed: the model's value, then its change event
+    state[msg.set] = msg.value;
+    for (const f of handlers[`change:${msg.set}`] || []) f();
+    continue;
+  }
   for (const f of handlers["msg:custom"] || []) f(msg);
   counts.push(root.dataset.spans);
 }
 const svg = root.children[1].children[1].children[0];
 const names = root.children[1].children[0].children.map((n) => n.textContent);
-const tips = svg.children.map((r) => r.children[0].textContent);
+const blocks = svg.children.filter((r) => r.tag === "rect");   // not the dense view's group
+const tips = blocks.map((r) => r.children[0].textContent);
 cleanup();
 console.log(JSON.stringify({ className: root.className, counts, sent, names, tips,
-                             rects: svg.children.length, viewBox: svg.attrs.viewBox,
+                             rects: blocks.length, viewBox: svg.attrs.viewBox,
                              left: Object.keys(handlers).filter((k) => handlers[k].length) }));
 """
 
@@ -163,7 +170,9 @@ def test_the_esm_renders_lanes_and_skips_spans_it_has(tmp_path):
                 {"kind": "spans", "spans": [span(4)]},
                 {"kind": "spans", "spans": [span(0), span(1), span(2), span(3), span(4)],
                  "resend": True},
-                {"kind": "other"}]
+                {"kind": "other"},
+                # the cluster told the workers' names after their lanes were drawn
+                {"set": "labels", "value": ["worker 0", "worker 1 (2 threads)"]}]
     out = subprocess.run(["node", str(harness), esm.as_uri() if hasattr(esm, "as_uri")
                           else f"file://{esm}", json.dumps(state), json.dumps(messages)],
                          capture_output=True, text=True, timeout=30)
@@ -173,5 +182,5 @@ def test_the_esm_renders_lanes_and_skips_spans_it_has(tmp_path):
     assert result["counts"] == ["1", "3", "4", "5", "5"]   # data-spans: each span drawn once
     assert result["rects"] == 5 and result["viewBox"] == "0 0 2.4 2"
     assert result["sent"] == [{"kind": "hello", "seen": 1}] and result["left"] == []
-    assert result["names"] == ["w1", "w2"]
+    assert result["names"] == ["worker 0", "worker 1 (2 threads)"]
     assert result["tips"][2] == "chunk 2: 0.400 s on w1 (failed)"
