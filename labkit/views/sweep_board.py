@@ -65,7 +65,9 @@ class SweepBoard(LiveView):
     # -- building ----------------------------------------------------------------------------
 
     def _html(self, cls: str):
-        return self._W.HTML("", _dom_classes=[cls], layout=self._W.Layout(width="100%"))
+        # stretched, not 100% wide: a widget's margins would push it past the board's edge
+        return self._W.HTML("", _dom_classes=[cls],
+                            layout=self._W.Layout(align_self="stretch", min_width="0"))
 
     def _build(self):
         """The widget tree."""
@@ -103,7 +105,7 @@ class SweepBoard(LiveView):
                       layout=W.Layout(width="100%", flex_flow="row wrap", align_items="center"))
 
     def _title(self, text: str):
-        return self._W.HTML(f"<b>{text}</b>", layout=self._W.Layout(width="100%"))
+        return self._W.HTML(f"<b>{text}</b>")
 
     def _button(self, text: str, cls: str, on_click, style: str = "", tooltip: str = ""):
         button = self._W.Button(description=text, button_style=style, tooltip=tooltip,
@@ -130,6 +132,8 @@ class SweepBoard(LiveView):
                                        "Add this many trials to the running sweep")
         self.message = W.HTML("", _dom_classes=["labkit-sweep-message"],
                               layout=W.Layout(flex="1 1 0%", min_width="0"))
+        for widget in (self.trial, self.add_n, self.sort_by, self.descending):
+            serve_while_busy(widget)   # heard while another cell waits on the sweep
         row = [self.trial, self.stop_button, self.show_button, self.add_n, self.add_button,
                self.message]
         return W.HBox(row, layout=W.Layout(width="100%", flex_flow="row wrap",
@@ -217,7 +221,7 @@ class SweepBoard(LiveView):
         self.table.value = draw_html.table(snap, self.sort_by.value, self.descending.value)
 
     def _draw_controls(self, snap) -> None:
-        options = [(f"{t.id} · {t.status}", t.id) for t in snap.trials]
+        options = [(f"trial {t.id}", t.id) for t in snap.trials]   # stable while statuses change
         if options != list(self.trial.options):
             with self.trial.hold_sync():
                 value = self.trial.value
