@@ -182,7 +182,7 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
         if not pts:
             continue
         faded, bold = t.status in _FADED and t.id != best, t.id == best
-        path = " ".join(f"{X(x):.1f},{Y(y):.1f}" for x, y in pts)
+        path = " ".join(f"{X(x):.0f},{Y(y):.0f}" for x, y in pts)   # a pixel is enough
         body.append(f'<polyline class="labkit-sweep-curve{" labkit-sweep-best" * bold}" '
                     f'data-trial="{t.id}" points="{path}" fill="none" '
                     f'stroke="{PALETTE[t.id % len(PALETTE)]}" stroke-width="{3.5 if bold else 1.3}" '
@@ -243,7 +243,7 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
         has = v is not None and not math.isnan(v)
         if has:
             us.append(axes[-1][0](v))
-        pts = " ".join(f"{x:.1f},{Y(u):.1f}" for x, u in zip(xs, us) if u is not None)
+        pts = " ".join(f"{x:.0f},{Y(u):.0f}" for x, u in zip(xs, us) if u is not None)
         colour = _grade((us[-1] if snap.mode == "max" else 1 - us[-1]) if has else None)
         bold, faded = t.id == best, t.status in _FADED and t.id != best
         body.append(f'<polyline class="labkit-sweep-line{" labkit-sweep-best" * bold}" '

@@ -2,17 +2,19 @@
 
 :class:`SweepPlots` draws the newest sweep a dashboard's tracker has seen:
 a figure of the metric against the step, one line a trial (stopped ones
-faded, the best one bold, a hover per line), and a table of the
-trials (sorted by a menu; the best row highlighted).  It reads
-the live sweep (:func:`~labkit.experiments.live_sweep`) through a
-:class:`~.sweep_progress.SweepTracker`, twice a second while a browser
-session is open; with no sweep it shows nothing.  :func:`attach` adds it to
-a dashboard document in one call.
+faded, the best one bold, a hover per line), and a table of the trials
+(sorted by a menu; the best row highlighted).  It reads the live sweep
+(:func:`~labkit.experiments.live_sweep`) through a
+:class:`~.sweep_progress.SweepTracker` while a browser session is open, at
+most twice a second and within the share of a core a board's writer takes;
+with no sweep it shows nothing.  :func:`attach` adds it to a dashboard
+document in one call.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, Div, HoverTool, Select
@@ -21,6 +23,7 @@ from bokeh.plotting import figure
 from . import sweep_draw
 from .components import _named
 from .sweep_progress import SweepTracker
+from .writer import Pacer
 
 __all__ = ["SweepPlots", "attach"]
 
@@ -28,7 +31,7 @@ _LINE_COLUMNS = ("xs", "ys", "color", "alpha", "width", "trial", "status", "conf
 
 
 def attach(doc, tracker, period_ms: int = 500) -> "SweepPlots":
-    """Add the sweep plots of ``tracker``'s newest sweep to ``doc``, redrawn every ``period_ms``."""
+    """Add the sweep plots of ``tracker``'s newest sweep to ``doc``, looked at every ``period_ms``."""
     plots = SweepPlots(tracker)
     plots.update()
     doc.add_root(plots.layout)
@@ -44,6 +47,7 @@ class SweepPlots:
         self.run: str | None = None
         self.sweep_tracker: SweepTracker | None = None
         self._drawn = None
+        self._pacer, self._next = Pacer(), 0.0
         self.title = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-title")
         self.lines = ColumnDataSource({c: [] for c in _LINE_COLUMNS}, name="labkit-sweep-lines")
         self.figure = figure(title="Sweep: metric by step", height=260, tools="pan,wheel_zoom,reset",
@@ -76,7 +80,12 @@ class SweepPlots:
         return None, None
 
     def update(self) -> None:
-        """Read the newest sweep and redraw what changed."""
+        """Read the newest sweep and redraw, paced as the board's writer is (rate, CPU share)."""
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._pacer.timed(self._update)
+
+    def _update(self) -> None:
         live, run = self._live()
         if live is None:
             return

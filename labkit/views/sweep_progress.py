@@ -151,9 +151,9 @@ class SweepTracker:
         t = self._trials.get(row["id"])
         if t is None:
             t = self._trials[row["id"]] = _Trial(row["id"], dict(row.get("config") or {}))
-        history = [(s, dict(m)) for s, m, *_ in row.get("history") or ()]
+        history = row.get("history") or ()
         if len(history) > len(t.history):
-            t.history = history
+            t.history = [(s, m) for s, m, *_ in history]   # the row's own copies
         if t.status in _ENDED and row.get("status") not in _ENDED:
             return
         if row.get("status") == "pending" and t.status == "running":
@@ -188,7 +188,7 @@ class SweepTracker:
         t = self._trial(e.trial)
         if e.steps and t.history and e.steps[0] <= t.history[-1][0]:
             t.history = [h for h in t.history if h[0] < e.steps[0]]   # reported again
-        t.history.extend((s, dict(m)) for s, m in zip(e.steps, e.metrics))
+        t.history.extend(zip(e.steps, e.metrics))   # an event's dicts are never changed
         t.step = e.steps[-1] if e.steps else t.step
         t.value, t.best = e.value, e.best
         if t.status == "pending":
