@@ -140,7 +140,7 @@ class SweepBoard(LiveView):
                                            align_items="center"))
 
     def _sort_options(self, snap=None) -> list:
-        params = draw_html._params(snap) if snap is not None else []
+        params = draw_html.params(snap) if snap is not None else []
         return [("best first", "rank"), ("trial", "trial"), ("status", "status"),
                 ("step", "step"), ("latest", "latest"), ("best", "best"),
                 *((p, p) for p in params)]

@@ -23,6 +23,7 @@ import html
 import math
 
 __all__ = ["status_line", "table", "curves", "parallel", "workers", "history", "sort_trials",
+           "params", "config_words",
            "SORT_KEYS", "fmt"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -48,7 +49,8 @@ def _e(value) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _config(config: dict) -> str:
+def config_words(config: dict) -> str:
+    """A configuration in words: ``lr=0.001, width=64``."""
     return ", ".join(f"{k}={fmt(v)}" for k, v in config.items())
 
 
@@ -60,14 +62,15 @@ def status_line(snap, title: str, status: str) -> str:
     n = len(snap.trials)
     best = snap.best
     words = (f" · best {_e(snap.metric)} <b>{fmt(best.value if best.status != 'running' else best.best)}"
-             f"</b> (trial {best.id}: {_e(_config(best.config))})") if best else ""
+             f"</b> (trial {best.id}: {_e(config_words(best.config))})") if best else ""
     rule = f" · {_e(snap.rule)}" if snap.rule else ""
     return (f'<div style="overflow-wrap:anywhere;line-height:1.4"><b>{_e(title)}</b> · '
             f'<span class="labkit-run-status">{_e(status)}</span> · {n} trial{"s" * (n != 1)}: '
             f'{counts}<span class="labkit-sweep-best-line">{words}</span>{rule}</div>')
 
 
-def _params(snap) -> list[str]:
+def params(snap) -> list[str]:
+    """The parameters that vary (the space's; a list's: every key its configurations have)."""
     names = [k for k, d in snap.space.items() if k != "list" and d.get("type") != "constant"]
     if names or not snap.trials:
         return names
@@ -99,8 +102,8 @@ def sort_trials(snap, key: str = "rank", descending: bool = False) -> list:
 
 def table(snap, key: str = "rank", descending: bool = False, limit: int | None = None) -> str:
     """The trials as a table, sorted; the best row highlighted; numbers in ``data-`` too."""
-    params = _params(snap)
-    heads = ["trial", "status", *params, "step", f"latest {snap.metric or ''}", "best"]
+    names = params(snap)
+    heads = ["trial", "status", *names, "step", f"latest {snap.metric or ''}", "best"]
     head = "".join(f'<th style="{_CELL};text-align:left">{_e(h)}</th>' for h in heads)
     best = snap.best.id if snap.best is not None else None
     rows = []
@@ -110,7 +113,7 @@ def table(snap, key: str = "rank", descending: bool = False, limit: int | None =
         note = t.error or t.reason or ""
         cells = [str(t.id), f'<span style="color:{_COLOURS.get(t.status, "inherit")}"'
                  f' title="{_e(note)}">{_e(t.status)}</span>',
-                 *(_e(fmt(t.config.get(p))) for p in params), _e(fmt(t.step)), _e(fmt(t.value)),
+                 *(_e(fmt(t.config.get(p))) for p in names), _e(fmt(t.step)), _e(fmt(t.value)),
                  _e(fmt(t.best))]
         data = (f'data-trial="{t.id}" data-status="{_e(t.status)}" data-step="{_e(t.step)}" '
                 f'data-value="{_e(repr(t.value))}" data-best="{_e(repr(t.best))}"')
@@ -187,7 +190,7 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
                     f'data-trial="{t.id}" points="{path}" fill="none" '
                     f'stroke="{PALETTE[t.id % len(PALETTE)]}" stroke-width="{3.5 if bold else 1.3}" '
                     f'opacity="{0.25 if faded else 0.95}"><title>trial {t.id} ({t.status}): '
-                    f'{_e(_config(t.config))} — {_e(snap.metric)} {fmt(t.value)}</title></polyline>')
+                    f'{_e(config_words(t.config))} — {_e(snap.metric)} {fmt(t.value)}</title></polyline>')
     return _svg(width, height, "".join(body), "labkit-sweep-curves", f"{snap.metric} by step")
 
 
@@ -219,18 +222,18 @@ def _axis(name: str, spec: dict, values: list):
 
 def parallel(snap, width: int = 640, height: int = 240) -> str:
     """Parallel coordinates: each parameter's axis, then the metric's; a line a trial."""
-    params = _params(snap)
+    names = params(snap)
     top, bottom, left, right = 26, 20, 40, 44
     h = height - top - bottom
     values = [t.value if t.status != "running" else t.best for t in snap.trials]
     known = [v for v in values if v is not None and not math.isnan(v)]
     m_lo, m_hi = (min(known), max(known)) if known else (0.0, 1.0)
     axes = [_axis(p, snap.space.get(p, {}), [t.config.get(p) for t in snap.trials])
-            for p in params]
+            for p in names]
     axes.append(((lambda v: (v - m_lo) / (m_hi - m_lo) if m_hi > m_lo else 0.5),
                  [(0.0, fmt(m_lo)), (1.0, fmt(m_hi))]))
-    names = params + [snap.metric or "metric"]
-    n = len(names)
+    axis_names = names + [snap.metric or "metric"]
+    n = len(axis_names)
     xs = [left + i * (width - left - right) / max(n - 1, 1) for i in range(n)]
 
     def Y(u):
@@ -239,7 +242,7 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
     best = snap.best.id if snap.best is not None else None
     order = sorted(zip(snap.trials, values), key=lambda tv: tv[0].id == best)
     for t, v in order:
-        us = [axis[0](t.config.get(p)) for axis, p in zip(axes, params)]
+        us = [axis[0](t.config.get(p)) for axis, p in zip(axes, names)]
         has = v is not None and not math.isnan(v)
         if has:
             us.append(axes[-1][0](v))
@@ -249,9 +252,9 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
         body.append(f'<polyline class="labkit-sweep-line{" labkit-sweep-best" * bold}" '
                     f'data-trial="{t.id}" points="{pts}" fill="none" stroke="{colour}" '
                     f'stroke-width="{3 if bold else 1.2}" opacity="{0.3 if faded else 0.9}">'
-                    f'<title>trial {t.id} ({t.status}): {_e(_config(t.config))} — '
+                    f'<title>trial {t.id} ({t.status}): {_e(config_words(t.config))} — '
                     f'{_e(snap.metric)} {fmt(v)}</title></polyline>')
-    for x, name, (_, ticks) in zip(xs, names, axes):
+    for x, name, (_, ticks) in zip(xs, axis_names, axes):
         body.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + h}" stroke="#555"/>'
                     f'<text class="labkit-sweep-axis" x="{x:.1f}" y="{top - 10}" '
                     f'text-anchor="middle" font-weight="bold">{_e(name)}</text>')
@@ -302,7 +305,7 @@ def history(trial, reports: list) -> str:
                  f'font-size:11px">{_e(trial.traceback or "")}</pre>')
     reason = f"<div>{_e(trial.reason)}</div>" if trial.reason else ""
     return (f'<div style="overflow-wrap:anywhere"><b>trial {trial.id}</b> · {_e(trial.status)} · '
-            f'{_e(_config(trial.config))} · attempts {trial.attempts}</div>{error}{reason}'
+            f'{_e(config_words(trial.config))} · attempts {trial.attempts}</div>{error}{reason}'
             f'<div style="max-height:200px;overflow-y:auto"><table style="width:100%;'
             f'table-layout:fixed;border-collapse:collapse;font-size:12px"><thead><tr>{head}'
             f'</tr></thead><tbody>{rows}</tbody></table></div>')

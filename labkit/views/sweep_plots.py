@@ -116,7 +116,7 @@ class SweepPlots:
             data["width"].append(3.5 if t.id == best else 1.3)
             data["trial"].append(t.id)
             data["status"].append(t.status)
-            data["config"].append(sweep_draw._config(t.config))
+            data["config"].append(sweep_draw.config_words(t.config))
             data["value"].append(sweep_draw.fmt(t.value))
         self.lines.data = data
 
@@ -132,7 +132,7 @@ class SweepPlots:
     def _sort_options(snap) -> list:
         return [("rank", "best first"), ("trial", "trial"), ("status", "status"),
                 ("step", "step"), ("latest", "latest"), ("best", "best"),
-                *((p, p) for p in sweep_draw._params(snap))]
+                *((p, p) for p in sweep_draw.params(snap))]
 
     def _on_sort(self, _attr, _old, _new) -> None:
         """The sort menu changed: the table again, at once."""
