@@ -27,7 +27,7 @@ __all__ = ["SweepBoard", "sweep_board"]
 logger = logging.getLogger("labkit.views")
 
 
-def sweep_board(run) -> "SweepBoard":
+def sweep_board(run) -> SweepBoard:
     """The live comparison board of a sweep's run."""
     return SweepBoard(run)
 
@@ -118,7 +118,8 @@ class SweepBoard(LiveView):
     def _controls(self):
         """Trial selector, stop, show; add N trials."""
         W = self._W
-        self.trial = W.Dropdown(options=[], description="trial", _dom_classes=["labkit-sweep-trial"],
+        self.trial = W.Dropdown(options=[], description="trial",
+                                _dom_classes=["labkit-sweep-trial"],
                                 layout=W.Layout(width="200px"))
         self.stop_button = self._button("Stop trial", "labkit-sweep-stop", self._on_stop, "danger",
                                         "Stop the selected trial (its next report ends it)")

@@ -22,6 +22,8 @@ from __future__ import annotations
 import html
 import math
 
+from .sweep_progress import STATUSES
+
 __all__ = ["status_line", "table", "curves", "parallel", "workers", "history", "sort_trials",
            "params", "config_words",
            "SORT_KEYS", "fmt"]
@@ -56,12 +58,13 @@ def config_words(config: dict) -> str:
 
 def status_line(snap, title: str, status: str) -> str:
     """The sweep's name, its run's status, counts by status and the best trial so far."""
-    from .sweep_progress import STATUSES
     counts = " · ".join(f'<span style="color:{_COLOURS[s]}">{snap.counts[s]} {s}</span>'
                         for s in STATUSES if snap.counts.get(s))
     n = len(snap.trials)
     best = snap.best
-    words = (f" · best {_e(snap.metric)} <b>{fmt(best.value if best.status != 'running' else best.best)}"
+    value = best.value if best is not None and best.status != "running" else \
+        (best.best if best is not None else None)
+    words = (f" · best {_e(snap.metric)} <b>{fmt(value)}"
              f"</b> (trial {best.id}: {_e(config_words(best.config))})") if best else ""
     rule = f" · {_e(snap.rule)}" if snap.rule else ""
     return (f'<div style="overflow-wrap:anywhere;line-height:1.4"><b>{_e(title)}</b> · '
@@ -188,9 +191,10 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
         path = " ".join(f"{X(x):.0f},{Y(y):.0f}" for x, y in pts)   # a pixel is enough
         body.append(f'<polyline class="labkit-sweep-curve{" labkit-sweep-best" * bold}" '
                     f'data-trial="{t.id}" points="{path}" fill="none" '
-                    f'stroke="{PALETTE[t.id % len(PALETTE)]}" stroke-width="{3.5 if bold else 1.3}" '
-                    f'opacity="{0.25 if faded else 0.95}"><title>trial {t.id} ({t.status}): '
-                    f'{_e(config_words(t.config))} — {_e(snap.metric)} {fmt(t.value)}</title></polyline>')
+                    f'stroke="{PALETTE[t.id % len(PALETTE)]}" '
+                    f'stroke-width="{3.5 if bold else 1.3}" opacity="{0.25 if faded else 0.95}">'
+                    f'<title>trial {t.id} ({t.status}): {_e(config_words(t.config))} — '
+                    f'{_e(snap.metric)} {fmt(t.value)}</title></polyline>')
     return _svg(width, height, "".join(body), "labkit-sweep-curves", f"{snap.metric} by step")
 
 

@@ -30,8 +30,8 @@ __all__ = ["SweepPlots", "attach"]
 _LINE_COLUMNS = ("xs", "ys", "color", "alpha", "width", "trial", "status", "config", "value")
 
 
-def attach(doc, tracker, period_ms: int = 500) -> "SweepPlots":
-    """Add the sweep plots of ``tracker``'s newest sweep to ``doc``, looked at every ``period_ms``."""
+def attach(doc, tracker, period_ms: int = 500) -> SweepPlots:
+    """Add the plots of ``tracker``'s newest sweep to ``doc``, looked at every ``period_ms``."""
     plots = SweepPlots(tracker)
     plots.update()
     doc.add_root(plots.layout)
@@ -50,7 +50,8 @@ class SweepPlots:
         self._pacer, self._next = Pacer(), 0.0
         self.title = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-title")
         self.lines = ColumnDataSource({c: [] for c in _LINE_COLUMNS}, name="labkit-sweep-lines")
-        self.figure = figure(title="Sweep: metric by step", height=260, tools="pan,wheel_zoom,reset",
+        self.figure = figure(title="Sweep: metric by step", height=260,
+                             tools="pan,wheel_zoom,reset",
                              sizing_mode="stretch_width")
         _named(self.figure, "labkit-sweep-curves")
         renderer = self.figure.multi_line(xs="xs", ys="ys", color="color", alpha="alpha",

@@ -31,8 +31,14 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..events import RunFinished, SweepStarted, TrialFinished, TrialReported, TrialsAdded, \
-    TrialStarted
+from ..events import (
+    RunFinished,
+    SweepStarted,
+    TrialFinished,
+    TrialReported,
+    TrialsAdded,
+    TrialStarted,
+)
 
 __all__ = ["SweepTracker", "SweepSnapshot", "TrialView", "WorkerLoad", "STATUSES"]
 

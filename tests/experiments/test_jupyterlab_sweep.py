@@ -21,9 +21,15 @@ import pytest
 
 from tests.browser import chromium, screenshot
 from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
-from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,
-                                         run_all_cells, shut_down_kernels, wait_for,
-                                         write_notebook)
+from tests.views.test_jupyterlab import (
+    cell_output_text,
+    kernel_processes,
+    open_notebook,
+    run_all_cells,
+    shut_down_kernels,
+    wait_for,
+    write_notebook,
+)
 
 pytest.importorskip("playwright")
 pytest.importorskip("jupyterlab")
@@ -51,10 +57,11 @@ CELLS = [
 
 # Every element of the board that must not be clipped: its width fits its box.
 CLIPPED_JS = """(board) => [...board.querySelectorAll('*')]
-    .filter(e => !(e instanceof SVGElement && e.tagName !== 'svg'))   // an SVG scales as a whole
+    .filter(e => !(e instanceof SVGElement && e.tagName !== 'svg'))   // an SVG scales whole
     .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
     .map(e => `${e.tagName}.${e.className.baseVal ?? e.className} in `
-              + `${e.closest('[class*=labkit-sweep]')?.className}: ${e.scrollWidth}>${e.clientWidth}`
+              + `${e.closest('[class*=labkit-sweep]')?.className}: `
+              + `${e.scrollWidth}>${e.clientWidth}`
               + ` ${(e.textContent || '').slice(0, 40)}`)"""
 
 # What reaches past the board's right edge.

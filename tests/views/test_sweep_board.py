@@ -53,7 +53,7 @@ def assert_matches_result(table_html: str, result) -> None:
     by_id = {r[0]: r for r in rows(table_html)}
     assert sorted(by_id) == [t.id for t in result.trials]
     for t in result.trials:
-        trial, status, step, value, best, highlighted = by_id[t.id]
+        _, status, step, value, best, highlighted = by_id[t.id]
         assert (status, step, value, best) == (t.status, t.step, t.value, t.best), (by_id[t.id], t)
         assert highlighted == (result.best is not None and t.id == result.best.id)
 
@@ -74,7 +74,8 @@ def test_the_board_grows_while_trials_report_and_ends_as_the_result(comms, local
                    seed=1, store=None, wait=False)
     b = board(run)                                    # lk.board gives a sweep its own board
     boards.append(b)
-    assert isinstance(b, SweepBoard) and "labkit-sweep-board" in comms.state(b.widget)["_dom_classes"]
+    assert isinstance(b, SweepBoard)
+    assert "labkit-sweep-board" in comms.state(b.widget)["_dom_classes"]
     seen = []
     while not run.done():
         state = tuple(comms.state(w).get("value", "") for w in (b.table, b.curves, b.parallel))
@@ -95,7 +96,7 @@ def test_the_board_grows_while_trials_report_and_ends_as_the_result(comms, local
     assert f'data-trial="{result.best.id}" points' in curves.split("labkit-sweep-best")[1][:40]
     assert ">step</text>" in curves and ">acc</text>" in curves      # axes labelled
     for name in ("q", "lr", "width", "acc"):                         # a parameter's axis each
-        assert f'labkit-sweep-axis" x="' in parallel and f">{name}</text>" in parallel
+        assert 'labkit-sweep-axis" x="' in parallel and f">{name}</text>" in parallel
     assert ">log</text>" in parallel and ">256</text>" in parallel   # log and categorical axes
     assert parallel.count('class="labkit-sweep-line') == 4
     status = comms.state(b.status)["value"]
@@ -167,8 +168,8 @@ def test_a_failed_trial_shows_its_error_and_sorting_sorts(comms, local_scheduler
 
 
 def test_the_dashboard_shows_the_sweeps_curves_and_table(local_scheduler):
-    from tests.browser import chromium, screenshot
     from labkit.views.dashboard import dashboard
+    from tests.browser import chromium, screenshot
     url = dashboard(local_scheduler)
     lines_js = """() => {
         const doc = window.Bokeh && Bokeh.documents[0];
