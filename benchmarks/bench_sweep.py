@@ -20,6 +20,14 @@ Run ``python benchmarks/bench_sweep.py`` (about three minutes on 2 cores) or
    search's best, over random search's whole wall time.  Target: <= 1/3.
    On two worker processes, one trial each, so that a configuration trains
    the same way in both searches.
+4. **The board's cost**: 100 trials at once (``mode="auto"``, 100 worker
+   threads), each reporting every 50 ms (40 reports: 2 s of GIL-free work;
+   2000 reports a second in all), with the store on; without any view
+   against the sweep's live comparison board (``lk.board(run)``, its comm
+   messages serialised as a kernel would) plus the Bokeh dashboard with a
+   session open (``bench_views.py --viewer``), in alternating order.  The
+   ratio of the median wall times, and of the process's CPU time.  Target:
+   board + dashboard <= 1.03x.
 
 Timings are medians over ``--repeat`` rounds (3; 1 with ``--quick``).
 """
@@ -44,6 +52,8 @@ SIZES = {"full": dict(trials=60, reports=5, pause=0.02, trivial=500, optuna_sqli
                       configs=32, epochs=27, repeat=3),
          "quick": dict(trials=8, reports=2, pause=0.01, trivial=40, optuna_sqlite=10,
                        configs=6, epochs=3, repeat=1)}
+SIZES["full"].update(board_trials=100, board_reports=40, board_pause=0.05, board_repeat=5)
+SIZES["quick"].update(board_trials=20, board_reports=5, board_pause=0.05, board_repeat=1)
 
 
 def gil_free(config, trial):
@@ -285,6 +295,68 @@ def real_search(size: dict, folder: str) -> None:
           "    => ASHA never came within 0.5%")
 
 
+# -- (4) the board's cost ------------------------------------------------------------------
+
+def board_run(s, size: dict, folder: str, views: str, name: str) -> tuple[float, float]:
+    """``(wall, cpu)`` seconds of one sweep with ``views``: "none", "board" or "both"."""
+    import bench_views
+    from labkit.views.dashboard import stop_dashboard
+    viewer = bench_views.DashboardViewer(lk.dashboard(s)) if views == "both" else None
+    try:
+        if viewer is not None:
+            time.sleep(0.5)                        # the session's first updates pass
+        space = {"x": lk.uniform(0, 1), "reports": size["board_reports"],
+                 "pause": size["board_pause"]}
+        c0, t0 = time.process_time(), time.perf_counter()
+        run = lk.sweep(gil_free, space, trials=size["board_trials"], metric="loss", mode="min",
+                       scheduler=s, seed=0, store=os.path.join(folder, "board.db"), name=name,
+                       wait=False)
+        shown = lk.board(run) if views != "none" else None
+        result = run.result()
+        c1, t1 = time.process_time(), time.perf_counter()
+        assert result.counts() == {"completed": size["board_trials"]}, result.counts()
+        if shown is not None:
+            bench_views.wait_stopped(shown)
+            assert len(shown.tracker.snapshot().trials) == size["board_trials"]
+            shown.close()
+    finally:
+        if viewer is not None:
+            viewer.close()
+            stop_dashboard(s)
+    return t1 - t0, c1 - c0
+
+
+def board_cost(size: dict, folder: str) -> None:
+    """Benchmark (4)."""
+    import bench_views
+    recorder = bench_views.CommRecorder().install()
+    labels = {"none": "no view", "board": "the board alone",
+              "both": "board + dashboard (a session open)"}
+    times: dict[str, list] = {k: [] for k in labels}
+    try:
+        with lk.DaskScheduler(mode="auto", n_workers=1,
+                              threads_per_worker=size["board_trials"]) as s:
+            board_run(s, dict(size, board_reports=1), folder, "both", "warm-up")
+            for r in range(size["board_repeat"]):
+                for views in (list(labels) if r % 2 == 0 else list(labels)[::-1]):
+                    times[views].append(board_run(s, size, folder, views, f"{views}-{r}"))
+    finally:
+        recorder.uninstall()
+    ideal = size["board_reports"] * size["board_pause"]
+    print(f"\n[4] {size['board_trials']} trials at once, each reporting every "
+          f"{size['board_pause'] * 1e3:.0f} ms ({size['board_reports']} reports; ideal "
+          f"{ideal:.2f} s), store on; medians of {size['board_repeat']}")
+    for key, label in labels.items():
+        walls, cpus = [w for w, _ in times[key]], [c for _, c in times[key]]
+        print(f"    {label:44s} {_median(walls):.3f} s wall, {_median(cpus):.2f} s CPU "
+              f"(walls: {', '.join(f'{w:.3f}' for w in walls)})")
+    for key in ("board", "both"):
+        wall = _median([w for w, _ in times[key]]) / _median([w for w, _ in times["none"]])
+        cpu = _median([c for _, c in times[key]]) / _median([c for _, c in times["none"]])
+        print(f"    => {labels[key]} / none: wall {wall:.3f}"
+              f"{' (target <= 1.03)' if key == 'both' else ''}, CPU of this process {cpu:.3f}")
+
+
 def _median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -299,11 +371,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--repeat", type=int, help="rounds (medians are printed)")
-    parser.add_argument("--only", choices=["overhead", "search"], help="one part only")
+    parser.add_argument("--only", choices=["overhead", "search", "board"], help="one part only")
     args = parser.parse_args()
     size = dict(SIZES["quick" if args.quick else "full"])
     if args.repeat:
-        size["repeat"] = args.repeat
+        size["repeat"] = size["board_repeat"] = args.repeat
     print(f"labkit sweeps: {platform.node()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="labkit-bench-sweep-") as folder:
@@ -311,6 +383,8 @@ def main() -> None:
             overhead(size, folder)
         if args.only in (None, "search"):
             real_search(size, folder)
+        if args.only in (None, "board"):
+            board_cost(size, folder)
 
 
 if __name__ == "__main__":

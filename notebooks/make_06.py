@@ -86,21 +86,26 @@ cells = [
        "`lk.ASHA(min_steps=1, reduction=3)` puts rungs at epochs 1, 3 and 9: a trial reaching "
        "a rung goes on only if it is in the top third of the trials that reached that rung so "
        "far — decided the moment it reports, never waiting for slower trials. `wait=False` "
-       "returns the sweep's run at once; `lk.board(run)` shows it live (a board drawn for "
-       "sweeps — table, curves, parallel coordinates — is on its way; this is the generic "
-       "run board for now)."),
+       "returns the sweep's run at once, and a run that is a cell's result shows its live "
+       "board (`lk.board(run)` too): the status line with the best trial so far; the table "
+       "of trials (sort it with *sort by*; the best row highlighted); every trial's accuracy "
+       "against the epoch (stopped trials faded, the best one bold); parallel coordinates "
+       "from each parameter (a log axis for `lr`, categories for `width`) to the accuracy; "
+       "the workers' load. Pick a trial to stop it by hand or to show its reports and "
+       "error, or add trials while the sweep runs."),
     code("began = time.perf_counter()\n"
          "run = lk.sweep(train, space, trials=16, metric='accuracy', mode='max',\n"
          "               scheduler=scheduler, seed=0, store=STORE, name='mlp-asha',\n"
          "               early_stop=lk.ASHA(min_steps=1, reduction=3), wait=False)\n"
-         "lk.board(run)"),
+         "run   # the sweep's live comparison board"),
     code("asha = run.result()\n"
          "asha_seconds = time.perf_counter() - began\n"
          "asha_epochs = sum(len(t.history) for t in asha.trials)\n"
          "print(asha.format_table(limit=5))\n"
          "print(f'ASHA: {asha_seconds:.1f} s, {asha_epochs} epochs, '\n"
          "      f'{len(asha.by_status(\"stopped\"))} trials stopped early, '\n"
-         "      f'best accuracy {asha.best.value:.4f} (trial {asha.best.id})')"),
+         "      f'best accuracy {asha.best.value:.4f} (trial {asha.best.id})')\n"
+         "print('trials:', ' '.join(f'{t.id}:{t.status}:{t.step}:{t.value!r}' for t in asha.trials))"),
     md("## Compared\n\n"
        "Each trial's record holds its configuration, status, final metrics and every report "
        "(`record.history`); `result.table()` gives plain rows to sort, plot or hand to "

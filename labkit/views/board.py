@@ -49,6 +49,9 @@ def board(source, dashboard_url: str | None = None, bokeh: bool = True,
         Show the per-worker task lanes.
     """
     check_source(source, "lk.board")
+    if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):   # a sweep's run
+        from .sweep_board import SweepBoard
+        return SweepBoard(source)
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
 

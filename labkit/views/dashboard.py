@@ -275,6 +275,8 @@ class _DashboardServer:
         update()
         doc.title = self.title
         doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
+        from .sweep_plots import attach as attach_sweep_plots
+        attach_sweep_plots(doc, self.tracker)   # the newest sweep's curves and table
         pacer = writer.Pacer()
         last = [time.thread_time()]
 

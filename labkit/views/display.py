@@ -23,9 +23,9 @@ _registered_in: set[int] = set()   # ids of the shells that have the formatter
 
 
 def display_run(run) -> None:
-    """Display the live board of ``run`` (the formatter IPython calls)."""
+    """Display the live board of ``run`` (the formatter IPython calls); a sweep's is its own."""
     from .board import board
-    board(run)._ipython_display_()
+    board(run)._ipython_display_()   # board() gives a sweep's run its SweepBoard
 
 
 def register() -> bool:

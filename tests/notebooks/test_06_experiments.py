@@ -5,7 +5,10 @@ import re
 
 import pytest
 
-from .run import execute, figure, text
+from .run import execute, figure, html_values, text
+
+ROW = re.compile(r'<tr data-trial="(\d+)" data-status="(\w+)" data-step="([^"]*)" '
+                 r'data-value="([^"]*)" data-best="[^"]*"( class="labkit-sweep-best")?')
 
 
 @pytest.mark.timeout(300)
@@ -26,3 +29,26 @@ def test_experiments_notebook():
     assert read and read.group(2) == "True"
     assert "extended: 24 trials, 8 new, 0 of the first 16 run again" in out
     assert figure(nb, "best after extending:") >= asha_best
+    check_board(nb, out)
+
+
+def check_board(nb, out: str) -> None:
+    """The ASHA sweep's board, as the notebook stored it, ends with the result's numbers."""
+    printed = re.search(r"trials: ((?:\d+:\w+:\S+:\S+ ?)+)", out).group(1).split()
+    result = {int(i): (status, step, value) for i, status, step, value in
+              (item.split(":") for item in printed)}
+    tables = [t for t in html_values(nb, "labkit-sweep-table") if "data-trial" in t]
+    assert len(tables) == 1, len(tables)
+    rows = {int(m[0]): (m[1], m[2], m[3]) for m in ROW.findall(tables[0])}
+    assert rows == result
+    best = re.search(r"best accuracy ([0-9.]+) \(trial (\d+)\)", out.split("ASHA:")[1])
+    highlighted = [int(m[0]) for m in ROW.findall(tables[0]) if m[4]]
+    assert highlighted == [int(best.group(2))]
+    status = html_values(nb, "labkit-sweep-status")[0]
+    assert "finished" in status and f"{len(result)} trials" in status
+    stopped = sum(1 for s, _, _ in result.values() if s == "stopped")
+    assert f"{stopped} stopped" in status
+    curves = html_values(nb, "labkit-sweep-curves-widget")[0]
+    parallel = html_values(nb, "labkit-sweep-parallel-widget")[0]
+    assert curves.count("<polyline") == len(result) and parallel.count("<polyline") == len(result)
+    assert ">log</text>" in parallel and ">256</text>" in parallel

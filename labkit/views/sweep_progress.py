@@ -1,0 +1,283 @@
+"""The tracker of a sweep: its events in, a plain snapshot of its trials out.
+
+:class:`SweepTracker` folds ``SweepStarted``, ``TrialsAdded``,
+``TrialStarted``, ``TrialReported`` and ``TrialFinished`` of one sweep run
+into a :class:`SweepSnapshot`: per trial its configuration, status, step,
+latest and best value of the sweep's metric, its curve ``(step, value)``,
+its error or the reason it stopped; the sweep's name, metric, mode and
+space; counts by status; the best trial; the load of each worker.  A view
+that starts after the sweep (most do) is seeded from the live sweep
+(:meth:`SweepTracker.seed`); events and the seed merge, step by step.
+No UI library is imported here, and the engine never imports this module.
+
+Examples
+--------
+>>> from labkit.events import SweepStarted, TrialStarted, TrialReported, TrialFinished
+>>> t = SweepTracker("r")
+>>> t(SweepStarted("r", "demo", "acc", "max", {}, ({"id": 0, "config": {"x": 1}},), 2))
+>>> t(TrialStarted("r", 0, {"x": 1}, "tcp://w:1 #0"))
+>>> t(TrialReported("r", 0, (0, 1), ({"acc": 0.5}, {"acc": 0.7}), 0.7, 0.7))
+>>> t(TrialFinished("r", 0, "completed", {"acc": 0.7}, 0.7, 0.7, 1))
+>>> snap = t.snapshot()
+>>> snap.trials[0].curve, snap.best.id, snap.counts, snap.workers[0].done
+(((0, 0.5), (1, 0.7)), 0, {'completed': 1}, 1)
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..events import (
+    RunFinished,
+    SweepStarted,
+    TrialFinished,
+    TrialReported,
+    TrialsAdded,
+    TrialStarted,
+)
+
+__all__ = ["SweepTracker", "SweepSnapshot", "TrialView", "WorkerLoad", "STATUSES"]
+
+#: Statuses in the order a board counts them.
+STATUSES = ("running", "pending", "completed", "stopped", "failed", "cancelled")
+_ENDED = ("completed", "stopped", "failed", "cancelled")
+_RANKED = ("completed", "stopped")
+
+
+@dataclass(frozen=True)
+class TrialView:
+    """One trial as a board shows it."""
+
+    id: int
+    config: dict
+    status: str = "pending"
+    step: int | float | None = None
+    value: float | None = None          # the metric's latest (final, once ended) value
+    best: float | None = None           # its best value reported
+    curve: tuple = ()                   # ((step, value), ...) of the sweep's metric
+    worker: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    traceback: str | None = None
+    reason: str | None = None
+    reports: int = 0
+
+
+@dataclass(frozen=True)
+class WorkerLoad:
+    """What one worker does for the sweep: trials running and done, reports a second."""
+
+    name: str
+    running: int = 0
+    done: int = 0
+    reports_per_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SweepSnapshot:
+    """A sweep at one moment."""
+
+    time: float
+    version: int
+    name: str | None
+    metric: str | None
+    mode: str
+    space: dict
+    rule: str | None
+    slots: int | None
+    trials: tuple                       # TrialView, by id
+    counts: dict
+    best: TrialView | None
+    workers: tuple = ()                 # WorkerLoad, by name
+    ended: bool = False                 # the run ended
+
+
+@dataclass
+class _Trial:
+    id: int
+    config: dict
+    status: str = "pending"
+    step: object = None
+    value: float | None = None
+    best: float | None = None
+    history: list = field(default_factory=list)   # [(step, metrics), ...]
+    worker: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    traceback: str | None = None
+    reason: str | None = None
+
+
+class SweepTracker:
+    """Follows one sweep run's events (``run`` its id); :meth:`snapshot` from any thread."""
+
+    def __init__(self, run: str | None = None, window: float = 5.0):
+        self.run, self.window = run, window
+        self.name = self.metric = self.rule = self.slots = None
+        self.mode, self.space = "max", {}
+        self.ended = False
+        self._trials: dict[int, _Trial] = {}
+        self._reports: dict[str, list] = {}     # worker -> report times in the window
+        self._done: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._version = 0
+
+    @property
+    def version(self) -> int:
+        """Changes whenever the snapshot would."""
+        return self._version
+
+    def __call__(self, event) -> None:
+        """Fold one event in (others pass by)."""
+        handler = getattr(self, "_on_" + type(event).__name__, None)
+        if handler is None or (self.run is not None and getattr(event, "run", None) != self.run):
+            return
+        with self._lock:
+            handler(event)
+            self._version += 1
+
+    # -- seeding from a live sweep -----------------------------------------------------------
+
+    def seed(self, live) -> None:
+        """Merge what ``live`` (a :class:`~labkit.experiments.LiveSweep`) holds now."""
+        rows = live.snapshot(history=True)
+        with self._lock:
+            self.name, self.metric, self.mode = live.name, live.metric, live.mode
+            self.space = dict(live.space)
+            for row in rows:
+                self._merge(row)
+            self._version += 1
+
+    def _merge(self, row: dict) -> None:
+        """One engine row: known steps kept, newer ones taken; an ended status wins."""
+        t = self._trials.get(row["id"])
+        if t is None:
+            t = self._trials[row["id"]] = _Trial(row["id"], dict(row.get("config") or {}))
+        history = row.get("history") or ()
+        if len(history) > len(t.history):
+            t.history = [(s, m) for s, m, *_ in history]   # the row's own copies
+        if t.status in _ENDED and row.get("status") not in _ENDED:
+            return
+        if row.get("status") == "pending" and t.status == "running":
+            return
+        t.status = row.get("status") or t.status
+        for key in ("step", "value", "best", "worker", "error", "traceback", "reason"):
+            if row.get(key) is not None:
+                setattr(t, key, row[key])
+        t.attempts = max(t.attempts, row.get("attempts") or 0)
+
+    # -- event handlers (under the lock) --------------------------------------------------------
+
+    def _on_SweepStarted(self, e: SweepStarted) -> None:
+        self.name, self.metric, self.mode, self.space = e.name, e.metric, e.mode, dict(e.space)
+        self.rule, self.slots = e.rule, e.slots
+        for row in e.trials:
+            self._merge(row)
+
+    def _on_TrialsAdded(self, e: TrialsAdded) -> None:
+        for row in e.trials:
+            self._merge(row)
+
+    def _on_TrialStarted(self, e: TrialStarted) -> None:
+        t = self._trial(e.trial, e.config)
+        if t.status in _ENDED:
+            return
+        t.status, t.worker, t.attempts = "running", e.worker, max(t.attempts, e.attempt + 1)
+        if e.step is not None:   # a restart goes on from its checkpoint's step
+            t.history = [h for h in t.history if h[0] <= e.step]
+
+    def _on_TrialReported(self, e: TrialReported) -> None:
+        t = self._trial(e.trial)
+        if e.steps and t.history and e.steps[0] <= t.history[-1][0]:
+            t.history = [h for h in t.history if h[0] < e.steps[0]]   # reported again
+        t.history.extend(zip(e.steps, e.metrics))   # an event's dicts are never changed
+        t.step = e.steps[-1] if e.steps else t.step
+        t.value, t.best = e.value, e.best
+        if t.status == "pending":
+            t.status = "running"
+        now = time.time()
+        self._reports.setdefault(_worker(t.worker), deque()).extend([now] * len(e.steps))
+
+    def _on_TrialFinished(self, e: TrialFinished) -> None:
+        t = self._trial(e.trial)
+        t.status, t.value, t.best = e.status, e.value, e.best
+        t.step = e.step if e.step is not None else t.step
+        t.attempts, t.error, t.traceback, t.reason = e.attempts, e.error, e.traceback, e.reason
+        name = _worker(t.worker)
+        if t.worker is not None:
+            self._done[name] = self._done.get(name, 0) + 1
+
+    def _on_RunFinished(self, e: RunFinished) -> None:
+        self.ended = True
+
+    def _trial(self, trial: int, config=None) -> _Trial:
+        t = self._trials.get(trial)
+        if t is None:
+            t = self._trials[trial] = _Trial(trial, dict(config or {}))
+        return t
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def snapshot(self, now: float | None = None) -> SweepSnapshot:
+        """The sweep now, as frozen data."""
+        now = time.time() if now is None else now
+        with self._lock:
+            trials = tuple(self._view(self._trials[i]) for i in sorted(self._trials))
+            workers = self._workers(now)
+            version = self._version
+        counts: dict[str, int] = {}
+        for t in trials:
+            counts[t.status] = counts.get(t.status, 0) + 1
+        return SweepSnapshot(now, version, self.name, self.metric, self.mode, dict(self.space),
+                             self.rule, self.slots, trials, counts,
+                             best_trial(trials, self.mode), workers, self.ended)
+
+    def history(self, trial: int) -> list:
+        """Every report of ``trial``: ``[(step, metrics), ...]``."""
+        with self._lock:
+            t = self._trials.get(trial)
+            return [(s, dict(m)) for s, m in t.history] if t is not None else []
+
+    def _view(self, t: _Trial) -> TrialView:
+        metric = self.metric
+        curve = tuple((s, m[metric]) for s, m in t.history if metric in m)
+        return TrialView(t.id, dict(t.config), t.status, t.step, t.value, t.best, curve,
+                         t.worker, t.attempts, t.error, t.traceback, t.reason, len(t.history))
+
+    def _workers(self, now: float) -> tuple:
+        running: dict[str, int] = {}
+        for t in self._trials.values():
+            if t.status == "running" and t.worker is not None:
+                running[_worker(t.worker)] = running.get(_worker(t.worker), 0) + 1
+        names = sorted(set(running) | set(self._done) | set(self._reports))
+        out = []
+        for name in names:
+            times = self._reports.get(name, deque())
+            while times and times[0] < now - self.window:
+                times.popleft()
+            rate = 0.0 if self.ended else len(times) / self.window
+            out.append(WorkerLoad(name, 0 if self.ended else running.get(name, 0),
+                                  self._done.get(name, 0), rate))
+        return tuple(out)
+
+
+def best_trial(trials, mode: str) -> TrialView | None:
+    """The best trial as ``SweepResult.best`` picks it; while none ended, the best running."""
+    sign = 1 if mode == "max" else -1
+
+    def ok(v):
+        return v is not None and not math.isnan(v)
+    ranked = [t for t in trials if t.status in _RANKED and ok(t.value)]
+    if not ranked:
+        ranked = [t for t in trials if t.status == "running" and ok(t.best)]
+        return max(ranked, key=lambda t: (sign * t.best, -t.id)) if ranked else None
+    return max(ranked, key=lambda t: (sign * t.value, -t.id))
+
+
+def _worker(worker: str | None) -> str:
+    """A worker's name without its slot (``tcp://a:1 #0`` → ``tcp://a:1``)."""
+    return (worker or "local").split(" #")[0]
