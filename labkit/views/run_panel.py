@@ -32,6 +32,7 @@ from bokeh.models import Div, Select
 from .labels import phase_label
 from .progress import PhaseProgress
 from .tracker import Snapshot
+from .words import run_line
 
 __all__ = ["RunPanel", "LATEST"]
 
@@ -69,13 +70,17 @@ class RunPanel:
 
     def update(self, snap: Snapshot) -> None:
         """New runs into the selector; the shown run's bars (sent only when changed)."""
-        for p in snap.phases:
-            if p.run not in self._runs:
-                self._runs.append(p.run)
+        # every run, those without phases too (a sweep, a fit between epochs)
+        for run in [*(r.run for r in getattr(snap, "runs", ())), *(p.run for p in snap.phases)]:
+            if run not in self._runs:
+                self._runs.append(run)
         options = [LATEST, *reversed(self._runs)]
         if options[1:] != self.select.options[1:]:
             self.select.options = options
-        text = self._text([p for p in snap.phases if p.run == self.run], snap.time)
+        phases = [p for p in snap.phases if p.run == self.run]
+        run = next((r for r in getattr(snap, "runs", ()) if r.run == self.run), None)
+        text = self._text(phases, snap.time) if phases or run is None else \
+            self._run_text(run, snap.time)
         if text != self.progress.text:
             self.progress.text = text
 
@@ -96,6 +101,12 @@ class RunPanel:
             rows.insert(0, f"<div><i>{hidden} earlier phase{'s' * (hidden != 1)} not "
                            f"shown</i></div>")
         return f"<div>{head}</div>" + "".join(rows)
+
+    @staticmethod
+    def _run_text(run, now: float) -> str:
+        """A run without phases (a sweep): its line in its own words."""
+        return (f"<div><b>{html.escape(run.kind)} {html.escape(run.run)}</b> · "
+                f"{html.escape(run.status)}</div><div>{html.escape(run_line(run, [], now))}</div>")
 
     @staticmethod
     def _bar(p: PhaseProgress, now: float) -> str:

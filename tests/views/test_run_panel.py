@@ -64,3 +64,17 @@ def test_many_phases_keep_the_newest_rows():
     text = panel.progress.text
     assert text.count("<progress") == 3 and "7 earlier phases not shown" in text
     assert "epoch 10" in text and "epoch 7 " not in text and "10 phases" in text
+
+
+def test_a_run_without_phases_is_listed_and_shown_in_its_words():
+    """A sweep has no phases: the panel still lists it and says what it is doing."""
+    from labkit.events import RunFinished, RunStarted
+    tracker, panel = Tracker(), RunPanel()
+    tracker(RunStarted("sweep-1", "sweep", 0, detail={"name": "mlp-digits"}))
+    panel.update(tracker.snapshot())
+    assert panel.run == "sweep-1" and panel.select.options == [LATEST, "sweep-1"]
+    assert "sweep sweep-1" in panel.progress.text and "running" in panel.progress.text
+    assert "mlp-digits" in panel.progress.text
+    tracker(RunFinished("sweep-1", ok=True))
+    panel.update(tracker.snapshot())
+    assert "finished" in panel.progress.text and "no run yet" not in panel.progress.text
