@@ -240,4 +240,5 @@ def _tensor(value, name: str) -> torch.Tensor:
 
 
 def _is_dask(value) -> bool:
-    return type(value).__module__.startswith("dask.array")
+    from ..scheduling.dask_adapter import is_dask_array
+    return is_dask_array(value)

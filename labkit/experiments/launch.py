@@ -36,6 +36,7 @@ import uuid
 import weakref
 
 from ..events import TaskInfo
+from ..scheduling.dask_adapter import forget_on_scheduler
 from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
 from .tasks import OffloadTrial, execute, run_offloaded, run_remote
 from .trial import Trial
@@ -389,15 +390,7 @@ class RemoteLauncher(Launcher):
             self.client.unsubscribe_topic(self.topic)
             self.client.cancel(list(self.inflight.values()))
             self.client.run(clear_stops, self.token, on_error="ignore")
-            self.client.run_on_scheduler(_forget_sweep, self.topic, self.token)
+            forget_on_scheduler(self.client, self.topic, "labkit-sweeps", self.token)
         except Exception:   # the cluster is gone already
             pass
         super().close()
-
-
-def _forget_sweep(topic: str, token: str, dask_scheduler=None) -> None:
-    """On the scheduler: drop the sweep's events and checkpoints (they can be large)."""
-    broker = getattr(dask_scheduler, "_broker", None)
-    if broker is not None:
-        broker.truncate(topic)
-    dask_scheduler.task_metadata.get("labkit-sweeps", {}).pop(token, None)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..errors import pulled as pulled_from
+from ..scheduling import dask_adapter
 
 __all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables",
            "pulled"]
@@ -43,7 +44,7 @@ def pulled(chunks: Iterable, **where) -> Iterator:
 
 def is_dask_array(obj) -> bool:
     """Whether ``obj`` is a ``dask.array.Array`` (without importing dask.array)."""
-    return type(obj).__name__ == "Array" and type(obj).__module__.startswith("dask.array")
+    return dask_adapter.is_dask_array(obj)
 
 
 def _dask_row_blocks(arr) -> list:

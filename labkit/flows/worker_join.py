@@ -36,7 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import CancelledError, SchedulerError
-from ..scheduling.task import TaskCallable, _worker_address, current_task
+from ..scheduling.task import TaskCallable, current_task, worker_address
 from .callables import FlowTrainCallable, execute_nodes
 from .sources import split_chunk
 
@@ -71,7 +71,7 @@ _MAX_CLOSED = 1024
 
 def _owner() -> str:
     # A fork is not thread-safe: each worker thread has its own.
-    return f"{_worker_address()}#{threading.get_ident()}"
+    return f"{worker_address()}#{threading.get_ident()}"
 
 
 def _drop_idle(now: float) -> None:
@@ -120,7 +120,7 @@ def take_forks(key: str, final: bool = False, dask_worker=None) -> list:
     and late tasks of the phase are refused.  Runs on each worker through
     :meth:`~labkit.scheduling.Scheduler.run_on_workers`.
     """
-    address = dask_worker.address if dask_worker is not None else _worker_address()
+    address = dask_worker.address if dask_worker is not None else worker_address()
     mine = f"{address}#"
     taken = []
     with _LOCK:

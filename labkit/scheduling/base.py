@@ -11,8 +11,10 @@ thread's default batch.
 Each batch keeps at most its share of ``max_in_flight`` tasks (and of
 ``max_bytes_in_flight`` bytes of client-side chunks) open: ``add_task`` waits
 on a condition variable, no polling, so a caller that pulls chunks from a
-stream trains in bounded memory.  Backends report each finished task once
-through :meth:`Scheduler._complete`.
+stream trains in bounded memory.  That accounting lives in one
+:class:`~labkit.scheduling.window.Window` per scheduler.  Backends report
+each finished task through :meth:`Scheduler.record`, the one path by which an
+outcome reaches its batch (exactly once).
 """
 
 from __future__ import annotations
@@ -20,17 +22,18 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import weakref
 from typing import Any, Callable
 
 from ..errors import CancelledError, SchedulerError, located, require_callable
 from ..events import Observable, TaskFailed, TaskFinished, TaskInfo
 from .batch import Batch, OpenTask
 from .connect import check_limit
+from .dask_adapter import is_cancelled
 from .results import ListResultContainer, ResultContainer, check_container
 from .task import TaskCallable
+from .window import Window
 
-__all__ = ["Scheduler", "OpenTask"]
+__all__ = ["Scheduler", "OpenTask", "as_labkit_error"]
 
 logger = logging.getLogger("labkit.scheduling")
 
@@ -68,17 +71,30 @@ class Scheduler(Observable):
         check_container(result_container)
         check_limit("max_in_flight", max_in_flight)
         check_limit("max_bytes_in_flight", max_bytes_in_flight)
-        self.max_in_flight = max_in_flight or self.default_max_in_flight
-        self.max_bytes_in_flight = max_bytes_in_flight or self.default_max_bytes_in_flight
-        self._cond = threading.Condition(threading.RLock())
-        self._batches: weakref.WeakSet[Batch] = weakref.WeakSet()
+        self.window = Window(max_in_flight or self.default_max_in_flight,
+                             max_bytes_in_flight or self.default_max_bytes_in_flight)
         self._task_ids = itertools.count()
         self._closed = False
         self._shutdown_callbacks: list[Callable[[], Any]] = []
         self._container_class = type(result_container) if result_container is not None \
             else ListResultContainer
         self._local = threading.local()
-        self._local.batch = Batch(self, result_container, _default=True)
+        self._local.batch = Batch(self, result_container, default=True)
+
+    @property
+    def max_in_flight(self) -> int:
+        """Most tasks open at once, over every batch."""
+        return self.window.max_in_flight
+
+    @max_in_flight.setter
+    def max_in_flight(self, value: int) -> None:
+        check_limit("max_in_flight", value, allow_none=False)
+        self.window.max_in_flight = value
+
+    @property
+    def max_bytes_in_flight(self) -> int:
+        """Most bytes of client-side chunks held by open tasks, over every batch."""
+        return self.window.max_bytes_in_flight
 
     # -- batches -----------------------------------------------------------------------
 
@@ -101,14 +117,14 @@ class Scheduler(Observable):
             How many tasks a cycle of the batch has, when you know it: a board
             shows ``done/total``.
         """
-        self._check_usable()
+        self.check_usable()
         return Batch(self, result_container, info, control, name=name, total=total)
 
     def _default_batch(self) -> Batch:
         """The calling thread's default batch (the seed's verbs use it)."""
         batch = getattr(self._local, "batch", None)
         if batch is None:
-            batch = self._local.batch = Batch(self, self._fresh_container(), _default=True)
+            batch = self._local.batch = Batch(self, self._fresh_container(), default=True)
         return batch
 
     def _fresh_container(self) -> ResultContainer:
@@ -117,30 +133,8 @@ class Scheduler(Observable):
         except TypeError:  # a container that needs arguments: the plain one
             return ListResultContainer()
 
-    def _register(self, batch: Batch) -> None:
-        with self._cond:
-            self._batches.add(batch)
-
-    def _unregister(self, batch: Batch) -> None:
-        with self._cond:
-            self._batches.discard(batch)
-            self._cond.notify_all()  # its share of the window goes to the others
-
-    def _has_room(self, batch: Batch, nbytes: int, spare: int = 0) -> bool:
-        """Whether ``batch`` may open one more task within its share of the windows.
-
-        ``spare``: and room for that many more tasks besides, once the share
-        is large enough to leave it.
-        """
-        if not batch._open:
-            return True  # every batch may always have one task open
-        active = sum(1 for b in self._batches if b._open) or 1
-        share = max(1, self.max_in_flight // active)
-        spare = min(spare, share // 8)
-        return (len(batch._open) + spare < share
-                and batch._bytes + nbytes <= max(1, self.max_bytes_in_flight // active))
-
-    def _new_task(self) -> int:
+    def new_task_id(self) -> int:
+        """A task id unique on this scheduler."""
         return next(self._task_ids)
 
     # -- the seed's verbs: the calling thread's default batch --------------------------
@@ -162,8 +156,7 @@ class Scheduler(Observable):
     @property
     def total_open_tasks(self) -> int:
         """Open tasks of every batch on this scheduler."""
-        with self._cond:
-            return sum(len(b._open) for b in self._batches)
+        return self.window.total_open()
 
     def add_task(self, data, task_callable: TaskCallable | Callable | None = None,
                  info: TaskInfo | None = None) -> int:
@@ -183,10 +176,8 @@ class Scheduler(Observable):
         ``get_results`` (a run raises it from ``result()``); a batch with
         nothing submitted is not touched.
         """
-        with self._cond:
-            batches = list(self._batches)
         return sum(b.cancel(CancelledError("cancelled by scheduler.cancel()"))
-                   for b in batches)
+                   for b in self.window.owners())
 
     def on_shutdown(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` when the scheduler shuts down (views stop their servers so)."""
@@ -195,12 +186,12 @@ class Scheduler(Observable):
 
     def shutdown(self) -> None:
         """Cancel every batch (their owners raise ``SchedulerError``), release the backend."""
-        with self._cond:
+        with self.window.lock:
             if self._closed:
                 return
             self._closed = True
-            batches = list(self._batches)
-            self._cond.notify_all()
+            batches = self.window.owners()
+            self.window.lock.notify_all()
         for b in batches:
             b.cancel(SchedulerError(f"{type(self).__name__} was shut down while the batch "
                                     "had tasks to finish"))
@@ -226,11 +217,11 @@ class Scheduler(Observable):
     def __exit__(self, *exc):
         self.shutdown()
 
-    # -- for backends ------------------------------------------------------------------
+    # -- for batches and backends: the one path of an outcome ----------------------------
 
-    def _complete(self, entry: OpenTask, outcome=None, error: BaseException | None = None
-                  ) -> None:
-        """Record one completed task, exactly once; any thread may call this."""
+    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None
+               ) -> None:
+        """Record one completed task in its batch, exactly once, and announce it."""
         def announce(error):
             if error is None:
                 self.emit(TaskFinished(entry.info, outcome.worker, outcome.start, outcome.end,
@@ -241,14 +232,10 @@ class Scheduler(Observable):
                                      getattr(error, "original_type", None)
                                      or type(error).__name__,
                                      str(error), getattr(error, "remote_traceback", None)))
-        entry.batch._task_done(entry, outcome, error, announce)
+        entry.batch.record(entry, outcome, error, announce)
 
-    def _wait(self, ready: Callable[[], bool]) -> None:
-        with self._cond:
-            while not ready():
-                self._cond.wait()
-
-    def _check_usable(self) -> None:
+    def check_usable(self) -> None:
+        """Raise a ``SchedulerError`` once the scheduler is shut down."""
         if self._closed:
             raise SchedulerError(f"{type(self).__name__} is shut down")
 
@@ -272,42 +259,42 @@ class Scheduler(Observable):
         >>> LocalScheduler().run_on_workers(lambda: 42)
         {'local': 42}
         """
-        self._check_usable()
+        self.check_usable()
         return {"local": fn(*args)}
 
-    # -- what a backend implements ------------------------------------------------------
+    # -- what a backend implements (batches call these) ------------------------------------
 
-    def _ship(self, task_callable: TaskCallable):
+    def ship_callable(self, task_callable: TaskCallable):
         """Send a callable to where tasks run (once, not per task); a handle to it."""
         return task_callable
 
-    def _alive(self, shipped) -> bool:
+    def callable_alive(self, shipped) -> bool:
         """Whether a shipped callable is still there (its holders may be lost)."""
         return True
 
-    def _release(self, shipped) -> None:
+    def release_callable(self, shipped) -> None:
         """Drop a shipped callable nobody needs any more."""
 
-    def _submit(self, entry: OpenTask, data):
-        """Start one task; return a handle that ``_cancel_handles`` understands."""
+    def start_task(self, entry: OpenTask, data):
+        """Start one opened task; a handle to it, or ``None``."""
         raise NotImplementedError
 
-    def _submit_group(self, group: list) -> list | None:
-        """Start several tasks, ``[(entry, data), ...]``, in one call; their handles.
+    def start_tasks(self, group: list) -> list | None:
+        """Start several opened tasks, ``[(entry, data), ...]``, in one call; their handles.
 
-        ``None`` (the default): this backend starts them one by one with ``_submit``.
+        ``None`` (the default): this backend starts them one by one with :meth:`start_task`.
         """
         return None
 
-    def _cancel_handles(self, handles: list) -> None:
-        """Cancel started tasks."""
+    def cancel_tasks(self, entries: list, handles: list) -> None:
+        """Cancel open tasks (their batch forgot them) and other handles a batch tracked."""
 
     def _close(self) -> None:
         """Release the backend."""
 
 
-def _as_labkit_error(exc: BaseException, info: TaskInfo, worker: str | None):
+def as_labkit_error(exc: BaseException, info: TaskInfo, worker: str | None):
     """A labkit error located at ``info``; other exceptions become TaskError."""
-    if type(exc).__name__ == "CancelledError" and not isinstance(exc, CancelledError):
+    if is_cancelled(exc) and not isinstance(exc, CancelledError):
         return CancelledError("task was cancelled outside labkit", **info.where(), worker=worker)
     return located(exc, **info.where(), worker=worker)

@@ -52,30 +52,28 @@ class Batch(StartsTasks):
     """
 
     def __init__(self, scheduler, result_container: ResultContainer | None = None,
-                 info: TaskInfo | None = None, control=None, _default: bool = False,
+                 info: TaskInfo | None = None, control=None, default: bool = False,
                  name: str | None = None, total: int | None = None):
         self.scheduler = scheduler
         self.result_container = (check_container(result_container)
                                  if result_container is not None else ListResultContainer())
         self._template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
         self.id = self._template.run
-        self._cond = scheduler._cond           # one condition for every batch's book-keeping
+        self.window = scheduler.window          # one lock for every batch's book-keeping
+        self._share = self.window.join(self)
         self._results_lock = threading.RLock()  # the container is used by one thread at a time
         self._ship_lock = threading.Lock()
-        self._open: dict[int, OpenTask] = {}
         self._tracked: list = []                # backend handles made outside add_task
-        self._bytes = 0
         self._error: BaseException | None = None
         self._submitted = 0                     # tasks added since results were handed over
         self._next_chunk = 0
         self._callable: TaskCallable | None = None
         self._shipped = None
-        self._default, self._closed = _default, False
+        self._default, self._closed = default, False
         self._control = control
         # a user's own tasks are runs of their own on a board (see .batch_runs)
-        self.as_run = BatchRun(self, name or ("add_task" if _default else "tasks"), total) \
+        self.as_run = BatchRun(scheduler, name or ("add_task" if default else "tasks"), total) \
             if info is None else None
-        scheduler._register(self)
         if control is not None:
             control.attach(self)
 
@@ -84,7 +82,7 @@ class Batch(StartsTasks):
     @property
     def n_open_tasks(self) -> int:
         """Tasks of this batch submitted and not yet completed."""
-        return len(self._open)
+        return self.window.n_open(self._share)
 
     def get_results(self):
         """Wait for every open task of the batch; hand over ``result_container.get_results()``.
@@ -96,14 +94,15 @@ class Batch(StartsTasks):
         __tracebackhide__ = True
         self._check_open()
         try:
-            self.scheduler._wait(lambda: not self._open or self._error is not None)
+            self.window.wait(lambda: not self.window.n_open(self._share)
+                             or self._error is not None)
         except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
             self.cancel()
             raise
         self._raise_pending()
         with self._results_lock:
             results = self.result_container.get_results()
-        with self._cond:
+        with self.window.lock:
             self._submitted, self._next_chunk = 0, 0
         if self.as_run is not None:
             self.as_run.ended()
@@ -117,15 +116,15 @@ class Batch(StartsTasks):
         to lose and is left as it is.  Returns how many tasks (tracked ones
         included) were open.
         """
-        with self._cond:
-            n_open = len(self._open) + len(self._tracked)
+        with self.window.lock:
+            n_open = self.window.n_open(self._share) + len(self._tracked)
             lost = self._submitted > 0 or bool(self._tracked) or not self._default
             if lost and self._error is None and not self._closed:
                 self._error = reason or CancelledError(
                     f"the batch was cancelled with {n_open} task(s) open")
-            handles = self._clear()
+            entries, handles = self._clear()
             error = self._error
-        self.scheduler._cancel_handles(handles)
+        self.scheduler.cancel_tasks(entries, handles)
         with self._results_lock:
             discard(self.result_container)
         if self.as_run is not None and lost:   # the cycle ends now, not at the next call
@@ -139,16 +138,16 @@ class Batch(StartsTasks):
         cancel of the batch, its run or its scheduler then reaches them too;
         :meth:`check` raises the reason.  :meth:`untrack` them once done.
         """
-        with self._cond:
+        with self.window.lock:
             self._tracked.extend(handles)
             cancelled = self._error is not None or self._closed
         if cancelled:
-            self.scheduler._cancel_handles(list(handles))
+            self.scheduler.cancel_tasks([], list(handles))
 
     def untrack(self, handles) -> None:
         """Stop tracking ``handles`` (they are done)."""
         ids = {id(h) for h in handles}
-        with self._cond:
+        with self.window.lock:
             self._tracked = [h for h in self._tracked if id(h) not in ids]
 
     def check(self) -> None:
@@ -159,10 +158,10 @@ class Batch(StartsTasks):
         """Cancel what is still open and leave the scheduler; idempotent."""
         if self._closed:
             return
-        with self._cond:
-            handles = self._clear()
+        with self.window.lock:
+            entries, handles = self._clear()
             self._closed = True
-        self.scheduler._cancel_handles(handles)
+        self.scheduler.cancel_tasks(entries, handles)
         with self._results_lock:
             discard(self.result_container)
         if self._control is not None:
@@ -170,10 +169,10 @@ class Batch(StartsTasks):
         if self.as_run is not None:
             self.as_run.ended(CancelledError("the batch was closed with tasks open")
                               if self._submitted else None)
-        self.scheduler._unregister(self)
+        self.window.leave(self._share)
         shipped, self._shipped = self._shipped, None
         if shipped is not None:
-            self.scheduler._release(shipped)
+            self.scheduler.release_callable(shipped)
 
     def __enter__(self):
         return self
@@ -186,17 +185,20 @@ class Batch(StartsTasks):
 
     # -- for the scheduler and its backends --------------------------------------------------
 
-    def _task_done(self, entry: OpenTask, outcome=None, error: BaseException | None = None,
-                   announce: Callable[[BaseException | None], Any] | None = None):
+    def is_open(self, entry: OpenTask) -> bool:
+        """Whether ``entry`` still waits for its outcome (not recorded, not cancelled)."""
+        return self.window.is_open(self._share, entry.info.task, entry)
+
+    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None,
+               announce: Callable[[BaseException | None], Any] | None = None):
         """Record one completed task, exactly once: ``(recorded, its error or None)``.
 
         ``announce(error)`` runs once the result is recorded and before the owner
         is woken, so a run never ends before the events of its own tasks.
         """
         with self._results_lock:
-            with self._cond:
-                if not entry.is_open():
-                    return False, None  # already completed, or its batch was cancelled
+            if not self.is_open(entry):
+                return False, None  # already completed, or its batch was cancelled
             if error is None:
                 try:
                     self.result_container.add_result(outcome.result, entry.info.chunk)
@@ -204,25 +206,23 @@ class Batch(StartsTasks):
                     error = located(exc, **entry.info.where(), worker=outcome.worker)
             if announce is not None:
                 announce(error)
-            with self._cond:
-                self._open.pop(entry.info.task, None)
-                self._bytes -= entry.nbytes
+            with self.window.lock:
                 if error is not None and self._error is None:
                     self._error = error
-                self._cond.notify_all()
+                self.window.close(self._share, entry.info.task, entry)
         return True, error
 
-    def _live_callable(self, entry: OpenTask):
+    def shipped_callable(self, entry: OpenTask):
         """The shipped callable of ``entry``, shipped again if its holders were lost."""
         s = self.scheduler
         with self._ship_lock:
-            if entry.shipped is not None and s._alive(entry.shipped):
+            if entry.shipped is not None and s.callable_alive(entry.shipped):
                 return entry.shipped
-            fresh = s._ship(entry.callable)
+            fresh = s.ship_callable(entry.callable)
             if entry.callable is self._callable:
                 old, self._shipped = self._shipped, fresh
                 if old is not None:
-                    s._release(old)
+                    s.release_callable(old)
             entry.shipped = fresh
             return fresh
 
@@ -230,32 +230,25 @@ class Batch(StartsTasks):
 
     def _drop(self, entry: OpenTask) -> None:
         """Forget a task whose submission failed: it was never open."""
-        with self._cond:
-            if self._open.pop(entry.info.task, None) is not None:
-                self._bytes -= entry.nbytes
+        with self.window.lock:
+            if self.window.close(self._share, entry.info.task, entry):
                 self._submitted -= 1
-            self._cond.notify_all()
 
-    def _clear(self) -> list:
-        """Forget every open task (under the condition); their handles, for cancelling."""
-        handles = [e.handle for e in self._open.values() if e.handle is not None]
-        handles += self._tracked
-        self._open.clear()
-        self._tracked = []
-        self._bytes = 0
-        self._cond.notify_all()
-        return handles
+    def _clear(self) -> tuple[list, list]:
+        """Forget every open task (under the lock): the entries and tracked handles, to cancel."""
+        handles, self._tracked = self._tracked, []
+        return self.window.clear(self._share), handles
 
     def _raise_pending(self) -> None:
         """Raise the batch's first error, after cancelling what is open and starting afresh."""
         __tracebackhide__ = True
-        with self._cond:
+        with self.window.lock:
             error, self._error = self._error, None
             if error is None:
                 return
-            handles = self._clear()
+            entries, handles = self._clear()
             self._submitted, self._next_chunk = 0, 0
-        self.scheduler._cancel_handles(handles)
+        self.scheduler.cancel_tasks(entries, handles)
         with self._results_lock:
             discard(self.result_container)
         raise for_caller(error) from error.__cause__

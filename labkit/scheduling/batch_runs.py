@@ -26,7 +26,6 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 
 from ..errors import CancelledError
@@ -36,24 +35,22 @@ __all__ = ["BatchRun"]
 
 
 class BatchRun:
-    """The run events of one user batch's cycles."""
+    """The run events of one user batch's cycles, sent through its scheduler."""
 
-    def __init__(self, batch, name: str, total: int | None = None):
-        self.batch, self.name, self.total = batch, name, total
+    def __init__(self, scheduler, name: str, total: int | None = None):
+        self.scheduler, self.name, self.total = scheduler, name, total
         self.current: str | None = None   # the run id of the cycle under way
 
-    def opening(self) -> None:
-        """A task opens: a new cycle (a new run) starts if none is under way."""
+    def opening(self) -> str | None:
+        """A task opens: a new cycle (a new run) starts if none is under way; its id if so."""
         if self.current is not None:
-            return
+            return None
         self.current = f"tasks-{uuid.uuid4().hex[:8]}"
-        batch = self.batch
-        batch._template = dataclasses.replace(batch._template, run=self.current,
-                                              node_name=self.name)
         detail = {"name": self.name}
         if self.total is not None:
             detail["total"] = self.total
-        batch.scheduler.emit(RunStarted(self.current, "tasks", 1, detail=detail))
+        self.scheduler.emit(RunStarted(self.current, "tasks", 1, detail=detail))
+        return self.current
 
     def ended(self, error: BaseException | None = None) -> None:
         """The cycle ended: its results were handed over, or ``error`` was raised."""
@@ -61,6 +58,6 @@ class BatchRun:
         if run is None:
             return
         cancelled = isinstance(error, CancelledError)
-        self.batch.scheduler.emit(RunFinished(run, ok=error is None,
-                                              error=None if error is None else str(error),
-                                              cancelled=cancelled))
+        self.scheduler.emit(RunFinished(run, ok=error is None,
+                                        error=None if error is None else str(error),
+                                        cancelled=cancelled))

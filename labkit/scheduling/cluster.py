@@ -29,16 +29,23 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import logging
 import os
+from typing import Any
 
 import dask
 
-from ..errors import InputError
-from .connect import check_limit
+from ..constraints import Options, check_argument
+from ..errors import InputError, LabkitError, SchedulerError
+from .connect import check_client, check_limit, connect
 
 __all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "check_cluster_keywords",
-           "cores", "no_message_log"]
+           "cores", "no_message_log", "check_cluster_choice", "Opened", "open_cluster", "run_on_workers",
+           "dashboard_link"]
+
+logger = logging.getLogger("labkit.scheduling")
 
 MODES = ("auto", "threads", "processes")
 
@@ -53,13 +60,12 @@ def cores() -> int:
 
 def resolve_mode(mode: str, processes: bool | None) -> str:
     """The mode for ``mode`` and LocalCluster's ``processes`` keyword."""
-    if mode not in MODES:
-        raise InputError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    check_argument("mode", mode, [Options(MODES)])
     if processes is None:
         return mode
     wanted = "processes" if processes else "threads"
     if mode not in ("auto", wanted):
-        raise InputError(f"mode={mode!r} contradicts processes={processes!r}")
+        raise InputError(f"mode={mode!r} contradicts processes={processes!r}", argument="mode")
     return wanted
 
 
@@ -121,3 +127,82 @@ def no_message_log():
     this context keep no log.
     """
     return dask.config.set({"distributed.admin.low-level-log-length": 0})
+
+
+def check_cluster_choice(address, client, embedded: dict) -> None:
+    """The rules between arguments: an address or a client, and cluster options for neither.
+
+    ``embedded``: the options that size or shape an embedded cluster, as given
+    (those of an existing cluster would be ignored: it is used as it is).
+    """
+    if address is not None and client is not None:
+        raise InputError("give the scheduler's address or a client, not both",
+                         argument="address")
+    given = [name for name, value in embedded.items()
+             if value is not None and not (name == "mode" and value == "auto")]
+    if given and (address is not None or client is not None):
+        raise InputError(f"{', '.join(given)} shape the embedded cluster only; a cluster "
+                         f"given by {'address' if address is not None else 'client'} is used "
+                         "as it is", argument=given[0])
+    if client is not None:
+        check_client(client)   # an open one
+
+
+@dataclasses.dataclass
+class Opened:
+    """A client and what it reaches: ``cluster`` is ``None`` unless labkit started it."""
+
+    client: Any
+    cluster: Any
+    owns_client: bool
+    mode: str                 # "auto", "threads", "processes", or "existing"
+    in_process: bool          # the workers are threads of this process
+
+
+def open_cluster(address, client, mode: str, n_workers, threads_per_worker, connect_timeout,
+                 cluster_kwargs: dict) -> Opened:
+    """The client of ``client``, of the scheduler at ``address``, or of a new embedded cluster."""
+    from distributed import Client
+    cluster = None
+    if client is not None:
+        opened = Opened(client, None, False, "existing", False)
+    else:
+        with no_message_log():
+            if address is not None:
+                opened = Opened(connect(address, connect_timeout), None, True, "existing", False)
+            else:
+                size = cluster_size(mode, n_workers, threads_per_worker)
+                cluster = start_cluster(mode, *size, **cluster_kwargs)
+                opened = Opened(Client(cluster), cluster, True, mode, False)
+    nthreads = opened.client.nthreads()
+    # a client of someone else's in-process cluster: its workers are threads here too
+    opened.in_process = opened.mode in ("auto", "threads") or (
+        bool(nthreads) and all(a.startswith("inproc://") for a in nthreads))
+    return opened
+
+
+def run_on_workers(client, fn, *args) -> dict:
+    """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
+    try:
+        results = client.run(fn, *args, on_error="return")
+    except Exception as exc:
+        raise SchedulerError(f"could not reach the workers: {type(exc).__name__}: "
+                             f"{exc}") from exc
+    failed = {w: r for w, r in results.items() if isinstance(r, BaseException)}
+    for worker, error in failed.items():
+        if isinstance(error, LabkitError):
+            raise error.locate(worker=worker)
+        logger.warning("labkit: worker %s did not answer (%s: %s)", worker,
+                       type(error).__name__, error)
+    return {w: r for w, r in results.items() if w not in failed}
+
+
+def dashboard_link(opened: Opened) -> str | None:
+    """Link to Dask's own dashboard, when it runs one."""
+    if opened.cluster is not None and opened.in_process:
+        # Dask names an in-process cluster's host after the machine's address,
+        # where its dashboard does not listen: it binds 127.0.0.1 only.
+        server = getattr(opened.cluster.scheduler, "http_server", None)
+        port = getattr(server, "port", None)
+        return f"http://127.0.0.1:{port}/status" if port else None
+    return getattr(opened.client, "dashboard_link", None)

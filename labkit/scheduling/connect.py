@@ -16,7 +16,7 @@ Examples
 >>> check_address("not an address")
 Traceback (most recent call last):
 ...
-labkit.errors.InputError: not a Dask scheduler address: 'not an address'; expected 'tcp://host:port', e.g. 'tcp://127.0.0.1:8786' [address 'not an address']
+labkit.errors.InputError: address must be a Dask scheduler address (a str) such as 'tcp://host:port', e.g. 'tcp://127.0.0.1:8786'; got 'not an address' (str) [argument address]
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ import os
 import re
 import time
 
+from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
+from .dask_adapter import scheduler_identity
 
 __all__ = ["CONNECT_TIMEOUT", "SCATTER_TIMEOUT", "check_address", "check_client",
            "check_limit", "connect_timeout", "connect", "on_loopback", "scheduler_identity",
-           "scatter_everywhere"]
+           "scatter_everywhere", "is_address", "is_seconds", "SECONDS", "ADDRESS", "CLIENT"]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
@@ -39,50 +41,51 @@ CONNECT_TIMEOUT = 10.0
 #: given up and tried again without the workers that did not answer.
 SCATTER_TIMEOUT = 10.0
 
+#: The rule of a timeout: a positive, finite number of seconds (or a string of one).
+SECONDS = Satisfies(lambda value: is_seconds(value), "a positive, finite number of seconds")
+
 # Schemes whose location is host:port (Dask's tcp and tls, and their IPv6 forms).
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+):(\d+)$")
 
 
-def check_address(address) -> str:
-    """``address`` if it looks like a Dask scheduler's address, else an ``InputError``.
+def is_address(address) -> bool:
+    """Whether ``address`` looks like a Dask scheduler's address.
 
     ``host:port`` without a scheme is Dask's TCP.  Other schemes (``inproc``,
     ``ucx``, ...) are left to Dask to judge.
     """
     if not isinstance(address, str):
-        raise InputError(f"the scheduler address must be a str such as 'tcp://host:8786', "
-                         f"got {type(address).__name__} {address!r}", address=repr(address))
+        return False
     scheme, _, location = address.rpartition("://")
     if scheme in ("", "tcp", "tls"):
         match = _HOST_PORT.match(location)
-        if match is None or not 0 < int(match.group(2)) < 65536:
-            raise InputError(f"not a Dask scheduler address: {address!r}; expected "
-                             f"'tcp://host:port', e.g. 'tcp://127.0.0.1:8786'",
-                             address=repr(address))
-    return address
+        return match is not None and 0 < int(match.group(2)) < 65536
+    return True
+
+
+#: The rule of a scheduler address.
+ADDRESS = Satisfies(is_address, "a Dask scheduler address (a str) such as 'tcp://host:port', "
+                                "e.g. 'tcp://127.0.0.1:8786'")
+
+
+def check_address(address) -> str:
+    """``address`` if it looks like a Dask scheduler's address, else an ``InputError``."""
+    return check_argument("address", address, [ADDRESS])
+
+
+#: The rule of a client (a cluster by address is passed first, not as ``client=``).
+CLIENT = InstanceOf("distributed.Client", "a distributed.Client (to reach a cluster by "
+                                          "address, pass it first: "
+                                          "lk.DaskScheduler('tcp://host:8786'))")
 
 
 def check_client(client):
     """``client`` if it is an open ``distributed.Client``, else a labkit error."""
-    from distributed import Client
-    if not isinstance(client, Client):
-        raise InputError(f"client must be a distributed.Client, got {type(client).__name__} "
-                         f"{client!r:.60}; to reach a cluster by address, pass it first: "
-                         f"lk.DaskScheduler('tcp://host:8786')", argument="client")
+    check_argument("client", client, [CLIENT])
     if client.status in ("closing", "closed"):
         raise SchedulerError(f"the client given is {client.status}; open a new one",
                              argument="client")
     return client
-
-
-def scheduler_identity(client) -> dict:
-    """The scheduler's identity, every worker included, asked of the scheduler itself.
-
-    ``client.scheduler_info()`` hands back a cache that the client's own periodic
-    refresh overwrites with a copy listing no worker at all; under load that copy
-    won often enough that a live worker looked lost.
-    """
-    return client.sync(client.scheduler.identity, n_workers=-1)
 
 
 def on_loopback(addresses) -> bool:
@@ -109,24 +112,31 @@ def on_loopback(addresses) -> bool:
 
 def check_limit(name: str, value, allow_none: bool = True) -> None:
     """An ``InputError`` unless ``value`` is a positive int (or ``None`` where allowed)."""
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"{name} must be a positive int, got {value!r}", argument=name)
+    check_argument(name, value, [POSITIVE_INT, None] if allow_none else [POSITIVE_INT])
+
+
+def is_seconds(value) -> bool:
+    """Whether ``value`` reads as a positive, finite number of seconds.
+
+    >>> is_seconds(2.5), is_seconds("10"), is_seconds(0), is_seconds(float("inf"))
+    (True, True, False, False)
+    """
+    if isinstance(value, bool):
+        return False
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return False
+    # inf: Dask would report a refusal as "within inf s"
+    return 0 < seconds < float("inf")
 
 
 def connect_timeout(value=None) -> float:
     """The seconds to wait for a scheduler: ``value``, the environment's, or the default."""
     if value is None:
         value = os.environ.get("LABKIT_CONNECT_TIMEOUT", CONNECT_TIMEOUT)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if not 0 < seconds < float("inf"):   # inf: Dask would report a refusal as "within inf s"
-        raise InputError(f"connect_timeout must be a positive, finite number of seconds, got "
-                         f"{value!r}", argument="connect_timeout")
-    return seconds
+    check_argument("connect_timeout", value, [SECONDS])
+    return float(value)
 
 
 def connect(address: str, timeout=None):

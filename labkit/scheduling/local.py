@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import LabkitError
 from ..events import TaskStarted
-from .base import Scheduler, _as_labkit_error
+from .base import Scheduler, as_labkit_error
 from .task import is_delayed, is_future, run_task
 
 __all__ = ["LocalScheduler", "resolve_local"]
@@ -34,15 +34,16 @@ class LocalScheduler(Scheduler):
     [3]
     """
 
-    def _submit(self, entry, data):
+    def start_task(self, entry, data):
+        """Run the task now, in the calling thread; its outcome goes the one way (``record``)."""
         info = entry.info
         self.emit(TaskStarted(info, "local"))
         try:
             outcome = run_task(entry.callable, resolve_local(data), info, worker="local")
         except LabkitError as err:
-            self._complete(entry, error=err)
+            self.record(entry, error=err)
         except Exception as exc:  # resolving a future/delayed can fail too
-            self._complete(entry, error=_as_labkit_error(exc, info, "local"))
+            self.record(entry, error=as_labkit_error(exc, info, "local"))
         else:
-            self._complete(entry, outcome)
+            self.record(entry, outcome)
         return None

@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
+from ..constraints import HasMethods, check_argument
 
 __all__ = ["ResultContainer", "ListResultContainer", "OrderedResultContainer",
-           "check_container", "discard"]
+           "check_container", "discard", "RESULT_CONTAINER"]
+
+#: The rule of a result container: anything with ``add_result`` and ``get_results``.
+RESULT_CONTAINER = HasMethods(("add_result", "get_results"),
+                              "a ResultContainer (add_result and get_results), "
+                              "e.g. lk.OrderedResultContainer()")
 
 
 def check_container(container) -> Any:
     """``container`` if it can take results (``add_result``, ``get_results``), else an
     InputError naming the argument: given at once, not failing in the first task's completion.
     """
-    if container is None or all(callable(getattr(container, verb, None))
-                                for verb in ("add_result", "get_results")):
-        return container
-    raise InputError("result_container must be a ResultContainer (add_result and "
-                     f"get_results), e.g. lk.OrderedResultContainer(), got "
-                     f"{type(container).__name__} {container!r:.60}", argument="result_container")
+    return check_argument("result_container", container, [RESULT_CONTAINER, None])
 
 
 def discard(container) -> None:

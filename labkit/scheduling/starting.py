@@ -4,7 +4,7 @@
 ``add_task`` and ``add_tasks``.  A task is first *opened* (counted against the
 batch's share of the windows, once there is room) and then *started* by the
 scheduler's backend.  Tasks opened together start in one call where the
-backend can (``Scheduler._submit_group``: one ``client.map`` for Dask workers
+backend can (``Scheduler.start_tasks``: one ``client.map`` for Dask workers
 that are threads of this process), which costs the client one graph update
 instead of one a task.  A task that cannot start is dropped, never counted
 as open, and the error names its chunk.
@@ -41,11 +41,12 @@ class OpenTask:
     handle: Any = None          # the backend's handle, for cancelling
     data: Any = None            # kept by backends that may have to send the chunk again
     reference: Any = None       # the input handed by reference, held until the task is done
+    route: Any = None           # the transport that carries it (see .transport)
     attempts: int = 1
 
     def is_open(self) -> bool:
         """Whether this task still waits for its outcome (not recorded, not cancelled)."""
-        return self.batch._open.get(self.info.task) is self
+        return self.batch.is_open(self)
 
 
 class StartsTasks:
@@ -119,7 +120,7 @@ class StartsTasks:
                     check()
                 nbytes = chunk_nbytes(chunk)
                 if group and not (ready and len(group) < GROUP_MAX
-                                  and self.scheduler._has_room(self, nbytes)):
+                                  and self.window.has_room(self._share, nbytes)):
                     started, group = group, []   # _start drops what it could not start
                     self._start(started)
                 # a full window refills in groups, not one task as each one ends
@@ -139,11 +140,11 @@ class StartsTasks:
                    spare: int = 0) -> OpenTask:
         """Count one task open once the window has room (it is not started yet).
 
-        ``spare``: wait until there is room for that many more (see ``Scheduler._has_room``).
+        ``spare``: wait until there is room for that many more (see ``Window.has_room``).
         """
         __tracebackhide__ = True
-        s = self.scheduler
-        s._check_usable()
+        s, window = self.scheduler, self.window
+        s.check_usable()
         self._check_open()
         self._raise_pending()
         if task_callable is not None:
@@ -151,16 +152,18 @@ class StartsTasks:
         if self._callable is None:
             raise SchedulerError("add_task needs a task_callable (none was given yet)")
         nbytes = chunk_nbytes(data) if nbytes is None else nbytes
-        s._wait(lambda: s._has_room(self, nbytes, spare) or self._error is not None
-                or s.closed)
-        s._check_usable()
+        window.wait(lambda: window.has_room(self._share, nbytes, spare)
+                    or self._error is not None or s.closed)
+        s.check_usable()
         self._raise_pending()
         if self.as_run is not None and info is None:
-            self.as_run.opening()
+            run = self.as_run.opening()   # a new cycle: its tasks carry the cycle's run
+            if run is not None:
+                self._template = dataclasses.replace(self._template, run=run,
+                                                     node_name=self.as_run.name)
         entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
-        with self._cond:
-            self._open[entry.info.task] = entry
-            self._bytes += nbytes
+        with window.lock:
+            window.open(self._share, entry.info.task, entry, nbytes)
             self._submitted += 1
         return entry
 
@@ -175,7 +178,7 @@ class StartsTasks:
         for entry, _ in group:
             s.emit(TaskSubmitted(entry.info))
         try:
-            handles = s._submit_group(group) if len(group) > 1 else None
+            handles = s.start_tasks(group) if len(group) > 1 else None
         except Exception as exc:
             self._fail_start(group, exc)
         for index, (entry, data) in enumerate(group):
@@ -183,7 +186,7 @@ class StartsTasks:
                 handle = handles[index]
             else:
                 try:
-                    handle = s._submit(entry, data)
+                    handle = s.start_task(entry, data)
                 except Exception as exc:
                     self._fail_start(group[index:], exc)
             if handle is not None:
@@ -205,11 +208,11 @@ class StartsTasks:
         tc = self._as_task_callable(task_callable)
         if tc is self._callable:
             return
-        shipped = self.scheduler._ship(tc)
+        shipped = self.scheduler.ship_callable(tc)
         with self._ship_lock:
             old, self._callable, self._shipped = self._shipped, tc, shipped
         if old is not None:
-            self.scheduler._release(old)
+            self.scheduler.release_callable(old)
 
     def _as_task_callable(self, fn) -> TaskCallable:
         """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
@@ -224,10 +227,10 @@ class StartsTasks:
         return FunctionCallable(fn)
 
     def _next_info(self, info: TaskInfo | None) -> TaskInfo:
-        task = self.scheduler._new_task()
+        task = self.scheduler.new_task_id()
         if info is not None:
             return dataclasses.replace(info, task=task)
-        with self._cond:
+        with self.window.lock:
             chunk, self._next_chunk = self._next_chunk, self._next_chunk + 1
         return dataclasses.replace(self._template, task=task, chunk=chunk)
 

@@ -18,13 +18,14 @@ from typing import Any, Callable
 
 from ..errors import LabkitError, TaskError, require_callable
 from ..events import TaskInfo
+from .dask_adapter import is_delayed, is_future, is_task_graph, task_graph
 from .quiet import install as _quiet_worker_log
 from .reference import unwrap
 from .shared import SharedChunk, unmap
 
 __all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "run_task_here",
-           "n_samples",
-           "is_delayed", "is_future", "LazyChunk", "lazy_chunk", "current_task"]
+           "HereTask", "n_samples", "is_delayed", "is_future", "LazyChunk", "lazy_chunk",
+           "current_task", "worker_address"]
 
 # This module is imported wherever a labkit task runs (a Dask worker unpickling
 # run_task): from then on the worker leaves reporting labkit's failures to labkit.
@@ -125,18 +126,6 @@ def n_samples(data) -> int | None:
     return int(shape[0]) if shape else None
 
 
-def is_delayed(obj) -> bool:
-    """Whether ``obj`` is a ``dask.delayed`` object (it answers any ``hasattr``)."""
-    kind = type(obj)
-    return kind.__name__ == "Delayed" and kind.__module__.startswith("dask")
-
-
-def is_future(obj) -> bool:
-    """Whether ``obj`` is a ``distributed`` future."""
-    kind = type(obj)
-    return kind.__name__ == "Future" and kind.__module__.startswith("distributed")
-
-
 class LazyChunk:
     """A chunk not computed yet: its own small task graph, computed inside the task.
 
@@ -156,9 +145,8 @@ class LazyChunk:
         A culled block graph holds a task or two; walking it directly costs a
         third of ``get_sync`` (about 50 µs against 140 µs a chunk).
         """
-        from dask._task_spec import GraphNode
         graph = self.graph
-        if len(graph) <= 64 and all(isinstance(node, GraphNode) for node in graph.values()):
+        if len(graph) <= 64 and is_task_graph(graph):
             return _evaluate(graph, self.key, {})
         from dask.local import get_sync
         return get_sync(self.graph, self.key)
@@ -204,14 +192,14 @@ def _as_dicts(graph) -> tuple[dict, dict]:
     global _last_graph
     held, as_dict, converted = _last_graph
     if held is not graph:
-        from dask._task_spec import convert_legacy_graph
         as_dict = dict(graph)
-        converted = convert_legacy_graph(as_dict)
+        converted = task_graph(as_dict)
         _last_graph = (graph, as_dict, converted)
     return as_dict, converted
 
 
-def _worker_address() -> str:
+def worker_address() -> str:
+    """The address of the Dask worker running this code, or ``"local"``."""
     try:
         from distributed import get_worker
         return get_worker().address
@@ -252,7 +240,7 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
     ``offload``: the token of an offload pool that runs GIL-holding callables.
     """
     start = time.time()
-    worker = worker or _worker_address()
+    worker = worker or worker_address()
     if topic is not None:
         _report_start(topic, info, worker, start)
     pool = None

@@ -208,7 +208,7 @@ def test_lazy_dask_blocks_are_computed_inside_their_training_task():
 
             def transition(self, key, start, finish, *args, **kwargs):
                 self.seen.add(str(key))
-        s._cluster.scheduler.add_plugin(Keys())
+        s.cluster.scheduler.add_plugin(Keys())
         flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)])
         flow.train([arr], scheduler=s)
         keys = sorted(Keys.seen)

@@ -46,9 +46,9 @@ def test_big_chunks_are_mapped_from_shared_memory(processes):
     assert kind_big == "mmap" and sum_big == float(big.sum())
     assert kind_small != "mmap" and sum_small == 40.0
     assert pid != os.getpid()
-    assert len(processes._shared) == 0
+    assert len(processes.route("shared-memory").segments) == 0
     # what is left waits for reuse, and goes with the scheduler (test_shutdown_...)
-    assert len(_segments() - before) <= len(processes._shared._free)
+    assert len(_segments() - before) <= len(processes.route("shared-memory").segments._free)
 
 
 def overwrite(x):
@@ -87,9 +87,9 @@ def test_cancelled_tasks_leave_no_segment(processes):
     with processes.batch() as batch:
         for i in range(6):
             batch.add_task(np.full((SHARE_BYTES // 8, 2), float(i)), slow_sum)
-        assert len(processes._shared) == 6
+        assert len(processes.route("shared-memory").segments) == 6
         assert batch.cancel() == 6
-    assert len(processes._shared) == 0
+    assert len(processes.route("shared-memory").segments) == 0
     assert _segments() <= before
 
 
@@ -117,7 +117,7 @@ def test_training_through_shared_memory_survives_a_killed_worker(recorder):
         starts.wait(4)
         os.kill(sorted(pids.values())[0], signal.SIGKILL)
         run.result(timeout=120)
-        assert len(s._shared) == 0
+        assert len(s.route("shared-memory").segments) == 0
     serial = lk.Flow([helpers.SlowPCA(delay=0.0, output_dim=3)])
     serial.train([data])
     helpers.assert_nodes_equal(serial[0], flow[0])
@@ -140,7 +140,7 @@ def test_threads_never_copy_into_shared_memory():
     big = np.ones((SHARE_BYTES // 8, 2))
     with lk.DaskScheduler(mode="threads", shared_memory=True) as s:
         s.add_task(big, lambda x: bool(np.shares_memory(x, big)))
-        assert s.get_results() == [True] and len(s._shared) == 0
+        assert s.get_results() == [True] and s.route("shared-memory") is None
 
 
 _KEPT = []   # on a worker: views of chunks that a task kept
@@ -165,14 +165,14 @@ def test_segments_are_reused_unless_a_view_outlives_the_task():
         first = np.full((SHARE_BYTES // 8, 2), 1.0)
         s.add_task(first, how_it_arrived)
         s.get_results()
-        assert s._shared.free_bytes >= first.nbytes          # kept for the next chunk
+        assert s.route("shared-memory").segments.free_bytes >= first.nbytes          # kept for the next chunk
         before = _segments()
         s.add_task(np.full_like(first, 2.0), how_it_arrived)
         assert s.get_results()[0][1] == 2.0 * first.size
         assert _segments() == before                         # the same segment again
         s.add_task(np.full_like(first, 3.0), keep_a_view)    # the worker keeps a view
         s.get_results()
-        assert s._shared.free_bytes == 0                     # so that segment is not reused
+        assert s.route("shared-memory").segments.free_bytes == 0                     # so that segment is not reused
         for value in (4.0, 5.0):
             s.add_task(np.full_like(first, value), how_it_arrived)
         s.get_results()

@@ -1,4 +1,4 @@
-"""Tasks on worker threads of this process: started in groups, recording their own outcome."""
+"""Outcomes on one thread: in-process tasks started in groups and delivering their own outcome."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ class GraphUpdates:
                 n = sum(1 for k in keys if str(k).startswith("labkit-"))
                 if n:
                     counts.append(n)
-        scheduler._cluster.scheduler.add_plugin(Plugin())
+        scheduler.cluster.scheduler.add_plugin(Plugin())
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_a_full_window_refills_in_groups_and_loses_nothing():
         assert sum(updates.counts) == 200
         assert max(updates.counts) <= 16              # never more than the window
         assert len(updates.counts) <= 100             # refilled two or more at a time
-        assert s._collector._entries == {} and s._collector._watched == {}
+        assert s.outcomes.followed == 0
 
 
 def test_a_task_error_is_recorded_in_the_task_with_its_place_and_traceback(threads, recorder):
@@ -102,14 +102,14 @@ def test_a_task_cancelled_outside_labkit_is_noticed_by_the_watch(threads):
     with threads.batch() as batch:
         batch.add_task(1, wait_for_cancel)
         assert started.wait(10)
-        (future,) = [f for f in threads._collector._watched.values()]
+        (future,) = [f for f in threads.outcomes.watched()]
         t0 = time.monotonic()
         threads.client.cancel([future], reason="stopped by hand")
         with pytest.raises(lk.CancelledError, match="cancelled outside labkit .stopped by hand") as caught:
             batch.get_results()
         assert time.monotonic() - t0 < 2.5     # the watch looked, not the task's end
         assert caught.value.where["chunk"] == 0
-    assert threads._collector._entries == {}
+    assert threads.outcomes.followed == 0
 
 
 def test_a_failing_source_leaves_no_task_opened_and_never_started(threads):

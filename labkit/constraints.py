@@ -1,0 +1,214 @@
+"""Argument rules declared once, beside what takes them, and checked in one place.
+
+After scikit-learn's ``_parameter_constraints``: a public constructor or
+function declares, next to its signature, what each argument may be, as a
+list of rules (any one of which is enough; ``None`` in the list allows
+``None``), and calls :func:`check_arguments` first thing.  A value that
+breaks its rules is an :class:`~labkit.errors.InputError` that names the
+argument, says what it must be and what it got, always in the same words:
+
+>>> RULES = {"n_workers": [Interval(int, 1), None], "mode": [Options(("auto", "threads"))]}
+>>> check_arguments(RULES, n_workers=2, mode="auto")
+>>> check_arguments(RULES, n_workers=0)
+Traceback (most recent call last):
+...
+labkit.errors.InputError: n_workers must be a positive int or None; got 0 (int) [argument n_workers]
+>>> check_arguments(RULES, mode="gpu")
+Traceback (most recent call last):
+...
+labkit.errors.InputError: mode must be one of 'auto', 'threads'; got 'gpu' (str) [argument mode]
+
+Rules: :class:`Interval` (numbers in a range; ``bool`` is never a number
+here), :class:`Options` (one of given values), :class:`InstanceOf` (of a
+type, by class or by ``"module.Class"`` name, imported only when checked),
+:class:`Callable` (a callable), :class:`HasMethods` (duck typing) and
+:class:`Satisfies` (a predicate with its description).  This module is on
+the ground floor: it imports nothing else of labkit but its errors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import numbers
+from typing import Any, Callable as CallableType, Iterable, Mapping
+
+from .errors import InputError
+
+__all__ = ["Rule", "Interval", "Options", "InstanceOf", "Callable", "HasMethods", "Satisfies",
+           "POSITIVE_INT", "check_arguments", "check_argument", "describe"]
+
+
+class Rule:
+    """One thing an argument may be."""
+
+    def accepts(self, value: Any) -> bool:
+        """Whether ``value`` keeps this rule."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """What a value keeping this rule is, to follow "must be"."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"<{type(self).__name__}: {self.describe()}>"
+
+
+class Interval(Rule):
+    """A number of ``kind`` (``int`` or ``float``) from ``low`` to ``high``.
+
+    ``closed`` says which ends belong to it: ``"both"`` (the default),
+    ``"left"``, ``"right"`` or ``"neither"``; ``None`` for an end leaves that
+    side open.  An ``int`` is a ``float`` here, ``bool`` neither; NaN never is.
+    """
+
+    def __init__(self, kind: type, low: float | None = None, high: float | None = None,
+                 closed: str = "both"):
+        if kind not in (int, float):
+            raise TypeError("Interval takes int or float")
+        self.kind, self.low, self.high, self.closed = kind, low, high, closed
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return False
+        wanted = numbers.Integral if self.kind is int else numbers.Real
+        if not isinstance(value, wanted) or (self.kind is float and math.isnan(value)):
+            return False
+        low_ok = self.low is None or (value >= self.low if self.closed in ("both", "left")
+                                      else value > self.low)
+        high_ok = self.high is None or (value <= self.high if self.closed in ("both", "right")
+                                        else value < self.high)
+        return bool(low_ok and high_ok)
+
+    def describe(self) -> str:
+        name = "an int" if self.kind is int else "a number"
+        if self.high is None and self.low in (0, 1) and (self.kind is int) == (self.low == 1) \
+                and self.closed in (("both", "left") if self.low == 1 else ("neither", "right")):
+            return f"a positive {'int' if self.kind is int else 'number'}"
+        parts = []
+        if self.low is not None:
+            parts.append(f">= {self.low}" if self.closed in ("both", "left") else f"> {self.low}")
+        if self.high is not None:
+            parts.append(f"<= {self.high}" if self.closed in ("both", "right")
+                         else f"< {self.high}")
+        return f"{name} {' and '.join(parts)}" if parts else name
+
+
+class Options(Rule):
+    """One of ``values`` (compared with ``==``)."""
+
+    def __init__(self, values: Iterable):
+        self.values = tuple(values)
+
+    def accepts(self, value: Any) -> bool:
+        try:
+            return any(value == option and type(value) is type(option) for option in self.values)
+        except Exception:  # a value whose == raises (an array) is no option
+            return False
+
+    def describe(self) -> str:
+        return f"one of {', '.join(map(repr, self.values))}"
+
+
+class InstanceOf(Rule):
+    """An instance of ``kind``: a class, or ``"module.Class"`` imported when first checked.
+
+    ``name`` is how the message calls it (the class's dotted name by default).
+    """
+
+    def __init__(self, kind: type | str, name: str | None = None):
+        self.kind, self.name = kind, name
+
+    def _class(self) -> type:
+        if isinstance(self.kind, str):
+            module, _, attr = self.kind.rpartition(".")
+            self.kind = getattr(importlib.import_module(module), attr)
+        return self.kind  # type: ignore[return-value]
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, self._class())
+
+    def describe(self) -> str:
+        if self.name:
+            return self.name
+        kind = self.kind if isinstance(self.kind, str) else \
+            f"{self.kind.__module__}.{self.kind.__qualname__}"
+        return f"a {kind.replace('builtins.', '')}"
+
+
+class Callable(Rule):
+    """Something callable."""
+
+    def accepts(self, value: Any) -> bool:
+        return callable(value)
+
+    def describe(self) -> str:
+        return "a callable"
+
+
+class HasMethods(Rule):
+    """An object with the methods ``names`` (say a result container's ``add_result``)."""
+
+    def __init__(self, names: Iterable[str], name: str | None = None):
+        self.names, self.name = tuple(names), name
+
+    def accepts(self, value: Any) -> bool:
+        return all(callable(getattr(value, method, None)) for method in self.names)
+
+    def describe(self) -> str:
+        return self.name or f"an object with {', '.join(self.names)}"
+
+
+class Satisfies(Rule):
+    """A value for which ``test(value)`` is true; ``description`` says what that means."""
+
+    def __init__(self, test: CallableType[[Any], bool], description: str):
+        self.test, self.description = test, description
+
+    def accepts(self, value: Any) -> bool:
+        try:
+            return bool(self.test(value))
+        except Exception:  # a test that cannot judge the value refuses it
+            return False
+
+    def describe(self) -> str:
+        return self.description
+
+
+#: The most common rule: a count or a size (``bool`` is not one).
+POSITIVE_INT = Interval(int, 1)
+
+
+def describe(rules: list) -> str:
+    """``rules`` in words, as "must be" continues: ``"a positive int or None"``."""
+    words = [rule.describe() for rule in rules if rule is not None]
+    if None in rules:
+        words.append("None")
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def check_argument(name: str, value: Any, rules: list, what: str = "", **where) -> Any:
+    """``value`` if it keeps one of ``rules``, else an ``InputError`` naming ``name``.
+
+    ``what`` names the caller for the message ("FunctionCallable: ..."),
+    and ``where`` adds to the error's location.
+    """
+    if value is None and None in rules:
+        return value
+    if any(rule is not None and rule.accepts(value) for rule in rules):
+        return value
+    prefix = f"{what}: " if what else ""
+    shown = f"{value!r}"
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise InputError(f"{prefix}{name} must be {describe(rules)}; got {shown} "
+                     f"({type(value).__name__})", argument=name, **where)
+
+
+def check_arguments(constraints: Mapping[str, list], what: str = "", /, **arguments) -> None:
+    """Check each of ``arguments`` against its rules in ``constraints`` (see the module).
+
+    An argument without rules is a programming error (``KeyError``): every
+    argument checked is declared.
+    """
+    for name, value in arguments.items():
+        check_argument(name, value, constraints[name], what)

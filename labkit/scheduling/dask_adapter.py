@@ -1,0 +1,167 @@
+"""Everything labkit knows about Dask beyond its public API, in one place.
+
+labkit talks to Dask through its public API (``Client``, futures' ``status``,
+``add_done_callback``, ``as_completed``, ``scatter``, worker events on a
+topic).  A few things have no public form; each is here, with why, so that a
+Dask upgrade that breaks one breaks it in this module only
+(``tests/scheduling/test_dask_adapter.py`` checks that nothing else in
+``labkit/`` uses a private Dask name):
+
+* the words Dask gives as the reason of a cancel that is really a lost input
+  (:data:`LOST_INPUT_REASONS`);
+* the shape of the scheduler's ``remove-worker`` event, which names the tasks
+  a dying worker was running, read on the scheduler (:func:`workers_lost_under`);
+* the task-spec graph of ``dask._task_spec`` that a lazy block is made of
+  (:func:`task_graph`, :func:`is_task_graph`), computed node by node inside a
+  task because ``dask.local.get_sync`` costs three times as much;
+* asking the scheduler for its full identity (:func:`scheduler_identity`):
+  ``Client.scheduler_info()`` returns a cache that the client's periodic
+  refresh overwrites with a copy listing no worker.
+
+The type tests (:func:`is_delayed`, :func:`is_future`, :func:`is_dask_array`,
+:func:`is_killed_worker`, :func:`is_cancelled`) use Dask's public classes.
+
+Examples
+--------
+>>> lost_input("lost dependencies"), lost_input("stopped by hand")
+(True, False)
+>>> is_delayed(3), is_future(3), is_dask_array([1])
+(False, False, False)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sys
+from typing import Any
+
+import dask
+
+__all__ = ["LOST_INPUT_REASONS", "lost_input", "cancel_reason", "is_killed_worker",
+           "killed_worker_address", "is_cancelled", "allowed_failures", "workers_lost_under",
+           "task_graph", "is_task_graph", "is_delayed", "is_future", "is_dask_array",
+           "scheduler_identity", "forget_on_scheduler"]
+
+#: Reasons Dask gives when it cancels a task because its inputs died with their holders.
+LOST_INPUT_REASONS = ("lost dependencies", "already forgotten")
+
+
+def lost_input(reason: str) -> bool:
+    """Whether a cancel's ``reason`` says that the task's inputs were lost."""
+    return any(words in reason for words in LOST_INPUT_REASONS)
+
+
+def cancel_reason(future, timeout: float = 5.0) -> str:
+    """Why Dask cancelled ``future`` (``"lost dependencies"``, ``"scheduler-restart"``...).
+
+    A cancelled future's ``result()`` raises ``FutureCancelledError`` with its
+    ``reason``; ``""`` when it was not cancelled or says nothing.
+    """
+    if future.status != "cancelled":
+        return ""
+    try:
+        future.result(timeout=timeout)
+    except BaseException as exc:  # FutureCancelledError; anything else tells nothing
+        return str(getattr(exc, "reason", "") or "")
+    return ""
+
+
+def is_killed_worker(error: BaseException | None) -> bool:
+    """Whether ``error`` is Dask's ``KilledWorker``: workers kept dying under the task."""
+    from distributed import KilledWorker
+    return isinstance(error, KilledWorker)
+
+
+def killed_worker_address(error: BaseException | None) -> str | None:
+    """The last worker a ``KilledWorker`` names, if it names one."""
+    return getattr(getattr(error, "last_worker", None), "address", None)
+
+
+def is_cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is a cancel of Dask's, asyncio's or ``concurrent.futures``' kind."""
+    from distributed import CancelledError
+    return isinstance(exc, (CancelledError, asyncio.CancelledError,
+                            concurrent.futures.CancelledError))
+
+
+def allowed_failures() -> int:
+    """How many workers may die under one task before Dask gives up on it."""
+    return int(dask.config.get("distributed.scheduler.allowed-failures", 3))
+
+
+def workers_lost_under(client, key_prefix: str) -> list[str]:
+    """Workers that died while running a task whose key starts with ``key_prefix``.
+
+    Read on the scheduler from its structured ``remove-worker`` events (topic
+    ``"all"``), which list the keys the worker was processing.  The public
+    ``Client.get_events("all")`` cannot be used: other events of that topic
+    hold objects that do not serialize, so the whole answer fails.  ``[]``
+    when the scheduler cannot be asked.
+    """
+    def lost_under(dask_scheduler):  # nested: pickled by value, the scheduler needs no labkit
+        return [msg.get("worker", "?") for _, msg in dask_scheduler.get_events("all")
+                if isinstance(msg, dict) and msg.get("action") == "remove-worker"
+                and any(str(k).startswith(key_prefix) for k in msg.get("processing-tasks", ()))]
+    try:
+        return list(client.run_on_scheduler(lost_under))
+    except Exception:  # the scheduler is gone too: nothing more to learn
+        return []
+
+
+def forget_on_scheduler(client, topic: str, group: str, key: str) -> None:
+    """Drop a topic's logged events and one entry of a ``task_metadata`` group, on the scheduler.
+
+    A sweep's reports travel as events of a topic and its checkpoints as task
+    metadata; both can be large and outlive the sweep unless dropped.
+    """
+    def forget(dask_scheduler):  # nested: pickled by value, the scheduler needs no labkit
+        broker = getattr(dask_scheduler, "_broker", None)   # private: the event log
+        if broker is not None:
+            broker.truncate(topic)
+        dask_scheduler.task_metadata.get(group, {}).pop(key, None)
+    client.run_on_scheduler(forget)
+
+
+def task_graph(graph: dict) -> dict:
+    """``graph`` (a dict of keys to tasks) with old-style tuples converted to task specs."""
+    from dask._task_spec import convert_legacy_graph
+    return convert_legacy_graph(graph)
+
+
+def is_task_graph(graph: dict) -> bool:
+    """Whether every node of ``graph`` is a task spec that can be computed node by node."""
+    from dask._task_spec import GraphNode
+    return all(isinstance(node, GraphNode) for node in graph.values())
+
+
+def is_delayed(obj: Any) -> bool:
+    """Whether ``obj`` is a ``dask.delayed`` object (it answers any ``hasattr``)."""
+    from dask.delayed import Delayed
+    return isinstance(obj, Delayed)
+
+
+def is_future(obj: Any) -> bool:
+    """Whether ``obj`` is a ``distributed`` future (without importing distributed for it)."""
+    if "distributed" not in sys.modules:
+        return False
+    from distributed import Future
+    return isinstance(obj, Future)
+
+
+def is_dask_array(obj: Any) -> bool:
+    """Whether ``obj`` is a ``dask.array.Array`` (without importing dask.array for it)."""
+    if "dask.array" not in sys.modules:
+        return False
+    import dask.array as da
+    return isinstance(obj, da.Array)
+
+
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity, every worker included, asked of the scheduler itself.
+
+    ``client.scheduler_info()`` hands back a cache that the client's own periodic
+    refresh overwrites with a copy listing no worker at all; under load that copy
+    won often enough that a live worker looked lost.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)
