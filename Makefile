@@ -23,7 +23,12 @@ $(VENV)/.test: $(BIN)/python pyproject.toml constraints.txt
 demo: $(VENV)/.demo
 	$(BIN)/labkit demo
 
+# Lint, format and types first (pyproject.toml's [tool.ruff] and [tool.mypy]): a finding
+# fails `make test`, and so CI, before any test runs.
 test: $(VENV)/.test
+	$(BIN)/ruff check labkit
+	$(BIN)/ruff format --check labkit
+	$(BIN)/mypy labkit
 	$(BIN)/python -m pytest
 
 # The API reference (docs/) from the docstrings, warnings as errors, into docs/_build/html.

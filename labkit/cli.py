@@ -28,75 +28,126 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 def version() -> str:
     """labkit's version: the installed distribution's (pyproject's), else ``labkit.__version__``."""
     from importlib import metadata
+
     try:
         return metadata.version("labkit")
-    except metadata.PackageNotFoundError:   # imported from a checkout that is not installed
+    except metadata.PackageNotFoundError:  # imported from a checkout that is not installed
         from . import __version__
+
         return __version__
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The ``labkit`` parser, and its commands' parsers by name."""
     parser = argparse.ArgumentParser(
-        prog="labkit", description="labkit: parallel machine-learning experiments on Dask, "
-                                   "watched live from Jupyter.",
+        prog="labkit",
+        description="labkit: parallel machine-learning experiments on Dask, "
+        "watched live from Jupyter.",
         epilog="Run 'labkit COMMAND --help' for the options of a command.",
-        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30))
-    parser.add_argument("--version", action="version", version=f"labkit {version()}",
-                        help="print labkit's version and exit")
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, max_help_position=30),
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"labkit {version()}",
+        help="print labkit's version and exit",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
-        "demo", help="train a flow in parallel on a local Dask cluster",
+        "demo",
+        help="train a flow in parallel on a local Dask cluster",
         description="Train PCA -> quadratic expansion -> Gaussian classifier on scikit-learn's "
-                    "bundled digits, in parallel on labkit's default embedded Dask cluster, "
-                    "with console progress per phase; then train it serially and report the "
-                    "test accuracy and the agreement with serial training; then time a "
-                    "workload where parallel pays off (PCA of a quadratic expansion, 24 "
-                    "chunks) serially and in parallel and print the speed-up.")
-    demo.add_argument("--workers", type=int, default=None, metavar="N",
-                      help="workers of the embedded cluster (default: one, with a thread per "
-                           "core)")
-    demo.add_argument("--mode", choices=["auto", "threads", "processes"], default="auto",
-                      help="the embedded cluster's kind (default auto: threads in this process, "
-                           "GIL-holding tasks in processes)")
-    demo.add_argument("--chunk-size", type=int, default=150, metavar="ROWS",
-                      help="rows per chunk (default 150)")
-    demo.add_argument("--serve", action="store_true",
-                      help="also serve the run's live Bokeh dashboard (started before training, "
-                           "URL printed as 'labkit dashboard: URL') and keep it and the cluster "
-                           "up after the report, until Ctrl-C (SIGINT) or SIGTERM")
+        "bundled digits, in parallel on labkit's default embedded Dask cluster, "
+        "with console progress per phase; then train it serially and report the "
+        "test accuracy and the agreement with serial training; then time a "
+        "workload where parallel pays off (PCA of a quadratic expansion, 24 "
+        "chunks) serially and in parallel and print the speed-up.",
+    )
+    demo.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="workers of the embedded cluster (default: one, with a thread per core)",
+    )
+    demo.add_argument(
+        "--mode",
+        choices=["auto", "threads", "processes"],
+        default="auto",
+        help="the embedded cluster's kind (default auto: threads in this process, "
+        "GIL-holding tasks in processes)",
+    )
+    demo.add_argument(
+        "--chunk-size", type=int, default=150, metavar="ROWS", help="rows per chunk (default 150)"
+    )
+    demo.add_argument(
+        "--serve",
+        action="store_true",
+        help="also serve the run's live Bokeh dashboard (started before training, "
+        "URL printed as 'labkit dashboard: URL') and keep it and the cluster "
+        "up after the report, until Ctrl-C (SIGINT) or SIGTERM",
+    )
     board = commands.add_parser(
-        "dashboard", help="serve the live Bokeh dashboard of a Dask cluster",
+        "dashboard",
+        help="serve the live Bokeh dashboard of a Dask cluster",
         description="Connect to a running Dask scheduler and serve labkit's Bokeh dashboard "
-                    "of it (task progress, per-worker load, task stream) on 127.0.0.1, "
-                    "printing 'labkit dashboard: URL', until Ctrl-C (SIGINT) or SIGTERM.")
-    board.add_argument("--scheduler", required=True, metavar="ADDRESS",
-                       help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786")
-    board.add_argument("--port", type=int, default=0,
-                       help="port on 127.0.0.1 (default: a free one)")
-    board.add_argument("--allow-websocket-origin", action="append", default=[],
-                       metavar="HOST[:PORT]",
-                       help="a further origin whose pages may connect (repeatable)")
-    board.add_argument("--connect-timeout", type=float, default=None, metavar="SECONDS",
-                       help="how long to wait for the scheduler (default: 10, or "
-                            "LABKIT_CONNECT_TIMEOUT)")
+        "of it (task progress, per-worker load, task stream) on 127.0.0.1, "
+        "printing 'labkit dashboard: URL', until Ctrl-C (SIGINT) or SIGTERM.",
+    )
+    board.add_argument(
+        "--scheduler",
+        required=True,
+        metavar="ADDRESS",
+        help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786",
+    )
+    board.add_argument(
+        "--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"
+    )
+    board.add_argument(
+        "--allow-websocket-origin",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a further origin whose pages may connect (repeatable)",
+    )
+    board.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for the scheduler (default: 10, or LABKIT_CONNECT_TIMEOUT)",
+    )
     lab = commands.add_parser(
-        "lab", help="start JupyterLab on labkit's demo notebooks",
+        "lab",
+        help="start JupyterLab on labkit's demo notebooks",
         usage="labkit lab [-h] [--port N] [--no-browser] [--notebooks DIR] [JUPYTER_ARGS ...]",
         description="Run JupyterLab (python -m jupyterlab) with the notebooks/ folder as its "
-                    "root, listening on 127.0.0.1. The folder is the one beside the labkit "
-                    "package (a checkout, or an editable install); an installed wheel has "
-                    "none, so pass --notebooks DIR there.",
+        "root, listening on 127.0.0.1. The folder is the one beside the labkit "
+        "package (a checkout, or an editable install); an installed wheel has "
+        "none, so pass --notebooks DIR there.",
         epilog="Other arguments go to JupyterLab as they are, e.g. --allow-root or "
-               "--IdentityProvider.token=TOKEN; everything after '--' does too.")
-    lab.add_argument("--port", type=int, default=None, metavar="N",
-                     help="port on 127.0.0.1 (default: Jupyter's, 8888 or the next free one)")
-    lab.add_argument("--no-browser", action="store_true",
-                     help="do not open a web browser (print the URL only)")
-    lab.add_argument("--notebooks", type=Path, default=None, metavar="DIR",
-                     help="the folder to serve (default: notebooks/ beside the labkit package)")
-    lab.add_argument("jupyter_args", nargs="*", metavar="JUPYTER_ARGS",
-                     help="further arguments for JupyterLab")
+        "--IdentityProvider.token=TOKEN; everything after '--' does too.",
+    )
+    lab.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="port on 127.0.0.1 (default: Jupyter's, 8888 or the next free one)",
+    )
+    lab.add_argument(
+        "--no-browser", action="store_true", help="do not open a web browser (print the URL only)"
+    )
+    lab.add_argument(
+        "--notebooks",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the folder to serve (default: notebooks/ beside the labkit package)",
+    )
+    lab.add_argument(
+        "jupyter_args", nargs="*", metavar="JUPYTER_ARGS", help="further arguments for JupyterLab"
+    )
     return parser, {"demo": demo, "dashboard": board, "lab": lab}
 
 
@@ -115,13 +166,13 @@ class _Stop:
     def __init__(self):
         self.event = threading.Event()
         self.waiting = False
-        self.early = None   # the signal that came before serving
+        self.early = None  # the signal that came before serving
 
     def __call__(self, signum, frame):
         if self.waiting:
             self.event.set()
         elif not self.event.is_set():
-            self.early = signal.Signals(signum).name   # no print here: it could re-enter one
+            self.early = signal.Signals(signum).name  # no print here: it could re-enter one
             self.event.set()
         else:
             raise KeyboardInterrupt
@@ -142,8 +193,9 @@ def _restore_signals(previous) -> None:
         signal.signal(sig, handler)
 
 
-def serve_dashboard(address: str, port: int = 0, origins=(), out=None,
-                    connect_timeout: float | None = None) -> int:
+def serve_dashboard(
+    address: str, port: int = 0, origins=(), out=None, connect_timeout: float | None = None
+) -> int:
     """Serve the dashboard of the cluster at ``address`` until SIGINT or SIGTERM.
 
     A cluster that cannot be reached, or a port that cannot be served, is one
@@ -152,6 +204,7 @@ def serve_dashboard(address: str, port: int = 0, origins=(), out=None,
     from .errors import InputError, LabkitError
     from .scheduling.dask import DaskScheduler
     from .views.dashboard import dashboard
+
     out = out or sys.stdout
     stop = threading.Event()
     previous = _handle_signals(lambda *_: stop.set())
@@ -174,6 +227,7 @@ def serve_dashboard(address: str, port: int = 0, origins=(), out=None,
 def serve_demo(n_workers: int | None, chunk_size: int, out=None, mode: str = "auto") -> int:
     """``labkit demo --serve``: the demo, then its dashboard until SIGINT or SIGTERM."""
     from .demo import run_demo
+
     out = out or sys.stdout
     stop = _Stop()
 
@@ -181,8 +235,11 @@ def serve_demo(n_workers: int | None, chunk_size: int, out=None, mode: str = "au
         if stop.early:
             print(f"labkit demo: {stop.early} during the run: not serving", file=out)
         else:
-            print(f"labkit dashboard: serving {url} until Ctrl-C (SIGINT) or SIGTERM",
-                  file=out, flush=True)
+            print(
+                f"labkit dashboard: serving {url} until Ctrl-C (SIGINT) or SIGTERM",
+                file=out,
+                flush=True,
+            )
             stop.wait()
         print("labkit dashboard: stopping", file=out, flush=True)
 
@@ -197,8 +254,13 @@ def serve_demo(n_workers: int | None, chunk_size: int, out=None, mode: str = "au
 
 # -- labkit lab ------------------------------------------------------------------------
 
-_LAB_OPTIONS = {"--port": True, "--notebooks": True, "--no-browser": False,
-                "-h": False, "--help": False}  # option -> takes a value
+_LAB_OPTIONS = {
+    "--port": True,
+    "--notebooks": True,
+    "--no-browser": False,
+    "-h": False,
+    "--help": False,
+}  # option -> takes a value
 
 
 def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
@@ -214,7 +276,7 @@ def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
             ours.append(arg)
             if _LAB_OPTIONS[name] and "=" not in arg:
                 value = next(rest, None)
-                if value is not None:   # a missing value: argparse says so
+                if value is not None:  # a missing value: argparse says so
                     ours.append(value)
         else:
             theirs.append(arg)
@@ -224,6 +286,7 @@ def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
 def default_notebooks() -> Path:
     """``notebooks/`` beside the labkit package (a checkout or an editable install)."""
     import labkit
+
     return Path(labkit.__file__).resolve().parents[1] / "notebooks"
 
 
@@ -232,8 +295,9 @@ def _given(jupyter_args, *names) -> bool:
     return any(arg.split("=", 1)[0] in names for arg in jupyter_args)
 
 
-def lab_command(notebooks: Path, port: int | None = None, no_browser: bool = False,
-                jupyter_args=()) -> list[str]:
+def lab_command(
+    notebooks: Path, port: int | None = None, no_browser: bool = False, jupyter_args=()
+) -> list[str]:
     """The command line that runs JupyterLab on ``notebooks``, on 127.0.0.1.
 
     JupyterLab refuses a setting given twice, so a setting among ``jupyter_args``
@@ -259,19 +323,25 @@ def run_lab(args) -> int:
         return 2
     notebooks = (args.notebooks or default_notebooks()).expanduser().resolve()
     if not notebooks.is_dir():
-        hint = ("pass --notebooks DIR" if args.notebooks else
-                "the demo notebooks come with labkit's repository, not with an installed "
-                "wheel: run it from a checkout (pip install -e .) or pass --notebooks DIR")
+        hint = (
+            "pass --notebooks DIR"
+            if args.notebooks
+            else "the demo notebooks come with labkit's repository, not with an installed "
+            "wheel: run it from a checkout (pip install -e .) or pass --notebooks DIR"
+        )
         print(f"labkit lab: no notebooks folder at {notebooks}; {hint}", file=sys.stderr)
         return 2
     if importlib.util.find_spec("jupyterlab") is None:
-        print("labkit lab: JupyterLab is not installed in this environment "
-              f"({sys.executable}): pip install jupyterlab", file=sys.stderr)
+        print(
+            "labkit lab: JupyterLab is not installed in this environment "
+            f"({sys.executable}): pip install jupyterlab",
+            file=sys.stderr,
+        )
         return 2
     cmd = lab_command(notebooks, args.port, args.no_browser, args.jupyter_args)
     print(f"labkit lab: JupyterLab on {notebooks} (127.0.0.1)", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os.execv(sys.executable, cmd)   # same pid: signals reach JupyterLab itself
+    os.execv(sys.executable, cmd)  # same pid: signals reach JupyterLab itself
     return 1  # not reached
 
 
@@ -293,13 +363,16 @@ def main(argv=None) -> int:
             # would not name the command's options: the command's own parser says it
             # (the top level's, for an option before the command)
             owner = commands.get(args.command, parser)
-            if (owner is not parser and unknown[0] in argv
-                    and argv.index(unknown[0]) < argv.index(args.command)):
+            if (
+                owner is not parser
+                and unknown[0] in argv
+                and argv.index(unknown[0]) < argv.index(args.command)
+            ):
                 owner = parser
             owner.error(f"unrecognized arguments: {' '.join(unknown)}")
-    except SystemExit as exc:   # --help, --version (0) and usage errors (2), printed already
+    except SystemExit as exc:  # --help, --version (0) and usage errors (2), printed already
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
-    if args.command is None:    # a bare `labkit`: what there is to run
+    if args.command is None:  # a bare `labkit`: what there is to run
         parser.print_help()
         return 0
     if args.command == "demo":
@@ -309,11 +382,14 @@ def main(argv=None) -> int:
         try:
             if args.serve:
                 if importlib.util.find_spec("bokeh") is None:
-                    print("labkit demo: --serve needs Bokeh: pip install 'labkit[views]'",
-                          file=sys.stderr)
+                    print(
+                        "labkit demo: --serve needs Bokeh: pip install 'labkit[views]'",
+                        file=sys.stderr,
+                    )
                     return 2
                 return serve_demo(args.workers, args.chunk_size, mode=args.mode)
             from .demo import run_demo
+
             run_demo(n_workers=args.workers, chunk_size=args.chunk_size, mode=args.mode)
         except KeyboardInterrupt:
             print("labkit demo: interrupted", file=sys.stderr)
@@ -322,8 +398,12 @@ def main(argv=None) -> int:
         if not 0 <= args.port < 65536:
             print("labkit dashboard: --port must be between 0 and 65535", file=sys.stderr)
             return 2
-        return serve_dashboard(args.scheduler, args.port, args.allow_websocket_origin,
-                               connect_timeout=args.connect_timeout)
+        return serve_dashboard(
+            args.scheduler,
+            args.port,
+            args.allow_websocket_origin,
+            connect_timeout=args.connect_timeout,
+        )
     elif args.command == "lab":
         args.jupyter_args = jupyter_args
         return run_lab(args)

@@ -35,8 +35,19 @@ from typing import Any, Callable as CallableType, Iterable, Mapping
 
 from .errors import InputError
 
-__all__ = ["Rule", "Interval", "Options", "InstanceOf", "Callable", "HasMethods", "Satisfies",
-           "POSITIVE_INT", "check_arguments", "check_argument", "describe"]
+__all__ = [
+    "Rule",
+    "Interval",
+    "Options",
+    "InstanceOf",
+    "Callable",
+    "HasMethods",
+    "Satisfies",
+    "POSITIVE_INT",
+    "check_arguments",
+    "check_argument",
+    "describe",
+]
 
 
 class Rule:
@@ -62,8 +73,9 @@ class Interval(Rule):
     side open.  An ``int`` is a ``float`` here, ``bool`` neither; NaN never is.
     """
 
-    def __init__(self, kind: type, low: float | None = None, high: float | None = None,
-                 closed: str = "both"):
+    def __init__(
+        self, kind: type, low: float | None = None, high: float | None = None, closed: str = "both"
+    ):
         if kind not in (int, float):
             raise TypeError("Interval takes int or float")
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
@@ -74,23 +86,30 @@ class Interval(Rule):
         wanted = numbers.Integral if self.kind is int else numbers.Real
         if not isinstance(value, wanted) or (self.kind is float and math.isnan(value)):
             return False
-        low_ok = self.low is None or (value >= self.low if self.closed in ("both", "left")
-                                      else value > self.low)
-        high_ok = self.high is None or (value <= self.high if self.closed in ("both", "right")
-                                        else value < self.high)
+        low_ok = self.low is None or (
+            value >= self.low if self.closed in ("both", "left") else value > self.low
+        )
+        high_ok = self.high is None or (
+            value <= self.high if self.closed in ("both", "right") else value < self.high
+        )
         return bool(low_ok and high_ok)
 
     def describe(self) -> str:
         name = "an int" if self.kind is int else "a number"
-        if self.high is None and self.low in (0, 1) and (self.kind is int) == (self.low == 1) \
-                and self.closed in (("both", "left") if self.low == 1 else ("neither", "right")):
+        if (
+            self.high is None
+            and self.low in (0, 1)
+            and (self.kind is int) == (self.low == 1)
+            and self.closed in (("both", "left") if self.low == 1 else ("neither", "right"))
+        ):
             return f"a positive {'int' if self.kind is int else 'number'}"
         parts = []
         if self.low is not None:
             parts.append(f">= {self.low}" if self.closed in ("both", "left") else f"> {self.low}")
         if self.high is not None:
-            parts.append(f"<= {self.high}" if self.closed in ("both", "right")
-                         else f"< {self.high}")
+            parts.append(
+                f"<= {self.high}" if self.closed in ("both", "right") else f"< {self.high}"
+            )
         return f"{name} {' and '.join(parts)}" if parts else name
 
 
@@ -131,8 +150,11 @@ class InstanceOf(Rule):
     def describe(self) -> str:
         if self.name:
             return self.name
-        kind = self.kind if isinstance(self.kind, str) else \
-            f"{self.kind.__module__}.{self.kind.__qualname__}"
+        kind = (
+            self.kind
+            if isinstance(self.kind, str)
+            else f"{self.kind.__module__}.{self.kind.__qualname__}"
+        )
         return f"a {kind.replace('builtins.', '')}"
 
 
@@ -200,8 +222,11 @@ def check_argument(name: str, value: Any, rules: list, what: str = "", **where) 
     prefix = f"{what}: " if what else ""
     shown = f"{value!r}"
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise InputError(f"{prefix}{name} must be {describe(rules)}; got {shown} "
-                     f"({type(value).__name__})", argument=name, **where)
+    raise InputError(
+        f"{prefix}{name} must be {describe(rules)}; got {shown} ({type(value).__name__})",
+        argument=name,
+        **where,
+    )
 
 
 def check_arguments(constraints: Mapping[str, list], what: str = "", /, **arguments) -> None:

@@ -25,18 +25,23 @@ __all__ = ["run_demo", "load_chunks"]
 def load_chunks(chunk_size: int = 150, seed: int = 0):
     """Digits as training chunks ``(x, labels)`` and a held-out test set."""
     from sklearn.datasets import load_digits
+
     digits = load_digits()
     order = np.random.default_rng(seed).permutation(len(digits.target))
     x, y = digits.data[order].astype(np.float64), digits.target[order]
     n_train = int(0.78 * len(y))
-    train = [(x[i:i + chunk_size], y[i:i + chunk_size]) for i in range(0, n_train, chunk_size)]
+    train = [(x[i : i + chunk_size], y[i : i + chunk_size]) for i in range(0, n_train, chunk_size)]
     return train, (x[n_train:], y[n_train:])
 
 
 def _nodes():
     import labkit as lk
-    return [lk.nodes.PCA(output_dim=20), lk.nodes.QuadraticExpansion(),
-            lk.nodes.GaussianClassifier()]
+
+    return [
+        lk.nodes.PCA(output_dim=20),
+        lk.nodes.QuadraticExpansion(),
+        lk.nodes.GaussianClassifier(),
+    ]
 
 
 def speed_chunks(n_chunks: int = 24, rows: int = 4000, dim: int = 40, seed: int = 0):
@@ -48,6 +53,7 @@ def speed_chunks(n_chunks: int = 24, rows: int = 4000, dim: int = 40, seed: int 
 
 def _speed_nodes():
     import labkit as lk
+
     return [lk.nodes.QuadraticExpansion(), lk.nodes.PCA(output_dim=30)]
 
 
@@ -58,6 +64,7 @@ def time_speed(scheduler, repeats: int = 2) -> dict:
     left at its default threads, the parallel one on ``scheduler``.
     """
     import labkit as lk
+
     serial, parallel = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -72,8 +79,9 @@ def time_speed(scheduler, repeats: int = 2) -> dict:
     return {"serial_s": min(serial), "parallel_s": min(parallel), "max_rel_diff": agree}
 
 
-def run_demo(n_workers: int | None = None, chunk_size: int = 150, stream=None, serve=None,
-             mode: str = "auto") -> dict:
+def run_demo(
+    n_workers: int | None = None, chunk_size: int = 150, stream=None, serve=None, mode: str = "auto"
+) -> dict:
     """Run the demo; print a report to ``stream`` and return its figures.
 
     With ``serve``, a callable, the Bokeh dashboard of the demo's scheduler is
@@ -85,18 +93,24 @@ def run_demo(n_workers: int | None = None, chunk_size: int = 150, stream=None, s
     import labkit as lk
     from labkit.events import TaskFinished
     from labkit.views import ConsoleProgress
+
     out = stream or sys.stdout
     train, (x_test, y_test) = load_chunks(chunk_size)
     data = [[x for x, _ in train], None, train]
-    print(f"labkit demo: digits, {sum(len(x) for x, _ in train)} training samples in "
-          f"{len(train)} chunks, flow PCA(20) -> QuadraticExpansion -> GaussianClassifier",
-          file=out)
+    print(
+        f"labkit demo: digits, {sum(len(x) for x, _ in train)} training samples in "
+        f"{len(train)} chunks, flow PCA(20) -> QuadraticExpansion -> GaussianClassifier",
+        file=out,
+    )
     started = time.perf_counter()
     with lk.DaskScheduler(n_workers=n_workers, mode=mode) as s:
         threads = sum(s.client.nthreads().values())
-        print(f"Dask cluster: mode {s.mode!r}, {len(s.client.nthreads())} worker(s), {threads} "
-              f"threads in all (started in {time.perf_counter() - started:.1f} s), "
-              f"Dask dashboard {s.dashboard_link}", file=out)
+        print(
+            f"Dask cluster: mode {s.mode!r}, {len(s.client.nthreads())} worker(s), {threads} "
+            f"threads in all (started in {time.perf_counter() - started:.1f} s), "
+            f"Dask dashboard {s.dashboard_link}",
+            file=out,
+        )
         url = None
         if serve is not None:
             url = lk.dashboard(s)
@@ -112,8 +126,12 @@ def run_demo(n_workers: int | None = None, chunk_size: int = 150, stream=None, s
         progress.close()
         figures = _compare(flow, features, workers, parallel_s, data, x_test, y_test)
         _report(figures, len(y_test), out)
-        print("\nwhere parallel pays off: PCA(30) of the quadratic expansion of 40 features "
-              "(860 columns), 24 chunks of 4000 rows from the client ...", file=out, flush=True)
+        print(
+            "\nwhere parallel pays off: PCA(30) of the quadratic expansion of 40 features "
+            "(860 columns), 24 chunks of 4000 rows from the client ...",
+            file=out,
+            flush=True,
+        )
         speed = time_speed(s)
         figures["speed"] = dict(speed, threads=threads)
         _report_speed(figures["speed"], out)
@@ -125,6 +143,7 @@ def run_demo(n_workers: int | None = None, chunk_size: int = 150, stream=None, s
 def _compare(flow, features, workers, parallel_s, data, x_test, y_test) -> dict:
     """Train the same flow serially; the demo's figures."""
     import labkit as lk
+
     predicted = flow[-1].label(features)
     t0 = time.perf_counter()
     serial = lk.Flow(_nodes())
@@ -133,28 +152,39 @@ def _compare(flow, features, workers, parallel_s, data, x_test, y_test) -> dict:
     return {
         "accuracy": float(np.mean(predicted == y_test)),
         "agreement": float(np.mean(predicted == serial[-1].label(serial[:-1].execute(x_test)))),
-        "parallel_s": parallel_s, "serial_s": serial_s, "tasks_per_worker": dict(workers),
+        "parallel_s": parallel_s,
+        "serial_s": serial_s,
+        "tasks_per_worker": dict(workers),
         "pca_explained_variance": float(flow[0].explained_variance),
     }
 
 
 def _report(f: dict, n_test: int, out) -> None:
-    print(f"\nwhat it learnt:\n  PCA keeps {100 * f['pca_explained_variance']:.1f}% of the "
-          f"variance in 20 components\n  test accuracy {100 * f['accuracy']:.1f}% on {n_test} "
-          f"held-out digits\n  parallel and serial training agree on "
-          f"{100 * f['agreement']:.1f}% of the test labels", file=out)
-    per_worker = ", ".join(f"{w.replace('tcp://', '')}: {n}"
-                           for w, n in sorted(f["tasks_per_worker"].items()))
-    print(f"timings on digits:\n  parallel training {f['parallel_s']:.2f} s (tasks per worker "
-          f"{per_worker})\n  serial training   {f['serial_s']:.2f} s\n  (digits is small: "
-          "each chunk takes about a millisecond, and the cluster's overhead dominates)",
-          file=out)
+    print(
+        f"\nwhat it learnt:\n  PCA keeps {100 * f['pca_explained_variance']:.1f}% of the "
+        f"variance in 20 components\n  test accuracy {100 * f['accuracy']:.1f}% on {n_test} "
+        f"held-out digits\n  parallel and serial training agree on "
+        f"{100 * f['agreement']:.1f}% of the test labels",
+        file=out,
+    )
+    per_worker = ", ".join(
+        f"{w.replace('tcp://', '')}: {n}" for w, n in sorted(f["tasks_per_worker"].items())
+    )
+    print(
+        f"timings on digits:\n  parallel training {f['parallel_s']:.2f} s (tasks per worker "
+        f"{per_worker})\n  serial training   {f['serial_s']:.2f} s\n  (digits is small: "
+        "each chunk takes about a millisecond, and the cluster's overhead dominates)",
+        file=out,
+    )
 
 
 def _report_speed(f: dict, out) -> None:
     ratio = f["serial_s"] / f["parallel_s"]
     verdict = "faster" if ratio > 1 else "SLOWER"
-    print(f"  serial Flow       {f['serial_s']:.2f} s\n  ParallelFlow      {f['parallel_s']:.2f} s "
-          f"on {f['threads']} worker threads\n  => parallel is {ratio:.2f}x {verdict} than "
-          f"serial here (best of 2 each; eigenvalues agree within "
-          f"{f['max_rel_diff']:.1e})", file=out)
+    print(
+        f"  serial Flow       {f['serial_s']:.2f} s\n  ParallelFlow      {f['parallel_s']:.2f} s "
+        f"on {f['threads']} worker threads\n  => parallel is {ratio:.2f}x {verdict} than "
+        f"serial here (best of 2 each; eigenvalues agree within "
+        f"{f['max_rel_diff']:.1e})",
+        file=out,
+    )

@@ -47,11 +47,30 @@ SHOW_INTERNAL_FRAMES = os.environ.get("LABKIT_INTERNAL_FRAMES", "") not in ("", 
 
 # Packages whose frames are plumbing around a task: the worker, the event loop,
 # labkit's wrappers.  A task's traceback shown to the user starts after them.
-_PLUMBING = ("labkit", "dask", "distributed", "tornado", "asyncio", "concurrent", "threading",
-             "multiprocessing")
+_PLUMBING = (
+    "labkit",
+    "dask",
+    "distributed",
+    "tornado",
+    "asyncio",
+    "concurrent",
+    "threading",
+    "multiprocessing",
+)
 
-_ORDER = ("node", "node_name", "phase", "chunk", "epoch", "batch", "step", "task", "worker",
-          "device", "replica")
+_ORDER = (
+    "node",
+    "node_name",
+    "phase",
+    "chunk",
+    "epoch",
+    "batch",
+    "step",
+    "task",
+    "worker",
+    "device",
+    "replica",
+)
 
 
 def format_location(where: dict) -> str:
@@ -160,9 +179,11 @@ def user_frames(exc: BaseException) -> str:
     first = next((i for i, f in enumerate(frames) if not _is_plumbing(f.filename)), None)
     if first is None:
         return ""
-    return ("Traceback (most recent call last):\n"
-            + "".join(traceback.format_list(frames[first:]))
-            + "".join(traceback.format_exception_only(type(exc), exc)))
+    return (
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_list(frames[first:]))
+        + "".join(traceback.format_exception_only(type(exc), exc))
+    )
 
 
 _DYNAMIC_FRAME = re.compile(r'^  File "<dynamic-code>", line (\d+), in (\w+)$')
@@ -203,8 +224,11 @@ def _main_source(name: str, lineno: int) -> tuple[str, str] | None:
         code = fn.__code__
         numbers = [n for _, _, n in code.co_lines() if n is not None]
         if code.co_name == name and numbers and code.co_firstlineno <= lineno <= max(numbers):
-            found = (_cached_source(code, lineno) if code.co_filename == "<dynamic-code>"
-                     else _line(code.co_filename, lineno))
+            found = (
+                _cached_source(code, lineno)
+                if code.co_filename == "<dynamic-code>"
+                else _line(code.co_filename, lineno)
+            )
             if found:
                 return found
     return None
@@ -226,11 +250,15 @@ def _cached_source(code, lineno: int) -> tuple[str, str] | None:
     head = f"def {code.co_name}("
     script = getattr(sys.modules.get("__main__"), "__file__", None)
     if script:
-        linecache.getlines(script)   # a script's own lines, read once
+        linecache.getlines(script)  # a script's own lines, read once
     for filename, entry in reversed(list(linecache.cache.items())):
         lines = entry[2] if len(entry) == 4 else None
-        if lines and len(lines) >= lineno and code.co_firstlineno <= len(lines) \
-                and head in lines[code.co_firstlineno - 1]:
+        if (
+            lines
+            and len(lines) >= lineno
+            and code.co_firstlineno <= len(lines)
+            and head in lines[code.co_firstlineno - 1]
+        ):
             return _line(filename, lineno)
     return None
 
@@ -275,8 +303,15 @@ class TaskError(LabkitError):
         :func:`user_frames`); empty when the error came from labkit's code.
     """
 
-    def __init__(self, message="", original_type="", original_message="",
-                 remote_traceback=None, user_traceback="", **where):
+    def __init__(
+        self,
+        message="",
+        original_type="",
+        original_message="",
+        remote_traceback=None,
+        user_traceback="",
+        **where,
+    ):
         super().__init__(message, **where)
         self.original_type = original_type
         self.original_message = original_message
@@ -284,23 +319,37 @@ class TaskError(LabkitError):
         self.user_traceback = user_traceback
 
     @classmethod
-    def from_exception(cls, exc: BaseException, traceback_text: str, what: str = "task",
-                       **where) -> "TaskError":
+    def from_exception(
+        cls, exc: BaseException, traceback_text: str, what: str = "task", **where
+    ) -> "TaskError":
         """Describe ``exc`` as a TaskError: ``<what> failed with <type>: <message>``."""
         kind = type(exc)
-        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-        return cls(f"{what} failed with {name}: {exc}", original_type=name,
-                   original_message=str(exc), remote_traceback=traceback_text,
-                   user_traceback=user_frames(exc), **where)
+        name = (
+            kind.__qualname__
+            if kind.__module__ == "builtins"
+            else f"{kind.__module__}.{kind.__qualname__}"
+        )
+        return cls(
+            f"{what} failed with {name}: {exc}",
+            original_type=name,
+            original_message=str(exc),
+            remote_traceback=traceback_text,
+            user_traceback=user_frames(exc),
+            **where,
+        )
 
     def _extra(self) -> dict:
-        return {"remote_traceback": self.remote_traceback, "original_type": self.original_type,
-                "original_message": self.original_message,
-                "user_traceback": self.user_traceback}
+        return {
+            "remote_traceback": self.remote_traceback,
+            "original_type": self.original_type,
+            "original_message": self.original_message,
+            "user_traceback": self.user_traceback,
+        }
 
 
-def located(exc: BaseException, what: str = "task", kind: type | None = None,
-            **where) -> LabkitError:
+def located(
+    exc: BaseException, what: str = "task", kind: type | None = None, **where
+) -> LabkitError:
     """``exc`` as a labkit error located at ``where``, for re-raising in the caller.
 
     A labkit error keeps its message and gains the location keys it lacks; any
@@ -342,8 +391,9 @@ def pulled(items, item: str = "chunk", source: str | None = None, **where):
     try:
         iterator = iter(items)
     except Exception as exc:
-        raise InputError(f"{source} cannot be iterated ({type(exc).__name__}: {exc})",
-                         **where) from exc
+        raise InputError(
+            f"{source} cannot be iterated ({type(exc).__name__}: {exc})", **where
+        ) from exc
     index = 0
     while True:
         try:
@@ -351,14 +401,18 @@ def pulled(items, item: str = "chunk", source: str | None = None, **where):
         except StopIteration:
             return
         except TaskError as err:
-            raise InputError(f"{source} raised {type(err).__name__}: {err.message} while "
-                             f"making {item} {index}",
-                             **{**err.where, **where, item: index}) from err
+            raise InputError(
+                f"{source} raised {type(err).__name__}: {err.message} while making {item} {index}",
+                **{**err.where, **where, item: index},
+            ) from err
         except LabkitError as err:
             raise err.locate(**where, **{item: index})
         except Exception as exc:
-            raise InputError(f"{source} raised {type(exc).__name__}: {exc} while making "
-                             f"{item} {index}", **where, **{item: index}) from exc
+            raise InputError(
+                f"{source} raised {type(exc).__name__}: {exc} while making {item} {index}",
+                **where,
+                **{item: index},
+            ) from exc
         yield value
         index += 1
 
@@ -378,8 +432,9 @@ def require_callable(value, argument: str, what: str) -> None:
     labkit.errors.InputError: run.add_done_callback takes a callable, got int 5 [argument fn]
     """
     if not callable(value):
-        raise InputError(f"{what} takes a callable, got {type(value).__name__} {value!r:.60}",
-                         argument=argument)
+        raise InputError(
+            f"{what} takes a callable, got {type(value).__name__} {value!r:.60}", argument=argument
+        )
 
 
 class NotForkableError(LabkitError):
@@ -421,10 +476,15 @@ class StorageError(LabkitError, OSError):
     def of(cls, exc: OSError, doing: str, path: str, **where) -> "StorageError":
         """The error for ``exc``, raised while ``doing`` (e.g. "saving the flow") at ``path``."""
         import errno as codes
+
         name = codes.errorcode.get(exc.errno or 0, "")
         reason = exc.strerror or str(exc)
-        return cls(f"{doing} failed: {reason}" + (f" ({name})" if name else ""),
-                   errno=exc.errno, path=path, **where)
+        return cls(
+            f"{doing} failed: {reason}" + (f" ({name})" if name else ""),
+            errno=exc.errno,
+            path=path,
+            **where,
+        )
 
     def _extra(self) -> dict:
         return dict(super()._extra(), errno=self.errno)

@@ -34,10 +34,28 @@ from typing import Any, Callable
 from .errors import InputError, require_callable
 
 __all__ = [
-    "Event", "TaskInfo", "RunStarted", "RunFinished", "PhaseStarted", "PhaseFinished",
-    "TaskSubmitted", "TaskStarted", "TaskFinished", "TaskFailed", "NodeJoined", "DeviceStats",
-    "StageStats", "ProgramStepped", "SweepStarted", "TrialsAdded", "TrialStarted",
-    "TrialReported", "TrialFinished", "EventBus", "Observable", "run_of",
+    "Event",
+    "TaskInfo",
+    "RunStarted",
+    "RunFinished",
+    "PhaseStarted",
+    "PhaseFinished",
+    "TaskSubmitted",
+    "TaskStarted",
+    "TaskFinished",
+    "TaskFailed",
+    "NodeJoined",
+    "DeviceStats",
+    "StageStats",
+    "ProgramStepped",
+    "SweepStarted",
+    "TrialsAdded",
+    "TrialStarted",
+    "TrialReported",
+    "TrialFinished",
+    "EventBus",
+    "Observable",
+    "run_of",
 ]
 
 logger = logging.getLogger("labkit.events")
@@ -50,15 +68,19 @@ class TaskInfo:
     run: str
     task: int
     chunk: int
-    kind: str = "task"                  # "train", "execute" or "task"
+    kind: str = "task"  # "train", "execute" or "task"
     node: int | None = None
     node_name: str | None = None
     phase: int | None = None
 
     def where(self) -> dict:
         """The location keys of this task, for errors."""
-        return {"node": self.node, "node_name": self.node_name, "phase": self.phase,
-                "chunk": self.chunk}
+        return {
+            "node": self.node,
+            "node_name": self.node_name,
+            "phase": self.phase,
+            "chunk": self.chunk,
+        }
 
 
 @dataclass(frozen=True)
@@ -73,10 +95,10 @@ def _now() -> float:
 @dataclass(frozen=True)
 class RunStarted(Event):
     run: str
-    kind: str                           # "train", "execute", "fit", "ensemble", "sweep" ...
+    kind: str  # "train", "execute", "fit", "ensemble", "sweep" ...
     n_nodes: int
     time: float = field(default_factory=_now)
-    detail: dict[str, Any] = field(default_factory=dict)   # what views say of the run: its
+    detail: dict[str, Any] = field(default_factory=dict)  # what views say of the run: its
     #                                   name, epochs, an estimator's parameters ...
 
 
@@ -95,10 +117,10 @@ class PhaseStarted(Event):
     node: int
     node_name: str
     phase: int
-    local: bool                         # trained on the client, no tasks
-    n_tasks: int | None = None          # known only when the input has a length
+    local: bool  # trained on the client, no tasks
+    n_tasks: int | None = None  # known only when the input has a length
     time: float = field(default_factory=_now)
-    detail: str | None = None           # what the tasks are, in words: "3 estimators x 5 folds"
+    detail: str | None = None  # what the tasks are, in words: "3 estimators x 5 folds"
 
 
 @dataclass(frozen=True)
@@ -142,7 +164,7 @@ class TaskFailed(Event):
     start: float | None
     end: float | None
     error_type: str
-    error: str                          # message with location
+    error: str  # message with location
     traceback: str | None = None
 
 
@@ -161,14 +183,14 @@ class NodeJoined(Event):
 class DeviceStats(Event):
     """A measurement of one worker or torch device (memory, throughput)."""
 
-    device: str                         # a Dask worker address or a torch device name
-    kind: str = "worker"                # "worker" or "device"
-    memory: int | None = None           # bytes in use
+    device: str  # a Dask worker address or a torch device name
+    kind: str = "worker"  # "worker" or "device"
+    memory: int | None = None  # bytes in use
     memory_limit: int | None = None
     samples_per_s: float | None = None
-    step_time: float | None = None      # seconds per step (data-parallel trainers)
-    busy: float | None = None           # fraction of the step the device computed
-    share: float | None = None          # fraction of the batch it gets (work load)
+    step_time: float | None = None  # seconds per step (data-parallel trainers)
+    busy: float | None = None  # fraction of the step the device computed
+    share: float | None = None  # fraction of the batch it gets (work load)
     time: float = field(default_factory=_now)
 
 
@@ -177,11 +199,11 @@ class StageStats(Event):
     """Throughput of one pipeline stage so far."""
 
     stage: str
-    records: int                        # records processed
+    records: int  # records processed
     records_per_s: float
-    busy_s: float                       # seconds spent in the processor, all threads
-    queue_fill: float | None            # output queue length / capacity; None if not a Queue
-    final: bool = False                 # the last one, sent when the stage ended
+    busy_s: float  # seconds spent in the processor, all threads
+    queue_fill: float | None  # output queue length / capacity; None if not a Queue
+    final: bool = False  # the last one, sent when the stage ended
     time: float = field(default_factory=_now)
 
 
@@ -190,8 +212,8 @@ class ProgramStepped(Event):
     """A step-wise program changed: it stepped, started, paused or stopped."""
 
     steps: int
-    status: str                         # "INCOMPLETE", "DONE" or "NOT STARTED"
-    running: bool                       # stepping in the background
+    status: str  # "INCOMPLETE", "DONE" or "NOT STARTED"
+    running: bool  # stepping in the background
     time: float = field(default_factory=_now)
 
 
@@ -208,12 +230,12 @@ class SweepStarted(Event):
     run: str
     name: str
     metric: str
-    mode: str                           # "min" or "max"
+    mode: str  # "min" or "max"
     space: dict
-    trials: tuple                       # rows as in TrialsAdded
-    slots: int                          # trials running at once
-    rule: str | None = None             # the early-stopping rule, described
-    store: str | None = None            # the store's path (None: in memory)
+    trials: tuple  # rows as in TrialsAdded
+    slots: int  # trials running at once
+    rule: str | None = None  # the early-stopping rule, described
+    store: str | None = None  # the store's path (None: in memory)
     time: float = field(default_factory=_now)
 
 
@@ -235,7 +257,7 @@ class TrialStarted(Event):
     config: dict
     worker: str
     attempt: int = 0
-    step: int | float | None = None     # the step of the checkpoint it goes on from
+    step: int | float | None = None  # the step of the checkpoint it goes on from
     time: float = field(default_factory=_now)
 
 
@@ -250,7 +272,7 @@ class TrialReported(Event):
     run: str
     trial: int
     steps: tuple
-    metrics: tuple                      # one dict of floats a step
+    metrics: tuple  # one dict of floats a step
     value: float | None = None
     best: float | None = None
     time: float = field(default_factory=_now)
@@ -267,10 +289,10 @@ class TrialFinished(Event):
     run: str
     trial: int
     status: str
-    metrics: dict | None = None         # final metrics
-    value: float | None = None          # the metric's final value
+    metrics: dict | None = None  # final metrics
+    value: float | None = None  # the metric's final value
     best: float | None = None
-    step: int | float | None = None     # the last step reported
+    step: int | float | None = None  # the last step reported
     attempts: int = 1
     error: str | None = None
     traceback: str | None = None
@@ -292,11 +314,13 @@ class EventBus:
     def __init__(self):
         self._subscribers: list[tuple[Callable[[Event], Any], Any]] = []
         self._lock = threading.Lock()
-        self._failing: set = set()   # (subscriber, exception type) already logged
+        self._failing: set = set()  # (subscriber, exception type) already logged
 
-    def subscribe(self, fn: Callable[[Event], Any],
-                  state_every: float | Callable[[], float | None] | None = None
-                  ) -> Callable[[], None]:
+    def subscribe(
+        self,
+        fn: Callable[[Event], Any],
+        state_every: float | Callable[[], float | None] | None = None,
+    ) -> Callable[[], None]:
         """Call ``fn(event)`` for every event; returns a function that unsubscribes.
 
         ``state_every`` asks for node state (plot arrays) at most every so many
@@ -304,11 +328,20 @@ class EventBus:
         subscribers says what they want).
         """
         require_callable(fn, "fn", "subscribe")
-        if not (state_every is None or callable(state_every) or (
-                isinstance(state_every, numbers.Real) and not isinstance(state_every, bool)
-                and 0 <= state_every < float("inf"))):
-            raise InputError(f"state_every must be a number of seconds >= 0, a callable "
-                             f"or None, got {state_every!r}", argument="state_every")
+        if not (
+            state_every is None
+            or callable(state_every)
+            or (
+                isinstance(state_every, numbers.Real)
+                and not isinstance(state_every, bool)
+                and 0 <= state_every < float("inf")
+            )
+        ):
+            raise InputError(
+                f"state_every must be a number of seconds >= 0, a callable "
+                f"or None, got {state_every!r}",
+                argument="state_every",
+            )
         entry = (fn, state_every)
         with self._lock:
             self._subscribers = [*self._subscribers, entry]
@@ -316,6 +349,7 @@ class EventBus:
         def unsubscribe():
             with self._lock:
                 self._subscribers = [s for s in self._subscribers if s is not entry]
+
         return unsubscribe
 
     @property
@@ -346,9 +380,13 @@ class EventBus:
             first = key not in self._failing
             self._failing.add(key)
         if first:
-            logger.error("labkit event subscriber %r failed on %s (its further %s failures "
-                         "are not logged)", fn, type(event).__name__, type(exc).__name__,
-                         exc_info=exc)
+            logger.error(
+                "labkit event subscriber %r failed on %s (its further %s failures are not logged)",
+                fn,
+                type(event).__name__,
+                type(exc).__name__,
+                exc_info=exc,
+            )
 
 
 class Observable:

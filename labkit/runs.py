@@ -128,8 +128,14 @@ class RunScope:
 
 
 @contextlib.contextmanager
-def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | None = None,
-              run_id: str | None = None, detail: dict | None = None):
+def run_scope(
+    kind: str,
+    sources=(),
+    n_nodes: int = 1,
+    control: RunControl | None = None,
+    run_id: str | None = None,
+    detail: dict | None = None,
+):
     """Bracket a run: mint its id, emit ``RunStarted`` now and ``RunFinished`` at the end.
 
     A run reports success only when its job returned, that is when all of its
@@ -163,8 +169,7 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
     >>> seen
     ['RunStarted', 'RunFinished']
     """
-    scope = RunScope(run_id or new_run_id(kind), kind, control or RunControl(),
-                     _distinct(sources))
+    scope = RunScope(run_id or new_run_id(kind), kind, control or RunControl(), _distinct(sources))
     scope.emit(RunStarted(scope.id, kind, n_nodes, detail=dict(detail or {})))
     try:
         yield scope
@@ -175,14 +180,21 @@ def run_scope(kind: str, sources=(), n_nodes: int = 1, control: RunControl | Non
     scope.emit(RunFinished(scope.id, ok=True))
 
 
-def start(kind: str, sources, job: Callable[[RunScope], Any], *, wait: bool = True,
-          n_nodes: int = 1, detail: dict | None = None):
+def start(
+    kind: str,
+    sources,
+    job: Callable[[RunScope], Any],
+    *,
+    wait: bool = True,
+    n_nodes: int = 1,
+    detail: dict | None = None,
+):
     """Run ``job(scope)`` in a :func:`run_scope`; here, or in a thread as a :class:`Run`.
 
     With ``wait=True`` the job's result is returned (its error raised); with
     ``wait=False`` a :class:`Run` is returned at once.
     """
-    __tracebackhide__ = True   # IPython leaves this frame out of tracebacks
+    __tracebackhide__ = True  # IPython leaves this frame out of tracebacks
     if wait:
         try:
             with run_scope(kind, sources, n_nodes, detail=detail) as scope:
@@ -214,8 +226,14 @@ class Run(Observable):
 
     max_history = 200_000  # events kept for late subscribers
 
-    def __init__(self, kind: str, sources, job: Callable[[RunScope], Any], n_nodes: int = 1,
-                 detail: dict | None = None):
+    def __init__(
+        self,
+        kind: str,
+        sources,
+        job: Callable[[RunScope], Any],
+        n_nodes: int = 1,
+        detail: dict | None = None,
+    ):
         self.kind, self.id = kind, new_run_id(kind)
         self.detail = dict(detail or {})
         self.sources = _distinct(sources)
@@ -229,10 +247,12 @@ class Run(Observable):
         # the run began (a board shown by the cell) still sees all of it.
         self._history: list = []
         self._events_lock = threading.RLock()
-        self._unsubscribers = [s.subscribe(self._on_event, state_every=lambda: self.state_every)
-                               for s in self.sources]
-        self._thread = threading.Thread(target=self._main, args=(job, n_nodes), daemon=True,
-                                        name=f"labkit-{self.id}")
+        self._unsubscribers = [
+            s.subscribe(self._on_event, state_every=lambda: self.state_every) for s in self.sources
+        ]
+        self._thread = threading.Thread(
+            target=self._main, args=(job, n_nodes), daemon=True, name=f"labkit-{self.id}"
+        )
         self._thread.start()
 
     @property
@@ -242,8 +262,9 @@ class Run(Observable):
 
     def _main(self, job, n_nodes) -> None:
         try:
-            with run_scope(self.kind, self.sources, n_nodes, self.control, self.id,
-                           self.detail) as scope:
+            with run_scope(
+                self.kind, self.sources, n_nodes, self.control, self.id, self.detail
+            ) as scope:
                 self._result = job(scope)
         except BaseException as err:  # handed to whoever asks for the result
             self._error = err
@@ -339,11 +360,11 @@ class Run(Observable):
         Returns a function that unsubscribes.
         """
         with self._events_lock:  # no live event can slip in between the replay and the rest
-            unsubscribe = super().subscribe(fn, state_every)   # checks fn first
+            unsubscribe = super().subscribe(fn, state_every)  # checks fn first
             for event in self._history:
                 try:
                     fn(event)
-                except Exception as exc:   # logged as the live events' failures are
+                except Exception as exc:  # logged as the live events' failures are
                     self.events._log_failure(fn, event, exc)
             return unsubscribe
 
@@ -362,12 +383,13 @@ class Run(Observable):
 
 def _seconds(timeout):
     """``timeout`` for a wait: ``None`` (no limit) or seconds >= 0, else an InputError."""
-    if timeout is None or timeout == float("inf"):   # a lock cannot wait an infinite time
+    if timeout is None or timeout == float("inf"):  # a lock cannot wait an infinite time
         return None
     if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and timeout >= 0:
         return timeout
-    raise InputError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}",
-                     argument="timeout")
+    raise InputError(
+        f"timeout must be None or a number of seconds >= 0, got {timeout!r}", argument="timeout"
+    )
 
 
 def _call(fn, run) -> None:

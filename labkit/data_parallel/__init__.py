@@ -23,18 +23,37 @@ from __future__ import annotations
 
 from .split import split_batch
 
-__all__ = ["split_batch", "DataParallelTrainer", "Balancer", "ReplicaStep", "DaskReplicaGroup",
-           "NonFiniteLossError", "NonFiniteLossWarning", "bucket_batches", "BucketBatch",
-           "BucketBatches", "on_workers"]
+__all__ = [
+    "split_batch",
+    "DataParallelTrainer",
+    "Balancer",
+    "ReplicaStep",
+    "DaskReplicaGroup",
+    "NonFiniteLossError",
+    "NonFiniteLossWarning",
+    "bucket_batches",
+    "BucketBatch",
+    "BucketBatches",
+    "on_workers",
+]
 
-_LAZY = {"DataParallelTrainer": "trainer", "ReplicaStep": "monitors", "Balancer": "balance",
-         "DaskReplicaGroup": "distributed", "NonFiniteLossError": "guards",
-         "NonFiniteLossWarning": "guards", "bucket_batches": "bucketing",
-         "BucketBatch": "bucketing", "BucketBatches": "bucketing", "on_workers": "sources"}
+_LAZY = {
+    "DataParallelTrainer": "trainer",
+    "ReplicaStep": "monitors",
+    "Balancer": "balance",
+    "DaskReplicaGroup": "distributed",
+    "NonFiniteLossError": "guards",
+    "NonFiniteLossWarning": "guards",
+    "bucket_batches": "bucketing",
+    "BucketBatch": "bucketing",
+    "BucketBatches": "bucketing",
+    "on_workers": "sources",
+}
 
 
 def __getattr__(name):
     if name in _LAZY:
         import importlib
+
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -51,14 +51,32 @@ class Balancer:
         Weight of the newest speed in its exponential average.
     """
 
-    def __init__(self, n: int, initial=None, gain: float = 0.5, max_step: float = 0.1,
-                 min_share: float = 0.02, smoothing: float = 0.5):
-        if not 0 < gain <= 1 or not 0 < max_step <= 1 or not 0 <= min_share < 1.0 / n \
-                or not 0 < smoothing <= 1:
-            raise InputError(f"bad balancer settings: gain={gain}, max_step={max_step}, "
-                             f"min_share={min_share}, smoothing={smoothing}")
+    def __init__(
+        self,
+        n: int,
+        initial=None,
+        gain: float = 0.5,
+        max_step: float = 0.1,
+        min_share: float = 0.02,
+        smoothing: float = 0.5,
+    ):
+        if (
+            not 0 < gain <= 1
+            or not 0 < max_step <= 1
+            or not 0 <= min_share < 1.0 / n
+            or not 0 < smoothing <= 1
+        ):
+            raise InputError(
+                f"bad balancer settings: gain={gain}, max_step={max_step}, "
+                f"min_share={min_share}, smoothing={smoothing}"
+            )
         self.shares = normalised([1.0] * n if initial is None else list(initial))
-        self.gain, self.max_step, self.min_share, self.smoothing = gain, max_step, min_share, smoothing
+        self.gain, self.max_step, self.min_share, self.smoothing = (
+            gain,
+            max_step,
+            min_share,
+            smoothing,
+        )
         self.speeds: list[float | None] = [None] * n
         self.updates = 0
 
@@ -68,8 +86,9 @@ class Balancer:
             if r > 0 and t > 0:
                 speed = r / t
                 old = self.speeds[i]
-                self.speeds[i] = speed if old is None else \
-                    self.smoothing * speed + (1 - self.smoothing) * old
+                self.speeds[i] = (
+                    speed if old is None else self.smoothing * speed + (1 - self.smoothing) * old
+                )
         if any(s is None for s in self.speeds):
             return self.shares
         total = sum(self.speeds)
@@ -110,13 +129,16 @@ class WorkLoads:
         self.balancer, self.work_load, self._fixed = None, None, None
         if isinstance(work_load, str):
             if work_load != "auto":
-                raise InputError(f"work_load must be None, a list or 'auto', got {work_load!r}",
-                                 argument="work_load")
+                raise InputError(
+                    f"work_load must be None, a list or 'auto', got {work_load!r}",
+                    argument="work_load",
+                )
             self.balancer = balancer or Balancer(n)
             self._fresh = copy.deepcopy(self.balancer)  # what a new bucket starts from
         else:
-            self.work_load = check_work_load([1.0] * n if work_load is None else work_load, n,
-                                             names)
+            self.work_load = check_work_load(
+                [1.0] * n if work_load is None else work_load, n, names
+            )
             self._fixed = normalised(self.work_load)
         self._buckets: dict = {}  # bucket key -> its own Balancer ("auto" only)
 

@@ -32,8 +32,14 @@ import torch
 
 from ..errors import InputError, located
 
-__all__ = ["BucketBatch", "BucketBatches", "bucket_batches", "BucketModules", "check_key",
-           "build_bucket"]
+__all__ = [
+    "BucketBatch",
+    "BucketBatches",
+    "bucket_batches",
+    "BucketModules",
+    "check_key",
+    "build_bucket",
+]
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,22 @@ class BucketBatches:
     Made by :func:`bucket_batches`; ``len()`` is the number of batches a pass.
     """
 
-    def __init__(self, padded: dict, targets: torch.Tensor, batch_size: int, shuffle: bool,
-                 seed, drop_last: bool):
+    def __init__(
+        self,
+        padded: dict,
+        targets: torch.Tensor,
+        batch_size: int,
+        shuffle: bool,
+        seed,
+        drop_last: bool,
+    ):
         self._padded, self._targets = padded, targets
-        self.batch_size, self.shuffle, self.seed, self.drop_last = \
-            batch_size, shuffle, seed, drop_last
+        self.batch_size, self.shuffle, self.seed, self.drop_last = (
+            batch_size,
+            shuffle,
+            seed,
+            drop_last,
+        )
         self.buckets = sorted(padded)
         self.passes = 0  # each pass of a shuffled iterator draws a new order from the seed
 
@@ -72,8 +89,11 @@ class BucketBatches:
         return {key: len(self._padded[key][2]) for key in self.buckets}
 
     def __len__(self) -> int:
-        per = (lambda n: n // self.batch_size) if self.drop_last else \
-            (lambda n: -(-n // self.batch_size))
+        per = (
+            (lambda n: n // self.batch_size)
+            if self.drop_last
+            else (lambda n: -(-n // self.batch_size))
+        )
         return sum(per(n) for n in self.counts().values())
 
     def __iter__(self) -> Iterator[BucketBatch]:
@@ -85,7 +105,7 @@ class BucketBatches:
             if self.shuffle:
                 rows = rng.permutation(rows)
             for start in range(0, len(rows), self.batch_size):
-                part = rows[start:start + self.batch_size]
+                part = rows[start : start + self.batch_size]
                 if len(part) == self.batch_size or not self.drop_last:
                     plan.append((key, torch.as_tensor(part)))
         if self.shuffle:
@@ -100,13 +120,23 @@ class BucketBatches:
         return BucketBatch(key, x[rows], self._targets[taken], lengths[rows], taken)
 
     def __repr__(self):
-        return (f"<BucketBatches {len(self)} batches of up to {self.batch_size}; "
-                f"sequences per bucket {self.counts()}>")
+        return (
+            f"<BucketBatches {len(self)} batches of up to {self.batch_size}; "
+            f"sequences per bucket {self.counts()}>"
+        )
 
 
-def bucket_batches(sequences, targets, buckets, batch_size: int, pad_value=0,
-                   shuffle: bool = False, seed: int | None = None, drop_longer: bool = False,
-                   drop_last: bool = False) -> BucketBatches:
+def bucket_batches(
+    sequences,
+    targets,
+    buckets,
+    batch_size: int,
+    pad_value=0,
+    shuffle: bool = False,
+    seed: int | None = None,
+    drop_longer: bool = False,
+    drop_last: bool = False,
+) -> BucketBatches:
     """Group ``sequences`` by bucket into padded batches of :class:`BucketBatch`.
 
     Parameters
@@ -143,13 +173,18 @@ def bucket_batches(sequences, targets, buckets, batch_size: int, pad_value=0,
     lengths = [len(s) for s in seqs]
     keep = _fitting(lengths, buckets[-1], drop_longer)
     if not keep:
-        raise InputError(f"no sequences left to bucket: all {len(seqs)} are longer than the "
-                         f"largest bucket ({buckets[-1]})", argument="sequences")
+        raise InputError(
+            f"no sequences left to bucket: all {len(seqs)} are longer than the "
+            f"largest bucket ({buckets[-1]})",
+            argument="sequences",
+        )
     members: dict[int, list[int]] = {}
     for i in keep:
         members.setdefault(buckets[bisect.bisect_left(buckets, lengths[i])], []).append(i)
-    padded = {key: _pad([seqs[i] for i in rows], key, pad_value) + (torch.as_tensor(rows),)
-              for key, rows in members.items()}
+    padded = {
+        key: _pad([seqs[i] for i in rows], key, pad_value) + (torch.as_tensor(rows),)
+        for key, rows in members.items()
+    }
     return BucketBatches(padded, targets, batch_size, bool(shuffle), seed, bool(drop_last))
 
 
@@ -158,13 +193,16 @@ def _check_buckets(buckets) -> list[int]:
     try:
         values = list(buckets)
     except TypeError:
-        raise InputError(f"buckets must be a list of positive ints, got {buckets!r}",
-                         argument="buckets") from None
-    bad = [b for b in values if isinstance(b, bool) or not isinstance(b, (int, np.integer))
-           or b < 1]
+        raise InputError(
+            f"buckets must be a list of positive ints, got {buckets!r}", argument="buckets"
+        ) from None
+    bad = [
+        b for b in values if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1
+    ]
     if not values or bad:
-        raise InputError(f"buckets must be a non-empty list of positive ints, got {values!r}",
-                         argument="buckets")
+        raise InputError(
+            f"buckets must be a non-empty list of positive ints, got {values!r}", argument="buckets"
+        )
     if len(set(values)) != len(values):
         raise InputError(f"buckets must be distinct, got {values!r}", argument="buckets")
     return sorted(int(b) for b in values)
@@ -172,18 +210,26 @@ def _check_buckets(buckets) -> list[int]:
 
 def _check_batch_size(batch_size) -> None:
     """An ``InputError`` unless ``batch_size`` is a positive int."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise InputError(f"batch_size must be a positive int, got {batch_size!r}",
-                         argument="batch_size")
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
+        raise InputError(
+            f"batch_size must be a positive int, got {batch_size!r}", argument="batch_size"
+        )
 
 
 def _as_sequences(sequences) -> list[torch.Tensor]:
     """Each sequence as a tensor of at least one step, all with one trailing shape."""
-    if isinstance(sequences, (torch.Tensor, np.ndarray, str, bytes)) or \
-            not hasattr(sequences, "__len__"):
-        raise InputError("sequences must be a list of 1-D arrays or tensors of varying length, "
-                         f"got {type(sequences).__name__}", argument="sequences")
+    if isinstance(sequences, (torch.Tensor, np.ndarray, str, bytes)) or not hasattr(
+        sequences, "__len__"
+    ):
+        raise InputError(
+            "sequences must be a list of 1-D arrays or tensors of varying length, "
+            f"got {type(sequences).__name__}",
+            argument="sequences",
+        )
     if len(sequences) == 0:
         raise InputError("no sequences to bucket: sequences is empty", argument="sequences")
     out = []
@@ -191,16 +237,23 @@ def _as_sequences(sequences) -> list[torch.Tensor]:
         try:
             t = torch.as_tensor(s)
         except (TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"sequence {i} is not an array of numbers ({exc})",
-                             argument="sequences", index=i) from None
+            raise InputError(
+                f"sequence {i} is not an array of numbers ({exc})", argument="sequences", index=i
+            ) from None
         if t.dim() == 0 or len(t) == 0:
-            raise InputError(f"sequence {i} is {'a scalar' if t.dim() == 0 else 'empty'}: "
-                             "each sequence needs at least one step", argument="sequences",
-                             index=i)
+            raise InputError(
+                f"sequence {i} is {'a scalar' if t.dim() == 0 else 'empty'}: "
+                "each sequence needs at least one step",
+                argument="sequences",
+                index=i,
+            )
         if out and t.shape[1:] != out[0].shape[1:]:
-            raise InputError(f"sequence {i} has steps of shape {tuple(t.shape[1:])}, sequence 0 "
-                             f"of shape {tuple(out[0].shape[1:])}: all must match",
-                             argument="sequences", index=i)
+            raise InputError(
+                f"sequence {i} has steps of shape {tuple(t.shape[1:])}, sequence 0 "
+                f"of shape {tuple(out[0].shape[1:])}: all must match",
+                argument="sequences",
+                index=i,
+            )
         out.append(t)
     return out
 
@@ -208,15 +261,16 @@ def _as_sequences(sequences) -> list[torch.Tensor]:
 def _as_targets(targets, n: int) -> torch.Tensor:
     """``targets`` as a tensor with one row per sequence."""
     try:
-        t = torch.as_tensor(np.asarray(targets) if isinstance(targets, (list, tuple))
-                            else targets)
+        t = torch.as_tensor(np.asarray(targets) if isinstance(targets, (list, tuple)) else targets)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise InputError(f"targets must be an array or tensor ({exc})",
-                         argument="targets") from None
+        raise InputError(
+            f"targets must be an array or tensor ({exc})", argument="targets"
+        ) from None
     if t.dim() == 0 or len(t) != n:
         rows = "a scalar" if t.dim() == 0 else f"{len(t)} rows"
-        raise InputError(f"targets has {rows} for {n} sequences: one row per sequence",
-                         argument="targets")
+        raise InputError(
+            f"targets has {rows} for {n} sequences: one row per sequence", argument="targets"
+        )
     return t
 
 
@@ -225,14 +279,21 @@ def _fitting(lengths: list[int], longest: int, drop_longer: bool) -> list[int]:
     over = [i for i, n in enumerate(lengths) if n > longest]
     if over and not drop_longer:
         i = over[0]
-        raise InputError(f"sequence {i} has length {lengths[i]}, longer than the largest "
-                         f"bucket ({longest}); add a larger bucket or pass drop_longer=True"
-                         + (f" ({len(over)} sequences are too long)" if len(over) > 1 else ""),
-                         argument="sequences", index=i, length=lengths[i])
+        raise InputError(
+            f"sequence {i} has length {lengths[i]}, longer than the largest "
+            f"bucket ({longest}); add a larger bucket or pass drop_longer=True"
+            + (f" ({len(over)} sequences are too long)" if len(over) > 1 else ""),
+            argument="sequences",
+            index=i,
+            length=lengths[i],
+        )
     if over:
-        warnings.warn(f"dropped {len(over)} sequences longer than the largest bucket "
-                      f"({longest}), the first being sequence {over[0]}", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"dropped {len(over)} sequences longer than the largest bucket "
+            f"({longest}), the first being sequence {over[0]}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return [i for i, n in enumerate(lengths) if n <= longest]
 
 
@@ -243,20 +304,24 @@ def _pad(seqs: list[torch.Tensor], width: int, pad_value) -> tuple[torch.Tensor,
         dtype = torch.promote_types(dtype, s.dtype)
     x = torch.full((len(seqs), width, *seqs[0].shape[1:]), pad_value, dtype=dtype)
     for row, s in enumerate(seqs):
-        x[row, :len(s)] = s
+        x[row, : len(s)] = s
     return x, torch.tensor([len(s) for s in seqs])
 
 
 # ---------------------------------------------------------------- the modules of the buckets
+
 
 def check_key(key, step=None):
     """``key``, checked: a bucket key must be hashable (it names a cached module)."""
     try:
         hash(key)
     except TypeError:
-        raise InputError(f"bucket_key must be hashable (an int such as the padded length), "
-                         f"got a {type(key).__name__}", argument="bucket_key",
-                         step=step) from None
+        raise InputError(
+            f"bucket_key must be hashable (an int such as the padded length), "
+            f"got a {type(key).__name__}",
+            argument="bucket_key",
+            step=step,
+        ) from None
     return key
 
 
@@ -267,17 +332,25 @@ def build_bucket(bucket_model, model: torch.nn.Module, key, **where) -> torch.nn
     except Exception as exc:
         raise located(exc, f"bucket_model(model, {key!r})", bucket_key=key, **where) from exc
     if not isinstance(module, torch.nn.Module):
-        raise InputError(f"bucket_model(model, {key!r}) must return a torch.nn.Module, got "
-                         f"{type(module).__name__}", argument="bucket_model", bucket_key=key,
-                         **where)
+        raise InputError(
+            f"bucket_model(model, {key!r}) must return a torch.nn.Module, got "
+            f"{type(module).__name__}",
+            argument="bucket_model",
+            bucket_key=key,
+            **where,
+        )
     own = {id(p) for p in model.parameters()}
     foreign = [n for n, p in module.named_parameters() if id(p) not in own]
     if foreign:
-        raise InputError(f"bucket_model(model, {key!r}) returned a module whose parameter "
-                         f"{foreign[0]!r} is not one of the model's: build the bucket's module "
-                         "around the model it is given (e.g. keep it as a submodule) so that "
-                         "every bucket trains the same parameters; do not copy them",
-                         argument="bucket_model", bucket_key=key, **where)
+        raise InputError(
+            f"bucket_model(model, {key!r}) returned a module whose parameter "
+            f"{foreign[0]!r} is not one of the model's: build the bucket's module "
+            "around the model it is given (e.g. keep it as a submodule) so that "
+            "every bucket trains the same parameters; do not copy them",
+            argument="bucket_model",
+            bucket_key=key,
+            **where,
+        )
     return module.train(model.training)
 
 
@@ -289,8 +362,10 @@ class BucketModules:
 
     def __init__(self, bucket_model, replicas: list[torch.nn.Module]):
         if bucket_model is not None and not callable(bucket_model):
-            raise InputError(f"bucket_model must be callable as bucket_model(model, key), got "
-                             f"{bucket_model!r}", argument="bucket_model")
+            raise InputError(
+                f"bucket_model must be callable as bucket_model(model, key), got {bucket_model!r}",
+                argument="bucket_model",
+            )
         self.bucket_model, self.replicas = bucket_model, replicas
         self._made: dict[tuple, torch.nn.Module] = {}
 

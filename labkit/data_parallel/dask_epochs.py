@@ -24,7 +24,7 @@ import logging
 import queue
 import time
 
-from ..errors import CancelledError, LabkitError, SchedulerError, WorkerLostError
+from ..errors import CancelledError, SchedulerError, WorkerLostError
 from . import rank_tasks as w
 from .reports import StepReport
 from .sources import DaskArrays, WorkerDataset
@@ -64,9 +64,15 @@ class EpochRunner:
         if isinstance(source, DaskArrays):
             self.blocks = WorkerBlocks.of(group._client, source.x, source.y)
 
-    def configure(self, run: str | None = None, shares=None, policy: str = "raise",
-                  commit_every: int | None = COMMIT_EVERY, checkpoint=None,
-                  max_failures: int = MAX_FAILURES) -> None:
+    def configure(
+        self,
+        run: str | None = None,
+        shares=None,
+        policy: str = "raise",
+        commit_every: int | None = COMMIT_EVERY,
+        checkpoint=None,
+        max_failures: int = MAX_FAILURES,
+    ) -> None:
         self.run_id = run or self.run_id or "fit"
         self.shares, self.policy = shares, policy
         self.commit_every, self.checkpoint = commit_every, checkpoint
@@ -89,8 +95,11 @@ class EpochRunner:
             futures = self._submit(spec)
             outcome = self._wait(futures, spec, done, check, seen)
             if outcome["status"] == "done":
-                return {"seconds": outcome.get("seconds"), "redone": spec["redone"],
-                        "recoveries": spec["recoveries"]}
+                return {
+                    "seconds": outcome.get("seconds"),
+                    "redone": spec["redone"],
+                    "recoveries": spec["recoveries"],
+                }
             spec = self._recover(spec, outcome)
 
     def _shares(self) -> list:
@@ -101,39 +110,63 @@ class EpochRunner:
     def _spec(self, epoch: int) -> dict:
         """What every rank needs to plan ``epoch`` the same way."""
         source = self.source
-        spec = {"run": self.run_id, "epoch": epoch, "batch_size": source.batch_size or 1,
-                "shuffle": source.shuffle, "seed": source.seed, "policy": self.policy,
-                "commit_every": self.commit_every, "checkpoint": self.checkpoint,
-                "topic": self.group.topic, "resumes": [], "redone": 0, "recoveries": []}
+        spec = {
+            "run": self.run_id,
+            "epoch": epoch,
+            "batch_size": source.batch_size or 1,
+            "shuffle": source.shuffle,
+            "seed": source.seed,
+            "policy": self.policy,
+            "commit_every": self.commit_every,
+            "checkpoint": self.checkpoint,
+            "topic": self.group.topic,
+            "resumes": [],
+            "redone": 0,
+            "recoveries": [],
+        }
         if isinstance(source, WorkerDataset):
-            spec.update(dataset=source.pickled(), dataset_id=source.id,
-                        rows=self._dataset_length(), shares=self._shares())
+            spec.update(
+                dataset=source.pickled(),
+                dataset_id=source.id,
+                rows=self._dataset_length(),
+                shares=self._shares(),
+            )
         else:
-            ranks = assign(self.blocks.spans, self.blocks.holders(self.group._client,
-                                                                  self.group.names),
-                           self._shares())
+            ranks = assign(
+                self.blocks.spans,
+                self.blocks.holders(self.group._client, self.group.names),
+                self._shares(),
+            )
             spec.update(rows=source.rows, ranks=ranks, table=self.blocks.table(ranks))
             spec["first_table"] = spec["table"]
         return spec
 
     def _dataset_length(self) -> int:
         group = self.group
-        found = group._run([group._submit(r, _dataset_length, group._gid, self.source.pickled(),
-                                          self.source.id) for r in range(len(group.names))],
-                           "making the dataset")
+        found = group._run(
+            [
+                group._submit(r, _dataset_length, group._gid, self.source.pickled(), self.source.id)
+                for r in range(len(group.names))
+            ],
+            "making the dataset",
+        )
         from ..errors import InputError
+
         lengths = dict(zip(group.names, map(tuple, found)))
         values = set(lengths.values())
         if len(values) != 1:
-            raise InputError(f"what make_dataset made differs between the workers: {lengths}; "
-                             "every worker must make the same dataset or batches",
-                             argument="make_dataset")
+            raise InputError(
+                f"what make_dataset made differs between the workers: {lengths}; "
+                "every worker must make the same dataset or batches",
+                argument="make_dataset",
+            )
         kind, length = values.pop()
         if length < 1:
             raise InputError(f"the {kind} made on the workers is empty", argument="make_dataset")
         if kind == "dataset" and not self.source.batch_size:
-            raise InputError("a dataset made on the workers needs batch_size=",
-                             argument="batch_size")
+            raise InputError(
+                "a dataset made on the workers needs batch_size=", argument="batch_size"
+            )
         return length
 
     def _submit(self, spec: dict) -> list:
@@ -174,14 +207,14 @@ class EpochRunner:
                 group._client.cancel(pending)
 
     def _hand_on(self, message: dict, spec: dict, done, seen: dict) -> None:
-        if message.get("run") != spec["run"]:   # late reports of a run that ended (cancelled)
+        if message.get("run") != spec["run"]:  # late reports of a run that ended (cancelled)
             return
         for values in message.get("reports", ()):
             report = StepReport.from_wire(values)
             if report.epoch == spec["epoch"] and report.step not in seen:
                 seen[report.step] = report
                 done(report)
-            elif report.epoch == spec["epoch"]:   # done again after a recovery
+            elif report.epoch == spec["epoch"]:  # done again after a recovery
                 seen[report.step] = report
 
     def _drain(self, spec, done, seen) -> None:
@@ -195,7 +228,8 @@ class EpochRunner:
             if kind == "report":
                 self._hand_on(message, spec, done, seen)
                 if message.get("run") == spec["run"] and (
-                        message.get("epoch_end") == spec["epoch"] or "stopped" in message):
+                    message.get("epoch_end") == spec["epoch"] or "stopped" in message
+                ):
                     return
 
     def _check(self, check, futures) -> None:
@@ -214,9 +248,11 @@ class EpochRunner:
         ended = [f for f in futures if f.done()]
         if not ended:
             return False
-        return any(f.status == "finished" and f.result().get("status") == "broken"
-                   for f in ended) and len(ended) < len(futures) and \
-            any(n not in self.group.alive() for n in self.group.names)
+        return (
+            any(f.status == "finished" and f.result().get("status") == "broken" for f in ended)
+            and len(ended) < len(futures)
+            and any(n not in self.group.alive() for n in self.group.names)
+        )
 
     def _ended(self, futures, spec) -> dict:
         """The epoch's outcome from the ranks' tasks; a rank's own error is raised."""
@@ -232,6 +268,7 @@ class EpochRunner:
         for r, f in errors:
             from .distributed import _client_error
             from ..errors import for_caller
+
             err = _client_error(f, r, group.names[r])
             if not isinstance(err, WorkerLostError):
                 raise for_caller(err.locate(epoch=spec["epoch"]))
@@ -243,8 +280,11 @@ class EpochRunner:
         if "stopped" in statuses:
             raise CancelledError("the fit was stopped", epoch=spec["epoch"])
         if statuses - {"done"}:
-            raise SchedulerError(f"the epoch ended as {sorted(statuses)} on the ranks, and no "
-                                 "rank reported an error", epoch=spec["epoch"])
+            raise SchedulerError(
+                f"the epoch ended as {sorted(statuses)} on the ranks, and no "
+                "rank reported an error",
+                epoch=spec["epoch"],
+            )
         seconds = max((res.get("seconds") or 0.0) for res in results) if results else None
         return {"status": "done", "seconds": seconds}
 
@@ -259,31 +299,52 @@ class EpochRunner:
         alive = group.alive()
         survivors = [n for n in group.names if n in alive]
         if not outcome["lost"] or not survivors or self.failures > self.max_failures:
-            why = ("no worker of the group is left" if not survivors else
-                   f"{self.failures} workers were lost (max_failures={self.max_failures})"
-                   if outcome["lost"] else "a collective failed while every worker lives")
+            why = (
+                "no worker of the group is left"
+                if not survivors
+                else f"{self.failures} workers were lost (max_failures={self.max_failures})"
+                if outcome["lost"]
+                else "a collective failed while every worker lives"
+            )
             raise WorkerLostError(f"worker lost and the fit cannot go on: {why}", **where)
         group._client.run(w.teardown_group, group._gid, on_error="ignore", workers=survivors)
         group.form(survivors)
-        positions = group._run([group._submit(r, w.restore_commit, group._gid)
-                                for r in range(len(survivors))], "recovery")
+        positions = group._run(
+            [group._submit(r, w.restore_commit, group._gid) for r in range(len(survivors))],
+            "recovery",
+        )
         position = positions[0]
         if any(p != position for p in positions):
-            raise WorkerLostError(f"the workers left hold different commits ({positions}); "
-                                  "the fit cannot go on", **where)
+            raise WorkerLostError(
+                f"the workers left hold different commits ({positions}); the fit cannot go on",
+                **where,
+            )
         if position["epoch"] != spec["epoch"]:
-            raise WorkerLostError(f"the last commit is of epoch {position['epoch']}, not "
-                                  f"{spec['epoch']}", **where)
+            raise WorkerLostError(
+                f"the last commit is of epoch {position['epoch']}, not {spec['epoch']}", **where
+            )
         spec = self._resumed(spec, position["step"])
         redone = max(0, outcome["step"] - position["step"])
         spec["redone"] += redone
-        spec["recoveries"].append({"worker": where["worker"], "epoch": spec["epoch"],
-                                   "step": outcome["step"], "resumed_from": position["step"],
-                                   "redone": redone, "ranks": len(survivors),
-                                   "seconds": round(time.monotonic() - started, 3)})
-        logger.warning("labkit: lost %s at epoch %d, step %d; the fit goes on over %d "
-                       "worker(s) from step %d", where["worker"], spec["epoch"],
-                       outcome["step"], len(survivors), position["step"])
+        spec["recoveries"].append(
+            {
+                "worker": where["worker"],
+                "epoch": spec["epoch"],
+                "step": outcome["step"],
+                "resumed_from": position["step"],
+                "redone": redone,
+                "ranks": len(survivors),
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
+        logger.warning(
+            "labkit: lost %s at epoch %d, step %d; the fit goes on over %d worker(s) from step %d",
+            where["worker"],
+            spec["epoch"],
+            outcome["step"],
+            len(survivors),
+            position["step"],
+        )
         return spec
 
     def _resumed(self, spec: dict, step: int) -> dict:
@@ -311,13 +372,11 @@ class EpochRunner:
             xs = ys = ()
             if self.blocks is not None:
                 mine["mine"], xs, ys = self.blocks.of_rank(spec["ranks"], r)
-            futures.append(group._submit(r, w.evaluate_rows, group._gid, r, mine, metrics,
-                                         xs, ys))
+            futures.append(group._submit(r, w.evaluate_rows, group._gid, r, mine, metrics, xs, ys))
         results = group._run(futures, "evaluation")
         rows = sum(res["rows"] for res in results)
         names = set().union(*(res["sums"] for res in results))
-        return {k: sum(res["sums"].get(k, 0.0) for res in results) / max(rows, 1)
-                for k in names}
+        return {k: sum(res["sums"].get(k, 0.0) for res in results) / max(rows, 1) for k in names}
 
 
 def _dataset_length(gid, blob, dataset_id) -> int:

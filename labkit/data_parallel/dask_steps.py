@@ -42,7 +42,7 @@ class CommandPipe:
     def __init__(self, group, policy: str = "raise"):
         self.group, self.policy = group, policy
         self.run_id = uuid.uuid4().hex[:12]
-        self._last = [None] * len(group.names)    # each rank's previous command
+        self._last = [None] * len(group.names)  # each rank's previous command
         self._step_seconds: float | None = None
 
     def run(self, planned, done, check=None) -> None:
@@ -86,13 +86,32 @@ class CommandPipe:
                 x = _share(planned.x, start, count)
                 y = None if planned.y is None else _share(planned.y, start, count)
                 weight = 1.0 if group.sum_loss else count / max(total, 1)
-                parts[r].append((planned.epoch, planned.batch, x, y, weight, planned.key,
-                                 [c / max(total, 1) for c in planned.counts]))
+                parts[r].append(
+                    (
+                        planned.epoch,
+                        planned.batch,
+                        x,
+                        y,
+                        weight,
+                        planned.key,
+                        [c / max(total, 1) for c in planned.counts],
+                    )
+                )
                 start += count
         for r, part in enumerate(parts):
             part = self._ship(r, part)
-            futures.append(group._submit(r, w.run_steps, group._gid, r, self.run_id, part,
-                                         self.policy, after=self._last[r]))
+            futures.append(
+                group._submit(
+                    r,
+                    w.run_steps,
+                    group._gid,
+                    r,
+                    self.run_id,
+                    part,
+                    self.policy,
+                    after=self._last[r],
+                )
+            )
             self._last[r] = futures[-1]
         return futures
 
@@ -101,8 +120,9 @@ class CommandPipe:
         size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
         if size < SCATTER_BYTES:
             return part
-        return self.group._client.scatter(part, workers=[self.group.names[rank]], hash=False,
-                                          direct=True)
+        return self.group._client.scatter(
+            part, workers=[self.group.names[rank]], hash=False, direct=True
+        )
 
     def _collect(self, futures: list, command: list, done) -> None:
         """Wait for a command on every rank; its reports to ``done``; raise what failed."""
@@ -133,14 +153,22 @@ class CommandPipe:
                 f"a worker of the replica group was lost during a step ({', '.join(lost)}); "
                 "client-fed steps cannot go on without it: close the trainer and start a new "
                 "one (a fit over data on the workers, fit((X, y), batch_size=...), recovers "
-                "by itself)", worker=", ".join(lost), **where)
+                "by itself)",
+                worker=", ".join(lost),
+                **where,
+            )
         rank = next(r for r, res in enumerate(results) if res["status"] == "broken")
         reason = results[rank].get("reason", "a collective failed")
         group._broken = f"a collective of a step failed ({reason})"
-        return TaskError(f"replica {rank} failed in a collective with {reason}; the group is "
-                         "broken: close the trainer", original_type=reason.split(":")[0],
-                         original_message=reason, replica=rank, device=group.names[rank],
-                         **where)
+        return TaskError(
+            f"replica {rank} failed in a collective with {reason}; the group is "
+            "broken: close the trainer",
+            original_type=reason.split(":")[0],
+            original_message=reason,
+            replica=rank,
+            device=group.names[rank],
+            **where,
+        )
 
     def _halt(self, in_flight) -> None:
         """Stop what was sent ahead: ranks stop after the same step; wait for them."""
@@ -161,10 +189,10 @@ def _share(t, start: int, count: int):
     intra-op threads, which stall behind busy ranks on a full machine; a numpy
     view of the rows travels as its own buffer, copied once on the way.
     """
-    rows = t[start:start + count].detach()
+    rows = t[start : start + count].detach()
     if rows.device.type == "cpu":
         try:
             return rows.numpy()
-        except (TypeError, RuntimeError):   # a dtype numpy lacks (bfloat16)
+        except (TypeError, RuntimeError):  # a dtype numpy lacks (bfloat16)
             pass
     return rows.clone()

@@ -37,39 +37,51 @@ def as_devices(devices) -> tuple[list[str], list[torch.device]]:
         names.append(name)
         parsed.append(dev)
     if not names:
-        raise InputError("devices is empty: give at least one, e.g. ['cpu'] or ['cuda:0']",
-                         argument="devices")
+        raise InputError(
+            "devices is empty: give at least one, e.g. ['cpu'] or ['cuda:0']", argument="devices"
+        )
     return names, parsed
 
 
 def _parse(d) -> torch.device:
     """One entry of ``devices`` as a torch device that exists here, or a clear error."""
     if isinstance(d, bool) or not isinstance(d, (str, torch.device, int)):
-        raise InputError(f"a device must be a string, torch.device or CUDA index, got {d!r}",
-                         argument="devices")
+        raise InputError(
+            f"a device must be a string, torch.device or CUDA index, got {d!r}", argument="devices"
+        )
     try:
         dev = torch.device(f"cuda:{d}" if isinstance(d, int) else d)
     except (RuntimeError, TypeError) as exc:
-        raise InputError(f"not a torch device: {d!r} ({exc}); use e.g. 'cpu', 'cpu:1' or "
-                         "'cuda:0'", device=d, argument="devices") from None
+        raise InputError(
+            f"not a torch device: {d!r} ({exc}); use e.g. 'cpu', 'cpu:1' or 'cuda:0'",
+            device=d,
+            argument="devices",
+        ) from None
     if dev.type not in ("cpu", "cuda"):
-        raise InputError(f"unsupported device type {dev.type!r}: use 'cpu' or 'cuda' devices",
-                         device=str(d), argument="devices")
+        raise InputError(
+            f"unsupported device type {dev.type!r}: use 'cpu' or 'cuda' devices",
+            device=str(d),
+            argument="devices",
+        )
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise InputError("CUDA is not available here", device=str(d), argument="devices")
         if dev.index is not None and not 0 <= dev.index < torch.cuda.device_count():
-            raise InputError(f"there is no {dev}: this machine has "
-                             f"{torch.cuda.device_count()} CUDA devices", device=str(d),
-                             argument="devices")
+            raise InputError(
+                f"there is no {dev}: this machine has {torch.cuda.device_count()} CUDA devices",
+                device=str(d),
+                argument="devices",
+            )
     return dev
 
 
 def memory(device: torch.device) -> tuple[int | None, int | None]:
     """``(bytes in use, bytes available)``: CUDA allocator figures, or the process RSS on CPU."""
     if device.type == "cuda":
-        return (torch.cuda.memory_allocated(device),
-                torch.cuda.get_device_properties(device).total_memory)
+        return (
+            torch.cuda.memory_allocated(device),
+            torch.cuda.get_device_properties(device).total_memory,
+        )
     return _rss(), None
 
 

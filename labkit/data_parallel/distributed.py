@@ -34,11 +34,17 @@ import traceback
 import uuid
 
 import cloudpickle
-import torch
 from distributed.comm import get_address_host
 
-from ..errors import (InputError, LabkitError, SchedulerError, TaskError, TrainingError,
-                      WorkerLostError, for_caller)
+from ..errors import (
+    InputError,
+    LabkitError,
+    SchedulerError,
+    TaskError,
+    TrainingError,
+    WorkerLostError,
+    for_caller,
+)
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback, scheduler_identity
 from ..scheduling.pickling import dumps
@@ -87,19 +93,27 @@ def _payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
     try:
         groups = [[index[id(p)] for p in g["params"]] for g in optimizer.param_groups]
     except KeyError:
-        raise InputError("the optimizer holds a parameter that is not the model's",
-                         argument="optimizer") from None
+        raise InputError(
+            "the optimizer holds a parameter that is not the model's", argument="optimizer"
+        ) from None
     on_cpu = all(t.device.type == "cpu" for t in [*model.parameters(), *model.buffers()])
     shipped = model if on_cpu else copy.deepcopy(model).cpu()  # workers may have no GPU
-    parts = {"model": shipped, "loss_fn": loss_fn,
-             "optimizer": (type(optimizer), dict(optimizer.defaults), groups,
-                           w.to_cpu(optimizer.state_dict())),
-             "bucket_model": bucket_model}
+    parts = {
+        "model": shipped,
+        "loss_fn": loss_fn,
+        "optimizer": (
+            type(optimizer),
+            dict(optimizer.defaults),
+            groups,
+            w.to_cpu(optimizer.state_dict()),
+        ),
+        "bucket_model": bucket_model,
+    }
     try:
         return cloudpickle.dumps(parts)
     except Exception:
         for name, part in parts.items():
-            dumps(part, name)   # raises naming the first part that cannot be pickled
+            dumps(part, name)  # raises naming the first part that cannot be pickled
         raise
 
 
@@ -144,17 +158,30 @@ class DaskReplicaGroup:
     #: Fits run their epochs as loops on the workers, over data that lives there.
     runs_epochs = True
 
-    def __init__(self, model, loss_fn, optimizer, scheduler, workers=None, backend=None,
-                 timeout=60.0, rendezvous="auto", bucket_model=None):
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        optimizer,
+        scheduler,
+        workers=None,
+        backend=None,
+        timeout=60.0,
+        rendezvous="auto",
+        bucket_model=None,
+    ):
         if rendezvous not in ("auto", "tcp", "file"):
-            raise InputError(f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
-                             argument="rendezvous")
+            raise InputError(
+                f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
+                argument="rendezvous",
+            )
         if getattr(scheduler, "in_process", False):
             raise InputError(
                 "data-parallel replicas on Dask need worker processes (one torch.distributed "
                 f"rank each), but this DaskScheduler runs tasks on threads (mode "
                 f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
-                "cluster, or train in-process with devices=[...]")
+                "cluster, or train in-process with devices=[...]"
+            )
         self.rendezvous = rendezvous
         self._client, self._gid, self._scheduler = scheduler.client, uuid.uuid4().hex, scheduler
         # The replicas' tasks go through a batch of the scheduler, so that cancelling
@@ -172,16 +199,23 @@ class DaskReplicaGroup:
         payload = _payload(model, loss_fn, optimizer, bucket_model)
         self._local = on_loopback(self.names)
         try:
-            self._client.subscribe_topic(self.topic, lambda event: self.inbox.put(
-                ("report", event[1])))
+            self._client.subscribe_topic(
+                self.topic, lambda event: self.inbox.put(("report", event[1]))
+            )
             hosts = [get_address_host(a) for a in self.names]
             # the k-th chosen worker on a host takes that host's k-th GPU
-            local = [hosts[:r].count(h) if gpu and self.backend != "gloo" else None
-                     for r, h in enumerate(hosts)]
+            local = [
+                hosts[:r].count(h) if gpu and self.backend != "gloo" else None
+                for r, h in enumerate(hosts)
+            ]
             #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
-            self.devices = self._run([self._submit(r, w.build, self._gid, r, self.names[r],
-                                                   payload, local[r])
-                                      for r in range(len(self.names))], "set-up")
+            self.devices = self._run(
+                [
+                    self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
+                    for r in range(len(self.names))
+                ],
+                "set-up",
+            )
             _check_devices(self.names, hosts, self.devices)
             self._device_of = dict(zip(self.names, self.devices))
             self.form(self.names, check=True)
@@ -198,13 +232,27 @@ class DaskReplicaGroup:
         if getattr(self, "_device_of", None):
             self.devices = [self._device_of[n] for n in names]
         url = self._rendezvous(hosts)
-        if check:   # ranks that cannot reach each other fail here in seconds, not at the timeout
+        if check:  # ranks that cannot reach each other fail here in seconds, not at the timeout
             check_reach(self, hosts, hosts[0] if url.startswith("tcp://") else None)
         #: per rank, the interface its process group uses and how it was chosen
-        self.interfaces = self._run([self._submit(r, w.join, self._gid, r, len(names), url,
-                                                  self.backend, self.timeout, hosts[r],
-                                                  self.generation)
-                                     for r in range(len(names))], "set-up")
+        self.interfaces = self._run(
+            [
+                self._submit(
+                    r,
+                    w.join,
+                    self._gid,
+                    r,
+                    len(names),
+                    url,
+                    self.backend,
+                    self.timeout,
+                    hosts[r],
+                    self.generation,
+                )
+                for r in range(len(names))
+            ],
+            "set-up",
+        )
         self._broken = None
 
     def _rendezvous(self, hosts) -> str:
@@ -233,8 +281,15 @@ class DaskReplicaGroup:
         # a labkit key: workers do not log these tasks' failures (see scheduling.quiet),
         # the client raises them once, located
         key = f"labkit-replica-{fn.__name__}-{self._gid[:8]}-{rank}-{uuid.uuid4().hex[:8]}"
-        return self._client.submit(fn, *args, workers=[self.names[rank]], key=key,
-                                   allow_other_workers=False, pure=False, **kwargs)
+        return self._client.submit(
+            fn,
+            *args,
+            workers=[self.names[rank]],
+            key=key,
+            allow_other_workers=False,
+            pure=False,
+            **kwargs,
+        )
 
     def _run(self, futures, what, collective=False, ranks=None):
         """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
@@ -257,8 +312,9 @@ class DaskReplicaGroup:
                     self._check_batch(what, collective)
                     if collective:
                         self._broken = f"a {what} was cancelled"
-                    raise SchedulerError(f"{what} tasks were cancelled outside labkit: "
-                                         f"{type(exc).__name__}") from exc
+                    raise SchedulerError(
+                        f"{what} tasks were cancelled outside labkit: {type(exc).__name__}"
+                    ) from exc
                 alive = scheduler_identity(self._client)["workers"]
                 stuck = [a for a, f in zip(names, futures) if not f.done()]
                 self.check_lost(what, collective, ranks, stuck, alive)
@@ -266,11 +322,13 @@ class DaskReplicaGroup:
                 if first_done and time.monotonic() - first_done > self.timeout + _GRACE:
                     if collective:
                         self._broken = f"a {what} did not finish"
-                    raise SchedulerError(f"{what} did not finish: a worker hangs",
-                                         device=", ".join(stuck))
+                    raise SchedulerError(
+                        f"{what} did not finish: a worker hangs", device=", ".join(stuck)
+                    )
             if any(f.status == "error" for f in futures):  # a peer's death fails the others
-                self.check_lost(what, collective, ranks, names,
-                                scheduler_identity(self._client)["workers"])
+                self.check_lost(
+                    what, collective, ranks, names, scheduler_identity(self._client)["workers"]
+                )
             for rank, name, f in zip(ranks, names, futures):
                 if f.status == "error":
                     if collective and not isinstance(f.exception(), LabkitError):
@@ -294,8 +352,11 @@ class DaskReplicaGroup:
                 raise WorkerLostError(
                     f"the worker of replica {rank} was lost during a {what}; the replica group "
                     "is broken: close the trainer (it tears the group down) and start a new "
-                    "one once the cluster has its workers back", replica=rank, worker=name,
-                    **where)
+                    "one once the cluster has its workers back",
+                    replica=rank,
+                    worker=name,
+                    **where,
+                )
 
     def _check_batch(self, what, collective) -> None:
         """Raise the scheduler's cancel or shutdown here; a cut collective breaks the group."""
@@ -313,8 +374,13 @@ class DaskReplicaGroup:
     def stop(self, run: str) -> None:
         """Ask every rank to stop ``run`` after its current step (they stop at the same one)."""
         try:
-            self._client.run(w.request_stop, self._gid, run, on_error="ignore",
-                             workers=[n for n in self.names if n in self.alive()])
+            self._client.run(
+                w.request_stop,
+                self._gid,
+                run,
+                on_error="ignore",
+                workers=[n for n in self.names if n in self.alive()],
+            )
         except Exception:  # the client is closing: nothing runs any more
             pass
 
@@ -327,9 +393,11 @@ class DaskReplicaGroup:
 
     def check_open(self):
         if self._scheduler.closed or self._client.status in ("closing", "closed"):
-            raise SchedulerError("the scheduler of this trainer was shut down (or its Dask "
-                                 "client closed): the replicas are gone; open a new "
-                                 "scheduler and a new trainer")
+            raise SchedulerError(
+                "the scheduler of this trainer was shut down (or its Dask "
+                "client closed): the replicas are gone; open a new "
+                "scheduler and a new trainer"
+            )
         if self._closed:
             raise TrainingError("the replica group is closed")
         if self._broken:
@@ -339,6 +407,7 @@ class DaskReplicaGroup:
         """Client-fed steps, sent ahead several to a command (see :mod:`.dask_steps`)."""
         __tracebackhide__ = True
         from .dask_steps import CommandPipe
+
         self.check_open()
         CommandPipe(self, policy).run(planned, done, check)
 
@@ -346,6 +415,7 @@ class DaskReplicaGroup:
         """One epoch over data that lives on the workers (see :mod:`.dask_epochs`)."""
         __tracebackhide__ = True
         from .dask_epochs import epoch_runner
+
         self.check_open()
         return epoch_runner(self, source, **options).run(epoch, done, check)
 
@@ -356,12 +426,14 @@ class DaskReplicaGroup:
         """
         __tracebackhide__ = True
         from .sources import PlannedStep
+
         counts = self._counts(x, y, counts)
         reports = []
         self.steps([PlannedStep(x, y, counts, bucket_key)], reports.append)
         report = reports[-1]
-        return report.loss, [{"rows": r, "seconds": s, "memory": None}
-                             for r, s in zip(report.rows, report.seconds)]
+        return report.loss, [
+            {"rows": r, "seconds": s, "memory": None} for r, s in zip(report.rows, report.seconds)
+        ]
 
     def _counts(self, x, y, counts):
         counts = [int(c) for c in counts]
@@ -381,22 +453,39 @@ class DaskReplicaGroup:
         __tracebackhide__ = True
         self.check_open()
         counts = self._counts(x, y, counts)
-        ends = [sum(counts[:i + 1]) for i in range(len(counts))]
+        ends = [sum(counts[: i + 1]) for i in range(len(counts))]
         spans = [(e - c, e) for c, e in zip(counts, ends)]
         ranks = [r for r, c in enumerate(counts) if c]
-        futures = [self._submit(r, w.evaluate, self._gid, r, x[slice(*spans[r])].clone(),
-                                None if y is None else y[slice(*spans[r])].clone(),
-                                dict(metrics or {}), bucket_key) for r in ranks]
+        futures = [
+            self._submit(
+                r,
+                w.evaluate,
+                self._gid,
+                r,
+                x[slice(*spans[r])].clone(),
+                None if y is None else y[slice(*spans[r])].clone(),
+                dict(metrics or {}),
+                bucket_key,
+            )
+            for r in ranks
+        ]
         results = self._run(futures, "evaluation", ranks=ranks)
         total = sum(counts)
-        return {key: float(sum((1.0 if key == "loss" and self.sum_loss else counts[r] / total)
-                               * res[key] for r, res in zip(ranks, results)))
-                for key in results[0]}
+        return {
+            key: float(
+                sum(
+                    (1.0 if key == "loss" and self.sum_loss else counts[r] / total) * res[key]
+                    for r, res in zip(ranks, results)
+                )
+            )
+            for key in results[0]
+        }
 
     def evaluate_source(self, source, metrics=None) -> dict:
         """Mean loss and metrics over every row of data on the workers."""
         __tracebackhide__ = True
         from .dask_epochs import epoch_runner
+
         self.check_open()
         return epoch_runner(self, source).evaluate(dict(metrics or {}))
 
@@ -414,8 +503,10 @@ class DaskReplicaGroup:
     def load_state_dict(self, state):
         """Load a :meth:`state_dict`-shaped mapping into every rank."""
         self.check_open()
-        self._run([self._submit(r, w.set_state, self._gid, r, state)
-                   for r in range(len(self.names))], "load_state_dict")
+        self._run(
+            [self._submit(r, w.set_state, self._gid, r, state) for r in range(len(self.names))],
+            "load_state_dict",
+        )
 
     def last_state(self):
         """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.
@@ -449,8 +540,12 @@ class DaskReplicaGroup:
         except Exception:
             pass
         try:
-            self._client.run(w.teardown, self._gid, on_error="ignore",
-                             workers=[a for a in self.names if a in self.alive()])
+            self._client.run(
+                w.teardown,
+                self._gid,
+                on_error="ignore",
+                workers=[a for a in self.names if a in self.alive()],
+            )
         except Exception:  # a closed client leaves nothing to tear down
             pass
         finally:
@@ -476,8 +571,10 @@ def _check_devices(names, hosts, devices) -> None:
         if device.startswith("cuda"):
             where = (host, device.split(" ")[0])
             if where in seen:
-                raise SchedulerError(f"the workers {seen[where]} and {name} got the same GPU "
-                                     f"({device}) on {host}: give each worker its own GPU "
-                                     "(CUDA_VISIBLE_DEVICES per worker, or dask-cuda)",
-                                     device=name)
+                raise SchedulerError(
+                    f"the workers {seen[where]} and {name} got the same GPU "
+                    f"({device}) on {host}: give each worker its own GPU "
+                    "(CUDA_VISIBLE_DEVICES per worker, or dask-cuda)",
+                    device=name,
+                )
             seen[where] = name

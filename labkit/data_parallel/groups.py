@@ -38,7 +38,7 @@ class ProcessGroup:
 
     def __init__(self, backend, rank: int, world: int, name: str, store=None):
         self.backend, self.rank, self.world, self.name = backend, rank, world, name
-        self._store = store   # kept alive as long as the backend that uses it
+        self._store = store  # kept alive as long as the backend that uses it
         self.closed = False
 
     def all_reduce(self, tensor: torch.Tensor) -> None:
@@ -57,12 +57,13 @@ class ProcessGroup:
         self.closed = True
         abort = getattr(self.backend, "abort", None)
         if abort is not None and self.backend.name() == "nccl":
-            abort()   # NCCL's communicators are not freed by dropping the object
+            abort()  # NCCL's communicators are not freed by dropping the object
         self.backend, self._store = None, None
 
 
-def open_group(init_method: str, rank: int, world: int, backend: str, timeout: float,
-               name: str) -> ProcessGroup:
+def open_group(
+    init_method: str, rank: int, world: int, backend: str, timeout: float, name: str
+) -> ProcessGroup:
     """Meet the other ranks at ``init_method`` (``file://`` or ``tcp://``) as group ``name``.
 
     Every rank calls this with the same ``init_method``, ``world`` and ``name``;

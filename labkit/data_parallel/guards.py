@@ -17,8 +17,18 @@ import torch
 
 from ..errors import InputError, TrainingError
 
-__all__ = ["NonFiniteLossError", "NonFiniteLossWarning", "POLICIES", "check_policy",
-           "check_batch", "check_batches", "check_epochs", "check_loss", "first_nonfinite", "warn_skipped"]
+__all__ = [
+    "NonFiniteLossError",
+    "NonFiniteLossWarning",
+    "POLICIES",
+    "check_policy",
+    "check_batch",
+    "check_batches",
+    "check_epochs",
+    "check_loss",
+    "first_nonfinite",
+    "warn_skipped",
+]
 
 POLICIES = ("raise", "skip")
 
@@ -39,10 +49,14 @@ class NonFiniteLossError(TrainingError):
     @classmethod
     def of(cls, loss: float, replica: int, device: str) -> "NonFiniteLossError":
         """The error for replica ``replica`` (on ``device``) whose loss was ``loss``."""
-        return cls(f"the loss of replica {replica} is {loss}: the step was not taken (the "
-                   "parameters, optimizer state and buffers are as before it); lower the "
-                   "learning rate, check this batch, or pass on_nonfinite='skip'",
-                   loss=loss, replica=replica, device=device)
+        return cls(
+            f"the loss of replica {replica} is {loss}: the step was not taken (the "
+            "parameters, optimizer state and buffers are as before it); lower the "
+            "learning rate, check this batch, or pass on_nonfinite='skip'",
+            loss=loss,
+            replica=replica,
+            device=device,
+        )
 
     def _extra(self) -> dict:
         return dict(super()._extra(), loss=self.loss)
@@ -55,8 +69,9 @@ class NonFiniteLossWarning(RuntimeWarning):
 def check_policy(on_nonfinite) -> str:
     """``on_nonfinite``, checked."""
     if on_nonfinite not in POLICIES:
-        raise InputError(f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}",
-                         argument="on_nonfinite")
+        raise InputError(
+            f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}", argument="on_nonfinite"
+        )
     return on_nonfinite
 
 
@@ -67,9 +82,13 @@ def first_nonfinite(losses: list[float]) -> int | None:
 
 def warn_skipped(err: NonFiniteLossError, skipped: int) -> None:
     """Warn that the batch of ``err`` was skipped (the ``skipped``-th so far)."""
-    warnings.warn(f"skipped a batch with a non-finite loss ({err.loss}) "
-                  f"[{', '.join(f'{k} {v}' for k, v in err.where.items())}]; "
-                  f"{skipped} skipped so far", NonFiniteLossWarning, stacklevel=3)
+    warnings.warn(
+        f"skipped a batch with a non-finite loss ({err.loss}) "
+        f"[{', '.join(f'{k} {v}' for k, v in err.where.items())}]; "
+        f"{skipped} skipped so far",
+        NonFiniteLossWarning,
+        stacklevel=3,
+    )
 
 
 def check_batch(x, y, step: int | None = None, what: str = "step", **where) -> int:
@@ -81,26 +100,41 @@ def check_batch(x, y, step: int | None = None, what: str = "step", **where) -> i
     where = dict(where, step=step)
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, torch.Tensor):
-            raise InputError(f"{what} needs torch tensors: {name} is a {type(t).__name__} "
-                             "(convert it with torch.as_tensor)", argument=name, **where)
+            raise InputError(
+                f"{what} needs torch tensors: {name} is a {type(t).__name__} "
+                "(convert it with torch.as_tensor)",
+                argument=name,
+                **where,
+            )
         if t.dim() == 0:
-            raise InputError(f"{name} is a scalar: a batch needs one row per sample",
-                             argument=name, **where)
+            raise InputError(
+                f"{name} is a scalar: a batch needs one row per sample", argument=name, **where
+            )
     if len(x) == 0:
         raise InputError("the batch is empty (x has no rows)", argument="x", **where)
     if len(y) != len(x):
-        raise InputError(f"the batch has {len(x)} rows but {len(y)} targets: x and y need "
-                         "the same number of rows", argument="y", **where)
+        raise InputError(
+            f"the batch has {len(x)} rows but {len(y)} targets: x and y need "
+            "the same number of rows",
+            argument="y",
+            **where,
+        )
     return len(x)
 
 
 def check_loss(loss) -> None:
     """What ``loss_fn`` returned, checked: one number to call ``backward`` on."""
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-        got = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
-               else f"a {type(loss).__name__}")
-        raise InputError(f"loss_fn must return a tensor holding one number (a mean or a sum "
-                         f"over the rows), got {got}", argument="loss_fn")
+        got = (
+            f"a tensor of shape {tuple(loss.shape)}"
+            if isinstance(loss, torch.Tensor)
+            else f"a {type(loss).__name__}"
+        )
+        raise InputError(
+            f"loss_fn must return a tensor holding one number (a mean or a sum "
+            f"over the rows), got {got}",
+            argument="loss_fn",
+        )
 
 
 def check_epochs(epochs) -> int:
@@ -113,9 +147,14 @@ def check_epochs(epochs) -> int:
 def check_batches(batches, epochs: int = 1, what: str = "fit") -> None:
     """``batches``: an iterable of pairs, one that can be iterated again for several epochs."""
     if not isinstance(batches, Iterable) or isinstance(batches, (str, bytes, torch.Tensor)):
-        raise InputError(f"{what} needs batches: an iterable of (x, y) pairs such as a list "
-                         f"or a DataLoader, got {type(batches).__name__}", argument="batches")
+        raise InputError(
+            f"{what} needs batches: an iterable of (x, y) pairs such as a list "
+            f"or a DataLoader, got {type(batches).__name__}",
+            argument="batches",
+        )
     if epochs > 1 and iter(batches) is batches:
-        raise InputError(f"{what} over several epochs needs batches it can iterate again "
-                         "(a list or a DataLoader), not a one-shot iterator",
-                         argument="batches")
+        raise InputError(
+            f"{what} over several epochs needs batches it can iterate again "
+            "(a list or a DataLoader), not a one-shot iterator",
+            argument="batches",
+        )

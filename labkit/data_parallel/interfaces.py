@@ -32,8 +32,17 @@ from dataclasses import dataclass
 
 from ..errors import InputError, SchedulerError
 
-__all__ = ["VARIABLES", "Binding", "interface_of", "binding", "bound", "listen", "reach",
-           "close_probe", "check_reach"]
+__all__ = [
+    "VARIABLES",
+    "Binding",
+    "interface_of",
+    "binding",
+    "bound",
+    "listen",
+    "reach",
+    "close_probe",
+    "check_reach",
+]
 
 #: The environment variable through which each backend is told its interface.
 VARIABLES = {"gloo": "GLOO_SOCKET_IFNAME", "nccl": "NCCL_SOCKET_IFNAME"}
@@ -47,15 +56,18 @@ _PROBES: dict = {}  # group id -> listening sockets of this worker's rank
 class Binding:
     """Where one rank's backend opens its sockets."""
 
-    variable: str | None      # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, None for other backends
-    interface: str | None     # the interface's name, None when none holds the address
-    address: str              # the IP address peers will be told to connect to
-    explicit: bool            # the worker's environment already named the interface
+    variable: str | None  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, None for other backends
+    interface: str | None  # the interface's name, None when none holds the address
+    address: str  # the IP address peers will be told to connect to
+    explicit: bool  # the worker's environment already named the interface
 
     def describe(self) -> str:
         """``"lo 127.0.0.1 (GLOO_SOCKET_IFNAME=lo, set on the worker)"``, for messages."""
-        how = ("set on the worker" if self.explicit else "chosen by labkit") \
-            if self.interface else "from the host name"
+        how = (
+            ("set on the worker" if self.explicit else "chosen by labkit")
+            if self.interface
+            else "from the host name"
+        )
         name = f"{self.interface} " if self.interface else ""
         setting = f"{self.variable}={self.interface}, " if self.interface and self.variable else ""
         return f"{name}{self.address} ({setting}{how})"
@@ -72,9 +84,12 @@ def _ip_of(host: str) -> str:
 def _addresses() -> dict[str, list[str]]:
     """Interface name -> its IPv4 and IPv6 addresses."""
     import psutil  # a dependency of distributed
+
     families = (socket.AF_INET, socket.AF_INET6)
-    return {name: [a.address.split("%")[0] for a in addrs if a.family in families]
-            for name, addrs in psutil.net_if_addrs().items()}
+    return {
+        name: [a.address.split("%")[0] for a in addrs if a.family in families]
+        for name, addrs in psutil.net_if_addrs().items()
+    }
 
 
 def interface_of(host: str) -> str | None:
@@ -103,10 +118,13 @@ def binding(backend: str, worker_host: str) -> Binding:
         interface = named.split(",")[0].lstrip("^=")
         address = _address_on(interface)
         if address is None:
-            raise InputError(f"{variable}={named} on this worker names no interface with an "
-                             f"address (it has {', '.join(sorted(_addresses()))}); unset it "
-                             f"and labkit binds the interface of the worker's address "
-                             f"{worker_host}", argument=variable)
+            raise InputError(
+                f"{variable}={named} on this worker names no interface with an "
+                f"address (it has {', '.join(sorted(_addresses()))}); unset it "
+                f"and labkit binds the interface of the worker's address "
+                f"{worker_host}",
+                argument=variable,
+            )
         return Binding(variable, interface, address, True)
     interface = interface_of(worker_host)
     if interface is not None and variable:
@@ -137,6 +155,7 @@ def bound(choice: Binding):
 
 # ---------------------------------------------------------------- the probe (worker side)
 
+
 def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> dict:
     """Open this rank's probe sockets: on its backend's address, and on the store's host.
 
@@ -155,8 +174,9 @@ def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> 
             s.close()
             for other in socks:
                 other.close()
-            raise SchedulerError(f"cannot listen on {address} for the process group "
-                                 f"({choice.describe()}): {exc}") from None
+            raise SchedulerError(
+                f"cannot listen on {address} for the process group ({choice.describe()}): {exc}"
+            ) from None
         socks.append(s)
         out["ports"][address] = s.getsockname()[1]
     _PROBES[gid] = socks
@@ -183,6 +203,7 @@ def close_probe(gid: str) -> None:
 
 # ---------------------------------------------------------------- the probe (client side)
 
+
 def check_reach(group, hosts: list[str], store_host: str | None) -> None:
     """Raise a ``SchedulerError`` naming every pair of ranks that cannot connect.
 
@@ -192,37 +213,54 @@ def check_reach(group, hosts: list[str], store_host: str | None) -> None:
     """
     ranks = range(len(hosts))
     try:
-        opened = group._run([group._submit(r, listen, group._gid, group.backend, hosts[r],
-                                           store_host if r == 0 else None) for r in ranks],
-                            "set-up")
-        targets = [[(p, a, port) for p in ranks if p != r
-                    for a, port in opened[p]["ports"].items()
-                    if a == opened[p]["binding"].address or a == store_host]
-                   for r in ranks]
+        opened = group._run(
+            [
+                group._submit(
+                    r, listen, group._gid, group.backend, hosts[r], store_host if r == 0 else None
+                )
+                for r in ranks
+            ],
+            "set-up",
+        )
+        targets = [
+            [
+                (p, a, port)
+                for p in ranks
+                if p != r
+                for a, port in opened[p]["ports"].items()
+                if a == opened[p]["binding"].address or a == store_host
+            ]
+            for r in ranks
+        ]
         failed = group._run([group._submit(r, reach, targets[r]) for r in ranks], "set-up")
     finally:
-        group._client.run(close_probe, group._gid, on_error="ignore",
-                          workers=list(group.names))
+        group._client.run(close_probe, group._gid, on_error="ignore", workers=list(group.names))
     problems = [(r, *f) for r in ranks for f in failed[r]]
     if problems:
-        raise _unreachable(group, [o["binding"] for o in opened], problems,
-                           sum(map(len, targets)))
+        raise _unreachable(group, [o["binding"] for o in opened], problems, sum(map(len, targets)))
 
 
 def _unreachable(group, bindings, problems, tried) -> SchedulerError:
     """The error for ranks that cannot connect: who, where, and the setting to use."""
+
     def what(p, address):  # the peer's own listening address, or rank 0's store only
-        return bindings[p].describe() if address == bindings[p].address \
-            else "the rendezvous store"
-    lines = [f"rank {r} (worker {group.names[r]}) cannot connect to rank {p} at "
-             f"{address}:{port}, {what(p, address)}: {error}"
-             for r, p, address, port, error in problems]
+        return bindings[p].describe() if address == bindings[p].address else "the rendezvous store"
+
+    lines = [
+        f"rank {r} (worker {group.names[r]}) cannot connect to rank {p} at "
+        f"{address}:{port}, {what(p, address)}: {error}"
+        for r, p, address, port, error in problems
+    ]
     variable = VARIABLES.get(group.backend, "the backend's interface variable")
-    advice = (f"each rank must listen on an address its peers can reach: set {variable} on "
-              f"each worker to the interface that holds its Dask address, or leave it unset "
-              f"and labkit picks that interface itself")
+    advice = (
+        f"each rank must listen on an address its peers can reach: set {variable} on "
+        f"each worker to the interface that holds its Dask address, or leave it unset "
+        f"and labkit picks that interface itself"
+    )
     first = problems[0]
-    return SchedulerError(f"the replicas cannot connect to each other ({len(problems)} of "
-                          f"{tried} connections failed): "
-                          + "; ".join(lines) + f"; {advice}",
-                          replica=first[0], device=group.names[first[0]])
+    return SchedulerError(
+        f"the replicas cannot connect to each other ({len(problems)} of "
+        f"{tried} connections failed): " + "; ".join(lines) + f"; {advice}",
+        replica=first[0],
+        device=group.names[first[0]],
+    )

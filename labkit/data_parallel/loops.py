@@ -10,7 +10,6 @@ each step comes back as a :class:`~.reports.StepReport`, and the history
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -27,9 +26,20 @@ __all__ = ["EpochLoops", "pair"]
 class EpochLoops:
     """``fit`` and ``evaluate`` over batches or data, for a trainer with a replica group."""
 
-    def fit(self, data, epochs: int = 1, batch_size: int | None = None, shuffle: bool = True,
-            seed=None, wait: bool = True, commit_every: int | None = None, checkpoint=None,
-            max_failures: int | None = None, validation=None, metrics: dict | None = None):
+    def fit(
+        self,
+        data,
+        epochs: int = 1,
+        batch_size: int | None = None,
+        shuffle: bool = True,
+        seed=None,
+        wait: bool = True,
+        commit_every: int | None = None,
+        checkpoint=None,
+        max_failures: int | None = None,
+        validation=None,
+        metrics: dict | None = None,
+    ):
         """Train for ``epochs`` passes over ``data``.
 
         Parameters
@@ -71,7 +81,7 @@ class EpochLoops:
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
         self._check_open()
         options = _epoch_options(commit_every, checkpoint, max_failures)
-        if validation is not None:   # checked now, not after the first epoch
+        if validation is not None:  # checked now, not after the first epoch
             validation = _validation(validation, batch_size, metrics)
 
         def job(scope):
@@ -94,12 +104,18 @@ class EpochLoops:
                     self._group._epochs = None
             self._reporter.fit_finished()
             return history
-        detail = {"name": type(self.model).__name__, "epochs": epochs,
-                  "batches": _length(source), "devices": list(self.names)}
+
+        detail = {
+            "name": type(self.model).__name__,
+            "epochs": epochs,
+            "batches": _length(source),
+            "devices": list(self.names),
+        }
         return start("fit", [self], job, wait=wait, detail=detail)
 
-    def _epoch(self, source, epoch: int, epochs: int, scope, options: dict,
-               validation=None) -> dict:
+    def _epoch(
+        self, source, epoch: int, epochs: int, scope, options: dict, validation=None
+    ) -> dict:
         """One pass; its record, from its step reports."""
         __tracebackhide__ = True
         tally = EpochTally(epoch)
@@ -107,12 +123,19 @@ class EpochLoops:
 
         def done(report):
             tally.add(report)
+
         seconds = None
         if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
-            summary = self._group.fit_epoch(source, epoch, lambda r: (self._take(r), done(r)),
-                                            scope.check, run=scope.id,
-                                            shares=self._loads.shares,
-                                            policy=self.on_nonfinite, **options)
+            summary = self._group.fit_epoch(
+                source,
+                epoch,
+                lambda r: (self._take(r), done(r)),
+                scope.check,
+                run=scope.id,
+                shares=self._loads.shares,
+                policy=self.on_nonfinite,
+                **options,
+            )
             tally.redone, tally.recoveries = summary["redone"], summary["recoveries"]
         else:
             local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
@@ -127,8 +150,9 @@ class EpochLoops:
         self._reporter.epoch_finished(record=record)
         return record
 
-    def evaluate(self, data, metrics: dict | None = None,
-                 batch_size: int | None = None) -> dict[str, float]:
+    def evaluate(
+        self, data, metrics: dict | None = None, batch_size: int | None = None
+    ) -> dict[str, float]:
         """Mean loss and ``metrics`` over ``data``, the replicas evaluating in parallel.
 
         ``data`` is what :meth:`fit` takes; ``metrics`` maps names to
@@ -156,14 +180,17 @@ class EpochLoops:
 
 def _validation(data, batch_size, metrics) -> tuple:
     """``(data, batch size to evaluate it in, metrics)`` for ``fit(validation=...)``, checked."""
-    needs_size = isinstance(data, WorkerDataset) or (isinstance(data, tuple) and len(data) == 2
-                                                     and not isinstance(data, BucketBatch))
+    needs_size = isinstance(data, WorkerDataset) or (
+        isinstance(data, tuple) and len(data) == 2 and not isinstance(data, BucketBatch)
+    )
     size = (batch_size or 256) if needs_size else None
     as_source(data, size, False, None, what="validation")
     for name, fn in dict(metrics or {}).items():
         if not callable(fn):
-            raise InputError(f"metric {name!r} must be callable as fn(outputs, targets), got "
-                             f"{fn!r}", argument="metrics")
+            raise InputError(
+                f"metric {name!r} must be callable as fn(outputs, targets), got {fn!r}",
+                argument="metrics",
+            )
     return data, size, dict(metrics or {})
 
 
@@ -178,15 +205,19 @@ def _epoch_from_one(err: LabkitError) -> LabkitError:
 def _epoch_options(commit_every, checkpoint, max_failures) -> dict:
     """The keywords of a fit on the workers, checked."""
     from .dask_epochs import COMMIT_EVERY, MAX_FAILURES
-    options = {"commit_every": COMMIT_EVERY if commit_every is None else commit_every,
-               "checkpoint": None if checkpoint is None else str(checkpoint),
-               "max_failures": MAX_FAILURES if max_failures is None else max_failures}
+
+    options = {
+        "commit_every": COMMIT_EVERY if commit_every is None else commit_every,
+        "checkpoint": None if checkpoint is None else str(checkpoint),
+        "max_failures": MAX_FAILURES if max_failures is None else max_failures,
+    }
     for name in ("commit_every", "max_failures"):
         value = options[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InputError(f"{name} must be an int >= 0, got {value!r}", argument=name)
     if options["checkpoint"] is not None:
         from ..flows.snapshot import check_writable
+
         options["checkpoint"] = check_writable(options["checkpoint"])
     return options
 
@@ -206,12 +237,19 @@ def pair(batch, epoch, b):
     if isinstance(batch, BucketBatch):
         return batch.x, batch.y, batch.key
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise InputError(f"a batch must be an (x, y) pair or an lk.BucketBatch, got "
-                         f"{type(batch).__name__}", epoch=epoch, batch=b)
+        raise InputError(
+            f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
+            epoch=epoch,
+            batch=b,
+        )
     x, y = batch
     for name, t in (("x", x), ("y", y)):
         if not isinstance(t, torch.Tensor):
-            raise InputError(f"a batch needs torch tensors: {name} is a {type(t).__name__} "
-                             "(convert it with torch.as_tensor)", argument=name, epoch=epoch,
-                             batch=b)
+            raise InputError(
+                f"a batch needs torch tensors: {name} is a {type(t).__name__} "
+                "(convert it with torch.as_tensor)",
+                argument=name,
+                epoch=epoch,
+                batch=b,
+            )
     return x, y, None

@@ -70,7 +70,7 @@ class _Bucket:
 
     def put(self, p: torch.Tensor) -> None:
         """Copy ``p``'s gradient (zeros if it has none) into the buffer."""
-        view = self.flat[self.offsets[p]:self.offsets[p] + p.numel()]
+        view = self.flat[self.offsets[p] : self.offsets[p] + p.numel()]
         if p.grad is None:
             view.zero_()
         else:
@@ -80,7 +80,7 @@ class _Bucket:
     def unpack(self) -> None:
         """The summed gradients back into the parameters' ``grad``."""
         for p in self.params:
-            view = self.flat[self.offsets[p]:self.offsets[p] + p.numel()].view_as(p)
+            view = self.flat[self.offsets[p] : self.offsets[p] + p.numel()].view_as(p)
             if p.grad is None:
                 p.grad = view.clone()
             else:
@@ -101,15 +101,20 @@ class OverlappedReducer:
         Bucket sizes, as DDP's ``bucket_cap_mb`` (a small first bucket).
     """
 
-    def __init__(self, params: list, group, extra: int = 0,
-                 first_bucket_bytes: int = FIRST_BUCKET_BYTES,
-                 bucket_bytes: int = BUCKET_BYTES):
+    def __init__(
+        self,
+        params: list,
+        group,
+        extra: int = 0,
+        first_bucket_bytes: int = FIRST_BUCKET_BYTES,
+        bucket_bytes: int = BUCKET_BYTES,
+    ):
         self.params = [p for p in params if p.requires_grad]
         self.group, self.extra_size = group, extra
         self.buckets = _make_buckets(self.params, first_bucket_bytes, bucket_bytes)
         last = self.buckets[-1] if self.buckets else None
         self._ride = extra > 0 and last is not None and last.flat.dtype in _EXACT
-        if self._ride:   # room for the vector in the last bucket's buffer
+        if self._ride:  # room for the vector in the last bucket's buffer
             self.buckets[-1] = _Bucket(last.params, extra)
         self._bucket_of = {p: b for b in self.buckets for p in b.params}
         self._index = {p: k for k, p in enumerate(self.params)}
@@ -119,8 +124,9 @@ class OverlappedReducer:
         self._present: list[bool] = []
         self._next = 0
 
-    def start(self, weight: float = 1.0,
-              extra: Callable[[list[bool]], torch.Tensor] | None = None) -> None:
+    def start(
+        self, weight: float = 1.0, extra: Callable[[list[bool]], torch.Tensor] | None = None
+    ) -> None:
         """Arm for one backward: gradients scaled by ``weight``.
 
         ``extra(present)`` gives the vector to sum with the last bucket, called
@@ -140,18 +146,18 @@ class OverlappedReducer:
         the sum as their gradient; :meth:`drop_unused` takes it away again
         from those that had none on any rank.
         """
-        for bucket in self.buckets[self._next:]:
+        for bucket in self.buckets[self._next :]:
             self._fill(bucket)
         self._launch_ready()
         for bucket in self.buckets:
             bucket.work.wait()
             bucket.unpack()
         self._armed = False
-        if not self._ride and self._extra_fn is not None:   # no bucket to ride on: its own
+        if not self._ride and self._extra_fn is not None:  # no bucket to ride on: its own
             self._extra = self._extra_fn(self._present).to(self._device())
             self.group.all_reduce(self._extra)
         elif self._ride:
-            self._extra = self.buckets[-1].flat[-self.extra_size:].clone()
+            self._extra = self.buckets[-1].flat[-self.extra_size :].clone()
         return self._extra
 
     def drop_unused(self, present_sums) -> None:
@@ -185,13 +191,13 @@ class OverlappedReducer:
     def _launch_ready(self) -> None:
         while self._next < len(self.buckets) and self.buckets[self._next].pending <= 0:
             bucket = self.buckets[self._next]
-            grads = bucket.flat[:bucket.size]
+            grads = bucket.flat[: bucket.size]
             if self._weight != 1.0:
                 grads.mul_(self._weight)
             if bucket.extra and self._extra_fn is not None:
-                bucket.flat[bucket.size:].copy_(self._extra_fn(self._present))
+                bucket.flat[bucket.size :].copy_(self._extra_fn(self._present))
             elif bucket.extra:
-                bucket.flat[bucket.size:].zero_()
+                bucket.flat[bucket.size :].zero_()
             bucket.work = self.group.all_reduce_async(bucket.flat)
             self._next += 1
 
@@ -203,8 +209,9 @@ def _make_buckets(params: list, first: int, cap: int) -> list[_Bucket]:
     """Buckets of parameters of one dtype and device, last parameters first."""
     buckets, current, size, limit = [], [], 0, first
     for p in reversed(params):
-        if current and (size >= limit or (p.dtype, p.device) != (current[0].dtype,
-                                                                  current[0].device)):
+        if current and (
+            size >= limit or (p.dtype, p.device) != (current[0].dtype, current[0].device)
+        ):
             buckets.append(_Bucket(current))
             current, size, limit = [], 0, cap
         current.append(p)

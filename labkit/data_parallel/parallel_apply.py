@@ -37,8 +37,9 @@ def thread_modes() -> Callable[[], contextlib.AbstractContextManager]:
     False
     """
     grad = torch.is_grad_enabled()
-    casts = [(d, torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES
-             if torch.is_autocast_enabled(d)]
+    casts = [
+        (d, torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES if torch.is_autocast_enabled(d)
+    ]
 
     @contextlib.contextmanager
     def modes():
@@ -47,6 +48,7 @@ def thread_modes() -> Callable[[], contextlib.AbstractContextManager]:
             for device, dtype in casts:
                 stack.enter_context(torch.autocast(device, dtype=dtype))
             yield
+
     return modes
 
 
@@ -60,8 +62,11 @@ class ReplicaThreads:
 
     def __init__(self, names: list[str]):
         self.names = names
-        self._pool = (ThreadPoolExecutor(len(names) - 1, thread_name_prefix="labkit-replica")
-                      if len(names) > 1 else None)
+        self._pool = (
+            ThreadPoolExecutor(len(names) - 1, thread_name_prefix="labkit-replica")
+            if len(names) > 1
+            else None
+        )
 
     def run(self, calls: list[tuple[int, Callable[[], Any]]]) -> list[Any]:
         """Run ``[(replica, fn), ...]`` in parallel; results in order, or raise the first error.
@@ -70,8 +75,9 @@ class ReplicaThreads:
         still computing when the caller moves on.
         """
         modes = thread_modes()
-        futures = [(i, self._pool.submit(_under, modes, fn)) for i, fn in calls[1:]] \
-            if self._pool else []
+        futures = (
+            [(i, self._pool.submit(_under, modes, fn)) for i, fn in calls[1:]] if self._pool else []
+        )
         outcomes: list[tuple[int, Any, BaseException | None]] = []
         first, fn = calls[0]
         try:

@@ -44,10 +44,14 @@ __all__ = ["EpochPlan", "epoch_order", "check_batch_size"]
 
 def check_batch_size(batch_size, rows: int) -> int:
     """``batch_size`` checked: a positive int (at most ``rows`` is not required)."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-            or batch_size < 1:
-        raise InputError(f"batch_size must be a positive int, got {batch_size!r}",
-                         argument="batch_size")
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
+        raise InputError(
+            f"batch_size must be a positive int, got {batch_size!r}", argument="batch_size"
+        )
     if rows < 1:
         raise InputError("there are no rows to train on", argument="X")
     return int(batch_size)
@@ -80,16 +84,31 @@ class EpochPlan:
     start: int = 0
 
     @classmethod
-    def make(cls, holders, batch_size: int, shuffle: bool = True, seed=None, epoch: int = 0,
-             start: int = 0) -> "EpochPlan":
+    def make(
+        cls,
+        holders,
+        batch_size: int,
+        shuffle: bool = True,
+        seed=None,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> "EpochPlan":
         """The plan of an epoch in which rank ``holders[i]`` holds row ``i``."""
         holders = np.asarray(holders, dtype=np.int64)
         drawn = epoch_order(len(holders), shuffle, seed, epoch)
         return cls._spread(drawn, holders[drawn], batch_size, start)
 
     @classmethod
-    def shared(cls, rows: int, batch_size: int, shares, shuffle: bool = True, seed=None,
-               epoch: int = 0, start: int = 0) -> "EpochPlan":
+    def shared(
+        cls,
+        rows: int,
+        batch_size: int,
+        shares,
+        shuffle: bool = True,
+        seed=None,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> "EpochPlan":
         """The plan of an epoch whose rows every rank holds: each step split by ``shares``.
 
         >>> plan = EpochPlan.shared(5, 4, [1, 1], shuffle=False)
@@ -104,18 +123,19 @@ class EpochPlan:
         owners = np.empty(len(rows), dtype=np.int64)
         for begin in range(0, len(rows), batch_size):
             counts = split_counts(min(batch_size, len(rows) - begin), list(shares))
-            owners[begin:begin + sum(counts)] = np.repeat(np.arange(len(counts)), counts)
+            owners[begin : begin + sum(counts)] = np.repeat(np.arange(len(counts)), counts)
         return cls(rows, owners, int(batch_size), int(start))
 
     @classmethod
-    def _spread(cls, rows: np.ndarray, owners: np.ndarray, batch_size: int,
-                start: int) -> "EpochPlan":
+    def _spread(
+        cls, rows: np.ndarray, owners: np.ndarray, batch_size: int, start: int
+    ) -> "EpochPlan":
         """Rows drawn in order, ``owners[i]`` holding ``rows[i]``: each rank's spread evenly."""
         times = np.empty(len(rows), dtype=np.float64)
         for rank in np.unique(owners):
             mine = np.flatnonzero(owners == rank)
             times[mine] = (np.arange(len(mine)) + 0.5) / len(mine)
-        ranked = np.lexsort((owners, times))   # by virtual time, ties by rank
+        ranked = np.lexsort((owners, times))  # by virtual time, ties by rank
         return cls(rows[ranked], owners[ranked], int(batch_size), int(start))
 
     @property
@@ -140,11 +160,11 @@ class EpochPlan:
 
     def trained_before(self, step: int) -> np.ndarray:
         """The rows of the steps before ``step`` (all of them trained once ``step`` starts)."""
-        return self.order[:max(0, step - self.start) * self.batch_size]
+        return self.order[: max(0, step - self.start) * self.batch_size]
 
     def resume_shared(self, step: int, shares) -> "EpochPlan":
         """The rest of the epoch from ``step`` on, each step split by the new ``shares``."""
-        left = self.order[max(0, step - self.start) * self.batch_size:]
+        left = self.order[max(0, step - self.start) * self.batch_size :]
         return EpochPlan._split(left, self.batch_size, shares, step)
 
     def resume(self, step: int, holders) -> "EpochPlan":
@@ -159,5 +179,5 @@ class EpochPlan:
         [0, 1, 2, 3, 4, 5]
         """
         holders = np.asarray(holders, dtype=np.int64)
-        left = self.order[max(0, step - self.start) * self.batch_size:]
+        left = self.order[max(0, step - self.start) * self.batch_size :]
         return EpochPlan._spread(left, holders[left], self.batch_size, step)

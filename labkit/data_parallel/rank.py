@@ -32,12 +32,12 @@ from .reduce import BatchNormJoin
 
 __all__ = ["Rank", "RANKS", "StepOutcome", "train_step", "rank_error"]
 
-RANKS: dict = {}   # group id -> this worker's Rank of it
+RANKS: dict = {}  # group id -> this worker's Rank of it
 
 # the agreement vector: its fixed head, then rows, seconds, losses and a non-finite loss's
 # kind per rank, which parameters had a gradient, the batch-norm statistics
 _FAILED, _NONFINITE, _STOP, _LOSS, _CHANGED, _HEAD = 0, 1, 2, 3, 4, 5
-_KINDS = ("finite", "nan", "inf", "-inf")   # a non-finite loss, by its code in the agreement
+_KINDS = ("finite", "nan", "inf", "-inf")  # a non-finite loss, by its code in the agreement
 
 
 def rank_error(exc: BaseException, rank: int, name: str) -> LabkitError:
@@ -49,15 +49,15 @@ def rank_error(exc: BaseException, rank: int, name: str) -> LabkitError:
 class StepOutcome:
     """What every rank knows of a step once it is over."""
 
-    loss: float               # the batch's loss (rows-weighted mean of the ranks', or their sum)
-    rows: list                # each rank's rows
-    seconds: list             # each rank's forward and backward, in seconds
-    failed: bool = False      # some rank raised: the step was undone everywhere
-    nonfinite: bool = False   # some rank's loss was NaN or infinite: undone everywhere
-    stop: bool = False        # some rank was asked to stop after this step
-    error: BaseException | None = None   # this rank's own error, if it raised
+    loss: float  # the batch's loss (rows-weighted mean of the ranks', or their sum)
+    rows: list  # each rank's rows
+    seconds: list  # each rank's forward and backward, in seconds
+    failed: bool = False  # some rank raised: the step was undone everywhere
+    nonfinite: bool = False  # some rank's loss was NaN or infinite: undone everywhere
+    stop: bool = False  # some rank was asked to stop after this step
+    error: BaseException | None = None  # this rank's own error, if it raised
     local_loss: float = 0.0
-    losses: list = field(default_factory=list)   # each rank's own loss
+    losses: list = field(default_factory=list)  # each rank's own loss
 
     @property
     def nonfinite_rank(self) -> int | None:
@@ -85,11 +85,11 @@ class Rank:
     reducer: OverlappedReducer | None = None
     monitors: list = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
-    commit: dict | None = None          # the last commit: state and where the fit was
-    data: dict = field(default_factory=dict)   # cached inputs (blocks, datasets) by key
+    commit: dict | None = None  # the last commit: state and where the fit was
+    data: dict = field(default_factory=dict)  # cached inputs (blocks, datasets) by key
     steps: int = 0
-    run: str | None = None     # the run (a fit, a step) whose commands this rank takes now
-    halted: bool = False       # that run stopped or failed at a step all ranks agreed on
+    run: str | None = None  # the run (a fit, a step) whose commands this rank takes now
+    halted: bool = False  # that run stopped or failed at a step all ranks agreed on
 
     def __post_init__(self):
         self.buckets = BucketModules(self.bucket_model, [self.model])
@@ -97,10 +97,14 @@ class Rank:
         named = list(self.model.named_buffers())
         self.buffers = [b for _, b in named]
         self.bn = BatchNormJoin(self.model, [self.model])
-        pooled = {f"{layer}.{n}" if layer else n for layer in self.bn.layers
-                  for n in ("running_mean", "running_var", "num_batches_tracked")}
-        self.floating = [k for k, (n, b) in enumerate(named)
-                         if b.is_floating_point() and n not in pooled]
+        pooled = {
+            f"{layer}.{n}" if layer else n
+            for layer in self.bn.layers
+            for n in ("running_mean", "running_var", "num_batches_tracked")
+        }
+        self.floating = [
+            k for k, (n, b) in enumerate(named) if b.is_floating_point() and n not in pooled
+        ]
         modules = dict(self.model.named_modules())
         self.bn_sizes = [modules[name].num_features for name in self.bn.layers]
         self.sum_loss = getattr(self.loss_fn, "reduction", "mean") == "sum"
@@ -120,7 +124,7 @@ class Rank:
         """Take ``group`` (rank ``rank`` of ``world``); the reducer is made for it."""
         self.close_group()
         self.group, self.rank, self.world = group, rank, world
-        self.halted = False   # a group formed anew (after a lost peer) takes the run up again
+        self.halted = False  # a group formed anew (after a lost peer) takes the run up again
         extra = _HEAD + 4 * world + len(self.params) + sum(1 + 2 * c for c in self.bn_sizes)
         self.reducer = OverlappedReducer(self.params, group, extra=extra)
 
@@ -141,9 +145,11 @@ class Rank:
 
     def take_commit(self, position: dict) -> None:
         """Keep a copy of the state after the step described by ``position``."""
-        self.commit = {"model": _copy(self.model.state_dict()),
-                       "optimizer": _copy(self.optimizer.state_dict()),
-                       "position": dict(position)}
+        self.commit = {
+            "model": _copy(self.model.state_dict()),
+            "optimizer": _copy(self.optimizer.state_dict()),
+            "position": dict(position),
+        }
 
     def restore_commit(self) -> dict:
         """Go back to the last commit; its position."""
@@ -176,18 +182,18 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
     state = {"error": None, "loss": 0.0, "seconds": 0.0, "output": None, "changed": False}
     start = time.perf_counter()
 
-    def numbers(present):   # called as the last bucket leaves: the end of backward
+    def numbers(present):  # called as the last bucket leaves: the end of backward
         state["seconds"] = time.perf_counter() - start
         _monitor(rank, state, len(x), key, step)
-        state["changed"] = any(not torch.equal(before[k], rank.buffers[k])
-                               for k in rank.floating)
+        state["changed"] = any(not torch.equal(before[k], rank.buffers[k]) for k in rank.floating)
         return _agreement(rank, state, present, len(x))
+
     rank.reducer.start(weight, numbers)
     try:
         model = rank.buckets.get(0, key, replica=rank.rank, device=rank.name, step=step)
         if len(x):
             _forward_backward(rank, model, x, y, state)
-    except Exception as exc:   # still take part in every collective below
+    except Exception as exc:  # still take part in every collective below
         state["error"] = exc
     summed = rank.reducer.finish()
     outcome = _outcome(rank, summed, state)
@@ -195,10 +201,10 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
         _undo(rank, before)
         return outcome
     present = _HEAD + 4 * rank.world
-    rank.reducer.drop_unused(summed[present:present + len(rank.params)])
+    rank.reducer.drop_unused(summed[present : present + len(rank.params)])
     with torch.no_grad():
         rank.optimizer.step()
-        _pool_batchnorm(rank, summed[present + len(rank.params):])
+        _pool_batchnorm(rank, summed[present + len(rank.params) :])
         if summed[_CHANGED] > 0.5:
             _average_buffers(rank, len(x) / max(sum(outcome.rows), 1))
     rank.steps += 1
@@ -220,8 +226,16 @@ def _monitor(rank: Rank, state: dict, rows: int, key, step: int) -> None:
     """The user's monitors, after backward; one that raises fails the step like the replica."""
     if not rank.monitors or state["error"] is not None or state["output"] is None:
         return
-    record = ReplicaStep(step, rank.rank, rank.name, rows, torch.tensor(state["loss"]),
-                         state["output"], state["seconds"], key)
+    record = ReplicaStep(
+        step,
+        rank.rank,
+        rank.name,
+        rows,
+        torch.tensor(state["loss"]),
+        state["output"],
+        state["seconds"],
+        key,
+    )
     try:
         for fn in rank.monitors:
             fn(record)
@@ -231,18 +245,24 @@ def _monitor(rank: Rank, state: dict, rows: int, key, step: int) -> None:
 
 def _agreement(rank: Rank, state: dict, present: list[bool], rows: int) -> torch.Tensor:
     """This rank's part of the vector the ranks sum with the last bucket."""
-    head = [state["error"] is not None,
-            state["error"] is None and not math.isfinite(state["loss"]),
-            rank.stop.is_set(),
-            0.0 if state["error"] is not None else state["loss"] * _loss_weight(rank, rows),
-            state["changed"]]
+    head = [
+        state["error"] is not None,
+        state["error"] is None and not math.isfinite(state["loss"]),
+        rank.stop.is_set(),
+        0.0 if state["error"] is not None else state["loss"] * _loss_weight(rank, rows),
+        state["changed"],
+    ]
     counts, seconds, losses, kinds = ([0.0] * rank.world for _ in range(4))
     loss = state["loss"]
     counts[rank.rank], seconds[rank.rank] = rows, state["seconds"]
     losses[rank.rank] = loss if math.isfinite(loss) else 0.0
     kinds[rank.rank] = _KINDS.index(str(loss)) if not math.isfinite(loss) else 0.0
-    parts = [torch.tensor(head + counts + seconds + losses + kinds + [float(p) for p in present],
-                          dtype=torch.float64)]
+    parts = [
+        torch.tensor(
+            head + counts + seconds + losses + kinds + [float(p) for p in present],
+            dtype=torch.float64,
+        )
+    ]
     parts += _batchnorm_part(rank)
     dtype = rank.reducer.buckets[-1].flat.dtype if rank.reducer.buckets else torch.float64
     return torch.cat(parts).to(dtype)
@@ -255,17 +275,25 @@ def _loss_weight(rank: Rank, rows: int) -> float:
 
 def _outcome(rank: Rank, summed: torch.Tensor, state: dict) -> StepOutcome:
     w = rank.world
-    values = summed[:_HEAD + 4 * w].double().tolist()
-    rows = [int(round(v)) for v in values[_HEAD:_HEAD + w]]
-    losses = [v if k < 0.5 else float(_KINDS[int(round(k))])
-              for v, k in zip(values[_HEAD + 2 * w:_HEAD + 3 * w], values[_HEAD + 3 * w:])]
+    values = summed[: _HEAD + 4 * w].double().tolist()
+    rows = [int(round(v)) for v in values[_HEAD : _HEAD + w]]
+    losses = [
+        v if k < 0.5 else float(_KINDS[int(round(k))])
+        for v, k in zip(values[_HEAD + 2 * w : _HEAD + 3 * w], values[_HEAD + 3 * w :])
+    ]
     loss = values[_LOSS] if rank.sum_loss else values[_LOSS] / max(sum(rows), 1)
     error = state["error"]
-    return StepOutcome(loss=loss, rows=rows, seconds=values[_HEAD + rank.world:_HEAD + 2 * rank.world],
-                       failed=values[_FAILED] > 0.5, nonfinite=values[_NONFINITE] > 0.5,
-                       stop=values[_STOP] > 0.5, local_loss=state["loss"],
-                       losses=losses,
-                       error=None if error is None else rank_error(error, rank.rank, rank.name))
+    return StepOutcome(
+        loss=loss,
+        rows=rows,
+        seconds=values[_HEAD + rank.world : _HEAD + 2 * rank.world],
+        failed=values[_FAILED] > 0.5,
+        nonfinite=values[_NONFINITE] > 0.5,
+        stop=values[_STOP] > 0.5,
+        local_loss=state["loss"],
+        losses=losses,
+        error=None if error is None else rank_error(error, rank.rank, rank.name),
+    )
 
 
 def _batchnorm_part(rank: Rank) -> list[torch.Tensor]:
@@ -278,8 +306,8 @@ def _batchnorm_part(rank: Rank) -> list[torch.Tensor]:
             count, mean, var = seen
             mean, var = mean.double().cpu(), var.double().cpu()
             part[0] = count
-            part[1:1 + size] = count * mean
-            part[1 + size:] = count * (var + mean * mean)
+            part[1 : 1 + size] = count * mean
+            part[1 + size :] = count * (var + mean * mean)
         parts.append(part)
     return parts
 
@@ -291,15 +319,15 @@ def _pool_batchnorm(rank: Rank, summed: torch.Tensor) -> None:
     offset = 0
     for name, c in zip(rank.bn.layers, rank.bn_sizes):
         module = modules[name]
-        part = summed[offset:offset + 1 + 2 * c].double()
+        part = summed[offset : offset + 1 + 2 * c].double()
         offset += 1 + 2 * c
         n = float(part[0])
         if n < 1 or name not in rank.bn._before:
             continue
         mean0, var0, tracked = rank.bn._before[name]
         m = module.momentum if module.momentum is not None else 1.0 / (tracked + 1)
-        mean = part[1:1 + c] / n
-        unbiased = (part[1 + c:] / n - mean * mean).clamp_min(0) * n / max(n - 1, 1.0)
+        mean = part[1 : 1 + c] / n
+        unbiased = (part[1 + c :] / n - mean * mean).clamp_min(0) * n / max(n - 1, 1.0)
         module.running_mean.copy_((1 - m) * mean0 + m * mean.to(mean0))
         module.running_var.copy_((1 - m) * var0 + m * unbiased.to(var0))
         module.num_batches_tracked.fill_(tracked + 1)

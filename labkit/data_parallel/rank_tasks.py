@@ -31,9 +31,23 @@ from .plan import EpochPlan
 from .rank import RANKS, Rank, rank_error, train_step
 from .reports import ReportStream, StepReport
 
-__all__ = ["free_port", "build", "join", "teardown", "teardown_group", "request_stop", "commit_of",
-           "restore_commit", "get_state", "set_state", "run_steps", "run_epoch", "evaluate",
-           "evaluate_rows", "to_cpu"]
+__all__ = [
+    "free_port",
+    "build",
+    "join",
+    "teardown",
+    "teardown_group",
+    "request_stop",
+    "commit_of",
+    "restore_commit",
+    "get_state",
+    "set_state",
+    "run_steps",
+    "run_epoch",
+    "evaluate",
+    "evaluate_rows",
+    "to_cpu",
+]
 
 
 def free_port(host):
@@ -55,6 +69,7 @@ def to_cpu(obj):
 
 # -- set-up and tear-down ---------------------------------------------------------------
 
+
 def _keep_freed_memory() -> None:
     """Let this worker's allocator keep freed memory for the next step (glibc only).
 
@@ -66,10 +81,11 @@ def _keep_freed_memory() -> None:
     """
     try:
         import ctypes
+
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-1, 256 * 2**20)   # M_TRIM_THRESHOLD: keep up to 256 MiB free on top
-        libc.mallopt(-3, 64 * 2**20)    # M_MMAP_THRESHOLD: below 64 MiB, from the heap
-    except (OSError, AttributeError):   # not glibc: its own allocator decides
+        libc.mallopt(-1, 256 * 2**20)  # M_TRIM_THRESHOLD: keep up to 256 MiB free on top
+        libc.mallopt(-3, 64 * 2**20)  # M_MMAP_THRESHOLD: below 64 MiB, from the heap
+    except (OSError, AttributeError):  # not glibc: its own allocator decides
         pass
 
 
@@ -88,8 +104,9 @@ def build(gid, rank, name, payload, cuda_index) -> str:
         params = list(model.parameters())
         optimizer = opt_type([{"params": [params[j] for j in g]} for g in groups], **defaults)
         optimizer.load_state_dict(opt_state)
-        RANKS[gid] = Rank(name, device, model, parts["loss_fn"], optimizer,
-                          parts["bucket_model"], rank=rank)
+        RANKS[gid] = Rank(
+            name, device, model, parts["loss_fn"], optimizer, parts["bucket_model"], rank=rank
+        )
     except BaseException as exc:
         raise rank_error(exc, rank, name) from None
     if device.type == "cuda":
@@ -102,7 +119,7 @@ def join(gid, rank, world, init_method, backend, timeout, host, generation=0):
     me = RANKS[gid]
     try:
         choice = binding(backend, host)
-        with bound(choice):   # the backend reads its interface from the environment
+        with bound(choice):  # the backend reads its interface from the environment
             group = open_group(init_method, rank, world, backend, timeout, f"{gid}-{generation}")
     except BaseException as exc:
         raise rank_error(exc, rank, me.name) from None
@@ -150,8 +167,10 @@ def restore_commit(gid):
 
 def get_state(gid):
     rank = RANKS[gid]
-    return {"model": to_cpu(rank.model.state_dict()),
-            "optimizer": to_cpu(rank.optimizer.state_dict())}
+    return {
+        "model": to_cpu(rank.model.state_dict()),
+        "optimizer": to_cpu(rank.optimizer.state_dict()),
+    }
 
 
 def set_state(gid, rank_no, state):
@@ -165,12 +184,14 @@ def set_state(gid, rank_no, state):
 
 # -- the loops ------------------------------------------------------------------------------
 
+
 def _leave_pool() -> None:
     """Free this worker thread's slot: a loop is long, other tasks may run beside it."""
     try:
         from distributed import secede
+
         secede()
-    except (ValueError, KeyError, ImportError):   # not in a worker task (tests call it directly)
+    except (ValueError, KeyError, ImportError):  # not in a worker task (tests call it directly)
         pass
 
 
@@ -179,6 +200,7 @@ def _stream(rank: Rank, topic, run: str):
     if rank.rank != 0 or topic is None:
         return ReportStream(None, None)
     from distributed import get_worker
+
     return ReportStream(topic, get_worker().log_event, run=run)
 
 
@@ -192,11 +214,23 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
     if outcome.nonfinite and policy == "raise":
         if not np.isfinite(outcome.local_loss):
             raise NonFiniteLossError.of(outcome.local_loss, rank.rank, rank.name).locate(
-                epoch=epoch, batch=step)
-    stream.add(StepReport(epoch, step, outcome.loss if outcome.ok else float("nan"),
-                          tuple(outcome.rows), tuple(outcome.seconds), wall, time.time(),
-                          skipped=outcome.nonfinite, key=key, shares=tuple(shares),
-                          losses=tuple(outcome.losses)))
+                epoch=epoch, batch=step
+            )
+    stream.add(
+        StepReport(
+            epoch,
+            step,
+            outcome.loss if outcome.ok else float("nan"),
+            tuple(outcome.rows),
+            tuple(outcome.seconds),
+            wall,
+            time.time(),
+            skipped=outcome.nonfinite,
+            key=key,
+            shares=tuple(shares),
+            losses=tuple(outcome.losses),
+        )
+    )
     return outcome
 
 
@@ -212,8 +246,9 @@ def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
     if not rank.enter(run):
         return {"status": "halted", "done": 0, "reports": [], "rank": rank.rank}
     kept: list = []
-    stream = ReportStream("commands", lambda topic, message: kept.append(message),
-                          every=float("inf"))
+    stream = ReportStream(
+        "commands", lambda topic, message: kept.append(message), every=float("inf")
+    )
     done, status, extra = 0, "done", {}
     try:
         for epoch, step, x, y, weight, key, shares in commands:
@@ -226,7 +261,7 @@ def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
             if outcome.stop:
                 status = "stopped"
                 break
-    except Exception as exc:   # raised by a collective (a peer is gone), or the step's own
+    except Exception as exc:  # raised by a collective (a peer is gone), or the step's own
         if _is_user_error(exc):
             rank.halted = True
             raise
@@ -245,10 +280,12 @@ def _tensor(value):
 def _is_user_error(exc: BaseException) -> bool:
     """Errors of the step itself come out located (labkit errors), peers' losses do not."""
     from ..errors import LabkitError
+
     return isinstance(exc, LabkitError)
 
 
 # -- an epoch on the rows the rank holds ---------------------------------------------------
+
 
 class _Planned:
     """Rows taken by the epoch's plan (:mod:`.plan`): blocks held here, or a dataset."""
@@ -310,8 +347,10 @@ def _made(obj):
         return _DatasetRows(obj)
     if hasattr(obj, "__iter__") and hasattr(obj, "__len__"):
         return _WorkerBatches(obj)
-    raise TypeError(f"make_dataset must return a torch Dataset (len() and [i]) or batches "
-                    f"(len() and iterable, e.g. lk.bucket_batches), got {type(obj).__name__}")
+    raise TypeError(
+        f"make_dataset must return a torch Dataset (len() and [i]) or batches "
+        f"(len() and iterable, e.g. lk.bucket_batches), got {type(obj).__name__}"
+    )
 
 
 class _DatasetRows(_Planned):
@@ -321,6 +360,7 @@ class _DatasetRows(_Planned):
 
     def __init__(self, dataset):
         from torch.utils.data import default_collate
+
         self.dataset, self._collate = dataset, default_collate
         self.length = len(dataset)
 
@@ -348,17 +388,18 @@ class _WorkerBatches:
     def steps(self, spec: dict, rank: Rank):
         from .loops import pair
         from .split import shares as split_counts
+
         start, shares = 0, spec["shares"]
         for step, shares_then in spec.get("resumes", []):
             start, shares = step, shares_then
-        if hasattr(self.batches, "passes"):   # the epoch's order, also after a recovery
+        if hasattr(self.batches, "passes"):  # the epoch's order, also after a recovery
             self.batches.passes = spec["epoch"]
         for step, batch in enumerate(self.batches):
             if step < start:
                 continue
             x, y, key = pair(batch, spec["epoch"], step)
             counts = split_counts(len(x), shares)
-            begin = sum(counts[:rank.rank])
+            begin = sum(counts[: rank.rank])
             end = begin + counts[rank.rank]
             yield step, x[begin:end], y[begin:end], key, counts
 
@@ -369,13 +410,24 @@ class _WorkerBatches:
 def epoch_plan(spec: dict) -> EpochPlan:
     """The plan of ``spec``'s epoch (every rank computes the same one), resumes applied."""
     if spec.get("dataset") is not None:
-        plan = EpochPlan.shared(spec["rows"], spec["batch_size"], spec["shares"],
-                                spec["shuffle"], spec["seed"], spec["epoch"])
+        plan = EpochPlan.shared(
+            spec["rows"],
+            spec["batch_size"],
+            spec["shares"],
+            spec["shuffle"],
+            spec["seed"],
+            spec["epoch"],
+        )
         for step, shares in spec.get("resumes", []):
             plan = plan.resume_shared(step, shares)
         return plan
-    plan = EpochPlan.make(_holders(spec["rows"], spec["first_table"]), spec["batch_size"],
-                          spec["shuffle"], spec["seed"], spec["epoch"])
+    plan = EpochPlan.make(
+        _holders(spec["rows"], spec["first_table"]),
+        spec["batch_size"],
+        spec["shuffle"],
+        spec["seed"],
+        spec["epoch"],
+    )
     for step, table in spec.get("resumes", []):
         plan = plan.resume(step, _holders(spec["rows"], table))
     return plan
@@ -401,24 +453,40 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
     if not rank.enter(spec["run"]):
         return {"status": "halted", "step": 0, "rank": rank.rank}
     if rank.commit is None or rank.commit["position"].get("run") != spec["run"]:
-        rank.take_commit({"run": spec["run"], "epoch": spec["epoch"], "step": 0,
-                          "steps": rank.steps})   # where a fit that loses a worker goes back
-    source = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
-        _rows_of(rank, spec, xs, ys)
+        rank.take_commit(
+            {"run": spec["run"], "epoch": spec["epoch"], "step": 0, "steps": rank.steps}
+        )  # where a fit that loses a worker goes back
+    source = (
+        _dataset_of(rank, spec) if spec.get("dataset") is not None else _rows_of(rank, spec, xs, ys)
+    )
     stream = _stream(rank, spec.get("topic"), spec["run"])
     started, done, skipped = time.perf_counter(), 0, 0
     for step, x, y, key, counts in source.steps(spec, rank):
         weight = 1.0 if rank.sum_loss else len(x) / max(sum(counts), 1)
         try:
-            outcome = _step(rank, x, y, weight, key, spec["epoch"], step, spec["policy"],
-                            [c / max(sum(counts), 1) for c in counts], stream)
-        except Exception as exc:   # the step's own error, or a collective's (a peer is gone)
+            outcome = _step(
+                rank,
+                x,
+                y,
+                weight,
+                key,
+                spec["epoch"],
+                step,
+                spec["policy"],
+                [c / max(sum(counts), 1) for c in counts],
+                stream,
+            )
+        except Exception as exc:  # the step's own error, or a collective's (a peer is gone)
             rank.halted = True
             stream.flush()
             if _is_user_error(exc):
                 raise
-            return {"status": "broken", "step": step, "rank": rank.rank,
-                    "reason": f"{type(exc).__name__}: {exc}"}
+            return {
+                "status": "broken",
+                "step": step,
+                "rank": rank.rank,
+                "reason": f"{type(exc).__name__}: {exc}",
+            }
         if not outcome.ok and spec["policy"] == "raise":
             rank.halted = True
             stream.flush()
@@ -432,8 +500,13 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
             return {"status": "stopped", "step": step + 1, "rank": rank.rank}
     seconds = time.perf_counter() - started
     stream.flush(epoch_end=spec["epoch"], seconds=seconds)
-    return {"status": "done", "step": source.total(spec), "rank": rank.rank,
-            "seconds": seconds, "skipped": skipped}
+    return {
+        "status": "done",
+        "step": source.total(spec),
+        "rank": rank.rank,
+        "seconds": seconds,
+        "skipped": skipped,
+    }
 
 
 def _maybe_commit(rank: Rank, spec: dict, next_step: int, last: bool = False) -> None:
@@ -442,8 +515,12 @@ def _maybe_commit(rank: Rank, spec: dict, next_step: int, last: bool = False) ->
     every = spec.get("commit_every") or 0
     if not (last or (every and rank.steps % every == 0)):
         return
-    position = {"run": spec["run"], "epoch": spec["epoch"] + (1 if last else 0),
-                "step": 0 if last else next_step, "steps": rank.steps}
+    position = {
+        "run": spec["run"],
+        "epoch": spec["epoch"] + (1 if last else 0),
+        "step": 0 if last else next_step,
+        "steps": rank.steps,
+    }
     rank.take_commit(position)
     if rank.rank == 0 and spec.get("checkpoint"):
         _write_checkpoint(rank.commit, spec["checkpoint"])
@@ -452,19 +529,24 @@ def _maybe_commit(rank: Rank, spec: dict, next_step: int, last: bool = False) ->
 def _write_checkpoint(commit: dict, path: str) -> None:
     """Write ``commit`` to ``path`` (labkit's safe format) from a thread of its own."""
     from ..flows.flow import atomic_dump
+
     snapshot = to_cpu(commit)
 
     def write():
         try:
             atomic_dump(snapshot, path)
-        except Exception as exc:   # a failed checkpoint must not stop the training
+        except Exception as exc:  # a failed checkpoint must not stop the training
             import logging
+
             logging.getLogger("labkit.data_parallel").warning(
-                "labkit: could not write the checkpoint %s: %s", path, exc)
+                "labkit: could not write the checkpoint %s: %s", path, exc
+            )
+
     threading.Thread(target=write, name="labkit-checkpoint", daemon=True).start()
 
 
 # -- evaluation -------------------------------------------------------------------------------
+
 
 def evaluate(gid, rank_no, x, y, metrics, key=None):
     """Mean loss and metrics of this rank's replica on ``(x, y)``, in eval mode."""
@@ -486,8 +568,9 @@ def evaluate(gid, rank_no, x, y, metrics, key=None):
 def evaluate_rows(gid, rank_no, spec, metrics, xs=(), ys=()):
     """Row-weighted sums of the loss and metrics over every row this rank holds, and the rows."""
     rank = RANKS[gid]
-    source = _dataset_of(rank, spec) if spec.get("dataset") is not None else \
-        _rows_of(rank, spec, xs, ys)
+    source = (
+        _dataset_of(rank, spec) if spec.get("dataset") is not None else _rows_of(rank, spec, xs, ys)
+    )
     sums, n = {}, 0
     for _, x, y, key, _ in source.steps(spec, rank):
         if not len(x):

@@ -60,8 +60,9 @@ class BatchNormJoin:
         for i, replica in enumerate(replicas):
             modules = dict(replica.named_modules())
             for name in self.layers:
-                self._handles.append(modules[name].register_forward_pre_hook(
-                    self._recorder(i, name)))
+                self._handles.append(
+                    modules[name].register_forward_pre_hook(self._recorder(i, name))
+                )
 
     def __bool__(self) -> bool:
         return bool(self.layers)
@@ -76,8 +77,12 @@ class BatchNormJoin:
             var, mean = torch.var_mean(x, dim=dims, correction=0)
             self._seen[(i, name)] = (count, mean, var)
             if i == 0:  # the state before this step's update, once
-                self._before[name] = (module.running_mean.clone(), module.running_var.clone(),
-                                      int(module.num_batches_tracked))
+                self._before[name] = (
+                    module.running_mean.clone(),
+                    module.running_var.clone(),
+                    int(module.num_batches_tracked),
+                )
+
         return record
 
     def start(self) -> None:
@@ -110,8 +115,11 @@ class BatchNormJoin:
 
 def _tracks(module) -> bool:
     """Whether ``module`` is a batch norm keeping running statistics."""
-    return isinstance(module, _BatchNorm) and module.track_running_stats \
+    return (
+        isinstance(module, _BatchNorm)
+        and module.track_running_stats
         and module.running_mean is not None
+    )
 
 
 def _pooled(seen, device):
@@ -120,20 +128,24 @@ def _pooled(seen, device):
     n = sum(counts)
     means = [m.to(device, torch.float64) for _, m, _ in seen]
     mean = sum(c * m for c, m in zip(counts, means)) / n
-    m2 = sum(c * (v.to(device, torch.float64) + (mu - mean) ** 2)
-             for c, mu, (_, _, v) in zip(counts, means, seen))
+    m2 = sum(
+        c * (v.to(device, torch.float64) + (mu - mean) ** 2)
+        for c, mu, (_, _, v) in zip(counts, means, seen)
+    )
     return mean, m2 / n, n
 
 
 @torch.no_grad()
-def average_buffers(model: torch.nn.Module, replicas: list[torch.nn.Module],
-                    weights: list[float], skip: set[str]) -> None:
+def average_buffers(
+    model: torch.nn.Module, replicas: list[torch.nn.Module], weights: list[float], skip: set[str]
+) -> None:
     """Weighted average of the replicas' floating buffers not in ``skip``, into the model."""
     targets = {n: b for n, b in model.named_buffers() if b.is_floating_point() and n not in skip}
     if not targets:
         return
     per_replica = [dict(r.named_buffers()) for r in replicas]
     for name, target in targets.items():
-        total = sum(w * b[name].to(target.device, torch.float64)
-                    for w, b in zip(weights, per_replica))
+        total = sum(
+            w * b[name].to(target.device, torch.float64) for w, b in zip(weights, per_replica)
+        )
         target.copy_(total.to(target.dtype))

@@ -39,8 +39,9 @@ def replicate(model: torch.nn.Module, devices: list[torch.device]) -> list[torch
 
 
 @torch.no_grad()
-def broadcast(model: torch.nn.Module, replicas: list[torch.nn.Module],
-              buffers: bool = True) -> None:
+def broadcast(
+    model: torch.nn.Module, replicas: list[torch.nn.Module], buffers: bool = True
+) -> None:
     """Copy the model's parameters (and buffers) into every other replica, in place."""
     source = list(model.parameters())
     source_buffers = list(model.buffers()) if buffers else []

@@ -19,8 +19,15 @@ import itertools
 import time
 import uuid
 
-from ..events import (DeviceStats, NodeJoined, Observable, PhaseFinished, PhaseStarted,
-                      TaskFinished, TaskInfo)
+from ..events import (
+    DeviceStats,
+    NodeJoined,
+    Observable,
+    PhaseFinished,
+    PhaseStarted,
+    TaskFinished,
+    TaskInfo,
+)
 from .devices import memory
 
 __all__ = ["Reporter"]
@@ -29,10 +36,9 @@ __all__ = ["Reporter"]
 class Reporter:
     """Turns a trainer's steps into events on ``bus`` (the trainer)."""
 
-    def __init__(self, bus: Observable, names: list[str], devices, model_name: str,
-                 memory=None):
+    def __init__(self, bus: Observable, names: list[str], devices, model_name: str, memory=None):
         self.bus, self.names, self.devices, self.model_name = bus, names, devices, model_name
-        self._memory = memory   # memory(i) -> (used, limit) of device i, where it can be read
+        self._memory = memory  # memory(i) -> (used, limit) of device i, where it can be read
         self.run = f"steps-{uuid.uuid4().hex[:8]}"
         self.epoch = 0
         self.batch = 0
@@ -44,17 +50,34 @@ class Reporter:
         self._tasks = itertools.count()
         self._epoch_tasks = 0
         self._last = None
-        self._unreported = None   # the last step's device stats, if not reported yet
+        self._unreported = None  # the last step's device stats, if not reported yet
 
     def report(self, report, shares: list[float]) -> None:
         """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events."""
         active = [i for i, c in enumerate(report.rows) if c]
         spans = [(report.time - report.seconds[i], report.time) for i in active]
-        self.step(active, [report.rows[i] for i in active], spans, shares, report.loss,
-                  report.wall, None, report.key)
+        self.step(
+            active,
+            [report.rows[i] for i in active],
+            spans,
+            shares,
+            report.loss,
+            report.wall,
+            None,
+            report.key,
+        )
 
-    def step(self, active: list[int], counts: list[int], spans: list[tuple[float, float]],
-             shares: list[float], loss: float, wall: float, memories=None, key=None) -> None:
+    def step(
+        self,
+        active: list[int],
+        counts: list[int],
+        spans: list[tuple[float, float]],
+        shares: list[float],
+        loss: float,
+        wall: float,
+        memories=None,
+        key=None,
+    ) -> None:
         """One step's replica spans, and (throttled) device stats and the loss curve."""
         self.samples += sum(counts)
         self.losses.append(loss)
@@ -64,8 +87,9 @@ class Reporter:
         if not self.bus.has_subscribers:
             return
         for i, n, (start, end) in zip(active, counts, spans):
-            info = TaskInfo(self.run, next(self._tasks), self.batch, "train", 0,
-                            self.model_name, self.epoch)
+            info = TaskInfo(
+                self.run, next(self._tasks), self.batch, "train", 0, self.model_name, self.epoch
+            )
             self.bus.emit(TaskFinished(info, self.names[i], start, end, n))
             self._epoch_tasks += 1
         self.batch += 1
@@ -85,17 +109,29 @@ class Reporter:
         for k, (i, n, (start, end)) in enumerate(zip(active, counts, spans)):
             seconds = max(end - start, 1e-9)
             used, limit = self._device_memory(i) if memories is None else (memories[k], None)
-            self.bus.emit(DeviceStats(self.names[i], "device", used, limit, n / seconds, seconds,
-                                      min(seconds / max(wall, 1e-9), 1.0), shares[i]))
-        self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
-                                 self.state()))
+            self.bus.emit(
+                DeviceStats(
+                    self.names[i],
+                    "device",
+                    used,
+                    limit,
+                    n / seconds,
+                    seconds,
+                    min(seconds / max(wall, 1e-9), 1.0),
+                    shares[i],
+                )
+            )
+        self.bus.emit(
+            NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch, self.state())
+        )
 
     def _device_memory(self, i: int):
         if self._memory is not None:
             return self._memory(i)
         device = self.devices[i] if i < len(self.devices) else None
-        return memory(device) if device is not None and not isinstance(device, str) \
-            else (None, None)
+        return (
+            memory(device) if device is not None and not isinstance(device, str) else (None, None)
+        )
 
     def state(self) -> dict:
         """The model's state for the views: samples, the loss curves, steps per bucket.
@@ -105,11 +141,16 @@ class Reporter:
         """
         plots = {"loss": {"x": list(self.loss_steps), "y": list(self.losses)}}
         if self.epoch_points["x"]:
-            plots["epoch loss"] = {"x": list(self.epoch_points["x"]),
-                                   "y": list(self.epoch_points["loss"])}
+            plots["epoch loss"] = {
+                "x": list(self.epoch_points["x"]),
+                "y": list(self.epoch_points["loss"]),
+            }
         if any(v is not None for v in self.epoch_points["val"]):
-            points = [(x, v) for x, v in zip(self.epoch_points["x"], self.epoch_points["val"])
-                      if v is not None]
+            points = [
+                (x, v)
+                for x, v in zip(self.epoch_points["x"], self.epoch_points["val"])
+                if v is not None
+            ]
             plots["validation loss"] = {"x": [x for x, _ in points], "y": [v for _, v in points]}
         state = {"samples": self.samples, "batches": self.batch, "plots": plots}
         if self.bucket_steps:
@@ -122,21 +163,39 @@ class Reporter:
         """A fit begins under run ``run`` (its scope emits RunStarted)."""
         self.run, self.epoch, self.batch = run, 0, 0
 
-    def epoch_started(self, epoch: int, n_batches: int | None, n_devices: int,
-                      epochs: int | None = None) -> None:
+    def epoch_started(
+        self, epoch: int, n_batches: int | None, n_devices: int, epochs: int | None = None
+    ) -> None:
         """An epoch begins; ``n_batches`` when the batches have a length."""
         self.epoch, self.batch, self._epoch_tasks = epoch, 0, 0
         if self.bus.has_subscribers:
             total = None if n_batches is None else n_batches * n_devices
             batches = "?" if n_batches is None else n_batches
-            self.bus.emit(PhaseStarted(self.run, 0, self.model_name, epoch, False, total,
-                                       detail=f"{batches} batches on {n_devices} devices"))
+            self.bus.emit(
+                PhaseStarted(
+                    self.run,
+                    0,
+                    self.model_name,
+                    epoch,
+                    False,
+                    total,
+                    detail=f"{batches} batches on {n_devices} devices",
+                )
+            )
 
     def fit_finished(self) -> None:
         """The fit ended: the views show the model as trained, no longer training."""
         if self.bus.has_subscribers:
-            self.bus.emit(NodeJoined(self.run, 0, self.model_name, self.epoch, self.batch,
-                                     {**self.state(), "training": False}))
+            self.bus.emit(
+                NodeJoined(
+                    self.run,
+                    0,
+                    self.model_name,
+                    self.epoch,
+                    self.batch,
+                    {**self.state(), "training": False},
+                )
+            )
 
     def epoch_finished(self, ok: bool = True, record: dict | None = None) -> None:
         """The epoch ended: its real task count, the model's state and the epoch's record."""
@@ -145,7 +204,10 @@ class Reporter:
             self.epoch_points["loss"].append(record["loss"])
             self.epoch_points["val"].append(record.get("val_loss"))
         if self.bus.has_subscribers:
-            self._flush()   # the board ends the epoch on the shares the trainer now has
+            self._flush()  # the board ends the epoch on the shares the trainer now has
             state = self.state() if record is None else {**self.state(), "record": record}
-            self.bus.emit(PhaseFinished(self.run, 0, self.model_name, self.epoch,
-                                        self._epoch_tasks, ok, state))
+            self.bus.emit(
+                PhaseFinished(
+                    self.run, 0, self.model_name, self.epoch, self._epoch_tasks, ok, state
+                )
+            )

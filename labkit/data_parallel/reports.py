@@ -36,16 +36,16 @@ class StepReport:
     """One step of a fit, as every rank agreed on it."""
 
     epoch: int
-    step: int                  # the step's number within its epoch, from 0
-    loss: float                # the batch's loss (NaN for a skipped step)
-    rows: tuple                # each rank's rows
-    seconds: tuple             # each rank's forward and backward, in seconds
-    wall: float                # the whole step on rank 0, in seconds
-    time: float                # when it ended (time.time())
-    skipped: bool = False      # a non-finite loss under on_nonfinite="skip"
-    key: Any = None            # the bucket key
-    shares: tuple = ()         # each rank's fraction of the rows, as planned
-    losses: tuple = ()         # each rank's own loss (NaN or infinite where one was)
+    step: int  # the step's number within its epoch, from 0
+    loss: float  # the batch's loss (NaN for a skipped step)
+    rows: tuple  # each rank's rows
+    seconds: tuple  # each rank's forward and backward, in seconds
+    wall: float  # the whole step on rank 0, in seconds
+    time: float  # when it ended (time.time())
+    skipped: bool = False  # a non-finite loss under on_nonfinite="skip"
+    key: Any = None  # the bucket key
+    shares: tuple = ()  # each rank's fraction of the rows, as planned
+    losses: tuple = ()  # each rank's own loss (NaN or infinite where one was)
 
     def nonfinite(self) -> tuple | None:
         """``(rank, loss)`` of the first rank whose loss was NaN or infinite, or ``None``."""
@@ -57,8 +57,12 @@ class StepReport:
 
     def to_wire(self) -> list:
         """The report as plain values (for Dask's event stream)."""
-        return [getattr(self, f.name) if not isinstance(getattr(self, f.name), tuple)
-                else list(getattr(self, f.name)) for f in dataclasses.fields(self)]
+        return [
+            getattr(self, f.name)
+            if not isinstance(getattr(self, f.name), tuple)
+            else list(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+        ]
 
     @classmethod
     def from_wire(cls, values: list) -> "StepReport":
@@ -124,9 +128,13 @@ class EpochTally:
         if seconds is None:
             seconds = (self.last - self.first) if self.first is not None else 0.0
         seconds = max(seconds, 1e-9)
-        out = {"epoch": self.epoch + 1,   # from 1, as a board counts epochs
-               "loss": self.loss_sum / self.rows if self.rows else math.nan,
-               "seconds": seconds, "samples_per_s": self.rows / seconds, "steps": self.steps}
+        out = {
+            "epoch": self.epoch + 1,  # from 1, as a board counts epochs
+            "loss": self.loss_sum / self.rows if self.rows else math.nan,
+            "seconds": seconds,
+            "samples_per_s": self.rows / seconds,
+            "steps": self.steps,
+        }
         if with_skipped:
             out["skipped"] = self.skipped
         if self.recoveries:

@@ -34,8 +34,15 @@ from .bucketing import BucketBatch
 from .guards import check_batches
 from .plan import EpochPlan, check_batch_size
 
-__all__ = ["on_workers", "WorkerDataset", "LocalArrays", "DaskArrays", "Batches", "as_source",
-           "PlannedStep"]
+__all__ = [
+    "on_workers",
+    "WorkerDataset",
+    "LocalArrays",
+    "DaskArrays",
+    "Batches",
+    "as_source",
+    "PlannedStep",
+]
 
 
 @dataclass
@@ -48,7 +55,7 @@ class PlannedStep:
     key: Any = None
     epoch: int | None = None
     batch: int | None = None
-    number: int | None = None    # the trainer's count of steps when it is taken
+    number: int | None = None  # the trainer's count of steps when it is taken
 
 
 @dataclass
@@ -69,8 +76,9 @@ class WorkerDataset:
         made = getattr(self, "_made", None)
         if made is None:
             obj = self.make()
-            made = self._made = LocalDataset(obj, self) if hasattr(obj, "__getitem__") \
-                else Batches(obj)
+            made = self._made = (
+                LocalDataset(obj, self) if hasattr(obj, "__getitem__") else Batches(obj)
+            )
         return made
 
 
@@ -79,20 +87,25 @@ class LocalDataset:
 
     def __init__(self, dataset, source: WorkerDataset):
         from torch.utils.data import default_collate
+
         if source.batch_size is None:
-            raise InputError("a dataset made by on_workers needs batch_size=",
-                             argument="batch_size")
+            raise InputError(
+                "a dataset made by on_workers needs batch_size=", argument="batch_size"
+            )
         self.dataset, self.source, self._collate = dataset, source, default_collate
         try:
             self.rows = len(dataset)
         except TypeError as exc:
-            raise InputError(f"on_workers needs a dataset with a length, got "
-                             f"{type(dataset).__name__}", argument="make_dataset") from exc
+            raise InputError(
+                f"on_workers needs a dataset with a length, got {type(dataset).__name__}",
+                argument="make_dataset",
+            ) from exc
 
     def steps(self, epoch, shares_of: Callable[[], list]):
         source = self.source
-        plan = EpochPlan.shared(self.rows, source.batch_size, [1.0], source.shuffle,
-                                source.seed, epoch or 0)
+        plan = EpochPlan.shared(
+            self.rows, source.batch_size, [1.0], source.shuffle, source.seed, epoch or 0
+        )
         for step in range(plan.steps):
             x, y = self._collate([self.dataset[int(i)] for i in plan.rows(step, 0)])
             yield PlannedStep(x, y, _split(len(x), shares_of()), None, epoch, step)
@@ -117,8 +130,11 @@ def on_workers(make_dataset: Callable[[], Any]) -> WorkerDataset:
     True
     """
     if not callable(make_dataset):
-        raise InputError(f"on_workers takes a function that makes the dataset, got "
-                         f"{type(make_dataset).__name__}", argument="make_dataset")
+        raise InputError(
+            f"on_workers takes a function that makes the dataset, got "
+            f"{type(make_dataset).__name__}",
+            argument="make_dataset",
+        )
     return WorkerDataset(make_dataset)
 
 
@@ -138,8 +154,9 @@ class LocalArrays:
 
     def steps(self, epoch: int, shares_of: Callable[[], list]):
         """The epoch's planned steps, each batch split by the shares at its start."""
-        plan = EpochPlan.shared(self.rows, self.batch_size, [1.0], self.shuffle, self.seed,
-                                epoch or 0)
+        plan = EpochPlan.shared(
+            self.rows, self.batch_size, [1.0], self.shuffle, self.seed, epoch or 0
+        )
         for step in range(plan.steps):
             rows = torch.from_numpy(plan.rows(step, 0))
             x, y = self.x.index_select(0, rows), self.y.index_select(0, rows)
@@ -165,9 +182,11 @@ class DaskArrays:
         made = getattr(self, "_local", None)
         if made is None:
             import dask
+
             x, y = dask.compute(self.x, self.y)
-            made = self._local = LocalArrays(torch.as_tensor(x), torch.as_tensor(y),
-                                             self.batch_size, self.shuffle, self.seed)
+            made = self._local = LocalArrays(
+                torch.as_tensor(x), torch.as_tensor(y), self.batch_size, self.shuffle, self.seed
+            )
         return made
 
 
@@ -181,6 +200,7 @@ class Batches:
         from ..errors import pulled
         from .guards import check_batch
         from .loops import pair
+
         for b, batch in enumerate(pulled(self.batches, "batch", "the batches", epoch=epoch)):
             x, y, key = pair(batch, epoch, b)
             n = check_batch(x, y, what="fit", epoch=epoch, batch=b)
@@ -189,23 +209,31 @@ class Batches:
 
 def _split(rows: int, shares: list) -> list:
     from .split import shares as counts
+
     return counts(rows, shares) if rows else [0] * len(shares)
 
 
-def as_source(data, batch_size=None, shuffle: bool = True, seed=None, epochs: int = 1,
-              what: str = "fit"):
+def as_source(
+    data, batch_size=None, shuffle: bool = True, seed=None, epochs: int = 1, what: str = "fit"
+):
     """The source ``data`` stands for (see the module docstring), checked."""
-    if isinstance(data, WorkerDataset):   # batches made on the workers need no batch_size
+    if isinstance(data, WorkerDataset):  # batches made on the workers need no batch_size
         data.batch_size = None if batch_size is None else check_batch_size(batch_size, 1)
         data.shuffle, data.seed = bool(shuffle), seed
         return data
-    if isinstance(data, tuple) and len(data) == 2 and not isinstance(data, BucketBatch) \
-            and batch_size is not None:
+    if (
+        isinstance(data, tuple)
+        and len(data) == 2
+        and not isinstance(data, BucketBatch)
+        and batch_size is not None
+    ):
         return _arrays(data[0], data[1], batch_size, shuffle, seed)
     if batch_size is not None:
-        raise InputError(f"batch_size is for (X, y) arrays or lk.on_workers(...); {what} got "
-                         f"{type(data).__name__}, whose batches are already made",
-                         argument="batch_size")
+        raise InputError(
+            f"batch_size is for (X, y) arrays or lk.on_workers(...); {what} got "
+            f"{type(data).__name__}, whose batches are already made",
+            argument="batch_size",
+        )
     check_batches(data, epochs, what=what)
     return Batches(data)
 
@@ -217,15 +245,21 @@ def _arrays(x, y, batch_size, shuffle, seed):
         raise InputError("X and y must both be Dask arrays, or neither", argument="y")
     if dask_x:
         if x.ndim < 2 or y.ndim < 1:
-            raise InputError(f"X must have rows and features (got shape {x.shape}) and y rows "
-                             f"(got shape {y.shape})", argument="X")
+            raise InputError(
+                f"X must have rows and features (got shape {x.shape}) and y rows "
+                f"(got shape {y.shape})",
+                argument="X",
+            )
         if x.shape[0] != y.shape[0]:
             raise InputError(f"X has {x.shape[0]} rows but y has {y.shape[0]}", argument="y")
         return DaskArrays(x, y, check_batch_size(batch_size, int(x.shape[0])), shuffle, seed)
     x, y = _tensor(x, "X"), _tensor(y, "y")
     if x.dim() < 2 or len(x) != len(y):
-        raise InputError(f"X needs rows and features and y one target a row: got X "
-                         f"{tuple(x.shape)} and y {tuple(y.shape)}", argument="y")
+        raise InputError(
+            f"X needs rows and features and y one target a row: got X "
+            f"{tuple(x.shape)} and y {tuple(y.shape)}",
+            argument="y",
+        )
     return LocalArrays(x, y, check_batch_size(batch_size, len(x)), shuffle, seed)
 
 
@@ -235,10 +269,13 @@ def _tensor(value, name: str) -> torch.Tensor:
     try:
         return torch.as_tensor(np.asarray(value))
     except Exception as exc:
-        raise InputError(f"{name} must be an array or a tensor, got {type(value).__name__} "
-                         f"({exc})", argument=name) from exc
+        raise InputError(
+            f"{name} must be an array or a tensor, got {type(value).__name__} ({exc})",
+            argument=name,
+        ) from exc
 
 
 def _is_dask(value) -> bool:
     from ..scheduling.dask_adapter import is_dask_array
+
     return is_dask_array(value)

@@ -37,8 +37,9 @@ def check_work_load(work_load, n_devices: int | None = None, devices=None) -> li
         raise InputError("work_load is empty")
     for i, w in enumerate(values):
         if isinstance(w, bool) or not isinstance(w, Real) or not math.isfinite(w) or w <= 0:
-            raise InputError(f"work_load entry {w!r} is not a positive finite number",
-                             device=_name(devices, i))
+            raise InputError(
+                f"work_load entry {w!r} is not a positive finite number", device=_name(devices, i)
+            )
     return [float(w) for w in values]
 
 
@@ -52,7 +53,7 @@ def normalised(work_load) -> list[float]:
     [0.5, 0.5]
     """
     total = sum(work_load)
-    if not math.isfinite(total):   # huge weights: relative to the largest first
+    if not math.isfinite(total):  # huge weights: relative to the largest first
         top = max(work_load)
         work_load = [w / top for w in work_load]
         total = sum(work_load)
@@ -102,8 +103,11 @@ def split_batch(batch_size: int, work_load, devices=None) -> list[slice]:
     counts = shares(batch_size, work_load)
     for i, n in enumerate(counts):
         if n == 0:
-            raise InputError(f"a batch of {batch_size} rows split by work load {work_load} "
-                             f"leaves no rows for a device", device=_name(devices, i))
+            raise InputError(
+                f"a batch of {batch_size} rows split by work load {work_load} "
+                f"leaves no rows for a device",
+                device=_name(devices, i),
+            )
     slices, start = [], 0
     for n in counts:
         slices.append(slice(start, start + n))

@@ -46,8 +46,11 @@ class ThreadGroup:
         self._params = [list(r.parameters()) for r in self.replicas]
         self._reduce = GradientReducer(model, self.replicas)
         self._bn = BatchNormJoin(model, self.replicas) if len(self.replicas) > 1 else None
-        self._skip = {n for n, _ in model.named_buffers()
-                      if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())}
+        self._skip = {
+            n
+            for n, _ in model.named_buffers()
+            if n.rsplit(".", 1)[0] in (self._bn.layers if self._bn else ())
+        }
         # the model's own buffers move in its forward when it is replica 0
         self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
@@ -73,17 +76,30 @@ class ThreadGroup:
         counts = [planned.counts[i] for i in active]
         key = planned.key
         where = {"epoch": planned.epoch, "batch": planned.batch}
-        modules = [self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
-                   for i in active]
+        modules = [
+            self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
+            for i in active
+        ]
         weights = self._weights(counts)
         if self._bn:
             self._bn.start()
         whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
         starts = [sum(counts[:k]) for k in range(len(counts))]
-        calls = [(i, self._replica_call(i, m, planned.x if whole else planned.x[s:s + c],
-                                        planned.y if whole else planned.y[s:s + c], c, key,
-                                        planned.number))
-                 for i, m, s, c in zip(active, modules, starts, counts)]
+        calls = [
+            (
+                i,
+                self._replica_call(
+                    i,
+                    m,
+                    planned.x if whole else planned.x[s : s + c],
+                    planned.y if whole else planned.y[s : s + c],
+                    c,
+                    key,
+                    planned.number,
+                ),
+            )
+            for i, m, s, c in zip(active, modules, starts, counts)
+        ]
         before = [b.detach().clone() for b in self._own_buffers]
         started = time.perf_counter()
         losses: list = []
@@ -97,18 +113,34 @@ class ThreadGroup:
             self._undo(before)  # nothing of the failed step reaches the model
             if policy == "raise":
                 raise exc.locate(**where)
-            return self._report(planned, active, counts, [0.0] * len(active), float("nan"),
-                                time.perf_counter() - started, losses, skipped=True)
+            return self._report(
+                planned,
+                active,
+                counts,
+                [0.0] * len(active),
+                float("nan"),
+                time.perf_counter() - started,
+                losses,
+                skipped=True,
+            )
         except BaseException as exc:
             self._undo(before)
             from ..errors import LabkitError
+
             if isinstance(exc, LabkitError):
                 exc.locate(**where)
             raise
         self._apply(active, weights)
         loss = sum(w * v for w, v in zip(weights, losses))
-        return self._report(planned, active, counts, [r[1] for r in results], loss,
-                            time.perf_counter() - started, losses)
+        return self._report(
+            planned,
+            active,
+            counts,
+            [r[1] for r in results],
+            loss,
+            time.perf_counter() - started,
+            losses,
+        )
 
     def _apply(self, active, weights) -> None:
         """Reduce into the model, step the optimizer once, broadcast back."""
@@ -127,11 +159,19 @@ class ThreadGroup:
         for i, c, t, v in zip(active, counts, seconds, losses):
             rows[i], secs[i], own[i] = c, t, v
         total = max(sum(planned.counts), 1)
-        return StepReport(planned.epoch if planned.epoch is not None else -1,
-                          planned.batch if planned.batch is not None else -1, loss,
-                          tuple(rows), tuple(secs), wall, time.time(), skipped=skipped,
-                          key=planned.key, shares=tuple(c / total for c in planned.counts),
-                          losses=tuple(own))
+        return StepReport(
+            planned.epoch if planned.epoch is not None else -1,
+            planned.batch if planned.batch is not None else -1,
+            loss,
+            tuple(rows),
+            tuple(secs),
+            wall,
+            time.time(),
+            skipped=skipped,
+            key=planned.key,
+            shares=tuple(c / total for c in planned.counts),
+            losses=tuple(own),
+        )
 
     def _replica_call(self, i: int, module, x, y, rows: int, key, number=None):
         """Replica ``i``'s forward (through ``module``) and backward on its rows, for a thread."""
@@ -152,9 +192,13 @@ class ThreadGroup:
             seconds = time.perf_counter() - t0
             loss = loss.detach()
             if self.monitors:
-                self.monitors(ReplicaStep(number, i, self.names[i], rows, loss,
-                                          outputs.detach(), seconds, key))
+                self.monitors(
+                    ReplicaStep(
+                        number, i, self.names[i], rows, loss, outputs.detach(), seconds, key
+                    )
+                )
             return loss, seconds
+
         return run
 
     def _weights(self, counts: list[int]) -> list[float]:
@@ -183,8 +227,14 @@ class ThreadGroup:
         for i, c in enumerate(counts):
             if c:
                 module = self.buckets.get(i, bucket_key, device=self.names[i])
-                calls.append((i, _evaluator(module, self.devices[i], x[start:start + c],
-                                            y[start:start + c], fns)))
+                calls.append(
+                    (
+                        i,
+                        _evaluator(
+                            module, self.devices[i], x[start : start + c], y[start : start + c], fns
+                        ),
+                    )
+                )
             start += c
         modes = [r.training for r in self.replicas]
         for r in self.replicas:
@@ -227,11 +277,13 @@ class ThreadGroup:
 
 def _evaluator(model, device, x, y, fns):
     """A call computing row-weighted metric sums of ``model`` on ``(x, y)``."""
+
     def run():
         with torch.no_grad():
             out = model(x.to(device))
             yd = y.to(device)
             return {name: float(fn(out, yd)) * len(x) for name, fn in fns.items()}
+
     return run
 
 

@@ -14,7 +14,6 @@ A step may carry a bucket key: each replica then runs the module that
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from typing import Any, Callable
 
@@ -81,12 +80,22 @@ class DataParallelTrainer(EpochLoops, Observable):
     >>> trainer.close()
     """
 
-    def __init__(self, model: torch.nn.Module, loss_fn: Callable, optimizer, devices=None,
-                 work_load=None, scheduler=None, balancer: Balancer | None = None,
-                 on_nonfinite: str = "raise", bucket_model: Callable | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        loss_fn: Callable,
+        optimizer,
+        devices=None,
+        work_load=None,
+        scheduler=None,
+        balancer: Balancer | None = None,
+        on_nonfinite: str = "raise",
+        bucket_model: Callable | None = None,
+    ):
         if not isinstance(model, torch.nn.Module):
-            raise InputError(f"model must be a torch.nn.Module, got {type(model).__name__}",
-                             argument="model")
+            raise InputError(
+                f"model must be a torch.nn.Module, got {type(model).__name__}", argument="model"
+            )
         if not callable(loss_fn):
             raise InputError(f"loss_fn must be callable, got {loss_fn!r}", argument="loss_fn")
         self.on_nonfinite = on_nonfinite
@@ -101,8 +110,10 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.replicas = getattr(self._group, "replicas", [])
         if bucket_model is not None and not callable(bucket_model):
             self._group.close()
-            raise InputError(f"bucket_model must be callable as bucket_model(model, key), got "
-                             f"{bucket_model!r}", argument="bucket_model")
+            raise InputError(
+                f"bucket_model must be callable as bucket_model(model, key), got {bucket_model!r}",
+                argument="bucket_model",
+            )
         try:
             self._loads = WorkLoads(self.names, work_load, balancer)
             self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
@@ -110,8 +121,13 @@ class DataParallelTrainer(EpochLoops, Observable):
             self.closed = True
             self._group.close()  # a refused work load must not leave replicas on the workers
             raise
-        self._reporter = Reporter(self, self.names, self.devices, type(model).__name__,
-                                  memory=getattr(self._group, "memory", None))
+        self._reporter = Reporter(
+            self,
+            self.names,
+            self.devices,
+            type(model).__name__,
+            memory=getattr(self._group, "memory", None),
+        )
 
     @property
     def on_nonfinite(self) -> str:
@@ -154,9 +170,12 @@ class DataParallelTrainer(EpochLoops, Observable):
         __tracebackhide__ = True
         self._check_open()
         if not torch.is_grad_enabled():
-            raise TrainingError("step trains, so it needs gradients, but it was called under "
-                                "torch.no_grad() or torch.inference_mode(); use evaluate() to "
-                                "compute without them", step=self.steps)
+            raise TrainingError(
+                "step trains, so it needs gradients, but it was called under "
+                "torch.no_grad() or torch.inference_mode(); use evaluate() to "
+                "compute without them",
+                step=self.steps,
+            )
         key = check_key(bucket_key, self.steps)
         n = check_batch(x, y, self.steps)
         reports = []
@@ -182,6 +201,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         def take(report):
             self._take(report)
             done(report)
+
         try:
             self._group.steps(numbered(), take, check, self.on_nonfinite)
         except NonFiniteLossError as exc:
@@ -189,15 +209,18 @@ class DataParallelTrainer(EpochLoops, Observable):
 
     def _take(self, report) -> None:
         """One step's report: the count, the split, the balance, the views, skipped batches."""
-        if list(self._group.names) != self.names:   # the group went on without a lost worker
+        if list(self._group.names) != self.names:  # the group went on without a lost worker
             self._regroup()
-        ends = [sum(report.rows[:i + 1]) for i in range(len(report.rows))]
+        ends = [sum(report.rows[: i + 1]) for i in range(len(report.rows))]
         self.last_split = [slice(e - c, e) for c, e in zip(report.rows, ends) if c]
         if report.skipped:
             self.skipped_batches += 1
             rank, loss = report.nonfinite() or (None, report.loss)
-            error = NonFiniteLossError.of(loss, rank, self.names[rank]) if rank is not None \
+            error = (
+                NonFiniteLossError.of(loss, rank, self.names[rank])
+                if rank is not None
                 else NonFiniteLossError(loss=loss)
+            )
             warn_skipped(error.locate(step=self.steps), self.skipped_batches)
             return
         self.steps += 1
@@ -230,6 +253,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         def removing():
             remove()
             self._group.set_monitors(self._monitors)
+
         return removing
 
     def on_shutdown(self, fn: Callable) -> None:
@@ -243,8 +267,9 @@ class DataParallelTrainer(EpochLoops, Observable):
         self._check_open()
         state = self._group.state_dict()
         # a snapshot: live tensors would change with the next step (and be shared on load)
-        return copy.deepcopy(dict(state, shares=self.shares, steps=self.steps,
-                                  bucket_shares=self.bucket_shares))
+        return copy.deepcopy(
+            dict(state, shares=self.shares, steps=self.steps, bucket_shares=self.bucket_shares)
+        )
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned, into the model and every replica."""
@@ -288,8 +313,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         else:
             why = "no worker of the replica group survived"
         if state is None:
-            warnings.warn(f"{why}: the model keeps the parameters of its last sync",
-                          RuntimeWarning, stacklevel=4)
+            warnings.warn(
+                f"{why}: the model keeps the parameters of its last sync",
+                RuntimeWarning,
+                stacklevel=4,
+            )
         elif state["model"] is not self.model.state_dict():
             self.model.load_state_dict(state["model"])
 
@@ -313,6 +341,8 @@ def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
     """The replica group: Dask workers with a scheduler, else this process's devices."""
     if scheduler is not None:
         from .distributed import DaskReplicaGroup
+
         return DaskReplicaGroup(model, loss_fn, optimizer, scheduler, bucket_model=bucket_model)
     from .thread_group import ThreadGroup
+
     return ThreadGroup(model, loss_fn, optimizer, devices, bucket_model)

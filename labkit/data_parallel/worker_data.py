@@ -37,7 +37,7 @@ def assign(spans: list, holders: list, shares: list) -> list:
     ranks = list(holders)
     load = [0] * len(shares)
     for i, rank in enumerate(ranks):
-        if rank is None:   # held by no rank's worker: the rank with the most room takes it
+        if rank is None:  # held by no rank's worker: the rank with the most room takes it
             rank = ranks[i] = max(range(len(shares)), key=lambda r: target[r] - load[r])
         load[rank] += spans[i][1] - spans[i][0]
     while True:
@@ -50,7 +50,7 @@ def assign(spans: list, holders: list, shares: list) -> list:
         mine = [i for i, r in enumerate(ranks) if r == over]
         best = min(reversed(mine), key=lambda i: abs((spans[i][1] - spans[i][0]) - gap))
         size = spans[best][1] - spans[best][0]
-        if size >= 2 * gap:   # moving it would leave them as uneven the other way
+        if size >= 2 * gap:  # moving it would leave them as uneven the other way
             return ranks
         ranks[best] = under
         load[over] -= size
@@ -61,15 +61,15 @@ def assign(spans: list, holders: list, shares: list) -> list:
 class WorkerBlocks:
     """The persisted blocks of ``(X, y)``: their row spans and futures, and who holds them."""
 
-    spans: list          # (start, stop) per block, in row order
-    x: list              # a future per block of X
-    y: list              # a future per block of y
+    spans: list  # (start, stop) per block, in row order
+    x: list  # a future per block of X
+    y: list  # a future per block of y
 
     @classmethod
     def of(cls, client, x, y) -> "WorkerBlocks":
         """Persist ``x`` and ``y`` (rows aligned, whole rows a block) and take their blocks."""
         if x.ndim > 1 and len(x.chunks[1]) > 1:
-            x = x.rechunk({i: -1 for i in range(1, x.ndim)})   # a replica needs whole rows
+            x = x.rechunk({i: -1 for i in range(1, x.ndim)})  # a replica needs whole rows
         if y.chunks[0] != x.chunks[0]:
             y = y.rechunk({0: x.chunks[0]})
         if y.ndim > 1 and len(y.chunks[1]) > 1:
@@ -77,8 +77,9 @@ class WorkerBlocks:
         try:
             x, y = client.persist([x, y])
         except Exception as exc:
-            raise SchedulerError(f"could not place X and y on the workers: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise SchedulerError(
+                f"could not place X and y on the workers: {type(exc).__name__}: {exc}"
+            ) from exc
         futures = {f.key: f for f in client.futures_of([x, y])}
         x_keys = _row_keys(x)
         y_keys = _row_keys(y)

@@ -24,6 +24,21 @@ from .processing import ParallelProcessing
 from .splitters import SplitterIndex, as_indexer
 from .subsemble import Subsemble, SubsetIndex
 
-__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex", "SplitterIndex", "SubsetIndex",
-           "as_indexer", "ParallelProcessing", "ParallelEvaluation", "Table", "BaseEnsemble",
-           "LayerSpec", "SuperLearner", "BlendEnsemble", "Subsemble", "SequentialEnsemble"]
+__all__ = [
+    "Layer",
+    "FullIndex",
+    "FoldIndex",
+    "BlendIndex",
+    "SplitterIndex",
+    "SubsetIndex",
+    "as_indexer",
+    "ParallelProcessing",
+    "ParallelEvaluation",
+    "Table",
+    "BaseEnsemble",
+    "LayerSpec",
+    "SuperLearner",
+    "BlendEnsemble",
+    "Subsemble",
+    "SequentialEnsemble",
+]

@@ -57,8 +57,9 @@ class BaseEnsemble(BaseEstimator):
 
     # -- building ------------------------------------------------------------------------
 
-    def add(self, estimators, preprocessing=None, proba=False, propagate_features=None,
-            indexer=None):
+    def add(
+        self, estimators, preprocessing=None, proba=False, propagate_features=None, indexer=None
+    ):
         """Append a layer of ``estimators``; returns ``self`` (chainable).
 
         Parameters
@@ -74,8 +75,9 @@ class BaseEnsemble(BaseEstimator):
         indexer : int, labkit indexer or scikit-learn splitter, optional
             This layer's split instead of the ensemble's.
         """
-        return self._append(LayerSpec(estimators, self._kind, preprocessing, proba,
-                                      propagate_features, indexer))
+        return self._append(
+            LayerSpec(estimators, self._kind, preprocessing, proba, propagate_features, indexer)
+        )
 
     def add_meta(self, estimator):
         """Set the meta estimator fitted on the last layer's output; returns ``self``."""
@@ -104,7 +106,7 @@ class BaseEnsemble(BaseEstimator):
             head, _, sub = key.partition("__")
             if sub:
                 nested.setdefault(head, {})[sub] = params.pop(key)
-            else:                                  # a whole layer replaced
+            else:  # a whole layer replaced
                 self.layers = list(self.layers)
                 self.layers[int(head.split("-")[1]) - 1] = params.pop(key)
         for head, sub in nested.items():
@@ -120,14 +122,15 @@ class BaseEnsemble(BaseEstimator):
         # client) must be shared instead, so this clone keeps it by reference.
         params = self.get_params(deep=False)
         scheduler = params.pop("scheduler")
-        new = type(self)(scheduler=scheduler,
-                         **{k: clone(v, safe=False) for k, v in params.items()})
+        new = type(self)(
+            scheduler=scheduler, **{k: clone(v, safe=False) for k, v in params.items()}
+        )
         if hasattr(self, "_sklearn_output_config"):
             new._sklearn_output_config = copy.deepcopy(self._sklearn_output_config)
         return new
 
     def __deepcopy__(self, memo):
-        memo[id(self.scheduler)] = self.scheduler    # shared, never copied
+        memo[id(self.scheduler)] = self.scheduler  # shared, never copied
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         new.__dict__.update(copy.deepcopy(self.__dict__, memo))
@@ -135,7 +138,7 @@ class BaseEnsemble(BaseEstimator):
 
     def __getstate__(self):
         state = super().__getstate__()
-        if state.get("scheduler") is not None:        # a live client does not pickle
+        if state.get("scheduler") is not None:  # a live client does not pickle
             state = dict(state, scheduler=None)
         return state
 
@@ -145,10 +148,11 @@ class BaseEnsemble(BaseEstimator):
     def _estimator_type(self):
         meta = self.meta_estimator
         if isinstance(meta, type) or not hasattr(meta, "__sklearn_tags__"):
-            return None                # none yet, not a scikit-learn one, or a class: fit says
+            return None  # none yet, not a scikit-learn one, or a class: fit says
         try:
-            return "classifier" if is_classifier(meta) else \
-                "regressor" if is_regressor(meta) else None
+            return (
+                "classifier" if is_classifier(meta) else "regressor" if is_regressor(meta) else None
+            )
         except (AttributeError, TypeError):
             return None
 
@@ -156,8 +160,8 @@ class BaseEnsemble(BaseEstimator):
         tags = super().__sklearn_tags__()
         kind = self._estimator_type
         tags.estimator_type = kind
-        tags.transformer_tags = TransformerTags()     # transform(): the last layer's output
-        steps = self._first_steps()                   # what sees X, as scikit-learn's stacking
+        tags.transformer_tags = TransformerTags()  # transform(): the last layer's output
+        steps = self._first_steps()  # what sees X, as scikit-learn's stacking
         tags.input_tags.allow_nan = bool(steps) and not refuses_nan(steps)
         tags.input_tags.sparse = bool(steps) and takes_sparse(steps)
         if kind is not None:
@@ -176,8 +180,11 @@ class BaseEnsemble(BaseEstimator):
         spec = specs[0][1]
         pre = spec.preprocessing if isinstance(spec.preprocessing, dict) else {}
         try:
-            return [(name, (list(pre.get(case) or []) or [est])[0])
-                    for case, items in _cases(spec.estimators) for name, est in items]
+            return [
+                (name, (list(pre.get(case) or []) or [est])[0])
+                for case, items in _cases(spec.estimators)
+                for name, est in items
+            ]
         except TypeError:
             return []
 
@@ -210,14 +217,19 @@ class BaseEnsemble(BaseEstimator):
 
         def fit_then_take_over(scope):
             job(scope)
-            for key in _fitted(self):          # a refit may not set them all (scores_...)
+            for key in _fitted(self):  # a refit may not set them all (scores_...)
                 delattr(self, key)
             self.__dict__.update({k: getattr(twin, k) for k in _fitted(twin)})
             return self
-        detail = {"estimator": type(self).__name__, "nodes": n_nodes,
-                  "params": _plain_params(self)}   # a search's candidates, named on a board
-        return start("ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes,
-                     detail=detail)
+
+        detail = {
+            "estimator": type(self).__name__,
+            "nodes": n_nodes,
+            "params": _plain_params(self),
+        }  # a search's candidates, named on a board
+        return start(
+            "ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes, detail=detail
+        )
 
     def _fit_job(self, X, y, groups):
         """Check everything and build the layers; ``(scheduler, job fitting them, nodes)``.
@@ -227,23 +239,38 @@ class BaseEnsemble(BaseEstimator):
         name = type(self).__name__
         specs = [s for _, s in self._specs()]
         if not specs or len(specs) != len(self.layers):
-            raise InputError("an ensemble needs layers: add them with .add(estimators) "
-                             f"(layers={self.layers!r})", estimator=name, argument="layers")
+            raise InputError(
+                "an ensemble needs layers: add them with .add(estimators) "
+                f"(layers={self.layers!r})",
+                estimator=name,
+                argument="layers",
+            )
         if self.scorer is not None and not callable(self.scorer):
-            raise InputError(f"scorer must be a callable scorer(y_true, y_pred), got "
-                             f"{self.scorer!r}", estimator=name, argument="scorer")
+            raise InputError(
+                f"scorer must be a callable scorer(y_true, y_pred), got {self.scorer!r}",
+                estimator=name,
+                argument="scorer",
+            )
         kind = self._estimator_type
         classifier = kind == "classifier"
         meta = self._meta_layer()
         layers = [self._layer(s, i, kind) for i, s in enumerate(specs, 1)]
-        X, y, groups = check_inputs(X, y, groups, steps=layers[0].first_steps(),
-                                    classifier=classifier, needs_y=kind is not None,
-                                    owner=self, min_rows=2, y_numeric=kind == "regressor",
-                                    estimator=name)
+        X, y, groups = check_inputs(
+            X,
+            y,
+            groups,
+            steps=layers[0].first_steps(),
+            classifier=classifier,
+            needs_y=kind is not None,
+            owner=self,
+            min_rows=2,
+            y_numeric=kind == "regressor",
+            estimator=name,
+        )
         codes = None
         if classifier:
             self.classes_, y = np.unique(y, return_inverse=True)  # labels as 0..K-1
-            codes = np.arange(len(self.classes_))   # every proba layer's columns
+            codes = np.arange(len(self.classes_))  # every proba layer's columns
         try:
             scheduler = as_scheduler(self.scheduler)  # None: a serial, in-process LocalScheduler
             pp = ParallelProcessing(scheduler, cache=self.cache)
@@ -263,16 +290,17 @@ class BaseEnsemble(BaseEstimator):
             self.meta_ = None if meta is None else meta.fitted_["meta"][1]
             if self.scorer is not None:
                 self.scores_ = scores
+
         return scheduler, job, len(layers) + (meta is not None)
 
     def _meta_layer(self):
         """The meta estimator as a one-fit layer (a clone), or None."""
         if self.meta_estimator is None:
             return None
-        check_estimator(self.meta_estimator, "meta", estimator=type(self).__name__,
-                        argument="meta_estimator")
-        return Layer([("meta", clone(self.meta_estimator, safe=False))], FullIndex(),
-                     name="meta")
+        check_estimator(
+            self.meta_estimator, "meta", estimator=type(self).__name__, argument="meta_estimator"
+        )
+        return Layer([("meta", clone(self.meta_estimator, safe=False))], FullIndex(), name="meta")
 
     def _layer(self, spec: LayerSpec, i: int, kind=None) -> Layer:
         """The backend layer of ``spec`` (estimators cloned: the params stay unfitted).
@@ -283,23 +311,38 @@ class BaseEnsemble(BaseEstimator):
         """
         name = f"layer-{i}"
         if spec.kind not in KINDS:
-            raise InputError(f"layer kind must be one of {KINDS}, got {spec.kind!r}",
-                             layer=name)
+            raise InputError(f"layer kind must be one of {KINDS}, got {spec.kind!r}", layer=name)
         try:
             estimators = clone(spec.estimators, safe=False)
             stratify = kind == "classifier" or (kind is None and _classifies(spec))
-            indexer = as_indexer(spec.indexer, what="indexer", classifier=stratify) \
-                if spec.indexer is not None else self._default_indexer(spec.kind, stratify)
+            indexer = (
+                as_indexer(spec.indexer, what="indexer", classifier=stratify)
+                if spec.indexer is not None
+                else self._default_indexer(spec.kind, stratify)
+            )
         except InputError as err:
             raise err.locate(layer=name)
         except (TypeError, ValueError) as exc:
             raise InputError(str(exc), layer=name) from None
         if spec.kind == "subsemble":
             from .subsemble import subsemble_layer  # (subsemble builds on this module)
-            return subsemble_layer(estimators, indexer, clone(spec.preprocessing, safe=False),
-                                   spec.proba, spec.propagate_features, name)
-        return Layer(estimators, indexer, clone(spec.preprocessing, safe=False),
-                     proba=spec.proba, propagate_features=spec.propagate_features, name=name)
+
+            return subsemble_layer(
+                estimators,
+                indexer,
+                clone(spec.preprocessing, safe=False),
+                spec.proba,
+                spec.propagate_features,
+                name,
+            )
+        return Layer(
+            estimators,
+            indexer,
+            clone(spec.preprocessing, safe=False),
+            proba=spec.proba,
+            propagate_features=spec.propagate_features,
+            name=name,
+        )
 
     def _default_indexer(self, kind, stratify=False):
         """The split of a ``kind`` layer from the ensemble's settings."""
@@ -309,8 +352,10 @@ class BaseEnsemble(BaseEstimator):
             return FullIndex()
         if kind == "subsemble":
             from .subsemble import SubsetIndex
-            return SubsetIndex(self.partitions, self.folds, self.shuffle, self.random_state,
-                               stratify=stratify)
+
+            return SubsetIndex(
+                self.partitions, self.folds, self.shuffle, self.random_state, stratify=stratify
+            )
         return as_indexer(self.folds, self.shuffle, self.random_state, classifier=stratify)
 
     def _scores(self, layer, out, targets) -> dict:
@@ -319,15 +364,19 @@ class BaseEnsemble(BaseEstimator):
             return {}
         k, per = len(layer.propagate_features), out.shape[1] - len(layer.propagate_features)
         per //= len(layer.estimators())
-        decode = self.classes_ if hasattr(self, "classes_") and \
-            self._estimator_type == "classifier" else None
+        decode = (
+            self.classes_
+            if hasattr(self, "classes_") and self._estimator_type == "classifier"
+            else None
+        )
         scores = {}
         for j, (name, _) in enumerate(layer.estimators()):
-            cols = out[:, k + j * per:k + (j + 1) * per]
+            cols = out[:, k + j * per : k + (j + 1) * per]
             pred = cols.argmax(1) if layer.proba else cols[:, 0]
             if decode is not None:
-                scores[name] = float(self.scorer(decode[targets],
-                                                 decode[np.rint(pred).astype(int)]))
+                scores[name] = float(
+                    self.scorer(decode[targets], decode[np.rint(pred).astype(int)])
+                )
             else:
                 scores[name] = float(self.scorer(targets, pred))
         return scores
@@ -337,8 +386,13 @@ class BaseEnsemble(BaseEstimator):
     def transform(self, X):
         """The last layer's output for ``X`` (the meta estimator's input); dense."""
         check_is_fitted(self, "layers_")
-        X, _, _ = check_inputs(X, steps=self.layers_[0].first_steps(), owner=self, reset=False,
-                               estimator=type(self).__name__)
+        X, _, _ = check_inputs(
+            X,
+            steps=self.layers_[0].first_steps(),
+            owner=self,
+            reset=False,
+            estimator=type(self).__name__,
+        )
         return predict_layers(self.layers_, X, checked=True)
 
     def fit_transform(self, X, y, **fit_params):
@@ -349,8 +403,10 @@ class BaseEnsemble(BaseEstimator):
     def _meta(self):
         check_is_fitted(self, "layers_")
         if self.meta_ is None:
-            raise InputError("no meta estimator: add one with .add_meta(estimator), or use "
-                             "transform()", estimator=type(self).__name__)
+            raise InputError(
+                "no meta estimator: add one with .add_meta(estimator), or use transform()",
+                estimator=type(self).__name__,
+            )
         return self.meta_
 
     def predict(self, X):
@@ -362,8 +418,9 @@ class BaseEnsemble(BaseEstimator):
         return pred
 
     def _has_proba(self):
-        return self._estimator_type == "classifier" and \
-            hasattr(self.meta_estimator, "predict_proba")
+        return self._estimator_type == "classifier" and hasattr(
+            self.meta_estimator, "predict_proba"
+        )
 
     @available_if(_has_proba)
     def predict_proba(self, X):
@@ -395,7 +452,6 @@ def _plain_params(estimator) -> dict:
     """The estimator's parameters that are plain values (numbers, strings, None), deep."""
     try:
         params = estimator.get_params(deep=True)
-    except Exception:   # a view's detail must never fail a fit
+    except Exception:  # a view's detail must never fail a fit
         return {}
-    return {k: v for k, v in params.items()
-            if v is None or isinstance(v, (bool, int, float, str))}
+    return {k: v for k, v in params.items() if v is None or isinstance(v, (bool, int, float, str))}

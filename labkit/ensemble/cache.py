@@ -42,7 +42,7 @@ from ..scheduling.connect import on_loopback, scheduler_identity
 __all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
 
 _MAPPED: dict[str, np.ndarray] = {}  # per process: path -> read-only memory map
-_MAPPED_LOCK = threading.Lock()      # in-process workers map while the client forgets
+_MAPPED_LOCK = threading.Lock()  # in-process workers map while the client forgets
 
 
 class Inputs:
@@ -74,8 +74,10 @@ def _save(folder: str, name: str, a):
     """Write ``a`` into ``folder``; its path, or for a sparse matrix ``(shape, paths)``."""
     if sp.issparse(a):
         a = sp.csr_matrix(a)
-        return a.shape, tuple(_save(folder, f"{name}.{part}", getattr(a, part))
-                              for part in ("data", "indices", "indptr"))
+        return a.shape, tuple(
+            _save(folder, f"{name}.{part}", getattr(a, part))
+            for part in ("data", "indices", "indptr")
+        )
     path = os.path.join(folder, f"{name}.npy")
     np.save(path, np.asarray(a), allow_pickle=False)
     return path
@@ -101,21 +103,28 @@ def _mapped(path: str) -> np.ndarray:
 def as_scheduler(scheduler):
     """``scheduler``, checked; a :class:`LocalScheduler` for ``None``."""
     from ..scheduling import LocalScheduler, Scheduler
+
     if scheduler is None:
         return LocalScheduler()
     if not isinstance(scheduler, Scheduler):
-        hint = (f"; for a Dask cluster at an address pass lk.DaskScheduler({scheduler!r})"
-                if isinstance(scheduler, str) else "")
-        raise InputError(f"scheduler must be a labkit Scheduler or None, got "
-                         f"{type(scheduler).__name__}{hint}", argument="scheduler")
+        hint = (
+            f"; for a Dask cluster at an address pass lk.DaskScheduler({scheduler!r})"
+            if isinstance(scheduler, str)
+            else ""
+        )
+        raise InputError(
+            f"scheduler must be a labkit Scheduler or None, got {type(scheduler).__name__}{hint}",
+            argument="scheduler",
+        )
     return scheduler
 
 
 def choose_mode(scheduler, mode: str) -> str:
     """``"memory"`` or ``"memmap"`` for ``mode="auto"``: memmap when Dask workers share this machine."""
     if mode not in ("auto", "memory", "memmap"):
-        raise InputError(f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}",
-                         argument="cache")
+        raise InputError(
+            f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}", argument="cache"
+        )
     if mode != "auto":
         return mode
     client = getattr(scheduler, "client", None)
@@ -162,10 +171,15 @@ def forget(folder: str) -> int:
 
 def _remove(folder: str) -> None:
     """Delete ``folder``; a failure is a warning naming it."""
+
     def failed(function, path, exc_info):
         raise exc_info[1]
+
     try:
         shutil.rmtree(folder, onerror=failed)
     except OSError as exc:
-        warnings.warn(f"labkit could not remove the ensemble cache {folder}: {exc}",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"labkit could not remove the ensemble cache {folder}: {exc}",
+            RuntimeWarning,
+            stacklevel=3,
+        )

@@ -57,7 +57,8 @@ _SHARED = """
 
 
 class SuperLearner(BaseEnsemble):
-    __doc__ = """Stacking with out-of-fold predictions: each layer feeds the next.
+    __doc__ = (
+        """Stacking with out-of-fold predictions: each layer feeds the next.
 
     Every estimator of a layer is fitted on each fold's training rows and
     predicts its held-out rows; those out-of-fold predictions are the next
@@ -73,7 +74,9 @@ class SuperLearner(BaseEnsemble):
     shuffle : bool
         Permute the rows before folding (an int ``folds`` only).
     random_state : int, optional
-        Seed of that permutation.""" + _SHARED + """
+        Seed of that permutation."""
+        + _SHARED
+        + """
     Examples
     --------
     >>> import numpy as np
@@ -84,11 +87,21 @@ class SuperLearner(BaseEnsemble):
     >>> bool(np.allclose(ens.predict(X[:5]), y[:5])), ens.n_features_in_
     (True, 3)
     """
+    )
 
     _kind = "stack"
 
-    def __init__(self, folds=5, shuffle=False, random_state=None, scheduler=None, scorer=None,
-                 cache="auto", layers=None, meta_estimator=None):
+    def __init__(
+        self,
+        folds=5,
+        shuffle=False,
+        random_state=None,
+        scheduler=None,
+        scorer=None,
+        cache="auto",
+        layers=None,
+        meta_estimator=None,
+    ):
         self.folds = folds
         self.shuffle = shuffle
         self.random_state = random_state
@@ -100,7 +113,8 @@ class SuperLearner(BaseEnsemble):
 
 
 class BlendEnsemble(BaseEnsemble):
-    __doc__ = """Blending: each layer fits on the first rows and predicts the rest.
+    __doc__ = (
+        """Blending: each layer fits on the first rows and predicts the rest.
 
     A layer fits its estimators once on the first ``1 - test_size`` of its
     rows and predicts the remaining ones; the next layer (and the meta
@@ -112,7 +126,9 @@ class BlendEnsemble(BaseEnsemble):
     test_size : float or int
         Fraction (or number) of rows each layer predicts; for a classifier,
         that fraction of each class (the last rows of each), so the fit and
-        the predicted rows hold every class.""" + _SHARED + """
+        the predicted rows hold every class."""
+        + _SHARED
+        + """
     Examples
     --------
     >>> import numpy as np
@@ -122,11 +138,19 @@ class BlendEnsemble(BaseEnsemble):
     >>> ens.fit(X, y).transform(X[:3]).shape
     (3, 1)
     """
+    )
 
     _kind = "blend"
 
-    def __init__(self, test_size=0.5, scheduler=None, scorer=None, cache="auto", layers=None,
-                 meta_estimator=None):
+    def __init__(
+        self,
+        test_size=0.5,
+        scheduler=None,
+        scorer=None,
+        cache="auto",
+        layers=None,
+        meta_estimator=None,
+    ):
         self.test_size = test_size
         self.scheduler = scheduler
         self.scorer = scorer
@@ -136,7 +160,8 @@ class BlendEnsemble(BaseEnsemble):
 
 
 class SequentialEnsemble(BaseEnsemble):
-    __doc__ = """Layers of different kinds in sequence: ``add(kind, estimators, ...)``.
+    __doc__ = (
+        """Layers of different kinds in sequence: ``add(kind, estimators, ...)``.
 
     ``kind`` is ``"stack"`` (out-of-fold, ``folds``), ``"blend"``
     (``test_size``), ``"subsemble"`` (``partitions`` × ``folds``) or ``"full"``
@@ -152,7 +177,9 @@ class SequentialEnsemble(BaseEnsemble):
     partitions : int
         Row partitions of a subsemble layer.
     shuffle, random_state
-        As for :class:`SuperLearner`.""" + _SHARED + """
+        As for :class:`SuperLearner`."""
+        + _SHARED
+        + """
     Examples
     --------
     >>> import numpy as np
@@ -163,9 +190,21 @@ class SequentialEnsemble(BaseEnsemble):
     >>> [layer.indexer for layer in ens.layers_]
     [FoldIndex(n_splits=3, shuffle=False, random_state=None), BlendIndex(test_size=0.5)]
     """
+    )
 
-    def __init__(self, folds=5, test_size=0.5, partitions=2, shuffle=False, random_state=None,
-                 scheduler=None, scorer=None, cache="auto", layers=None, meta_estimator=None):
+    def __init__(
+        self,
+        folds=5,
+        test_size=0.5,
+        partitions=2,
+        shuffle=False,
+        random_state=None,
+        scheduler=None,
+        scorer=None,
+        cache="auto",
+        layers=None,
+        meta_estimator=None,
+    ):
         self.folds = folds
         self.test_size = test_size
         self.partitions = partitions
@@ -177,15 +216,26 @@ class SequentialEnsemble(BaseEnsemble):
         self.layers = layers
         self.meta_estimator = meta_estimator
 
-    def add(self, kind, estimators, preprocessing=None, proba=False, propagate_features=None,
-            indexer=None):
+    def add(
+        self,
+        kind,
+        estimators,
+        preprocessing=None,
+        proba=False,
+        propagate_features=None,
+        indexer=None,
+    ):
         """Append a ``kind`` layer (``"stack"``, ``"blend"``, ``"subsemble"``, ``"full"``).
 
         The other parameters are those of :meth:`SuperLearner.add`; returns ``self``.
         """
         if kind not in KINDS:
             from ..errors import InputError
-            raise InputError(f"layer kind must be one of {KINDS}, got {kind!r}",
-                             layer=f"layer-{len(self.layers or []) + 1}")
-        return self._append(LayerSpec(estimators, kind, preprocessing, proba,
-                                      propagate_features, indexer))
+
+            raise InputError(
+                f"layer kind must be one of {KINDS}, got {kind!r}",
+                layer=f"layer-{len(self.layers or []) + 1}",
+            )
+        return self._append(
+            LayerSpec(estimators, kind, preprocessing, proba, propagate_features, indexer)
+        )

@@ -57,10 +57,11 @@ class ScoreCallable(TaskCallable):
             seconds = time.perf_counter() - start
             if self.scoring is None:
                 score = model.score(X[test], y[test])
-            elif isinstance(self.scoring, str):   # a scikit-learn scorer name
+            elif isinstance(self.scoring, str):  # a scikit-learn scorer name
                 from sklearn.metrics import get_scorer
+
                 score = get_scorer(self.scoring)(model, X[test], y[test])
-            elif is_scorer(self.scoring):         # make_scorer(...): (estimator, X, y)
+            elif is_scorer(self.scoring):  # make_scorer(...): (estimator, X, y)
                 score = self.scoring(model, X[test], y[test])
             else:
                 score = self.scoring(y[test], model.predict(X[test]))
@@ -84,6 +85,7 @@ class Table:
     def to_pandas(self):
         """The table as a pandas DataFrame (needs pandas)."""
         import pandas as pd
+
         return pd.DataFrame([{c: r[c] for c in self.columns} for r in self.rows])
 
     def __len__(self):
@@ -91,16 +93,21 @@ class Table:
 
     def __repr__(self):
         lines = [f"{'estimator':<20} {'params':<30} {'mean':>8} {'std':>8} {'fit_time':>9}"]
-        lines += [f"{r['estimator']:<20} {str(r['params']):<30} {r['mean']:8.4f} "
-                  f"{r['std']:8.4f} {r['fit_time']:9.4f}" for r in self.rows]
+        lines += [
+            f"{r['estimator']:<20} {str(r['params']):<30} {r['mean']:8.4f} "
+            f"{r['std']:8.4f} {r['fit_time']:9.4f}"
+            for r in self.rows
+        ]
         return "\n".join(lines)
 
     def _repr_html_(self):
         import html
+
         head = "".join(f"<th>{c}</th>" for c in self.columns)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in self.columns)
-            + "</tr>" for r in self.rows)
+            "<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in self.columns) + "</tr>"
+            for r in self.rows
+        )
         return f'<table class="labkit-evaluation"><tr>{head}</tr>{body}</table>'
 
 
@@ -123,8 +130,9 @@ class ParallelEvaluation:
         self.scheduler = as_scheduler(scheduler)
         self.mode, self.cache_dir = choose_mode(self.scheduler, cache), cache_dir
 
-    def evaluate(self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True,
-                 groups=None):
+    def evaluate(
+        self, estimators, param_grid, X, y, cv=3, scoring=None, wait: bool = True, groups=None
+    ):
         """Scores of every estimator × parameter set × fold.
 
         Parameters
@@ -161,16 +169,20 @@ class ParallelEvaluation:
         if len(set(names)) != len(names):
             raise InputError(f"duplicate estimator names {names}: name them with pairs")
         if param_grid is not None and not isinstance(param_grid, dict):
-            raise InputError(f"param_grid must be a dict {{estimator name: grid}}, got "
-                             f"{param_grid!r}", argument="param_grid")
+            raise InputError(
+                f"param_grid must be a dict {{estimator name: grid}}, got {param_grid!r}",
+                argument="param_grid",
+            )
         unknown = set(param_grid or {}) - set(names)
         if unknown:
             raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
         classifier = {n: is_classifier_like(est) for n, est in named}
-        X, y, groups = check_inputs(X, y, groups, steps=named, needs_y=True,
-                                    classifier=any(classifier.values()))
-        candidates = [(n, est, p) for n, est in named
-                      for p in _expand((param_grid or {}).get(n), n)]
+        X, y, groups = check_inputs(
+            X, y, groups, steps=named, needs_y=True, classifier=any(classifier.values())
+        )
+        candidates = [
+            (n, est, p) for n, est in named for p in _expand((param_grid or {}).get(n), n)
+        ]
         _check_candidates(candidates)
         _check_scoring(scoring)
         split = {kind: _folds(cv, kind, X, y, groups) for kind in set(classifier.values())}
@@ -179,15 +191,22 @@ class ParallelEvaluation:
         def job(scope):
             scores = self._scores(scope, candidates, folds, X, y, scoring)
             return Table([_row(candidates[c], s) for c, s in sorted(scores.items())])
+
         return start("evaluate", [self.scheduler], job, wait=wait)
 
     def _scores(self, scope, candidates, folds, X, y, scoring) -> dict:
         """``{candidate: [(score, seconds), ...]}`` from one batch (one phase on the board)."""
         pairs = [(c, f) for c in range(len(candidates)) for f in range(len(folds[c]))]
-        results = run_phase(scope, self.scheduler, 0, "evaluate", pairs,
-                            lambda inputs: ScoreCallable(candidates, inputs, folds, scoring),
-                            (X, y, self.mode, self.cache_dir),
-                            detail=f"{len(candidates)} candidates × {len(folds[0])} folds")
+        results = run_phase(
+            scope,
+            self.scheduler,
+            0,
+            "evaluate",
+            pairs,
+            lambda inputs: ScoreCallable(candidates, inputs, folds, scoring),
+            (X, y, self.mode, self.cache_dir),
+            detail=f"{len(candidates)} candidates × {len(folds[0])} folds",
+        )
         scores: dict = {}
         for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))
@@ -209,15 +228,20 @@ def _expand(grid, name: str = "") -> list[dict]:
     if isinstance(grid, dict):
         for param, values in grid.items():
             if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-                raise InputError(f"param_grid[{name!r}][{param!r}] must be a list of values "
-                                 f"to try, got {values!r}", estimator=name)
+                raise InputError(
+                    f"param_grid[{name!r}][{param!r}] must be a list of values "
+                    f"to try, got {values!r}",
+                    estimator=name,
+                )
         keys = list(grid)
         return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
     try:
         return [dict(p) for p in grid]
     except (TypeError, ValueError):
-        raise InputError(f"param_grid[{name!r}] must be a dict of lists or a list of dicts, "
-                         f"got {grid!r}", estimator=name) from None
+        raise InputError(
+            f"param_grid[{name!r}] must be a dict of lists or a list of dicts, got {grid!r}",
+            estimator=name,
+        ) from None
 
 
 def _check_candidates(candidates) -> None:
@@ -226,14 +250,18 @@ def _check_candidates(candidates) -> None:
         known = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else None
         unknown = sorted(set(params) - set(known)) if known is not None else []
         if unknown:
-            raise InputError(f"{name} has no parameter(s) {unknown}; it has "
-                             f"{sorted(k for k in known if '__' not in k)}", estimator=name)
+            raise InputError(
+                f"{name} has no parameter(s) {unknown}; it has "
+                f"{sorted(k for k in known if '__' not in k)}",
+                estimator=name,
+            )
 
 
 def is_scorer(scoring) -> bool:
     """Whether ``scoring`` is a scikit-learn scorer object (``scorer(estimator, X, y)``)."""
-    return type(scoring).__module__.startswith("sklearn.metrics") and \
-        callable(getattr(scoring, "_score_func", None))
+    return type(scoring).__module__.startswith("sklearn.metrics") and callable(
+        getattr(scoring, "_score_func", None)
+    )
 
 
 def _check_scoring(scoring) -> None:
@@ -242,16 +270,24 @@ def _check_scoring(scoring) -> None:
         return
     if isinstance(scoring, str):
         from sklearn.metrics import get_scorer, get_scorer_names
+
         if scoring in get_scorer_names():
             get_scorer(scoring)
             return
-    raise InputError(f"scoring must be a callable (y_true, y_pred) -> float or a scikit-learn "
-                     f"scorer name (sklearn.metrics.get_scorer_names()), got {scoring!r}")
+    raise InputError(
+        f"scoring must be a callable (y_true, y_pred) -> float or a scikit-learn "
+        f"scorer name (sklearn.metrics.get_scorer_names()), got {scoring!r}"
+    )
 
 
 def _row(candidate, results) -> dict:
     name, _, params = candidate
     values = np.array([s for s, _ in results])
-    return {"estimator": name, "params": params, "mean": float(values.mean()),
-            "std": float(values.std()), "fit_time": float(np.mean([t for _, t in results])),
-            "scores": values.tolist()}
+    return {
+        "estimator": name,
+        "params": params,
+        "mean": float(values.mean()),
+        "std": float(values.std()),
+        "fit_time": float(np.mean([t for _, t in results])),
+        "scores": values.tolist(),
+    }

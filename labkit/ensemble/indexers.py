@@ -57,8 +57,9 @@ class _Indexer:
 
     def __repr__(self):
         # stratify=False is the default: left out, as the reprs read before it existed
-        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items()
-                         if not (k == "stratify" and v is False))
+        args = ", ".join(
+            f"{k}={v!r}" for k, v in vars(self).items() if not (k == "stratify" and v is False)
+        )
         return f"{type(self).__name__}({args})"
 
 
@@ -89,29 +90,32 @@ class FoldIndex(_Indexer):
         otherwise (or for other ``y``) contiguous folds, as ``KFold``.
     """
 
-    def __init__(self, n_splits: int = 2, shuffle: bool = False, random_state=None,
-                 stratify: bool = False):
-        if isinstance(n_splits, bool) or not isinstance(n_splits, (int, np.integer)) \
-                or n_splits < 2:
+    def __init__(
+        self, n_splits: int = 2, shuffle: bool = False, random_state=None, stratify: bool = False
+    ):
+        if (
+            isinstance(n_splits, bool)
+            or not isinstance(n_splits, (int, np.integer))
+            or n_splits < 2
+        ):
             raise InputError(f"FoldIndex needs n_splits >= 2, got {n_splits!r}")
         self.n_splits, self.shuffle, self.random_state = int(n_splits), shuffle, random_state
         self.stratify = bool(stratify)
 
     def folds(self, n, y=None, groups=None):
         if n < self.n_splits:
-            raise InputError(f"{self.n_splits} folds need at least {self.n_splits} rows, "
-                             f"got {n}")
+            raise InputError(f"{self.n_splits} folds need at least {self.n_splits} rows, got {n}")
         if self.stratify and class_labels(y):
             return stratified_folds(self.n_splits, y, self.shuffle, self.random_state)
         rows = np.arange(n)
         if self.shuffle:
             rows = np.random.default_rng(self.random_state).permutation(n)
         sizes = np.full(self.n_splits, n // self.n_splits)
-        sizes[:n % self.n_splits] += 1
+        sizes[: n % self.n_splits] += 1
         out, start = [], 0
         for size in sizes:
-            test = np.sort(rows[start:start + size])
-            train = np.sort(np.concatenate([rows[:start], rows[start + size:]]))
+            test = np.sort(rows[start : start + size])
+            train = np.sort(np.concatenate([rows[:start], rows[start + size :]]))
             out.append((train, test))
             start += size
         return out
@@ -133,21 +137,30 @@ class BlendIndex(_Indexer):
     single_fit = True
 
     def __init__(self, test_size=0.5, stratify: bool = False):
-        if isinstance(test_size, bool) or not isinstance(test_size, (int, float)) \
-                or test_size <= 0 or (isinstance(test_size, float) and test_size >= 1):
-            raise InputError(f"BlendIndex test_size must be a fraction in (0, 1) or a "
-                             f"positive row count, got {test_size!r}")
+        if (
+            isinstance(test_size, bool)
+            or not isinstance(test_size, (int, float))
+            or test_size <= 0
+            or (isinstance(test_size, float) and test_size >= 1)
+        ):
+            raise InputError(
+                f"BlendIndex test_size must be a fraction in (0, 1) or a "
+                f"positive row count, got {test_size!r}"
+            )
         self.test_size = test_size
         self.stratify = bool(stratify)
 
     def _split(self, n: int) -> int:
         """The first predicted row."""
-        n_test = int(round(self.test_size * n)) if isinstance(self.test_size, float) \
-            else self.test_size
+        n_test = (
+            int(round(self.test_size * n)) if isinstance(self.test_size, float) else self.test_size
+        )
         start = n - n_test
         if n_test < 1 or start < 1:
-            raise InputError(f"a blend split of {n} rows with test_size={self.test_size!r} "
-                             f"leaves {'no rows to predict' if n_test < 1 else 'no rows to fit on'}")
+            raise InputError(
+                f"a blend split of {n} rows with test_size={self.test_size!r} "
+                f"leaves {'no rows to predict' if n_test < 1 else 'no rows to fit on'}"
+            )
         return start
 
     def folds(self, n, y=None, groups=None):
@@ -159,8 +172,7 @@ class BlendIndex(_Indexer):
         codes = np.unique(np.asarray(y), return_inverse=True)[1].ravel()
         counts = np.bincount(codes)
         within = np.empty(n)
-        within[np.argsort(codes, kind="stable")] = np.concatenate(
-            [np.arange(c) for c in counts])
+        within[np.argsort(codes, kind="stable")] = np.concatenate([np.arange(c) for c in counts])
         order = np.lexsort((np.arange(n), (within + 0.5) / counts[codes]))
         return [(np.sort(order[:start]), np.sort(order[start:]))]
 
@@ -172,9 +184,9 @@ class BlendIndex(_Indexer):
 def stratified_folds(n_splits: int, y, shuffle: bool = False, random_state=None) -> list:
     """``(train, test)`` rows of scikit-learn's ``StratifiedKFold`` for class labels ``y``."""
     from sklearn.model_selection import StratifiedKFold
+
     # StratifiedKFold refuses a random_state without shuffle (it would mean nothing).
-    cv = StratifiedKFold(n_splits, shuffle=shuffle, random_state=random_state if shuffle
-                         else None)
+    cv = StratifiedKFold(n_splits, shuffle=shuffle, random_state=random_state if shuffle else None)
     try:
         return [(train, test) for train, test in cv.split(np.zeros((len(y), 1)), y)]
     except ValueError as exc:

@@ -53,15 +53,23 @@ class Layer:
         Used in errors, events and ``stack(..., return_preds=[names])``.
     """
 
-    def __init__(self, estimators, indexer=None, preprocessing=None,
-                 proba: bool = False, propagate_features=None, name: str | None = None):
+    def __init__(
+        self,
+        estimators,
+        indexer=None,
+        preprocessing=None,
+        proba: bool = False,
+        propagate_features=None,
+        name: str | None = None,
+    ):
         self.name = name or "layer"
         self.cases = _cases(estimators, self.name)
         self.preprocessing = _preprocessing(preprocessing, self.cases, self.name)
         self.proba = proba
         try:
-            self.indexer = as_indexer(2 if indexer is None else indexer, what="indexer",
-                                      classifier=self.classifies)
+            self.indexer = as_indexer(
+                2 if indexer is None else indexer, what="indexer", classifier=self.classifies
+            )
         except InputError as err:
             raise err.locate(layer=self.name)
         self.propagate_features = _columns(propagate_features, self.name)
@@ -81,8 +89,10 @@ class Layer:
 
     def first_steps(self) -> list[tuple[str, object]]:
         """``(name, what sees X first)``: each estimator, or its case's first transformer."""
-        return [(name, (self.preprocessing.get(self.case_of(name)) or [est])[0])
-                for name, est in self.estimators()]
+        return [
+            (name, (self.preprocessing.get(self.case_of(name)) or [est])[0])
+            for name, est in self.estimators()
+        ]
 
     def case_of(self, name: str):
         """The preprocessing case of estimator ``name``."""
@@ -112,8 +122,11 @@ def _cases(estimators, layer: str) -> dict:
         raise InputError("a layer needs at least one estimator", layer=layer)
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise InputError(f"duplicate estimator name(s) {duplicates}: give each a name with "
-                         f"(name, estimator) pairs", layer=layer)
+        raise InputError(
+            f"duplicate estimator name(s) {duplicates}: give each a name with "
+            f"(name, estimator) pairs",
+            layer=layer,
+        )
     return cases
 
 
@@ -123,8 +136,9 @@ def _named(items, layer: str) -> list[tuple[str, object]]:
         raise InputError(f"estimators must be a list, got {items!r}", layer=layer)
     out = []
     for item in items:
-        name, est = item if isinstance(item, tuple) and len(item) == 2 else \
-            (default_name(item), item)
+        name, est = (
+            item if isinstance(item, tuple) and len(item) == 2 else (default_name(item), item)
+        )
         check_estimator(est, str(name), layer=layer, estimator=name)
         out.append((str(name), est))
     return out
@@ -134,8 +148,11 @@ def check_estimator(est, name: str, **where) -> None:
     """``est`` is an estimator object with ``fit()`` and ``predict()``; else an InputError."""
     if isinstance(est, type):
         # The class itself has fit and predict, and fails only inside a task.
-        raise InputError(f"estimator {name!r} is the class {est.__name__}, not an estimator: "
-                         f"pass an instance, {est.__name__}()", **where)
+        raise InputError(
+            f"estimator {name!r} is the class {est.__name__}, not an estimator: "
+            f"pass an instance, {est.__name__}()",
+            **where,
+        )
     missing = [m for m in ("fit", "predict") if not callable(getattr(est, m, None))]
     if missing:
         raise InputError(f"estimator {name!r} has no {' or '.join(missing)}()", **where)
@@ -145,38 +162,61 @@ def _columns(propagate_features, layer: str) -> list[int]:
     """``propagate_features`` as a list of column indices (ints)."""
     if propagate_features is None:
         return []
-    if isinstance(propagate_features, (str, bytes)) or \
-            not hasattr(propagate_features, "__iter__"):
-        raise InputError(f"propagate_features must be a list of column indices, got "
-                         f"{propagate_features!r}", layer=layer, argument="propagate_features")
+    if isinstance(propagate_features, (str, bytes)) or not hasattr(propagate_features, "__iter__"):
+        raise InputError(
+            f"propagate_features must be a list of column indices, got {propagate_features!r}",
+            layer=layer,
+            argument="propagate_features",
+        )
     columns = list(propagate_features)
-    bad = [c for c in columns if isinstance(c, (bool, np.bool_))
-           or not isinstance(c, (int, np.integer))]
+    bad = [
+        c
+        for c in columns
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer))
+    ]
     if bad:
-        raise InputError(f"propagate_features must be column indices (ints), got {bad!r}",
-                         layer=layer, argument="propagate_features")
+        raise InputError(
+            f"propagate_features must be column indices (ints), got {bad!r}",
+            layer=layer,
+            argument="propagate_features",
+        )
     return [int(c) for c in columns]
 
 
 def _preprocessing(preprocessing, cases: dict, layer: str) -> dict:
     """``{case: [transformers]}``, checked against the cases."""
     if preprocessing is not None and not isinstance(preprocessing, dict):
-        raise InputError(f"preprocessing must be a dict {{case: [transformer, ...]}}, got "
-                         f"{preprocessing!r}", layer=layer, argument="preprocessing")
+        raise InputError(
+            f"preprocessing must be a dict {{case: [transformer, ...]}}, got {preprocessing!r}",
+            layer=layer,
+            argument="preprocessing",
+        )
     preprocessing = dict(preprocessing or {})
     unknown = [c for c in preprocessing if c not in cases]
     if unknown:
-        raise InputError(f"preprocessing case(s) {unknown} have no estimators "
-                         f"(cases: {list(cases)})", layer=layer, argument="preprocessing")
+        raise InputError(
+            f"preprocessing case(s) {unknown} have no estimators (cases: {list(cases)})",
+            layer=layer,
+            argument="preprocessing",
+        )
     for case, steps in preprocessing.items():
         if isinstance(steps, (str, bytes)) or not hasattr(steps, "__iter__"):
-            raise InputError(f"preprocessing[{case!r}] must be a list of transformers, got "
-                             f"{steps!r}", layer=layer, argument="preprocessing")
+            raise InputError(
+                f"preprocessing[{case!r}] must be a list of transformers, got {steps!r}",
+                layer=layer,
+                argument="preprocessing",
+            )
         preprocessing[case] = steps = list(steps)
         for step in steps:
-            if isinstance(step, type) or not callable(getattr(step, "fit", None)) or \
-                    not callable(getattr(step, "transform", None)):
-                raise InputError(f"preprocessing step {step!r} of case {case!r} is not a "
-                                 "transformer object with fit() and transform()",
-                                 layer=layer, argument="preprocessing")
+            if (
+                isinstance(step, type)
+                or not callable(getattr(step, "fit", None))
+                or not callable(getattr(step, "transform", None))
+            ):
+                raise InputError(
+                    f"preprocessing step {step!r} of case {case!r} is not a "
+                    "transformer object with fit() and transform()",
+                    layer=layer,
+                    argument="preprocessing",
+                )
     return preprocessing

@@ -51,8 +51,15 @@ class LayerSpec(BaseEstimator):
         This layer's own split, instead of the ensemble's.
     """
 
-    def __init__(self, estimators=None, kind="stack", preprocessing=None, proba=False,
-                 propagate_features=None, indexer=None):
+    def __init__(
+        self,
+        estimators=None,
+        kind="stack",
+        preprocessing=None,
+        proba=False,
+        propagate_features=None,
+        indexer=None,
+    ):
         self.estimators = estimators
         self.kind = kind
         self.preprocessing = preprocessing
@@ -85,13 +92,15 @@ class LayerSpec(BaseEstimator):
         for key in [k for k in params if "__" in k]:
             name, sub = key.split("__", 1)
             if name in own:
-                continue                      # a parameter of a plain value: BaseEstimator's
+                continue  # a parameter of a plain value: BaseEstimator's
             nested.setdefault(name, {})[sub] = params.pop(key)
         named = dict(self.named())
         for name, sub in nested.items():
             if name not in named:
-                raise ValueError(f"Invalid parameter {name!r} for layer {self!r}: its "
-                                 f"estimators are {sorted(named)}")
+                raise ValueError(
+                    f"Invalid parameter {name!r} for layer {self!r}: its "
+                    f"estimators are {sorted(named)}"
+                )
             named[name].set_params(**sub)
         return super().set_params(**params)
 
@@ -100,10 +109,14 @@ class LayerSpec(BaseEstimator):
         cases = _cases(self.estimators)
         if name not in {n for _, items in cases for n, _ in items}:
             raise ValueError(f"Invalid parameter {name!r} for layer {self!r}")
-        rebuilt = {case: [(n, estimator if n == name else e) for n, e in items]
-                   for case, items in cases}
-        self.estimators = rebuilt[None] if isinstance(self.estimators, list) or \
-            list(rebuilt) == [None] else rebuilt
+        rebuilt = {
+            case: [(n, estimator if n == name else e) for n, e in items] for case, items in cases
+        }
+        self.estimators = (
+            rebuilt[None]
+            if isinstance(self.estimators, list) or list(rebuilt) == [None]
+            else rebuilt
+        )
 
 
 def _cases(estimators) -> list[tuple[object, list[tuple[str, object]]]]:
@@ -117,8 +130,12 @@ def _pairs(items) -> list[tuple[str, object]]:
     """Pairs or bare estimators as ``(name, estimator)``, named as :class:`Layer` names them."""
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         return []
-    return [(str(item[0]), item[1]) if isinstance(item, tuple) and len(item) == 2
-            else (default_name(item), item) for item in items]
+    return [
+        (str(item[0]), item[1])
+        if isinstance(item, tuple) and len(item) == 2
+        else (default_name(item), item)
+        for item in items
+    ]
 
 
 def default_name(estimator) -> str:

@@ -52,13 +52,12 @@ class ParallelProcessing:
         self.scheduler = as_scheduler(scheduler)
         self.mode = choose_mode(self.scheduler, cache)
         self.cache_dir = cache_dir
-        self._controls: list = []          # of the fits under way, for cancel()
+        self._controls: list = []  # of the fits under way, for cancel()
         self._lock = threading.Lock()
 
     # -- public verbs --------------------------------------------------------------------
 
-    def map(self, layer, X, y=None, return_preds: bool = True, wait: bool = True,
-            groups=None):
+    def map(self, layer, X, y=None, return_preds: bool = True, wait: bool = True, groups=None):
         """Fit every (estimator, fold) of ``layer`` in parallel; its predictions.
 
         Returns the layer's output (rows of ``indexer.output_rows``), or the
@@ -73,6 +72,7 @@ class ParallelProcessing:
         def job(scope):
             preds, _ = self._fit_layer(scope, 0, layer, X, y, groups, classes)
             return preds if return_preds else layer
+
         return self._start(job, 1, wait)
 
     def stack(self, layers, X, y=None, return_preds=True, wait: bool = True, groups=None):
@@ -105,6 +105,7 @@ class ParallelProcessing:
             if return_preds is True:
                 return out
             return kept if wanted else layers
+
         return self._start(job, len(layers), wait)
 
     def predict(self, layers, X) -> np.ndarray:
@@ -120,6 +121,7 @@ class ParallelProcessing:
 
     def _start(self, job, n_layers: int, wait: bool):
         """Run ``job`` as a run on the scheduler; :meth:`cancel` reaches it meanwhile."""
+
         def tracked(scope):
             with self._lock:
                 self._controls.append(scope.control)
@@ -128,8 +130,15 @@ class ParallelProcessing:
             finally:
                 with self._lock:
                     self._controls.remove(scope.control)
-        return start("ensemble", [self.scheduler], tracked, wait=wait, n_nodes=n_layers,
-                     detail={"nodes": n_layers})
+
+        return start(
+            "ensemble",
+            [self.scheduler],
+            tracked,
+            wait=wait,
+            n_nodes=n_layers,
+            detail={"nodes": n_layers},
+        )
 
     # -- one layer ---------------------------------------------------------------------
 
@@ -153,11 +162,17 @@ class ParallelProcessing:
         tasks = [(name, f) for name, _ in layer.estimators() for f in range(len(folds))]
         if not layer.indexer.single_fit:
             tasks += [(name, FINAL) for name, _ in layer.estimators()]
-        results = run_phase(scope, self.scheduler, index, layer.name, tasks,
-                            lambda inputs: FitCallable(layer, inputs, folds, classes, restrict),
-                            (X, y, self.mode, self.cache_dir), where={"layer": layer.name},
-                            detail=_fits(len(layer.estimators()), len(folds),
-                                         not layer.indexer.single_fit))
+        results = run_phase(
+            scope,
+            self.scheduler,
+            index,
+            layer.name,
+            tasks,
+            lambda inputs: FitCallable(layer, inputs, folds, classes, restrict),
+            (X, y, self.mode, self.cache_dir),
+            where={"layer": layer.name},
+            detail=_fits(len(layer.estimators()), len(folds), not layer.indexer.single_fit),
+        )
         fitted = {}
         for name, fold, preds, model, _ in results:
             if preds is not None:
@@ -182,10 +197,11 @@ def predict_layers(layers, X, checked: bool = False) -> np.ndarray:
     if not checked:
         X, _, _ = _check_layers(layers, X, fit=False)
     for layer in layers:
-        columns = [dense_columns(X, layer.propagate_features)] if layer.propagate_features \
-            else []
-        columns += [predict_columns(layer.fitted_[name], X, layer.proba, layer.classes_)
-                    for name, _ in layer.estimators()]
+        columns = [dense_columns(X, layer.propagate_features)] if layer.propagate_features else []
+        columns += [
+            predict_columns(layer.fitted_[name], X, layer.proba, layer.classes_)
+            for name, _ in layer.estimators()
+        ]
         X = np.hstack(columns)
     return X
 
@@ -202,9 +218,14 @@ def _check_layers(layers, X, y=None, groups=None, fit: bool = True):
     """:func:`~.validation.check_inputs` for ``layers``: NaN as the first one's estimators
     take it; to ``fit``, class labels ``y`` when one of them classifies."""
     first = layers[0]
-    return check_inputs(X, y, groups, steps=first.first_steps(),
-                        classifier=fit and any(layer.classifies for layer in layers),
-                        layer=first.name)
+    return check_inputs(
+        X,
+        y,
+        groups,
+        steps=first.first_steps(),
+        classifier=fit and any(layer.classifies for layer in layers),
+        layer=first.name,
+    )
 
 
 def _all_classes(layers, y):
@@ -230,9 +251,12 @@ def _allocate(layer, X, rows, classes):
         try:
             out[:, :k] = dense_columns(X[rows], layer.propagate_features)
         except IndexError:
-            raise InputError(f"propagate_features {layer.propagate_features} are not columns "
-                             f"of X ({X.shape[1]} columns)", layer=layer.name,
-                             argument="propagate_features") from None
+            raise InputError(
+                f"propagate_features {layer.propagate_features} are not columns "
+                f"of X ({X.shape[1]} columns)",
+                layer=layer.name,
+                argument="propagate_features",
+            ) from None
     offsets = {}
     for j, (name, _) in enumerate(layer.estimators()):
         offsets[name] = slice(k + j * per, k + (j + 1) * per)
@@ -246,13 +270,14 @@ def _wanted(return_preds, names) -> set:
     wanted = set(return_preds)
     unknown = wanted - set(names)
     if unknown:
-        raise InputError(f"return_preds names unknown layer(s) {sorted(unknown)} "
-                         f"(layers: {names})")
+        raise InputError(f"return_preds names unknown layer(s) {sorted(unknown)} (layers: {names})")
     return wanted
 
 
 def _fits(n_estimators: int, n_folds: int, final: bool) -> str:
     """What a layer's tasks are, for the board: ``2 estimators × 5 folds (+ 2 final fits)``."""
-    text = f"{n_estimators} estimator{'s' * (n_estimators != 1)} × {n_folds} " \
-           f"fold{'s' * (n_folds != 1)}"
+    text = (
+        f"{n_estimators} estimator{'s' * (n_estimators != 1)} × {n_folds} "
+        f"fold{'s' * (n_folds != 1)}"
+    )
     return text + (f" (+ {n_estimators} final fit{'s' * (n_estimators != 1)})" if final else "")

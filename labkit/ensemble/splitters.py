@@ -55,19 +55,24 @@ class SplitterIndex(_Indexer):
     def folds(self, n, y=None, groups=None):
         # The splitter only looks at the number of rows of X (and at y, groups).
         try:
-            folds = [(np.sort(np.asarray(tr)), np.sort(np.asarray(te)))
-                     for tr, te in self.splitter.split(np.zeros((n, 1)), y, groups)]
+            folds = [
+                (np.sort(np.asarray(tr)), np.sort(np.asarray(te)))
+                for tr, te in self.splitter.split(np.zeros((n, 1)), y, groups)
+            ]
         except (TypeError, ValueError) as exc:
-            raise InputError(f"{type(self.splitter).__name__} cannot split {n} rows: {exc}") \
-                from None
+            raise InputError(
+                f"{type(self.splitter).__name__} cannot split {n} rows: {exc}"
+            ) from None
         if not folds:
             raise InputError(f"{self.splitter!r} gave no folds")
         tests = np.concatenate([te for _, te in folds])
         if len(np.unique(tests)) != len(tests):
             # Out-of-fold predictions fill one column per estimator: one value per row.
-            raise InputError(f"{self.splitter!r} puts some rows in more than one test set; "
-                             "a layer needs each row predicted at most once (use KFold-like "
-                             "splitters, not ShuffleSplit or repeated ones)")
+            raise InputError(
+                f"{self.splitter!r} puts some rows in more than one test set; "
+                "a layer needs each row predicted at most once (use KFold-like "
+                "splitters, not ShuffleSplit or repeated ones)"
+            )
         return folds
 
     def output_rows(self, n, folds=None):
@@ -78,8 +83,9 @@ class SplitterIndex(_Indexer):
         return f"SplitterIndex({self.splitter!r})"
 
 
-def as_indexer(cv, shuffle: bool = False, random_state=None, what: str = "folds",
-               classifier: bool = False):
+def as_indexer(
+    cv, shuffle: bool = False, random_state=None, what: str = "folds", classifier: bool = False
+):
     """A labkit indexer for ``cv``: an int, a labkit indexer or a scikit-learn splitter.
 
     ``shuffle`` and ``random_state`` apply to an int only; so does
@@ -93,10 +99,11 @@ def as_indexer(cv, shuffle: bool = False, random_state=None, what: str = "folds"
     if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
         if cv < 2:
             raise InputError(f"{what} must be at least 2, got {cv!r}", argument=what)
-        return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state,
-                         stratify=classifier)
+        return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state, stratify=classifier)
     if callable(getattr(cv, "split", None)) and not isinstance(cv, (str, bytes, type)):
         return SplitterIndex(cv)
-    raise InputError(f"{what} must be an int (>= 2), a labkit indexer (FoldIndex, BlendIndex, "
-                     f"FullIndex) or a scikit-learn splitter such as KFold(5), got {cv!r}",
-                     argument=what)
+    raise InputError(
+        f"{what} must be an int (>= 2), a labkit indexer (FoldIndex, BlendIndex, "
+        f"FullIndex) or a scikit-learn splitter such as KFold(5), got {cv!r}",
+        argument=what,
+    )

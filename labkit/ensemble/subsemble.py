@@ -59,13 +59,12 @@ class SubsetIndex(_Indexer):
         class's share of the rows (scikit-learn's ``StratifiedKFold``).
     """
 
-    def __init__(self, partitions=2, folds=2, shuffle=False, random_state=None,
-                 stratify=False):
+    def __init__(self, partitions=2, folds=2, shuffle=False, random_state=None, stratify=False):
         for what, value, low in (("partitions", partitions, 1), ("folds", folds, 2)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
-                    or value < low:
-                raise InputError(f"a subsemble needs {what} >= {low} (an int), got {value!r}",
-                                 argument=what)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise InputError(
+                    f"a subsemble needs {what} >= {low} (an int), got {value!r}", argument=what
+                )
         self.partitions, self.n_splits = int(partitions), int(folds)
         self.shuffle, self.random_state = shuffle, random_state
         self.stratify = bool(stratify)
@@ -74,11 +73,15 @@ class SubsetIndex(_Indexer):
         """The rows of each partition, sorted (``y``: the class labels to stratify by)."""
         need = self.partitions * self.n_splits
         if n < need:
-            raise InputError(f"{self.partitions} partitions × {self.n_splits} folds need at "
-                             f"least {need} rows, got {n}")
+            raise InputError(
+                f"{self.partitions} partitions × {self.n_splits} folds need at "
+                f"least {need} rows, got {n}"
+            )
         if self._stratified(y) and self.partitions > 1:
-            return [test for _, test in stratified_folds(self.partitions, y, self.shuffle,
-                                                         self.random_state)]
+            return [
+                test
+                for _, test in stratified_folds(self.partitions, y, self.shuffle, self.random_state)
+            ]
         rows = np.arange(n)
         if self.shuffle:
             rows = np.random.default_rng(self.random_state).permutation(n)
@@ -93,8 +96,10 @@ class SubsetIndex(_Indexer):
         parts = self.partition_rows(n, y)
         if self._stratified(y):
             y = np.asarray(y)
-            pieces = [[part[test] for _, test in stratified_folds(self.n_splits, y[part])]
-                      for part in parts]
+            pieces = [
+                [part[test] for _, test in stratified_folds(self.n_splits, y[part])]
+                for part in parts
+            ]
         else:
             pieces = [np.array_split(part, self.n_splits) for part in parts]
         out = []
@@ -104,22 +109,36 @@ class SubsetIndex(_Indexer):
         return out
 
     def __repr__(self):
-        return (f"SubsetIndex(partitions={self.partitions}, folds={self.n_splits}, "
-                f"shuffle={self.shuffle}, random_state={self.random_state!r}"
-                + (", stratify=True)" if self.stratify else ")"))
+        return (
+            f"SubsetIndex(partitions={self.partitions}, folds={self.n_splits}, "
+            f"shuffle={self.shuffle}, random_state={self.random_state!r}"
+            + (", stratify=True)" if self.stratify else ")")
+        )
 
 
-def subsemble_layer(estimators, indexer: SubsetIndex, preprocessing, proba, propagate_features,
-                    name: str) -> Layer:
+def subsemble_layer(
+    estimators, indexer: SubsetIndex, preprocessing, proba, propagate_features, name: str
+) -> Layer:
     """A :class:`Layer` with one estimator ``name.j`` per estimator and partition j."""
     if not isinstance(indexer, SubsetIndex):
         raise InputError(f"a subsemble layer needs a SubsetIndex, got {indexer!r}", layer=name)
     # clone(safe=False): a non-estimator reaches Layer, whose error names it
-    expanded = {case: [(f"{n}.{j + 1}", clone(e, safe=False)) for n, e in items
-                       for j in range(indexer.partitions)]
-                for case, items in _cases(estimators)}
-    layer = Layer(expanded[None] if list(expanded) == [None] else expanded, indexer,
-                  preprocessing, proba=proba, propagate_features=propagate_features, name=name)
+    expanded = {
+        case: [
+            (f"{n}.{j + 1}", clone(e, safe=False))
+            for n, e in items
+            for j in range(indexer.partitions)
+        ]
+        for case, items in _cases(estimators)
+    }
+    layer = Layer(
+        expanded[None] if list(expanded) == [None] else expanded,
+        indexer,
+        preprocessing,
+        proba=proba,
+        propagate_features=propagate_features,
+        name=name,
+    )
     layer.partition_of = {n: int(n.rsplit(".", 1)[1]) - 1 for n, _ in layer.estimators()}
     return layer
 
@@ -159,8 +178,18 @@ class Subsemble(BaseEnsemble):
 
     _kind = "subsemble"
 
-    def __init__(self, partitions=2, folds=2, shuffle=False, random_state=None, scheduler=None,
-                 scorer=None, cache="auto", layers=None, meta_estimator=None):
+    def __init__(
+        self,
+        partitions=2,
+        folds=2,
+        shuffle=False,
+        random_state=None,
+        scheduler=None,
+        scorer=None,
+        cache="auto",
+        layers=None,
+        meta_estimator=None,
+    ):
         self.partitions = partitions
         self.folds = folds
         self.shuffle = shuffle

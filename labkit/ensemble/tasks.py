@@ -31,8 +31,10 @@ class FitCallable(TaskCallable):
         self.inputs, self.folds, self.classes = inputs, folds, classes
         self.restrict = restrict or {}  # {name: rows}: a subsemble's partition of each fit
         self.proba = layer.proba
-        self.steps = {name: (layer.preprocessing.get(layer.case_of(name), []), est)
-                      for name, est in layer.estimators()}
+        self.steps = {
+            name: (layer.preprocessing.get(layer.case_of(name), []), est)
+            for name, est in layer.estimators()
+        }
         self.keep = layer.indexer.single_fit  # the one fold's fit serves new data
 
     def __call__(self, data):
@@ -52,10 +54,13 @@ class FitCallable(TaskCallable):
             if name in self.restrict:  # fit on the fold's rows of this estimator's partition
                 train = np.intersect1d(train, self.restrict[name], assume_unique=True)
         start = time.perf_counter()
-        fitted = _fit([copy.deepcopy(t) for t in transformers], copy.deepcopy(estimator),
-                      X[train], None if y is None else y[train])
-        preds = None if test is None else predict_columns(fitted, X[test], self.proba,
-                                                          self.classes)
+        fitted = _fit(
+            [copy.deepcopy(t) for t in transformers],
+            copy.deepcopy(estimator),
+            X[train],
+            None if y is None else y[train],
+        )
+        preds = None if test is None else predict_columns(fitted, X[test], self.proba, self.classes)
         keep = fold == FINAL or self.keep
         return name, fold, preds, fitted if keep else None, time.perf_counter() - start
 
@@ -96,24 +101,37 @@ def predict_columns(fitted, X, proba: bool, classes) -> np.ndarray:
 
 def class_columns(classes: np.ndarray, seen, n_columns: int) -> np.ndarray:
     """The column of each of ``seen`` (a fit's ``classes_``) among the sorted ``classes``."""
-    if seen is None:             # no classes_: its columns must be the classes themselves
+    if seen is None:  # no classes_: its columns must be the classes themselves
         if n_columns != len(classes):
-            raise InputError(f"predict_proba gave {n_columns} columns for {len(classes)} "
-                             "classes, and the estimator has no classes_ to place them")
+            raise InputError(
+                f"predict_proba gave {n_columns} columns for {len(classes)} "
+                "classes, and the estimator has no classes_ to place them"
+            )
         return np.arange(len(classes))
     seen = np.asarray(seen)
     at = np.minimum(np.searchsorted(classes, seen), len(classes) - 1)
     unknown = seen[classes[at] != seen]
     if len(unknown) or len(seen) != n_columns:
         # searchsorted would silently put an unknown class in a neighbour's column
-        raise InputError(f"the estimator's classes_ {seen.tolist()} are not among the "
-                         f"classes of y {np.asarray(classes).tolist()} or do not match its "
-                         f"{n_columns} predict_proba columns")
+        raise InputError(
+            f"the estimator's classes_ {seen.tolist()} are not among the "
+            f"classes of y {np.asarray(classes).tolist()} or do not match its "
+            f"{n_columns} predict_proba columns"
+        )
     return at
 
 
-def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callable,
-              inputs: tuple, where: dict | None = None, detail: str | None = None) -> list:
+def run_phase(
+    scope,
+    scheduler,
+    index: int,
+    name: str,
+    tasks: list,
+    make_callable,
+    inputs: tuple,
+    where: dict | None = None,
+    detail: str | None = None,
+) -> list:
     """Run ``tasks`` as one batch over shared inputs: one phase on the board; the results.
 
     ``inputs`` is ``(X, y, mode, cache_dir)`` for :func:`~.cache.open_inputs`; the
@@ -125,8 +143,10 @@ def run_phase(scope, scheduler, index: int, name: str, tasks: list, make_callabl
     s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks), detail=detail))
     info = TaskInfo(scope.id, -1, -1, "train", index, name, 0)
     try:
-        with open_inputs(*inputs, client=getattr(s, "client", None)) as opened, \
-                s.batch(None, info, scope.control) as batch:
+        with (
+            open_inputs(*inputs, client=getattr(s, "client", None)) as opened,
+            s.batch(None, info, scope.control) as batch,
+        ):
             batch.add_tasks(tasks, make_callable(opened), ready=True, check=scope.check)
             results = batch.get_results()
     except BaseException as exc:

@@ -36,12 +36,31 @@ from sklearn.utils.validation import check_array, column_or_1d, validate_data
 
 from ..errors import InputError
 
-__all__ = ["check_inputs", "n_rows", "dense_columns", "class_labels", "refuses_nan",
-           "takes_sparse", "is_classifier_like"]
+__all__ = [
+    "check_inputs",
+    "n_rows",
+    "dense_columns",
+    "class_labels",
+    "refuses_nan",
+    "takes_sparse",
+    "is_classifier_like",
+]
 
 
-def check_inputs(X, y=None, groups=None, *, steps=(), classifier=False, needs_y=False,
-                 owner=None, reset=True, min_rows=1, y_numeric=False, **where):
+def check_inputs(
+    X,
+    y=None,
+    groups=None,
+    *,
+    steps=(),
+    classifier=False,
+    needs_y=False,
+    owner=None,
+    reset=True,
+    min_rows=1,
+    y_numeric=False,
+    **where,
+):
     """``X``, ``y`` and ``groups`` checked and converted; errors name the argument.
 
     Parameters
@@ -75,8 +94,11 @@ def check_inputs(X, y=None, groups=None, *, steps=(), classifier=False, needs_y=
     """
     n = _check_shape(X, min_rows, where)
     if y is None and (needs_y or classifier):
-        raise InputError("requires y to be passed, but the target y is None: pass the "
-                         "targets (one a row of X)", argument="y", **where)
+        raise InputError(
+            "requires y to be passed, but the target y is None: pass the targets (one a row of X)",
+            argument="y",
+            **where,
+        )
     if y is not None:
         _check_length("y", y, n, where)
     if groups is not None:
@@ -84,8 +106,7 @@ def check_inputs(X, y=None, groups=None, *, steps=(), classifier=False, needs_y=
         groups = np.asarray(groups)
     X = _check_X(X, steps, owner, reset, min_rows, where)
     if y is not None:
-        y = _check_y(y, one_column=owner is not None or classifier, numeric=y_numeric,
-                     where=where)
+        y = _check_y(y, one_column=owner is not None or classifier, numeric=y_numeric, where=where)
         if classifier:
             _check_classes(y, where)
     return X, y, groups
@@ -94,23 +115,33 @@ def check_inputs(X, y=None, groups=None, *, steps=(), classifier=False, needs_y=
 def _check_shape(X, min_rows: int, where: dict) -> int:
     """The rows of ``X``, once it is known to be 2-D with at least ``min_rows`` rows."""
     if X is None:
-        raise InputError("X is None: pass a 2-D array of shape (rows, columns)",
-                         argument="X", **where)
+        raise InputError(
+            "X is None: pass a 2-D array of shape (rows, columns)", argument="X", **where
+        )
     try:
         shape = _shape(X)
-    except ValueError:      # a ragged list: rows of different lengths
-        raise InputError("X is ragged: its rows differ in length", argument="X",
-                         **where) from None
+    except ValueError:  # a ragged list: rows of different lengths
+        raise InputError("X is ragged: its rows differ in length", argument="X", **where) from None
     if len(shape) != 2:
-        hint = (". Reshape your data: X.reshape(-1, 1) if it holds one feature, "
-                "X.reshape(1, -1) if it is one row") if len(shape) == 1 else ""
-        raise InputError(f"X must be 2-D (rows, columns), got shape {tuple(shape)}{hint}",
-                         argument="X", **where)
+        hint = (
+            (
+                ". Reshape your data: X.reshape(-1, 1) if it holds one feature, "
+                "X.reshape(1, -1) if it is one row"
+            )
+            if len(shape) == 1
+            else ""
+        )
+        raise InputError(
+            f"X must be 2-D (rows, columns), got shape {tuple(shape)}{hint}", argument="X", **where
+        )
     n = int(shape[0])
     if n < min_rows:
-        raise InputError(f"X has {n} row{'s' * (n != 1)} (n_samples = {n}): at least "
-                         f"{min_rows} {'are' if min_rows > 1 else 'is'} needed",
-                         argument="X", **where)
+        raise InputError(
+            f"X has {n} row{'s' * (n != 1)} (n_samples = {n}): at least "
+            f"{min_rows} {'are' if min_rows > 1 else 'is'} needed",
+            argument="X",
+            **where,
+        )
     return n
 
 
@@ -118,8 +149,11 @@ def _check_length(name: str, values, n: int, where: dict) -> None:
     """``values`` hold one entry a row of ``X``."""
     shape = _shape(values)
     if len(shape) == 0:
-        raise InputError(f"{name} must hold one value a row of X, got the scalar {values!r}",
-                         argument=name, **where)
+        raise InputError(
+            f"{name} must hold one value a row of X, got the scalar {values!r}",
+            argument=name,
+            **where,
+        )
     if shape[0] != n:
         raise InputError(f"X has {n} rows but {name} has {shape[0]}", argument=name, **where)
 
@@ -134,8 +168,11 @@ def _shape(a) -> tuple:
 def _check_X(X, steps, owner, reset: bool, min_rows: int, where: dict):
     """``X`` as a numeric array or CSR matrix; NaN only where ``steps`` all take it."""
     refusers = refuses_nan(steps)
-    params = dict(accept_sparse="csr", ensure_min_samples=min_rows,
-                  ensure_all_finite=True if refusers else "allow-nan")
+    params = dict(
+        accept_sparse="csr",
+        ensure_min_samples=min_rows,
+        ensure_all_finite=True if refusers else "allow-nan",
+    )
     try:
         if owner is not None:
             X = validate_data(owner, X, reset=reset, **params)
@@ -144,8 +181,10 @@ def _check_X(X, steps, owner, reset: bool, min_rows: int, where: dict):
     except ValueError as exc:
         message = str(exc)
         if "NaN" in message and refusers:
-            message += (f" ({', '.join(refusers)} cannot take NaN: impute first, for "
-                        "instance with preprocessing={case: [SimpleImputer()]})")
+            message += (
+                f" ({', '.join(refusers)} cannot take NaN: impute first, for "
+                "instance with preprocessing={case: [SimpleImputer()]})"
+            )
         raise InputError(message, argument="X", **where) from None
     return _small_index(X) if sp.issparse(X) else X
 
@@ -156,8 +195,7 @@ def _small_index(X):
         return X
     if max(X.nnz, *X.shape) >= np.iinfo(np.int32).max:
         return X
-    return type(X)((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)),
-                   shape=X.shape)
+    return type(X)((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
 
 
 def _check_y(y, one_column: bool, numeric: bool, where: dict) -> np.ndarray:
@@ -177,12 +215,16 @@ def _check_classes(y: np.ndarray, where: dict) -> None:
     try:
         check_classification_targets(y)
     except ValueError as exc:
-        raise InputError(f"y must hold class labels for a classifier: {exc}", argument="y",
-                         **where) from None
+        raise InputError(
+            f"y must hold class labels for a classifier: {exc}", argument="y", **where
+        ) from None
     classes = np.unique(y)
     if len(classes) < 2:
-        raise InputError(f"a classifier needs at least 2 classes in y, got one class "
-                         f"{classes.tolist()}", argument="y", **where)
+        raise InputError(
+            f"a classifier needs at least 2 classes in y, got one class {classes.tolist()}",
+            argument="y",
+            **where,
+        )
 
 
 def refuses_nan(steps) -> list[str]:
@@ -201,6 +243,7 @@ def takes_sparse(steps) -> bool:
 def _input_tag(step, tag: str):
     """``step``'s scikit-learn input tag ``tag``; None without scikit-learn tags."""
     from sklearn.utils import get_tags
+
     try:
         return bool(getattr(get_tags(step).input_tags, tag))
     except (AttributeError, TypeError):
@@ -210,6 +253,7 @@ def _input_tag(step, tag: str):
 def is_classifier_like(estimator) -> bool:
     """Whether ``estimator`` is a classifier (scikit-learn's tags, else ``_estimator_type``)."""
     from sklearn.base import is_classifier
+
     try:
         return is_classifier(estimator)
     except (AttributeError, TypeError):

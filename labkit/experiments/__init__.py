@@ -17,6 +17,24 @@ from .space import Grid, Space, choice, grid, loguniform, randint, uniform
 from .sweep import LiveSweep, live_sweep, sweep
 from .trial import Trial, TrialStopped
 
-__all__ = ["sweep", "load_sweep", "loguniform", "uniform", "randint", "choice", "grid", "Grid",
-           "Space", "ASHA", "Median", "Rule", "History", "Trial", "TrialStopped", "SweepResult",
-           "TrialRecord", "LiveSweep", "live_sweep"]
+__all__ = [
+    "sweep",
+    "load_sweep",
+    "loguniform",
+    "uniform",
+    "randint",
+    "choice",
+    "grid",
+    "Grid",
+    "Space",
+    "ASHA",
+    "Median",
+    "Rule",
+    "History",
+    "Trial",
+    "TrialStopped",
+    "SweepResult",
+    "TrialRecord",
+    "LiveSweep",
+    "live_sweep",
+]

@@ -32,18 +32,21 @@ INLINE_BYTES = 256 * 1024
 def encode(obj) -> bytes:
     """``obj`` in the safe checkpoint format (an InputError names what it cannot hold)."""
     from ..flows.snapshot import write_snapshot
+
     buffer = io.BytesIO()
     try:
         write_snapshot(obj, buffer)
     except LabkitError as err:
-        raise InputError(f"trial.checkpoint() cannot store this object: {err.message}",
-                         argument="obj") from None
+        raise InputError(
+            f"trial.checkpoint() cannot store this object: {err.message}", argument="obj"
+        ) from None
     return buffer.getvalue()
 
 
 def decode(blob: bytes, where: str = "<checkpoint>"):
     """The object in ``blob``; loading runs no code named in it."""
     from ..flows.snapshot import read_snapshot
+
     return read_snapshot(io.BytesIO(blob), where)
 
 

@@ -45,23 +45,23 @@ class TrialState:
 
     id: int
     config: dict
-    status: str = "pending"       # pending, running, completed, stopped, failed, cancelled
-    attempts: int = 0             # executions started
-    failures: int = 0             # workers lost under it
+    status: str = "pending"  # pending, running, completed, stopped, failed, cancelled
+    attempts: int = 0  # executions started
+    failures: int = 0  # workers lost under it
     execution: str | None = None
-    fresh: bool = False           # no report yet from the current execution
-    launched: bool = False        # handed to a launcher and not finished
+    fresh: bool = False  # no report yet from the current execution
+    launched: bool = False  # handed to a launcher and not finished
     worker: str | None = None
-    history: list = field(default_factory=list)   # [(step, {metric: value}, time), ...]
-    metrics: dict | None = None   # final metrics
-    value: float | None = None    # the metric's latest (final) value
-    best: float | None = None     # the metric's best value so far
+    history: list = field(default_factory=list)  # [(step, {metric: value}, time), ...]
+    metrics: dict | None = None  # final metrics
+    value: float | None = None  # the metric's latest (final) value
+    best: float | None = None  # the metric's best value so far
     error: str | None = None
     traceback: str | None = None
     reason: str | None = None
-    stop: tuple | None = None     # (kind, reason) once the sweep stopped it
-    blob: bytes | None = None     # latest checkpoint, kept while the trial may restart
-    seq: int = 0                  # checkpoints taken
+    stop: tuple | None = None  # (kind, reason) once the sweep stopped it
+    blob: bytes | None = None  # latest checkpoint, kept while the trial may restart
+    seq: int = 0  # checkpoints taken
     started: float | None = None
     ended: float | None = None
 
@@ -71,11 +71,22 @@ class TrialState:
 
     def row(self, with_history: bool = False) -> dict:
         """The trial as plain data (a board's table row; ``history`` for its curve)."""
-        out = {"id": self.id, "config": dict(self.config), "status": self.status,
-               "value": self.value, "best": self.best, "step": self.step,
-               "attempts": self.attempts, "worker": self.worker, "reason": self.reason,
-               "error": self.error, "traceback": self.traceback, "metrics": self.metrics,
-               "started": self.started, "ended": self.ended}
+        out = {
+            "id": self.id,
+            "config": dict(self.config),
+            "status": self.status,
+            "value": self.value,
+            "best": self.best,
+            "step": self.step,
+            "attempts": self.attempts,
+            "worker": self.worker,
+            "reason": self.reason,
+            "error": self.error,
+            "traceback": self.traceback,
+            "metrics": self.metrics,
+            "started": self.started,
+            "ended": self.ended,
+        }
         if with_history:
             out["history"] = [(s, dict(m), t) for s, m, t in self.history]
         return out
@@ -92,7 +103,7 @@ class SweepEngine:
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
         self.history = History(self.mode)
-        self.scope = None                 # the run's scope, once running
+        self.scope = None  # the run's scope, once running
         self.launcher = None
         self.cancelling = False
         #: what the loop waits on: wake-ups, and the launcher's messages
@@ -107,15 +118,15 @@ class SweepEngine:
             for step, metrics, _ in state.history:
                 if self.metric in metrics:
                     self.history.add(state.id, step, metrics[self.metric])
-                    if self.rule is not None:   # rebuild the rule's records (ASHA's rungs)
-                        _safe_decide(self.rule, state.id, step, metrics[self.metric],
-                                     self.history)
+                    if self.rule is not None:  # rebuild the rule's records (ASHA's rungs)
+                        _safe_decide(self.rule, state.id, step, metrics[self.metric], self.history)
             if run:
                 self.pending.append(state.id)
 
     def add_trials(self, n: int) -> list[int]:
         """``n`` more trials, run after those pending; their ids."""
-        from .sweep import new_states   # the sweep knows how configurations are drawn
+        from .sweep import new_states  # the sweep knows how configurations are drawn
+
         with self.lock:
             states = new_states(self.sweep, len(self.states), n)
             self.store.add_trials(self.name, [(s.id, s.config) for s in states])
@@ -145,19 +156,33 @@ class SweepEngine:
             s = self.states[trial]
             if s.status in ENDED:
                 return
-            if s.execution is not None and s.status == "running":   # rerun after a lost worker
+            if s.execution is not None and s.status == "running":  # rerun after a lost worker
                 s.failures += 1
-                logger.warning("labkit: trial %d runs again on %s (a worker was lost under "
-                               "it, %d time(s))", trial, worker, s.failures)
+                logger.warning(
+                    "labkit: trial %d runs again on %s (a worker was lost under it, %d time(s))",
+                    trial,
+                    worker,
+                    s.failures,
+                )
                 if s.failures > self.max_failures:
-                    self._request_stop(s, "lost", f"its worker was lost {s.failures} times "
-                                                  f"(max_failures={self.max_failures})")
+                    self._request_stop(
+                        s,
+                        "lost",
+                        f"its worker was lost {s.failures} times "
+                        f"(max_failures={self.max_failures})",
+                    )
             s.execution, s.fresh, s.worker = execution, True, worker
             s.status, s.attempts = "running", s.attempts + 1
             s.started = s.started or time.time()
             self.store.trial_started(self.name, trial, s.attempts, worker, s.started)
-            event = TrialStarted(self._run, trial, dict(s.config), worker, s.attempts - 1,
-                                 s.step if s.attempts > 1 else None)
+            event = TrialStarted(
+                self._run,
+                trial,
+                dict(s.config),
+                worker,
+                s.attempts - 1,
+                s.step if s.attempts > 1 else None,
+            )
         self._emit(event)
 
     def reported(self, trial: int, execution: str, reports: list) -> bool:
@@ -165,23 +190,30 @@ class SweepEngine:
         with self.lock:
             s = self.states[trial]
             if s.execution != execution or s.status != "running":
-                return True   # an execution the sweep gave up (its trial ended or ran again)
+                return True  # an execution the sweep gave up (its trial ended or ran again)
             if s.fresh and s.history and reports[0][0] <= s.history[-1][0]:
-                self._forget_from(s, reports[0][0])   # a restart reports these steps again
+                self._forget_from(s, reports[0][0])  # a restart reports these steps again
             s.fresh = False
             s.history.extend(reports)
             for step, metrics, _ in reports:
                 if self.metric in metrics:
                     self._judge(s, step, metrics[self.metric])
-            self.store.trial_reports(self.name, trial, s.attempts, reports,
-                                     (s.value, s.best, s.step))
+            self.store.trial_reports(
+                self.name, trial, s.attempts, reports, (s.value, s.best, s.step)
+            )
             if self.check_cancel() and s.stop is None:
                 self._request_stop(s, "cancel", "the sweep was cancelled")
             stop = s.stop is not None
-            if not self._listened():   # the hot path: no event for nobody
+            if not self._listened():  # the hot path: no event for nobody
                 return stop
-            event = TrialReported(self._run, trial, tuple(r[0] for r in reports),
-                                  tuple(r[1] for r in reports), s.value, s.best)
+            event = TrialReported(
+                self._run,
+                trial,
+                tuple(r[0] for r in reports),
+                tuple(r[1] for r in reports),
+                s.value,
+                s.best,
+            )
         self._emit(event)
         return stop
 
@@ -222,8 +254,9 @@ class SweepEngine:
         """An execution of ``trial`` ended with ``outcome`` (see :func:`.tasks.execute`)."""
         with self.lock:
             s = self.states[trial]
-            if s.status in ENDED or (execution is not None and s.execution is not None
-                                     and execution != s.execution):
+            if s.status in ENDED or (
+                execution is not None and s.execution is not None and execution != s.execution
+            ):
                 return
             if outcome["status"] == "lost" and self._restart(s, outcome.get("error")):
                 self.wake()
@@ -242,8 +275,9 @@ class SweepEngine:
     def _judge(self, s: TrialState, step, value: float) -> None:
         """A value of the metric: the trial's latest and best, and the rule's decision."""
         s.value = value
-        if not math.isnan(value) and (s.best is None or self.history.score(value) >
-                                      self.history.score(s.best)):
+        if not math.isnan(value) and (
+            s.best is None or self.history.score(value) > self.history.score(s.best)
+        ):
             s.best = value
         if self.rule is None:
             return
@@ -251,8 +285,13 @@ class SweepEngine:
         if s.stop is None:
             reason = _safe_decide(self.rule, s.id, step, value, self.history)
             if reason:
-                self._request_stop(s, "rule", reason if isinstance(reason, str) else
-                                   f"{type(self.rule).__name__} at step {step}")
+                self._request_stop(
+                    s,
+                    "rule",
+                    reason
+                    if isinstance(reason, str)
+                    else f"{type(self.rule).__name__} at step {step}",
+                )
 
     def _request_stop(self, s: TrialState, kind: str, reason: str) -> None:
         s.stop = (kind, reason)
@@ -279,9 +318,14 @@ class SweepEngine:
         s.failures += 1
         if s.failures > self.max_failures or self.cancelling:
             return False
-        logger.warning("labkit: trial %d lost its worker (%s); it restarts from its last "
-                       "checkpoint (%d of max_failures=%d)", s.id, why, s.failures,
-                       self.max_failures)
+        logger.warning(
+            "labkit: trial %d lost its worker (%s); it restarts from its last "
+            "checkpoint (%d of max_failures=%d)",
+            s.id,
+            why,
+            s.failures,
+            self.max_failures,
+        )
         s.launched, s.execution, s.status = False, None, "pending"
         self.pending.appendleft(s.id)
         return True
@@ -292,44 +336,81 @@ class SweepEngine:
         last = dict(s.history[-1][1]) if s.history else {}
         if kind == "lost" or (s.stop and s.stop[0] == "lost"):
             why = s.stop[1] if s.stop else outcome.get("error") or "its worker was lost"
-            return "failed", {"error": f"WorkerLostError: trial {s.id} failed: {why}",
-                              "metrics": last or None}
+            return "failed", {
+                "error": f"WorkerLostError: trial {s.id} failed: {why}",
+                "metrics": last or None,
+            }
         if kind == "failed":
-            return "failed", {"error": outcome.get("error"), "traceback": outcome.get("traceback"),
-                              "metrics": last or None}
+            return "failed", {
+                "error": outcome.get("error"),
+                "traceback": outcome.get("traceback"),
+                "metrics": last or None,
+            }
         if kind == "stopped":
             status = "cancelled" if s.stop is None or s.stop[0] == "cancel" else "stopped"
-            return status, {"metrics": last or None,
-                            "reason": s.stop[1] if s.stop else "stopped"}
+            return status, {"metrics": last or None, "reason": s.stop[1] if s.stop else "stopped"}
         metrics = outcome.get("metrics") or last
         if "value" in outcome:
             metrics = {**metrics, self.metric: outcome["value"]}
         if self.metric not in metrics:
             seen = sorted({k for _, m, _ in s.history for k in m} | set(metrics))
-            return "failed", {"metrics": metrics or None, "error": (
-                f"InputError: trial {s.id} finished without reporting the metric "
-                f"{self.metric!r} (it reported {', '.join(map(repr, seen)) or 'nothing'}); "
-                f"report it with trial.report(step, {self.metric}=...) or return "
-                f"{{{self.metric!r}: ...}}")}
+            return "failed", {
+                "metrics": metrics or None,
+                "error": (
+                    f"InputError: trial {s.id} finished without reporting the metric "
+                    f"{self.metric!r} (it reported {', '.join(map(repr, seen)) or 'nothing'}); "
+                    f"report it with trial.report(step, {self.metric}=...) or return "
+                    f"{{{self.metric!r}: ...}}"
+                ),
+            }
         return "completed", {"metrics": metrics}
 
-    def _end(self, s: TrialState, status: str, metrics=None, error=None, traceback=None,
-             reason=None) -> TrialFinished:
+    def _end(
+        self, s: TrialState, status: str, metrics=None, error=None, traceback=None, reason=None
+    ) -> TrialFinished:
         """Record the end of ``s``; its event (emitted by the caller, outside the lock)."""
-        s.status, s.metrics, s.error, s.traceback, s.reason = status, metrics, error, traceback, \
-            reason
+        s.status, s.metrics, s.error, s.traceback, s.reason = (
+            status,
+            metrics,
+            error,
+            traceback,
+            reason,
+        )
         if metrics and self.metric in metrics:
             s.value = metrics[self.metric]
-            if not math.isnan(s.value) and (s.best is None or self.history.score(s.value) >
-                                            self.history.score(s.best)):
+            if not math.isnan(s.value) and (
+                s.best is None or self.history.score(s.value) > self.history.score(s.best)
+            ):
                 s.best = s.value
         s.launched, s.blob, s.ended = False, None, time.time()
         if self.launcher is not None:
             self.launcher.ended(s)
-        self.store.trial_finished(self.name, s.id, status, metrics, s.value, s.best, s.step,
-                                  error, traceback, reason, s.ended)
-        return TrialFinished(self._run, s.id, status, metrics, s.value, s.best, s.step,
-                             s.attempts, error, traceback, reason)
+        self.store.trial_finished(
+            self.name,
+            s.id,
+            status,
+            metrics,
+            s.value,
+            s.best,
+            s.step,
+            error,
+            traceback,
+            reason,
+            s.ended,
+        )
+        return TrialFinished(
+            self._run,
+            s.id,
+            status,
+            metrics,
+            s.value,
+            s.best,
+            s.step,
+            s.attempts,
+            error,
+            traceback,
+            reason,
+        )
 
     def _forget_from(self, s: TrialState, step) -> None:
         """Drop ``s``'s reports from ``step`` on: its restart reports them again."""
@@ -349,8 +430,9 @@ class SweepEngine:
 
     def _listened(self) -> bool:
         """Whether anybody listens to the sweep's events."""
-        return self.scope is not None and any(source.has_subscribers
-                                              for source in self.scope.sources)
+        return self.scope is not None and any(
+            source.has_subscribers for source in self.scope.sources
+        )
 
     def _emit(self, event) -> None:
         if self.scope is not None:

@@ -48,11 +48,12 @@ logger = logging.getLogger("labkit.experiments")
 # Launchers of running sweeps on in-process clusters, by token: a slot's task finds its
 # launcher here (a token pickles as a string, so Dask may unpickle it at any time).
 _THREAD_LAUNCHERS: dict = {}
-_THREADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # scheduler -> threads
+_THREADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # scheduler -> threads
 
 
-def launcher_for(scheduler, engine, fn, holds_gil: bool, workers_per_trial: int,
-                 max_concurrent: int | None):
+def launcher_for(
+    scheduler, engine, fn, holds_gil: bool, workers_per_trial: int, max_concurrent: int | None
+):
     """The launcher that suits ``scheduler``."""
     if not hasattr(scheduler, "client"):
         kind = InlineLauncher
@@ -77,8 +78,9 @@ class Launcher:
 
     def open(self, scope) -> None:
         """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""
-        self.batch = self.scheduler.batch(info=TaskInfo(scope.id, -1, -1, kind="trial"),
-                                          control=scope.control)
+        self.batch = self.scheduler.batch(
+            info=TaskInfo(scope.id, -1, -1, kind="trial"), control=scope.control
+        )
 
     def threads(self) -> int:
         return 1
@@ -120,10 +122,11 @@ class Launcher:
         engine, execution = self.engine, new_execution()
         try:
             engine.started(state.id, execution, worker)
-            trial = Trial(state.id, state.config, DirectSink(engine, state.id, execution),
-                          state.attempts - 1)
+            trial = Trial(
+                state.id, state.config, DirectSink(engine, state.id, execution), state.attempts - 1
+            )
             outcome = execute(self.fn, trial)
-        except Exception as exc:   # not the trial's own error (those are in the outcome)
+        except Exception as exc:  # not the trial's own error (those are in the outcome)
             logger.exception("labkit: running trial %d failed", state.id)
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         engine.finished(state.id, execution, outcome)
@@ -149,7 +152,7 @@ class ThreadLauncher(Launcher):
     def __init__(self, *args):
         super().__init__(*args)
         self.runners = 0
-        self._futures: dict = {}   # runner number -> its future
+        self._futures: dict = {}  # runner number -> its future
         self._numbers = 0
         self.token = uuid.uuid4().hex
         self._offload = None
@@ -158,17 +161,17 @@ class ThreadLauncher(Launcher):
 
     def threads(self) -> int:
         held = _THREADS.get(self.scheduler)
-        if held is None:   # an in-process cluster does not grow: asked once
+        if held is None:  # an in-process cluster does not grow: asked once
             held = _THREADS[self.scheduler] = sum(self.scheduler.client.nthreads().values()) or 1
         return held
 
     def open(self, scope) -> None:
         super().open(scope)
-        self._slots = self.slots()   # an in-process cluster does not grow
+        self._slots = self.slots()  # an in-process cluster does not grow
         _THREAD_LAUNCHERS[self.token] = self
 
     def close(self) -> None:
-        _THREAD_LAUNCHERS.pop(self.token, None)   # a slot's task that starts late ends at once
+        _THREAD_LAUNCHERS.pop(self.token, None)  # a slot's task that starts late ends at once
         super().close()
 
     def fill(self) -> None:
@@ -181,8 +184,12 @@ class ThreadLauncher(Launcher):
             self._numbers += 1
             number = self._numbers
             future = self.scheduler.client.submit(
-                _run_slot, self.token, number, key=f"labkit-trials-{engine.scope.id}-{number}",
-                pure=False)
+                _run_slot,
+                self.token,
+                number,
+                key=f"labkit-trials-{engine.scope.id}-{number}",
+                pure=False,
+            )
             self._futures[number] = future
             self.batch.track([future])
             future.add_done_callback(lambda f, n=number: self._runner_done(n, f))
@@ -197,6 +204,7 @@ class ThreadLauncher(Launcher):
     def runner(self, number: int) -> None:
         """On a worker thread: take trials and run them until none is left."""
         from distributed import get_worker
+
         worker = f"{get_worker().address} #{number}"
         while True:
             with self.engine.lock:
@@ -209,7 +217,7 @@ class ThreadLauncher(Launcher):
             else:
                 self.run_here(state, worker)
         future = self._futures.pop(number, None)
-        if future is not None:   # done here: nothing of it for the batch to cancel
+        if future is not None:  # done here: nothing of it for the batch to cancel
             self.batch.untrack([future])
         self.engine.wake()
 
@@ -218,12 +226,12 @@ class ThreadLauncher(Launcher):
         spec = {"trial": state.id, "config": state.config, "attempt": state.attempts}
         info = TaskInfo(engine.scope.id, state.id, state.id, kind="trial")
         try:
-            execution, outcome = run_offloaded(engine, self.scheduler.offload_pool,
-                                               self._offload, spec, info, worker)
+            execution, outcome = run_offloaded(
+                engine, self.scheduler.offload_pool, self._offload, spec, info, worker
+            )
         except Exception as exc:
             logger.exception("labkit: running trial %d in a process failed", state.id)
-            execution, outcome = None, {"status": "failed",
-                                        "error": f"{type(exc).__name__}: {exc}"}
+            execution, outcome = None, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         engine.finished(state.id, execution, outcome)
 
 
@@ -243,18 +251,19 @@ class RemoteLauncher(Launcher):
     def __init__(self, *args):
         super().__init__(*args)
         import cloudpickle
+
         self.client = self.scheduler.client
         self.token = uuid.uuid4().hex[:12]
         self.topic = f"labkit-sweep-{self.token}"
         self.blob = cloudpickle.dumps(self.fn)
-        self.inflight: dict = {}       # trial -> its task's future
-        self.parked: dict = {}         # trial -> (deadline, outcome): done, last message due
+        self.inflight: dict = {}  # trial -> its task's future
+        self.parked: dict = {}  # trial -> (deadline, outcome): done, last message due
         self._threads, self._asked = 1, 0.0
         self._published: set = set()
         self._durations: collections.deque = collections.deque(maxlen=16)
 
     def threads(self) -> int:
-        if time.monotonic() - self._asked > 2.0:   # workers come and go
+        if time.monotonic() - self._asked > 2.0:  # workers come and go
             self._threads = sum(self.client.nthreads().values()) or 1
             self._asked = time.monotonic()
         return self._threads
@@ -285,11 +294,21 @@ class RemoteLauncher(Launcher):
         if state.attempts or state.seq:
             blob = self.engine.restore_blob(state.id)
             restore = None if blob is None else (state.seq, blob)
-        spec = {"token": self.token, "trial": state.id, "config": state.config,
-                "attempt": state.attempts, "restore": restore}
+        spec = {
+            "token": self.token,
+            "trial": state.id,
+            "config": state.config,
+            "attempt": state.attempts,
+            "restore": restore,
+        }
         future = self.client.submit(
-            run_remote, self.blob, spec, self.topic, pure=False,
-            key=f"labkit-trial-{self.token}-{state.id}-{state.attempts}-{uuid.uuid4().hex[:6]}")
+            run_remote,
+            self.blob,
+            spec,
+            self.topic,
+            pure=False,
+            key=f"labkit-trial-{self.token}-{state.id}-{state.attempts}-{uuid.uuid4().hex[:6]}",
+        )
         self.inflight[state.id] = future
         self.batch.track([future])
         inbox = self.engine.inbox
@@ -318,21 +337,23 @@ class RemoteLauncher(Launcher):
     def _done(self, trial: int, future) -> None:
         """A trial's task ended: its result waits for its last message, a fault restarts it."""
         if self.inflight.get(trial) is not future:
-            return   # a task of an execution given up
+            return  # a task of an execution given up
         self.batch.untrack([future])
         if future.status == "finished":
             self.parked[trial] = (time.monotonic() + self.END_WAIT, future.result())
             return
         if future.status == "cancelled" and self.engine.check_cancel():
-            return   # the sweep's cancel: its trials stop through their flags
+            return  # the sweep's cancel: its trials stop through their flags
         self.inflight.pop(trial, None)
         if future.status == "cancelled":
             outcome = {"status": "lost", "error": "its task was cancelled outside the sweep"}
         else:
             error = future.exception()
             name = type(error).__name__
-            outcome = {"status": "lost" if name == "KilledWorker" else "failed",
-                       "error": f"{name}: {error}"}
+            outcome = {
+                "status": "lost" if name == "KilledWorker" else "failed",
+                "error": f"{name}: {error}",
+            }
         self.engine.finished(trial, None, outcome)
 
     def poll(self) -> None:
@@ -343,17 +364,18 @@ class RemoteLauncher(Launcher):
                 self.engine.finished(trial, outcome.get("exec"), outcome)
 
     def stop(self, state) -> None:
-        self.engine.inbox.put(("stop", state.id))   # client.run waits: not under the lock
+        self.engine.inbox.put(("stop", state.id))  # client.run waits: not under the lock
 
     def _send_stop(self, trial: int) -> None:
         state = self.engine.states[trial]
         if state.status == "running" and state.worker:
             try:
-                self.client.run(request_stop, self.token, trial, workers=[state.worker],
-                                on_error="ignore")
-            except Exception:   # its worker is gone: a rerun elsewhere sees the stop at once
+                self.client.run(
+                    request_stop, self.token, trial, workers=[state.worker], on_error="ignore"
+                )
+            except Exception:  # its worker is gone: a rerun elsewhere sees the stop at once
                 pass
-        elif state.launched and state.status == "pending":   # queued, not started: take it back
+        elif state.launched and state.status == "pending":  # queued, not started: take it back
             future = self.inflight.get(trial)
             if future is not None:
                 self.client.cancel([future])
@@ -368,8 +390,9 @@ class RemoteLauncher(Launcher):
         try:
             asyncio.run_coroutine_threadsafe(
                 self.client.scheduler.set_metadata(keys=keys, value=value),
-                self.client.loop.asyncio_loop)
-        except Exception:   # the client is closing
+                self.client.loop.asyncio_loop,
+            )
+        except Exception:  # the client is closing
             pass
 
     def ended(self, state) -> None:
@@ -391,6 +414,6 @@ class RemoteLauncher(Launcher):
             self.client.cancel(list(self.inflight.values()))
             self.client.run(clear_stops, self.token, on_error="ignore")
             forget_on_scheduler(self.client, self.topic, "labkit-sweeps", self.token)
-        except Exception:   # the cluster is gone already
+        except Exception:  # the cluster is gone already
             pass
         super().close()

@@ -61,7 +61,7 @@ def _pump(engine, launcher, timeout: float) -> None:
         if item[0] != "wake":
             try:
                 launcher.handle(item)
-            except Exception:   # a malformed message must not end the sweep
+            except Exception:  # a malformed message must not end the sweep
                 logger.exception("labkit: handling %r of the sweep failed", item[0])
         try:
             item = engine.inbox.get_nowait()
@@ -74,7 +74,7 @@ def _wind_down(engine, launcher) -> None:
     """Stop every running trial, wait a little for them, record the rest as cancelled."""
     with engine.lock:
         engine.cancelling = True
-        engine.pending.clear()   # they stay pending in the store: a resume runs them
+        engine.pending.clear()  # they stay pending in the store: a resume runs them
         running = [s for s in engine.states.values() if s.launched]
         for state in running:
             if state.stop is None:
@@ -83,17 +83,18 @@ def _wind_down(engine, launcher) -> None:
     while engine.active() and time.monotonic() < deadline:
         try:
             _pump(engine, launcher, TICK)
-        except BaseException:   # a second Ctrl-C: stop waiting
+        except BaseException:  # a second Ctrl-C: stop waiting
             break
     events = []
     with engine.lock:
         for state in engine.states.values():
             if state.launched:
-                events.append(engine._end(state, "cancelled", metrics=None,
-                                          reason="the sweep was cancelled"))
+                events.append(
+                    engine._end(state, "cancelled", metrics=None, reason="the sweep was cancelled")
+                )
     for event in events:
         engine._emit(event)
     try:
         engine.store.flush()
-    except Exception:   # the store's own failure is what is being raised, or will be
+    except Exception:  # the store's own failure is what is being raised, or will be
         logger.exception("labkit: flushing the sweep store while cancelling failed")

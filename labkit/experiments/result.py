@@ -65,10 +65,23 @@ class TrialRecord:
     @classmethod
     def of(cls, row: dict, history: list) -> "TrialRecord":
         """A record from a state's or the store's row."""
-        return cls(row["id"], row["config"], row["status"], row.get("metrics"), history,
-                   row.get("value"), row.get("best"), row.get("step"), row.get("attempts") or 0,
-                   row.get("worker"), row.get("error"), row.get("traceback"), row.get("reason"),
-                   row.get("started"), row.get("ended"))
+        return cls(
+            row["id"],
+            row["config"],
+            row["status"],
+            row.get("metrics"),
+            history,
+            row.get("value"),
+            row.get("best"),
+            row.get("step"),
+            row.get("attempts") or 0,
+            row.get("worker"),
+            row.get("error"),
+            row.get("traceback"),
+            row.get("reason"),
+            row.get("started"),
+            row.get("ended"),
+        )
 
 
 @dataclass
@@ -83,13 +96,16 @@ class SweepResult:
     trials: list
     store: str | None = None
     rule: str | None = None
-    _again: object = field(default=None, repr=False, compare=False)   # runs more trials
+    _again: object = field(default=None, repr=False, compare=False)  # runs more trials
 
     @property
     def best(self) -> TrialRecord | None:
         """The completed or stopped trial with the best final value (None before any)."""
-        ranked = [t for t in self.trials if t.status in RANKED and t.value is not None
-                  and not math.isnan(t.value)]
+        ranked = [
+            t
+            for t in self.trials
+            if t.status in RANKED and t.value is not None and not math.isnan(t.value)
+        ]
         if not ranked:
             return None
         sign = 1 if self.mode == "max" else -1
@@ -113,15 +129,27 @@ class SweepResult:
         """
         rows = []
         for t in self.trials:
-            row = {"trial": t.id, "status": t.status, **t.config, self.metric: t.value,
-                   "best": t.best, "step": t.step, "attempts": t.attempts}
+            row = {
+                "trial": t.id,
+                "status": t.status,
+                **t.config,
+                self.metric: t.value,
+                "best": t.best,
+                "step": t.step,
+                "attempts": t.attempts,
+            }
             if t.reason or t.error:
                 row["note"] = t.reason or t.error
             rows.append(row)
         if sort:
             sign = -1 if self.mode == "max" else 1
-            rows.sort(key=lambda r: (r[self.metric] is None or math.isnan(r[self.metric]),
-                                     sign * (r[self.metric] or 0.0), r["trial"]))
+            rows.sort(
+                key=lambda r: (
+                    r[self.metric] is None or math.isnan(r[self.metric]),
+                    sign * (r[self.metric] or 0.0),
+                    r["trial"],
+                )
+            )
         return rows
 
     def format_table(self, limit: int | None = None, sort: bool = True) -> str:
@@ -149,23 +177,41 @@ class SweepResult:
         if self._again is not None and fn is None:
             return self._again(len(self.trials) + n, scheduler, space, options)
         if fn is None:
-            raise InputError("this sweep was read back from its store: give the trial "
-                             "function, result.extend(n, fn, scheduler=...)", argument="fn")
+            raise InputError(
+                "this sweep was read back from its store: give the trial "
+                "function, result.extend(n, fn, scheduler=...)",
+                argument="fn",
+            )
         from .space import Space
         from .sweep import sweep
+
         if self.store is None:
-            raise InputError("the sweep kept its store in memory; extend it in the kernel "
-                             "that ran it", argument="store")
-        return sweep(fn, space if space is not None else Space.from_description(self.space),
-                     trials=len(self.trials) + n, metric=self.metric, mode=self.mode,
-                     scheduler=scheduler, seed=self.seed, store=self.store, name=self.name,
-                     resume=True, **options)
+            raise InputError(
+                "the sweep kept its store in memory; extend it in the kernel that ran it",
+                argument="store",
+            )
+        return sweep(
+            fn,
+            space if space is not None else Space.from_description(self.space),
+            trials=len(self.trials) + n,
+            metric=self.metric,
+            mode=self.mode,
+            scheduler=scheduler,
+            seed=self.seed,
+            store=self.store,
+            name=self.name,
+            resume=True,
+            **options,
+        )
 
     def __repr__(self):
         counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
         best = self.best
-        shown = "none yet" if best is None else (f"trial {best.id} {self.metric}="
-                                                 f"{_cell(best.value)} {best.config}")
+        shown = (
+            "none yet"
+            if best is None
+            else (f"trial {best.id} {self.metric}={_cell(best.value)} {best.config}")
+        )
         return f"<labkit SweepResult {self.name!r}: {counts}; best {shown}>"
 
 
@@ -179,6 +225,7 @@ def load_sweep(path, name: str | None = None) -> SweepResult:
     """The sweep ``name`` (the newest when not given) read back from the store at ``path``."""
     import os
     from .store import Store
+
     if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
         raise InputError(f"no sweep store at {path!r}", argument="path")
     store = Store(path, readonly=True)
@@ -190,8 +237,11 @@ def load_sweep(path, name: str | None = None) -> SweepResult:
             name = names[-1]
         row = store.sweep(name)
         if row is None:
-            raise InputError(f"the store {path} holds no sweep named {name!r} (it holds "
-                             f"{', '.join(map(repr, names)) or 'none'})", argument="name")
+            raise InputError(
+                f"the store {path} holds no sweep named {name!r} (it holds "
+                f"{', '.join(map(repr, names)) or 'none'})",
+                argument="name",
+            )
         return result_from_store(store, row)
     finally:
         store.close()
@@ -200,8 +250,16 @@ def load_sweep(path, name: str | None = None) -> SweepResult:
 def result_from_store(store, row: dict) -> SweepResult:
     """The result of the sweep whose store row is ``row``."""
     import json
+
     reports = store.reports(row["name"])
     trials = [TrialRecord.of(t, reports.get(t["id"], [])) for t in store.trials(row["name"])]
-    return SweepResult(row["name"], row["metric"], row["mode"], row["seed"],
-                       json.loads(row["space"]).get("space", {}), trials, store.path,
-                       row["settings"].get("early_stop"))
+    return SweepResult(
+        row["name"],
+        row["metric"],
+        row["mode"],
+        row["seed"],
+        json.loads(row["space"]).get("space", {}),
+        trials,
+        store.path,
+        row["settings"].get("early_stop"),
+    )

@@ -53,7 +53,7 @@ class History:
         self.mode = mode
         self._steps: dict[int, list] = {}
         self._scores: dict[int, list] = {}
-        self._sums: dict[int, list] = {}    # running sums of scores, for running means
+        self._sums: dict[int, list] = {}  # running sums of scores, for running means
 
     def score(self, value) -> float:
         """``value`` as a score, higher is better (``-value`` in mode ``"min"``; NaN: -inf)."""
@@ -124,8 +124,9 @@ def _positive(value, name: str, what: str, integer: bool = False, minimum: float
         ok = ok and isinstance(value, numbers.Integral)
     if not ok:
         kind = "an int" if integer else "a number"
-        raise InputError(f"{what}({name}=...) must be {kind} > {minimum}, got {value!r}",
-                         argument=name)
+        raise InputError(
+            f"{what}({name}=...) must be {kind} > {minimum}, got {value!r}", argument=name
+        )
 
 
 class ASHA(Rule):
@@ -155,11 +156,11 @@ class ASHA(Rule):
         if max_steps is not None:
             _positive(max_steps, "max_steps", "lk.ASHA")
         self.min_steps, self.reduction, self.max_steps = min_steps, reduction, max_steps
-        self._recorded: list[dict[int, float]] = []   # per rung: trial -> score
+        self._recorded: list[dict[int, float]] = []  # per rung: trial -> score
 
     def rung(self, k: int) -> float:
         """The step of rung ``k``."""
-        return self.min_steps * self.reduction ** k
+        return self.min_steps * self.reduction**k
 
     def decide(self, trial, step, value, history):
         score = history.score(value)
@@ -173,8 +174,10 @@ class ASHA(Rule):
                 better = sum(1 for s in recorded.values() if s > score)
                 keep = math.ceil(len(recorded) / self.reduction)
                 if better >= keep:
-                    return (f"ASHA: at step {_fmt(self.rung(k))} not in the top "
-                            f"1/{_fmt(self.reduction)} ({_ordinal(better + 1)} of {len(recorded)})")
+                    return (
+                        f"ASHA: at step {_fmt(self.rung(k))} not in the top "
+                        f"1/{_fmt(self.reduction)} ({_ordinal(better + 1)} of {len(recorded)})"
+                    )
             k += 1
         return None
 
@@ -201,24 +204,31 @@ class Median(Rule):
 
     def __init__(self, min_steps=1, min_trials=3):
         if isinstance(min_steps, bool) or not isinstance(min_steps, numbers.Real) or min_steps < 0:
-            raise InputError(f"lk.Median(min_steps=...) must be a number >= 0, got {min_steps!r}",
-                             argument="min_steps")
+            raise InputError(
+                f"lk.Median(min_steps=...) must be a number >= 0, got {min_steps!r}",
+                argument="min_steps",
+            )
         _positive(min_trials, "min_trials", "lk.Median", integer=True)
         self.min_steps, self.min_trials = min_steps, min_trials
 
     def decide(self, trial, step, value, history):
         if step < self.min_steps:
             return None
-        means = [history.running_mean(t, step) for t in history.trials()
-                 if t != trial and (history.last_step(t) or -math.inf) >= step]
+        means = [
+            history.running_mean(t, step)
+            for t in history.trials()
+            if t != trial and (history.last_step(t) or -math.inf) >= step
+        ]
         means = [m for m in means if m is not None]
         if len(means) < self.min_trials:
             return None
         median = statistics.median(means)
         if history.best(trial, step) < median:
-            return (f"Median: best {_fmt(_value(history, history.best(trial, step)))} worse "
-                    f"than the median {_fmt(_value(history, median))} of {len(means)} trials' "
-                    f"running means at step {_fmt(step)}")
+            return (
+                f"Median: best {_fmt(_value(history, history.best(trial, step)))} worse "
+                f"than the median {_fmt(_value(history, median))} of {len(means)} trials' "
+                f"running means at step {_fmt(step)}"
+            )
         return None
 
     def describe(self):
@@ -231,9 +241,12 @@ def check_rule(rule) -> Rule | None:
     """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop."""
     if rule is None or callable(getattr(rule, "decide", None)):
         return rule
-    raise InputError(f"early_stop must be lk.ASHA(...), lk.Median(...), a rule with a "
-                     f"decide(trial, step, value, history) method, or None; got "
-                     f"{type(rule).__name__} {rule!r:.60}", argument="early_stop")
+    raise InputError(
+        f"early_stop must be lk.ASHA(...), lk.Median(...), a rule with a "
+        f"decide(trial, step, value, history) method, or None; got "
+        f"{type(rule).__name__} {rule!r:.60}",
+        argument="early_stop",
+    )
 
 
 def _value(history: History, score: float) -> float:

@@ -22,8 +22,17 @@ import threading
 import time
 import uuid
 
-__all__ = ["MemorySink", "DirectSink", "EventSink", "PipeSink", "REPORT_EVERY",
-           "request_stop", "clear_stops", "metadata_keys", "new_execution"]
+__all__ = [
+    "MemorySink",
+    "DirectSink",
+    "EventSink",
+    "PipeSink",
+    "REPORT_EVERY",
+    "request_stop",
+    "clear_stops",
+    "metadata_keys",
+    "new_execution",
+]
 
 #: Least seconds between two messages of reports from a trial on a worker process.
 REPORT_EVERY = 0.05
@@ -104,21 +113,30 @@ class EventSink:
     the client in the order they were sent.
     """
 
-    def __init__(self, topic: str, token: str, trial: int, execution: str,
-                 restore: tuple | None = None, every: float = REPORT_EVERY):
+    def __init__(
+        self,
+        topic: str,
+        token: str,
+        trial: int,
+        execution: str,
+        restore: tuple | None = None,
+        every: float = REPORT_EVERY,
+    ):
         from distributed import get_worker
+
         self.worker = get_worker()
         self.topic, self.token, self.trial, self.execution = topic, token, trial, execution
         self.every = every
-        self._restore = restore            # (seq, blob) the client sent with the task
+        self._restore = restore  # (seq, blob) the client sent with the task
         self._pending: list = []
         self._last = 0.0
         self.sent = 0
 
     def send(self, kind: str, **fields) -> None:
         """One message to the client (through the scheduler)."""
-        self.worker.log_event(self.topic, {"kind": kind, "trial": self.trial,
-                                           "exec": self.execution, **fields})
+        self.worker.log_event(
+            self.topic, {"kind": kind, "trial": self.trial, "exec": self.execution, **fields}
+        )
 
     def start(self, attempt: int) -> None:
         self.send("start", worker=self.worker.address, pid=os.getpid(), attempt=attempt)
@@ -138,17 +156,22 @@ class EventSink:
             self.send("reports", reports=reports)
 
     def checkpoint(self, step, blob) -> None:
-        self.flush()   # the checkpoint follows the reports it comes after
+        self.flush()  # the checkpoint follows the reports it comes after
         self.send("checkpoint", step=step, blob=blob)
 
     def restore(self):
         """The newest of: what came with the task, what the scheduler holds (a rerun)."""
         from distributed.utils import sync
+
         best = self._restore
         try:
-            held = sync(self.worker.loop, self.worker.scheduler.get_metadata,
-                        keys=metadata_keys(self.token, self.trial), default=None)
-        except Exception:   # the scheduler is unreachable: what came with the task
+            held = sync(
+                self.worker.loop,
+                self.worker.scheduler.get_metadata,
+                keys=metadata_keys(self.token, self.trial),
+                default=None,
+            )
+        except Exception:  # the scheduler is unreachable: what came with the task
             held = None
         if held and (best is None or held["seq"] > best[0]):
             best = (held["seq"], held["blob"])

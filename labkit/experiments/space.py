@@ -40,8 +40,17 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["Distribution", "loguniform", "uniform", "randint", "choice", "grid", "Grid", "Space",
-           "describe_value"]
+__all__ = [
+    "Distribution",
+    "loguniform",
+    "uniform",
+    "randint",
+    "choice",
+    "grid",
+    "Grid",
+    "Space",
+    "describe_value",
+]
 
 
 class Distribution:
@@ -144,8 +153,10 @@ class _Choice(Distribution):
             self.options = list(options)
         except TypeError:
             self.options = []
-            self.problem = (f"choice(options) needs a list of options, got "
-                            f"{type(options).__name__} {options!r:.60}")
+            self.problem = (
+                f"choice(options) needs a list of options, got "
+                f"{type(options).__name__} {options!r:.60}"
+            )
             return
         if not self.options:
             self.problem = "choice(options) needs at least one option, got an empty list"
@@ -185,25 +196,34 @@ class Grid:
 
     def __init__(self, axes: dict):
         if not isinstance(axes, dict) or not axes:
-            raise InputError("grid() needs parameters: grid(lr=[0.1, 0.01], width=[64, 128]) "
-                             "or grid({'lr': [...]})", argument="space")
+            raise InputError(
+                "grid() needs parameters: grid(lr=[0.1, 0.01], width=[64, 128]) "
+                "or grid({'lr': [...]})",
+                argument="space",
+            )
         self.axes: dict = {}
         self.rest: dict = {}
         for name, values in axes.items():
             _check_name(name)
             if isinstance(values, Distribution) or not isinstance(values, (list, tuple, range)):
-                self.rest[name] = values   # sampled (a distribution) or kept (a constant)
+                self.rest[name] = values  # sampled (a distribution) or kept (a constant)
                 continue
             if not len(values):
-                raise InputError(f"grid() needs at least one value for each parameter, got "
-                                 f"none for {name!r}", argument=name)
+                raise InputError(
+                    f"grid() needs at least one value for each parameter, got none for {name!r}",
+                    argument=name,
+                )
             self.axes[name] = list(values)
-        self.points = [dict(zip(self.axes, combo, strict=True))
-                       for combo in itertools.product(*self.axes.values())] or [{}]
+        self.points = [
+            dict(zip(self.axes, combo, strict=True))
+            for combo in itertools.product(*self.axes.values())
+        ] or [{}]
 
     def describe(self) -> dict:
-        out = {name: {"type": "grid", "values": [describe_value(v) for v in values]}
-               for name, values in self.axes.items()}
+        out = {
+            name: {"type": "grid", "values": [describe_value(v) for v in values]}
+            for name, values in self.axes.items()
+        }
         out.update({name: _describe_entry(v) for name, v in self.rest.items()})
         return out
 
@@ -214,15 +234,17 @@ def grid(axes: dict | None = None, **more) -> Grid:
     Entries that are not lists are distributions (drawn for each point) or constants.
     """
     if axes is not None and not isinstance(axes, dict):
-        raise InputError(f"grid() takes a dict or keywords, got {type(axes).__name__}",
-                         argument="space")
+        raise InputError(
+            f"grid() takes a dict or keywords, got {type(axes).__name__}", argument="space"
+        )
     return Grid({**(axes or {}), **more})
 
 
 def _check_name(name) -> None:
     if not isinstance(name, str) or not name:
-        raise InputError(f"parameter names must be non-empty strings, got {name!r}",
-                         argument="space")
+        raise InputError(
+            f"parameter names must be non-empty strings, got {name!r}", argument="space"
+        )
 
 
 def _check_entries(entries: dict) -> None:
@@ -230,8 +252,11 @@ def _check_entries(entries: dict) -> None:
     for name, value in entries.items():
         _check_name(name)
         if isinstance(value, Grid):
-            raise InputError(f"parameter {name!r}: lk.grid(...) is a whole space; inside a "
-                             "space give a grid axis as a list", argument=name)
+            raise InputError(
+                f"parameter {name!r}: lk.grid(...) is a whole space; inside a "
+                "space give a grid axis as a list",
+                argument=name,
+            )
         problem = getattr(value, "problem", None) if isinstance(value, Distribution) else None
         if problem:
             raise InputError(f"parameter {name!r}: {problem}", argument=name)
@@ -264,8 +289,13 @@ class Space:
     Make one with :meth:`Space.of` from what ``lk.sweep`` was given.
     """
 
-    def __init__(self, kind: str, entries: dict | None = None, grid_: Grid | None = None,
-                 configs: list | None = None):
+    def __init__(
+        self,
+        kind: str,
+        entries: dict | None = None,
+        grid_: Grid | None = None,
+        configs: list | None = None,
+    ):
         self.kind, self.entries, self.grid, self.configs = kind, entries, grid_, configs
 
     @classmethod
@@ -278,8 +308,10 @@ class Space:
             return cls("grid", grid_=space)
         if isinstance(space, dict):
             if not space:
-                raise InputError("the space is empty: give parameters such as "
-                                 "{'lr': lk.loguniform(1e-4, 1e-1)}", argument="space")
+                raise InputError(
+                    "the space is empty: give parameters such as {'lr': lk.loguniform(1e-4, 1e-1)}",
+                    argument="space",
+                )
             _check_entries(space)
             return cls("random", entries=dict(space))
         if isinstance(space, (list, tuple)):
@@ -287,14 +319,18 @@ class Space:
                 raise InputError("the list of configurations is empty", argument="space")
             for i, config in enumerate(space):
                 if not isinstance(config, dict):
-                    raise InputError(f"a list of configurations needs dicts, got "
-                                     f"{type(config).__name__} at {i}", argument="space")
+                    raise InputError(
+                        f"a list of configurations needs dicts, got {type(config).__name__} at {i}",
+                        argument="space",
+                    )
                 for name in config:
                     _check_name(name)
             return cls("list", configs=[dict(c) for c in space])
-        raise InputError(f"space must be a dict of parameters, lk.grid(...) or a list of "
-                         f"configurations, got {type(space).__name__} {space!r:.60}",
-                         argument="space")
+        raise InputError(
+            f"space must be a dict of parameters, lk.grid(...) or a list of "
+            f"configurations, got {type(space).__name__} {space!r:.60}",
+            argument="space",
+        )
 
     @classmethod
     def from_description(cls, description: dict) -> "Space":
@@ -317,8 +353,11 @@ class Space:
     @property
     def random(self) -> bool:
         """Whether configurations are drawn (so the seed matters)."""
-        entries = self.entries if self.kind == "random" else (
-            self.grid.rest if self.kind == "grid" else {})
+        entries = (
+            self.entries
+            if self.kind == "random"
+            else (self.grid.rest if self.kind == "grid" else {})
+        )
         return any(isinstance(v, Distribution) for v in entries.values())
 
     def configuration(self, i: int, seed: int) -> dict:
@@ -346,13 +385,17 @@ class Space:
     def check_pickles(self) -> None:
         """An InputError naming the parameter of a value that does not pickle."""
         import cloudpickle
+
         for name, value in self._plain_values():
             try:
                 cloudpickle.dumps(value)
-            except Exception as exc:   # noqa: BLE001 - pickling fails in many ways
-                raise InputError(f"the value {value!r:.60} of parameter {name!r} cannot be "
-                                 f"pickled ({type(exc).__name__}: {exc}), so it cannot reach "
-                                 "a worker", argument=name) from None
+            except Exception as exc:  # noqa: BLE001 - pickling fails in many ways
+                raise InputError(
+                    f"the value {value!r:.60} of parameter {name!r} cannot be "
+                    f"pickled ({type(exc).__name__}: {exc}), so it cannot reach "
+                    "a worker",
+                    argument=name,
+                ) from None
 
     def _plain_values(self):
         """``(parameter, value)`` of every value a configuration may hold besides numbers."""
@@ -374,7 +417,7 @@ class Space:
 def _draw(entries: dict, rng) -> dict:
     """A value for every entry: distributions drawn in name order, constants kept."""
     out = {}
-    for name in sorted(entries):   # name order: a dict written in another order draws the same
+    for name in sorted(entries):  # name order: a dict written in another order draws the same
         value = entries[name]
         out[name] = value.sample(rng) if isinstance(value, Distribution) else value
     return {name: out[name] for name in entries}
@@ -388,11 +431,13 @@ def _from_entry(name: str, entry: dict):
         return makers[kind](entry["lo"], entry["hi"])
     values = entry.get("values", [entry.get("value")])
     if any(isinstance(v, dict) and set(v) == {"repr"} for v in values):
-        raise InputError(f"parameter {name!r} holds values that are not plain data "
-                         f"({values!r:.80}); give the space again", argument="space")
+        raise InputError(
+            f"parameter {name!r} holds values that are not plain data "
+            f"({values!r:.80}); give the space again",
+            argument="space",
+        )
     if kind == "choice":
         return choice(values)
     if kind == "constant":
         return entry["value"]
     raise InputError(f"parameter {name!r}: unknown description {entry!r:.80}", argument="space")
-

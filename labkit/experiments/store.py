@@ -86,16 +86,18 @@ class Store:
             self._uri = f"file:labkit-sweeps-{uuid.uuid4().hex}?mode=memory&cache=shared"
         else:
             if not isinstance(path, (str, os.PathLike)):
-                raise InputError(f"store must be a file path or None, got "
-                                 f"{type(path).__name__} {path!r:.60}", argument="store")
+                raise InputError(
+                    f"store must be a file path or None, got {type(path).__name__} {path!r:.60}",
+                    argument="store",
+                )
             self.path = os.path.abspath(os.fspath(path))
             self._uri = None
-        self._ops: collections.deque = collections.deque()   # appends are thread-safe
+        self._ops: collections.deque = collections.deque()  # appends are thread-safe
         self._due = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._conn_lock = threading.Lock()   # the writer's connection, shared in memory
+        self._conn_lock = threading.Lock()  # the writer's connection, shared in memory
         self._closed = False
         # in memory, this connection keeps the database alive (and is the writer's)
         self._conn = self._connect() if readonly and path is not None else self._open_checked()
@@ -112,7 +114,7 @@ class Store:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             except sqlite3.Error:
-                conn.close()   # now, not when a cycle is collected: the file stays open else
+                conn.close()  # now, not when a cycle is collected: the file stays open else
                 raise
         return conn
 
@@ -121,23 +123,27 @@ class Store:
         if self.path is not None:
             folder = os.path.dirname(self.path)
             if os.path.isdir(self.path):
-                raise StorageError("the store path is a folder; give a file path such as "
-                                   "'experiments.db'", path=self.path)
+                raise StorageError(
+                    "the store path is a folder; give a file path such as 'experiments.db'",
+                    path=self.path,
+                )
             if not os.path.isdir(folder):
-                raise StorageError(f"cannot open the store: the folder {folder} does not exist",
-                                   path=self.path)
+                raise StorageError(
+                    f"cannot open the store: the folder {folder} does not exist", path=self.path
+                )
         conn = None
         try:
             conn = self._connect()
-            conn.executescript(SCHEMA)       # a new file is written here (a full disk fails)
-            conn.execute("BEGIN IMMEDIATE")   # the write lock: another writer would wait here
-            conn.execute("DELETE FROM sweeps WHERE 0")   # a read-only file fails here
-            conn.rollback()                  # nothing written
+            conn.executescript(SCHEMA)  # a new file is written here (a full disk fails)
+            conn.execute("BEGIN IMMEDIATE")  # the write lock: another writer would wait here
+            conn.execute("DELETE FROM sweeps WHERE 0")  # a read-only file fails here
+            conn.rollback()  # nothing written
         except sqlite3.Error as exc:
             if conn is not None:
                 conn.close()
-            raise StorageError(f"the store cannot be written: {exc}", path=self.path or
-                               "<memory>") from exc
+            raise StorageError(
+                f"the store cannot be written: {exc}", path=self.path or "<memory>"
+            ) from exc
         return conn
 
     def read(self, sql: str, params=()) -> list:
@@ -154,14 +160,15 @@ class Store:
             names = [d[0] for d in cursor.description]
             return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         except sqlite3.Error as exc:
-            raise StorageError(f"reading the store failed: {exc}",
-                               path=self.path or "<memory>") from exc
+            raise StorageError(
+                f"reading the store failed: {exc}", path=self.path or "<memory>"
+            ) from exc
 
     # -- the writer ----------------------------------------------------------------------
 
     def put(self, sql: str, params=(), many: bool = False) -> None:
         """Queue one write (``many``: ``params`` is a list of rows)."""
-        self._ops.append((sql, params, many))   # wakes nobody: the writer comes by on its own
+        self._ops.append((sql, params, many))  # wakes nobody: the writer comes by on its own
         if self._thread is None:
             self._start()
 
@@ -174,8 +181,9 @@ class Store:
     def _start(self) -> None:
         with self._lock:
             if self._thread is None and not self._closed:
-                self._thread = threading.Thread(target=self._write_loop, daemon=True,
-                                                name="labkit-store-writer")
+                self._thread = threading.Thread(
+                    target=self._write_loop, daemon=True, name="labkit-store-writer"
+                )
                 self._thread.start()
 
     def _write_loop(self) -> None:
@@ -211,7 +219,7 @@ class Store:
                     if callable(done):
                         after.append(done)
             self._conn.commit()
-        except Exception as exc:   # disk full, a removed folder: the sweep is told
+        except Exception as exc:  # disk full, a removed folder: the sweep is told
             logger.error("labkit: writing the sweep store %s failed: %s", self.path, exc)
             try:
                 self._conn.rollback()
@@ -220,7 +228,7 @@ class Store:
             if self._error is None:
                 self._error = exc
             return
-        for fn in after:   # e.g. removing a checkpoint file the commit replaced
+        for fn in after:  # e.g. removing a checkpoint file the commit replaced
             try:
                 fn()
             except OSError:
@@ -241,8 +249,9 @@ class Store:
         if error is not None:
             if isinstance(error, StorageError):
                 raise error
-            raise StorageError(f"writing the sweep store failed: {error}",
-                               path=self.path or "<memory>") from error
+            raise StorageError(
+                f"writing the sweep store failed: {error}", path=self.path or "<memory>"
+            ) from error
 
     def close(self) -> None:
         """Commit what is queued and stop the writer; idempotent (:meth:`check` says how it went)."""
@@ -272,20 +281,32 @@ class Store:
         """Every sweep's name, oldest first."""
         return [r["name"] for r in self.read("SELECT name FROM sweeps ORDER BY created")]
 
-    def create_sweep(self, name: str, space: str, metric: str, mode: str, seed: int,
-                     settings: dict, now: bool = True) -> None:
+    def create_sweep(
+        self,
+        name: str,
+        space: str,
+        metric: str,
+        mode: str,
+        seed: int,
+        settings: dict,
+        now: bool = True,
+    ) -> None:
         """Record a new sweep (committed before the call returns, unless ``now`` is False:
         then with the next commit, e.g. that of :meth:`add_trials`)."""
         t = time.time()
-        self.put("INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 (name, space, metric, mode, seed, json.dumps(settings), t, t))
+        self.put(
+            "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (name, space, metric, mode, seed, json.dumps(settings), t, t),
+        )
         if now:
             self.flush()
 
     def update_sweep(self, name: str, settings: dict) -> None:
         """Replace the sweep's settings (queued)."""
-        self.put("UPDATE sweeps SET settings = ?, updated = ? WHERE name = ?",
-                 (json.dumps(settings), time.time(), name))
+        self.put(
+            "UPDATE sweeps SET settings = ?, updated = ? WHERE name = ?",
+            (json.dumps(settings), time.time(), name),
+        )
 
     # -- trials --------------------------------------------------------------------------
 
@@ -293,45 +314,83 @@ class Store:
         """Pending trials ``[(id, config), ...]`` (queued: every later write of theirs
         follows them into the same or a later commit)."""
         rows = [(sweep, i, _json(config)) for i, config in trials]
-        self.put("INSERT OR IGNORE INTO trials (sweep, id, config) VALUES (?, ?, ?)", rows,
-                 many=True)
+        self.put(
+            "INSERT OR IGNORE INTO trials (sweep, id, config) VALUES (?, ?, ?)", rows, many=True
+        )
 
-    def trial_started(self, sweep: str, trial: int, attempts: int, worker: str,
-                      started: float) -> None:
-        self.put("UPDATE trials SET status = 'running', attempts = ?, worker = ?, "
-                 "started = COALESCE(started, ?), ended = NULL WHERE sweep = ? AND id = ?",
-                 (attempts, worker, started, sweep, trial))
+    def trial_started(
+        self, sweep: str, trial: int, attempts: int, worker: str, started: float
+    ) -> None:
+        self.put(
+            "UPDATE trials SET status = 'running', attempts = ?, worker = ?, "
+            "started = COALESCE(started, ?), ended = NULL WHERE sweep = ? AND id = ?",
+            (attempts, worker, started, sweep, trial),
+        )
 
-    def trial_reports(self, sweep: str, trial: int, attempt: int, reports: list,
-                      progress: tuple | None = None) -> None:
+    def trial_reports(
+        self, sweep: str, trial: int, attempt: int, reports: list, progress: tuple | None = None
+    ) -> None:
         """Reports ``[(step, metrics, time), ...]`` of one trial; ``progress``: its
         ``(value, best, step)`` now.  Encoded by the writer, not the caller."""
+
         def write(conn):
-            conn.executemany("INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
-                             [(sweep, trial, step, _json(m), t, attempt)
-                              for step, m, t in reports])
+            conn.executemany(
+                "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
+                [(sweep, trial, step, _json(m), t, attempt) for step, m, t in reports],
+            )
             if progress is not None:
-                conn.execute("UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? "
-                             "AND id = ?", (*progress, sweep, trial))
+                conn.execute(
+                    "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
+                    (*progress, sweep, trial),
+                )
+
         self.call(write)
 
     def drop_reports(self, sweep: str, trial: int, from_step: int) -> None:
         """Forget reports of ``trial`` from ``from_step`` on (a restart reports them again)."""
-        self.put("DELETE FROM reports WHERE sweep = ? AND trial = ? AND step >= ?",
-                 (sweep, trial, from_step))
+        self.put(
+            "DELETE FROM reports WHERE sweep = ? AND trial = ? AND step >= ?",
+            (sweep, trial, from_step),
+        )
 
     def trial_pending(self, sweep: str, trial: int) -> None:
         """An interrupted trial waits to run again (a resumed sweep)."""
-        self.put("UPDATE trials SET status = 'pending', ended = NULL WHERE sweep = ? AND id = ?",
-                 (sweep, trial))
+        self.put(
+            "UPDATE trials SET status = 'pending', ended = NULL WHERE sweep = ? AND id = ?",
+            (sweep, trial),
+        )
 
-    def trial_finished(self, sweep: str, trial: int, status: str, metrics: dict | None, value,
-                       best, step, error: str | None = None, traceback: str | None = None,
-                       reason: str | None = None, ended: float | None = None) -> None:
-        self.put("UPDATE trials SET status = ?, metrics = ?, value = ?, best = ?, step = ?, "
-                 "error = ?, traceback = ?, reason = ?, ended = ? WHERE sweep = ? AND id = ?",
-                 (status, None if metrics is None else _json(metrics), value, best, step, error,
-                  traceback, reason, ended, sweep, trial))
+    def trial_finished(
+        self,
+        sweep: str,
+        trial: int,
+        status: str,
+        metrics: dict | None,
+        value,
+        best,
+        step,
+        error: str | None = None,
+        traceback: str | None = None,
+        reason: str | None = None,
+        ended: float | None = None,
+    ) -> None:
+        self.put(
+            "UPDATE trials SET status = ?, metrics = ?, value = ?, best = ?, step = ?, "
+            "error = ?, traceback = ?, reason = ?, ended = ? WHERE sweep = ? AND id = ?",
+            (
+                status,
+                None if metrics is None else _json(metrics),
+                value,
+                best,
+                step,
+                error,
+                traceback,
+                reason,
+                ended,
+                sweep,
+                trial,
+            ),
+        )
 
     def trials(self, sweep: str) -> list[dict]:
         """Every trial of ``sweep`` in id order, configuration and metrics decoded."""
@@ -344,10 +403,11 @@ class Store:
     def reports(self, sweep: str) -> dict[int, list]:
         """``{trial: [(step, metrics, time), ...]}`` in the order they were reported."""
         out: dict[int, list] = {}
-        for r in self.read("SELECT trial, step, metrics, time FROM reports WHERE sweep = ? "
-                           "ORDER BY rowid", (sweep,)):
-            out.setdefault(r["trial"], []).append((r["step"], json.loads(r["metrics"]),
-                                                   r["time"]))
+        for r in self.read(
+            "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid",
+            (sweep,),
+        ):
+            out.setdefault(r["trial"], []).append((r["step"], json.loads(r["metrics"]), r["time"]))
         return out
 
     # -- checkpoints ---------------------------------------------------------------------
@@ -366,23 +426,37 @@ class Store:
         now = time.time()
 
         def write(conn):
-            old = conn.execute("SELECT path FROM checkpoints WHERE sweep = ? AND trial = ?",
-                               (sweep, trial)).fetchone()
+            old = conn.execute(
+                "SELECT path FROM checkpoints WHERE sweep = ? AND trial = ?", (sweep, trial)
+            ).fetchone()
             path = None
             if folder is not None and len(blob) > INLINE_BYTES:
                 path = os.path.join(folder, f"trial-{trial}-{seq}.lkc")
                 write_bytes(path, blob)
-            conn.execute("INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         (sweep, trial, seq, step, now, len(blob),
-                          None if path else sqlite3.Binary(blob), path))
+            conn.execute(
+                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    sweep,
+                    trial,
+                    seq,
+                    step,
+                    now,
+                    len(blob),
+                    None if path else sqlite3.Binary(blob),
+                    path,
+                ),
+            )
             stale = old[0] if old and old[0] and old[0] != path else None
             return (lambda: os.unlink(stale)) if stale else None
+
         self.call(write)
 
     def checkpoint(self, sweep: str, trial: int) -> tuple[bytes, int, int] | None:
         """``(bytes, step, seq)`` of the trial's latest checkpoint, or None."""
-        rows = self.read("SELECT seq, step, data, path FROM checkpoints WHERE sweep = ? AND "
-                         "trial = ?", (sweep, trial))
+        rows = self.read(
+            "SELECT seq, step, data, path FROM checkpoints WHERE sweep = ? AND trial = ?",
+            (sweep, trial),
+        )
         if not rows:
             return None
         row = rows[0]

@@ -48,16 +48,33 @@ class SweepSpec:
 
     def settings(self) -> dict:
         """The settings stored with the sweep."""
-        return {"trials": self.trials, "early_stop": None if self.rule is None else
-                _describe_rule(self.rule), "max_failures": self.max_failures,
-                "workers_per_trial": self.workers_per_trial,
-                "max_concurrent": self.max_concurrent}
+        return {
+            "trials": self.trials,
+            "early_stop": None if self.rule is None else _describe_rule(self.rule),
+            "max_failures": self.max_failures,
+            "workers_per_trial": self.workers_per_trial,
+            "max_concurrent": self.max_concurrent,
+        }
 
 
-def sweep(fn, space, *, trials: int | None = None, metric: str | None = None,
-          mode: str | None = None, scheduler=None, seed: int | None = None, early_stop=None,
-          store=DEFAULT_STORE, name: str | None = None, resume: bool = False, wait: bool = True,
-          max_failures: int = 3, max_concurrent: int | None = None, workers_per_trial: int = 1):
+def sweep(
+    fn,
+    space,
+    *,
+    trials: int | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+    scheduler=None,
+    seed: int | None = None,
+    early_stop=None,
+    store=DEFAULT_STORE,
+    name: str | None = None,
+    resume: bool = False,
+    wait: bool = True,
+    max_failures: int = 3,
+    max_concurrent: int | None = None,
+    workers_per_trial: int = 1,
+):
     """Run ``fn(config, trial)`` for many configurations of ``space`` in parallel; compare them.
 
     Parameters
@@ -117,19 +134,34 @@ def sweep(fn, space, *, trials: int | None = None, metric: str | None = None,
     """
     __tracebackhide__ = True
     fn, holds_gil = _function(fn)
-    checked = _check_arguments(space, trials, metric, mode, seed, early_stop, wait, resume,
-                               max_failures, max_concurrent, workers_per_trial, scheduler, name)
+    checked = _check_arguments(
+        space,
+        trials,
+        metric,
+        mode,
+        seed,
+        early_stop,
+        wait,
+        resume,
+        max_failures,
+        max_concurrent,
+        workers_per_trial,
+        scheduler,
+        name,
+    )
     space = checked["space"]
     owned = scheduler is None
     if owned:
         from ..scheduling import LocalScheduler
+
         scheduler = LocalScheduler()
     if hasattr(scheduler, "client") and (not scheduler.in_process or holds_gil):
         _check_pickles(fn)
     the_store = Store(store)
     try:
-        spec, engine = _prepare(the_store, fn, space, checked, name, metric, mode, seed, trials,
-                                early_stop, resume)
+        spec, engine = _prepare(
+            the_store, fn, space, checked, name, metric, mode, seed, trials, early_stop, resume
+        )
     except BaseException:
         the_store.close()
         if owned:
@@ -142,20 +174,31 @@ def sweep(fn, space, *, trials: int | None = None, metric: str | None = None,
     def job(scope):
         from .launch import launcher_for
         from .loop import drive
+
         _LIVE[scope.id] = live
         try:
             engine.scope = scope
-            launcher = launcher_for(scheduler, engine, fn, holds_gil, workers_per_trial,
-                                    max_concurrent)
+            launcher = launcher_for(
+                scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent
+            )
             if scope.sources and any(source.has_subscribers for source in scope.sources):
-                scope.emit(SweepStarted(scope.id, spec.name, spec.metric, spec.mode,
-                                        spec.space.describe(), tuple(engine.snapshot()),
-                                        launcher.slots(), spec.settings()["early_stop"],
-                                        the_store.path))
+                scope.emit(
+                    SweepStarted(
+                        scope.id,
+                        spec.name,
+                        spec.metric,
+                        spec.mode,
+                        spec.space.describe(),
+                        tuple(engine.snapshot()),
+                        launcher.slots(),
+                        spec.settings()["early_stop"],
+                        the_store.path,
+                    )
+                )
             drive(engine, launcher, scope)
             result = _result(engine, spec, the_store, again)
         finally:
-            the_store.close()   # commits what is queued
+            the_store.close()  # commits what is queued
             if owned:
                 scheduler.shutdown()
         the_store.check()
@@ -172,6 +215,7 @@ def sweep(fn, space, *, trials: int | None = None, metric: str | None = None,
 def _function(fn) -> tuple:
     """``(function, holds_gil)`` from a callable or an ``lk.FunctionCallable``."""
     from ..scheduling import FunctionCallable
+
     if isinstance(fn, FunctionCallable):
         return fn.fn, bool(fn.holds_gil)
     require_callable(fn, "fn", "lk.sweep")
@@ -180,40 +224,65 @@ def _function(fn) -> tuple:
 
 def _check_pickles(fn) -> None:
     import cloudpickle
+
     try:
         cloudpickle.dumps(fn)
-    except Exception as exc:   # noqa: BLE001 - pickling fails in many ways
-        raise InputError(f"the trial function cannot be pickled ({type(exc).__name__}: {exc}), "
-                         "so it cannot reach the workers", argument="fn") from None
+    except Exception as exc:  # noqa: BLE001 - pickling fails in many ways
+        raise InputError(
+            f"the trial function cannot be pickled ({type(exc).__name__}: {exc}), "
+            "so it cannot reach the workers",
+            argument="fn",
+        ) from None
 
 
 def _int(value, name: str, minimum: int, allow_none: bool = False):
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(f"{name} must be an int >= {minimum}"
-                         f"{' or None' if allow_none else ''}, got {value!r}", argument=name)
+        raise InputError(
+            f"{name} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}",
+            argument=name,
+        )
     return int(value)
 
 
-def _check_arguments(space, trials, metric, mode, seed, early_stop, wait, resume, max_failures,
-                     max_concurrent, workers_per_trial, scheduler, name) -> dict:
+def _check_arguments(
+    space,
+    trials,
+    metric,
+    mode,
+    seed,
+    early_stop,
+    wait,
+    resume,
+    max_failures,
+    max_concurrent,
+    workers_per_trial,
+    scheduler,
+    name,
+) -> dict:
     """Every argument checked, in the order a reader meets them; labkit errors naming each."""
     space = Space.of(space)
     _int(trials, "trials", 1, allow_none=True)
     if trials is None and space.size is None and not resume:
-        raise InputError("trials= is needed for a random space (how many configurations "
-                         "to try)", argument="trials")
+        raise InputError(
+            "trials= is needed for a random space (how many configurations to try)",
+            argument="trials",
+        )
     if space.kind == "list" and trials is not None and trials > space.size:
-        raise InputError(f"trials={trials} but the list holds {space.size} configurations",
-                         argument="trials")
+        raise InputError(
+            f"trials={trials} but the list holds {space.size} configurations", argument="trials"
+        )
     space.check_pickles()
     if not isinstance(metric, str) or not metric:
-        raise InputError(f"metric must be the name of a reported metric, got {metric!r}",
-                         argument="metric")
+        raise InputError(
+            f"metric must be the name of a reported metric, got {metric!r}", argument="metric"
+        )
     if mode not in ("min", "max"):
-        raise InputError(f"mode must be 'min' or 'max' (is a lower or higher {metric} "
-                         f"better?), got {mode!r}", argument="mode")
+        raise InputError(
+            f"mode must be 'min' or 'max' (is a lower or higher {metric} better?), got {mode!r}",
+            argument="mode",
+        )
     _int(seed, "seed", 0, allow_none=True)
     check_rule(early_stop)
     for flag, value in (("wait", wait), ("resume", resume)):
@@ -223,21 +292,32 @@ def _check_arguments(space, trials, metric, mode, seed, early_stop, wait, resume
     _int(max_concurrent, "max_concurrent", 1, allow_none=True)
     _int(workers_per_trial, "workers_per_trial", 1)
     from ..scheduling import Scheduler
+
     if scheduler is not None and not isinstance(scheduler, Scheduler):
-        raise InputError(f"scheduler must be an lk.DaskScheduler, an lk.LocalScheduler or None, "
-                         f"got {type(scheduler).__name__} {scheduler!r:.60}", argument="scheduler")
+        raise InputError(
+            f"scheduler must be an lk.DaskScheduler, an lk.LocalScheduler or None, "
+            f"got {type(scheduler).__name__} {scheduler!r:.60}",
+            argument="scheduler",
+        )
     if scheduler is not None and scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
     if name is not None and (not isinstance(name, str) or not name):
         raise InputError(f"name must be a non-empty str, got {name!r}", argument="name")
-    return {"space": space, "max_failures": max_failures,
-            "max_concurrent": max_concurrent, "workers_per_trial": workers_per_trial}
+    return {
+        "space": space,
+        "max_failures": max_failures,
+        "max_concurrent": max_concurrent,
+        "workers_per_trial": workers_per_trial,
+    }
 
 
 def _prepare(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
     """The sweep's spec and engine: a new sweep recorded, or a stored one found and checked."""
-    name = name or f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-" \
-                   f"{uuid.uuid4().hex[:4]}"
+    name = (
+        name
+        or f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-"
+        f"{uuid.uuid4().hex[:4]}"
+    )
     row = store.sweep(name)
     if row is not None:
         seed = _check_resumable(row, space, metric, mode, seed, resume, store, name)
@@ -246,8 +326,18 @@ def _prepare(store, fn, space, checked, name, metric, mode, seed, trials, rule, 
     known = store.trials(name) if row is not None else []
     total = trials or (row["settings"].get("trials") if row is not None else None) or space.size
     total = max(total, len(known))
-    spec = SweepSpec(name, space, seed, metric, mode, total, rule, checked["max_failures"],
-                     checked["workers_per_trial"], checked["max_concurrent"])
+    spec = SweepSpec(
+        name,
+        space,
+        seed,
+        metric,
+        mode,
+        total,
+        rule,
+        checked["max_failures"],
+        checked["workers_per_trial"],
+        checked["max_concurrent"],
+    )
     _check_room(spec, total)
     if row is None:
         store.create_sweep(name, space.key(), metric, mode, seed, spec.settings(), now=False)
@@ -256,13 +346,24 @@ def _prepare(store, fn, space, checked, name, metric, mode, seed, trials, rule, 
     engine = SweepEngine(spec, store, rule, checked["max_failures"])
     reports = store.reports(name) if known else {}
     for t in known:
-        state = TrialState(t["id"], space.configuration(t["id"], seed), t["status"],
-                           attempts=t["attempts"], history=reports.get(t["id"], []),
-                           metrics=t["metrics"], value=t["value"], best=t["best"],
-                           error=t["error"], traceback=t["traceback"], reason=t["reason"],
-                           worker=t["worker"], started=t["started"], ended=t["ended"])
+        state = TrialState(
+            t["id"],
+            space.configuration(t["id"], seed),
+            t["status"],
+            attempts=t["attempts"],
+            history=reports.get(t["id"], []),
+            metrics=t["metrics"],
+            value=t["value"],
+            best=t["best"],
+            error=t["error"],
+            traceback=t["traceback"],
+            reason=t["reason"],
+            worker=t["worker"],
+            started=t["started"],
+            ended=t["ended"],
+        )
         if state.status not in TERMINAL:
-            if state.status != "pending":   # interrupted (running, cancelled): runs again
+            if state.status != "pending":  # interrupted (running, cancelled): runs again
                 store.trial_pending(name, state.id)
             state.status = "pending"
         engine.add(state, run=state.status not in TERMINAL)
@@ -277,26 +378,37 @@ def _check_resumable(row, space, metric, mode, seed, resume, store, name) -> int
     """The stored sweep may go on with these arguments; its seed."""
     where = store.path or "memory"
     if not resume:
-        raise InputError(f"the store {where} holds a sweep named {name!r} already; pass "
-                         f"resume=True to go on with it, or give another name", argument="name")
+        raise InputError(
+            f"the store {where} holds a sweep named {name!r} already; pass "
+            f"resume=True to go on with it, or give another name",
+            argument="name",
+        )
     if row["space"] != space.key():
-        raise InputError(f"the sweep {name!r} in {where} was made with another space "
-                         f"({row['space'][:200]}); give its space again, or another name",
-                         argument="space")
+        raise InputError(
+            f"the sweep {name!r} in {where} was made with another space "
+            f"({row['space'][:200]}); give its space again, or another name",
+            argument="space",
+        )
     for argument, stored, given in (("metric", row["metric"], metric), ("mode", row["mode"], mode)):
         if stored != given:
-            raise InputError(f"the sweep {name!r} in {where} has {argument}={stored!r}, not "
-                             f"{given!r}", argument=argument)
+            raise InputError(
+                f"the sweep {name!r} in {where} has {argument}={stored!r}, not {given!r}",
+                argument=argument,
+            )
     if seed is not None and seed != row["seed"]:
-        raise InputError(f"the sweep {name!r} in {where} was drawn with seed={row['seed']}, "
-                         f"not {seed}", argument="seed")
+        raise InputError(
+            f"the sweep {name!r} in {where} was drawn with seed={row['seed']}, not {seed}",
+            argument="seed",
+        )
     return row["seed"]
 
 
 def _check_room(spec: SweepSpec, total: int) -> None:
     if spec.space.kind == "list" and total > spec.space.size:
-        raise InputError(f"{total} trials, but the list holds {spec.space.size} "
-                         "configurations", argument="trials")
+        raise InputError(
+            f"{total} trials, but the list holds {spec.space.size} configurations",
+            argument="trials",
+        )
 
 
 def new_states(spec: SweepSpec, first: int, n: int) -> list[TrialState]:
@@ -308,39 +420,74 @@ def new_states(spec: SweepSpec, first: int, n: int) -> list[TrialState]:
 def _result(engine: SweepEngine, spec: SweepSpec, store: Store, again=None) -> SweepResult:
     """The result from the engine's states (what the store holds too)."""
     with engine.lock:
-        records = [TrialRecord.of(engine.states[i].row(), list(engine.states[i].history))
-                   for i in sorted(engine.states)]
-    return SweepResult(spec.name, spec.metric, spec.mode, spec.seed, spec.space.describe(),
-                       records, store.path, spec.settings()["early_stop"], again)
+        records = [
+            TrialRecord.of(engine.states[i].row(), list(engine.states[i].history))
+            for i in sorted(engine.states)
+        ]
+    return SweepResult(
+        spec.name,
+        spec.metric,
+        spec.mode,
+        spec.seed,
+        spec.space.describe(),
+        records,
+        store.path,
+        spec.settings()["early_stop"],
+        again,
+    )
 
 
 def _raise_if_all_failed(result: SweepResult) -> None:
     """A sweep none of whose trials completed, and some failed: raise the first failure."""
     counts = result.counts()
-    if counts.get("failed") and not counts.get("completed") and not counts.get("stopped") \
-            and not counts.get("cancelled") and not counts.get("pending"):
+    if (
+        counts.get("failed")
+        and not counts.get("completed")
+        and not counts.get("stopped")
+        and not counts.get("cancelled")
+        and not counts.get("pending")
+    ):
         first = result.by_status("failed")[0]
-        err = TaskError(f"no trial of sweep {result.name!r} completed: {counts['failed']} "
-                        f"failed; trial {first.id} {first.config}: {first.error}",
-                        user_traceback=first.traceback or "")
-        err.result = result   # the records, for a look at every failure
+        err = TaskError(
+            f"no trial of sweep {result.name!r} completed: {counts['failed']} "
+            f"failed; trial {first.id} {first.config}: {first.error}",
+            user_traceback=first.traceback or "",
+        )
+        err.result = result  # the records, for a look at every failure
         raise err
 
 
 def _again(fn, spec: SweepSpec, store, checked: dict, scheduler, rule):
     """How ``result.extend`` runs more trials of this sweep in this kernel."""
+
     def again(total, other_scheduler, space, options):
         if store is None:
-            raise InputError("a sweep kept in memory cannot be extended: give store= a path",
-                             argument="store")
-        options = {"early_stop": rule, "max_failures": checked["max_failures"],
-                   "max_concurrent": checked["max_concurrent"],
-                   "workers_per_trial": checked["workers_per_trial"], **options}
-        return sweep(fn, space if space is not None else spec.space, trials=total,
-                     metric=spec.metric, mode=spec.mode, seed=spec.seed, store=store,
-                     name=spec.name, resume=True,
-                     scheduler=other_scheduler if other_scheduler is not None else
-                     (None if scheduler.closed else scheduler), **options)
+            raise InputError(
+                "a sweep kept in memory cannot be extended: give store= a path", argument="store"
+            )
+        options = {
+            "early_stop": rule,
+            "max_failures": checked["max_failures"],
+            "max_concurrent": checked["max_concurrent"],
+            "workers_per_trial": checked["workers_per_trial"],
+            **options,
+        }
+        return sweep(
+            fn,
+            space if space is not None else spec.space,
+            trials=total,
+            metric=spec.metric,
+            mode=spec.mode,
+            seed=spec.seed,
+            store=store,
+            name=spec.name,
+            resume=True,
+            scheduler=other_scheduler
+            if other_scheduler is not None
+            else (None if scheduler.closed else scheduler),
+            **options,
+        )
+
     return again
 
 

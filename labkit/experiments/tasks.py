@@ -26,7 +26,7 @@ from .trial import Trial, TrialStopped
 
 __all__ = ["execute", "final_metrics", "run_remote", "OffloadTrial", "run_offloaded"]
 
-_FUNCTIONS: dict = {}   # on a worker process: sweep token -> its trial function
+_FUNCTIONS: dict = {}  # on a worker process: sweep token -> its trial function
 
 
 def execute(fn, trial: Trial) -> dict:
@@ -38,11 +38,14 @@ def execute(fn, trial: Trial) -> dict:
         return out
     except TrialStopped:
         return {"status": "stopped"}
-    except Exception as exc:   # the trial failed; the sweep goes on
+    except Exception as exc:  # the trial failed; the sweep goes on
         err = TaskError.from_exception(exc, traceback.format_exc(), what=f"trial {trial.id}")
         kind = err.original_type.rsplit(".", 1)[-1]
-        return {"status": "failed", "error": f"{kind}: {exc}",
-                "traceback": err.user_traceback or err.remote_traceback}
+        return {
+            "status": "failed",
+            "error": f"{kind}: {exc}",
+            "traceback": err.user_traceback or err.remote_traceback,
+        }
 
 
 def final_metrics(returned) -> dict:
@@ -57,22 +60,29 @@ def final_metrics(returned) -> dict:
             try:
                 metrics[str(name)] = float(value)
             except (TypeError, ValueError):
-                raise InputError(f"the trial function returned {name!r}: "
-                                 f"{type(value).__name__}; final metrics must be numbers",
-                                 argument="fn") from None
+                raise InputError(
+                    f"the trial function returned {name!r}: "
+                    f"{type(value).__name__}; final metrics must be numbers",
+                    argument="fn",
+                ) from None
         return {"metrics": metrics}
-    raise InputError(f"the trial function returned a {type(returned).__name__}; return a dict "
-                     "of final metrics, a number (the metric's value) or None", argument="fn")
+    raise InputError(
+        f"the trial function returned a {type(returned).__name__}; return a dict "
+        "of final metrics, a number (the metric's value) or None",
+        argument="fn",
+    )
 
 
 # -- a trial on a Dask worker process -------------------------------------------------------
+
 
 def _function(token: str, blob: bytes):
     """The sweep's trial function, unpickled once a worker process."""
     fn = _FUNCTIONS.get(token)
     if fn is None:
         import cloudpickle
-        if len(_FUNCTIONS) > 8:   # functions of sweeps that ended
+
+        if len(_FUNCTIONS) > 8:  # functions of sweeps that ended
             _FUNCTIONS.clear()
         fn = _FUNCTIONS[token] = cloudpickle.loads(blob)
     return fn
@@ -86,10 +96,13 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
     sink.start(spec["attempt"])
     try:
         fn = _function(token, blob)
-    except Exception as exc:   # a function that cannot be unpickled here (a missing module)
-        outcome = {"status": "failed", "error": f"the trial function cannot be loaded on "
-                   f"{sink.worker.address}: {type(exc).__name__}: {exc}",
-                   "traceback": traceback.format_exc()}
+    except Exception as exc:  # a function that cannot be unpickled here (a missing module)
+        outcome = {
+            "status": "failed",
+            "error": f"the trial function cannot be loaded on "
+            f"{sink.worker.address}: {type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
     else:
         outcome = execute(fn, Trial(trial_id, spec["config"], sink, spec["attempt"]))
     outcome["exec"] = execution
@@ -101,6 +114,7 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
 
 # -- a GIL-holding trial in an offload process ----------------------------------------------
 
+
 class OffloadTrial(TaskCallable):
     """Runs trials in an offload pool's process, talking to the task's thread over a socket."""
 
@@ -111,6 +125,7 @@ class OffloadTrial(TaskCallable):
 
     def __call__(self, spec: dict) -> dict:
         from multiprocessing.connection import Client
+
         conn = Client(spec["address"], authkey=spec["authkey"])
         try:
             conn.send(("start", os.getpid()))
@@ -131,23 +146,31 @@ def run_offloaded(engine, pool, callable_: OffloadTrial, spec: dict, info, worke
     latest checkpoint, and is a new execution for the sweep.
     """
     from multiprocessing.connection import Client, Listener
+
     authkey = os.urandom(16)
     served = {"exec": None}
     with Listener(authkey=authkey) as listener:
-        server = threading.Thread(target=_serve, args=(listener, engine, spec["trial"], worker,
-                                                       served), daemon=True,
-                                  name=f"labkit-trial-{spec['trial']}-socket")
+        server = threading.Thread(
+            target=_serve,
+            args=(listener, engine, spec["trial"], worker, served),
+            daemon=True,
+            name=f"labkit-trial-{spec['trial']}-socket",
+        )
         server.start()
         try:
-            outcome = pool.run(callable_, dict(spec, address=listener.address, authkey=authkey),
-                               info, worker).result
+            outcome = pool.run(
+                callable_, dict(spec, address=listener.address, authkey=authkey), info, worker
+            ).result
         except WorkerLostError as err:
             outcome = {"status": "lost", "error": err.message}
         except LabkitError as err:
-            outcome = {"status": "failed", "error": str(err),
-                       "traceback": getattr(err, "remote_traceback", None)}
+            outcome = {
+                "status": "failed",
+                "error": str(err),
+                "traceback": getattr(err, "remote_traceback", None),
+            }
         finally:
-            with Client(listener.address, authkey=authkey) as wake:   # ends the server's accept
+            with Client(listener.address, authkey=authkey) as wake:  # ends the server's accept
                 wake.send(("bye",))
             server.join()
     return served["exec"], outcome
@@ -165,7 +188,7 @@ def _serve(listener, engine, trial: int, worker: str, served: dict) -> None:
             engine.started(trial, execution, f"{worker} (process {first[1]})")
             conn.send(engine.restore_blob(trial))
             _answer(conn, engine, trial, execution)
-        except (EOFError, OSError):   # the process died: the pool starts another
+        except (EOFError, OSError):  # the process died: the pool starts another
             pass
         finally:
             conn.close()

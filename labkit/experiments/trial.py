@@ -98,14 +98,18 @@ class Trial:
 
 def _step(step):
     if isinstance(step, bool) or not isinstance(step, numbers.Real):
-        raise InputError(f"trial.report(step, ...) needs a number as the step, got "
-                         f"{type(step).__name__} {step!r:.40}", argument="step")
+        raise InputError(
+            f"trial.report(step, ...) needs a number as the step, got "
+            f"{type(step).__name__} {step!r:.40}",
+            argument="step",
+        )
     if isinstance(step, numbers.Integral):
         return int(step)
     step = float(step)
     if not math.isfinite(step):
-        raise InputError(f"trial.report(step, ...) needs a finite step, got {step}",
-                         argument="step")
+        raise InputError(
+            f"trial.report(step, ...) needs a finite step, got {step}", argument="step"
+        )
     return step
 
 
@@ -116,5 +120,8 @@ def _metric(name: str, value) -> float:
             raise TypeError
         return float(value)
     except (TypeError, ValueError, RuntimeError):
-        raise InputError(f"trial.report: metric {name!r} must be a number, got "
-                         f"{type(value).__name__} {value!r:.40}", argument=name) from None
+        raise InputError(
+            f"trial.report: metric {name!r} must be a number, got "
+            f"{type(value).__name__} {value!r:.40}",
+            argument=name,
+        ) from None

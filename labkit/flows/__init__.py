@@ -7,6 +7,14 @@ from .node import Node
 from .parallel import JoinResultContainer, ParallelFlow
 from .snapshot import allow_in_checkpoints
 
-__all__ = ["Node", "Flow", "ParallelFlow", "CheckpointFlow", "CheckpointSaver",
-           "FlowTrainCallable", "FlowExecuteCallable", "JoinResultContainer",
-           "allow_in_checkpoints"]
+__all__ = [
+    "Node",
+    "Flow",
+    "ParallelFlow",
+    "CheckpointFlow",
+    "CheckpointSaver",
+    "FlowTrainCallable",
+    "FlowExecuteCallable",
+    "JoinResultContainer",
+    "allow_in_checkpoints",
+]

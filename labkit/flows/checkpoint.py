@@ -57,8 +57,15 @@ class CheckpointFlow(ParallelFlow):
 
     _checkpoints: list = []
 
-    def train(self, data_iterables, checkpoints=None, scheduler=None, wait: bool = True,
-              train_callable_class=None, resume: bool = False):
+    def train(
+        self,
+        data_iterables,
+        checkpoints=None,
+        scheduler=None,
+        wait: bool = True,
+        train_callable_class=None,
+        resume: bool = False,
+    ):
         """Train like :meth:`ParallelFlow.train`, checkpointing after each node.
 
         Parameters
@@ -68,8 +75,13 @@ class CheckpointFlow(ParallelFlow):
             node (``None`` for no checkpoint after that node) or applies to all.
         """
         self._checkpoints = self._checkpoint_list(checkpoints)
-        return super().train(data_iterables, scheduler=scheduler, wait=wait,
-                             train_callable_class=train_callable_class, resume=resume)
+        return super().train(
+            data_iterables,
+            scheduler=scheduler,
+            wait=wait,
+            train_callable_class=train_callable_class,
+            resume=resume,
+        )
 
     def _checkpoint_list(self, checkpoints) -> list[Callable | None]:
         """One checkpoint function (or None) per node; paths checked before training."""
@@ -79,17 +91,22 @@ class CheckpointFlow(ParallelFlow):
         if _is_checkpoint(checkpoints):
             checkpoints = [checkpoints] * n
         elif not hasattr(checkpoints, "__iter__"):
-            raise InputError("checkpoints must be a file path, a function fn(flow, node_index), "
-                             f"a list of them (one per node) or None, got "
-                             f"{type(checkpoints).__name__} {checkpoints!r}")
+            raise InputError(
+                "checkpoints must be a file path, a function fn(flow, node_index), "
+                f"a list of them (one per node) or None, got "
+                f"{type(checkpoints).__name__} {checkpoints!r}"
+            )
         checkpoints = list(checkpoints)
         if len(checkpoints) != n:
             raise InputError(f"got {len(checkpoints)} checkpoints for {n} nodes")
         out = []
         for i, entry in enumerate(checkpoints):
             if entry is not None and not _is_checkpoint(entry):
-                raise InputError(f"checkpoint {i} must be a file path, a function or None, "
-                                 f"got {type(entry).__name__} {entry!r}", node=i)
+                raise InputError(
+                    f"checkpoint {i} must be a file path, a function or None, "
+                    f"got {type(entry).__name__} {entry!r}",
+                    node=i,
+                )
             is_path = isinstance(entry, (str, os.PathLike))
             try:
                 out.append(CheckpointSaver(entry) if is_path else entry)
@@ -102,7 +119,7 @@ class CheckpointFlow(ParallelFlow):
         if checkpoint is not None:
             try:
                 checkpoint(self, i)
-            except LabkitError as err:   # a full disk, say: which node's checkpoint it was
+            except LabkitError as err:  # a full disk, say: which node's checkpoint it was
                 raise err.locate(node=i, node_name=self.nodes[i].name)
 
     def __getstate__(self):

@@ -54,8 +54,7 @@ def atomic_dump(obj, path, format: str = "safe") -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         if isinstance(exc, OSError) and not isinstance(exc, LabkitError):
-            kept = ("the file there is as it was" if os.path.exists(path)
-                    else "nothing was written")
+            kept = "the file there is as it was" if os.path.exists(path) else "nothing was written"
             raise StorageError.of(exc, f"saving to {path} ({kept})", path) from exc
         raise
 
@@ -76,13 +75,16 @@ class Flow:
 
     def __init__(self, nodes: Iterable[Node]):
         if isinstance(nodes, Node) or not hasattr(nodes, "__iter__"):
-            raise InputError(f"a flow takes a list of nodes, got {type(nodes).__name__}; "
-                             "for one node write lk.Flow([node])")
+            raise InputError(
+                f"a flow takes a list of nodes, got {type(nodes).__name__}; "
+                "for one node write lk.Flow([node])"
+            )
         self.nodes = list(nodes)
         for i, node in enumerate(self.nodes):
             if not isinstance(node, Node):
-                raise InputError(f"flow entry {i} is a {type(node).__name__}, not a labkit Node",
-                                 node=i)
+                raise InputError(
+                    f"flow entry {i} is a {type(node).__name__}, not a labkit Node", node=i
+                )
 
     # -- training ----------------------------------------------------------------
 
@@ -115,16 +117,20 @@ class Flow:
                 out.append(None)
                 continue
             if not node.is_training():
-                raise TrainingError(f"{node.name} is already trained "
-                                    "(pass resume=True to skip trained nodes)", **where)
+                raise TrainingError(
+                    f"{node.name} is already trained (pass resume=True to skip trained nodes)",
+                    **where,
+                )
             if data is None:
-                raise InputError(f"{node.name} is trainable but its data iterable is None",
-                                 **where)
+                raise InputError(f"{node.name} is trainable but its data iterable is None", **where)
             chunks = as_chunks(data)
             if is_one_shot(chunks) and node.n_phases() != 1:
-                raise InputError(f"{node.name} trains in several phases and needs a "
-                                 "re-iterable source (a list or an object with __iter__), "
-                                 "not a one-shot iterator or generator", **where)
+                raise InputError(
+                    f"{node.name} trains in several phases and needs a "
+                    "re-iterable source (a list or an object with __iter__), "
+                    "not a one-shot iterator or generator",
+                    **where,
+                )
             out.append(chunks)
         return out
 
@@ -143,6 +149,7 @@ class Flow:
     def _train_phase_serial(self, i: int, chunks) -> None:
         """One phase of node ``i`` on the client; errors name node, phase and chunk."""
         from ..scheduling.local import resolve_local
+
         node, phase, count = self.nodes[i], self.nodes[i].phase, 0
         where = dict(node=i, node_name=node.name, phase=phase)
         for count, chunk in enumerate(pulled(chunks, **where), start=1):
@@ -152,8 +159,9 @@ class Flow:
             except LabkitError as err:
                 raise err.locate(node=i, node_name=node.name, phase=phase, chunk=count - 1)
         if count == 0:
-            raise InputError(f"{node.name} got an empty data iterable", node=i,
-                             node_name=node.name, phase=phase)
+            raise InputError(
+                f"{node.name} got an empty data iterable", node=i, node_name=node.name, phase=phase
+            )
         try:
             node.stop_training()
         except LabkitError as err:
@@ -181,15 +189,18 @@ class Flow:
 
     def _executing_nodes(self, nodenr: int | None) -> list:
         """Nodes ``0..nodenr``, all trained, or a TrainingError naming the first that is not."""
-        if nodenr is not None and not (isinstance(nodenr, (int, np.integer))
-                                       and 0 <= nodenr < len(self.nodes)):
-            raise InputError(f"nodenr must be a node index from 0 to {len(self.nodes) - 1}, "
-                             f"got {nodenr!r}")
+        if nodenr is not None and not (
+            isinstance(nodenr, (int, np.integer)) and 0 <= nodenr < len(self.nodes)
+        ):
+            raise InputError(
+                f"nodenr must be a node index from 0 to {len(self.nodes) - 1}, got {nodenr!r}"
+            )
         nodes = self.nodes if nodenr is None else self.nodes[: nodenr + 1]
         for i, node in enumerate(nodes):
             if node.is_trainable() and node.is_training():
-                raise TrainingError(f"{node.name} must be trained before execute", node=i,
-                                    node_name=node.name)
+                raise TrainingError(
+                    f"{node.name} must be trained before execute", node=i, node_name=node.name
+                )
         return nodes
 
     __call__ = execute
@@ -258,13 +269,16 @@ class Flow:
         """
         flow = load_checkpoint(path, allow=allow, trusted=trusted)
         if not isinstance(flow, Flow):
-            raise InputError(f"the file holds a {type(flow).__name__}, not a labkit Flow",
-                             path=os.fspath(path))
+            raise InputError(
+                f"the file holds a {type(flow).__name__}, not a labkit Flow", path=os.fspath(path)
+            )
         if not isinstance(flow, cls):
             if not issubclass(cls, type(flow)):
-                raise InputError(f"the file holds a {type(flow).__name__}, which is not a "
-                                 f"{cls.__name__}; load it with lk.{type(flow).__name__}.load",
-                                 path=os.fspath(path))
+                raise InputError(
+                    f"the file holds a {type(flow).__name__}, which is not a "
+                    f"{cls.__name__}; load it with lk.{type(flow).__name__}.load",
+                    path=os.fspath(path),
+                )
             # flow.save(path) read back as a ParallelFlow or a CheckpointFlow: the same
             # nodes, in the class asked for (its methods, e.g. resume=True, then work)
             adopted = cls.__new__(cls)

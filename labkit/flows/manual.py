@@ -43,31 +43,39 @@ class _Tasks:
 def _result_list(results) -> list:
     """``results`` (what ``scheduler.get_results()`` returned) as a list, or an InputError."""
     if isinstance(results, (str, bytes)) or not hasattr(results, "__iter__"):
-        raise InputError("use_results takes the list scheduler.get_results() returned, got "
-                         f"{type(results).__name__}", argument="results")
+        raise InputError(
+            "use_results takes the list scheduler.get_results() returned, got "
+            f"{type(results).__name__}",
+            argument="results",
+        )
     return list(results)
 
 
 class ManualTasksMixin:
     """``setup_parallel_training``, ``get_task``, ``use_results`` and friends."""
 
-    _manual = None        # (mode, state) while a manual run is set up
+    _manual = None  # (mode, state) while a manual run is set up
 
-    def setup_parallel_training(self, data_iterables, train_callable_class=None,
-                                resume: bool = False) -> None:
+    def setup_parallel_training(
+        self, data_iterables, train_callable_class=None, resume: bool = False
+    ) -> None:
         """Prepare manual parallel training; trains non-forking phases locally."""
         sources = self._check_training(data_iterables, resume)
         plan = [(i, chunks) for i, chunks in enumerate(sources) if chunks is not None]
-        self._manual = ("train", {"plan": plan, "class": train_callable_class or FlowTrainCallable,
-                                  "tasks": None})
+        self._manual = (
+            "train",
+            {"plan": plan, "class": train_callable_class or FlowTrainCallable, "tasks": None},
+        )
         self._advance_training()
 
     def setup_parallel_execution(self, iterable, nodenr=None, execute_callable_class=None):
         """Prepare manual parallel execution of ``iterable``."""
         nodes = self._executing_nodes(nodenr)
         task_callable = (execute_callable_class or FlowExecuteCallable)(nodes)
-        self._manual = ("execute", {"tasks": _Tasks(as_chunks(iterable), task_callable),
-                                    "nodes": nodes})
+        self._manual = (
+            "execute",
+            {"tasks": _Tasks(as_chunks(iterable), task_callable), "nodes": nodes},
+        )
 
     @property
     def is_parallel_training(self) -> bool:
@@ -88,8 +96,10 @@ class ManualTasksMixin:
     def get_task(self):
         """The next ``(chunk, task_callable)`` pair, ready for ``scheduler.add_task``."""
         if not self.task_available:
-            raise TrainingError("no task available: call use_results with the results of "
-                                "the current phase, or set up a run first")
+            raise TrainingError(
+                "no task available: call use_results with the results of "
+                "the current phase, or set up a run first"
+            )
         return self._manual[1]["tasks"].take()
 
     def use_results(self, results):
@@ -100,14 +110,16 @@ class ManualTasksMixin:
         results = _result_list(results)
         if mode == "execute":
             if not results:
-                raise InputError("use_results got no results to execute: add a task for each "
-                                 "get_task() and pass what scheduler.get_results() returns")
+                raise InputError(
+                    "use_results got no results to execute: add a task for each "
+                    "get_task() and pass what scheduler.get_results() returns"
+                )
             self._manual = None
             return self._join_manual_execute(state, results)
         i = state["plan"][0][0]
         node = self.nodes[i]
         try:
-            for forked in results:   # all checked first: a bad one leaves the node as it was
+            for forked in results:  # all checked first: a bad one leaves the node as it was
                 node._check_fork(forked)
             for forked in results:
                 node.join(forked)
@@ -119,6 +131,7 @@ class ManualTasksMixin:
 
     def _join_manual_execute(self, state, results):
         import numpy as np
+
         tc = state["tasks"].task_callable
         if tc.forking:
             results = [self._join_execute_forks(state["nodes"], r) for r in results]

@@ -45,8 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import (InputError, LabkitError, NotForkableError, RemoteTraceback, TrainingError,
-                      located)
+from ..errors import (
+    InputError,
+    LabkitError,
+    NotForkableError,
+    RemoteTraceback,
+    TrainingError,
+    located,
+)
 
 __all__ = ["Node", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
 
@@ -61,27 +67,43 @@ def positive_int(node: "Node", value, what: str, allow_none: bool = False) -> in
     """
     if value is None and allow_none:
         return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
-            or value < 1:
-        raise InputError(f"{node.name} {what} must be an int >= 1, got {value!r}",
-                         node_name=node.name, argument=what)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(
+            f"{node.name} {what} must be an int >= 1, got {value!r}",
+            node_name=node.name,
+            argument=what,
+        )
     return int(value)
 
 
-def real_number(node: "Node", value, what: str, low: float = 0.0, high: float = math.inf,
-                open_low: bool = False, open_high: bool = False) -> float:
+def real_number(
+    node: "Node",
+    value,
+    what: str,
+    low: float = 0.0,
+    high: float = math.inf,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> float:
     """``value`` as a finite float within ``low``..``high``, else an InputError naming it.
 
     ``open_low``/``open_high`` leave the bound itself out.
     """
-    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) \
-        and math.isfinite(value) and (value > low if open_low else value >= low) \
+    ok = (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+        and (value > low if open_low else value >= low)
         and (value < high if open_high else value <= high)
+    )
     if not ok:
         lower = f"{'(' if open_low else '['}{low:g}"
         upper = f"{high:g}{')' if open_high or high == math.inf else ']'}"
-        raise InputError(f"{node.name} {what} must be a finite number in {lower}, {upper}, "
-                         f"got {value!r}", node_name=node.name, argument=what)
+        raise InputError(
+            f"{node.name} {what} must be a finite number in {lower}, {upper}, got {value!r}",
+            node_name=node.name,
+            argument=what,
+        )
     return float(value)
 
 
@@ -89,13 +111,13 @@ def real_number(node: "Node", value, what: str, low: float = 0.0, high: float = 
 def _extra_parts(train) -> tuple[int, int | None]:
     """How many parts besides ``x`` a ``_train`` takes: ``(required, most)``; most None: any."""
     try:
-        params = list(inspect.signature(train).parameters.values())[1:]   # without self
-    except (TypeError, ValueError):   # no signature to read: let _train judge
+        params = list(inspect.signature(train).parameters.values())[1:]  # without self
+    except (TypeError, ValueError):  # no signature to read: let _train judge
         return 0, None
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unlimited = any(p.kind == p.VAR_POSITIONAL for p in params)
     if positional:
-        positional = positional[1:]   # x
+        positional = positional[1:]  # x
     required = sum(1 for p in positional if p.default is p.empty)
     return required, None if unlimited else len(positional)
 
@@ -109,9 +131,13 @@ def require_finite(node: "Node", values, what: str = "its input") -> None:
     runs before the node's statistics take the chunk in.
     """
     if not np.isfinite(values).all():
-        raise InputError(f"{node.name} got NaN or inf in {what}: the chunk's data is not "
-                         "finite (clean it, or set check_finite=True to reject such chunks "
-                         "on arrival)", node_name=node.name, phase=node.phase)
+        raise InputError(
+            f"{node.name} got NaN or inf in {what}: the chunk's data is not "
+            "finite (clean it, or set check_finite=True to reject such chunks "
+            "on arrival)",
+            node_name=node.name,
+            phase=node.phase,
+        )
 
 
 class Node:
@@ -141,8 +167,7 @@ class Node:
     #: built-in node does).  ``True`` is the safe default for a new node.
     holds_gil: bool = True
 
-    def __init__(self, input_dim=None, output_dim=None, dtype=None, check_finite=False,
-                 name=None):
+    def __init__(self, input_dim=None, output_dim=None, dtype=None, check_finite=False, name=None):
         self.name = name or type(self).__name__
         self._input_dim = positive_int(self, input_dim, "input_dim", allow_none=True)
         self._output_dim = output_dim
@@ -219,18 +244,25 @@ class Node:
         if not self._training:
             raise TrainingError(f"training of {self.name} is finished", node_name=self.name)
         if self._samples == 0:
-            raise InputError(f"{self.name} got no data in phase {self._phase}",
-                             node_name=self.name, phase=self._phase)
+            raise InputError(
+                f"{self.name} got no data in phase {self._phase}",
+                node_name=self.name,
+                phase=self._phase,
+            )
         with self._hook("_stop_training"):
             try:
                 self._stop_training()
             except (np.linalg.LinAlgError, FloatingPointError) as exc:
                 # Non-finite statistics are the usual cause; the chunks are named by
                 # require_finite where a node checks them, this covers the others.
-                raise InputError(f"{self.name} could not finish phase {self._phase}: "
-                                 f"{type(exc).__name__}: {exc}; its statistics hold NaN or "
-                                 "inf if the data was not finite (check_finite=True finds "
-                                 "the chunk)", node_name=self.name, phase=self._phase) from exc
+                raise InputError(
+                    f"{self.name} could not finish phase {self._phase}: "
+                    f"{type(exc).__name__}: {exc}; its statistics hold NaN or "
+                    "inf if the data was not finite (check_finite=True finds "
+                    "the chunk)",
+                    node_name=self.name,
+                    phase=self._phase,
+                ) from exc
         if self._has_next_phase():
             self._phase += 1
         else:
@@ -249,9 +281,11 @@ class Node:
     def execute(self, x):
         """Process a chunk with what the node has learnt."""
         if self.is_trainable() and self._training:
-            raise TrainingError(f"{self.name} must be trained before execute "
-                                f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
-                                node_name=self.name)
+            raise TrainingError(
+                f"{self.name} must be trained before execute "
+                f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
+                node_name=self.name,
+            )
         x = self._check_input(x)
         with self._hook("_execute"):
             return self._execute(x)
@@ -263,13 +297,17 @@ class Node:
     def fork(self) -> "Node":
         """A fresh node with this node's parameters and empty statistics."""
         if not (self._training or self.use_execute_fork()):
-            raise TrainingError(f"{self.name} is trained and does not learn in execute; "
-                                "nothing to fork", node_name=self.name)
+            raise TrainingError(
+                f"{self.name} is trained and does not learn in execute; nothing to fork",
+                node_name=self.name,
+            )
         with self._hook("_fork"):
             forked = self._fork()
         if not isinstance(forked, Node):
-            raise TrainingError(f"{type(self).__name__}._fork returned a "
-                                f"{type(forked).__name__}, not a Node", **self._where())
+            raise TrainingError(
+                f"{type(self).__name__}._fork returned a {type(forked).__name__}, not a Node",
+                **self._where(),
+            )
         forked.name = self.name
         forked._phase, forked._training = self._phase, self._training
         forked._input_dim, forked._dtype = self._input_dim, self._dtype
@@ -285,8 +323,11 @@ class Node:
             if mine is None:
                 setattr(self, attr, theirs)
             elif theirs is not None and mine != theirs:
-                raise InputError(f"{self.name} expects {what} {mine}, a chunk had {theirs}",
-                                 node_name=self.name, phase=self._phase)
+                raise InputError(
+                    f"{self.name} expects {what} {mine}, a chunk had {theirs}",
+                    node_name=self.name,
+                    phase=self._phase,
+                )
         with self._hook("_join"):
             self._join(forked)
         # its statistics are in here now: joining it again would count them twice
@@ -297,17 +338,27 @@ class Node:
     def _check_fork(self, forked) -> None:
         """A TrainingError unless ``forked`` is a fork of this node's kind and phase, not
         joined yet."""
-        related = isinstance(forked, Node) and (isinstance(forked, type(self))
-                                                or isinstance(self, type(forked)))
+        related = isinstance(forked, Node) and (
+            isinstance(forked, type(self)) or isinstance(self, type(forked))
+        )
         if not related:
-            raise TrainingError(f"{self.name}.join takes a fork of this node (node.fork()), "
-                                f"got {type(forked).__name__}", **self._where())
+            raise TrainingError(
+                f"{self.name}.join takes a fork of this node (node.fork()), "
+                f"got {type(forked).__name__}",
+                **self._where(),
+            )
         if getattr(forked, "_joined", False):
-            raise TrainingError(f"this fork was joined already; joining it into {self.name} "
-                                "again would count its samples twice", **self._where())
+            raise TrainingError(
+                f"this fork was joined already; joining it into {self.name} "
+                "again would count its samples twice",
+                **self._where(),
+            )
         if forked._phase != self._phase:
-            raise TrainingError(f"cannot join a fork of phase {forked._phase} into "
-                                f"{self.name} at phase {self._phase}", **self._where())
+            raise TrainingError(
+                f"cannot join a fork of phase {forked._phase} into "
+                f"{self.name} at phase {self._phase}",
+                **self._where(),
+            )
 
     # -- the hooks' errors -------------------------------------------------------
 
@@ -341,9 +392,14 @@ class Node:
         (PCA's spectrum is an eigendecomposition).
         """
         state = {
-            "name": self.name, "phase": self._phase, "phases": self.n_phases(),
-            "training": self._training, "samples": self._samples, "joins": self._joins,
-            "input_dim": self._input_dim, "output_dim": self._output_dim,
+            "name": self.name,
+            "phase": self._phase,
+            "phases": self.n_phases(),
+            "training": self._training,
+            "samples": self._samples,
+            "joins": self._joins,
+            "input_dim": self._input_dim,
+            "output_dim": self._output_dim,
         }
         if plots:
             state["plots"] = {k: np.asarray(v).tolist() for k, v in self._plot_data().items()}
@@ -360,25 +416,34 @@ class Node:
         if not isinstance(x, np.ndarray):
             x = self._as_array(x)
         if x.ndim != 2:
-            raise InputError(f"{self.name} expects a 2-D array (samples x features), "
-                             f"got shape {x.shape}", node_name=self.name)
+            raise InputError(
+                f"{self.name} expects a 2-D array (samples x features), got shape {x.shape}",
+                node_name=self.name,
+            )
         if x.shape[1] == 0:
-            raise InputError(f"{self.name} expects at least one column (feature), got shape "
-                             f"{x.shape}", node_name=self.name)
+            raise InputError(
+                f"{self.name} expects at least one column (feature), got shape {x.shape}",
+                node_name=self.name,
+            )
         if self.supported_dtypes is not None and x.dtype.name not in self.supported_dtypes:
-            raise InputError(f"{self.name} does not support dtype {x.dtype} "
-                             f"(supported: {', '.join(self.supported_dtypes)})",
-                             node_name=self.name)
+            raise InputError(
+                f"{self.name} does not support dtype {x.dtype} "
+                f"(supported: {', '.join(self.supported_dtypes)})",
+                node_name=self.name,
+            )
         if self._input_dim is None:
             self._input_dim = x.shape[1]
         elif x.shape[1] != self._input_dim:
-            raise InputError(f"{self.name} expects input dim {self._input_dim}, "
-                             f"got {x.shape[1]}", node_name=self.name)
+            raise InputError(
+                f"{self.name} expects input dim {self._input_dim}, got {x.shape[1]}",
+                node_name=self.name,
+            )
         if self._dtype is None:
             self._dtype = x.dtype
         elif x.dtype != self._dtype:
-            raise InputError(f"{self.name} expects dtype {self._dtype}, got {x.dtype}",
-                             node_name=self.name)
+            raise InputError(
+                f"{self.name} expects dtype {self._dtype}, got {x.dtype}", node_name=self.name
+            )
         if self.check_finite and x.dtype.kind in "fc" and not np.isfinite(x).all():
             raise InputError(f"{self.name} got NaN or inf in its input", node_name=self.name)
         return x
@@ -387,13 +452,18 @@ class Node:
         """A chunk that is not an array (a list, a DataFrame) as one, or an InputError."""
         try:
             array = np.asarray(x)
-        except (ValueError, TypeError) as exc:   # ragged rows, say
-            raise InputError(f"{self.name} expects a 2-D array (samples x features), got a "
-                             f"{type(x).__name__} that is not one ({exc})",
-                             node_name=self.name) from None
+        except (ValueError, TypeError) as exc:  # ragged rows, say
+            raise InputError(
+                f"{self.name} expects a 2-D array (samples x features), got a "
+                f"{type(x).__name__} that is not one ({exc})",
+                node_name=self.name,
+            ) from None
         if array.ndim != 2:
-            raise InputError(f"{self.name} expects a 2-D array (samples x features), got a "
-                             f"{type(x).__name__} of shape {array.shape}", node_name=self.name)
+            raise InputError(
+                f"{self.name} expects a 2-D array (samples x features), got a "
+                f"{type(x).__name__} of shape {array.shape}",
+                node_name=self.name,
+            )
         return array
 
     def _check_parts(self, args: tuple) -> None:
@@ -405,13 +475,18 @@ class Node:
         required, most = _extra_parts(type(self)._train)
         if most is not None and len(args) > most:
             takes = "x alone" if most == 0 else f"x and at most {most} more part(s)"
-            raise InputError(f"{self.name} trains on {takes}, but the chunk has {len(args)} "
-                             f"more (a tuple (x, ...)); give it "
-                             f"{'plain arrays' if most == 0 else 'fewer parts'}",
-                             node_name=self.name)
+            raise InputError(
+                f"{self.name} trains on {takes}, but the chunk has {len(args)} "
+                f"more (a tuple (x, ...)); give it "
+                f"{'plain arrays' if most == 0 else 'fewer parts'}",
+                node_name=self.name,
+            )
         if len(args) < required:
-            raise InputError(f"{self.name} needs {required} part(s) besides x in each chunk "
-                             f"(a tuple (x, ...)), got {len(args)}", node_name=self.name)
+            raise InputError(
+                f"{self.name} needs {required} part(s) besides x in each chunk "
+                f"(a tuple (x, ...)), got {len(args)}",
+                node_name=self.name,
+            )
 
     def _checked_dtype(self, dtype) -> np.dtype | None:
         """``dtype`` as a numpy dtype this node supports, or an InputError naming it."""
@@ -420,12 +495,18 @@ class Node:
         try:
             dtype = np.dtype(dtype)
         except TypeError:
-            raise InputError(f"{self.name} dtype must be a numpy dtype, got {dtype!r}",
-                             node_name=self.name, argument="dtype") from None
+            raise InputError(
+                f"{self.name} dtype must be a numpy dtype, got {dtype!r}",
+                node_name=self.name,
+                argument="dtype",
+            ) from None
         if self.supported_dtypes is not None and dtype.name not in self.supported_dtypes:
-            raise InputError(f"{self.name} does not support dtype {dtype} (supported: "
-                             f"{', '.join(self.supported_dtypes)})", node_name=self.name,
-                             argument="dtype")
+            raise InputError(
+                f"{self.name} does not support dtype {dtype} (supported: "
+                f"{', '.join(self.supported_dtypes)})",
+                node_name=self.name,
+                argument="dtype",
+            )
         return dtype
 
     # -- hooks for subclasses ----------------------------------------------------
@@ -443,8 +524,7 @@ class Node:
 
     def _fork(self) -> "Node":
         """A fresh node that accumulates on its own; by default the node cannot fork."""
-        raise NotForkableError(f"{self.name} cannot fork; it trains locally",
-                               node_name=self.name)
+        raise NotForkableError(f"{self.name} cannot fork; it trains locally", node_name=self.name)
 
     def _join(self, forked: "Node") -> None:
         """Merge a fork's statistics (must be commutative)."""

@@ -49,6 +49,7 @@ def _view_state(node, plots: bool = True) -> dict:
     if not plots:
         return node.state(plots=False)
     from threadpoolctl import threadpool_limits
+
     with threadpool_limits(limits=1, user_api="blas"):
         return node.state()
 
@@ -88,9 +89,14 @@ class _JoinReporter:
     """
 
     def __init__(self, scheduler, run, index, node, phase):
-        self.scheduler, self.run, self.index, self.node, self.phase = (scheduler, run, index,
-                                                                       node, phase)
-        self.next: float | None = None   # when plot arrays may next be computed
+        self.scheduler, self.run, self.index, self.node, self.phase = (
+            scheduler,
+            run,
+            index,
+            node,
+            phase,
+        )
+        self.next: float | None = None  # when plot arrays may next be computed
 
     def __call__(self) -> None:
         s = self.scheduler
@@ -103,8 +109,7 @@ class _JoinReporter:
         if plots:
             cost = time.thread_time() - start
             self.next = now + max(every, cost / STATE_CPU_SHARE)
-        s.emit(NodeJoined(self.run, self.index, self.node.name, self.phase, self.node.joins,
-                          state))
+        s.emit(NodeJoined(self.run, self.index, self.node.name, self.phase, self.node.joins, state))
 
 
 class ParallelFlow(ManualTasksMixin, Flow):
@@ -112,8 +117,15 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
     # -- training ----------------------------------------------------------------
 
-    def train(self, data_iterables, scheduler=None, wait: bool = True,
-              train_callable_class=None, resume: bool = False, join: str = "auto"):
+    def train(
+        self,
+        data_iterables,
+        scheduler=None,
+        wait: bool = True,
+        train_callable_class=None,
+        resume: bool = False,
+        join: str = "auto",
+    ):
         """Train the flow with a scheduler.
 
         Parameters
@@ -147,8 +159,14 @@ class ParallelFlow(ManualTasksMixin, Flow):
         def job(scope):
             return self._train_all(sources, schedulers, owned, callable_class, scope, join)
 
-        return start("train", schedulers, job, wait=wait, n_nodes=len(self.nodes),
-                     detail={"nodes": len(self.nodes)})
+        return start(
+            "train",
+            schedulers,
+            job,
+            wait=wait,
+            n_nodes=len(self.nodes),
+            detail={"nodes": len(self.nodes)},
+        )
 
     def _schedulers_for(self, scheduler) -> tuple[list, list]:
         """One scheduler (or None) per node, and those that train must shut down."""
@@ -159,14 +177,18 @@ class ParallelFlow(ManualTasksMixin, Flow):
         if isinstance(scheduler, Scheduler):
             return [scheduler] * n, []
         if isinstance(scheduler, (str, bytes)):
-            raise InputError(f"scheduler must be a Scheduler, a list of them or None, got the "
-                             f"string {scheduler!r}; for a Dask cluster at an address pass "
-                             f"lk.DaskScheduler({scheduler!r})")
+            raise InputError(
+                f"scheduler must be a Scheduler, a list of them or None, got the "
+                f"string {scheduler!r}; for a Dask cluster at an address pass "
+                f"lk.DaskScheduler({scheduler!r})"
+            )
         try:
             schedulers = list(scheduler)
         except TypeError:
-            raise InputError(f"scheduler must be a Scheduler, a list of them or None, got "
-                             f"{type(scheduler).__name__}") from None
+            raise InputError(
+                f"scheduler must be a Scheduler, a list of them or None, got "
+                f"{type(scheduler).__name__}"
+            ) from None
         if len(schedulers) != n:
             raise InputError(f"got {len(schedulers)} schedulers for {n} nodes")
         for i, s in enumerate(schedulers):
@@ -190,7 +212,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
     def _shut_down_finished(i, schedulers, owned) -> None:
         """Shut down owned schedulers that no later node uses."""
         for s in list(owned):
-            if s not in schedulers[i + 1:]:
+            if s not in schedulers[i + 1 :]:
                 s.shutdown()
                 owned.remove(s)
 
@@ -203,22 +225,39 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 scope.check()
                 phase = node.phase
                 fork = self._try_fork(node) if scheduler is not None else None
-                emit(PhaseStarted(scope.id, i, node.name, phase, local=fork is None,
-                                  n_tasks=None if fork is None else known_length(chunks)))
+                emit(
+                    PhaseStarted(
+                        scope.id,
+                        i,
+                        node.name,
+                        phase,
+                        local=fork is None,
+                        n_tasks=None if fork is None else known_length(chunks),
+                    )
+                )
                 if fork is None:
                     self._train_phase_serial(i, chunks)
                     n_tasks = 0
                 else:
-                    n_tasks = self._train_phase_tasks(i, chunks, scheduler, fork, callable_class,
-                                                      scope, join)
+                    n_tasks = self._train_phase_tasks(
+                        i, chunks, scheduler, fork, callable_class, scope, join
+                    )
                 listening = scheduler is not None and scheduler.has_subscribers
                 plots = listening and scheduler.state_every is not None
-                emit(PhaseFinished(scope.id, i, node.name, phase, n_tasks,
-                                   state=_view_state(node, plots) if listening else None))
+                emit(
+                    PhaseFinished(
+                        scope.id,
+                        i,
+                        node.name,
+                        phase,
+                        n_tasks,
+                        state=_view_state(node, plots) if listening else None,
+                    )
+                )
         except BaseException as exc:
             emit(PhaseFinished(scope.id, i, node.name, node.phase, 0, ok=False))
             restore_node(node, snapshot)
-            if isinstance(exc, LabkitError):   # e.g. the node's own fork() failed
+            if isinstance(exc, LabkitError):  # e.g. the node's own fork() failed
                 exc.locate(node=i, node_name=node.name)
             raise
 
@@ -229,19 +268,22 @@ class ParallelFlow(ManualTasksMixin, Flow):
         except NotForkableError:
             return None
 
-    def _train_phase_tasks(self, i, chunks, scheduler, fork, callable_class, scope,
-                           join="auto") -> int:
+    def _train_phase_tasks(
+        self, i, chunks, scheduler, fork, callable_class, scope, join="auto"
+    ) -> int:
         """Run one phase as tasks; forks are joined into node ``i`` as they complete."""
         node, phase = self.nodes[i], self.nodes[i].phase
         task_callable = callable_class(self.nodes[:i], fork)
         info = TaskInfo(scope.id, -1, -1, "train", i, node.name, phase)
         reporter = _JoinReporter(scheduler, scope.id, i, node, phase)
         if self._joins_on_workers(scheduler, task_callable, join):
-            n_tasks = self._train_on_workers(scheduler, chunks, task_callable, info, reporter,
-                                             scope)
+            n_tasks = self._train_on_workers(
+                scheduler, chunks, task_callable, info, reporter, scope
+            )
         else:
-            n_tasks = self._run_tasks(scheduler, chunks, task_callable, info,
-                                      JoinResultContainer(node, reporter), scope)
+            n_tasks = self._run_tasks(
+                scheduler, chunks, task_callable, info, JoinResultContainer(node, reporter), scope
+            )
         try:
             node.stop_training()
         except LabkitError as err:
@@ -253,8 +295,9 @@ class ParallelFlow(ManualTasksMixin, Flow):
         """Whether this phase's forks are joined on the workers (see ``train``'s ``join``)."""
         if mode == "client":
             return False
-        offloaded = getattr(scheduler, "offload_pool", None) is not None and \
-            task_callable.holds_gil   # runs in a pool process that take_forks cannot reach
+        offloaded = (
+            getattr(scheduler, "offload_pool", None) is not None and task_callable.holds_gil
+        )  # runs in a pool process that take_forks cannot reach
         if offloaded:
             return False
         return mode == "workers" or not scheduler.in_process
@@ -266,14 +309,19 @@ class ParallelFlow(ManualTasksMixin, Flow):
         """One phase joined on the workers; chunks no joined fork covers are trained again."""
         node = self.nodes[info.node]
         where = dict(node=info.node, node_name=info.node_name, phase=info.phase)
-        joiner = WorkerJoin(scheduler, node, f"{scope.id}-{info.node}-{info.phase}-"
-                            f"{uuid.uuid4().hex[:8]}", keep=not scheduler.in_process,
-                            on_join=reporter)
+        joiner = WorkerJoin(
+            scheduler,
+            node,
+            f"{scope.id}-{info.node}-{info.phase}-{uuid.uuid4().hex[:8]}",
+            keep=not scheduler.in_process,
+            on_join=reporter,
+        )
         callable_ = WorkerJoinCallable(task_callable, joiner.key)
         try:
             with scheduler.batch(None, info, scope.control) as batch:
-                count = self._submit_for_workers(scheduler, batch, chunks, callable_, joiner,
-                                                 scope, where)
+                count = self._submit_for_workers(
+                    scheduler, batch, chunks, callable_, joiner, scope, where
+                )
                 if count == 0:
                     raise InputError(f"{info.node_name} got an empty data iterable", **where)
                 batch.get_results()
@@ -282,8 +330,14 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 joiner.collect(final=True)
             missing = joiner.missing(count)
             if missing:
-                self._run_tasks(scheduler, joiner.data_for(missing), task_callable, info,
-                                JoinResultContainer(node, reporter), scope)
+                self._run_tasks(
+                    scheduler,
+                    joiner.data_for(missing),
+                    task_callable,
+                    info,
+                    JoinResultContainer(node, reporter),
+                    scope,
+                )
         except LabkitError as err:
             joiner.abandon()
             raise err.locate(**where)
@@ -292,11 +346,11 @@ class ParallelFlow(ManualTasksMixin, Flow):
             raise
         return count + len(missing)
 
-    def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope,
-                            where) -> int:
+    def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope, where) -> int:
         """Submit every chunk; take forks back on the way when the client keeps too much
         or views watch."""
         from ..scheduling.starting import chunk_nbytes
+
         count, last = 0, time.monotonic()
         for chunk in pulled(chunks, **where):
             scope.check()
@@ -320,12 +374,16 @@ class ParallelFlow(ManualTasksMixin, Flow):
         try:
             with scheduler.batch(container, info, scope.control) as batch:
                 # chunks at hand (a list, a Dask array's blocks) start together
-                count = batch.add_tasks(pulled(chunks, **where), task_callable,
-                                        ready=known_length(chunks) is not None,
-                                        check=scope.check)
+                count = batch.add_tasks(
+                    pulled(chunks, **where),
+                    task_callable,
+                    ready=known_length(chunks) is not None,
+                    check=scope.check,
+                )
                 if count == 0:
-                    raise InputError(f"{info.node_name or 'execute'} got an empty data iterable",
-                                     **where)
+                    raise InputError(
+                        f"{info.node_name or 'execute'} got an empty data iterable", **where
+                    )
                 results = batch.get_results()
         except LabkitError as err:
             raise err.locate(**where)
@@ -335,8 +393,14 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
     # -- execution ---------------------------------------------------------------
 
-    def execute(self, iterable, scheduler=None, nodenr: int | None = None,
-                execute_callable_class=None, wait: bool = True):
+    def execute(
+        self,
+        iterable,
+        scheduler=None,
+        nodenr: int | None = None,
+        execute_callable_class=None,
+        wait: bool = True,
+    ):
         """Execute chunks in parallel; the output keeps chunk order.
 
         Parameters
@@ -362,13 +426,15 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 if owned:
                     scheduler.shutdown()
 
-        return start("execute", [scheduler], job, wait=wait, n_nodes=len(nodes),
-                     detail={"nodes": len(nodes)})
+        return start(
+            "execute", [scheduler], job, wait=wait, n_nodes=len(nodes), detail={"nodes": len(nodes)}
+        )
 
     def _execute_all(self, nodes, chunks, scheduler, task_callable, scope):
         info = TaskInfo(scope.id, -1, -1, "execute")
-        results = self._run_tasks(scheduler, chunks, task_callable, info,
-                                  OrderedResultContainer(), scope)
+        results = self._run_tasks(
+            scheduler, chunks, task_callable, info, OrderedResultContainer(), scope
+        )
         if task_callable.forking:
             results = [self._join_execute_forks(nodes, r) for r in results]
         return np.concatenate(results)

@@ -40,12 +40,21 @@ import zipfile
 import numpy as np
 
 from ..errors import InputError, LabkitError
-from .snapshot_state import (Allowed, Decoder, Encoder, UnsavableError,
-                             allow_in_checkpoints)
+from .snapshot_state import Allowed, Decoder, Encoder, UnsavableError, allow_in_checkpoints
 
-__all__ = ["write_snapshot", "read_snapshot", "load_checkpoint", "writer", "check_writable",
-           "make_temp", "remove_stale_temps", "allow_in_checkpoints", "UnsavableError",
-           "FORMATS", "STALE_AFTER_S"]
+__all__ = [
+    "write_snapshot",
+    "read_snapshot",
+    "load_checkpoint",
+    "writer",
+    "check_writable",
+    "make_temp",
+    "remove_stale_temps",
+    "allow_in_checkpoints",
+    "UnsavableError",
+    "FORMATS",
+    "STALE_AFTER_S",
+]
 
 FORMAT, VERSION = "labkit-snapshot", 1
 FORMATS = ("safe", "pickle")
@@ -74,8 +83,12 @@ def writer(obj, format: str = "safe"):
     if format != "safe":
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
     encoder = Encoder()
-    meta = {"format": FORMAT, "version": VERSION, "root": encoder.encode(obj, "flow"),
-            "arrays": len(encoder.arrays)}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "root": encoder.encode(obj, "flow"),
+        "arrays": len(encoder.arrays),
+    }
     text = json.dumps(meta)
     return lambda fh: _write_zip(fh, text, encoder)
 
@@ -88,6 +101,7 @@ def _write_zip(fh, text: str, encoder: Encoder) -> None:
                 np.lib.format.write_array(out, array, allow_pickle=False)
         if encoder.tensors:
             import torch
+
             buffer = io.BytesIO()
             torch.save(encoder.tensors, buffer)
             zf.writestr(TENSORS, buffer.getvalue())
@@ -111,8 +125,9 @@ def load_checkpoint(path, allow=None, trusted: bool = False):
         if head.startswith(b"PK"):
             return read_snapshot(fh, path, allow, trusted)
         if not head:
-            raise InputError("the checkpoint file is empty (a save that was interrupted?)",
-                             path=path)
+            raise InputError(
+                "the checkpoint file is empty (a save that was interrupted?)", path=path
+            )
         if trusted:
             return _read_pickle(fh, path)
         if head.startswith(b"\x80"):
@@ -120,9 +135,12 @@ def load_checkpoint(path, allow=None, trusted: bool = False):
                 "the file is a pickle checkpoint (labkit's old format); loading pickle runs "
                 "code named in the file, so it is refused by default. If you trust the file, "
                 "load it with lk.Flow.load(path, trusted=True) (and save it again to convert "
-                "it to the safe format)", path=path)
-        raise InputError("the file is not a labkit checkpoint (neither the safe format nor "
-                         "pickle)", path=path)
+                "it to the safe format)",
+                path=path,
+            )
+        raise InputError(
+            "the file is not a labkit checkpoint (neither the safe format nor pickle)", path=path
+        )
 
 
 def read_snapshot(fh, path: str, allow=None, trusted: bool = False):
@@ -136,24 +154,31 @@ def read_snapshot(fh, path: str, allow=None, trusted: bool = False):
     except LabkitError as err:
         raise err.locate(path=path)
     except Exception as exc:  # noqa: BLE001 - any damage to the file reads as corruption
-        raise InputError(f"the checkpoint is truncated or corrupt ({type(exc).__name__}: {exc}); "
-                         "load an earlier checkpoint or save the flow again",
-                         path=path) from exc
+        raise InputError(
+            f"the checkpoint is truncated or corrupt ({type(exc).__name__}: {exc}); "
+            "load an earlier checkpoint or save the flow again",
+            path=path,
+        ) from exc
 
 
 def _meta(zf: zipfile.ZipFile, path: str) -> dict:
     """The checked ``meta.json`` of a checkpoint."""
     if META not in zf.namelist():
-        raise InputError(f"the file is a zip file but not a labkit checkpoint (no {META})",
-                         path=path)
+        raise InputError(
+            f"the file is a zip file but not a labkit checkpoint (no {META})", path=path
+        )
     meta = json.loads(zf.read(META))
     if meta.get("format") != FORMAT:
-        raise InputError(f"the file is not a labkit checkpoint (format {meta.get('format')!r})",
-                         path=path)
+        raise InputError(
+            f"the file is not a labkit checkpoint (format {meta.get('format')!r})", path=path
+        )
     if not isinstance(meta.get("version"), int) or meta["version"] > VERSION:
-        raise InputError(f"the checkpoint was written by a newer labkit (version "
-                         f"{meta.get('version')!r}, this labkit reads {VERSION}): "
-                         "upgrade labkit to load it", path=path)
+        raise InputError(
+            f"the checkpoint was written by a newer labkit (version "
+            f"{meta.get('version')!r}, this labkit reads {VERSION}): "
+            "upgrade labkit to load it",
+            path=path,
+        )
     return meta
 
 
@@ -164,6 +189,7 @@ def _array(zf: zipfile.ZipFile, number) -> np.ndarray:
 
 def _tensors(zf: zipfile.ZipFile) -> dict:
     import torch
+
     tensors = torch.load(io.BytesIO(zf.read(TENSORS)), weights_only=True)
     if not isinstance(tensors, dict):
         raise ValueError(f"{TENSORS} holds no dict of tensors")
@@ -177,9 +203,11 @@ def _read_pickle(fh, path: str):
     except LabkitError as err:
         raise err.locate(path=path)
     except Exception as exc:  # noqa: BLE001 - unpickling fails in many ways
-        raise InputError(f"the checkpoint could not be unpickled ({type(exc).__name__}: "
-                         f"{exc}): it is truncated or corrupt, or needs code this Python lacks",
-                         path=path) from exc
+        raise InputError(
+            f"the checkpoint could not be unpickled ({type(exc).__name__}: "
+            f"{exc}): it is truncated or corrupt, or needs code this Python lacks",
+            path=path,
+        ) from exc
 
 
 # -- files: checks, temp files -------------------------------------------------------
@@ -191,14 +219,19 @@ def check_writable(path) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise InputError(f"cannot write a checkpoint: the folder {folder} {what}; "
-                         "create it first or choose another path", path=path)
+        raise InputError(
+            f"cannot write a checkpoint: the folder {folder} {what}; "
+            "create it first or choose another path",
+            path=path,
+        )
     if os.path.isdir(path):
-        raise InputError("cannot write a checkpoint: the path is a folder; give a file "
-                         "path inside it", path=path)
+        raise InputError(
+            "cannot write a checkpoint: the path is a folder; give a file path inside it", path=path
+        )
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write a checkpoint: the folder {folder} is not "
-                         "writable", path=path)
+        raise InputError(
+            f"cannot write a checkpoint: the folder {folder} is not writable", path=path
+        )
     return path
 
 
@@ -218,8 +251,9 @@ def make_temp(path: str) -> tuple[int, str]:
     """A new temp file beside ``path``, named for this host and process: ``(fd, name)``."""
     folder = os.path.dirname(os.path.abspath(check_writable(path)))
     try:
-        return tempfile.mkstemp(prefix=f"{_prefix(path)}{_host()}-{os.getpid()}.",
-                                suffix=".tmp", dir=folder)
+        return tempfile.mkstemp(
+            prefix=f"{_prefix(path)}{_host()}-{os.getpid()}.", suffix=".tmp", dir=folder
+        )
     except OSError as exc:
         raise InputError(f"cannot write a checkpoint: {exc}", path=path) from exc
 
@@ -238,7 +272,7 @@ def remove_stale_temps(path: str, max_age: float = STALE_AFTER_S) -> list[str]:
         return removed
     for entry in entries:
         if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
-            writer_host, _, pid = entry.name[len(prefix):].partition(".")[0].partition("-")
+            writer_host, _, pid = entry.name[len(prefix) :].partition(".")[0].partition("-")
             if pid.isdigit() and _is_stale(entry, writer_host == host, int(pid), max_age):
                 try:
                     os.unlink(entry.path)

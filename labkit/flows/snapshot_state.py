@@ -39,8 +39,14 @@ import numpy as np
 from ..errors import InputError
 from .snapshot_torch import decode_torch, encode_torch
 
-__all__ = ["Encoder", "Decoder", "Allowed", "UnsavableError", "allow_in_checkpoints",
-           "LIBRARY_MODULES"]
+__all__ = [
+    "Encoder",
+    "Decoder",
+    "Allowed",
+    "UnsavableError",
+    "allow_in_checkpoints",
+    "LIBRARY_MODULES",
+]
 
 #: Modules whose classes may load without being allowed (prefixes); see ``_library_class``.
 LIBRARY_MODULES = ("labkit.nodes", "labkit.flows", "torch.nn.modules", "torch.optim")
@@ -109,7 +115,8 @@ class Allowed:
                 "allowed (only labkit's nodes and flows, torch's built-in layers and losses "
                 "and torch optimizers are); if you trust the file, allow it: "
                 f"lk.Flow.load(path, allow=[{short}]) or "
-                f"lk.allow_in_checkpoints({short})")
+                f"lk.allow_in_checkpoints({short})"
+            )
         return found
 
 
@@ -132,6 +139,7 @@ def _library_class(obj) -> bool:
     if module.startswith("labkit.flows."):
         from .flow import Flow
         from .node import Node
+
         return issubclass(obj, (Node, Flow))
     torch = sys.modules.get("torch")
     if torch is None:
@@ -192,14 +200,18 @@ class Encoder:
 
     def _container(self, value, where: str, attributes: bool = False):
         if id(value) in self._open:
-            raise UnsavableError(f"{where} contains itself; checkpoints store no cyclic "
-                                 "lists or dicts (objects may refer to each other)")
+            raise UnsavableError(
+                f"{where} contains itself; checkpoints store no cyclic "
+                "lists or dicts (objects may refer to each other)"
+            )
         self._open.add(id(value))
         try:
             if isinstance(value, dict):
                 inner = (lambda k: f"{where}.{k}") if attributes else (lambda k: f"{where}[{k!r}]")
-                items = [[self.encode(k, f"{where} key"), self.encode(v, inner(k))]
-                         for k, v in value.items()]
+                items = [
+                    [self.encode(k, f"{where} key"), self.encode(v, inner(k))]
+                    for k, v in value.items()
+                ]
                 return {"$": "odict" if type(value) is not dict else "dict", "items": items}
             values = [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
             return values if type(value) is list else {"$": type(value).__name__, "v": values}
@@ -209,17 +221,23 @@ class Encoder:
     def _numpy(self, value, where: str):
         if isinstance(value, np.dtype):
             if value.hasobject or value.fields is not None:
-                raise UnsavableError(f"{where} is the numpy dtype {value}; checkpoints store "
-                                     "plain (not object or structured) dtypes")
+                raise UnsavableError(
+                    f"{where} is the numpy dtype {value}; checkpoints store "
+                    "plain (not object or structured) dtypes"
+                )
             return {"$": "dtype", "v": value.str}
         if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
-            raise UnsavableError(f"{where} is a {type(value).__qualname__}, a subclass of the "
-                                 "numpy array; checkpoints store plain arrays: convert it with "
-                                 "np.asarray before saving")
+            raise UnsavableError(
+                f"{where} is a {type(value).__qualname__}, a subclass of the "
+                "numpy array; checkpoints store plain arrays: convert it with "
+                "np.asarray before saving"
+            )
         if value.dtype.hasobject:
-            raise UnsavableError(f"{where} is a numpy array of Python objects; checkpoints "
-                                 "store arrays without pickle: convert it to a numeric or "
-                                 "string dtype (or a list) before saving")
+            raise UnsavableError(
+                f"{where} is a numpy array of Python objects; checkpoints "
+                "store arrays without pickle: convert it to a numeric or "
+                "string dtype (or a list) before saving"
+            )
         if isinstance(value, np.generic):
             if value.dtype.kind in "biuf":
                 return {"$": "scalar", "dtype": value.dtype.str, "v": value.item()}
@@ -234,14 +252,20 @@ class Encoder:
         if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
             return {"$": "ref", **self.name_of(value, where)}
         if type(value) is functools.partial:
-            return {"$": "partial", "func": self.encode(value.func, f"{where}.func"),
-                    "args": self.encode(list(value.args), f"{where}.args"),
-                    "keywords": self.encode(dict(value.keywords), f"{where}.keywords")}
+            return {
+                "$": "partial",
+                "func": self.encode(value.func, f"{where}.func"),
+                "args": self.encode(list(value.args), f"{where}.args"),
+                "keywords": self.encode(dict(value.keywords), f"{where}.keywords"),
+            }
         if isinstance(value, enum.Enum):
             return {"$": "enum", "class": self.name_of(type(value), where), "name": value.name}
         if isinstance(value, tuple) and hasattr(type(value), "_fields"):
-            return {"$": "namedtuple", "class": self.name_of(type(value), where),
-                    "v": self.encode(list(value), where)}
+            return {
+                "$": "namedtuple",
+                "class": self.name_of(type(value), where),
+                "v": self.encode(list(value), where),
+            }
         return self.object(value, where)
 
     def object(self, value, where: str):
@@ -249,13 +273,18 @@ class Encoder:
         cls = type(value)
         name = self.name_of(cls, where)
         if isinstance(value, _BUILTIN_CONTAINERS):
-            raise UnsavableError(f"{where} is a {cls.__qualname__}, a subclass of a built-in "
-                                 "type; checkpoints store the built-in types themselves: "
-                                 "convert it before saving")
+            raise UnsavableError(
+                f"{where} is a {cls.__qualname__}, a subclass of a built-in "
+                "type; checkpoints store the built-in types themselves: "
+                "convert it before saving"
+            )
         state = _state(value, where)
         number = self.remember(value)  # before the state: objects may refer back to it
-        encoded = (self._container(state, where, attributes=True) if type(state) is dict
-                   else self.encode(state, where))
+        encoded = (
+            self._container(state, where, attributes=True)
+            if type(state) is dict
+            else self.encode(state, where)
+        )
         return {"$": "object", "id": number, "class": name, "state": encoded}
 
     def name_of(self, obj, where: str) -> dict:
@@ -269,10 +298,12 @@ class Encoder:
             target = None
         if target is not obj:
             what = "a lambda" if str(qualname).endswith("<lambda>") else f"{module}.{qualname}"
-            raise UnsavableError(f"{where} is {what}, which cannot be found again by its name "
-                                 "(a lambda or a class or function defined inside a function); "
-                                 "define it at module level (for an optimizer factory use "
-                                 "functools.partial(torch.optim.SGD, lr=...))")
+            raise UnsavableError(
+                f"{where} is {what}, which cannot be found again by its name "
+                "(a lambda or a class or function defined inside a function); "
+                "define it at module level (for an optimizer factory use "
+                "functools.partial(torch.optim.SGD, lr=...))"
+            )
         return {"module": module, "qualname": qualname}
 
 
@@ -282,22 +313,25 @@ def _state(value, where: str):
     custom = cls.__getstate__ is not object.__getstate__
     slots = any("__slots__" in vars(c) for c in cls.__mro__[:-1])
     if not (custom or slots or hasattr(value, "__dict__")):
-        raise UnsavableError(f"{where} is a {cls.__module__}.{cls.__qualname__}, which keeps "
-                             "its state outside Python attributes (a lock, a file, a C object); "
-                             "checkpoints cannot store it: remove it before saving")
+        raise UnsavableError(
+            f"{where} is a {cls.__module__}.{cls.__qualname__}, which keeps "
+            "its state outside Python attributes (a lock, a file, a C object); "
+            "checkpoints cannot store it: remove it before saving"
+        )
     try:
         return value.__getstate__()
     except Exception as exc:
-        raise UnsavableError(f"{where} ({cls.__qualname__}) cannot give its state: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        raise UnsavableError(
+            f"{where} ({cls.__qualname__}) cannot give its state: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class Decoder:
     """Values back from :class:`Encoder` data, recreating only allowed classes."""
 
     def __init__(self, array, tensors, allowed: Allowed):
-        self.array = array        # file number -> ndarray
-        self._tensors = tensors   # () -> dict of tensors, read once when first needed
+        self.array = array  # file number -> ndarray
+        self._tensors = tensors  # () -> dict of tensors, read once when first needed
         self._loaded = None
         self.allowed = allowed
         self.memo: dict[int, object] = {}
@@ -362,9 +396,11 @@ class Decoder:
         return value
 
     def _partial(self, data, where):
-        return functools.partial(self.decode(data["func"], where),
-                                 *self.decode(data["args"], where),
-                                 **self.decode(data["keywords"], where))
+        return functools.partial(
+            self.decode(data["func"], where),
+            *self.decode(data["args"], where),
+            **self.decode(data["keywords"], where),
+        )
 
     def _enum(self, data, where):
         cls = self.allowed.resolve(data["class"], where)

@@ -38,31 +38,44 @@ def encode_torch(encoder, value, where: str, torch):
 
 def _encode_tensor(encoder, value, where: str, torch):
     from .snapshot_state import UnsavableError
+
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
-        raise UnsavableError(f"{where} is a {type(value).__qualname__}, a tensor subclass; "
-                             "checkpoints store plain tensors and parameters")
+        raise UnsavableError(
+            f"{where} is a {type(value).__qualname__}, a tensor subclass; "
+            "checkpoints store plain tensors and parameters"
+        )
     number = encoder.remember(value)
     key = f"t{number}"
     encoder.tensors[key] = value.detach()
-    return {"$": "tensor", "id": number, "key": key,
-            "parameter": isinstance(value, torch.nn.Parameter),
-            "requires_grad": bool(value.requires_grad)}
+    return {
+        "$": "tensor",
+        "id": number,
+        "key": key,
+        "parameter": isinstance(value, torch.nn.Parameter),
+        "requires_grad": bool(value.requires_grad),
+    }
 
 
 def _encode_module(encoder, module, where: str, torch):
     from .snapshot_state import UnsavableError
+
     name = encoder.name_of(type(module), where)
     state = module.__dict__
     internals = _internals(torch)
     for key in sorted(internals.difference(_STRUCTURE)):
         if state.get(key):
-            raise UnsavableError(f"{where} ({type(module).__qualname__}) has torch hooks "
-                                 f"({key}); checkpoints store no hooks: remove them before "
-                                 "saving and add them again after loading")
+            raise UnsavableError(
+                f"{where} ({type(module).__qualname__}) has torch hooks "
+                f"({key}); checkpoints store no hooks: remove them before "
+                "saving and add them again after loading"
+            )
     number = encoder.remember(module)
     attrs = {k: v for k, v in state.items() if k not in internals}
     return {
-        "$": "module", "id": number, "class": name, "training": bool(module.training),
+        "$": "module",
+        "id": number,
+        "class": name,
+        "training": bool(module.training),
         "attrs": encoder._container(attrs, where, attributes=True),
         "parameters": _named(encoder, state["_parameters"], where),
         "buffers": _named(encoder, state["_buffers"], where),
@@ -73,8 +86,10 @@ def _encode_module(encoder, module, where: str, torch):
 
 def _named(encoder, entries: dict, where: str) -> list:
     """``[[name, data or None], ...]`` for a module's parameters, buffers or children."""
-    return [[key, None if value is None else encoder.encode(value, f"{where}.{key}")]
-            for key, value in entries.items()]
+    return [
+        [key, None if value is None else encoder.encode(value, f"{where}.{key}")]
+        for key, value in entries.items()
+    ]
 
 
 def decode_torch(decoder, data: dict, where: str):
@@ -83,6 +98,7 @@ def decode_torch(decoder, data: dict, where: str):
     if tag not in ("module", "tensor", "torch_dtype", "torch_device", "torch_size"):
         return None
     import torch
+
     if tag == "module":
         return _decode_module(decoder, data, where, torch)
     if tag == "tensor":
@@ -116,8 +132,11 @@ def _decode_module(decoder, data: dict, where: str, torch):
     torch.nn.Module.__init__(module)
     module.__dict__.update(decoder.attributes(data["attrs"], where))
     module.training = bool(data["training"])
-    for slot, kind in (("parameters", torch.nn.Parameter), ("buffers", torch.Tensor),
-                       ("children", torch.nn.Module)):
+    for slot, kind in (
+        ("parameters", torch.nn.Parameter),
+        ("buffers", torch.Tensor),
+        ("children", torch.nn.Module),
+    ):
         target = module.__dict__["_modules" if slot == "children" else f"_{slot}"]
         for key, entry in data[slot]:
             value = None if entry is None else decoder.decode(entry, f"{where}.{key}")

@@ -16,8 +16,14 @@ from ..errors import InputError
 from ..errors import pulled as pulled_from
 from ..scheduling import dask_adapter
 
-__all__ = ["as_chunks", "split_chunk", "is_one_shot", "is_dask_array", "check_data_iterables",
-           "pulled"]
+__all__ = [
+    "as_chunks",
+    "split_chunk",
+    "is_one_shot",
+    "is_dask_array",
+    "check_data_iterables",
+    "pulled",
+]
 
 
 def pulled(chunks: Iterable, **where) -> Iterator:
@@ -90,11 +96,15 @@ def check_data_iterables(data_iterables, n_nodes: int) -> list:
     if isinstance(data_iterables, np.ndarray) or is_dask_array(data_iterables):
         return [data_iterables] * n_nodes
     if not isinstance(data_iterables, (list, tuple)):
-        raise InputError("data_iterables must be a list with one iterable per node "
-                         f"(or one array for all), got {type(data_iterables).__name__}")
+        raise InputError(
+            "data_iterables must be a list with one iterable per node "
+            f"(or one array for all), got {type(data_iterables).__name__}"
+        )
     if len(data_iterables) != n_nodes:
-        raise InputError(f"wrong number of data iterables: got {len(data_iterables)} "
-                         f"for {n_nodes} nodes (use None for nodes that do not train)")
+        raise InputError(
+            f"wrong number of data iterables: got {len(data_iterables)} "
+            f"for {n_nodes} nodes (use None for nodes that do not train)"
+        )
     return list(data_iterables)
 
 

@@ -47,15 +47,16 @@ JOIN_MODES = ("auto", "client", "workers")
 
 # -- on the workers ---------------------------------------------------------------------
 
+
 @dataclass
 class _Fork:
     """One worker thread's fork for a phase and the chunks trained into it."""
 
     node: object
     chunks: list = field(default_factory=list)
-    busy: bool = False      # a task is training into it: not taken until it is done
-    broken: bool = False    # a chunk failed half-way: never joined
-    used: float = field(default_factory=time.monotonic)   # when a task last ended in it
+    busy: bool = False  # a task is training into it: not taken until it is done
+    broken: bool = False  # a chunk failed half-way: never joined
+    used: float = field(default_factory=time.monotonic)  # when a task last ended in it
 
 
 #: A fork in a worker process unused this long is dropped (its client may be gone).
@@ -64,7 +65,7 @@ IDLE_FORK_SECONDS = 600.0
 
 
 _LOCK = threading.Lock()
-_HELD: dict[str, dict[str, _Fork]] = {}        # phase key -> worker thread -> its fork
+_HELD: dict[str, dict[str, _Fork]] = {}  # phase key -> worker thread -> its fork
 _CLOSED: OrderedDict[str, None] = OrderedDict()  # phases taken for good (recent ones)
 _MAX_CLOSED = 1024
 
@@ -191,6 +192,7 @@ class WorkerJoinCallable(TaskCallable):
 
 # -- on the client ----------------------------------------------------------------------
 
+
 class WorkerJoin:
     """The client's side of a phase joined on the workers.
 
@@ -254,8 +256,10 @@ class WorkerJoin:
         """The kept data of ``chunks``; an error when a chunk was not kept."""
         lost = [c for c in chunks if c not in self.kept]
         if lost:
-            raise SchedulerError(f"chunks {lost} were trained on a worker that was lost, and "
-                                 "the client did not keep them")
+            raise SchedulerError(
+                f"chunks {lost} were trained on a worker that was lost, and "
+                "the client did not keep them"
+            )
         return [self.kept.pop(c) for c in chunks]
 
     def abandon(self) -> None:

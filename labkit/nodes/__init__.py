@@ -15,15 +15,26 @@ from .pca import PCA, Whitening
 from .regression import LinearRegression
 from .sfa import SFA
 
-__all__ = ["PCA", "Whitening", "SFA", "PolynomialExpansion", "QuadraticExpansion",
-           "expanded_dim", "LinearRegression", "GaussianClassifier", "FDA", "KMeans",
-           "OnlineLinearRegression"]
+__all__ = [
+    "PCA",
+    "Whitening",
+    "SFA",
+    "PolynomialExpansion",
+    "QuadraticExpansion",
+    "expanded_dim",
+    "LinearRegression",
+    "GaussianClassifier",
+    "FDA",
+    "KMeans",
+    "OnlineLinearRegression",
+]
 
 
 def __getattr__(name):
     """``TorchNode`` imports torch: it is loaded on first use, so ``import labkit`` stays light."""
     if name == "TorchNode":
         from .torchnode import TorchNode
+
         return TorchNode
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -32,8 +32,11 @@ def check_labels(node: Node, x: np.ndarray, labels) -> np.ndarray:
         raise InputError(f"{node.name} needs labels: train(x, labels)", node_name=node.name)
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != x.shape[0]:
-        raise InputError(f"{node.name} needs one label per sample: {x.shape[0]} samples, "
-                         f"labels of shape {labels.shape}", node_name=node.name)
+        raise InputError(
+            f"{node.name} needs one label per sample: {x.shape[0]} samples, "
+            f"labels of shape {labels.shape}",
+            node_name=node.name,
+        )
     return labels
 
 
@@ -44,8 +47,7 @@ def class_sums(x: np.ndarray, labels: np.ndarray, second_moment: bool) -> dict:
     out = {}
     for index, cls in enumerate(classes.tolist()):
         rows = x[inverse == index]
-        out[cls] = [rows.shape[0], rows.sum(axis=0),
-                    rows.T @ rows if second_moment else None]
+        out[cls] = [rows.shape[0], rows.sum(axis=0), rows.T @ rows if second_moment else None]
     return out
 
 
@@ -54,8 +56,11 @@ def sorted_classes(node: Node, sums: dict) -> np.ndarray:
     try:
         return np.array(sorted(sums))
     except TypeError:
-        raise InputError(f"{node.name} got labels of mixed types that cannot be sorted: "
-                         f"{sorted(map(repr, sums))[:5]}", node_name=node.name) from None
+        raise InputError(
+            f"{node.name} got labels of mixed types that cannot be sorted: "
+            f"{sorted(map(repr, sums))[:5]}",
+            node_name=node.name,
+        ) from None
 
 
 def merge_sums(mine: dict, theirs: dict) -> dict:
@@ -129,8 +134,7 @@ class GaussianClassifier(Node):
         self.classes = sorted_classes(self, self._sums)
         counts = np.array([self._sums[c][0] for c in self.classes.tolist()], dtype=float)
         self.priors = counts / counts.sum()
-        self.means = np.array([self._sums[c][1] / self._sums[c][0]
-                               for c in self.classes.tolist()])
+        self.means = np.array([self._sums[c][1] / self._sums[c][0] for c in self.classes.tolist()])
         self.covs = np.array([self._covariance(c) for c in self.classes.tolist()])
         # Precompute inverse Cholesky factors so prob() is a few matrix products.
         chol = np.linalg.cholesky(self.covs)
@@ -154,8 +158,9 @@ class GaussianClassifier(Node):
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
         """``log p(x, class)`` for every row and class, shape ``(n, k)``."""
         if self.is_training():
-            raise TrainingError(f"{self.name} must be trained before label or prob",
-                                node_name=self.name)
+            raise TrainingError(
+                f"{self.name} must be trained before label or prob", node_name=self.name
+            )
         x = self._check_input(x).astype(np.float64, copy=False)
         out = np.empty((x.shape[0], len(self.classes)))
         for k in range(len(self.classes)):

@@ -55,7 +55,9 @@ def _expand(x: np.ndarray, degree: int) -> np.ndarray:
             # ones of the previous block (it is in lexicographic order), so
             # each new block is a column times a suffix: no index tables.
             m = _exact_count(n - i, k - 1)
-            np.multiply(x[:, i:i + 1], out[:, prev_stop - m:prev_stop], out=out[:, pos:pos + m])
+            np.multiply(
+                x[:, i : i + 1], out[:, prev_stop - m : prev_stop], out=out[:, pos : pos + m]
+            )
             pos += m
         prev_stop = pos
     return out
@@ -87,14 +89,20 @@ class PolynomialExpansion(Node):
 
     def __init__(self, degree, **node_kwargs):
         super().__init__(**node_kwargs)
-        if isinstance(degree, (bool, np.bool_)) or not isinstance(degree, (int, np.integer)) \
-                or degree < 1:
-            raise InputError(f"{self.name} degree must be an int >= 1, got {degree!r}",
-                             node_name=self.name)
+        if (
+            isinstance(degree, (bool, np.bool_))
+            or not isinstance(degree, (int, np.integer))
+            or degree < 1
+        ):
+            raise InputError(
+                f"{self.name} degree must be an int >= 1, got {degree!r}", node_name=self.name
+            )
         self.degree = int(degree)
         if node_kwargs.get("output_dim") is not None:
-            raise InputError(f"{self.name} output_dim follows from input_dim and degree; "
-                             "do not give it", node_name=self.name)
+            raise InputError(
+                f"{self.name} output_dim follows from input_dim and degree; do not give it",
+                node_name=self.name,
+            )
         self._set_output_dim()
 
     def _set_output_dim(self):

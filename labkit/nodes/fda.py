@@ -140,8 +140,11 @@ class FDA(Node):
     def _train_scatter(self, x, labels):
         unknown = set(np.unique(labels).tolist()) - set(self.class_means)
         if unknown:
-            raise InputError(f"{self.name} got labels {sorted(unknown)} in phase 1 that "
-                             "phase 0 did not see", node_name=self.name, phase=1)
+            raise InputError(
+                f"{self.name} got labels {sorted(unknown)} in phase 1 that phase 0 did not see",
+                node_name=self.name,
+                phase=1,
+            )
         centred = x - self.mean
         # Subtract each row's class mean, gathered through the sorted class index.
         class_rows = np.searchsorted(self.classes, labels)
@@ -161,8 +164,11 @@ class FDA(Node):
     def _finish_means(self):
         self.classes = sorted_classes(self, self._sums)
         if len(self.classes) < 2:
-            raise InputError(f"{self.name} needs at least two classes, got "
-                             f"{self.classes.tolist()}", node_name=self.name, phase=0)
+            raise InputError(
+                f"{self.name} needs at least two classes, got {self.classes.tolist()}",
+                node_name=self.name,
+                phase=0,
+            )
         counts = sum(stats[0] for stats in self._sums.values())
         self.mean = sum(stats[1] for stats in self._sums.values()) / counts
         self.class_means = {c: s[1] / s[0] for c, s in self._sums.items()}
@@ -174,8 +180,11 @@ class FDA(Node):
         if dim is None:
             dim = min(len(self.classes) - 1, vectors.shape[1])
         if not 0 < dim <= vectors.shape[1]:
-            raise InputError(f"{self.name} can give 1 to {vectors.shape[1]} components, "
-                             f"{dim} were asked for", node_name=self.name, phase=1)
+            raise InputError(
+                f"{self.name} can give 1 to {vectors.shape[1]} components, {dim} were asked for",
+                node_name=self.name,
+                phase=1,
+            )
         self.v, self.ratios = vectors[:, :dim], ratios[:dim]
         self._output_dim = dim
 

@@ -143,8 +143,11 @@ class KMeans(Node):
     def _seed(self, seed) -> int:
         """``seed`` as an int; the row hash takes any integer."""
         if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
-            raise InputError(f"{self.name} seed must be an int, got {seed!r}",
-                             node_name=self.name, argument="seed")
+            raise InputError(
+                f"{self.name} seed must be an int, got {seed!r}",
+                node_name=self.name,
+                argument="seed",
+            )
         return int(seed)
 
     def _reset_stats(self):
@@ -191,8 +194,12 @@ class KMeans(Node):
     def _stop_training(self):
         if self.phase == 0:
             if self._rows.shape[0] < self.n_clusters:
-                raise InputError(f"{self.name} needs {self.n_clusters} distinct samples, "
-                                 f"got {self._rows.shape[0]}", node_name=self.name, phase=0)
+                raise InputError(
+                    f"{self.name} needs {self.n_clusters} distinct samples, "
+                    f"got {self._rows.shape[0]}",
+                    node_name=self.name,
+                    phase=0,
+                )
             self.centers = self.initial_centers = self._rows
         else:
             self._update_centers()
@@ -235,8 +242,7 @@ class KMeans(Node):
     def label(self, x) -> np.ndarray:
         """Index of the nearest centre for each row."""
         if self.is_training():
-            raise TrainingError(f"{self.name} must be trained before label",
-                                node_name=self.name)
+            raise TrainingError(f"{self.name} must be trained before label", node_name=self.name)
         x = self._check_input(x).astype(np.float64, copy=False)
         return np.argmin(squared_distances(x, self.centers), axis=1)
 

@@ -75,8 +75,9 @@ class OnlineLinearRegression(Node):
 
     def __init__(self, learning_rate=0.5, with_bias=True, epochs=1, **kw):
         super().__init__(**kw)
-        self.learning_rate = real_number(self, learning_rate, "learning_rate", 0.0, 2.0,
-                                         open_low=True, open_high=True)
+        self.learning_rate = real_number(
+            self, learning_rate, "learning_rate", 0.0, 2.0, open_low=True, open_high=True
+        )
         self.with_bias = bool(with_bias)
         self.epochs = positive_int(self, epochs, "epochs")
         self.beta = None

@@ -93,28 +93,36 @@ def parse_output_dim(node: Node, output_dim, fraction_ok: bool):
         return None, None
     kinds = "an int >= 1 or a float in (0, 1)" if fraction_ok else "an int >= 1"
     if isinstance(output_dim, (bool, np.bool_)):
-        raise InputError(f"{node.name} output_dim must be {kinds}, got {output_dim!r}",
-                         node_name=node.name)
+        raise InputError(
+            f"{node.name} output_dim must be {kinds}, got {output_dim!r}", node_name=node.name
+        )
     if isinstance(output_dim, (int, np.integer)):
         if output_dim < 1:
-            raise InputError(f"{node.name} output_dim must be {kinds}, got {output_dim}",
-                             node_name=node.name)
+            raise InputError(
+                f"{node.name} output_dim must be {kinds}, got {output_dim}", node_name=node.name
+            )
         return int(output_dim), None
     if fraction_ok and isinstance(output_dim, (float, np.floating)):
         if not 0.0 < output_dim < 1.0:
-            raise InputError(f"{node.name} output_dim as a float is the fraction of "
-                             f"variance to keep and must lie in (0, 1), got {output_dim}",
-                             node_name=node.name)
+            raise InputError(
+                f"{node.name} output_dim as a float is the fraction of "
+                f"variance to keep and must lie in (0, 1), got {output_dim}",
+                node_name=node.name,
+            )
         return None, float(output_dim)
-    raise InputError(f"{node.name} output_dim must be {kinds}, got {output_dim!r}",
-                     node_name=node.name)
+    raise InputError(
+        f"{node.name} output_dim must be {kinds}, got {output_dim!r}", node_name=node.name
+    )
 
 
 def check_output_fits(node: Node, count) -> None:
     """Raise InputError when ``count`` components exceed the known input dim."""
     if count is not None and node.input_dim is not None and count > node.input_dim:
-        raise InputError(f"{node.name} output_dim {count} exceeds input dim "
-                         f"{node.input_dim}", node_name=node.name, phase=node.phase)
+        raise InputError(
+            f"{node.name} output_dim {count} exceeds input dim {node.input_dim}",
+            node_name=node.name,
+            phase=node.phase,
+        )
 
 
 def descending_eig(cov: np.ndarray, svd: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -193,16 +201,18 @@ class PCA(Node):
         self._moments.add(x, self)
 
     def _fork(self):
-        return type(self)(output_dim=self._requested_output_dim, svd=self.svd,
-                          reduce=self.reduce)
+        return type(self)(output_dim=self._requested_output_dim, svd=self.svd, reduce=self.reduce)
 
     def _join(self, forked):
         self._moments.merge(forked._moments)
 
     def _covariance(self):
         if self._moments.n < 2:
-            raise InputError(f"{self.name} needs at least 2 samples, got {self._moments.n}",
-                             node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} needs at least 2 samples, got {self._moments.n}",
+                node_name=self.name,
+                phase=self.phase,
+            )
         return self._moments.covariance()
 
     def _stop_training(self):
@@ -210,8 +220,9 @@ class PCA(Node):
         cov, avg = self._covariance()
         total = float(np.trace(cov))
         if total <= 0.0:
-            raise InputError(f"{self.name} input has zero variance", node_name=self.name,
-                             phase=self.phase)
+            raise InputError(
+                f"{self.name} input has zero variance", node_name=self.name, phase=self.phase
+            )
         d, v = descending_eig(cov, self.svd)
         k = self._n_kept(d, total)
         d, v = d[:k], fix_signs(v[:, :k])
@@ -277,7 +288,10 @@ class Whitening(PCA):
 
     def _projection(self, v, d):
         if d[-1] <= self.var_abs or d[-1] <= self.var_rel * d[0]:
-            raise InputError(f"{self.name} cannot whiten a component of variance {d[-1]:.3g}; "
-                             "use reduce=True or a smaller output_dim",
-                             node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} cannot whiten a component of variance {d[-1]:.3g}; "
+                "use reduce=True or a smaller output_dim",
+                node_name=self.name,
+                phase=self.phase,
+            )
         return v / np.sqrt(d)

@@ -33,19 +33,24 @@ def as_targets(node: Node, x: np.ndarray, y) -> np.ndarray:
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2:
-        raise InputError(f"{node.name} expects 1-D or 2-D targets, got shape {y.shape}",
-                         node_name=node.name)
+        raise InputError(
+            f"{node.name} expects 1-D or 2-D targets, got shape {y.shape}", node_name=node.name
+        )
     if y.shape[0] != x.shape[0]:
-        raise InputError(f"{node.name} got {x.shape[0]} samples but {y.shape[0]} targets",
-                         node_name=node.name)
+        raise InputError(
+            f"{node.name} got {x.shape[0]} samples but {y.shape[0]} targets", node_name=node.name
+        )
     if node.output_dim is not None and y.shape[1] != node.output_dim:
-        raise InputError(f"{node.name} expects {node.output_dim} target columns, "
-                         f"got {y.shape[1]}", node_name=node.name)
+        raise InputError(
+            f"{node.name} expects {node.output_dim} target columns, got {y.shape[1]}",
+            node_name=node.name,
+        )
     try:
         return y.astype(np.float64, copy=False)
-    except (ValueError, TypeError) as exc:   # strings, objects: not numbers
-        raise InputError(f"{node.name} needs numeric targets, got dtype {y.dtype} ({exc})",
-                         node_name=node.name) from None
+    except (ValueError, TypeError) as exc:  # strings, objects: not numbers
+        raise InputError(
+            f"{node.name} needs numeric targets, got dtype {y.dtype} ({exc})", node_name=node.name
+        ) from None
 
 
 def add_bias(x: np.ndarray) -> np.ndarray:
@@ -130,8 +135,7 @@ class LinearRegression(Node):
         return (self._design(x) @ self.beta).astype(self.dtype, copy=False)
 
     def _fork(self):
-        return LinearRegression(with_bias=self.with_bias, reg=self.reg,
-                                output_dim=self._output_dim)
+        return LinearRegression(with_bias=self.with_bias, reg=self.reg, output_dim=self._output_dim)
 
     def _join(self, forked):
         if forked._xtx is None:
@@ -141,8 +145,11 @@ class LinearRegression(Node):
             self._output_dim = forked._output_dim
             return
         if forked._xty.shape != self._xty.shape:
-            raise InputError(f"{self.name} expects {self._xty.shape[1]} target columns, "
-                             f"a fork had {forked._xty.shape[1]}", node_name=self.name)
+            raise InputError(
+                f"{self.name} expects {self._xty.shape[1]} target columns, "
+                f"a fork had {forked._xty.shape[1]}",
+                node_name=self.name,
+            )
         self._xtx = self._xtx + forked._xtx
         self._xty = self._xty + forked._xty
 
@@ -150,4 +157,3 @@ class LinearRegression(Node):
         if self.beta is None:
             return {}
         return {"coefficient_norm": np.linalg.norm(self.beta, axis=0)}
-

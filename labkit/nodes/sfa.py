@@ -114,8 +114,9 @@ class SFA(Node):
         self._dx.add(np.diff(x, axis=0), self)
 
     def _fork(self):
-        return type(self)(output_dim=self._requested_output_dim,
-                          include_last_sample=self.include_last_sample)
+        return type(self)(
+            output_dim=self._requested_output_dim, include_last_sample=self.include_last_sample
+        )
 
     def _join(self, forked):
         self._x.merge(forked._x)
@@ -134,18 +135,25 @@ class SFA(Node):
 
     def _check_counts(self):
         if self._x.n < 2 or self._dx.n < 1:
-            raise InputError(f"{self.name} needs at least 2 samples and one chunk of 2 or "
-                             f"more rows, got {self._x.n} samples and {self._dx.n} "
-                             "differences", node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} needs at least 2 samples and one chunk of 2 or "
+                f"more rows, got {self._x.n} samples and {self._dx.n} "
+                "differences",
+                node_name=self.name,
+                phase=self.phase,
+            )
 
     def _whitener(self, cov: np.ndarray) -> np.ndarray:
         """Matrix ``W`` with ``W.T @ cov @ W = I``; InputError if ``cov`` is singular."""
         s, u = np.linalg.eigh(cov)
         if s[0] <= self.singular_rel * max(s[-1], 0.0):
-            raise InputError(f"{self.name} input covariance is singular (smallest "
-                             f"eigenvalue {s[0]:.3g}, largest {s[-1]:.3g}); reduce the "
-                             "input first, e.g. with PCA(reduce=True)",
-                             node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} input covariance is singular (smallest "
+                f"eigenvalue {s[0]:.3g}, largest {s[-1]:.3g}); reduce the "
+                "input first, e.g. with PCA(reduce=True)",
+                node_name=self.name,
+                phase=self.phase,
+            )
         # The basis chosen by eigh here does not matter: the slow directions
         # are invariant to it, and their signs are fixed afterwards.
         return u / np.sqrt(s)

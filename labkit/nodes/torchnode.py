@@ -32,7 +32,7 @@ from ..flows.node import Node, positive_int
 
 __all__ = ["TorchNode"]
 
-_RNG_LOCK = threading.RLock()   # see TorchNode._train
+_RNG_LOCK = threading.RLock()  # see TorchNode._train
 
 #: torch dtypes numpy cannot hold; outputs in them come back as float32.
 _NUMPY_FLOATS = (torch.float16, torch.float32, torch.float64)
@@ -44,8 +44,9 @@ def _tensor(a: np.ndarray, like: torch.Tensor, dtype=None) -> torch.Tensor:
     # (and must not write through) such memory, so those are copied first.
     if not a.flags.writeable:
         a = a.copy()
-    return torch.from_numpy(np.ascontiguousarray(a)).to(device=like.device,
-                                                          dtype=dtype or like.dtype)
+    return torch.from_numpy(np.ascontiguousarray(a)).to(
+        device=like.device, dtype=dtype or like.dtype
+    )
 
 
 def _to_numpy(out: torch.Tensor) -> np.ndarray:
@@ -124,19 +125,32 @@ class TorchNode(Node):
 
     holds_gil = False  # numpy/BLAS (torch) work: runs on threads
 
-    def __init__(self, module, loss_fn, optimizer_factory, epochs=1, batch_size=None,
-                 shuffle=False, seed=0, **node_kwargs):
+    def __init__(
+        self,
+        module,
+        loss_fn,
+        optimizer_factory,
+        epochs=1,
+        batch_size=None,
+        shuffle=False,
+        seed=0,
+        **node_kwargs,
+    ):
         super().__init__(**node_kwargs)
         if not isinstance(module, torch.nn.Module):
-            raise InputError(f"{self.name} needs a torch.nn.Module, got {type(module).__name__}",
-                             node_name=self.name)
+            raise InputError(
+                f"{self.name} needs a torch.nn.Module, got {type(module).__name__}",
+                node_name=self.name,
+            )
         if next(module.parameters(), None) is None:
-            raise InputError(f"{self.name}: the module has no parameters to train",
-                             node_name=self.name)
+            raise InputError(
+                f"{self.name}: the module has no parameters to train", node_name=self.name
+            )
         for what, fn in (("loss_fn", loss_fn), ("optimizer_factory", optimizer_factory)):
             if not callable(fn):
-                raise InputError(f"{self.name} {what} must be callable, got {fn!r}",
-                                 node_name=self.name)
+                raise InputError(
+                    f"{self.name} {what} must be callable, got {fn!r}", node_name=self.name
+                )
         self._output_dim = positive_int(self, self._output_dim, "output_dim", allow_none=True)
         self.module, self.loss_fn, self.optimizer_factory = module, loss_fn, optimizer_factory
         self.epochs = positive_int(self, epochs, "epochs")
@@ -147,9 +161,9 @@ class TorchNode(Node):
 
     def _reset_sums(self) -> None:
         """Empty the phase accumulators."""
-        self._sums = {}      # state_dict key -> float64 sum of rows * value
-        self._maxima = {}    # non-floating state (batch counts) -> largest seen
-        self._weight = 0     # rows behind the sums
+        self._sums = {}  # state_dict key -> float64 sum of rows * value
+        self._maxima = {}  # non-floating state (batch counts) -> largest seen
+        self._weight = 0  # rows behind the sums
         self._loss_sum = 0.0  # sum of rows * batch loss
 
     def n_phases(self) -> int:
@@ -164,8 +178,11 @@ class TorchNode(Node):
 
     def _train(self, x, y=None):
         if y is None:
-            raise InputError(f"{self.name} needs targets: train(x, y), or (x, y) chunks "
-                             "in a flow", node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} needs targets: train(x, y), or (x, y) chunks in a flow",
+                node_name=self.name,
+                phase=self.phase,
+            )
         target = self._targets(x, y)
         inputs = _tensor(x, self._reference)
         # A replica per chunk, so every chunk starts from the phase's parameters
@@ -183,16 +200,22 @@ class TorchNode(Node):
         y = np.asarray(y)
         if y.ndim == 0 or y.shape[0] != x.shape[0]:
             got = "a scalar" if y.ndim == 0 else str(y.shape[0])
-            raise InputError(f"{self.name} got {x.shape[0]} samples but {got} targets",
-                             node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} got {x.shape[0]} samples but {got} targets",
+                node_name=self.name,
+                phase=self.phase,
+            )
         if y.dtype.kind in "iu":
             if y.ndim == 2 and y.shape[1] == 1:
                 y = y[:, 0]  # a column of labels: class-index losses want 1-D
             return _tensor(y, self._reference, torch.int64)
         if y.dtype.kind in "fb":
             return _tensor(y, self._reference)
-        raise InputError(f"{self.name} cannot train on targets of dtype {y.dtype}",
-                         node_name=self.name, phase=self.phase)
+        raise InputError(
+            f"{self.name} cannot train on targets of dtype {y.dtype}",
+            node_name=self.name,
+            phase=self.phase,
+        )
 
     def _chunk_seed(self, x: np.ndarray) -> int:
         """A seed from ``seed``, the phase and the chunk's bytes (the same on any machine)."""
@@ -208,14 +231,17 @@ class TorchNode(Node):
         size = self.batch_size or n
         total = 0.0
         for start in range(0, n, size):
-            rows = order[start:start + size]
+            rows = order[start : start + size]
             optimizer.zero_grad()
             loss = self._batch_loss(replica(inputs[rows]), target[rows])
             value = float(loss.detach())
             if not math.isfinite(value):
-                raise TrainingError(f"{self.name}: the training loss became {value} in phase "
-                                    f"{self.phase} (batch at row {start} of a chunk of {n})",
-                                    node_name=self.name, phase=self.phase)
+                raise TrainingError(
+                    f"{self.name}: the training loss became {value} in phase "
+                    f"{self.phase} (batch at row {start} of a chunk of {n})",
+                    node_name=self.name,
+                    phase=self.phase,
+                )
             loss.backward()
             optimizer.step()
             total += value * len(rows)
@@ -223,8 +249,7 @@ class TorchNode(Node):
 
     def _batch_loss(self, out: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         self._note_output_dim(out)
-        if (target.is_floating_point() and target.ndim == 1 and out.ndim == 2
-                and out.shape[1] == 1):
+        if target.is_floating_point() and target.ndim == 1 and out.ndim == 2 and out.shape[1] == 1:
             target = target[:, None]  # MSELoss would broadcast (n,) against (n, 1) to (n, n)
         return self.loss_fn(out, target)
 
@@ -234,8 +259,11 @@ class TorchNode(Node):
         if self._output_dim is None:
             self._output_dim = dim
         elif dim != self._output_dim:
-            raise InputError(f"{self.name} expects output dim {self._output_dim}, "
-                             f"the module gave {dim}", node_name=self.name, phase=self.phase)
+            raise InputError(
+                f"{self.name} expects output dim {self._output_dim}, the module gave {dim}",
+                node_name=self.name,
+                phase=self.phase,
+            )
 
     def _accumulate(self, state: dict, rows: int) -> None:
         """Add a replica's state, weighted by ``rows``, to the phase sums."""
@@ -259,29 +287,44 @@ class TorchNode(Node):
     # -- fork and join -----------------------------------------------------------
 
     def _fork(self):
-        return type(self)(copy.deepcopy(self.module), self.loss_fn, self.optimizer_factory,
-                          epochs=self.epochs, batch_size=self.batch_size, shuffle=self.shuffle,
-                          seed=self.seed, output_dim=self._output_dim)
+        return type(self)(
+            copy.deepcopy(self.module),
+            self.loss_fn,
+            self.optimizer_factory,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            shuffle=self.shuffle,
+            seed=self.seed,
+            output_dim=self._output_dim,
+        )
 
     def _join(self, forked):
         if forked._output_dim is not None:
             if self._output_dim is None:
                 self._output_dim = forked._output_dim
             elif forked._output_dim != self._output_dim:
-                raise InputError(f"{self.name} expects output dim {self._output_dim}, "
-                                 f"a fork had {forked._output_dim}",
-                                 node_name=self.name, phase=self.phase)
+                raise InputError(
+                    f"{self.name} expects output dim {self._output_dim}, "
+                    f"a fork had {forked._output_dim}",
+                    node_name=self.name,
+                    phase=self.phase,
+                )
         self._merge(forked._sums, forked._maxima, forked._weight)
         self._loss_sum += forked._loss_sum
 
     def _stop_training(self):
         averaged = {key: total / self._weight for key, total in self._sums.items()}
         if not all(bool(torch.isfinite(v).all()) for v in averaged.values()):
-            raise TrainingError(f"{self.name}: parameters became NaN or inf in phase "
-                                f"{self.phase}", node_name=self.name, phase=self.phase)
+            raise TrainingError(
+                f"{self.name}: parameters became NaN or inf in phase {self.phase}",
+                node_name=self.name,
+                phase=self.phase,
+            )
         current = self.module.state_dict()
-        new = {key: averaged[key].to(value.dtype) if key in averaged
-               else self._maxima.get(key, value) for key, value in current.items()}
+        new = {
+            key: averaged[key].to(value.dtype) if key in averaged else self._maxima.get(key, value)
+            for key, value in current.items()
+        }
         self.module.load_state_dict(new)
         self.losses.append(self._loss_sum / self._weight)
         self._reset_sums()

@@ -31,6 +31,7 @@ Examples
 >>> list(out), final.result(timeout=5)
 ([0, 1, 2, 3], {'count': 4, 'total': 6})
 """
+
 from __future__ import annotations
 
 import operator
@@ -42,8 +43,18 @@ from .queue import STOP, Final, Queue
 from .reader import ProcessingReader
 from .stage import STATS_INTERVAL, PipelineError, Stage, StageStats
 
-__all__ = ["STOP", "STATS_INTERVAL", "Queue", "Stage", "Final", "ProcessingReader",
-           "StageStats", "PipelineError", "pipe", "pipe_and_output"]
+__all__ = [
+    "STOP",
+    "STATS_INTERVAL",
+    "Queue",
+    "Stage",
+    "Final",
+    "ProcessingReader",
+    "StageStats",
+    "PipelineError",
+    "pipe",
+    "pipe_and_output",
+]
 
 
 def _identity(record):
@@ -76,20 +87,28 @@ def _reducers(final_outputs, stage: str) -> dict[str, tuple[Any, Callable]]:
     if final_outputs is None:
         return {}
     if not isinstance(final_outputs, Mapping):
-        raise InputError(f"final_outputs must be a dict of reducers, got "
-                         f"{type(final_outputs).__name__}", stage=stage)
+        raise InputError(
+            f"final_outputs must be a dict of reducers, got {type(final_outputs).__name__}",
+            stage=stage,
+        )
     reducers = {}
     for key, spec in final_outputs.items():
         if key == "count":
-            raise InputError("final output 'count' is taken: the number of records written "
-                             "is always there; name yours otherwise", stage=stage)
+            raise InputError(
+                "final output 'count' is taken: the number of records written "
+                "is always there; name yours otherwise",
+                stage=stage,
+            )
         if callable(spec):
             reducers[key] = (None, spec)
         elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[1]):
             reducers[key] = spec
         else:
-            raise InputError(f"final output {key!r} must be a callable (acc, record) -> acc "
-                             f"or an (init, callable) tuple, got {spec!r}", stage=stage)
+            raise InputError(
+                f"final output {key!r} must be a callable (acc, record) -> acc "
+                f"or an (init, callable) tuple, got {spec!r}",
+                stage=stage,
+            )
     return reducers
 
 
@@ -98,8 +117,10 @@ def _processor(processor, name: str | None):
     if processor is None:
         return _identity
     if not callable(processor):
-        raise InputError(f"processor must be a callable record -> result, got "
-                         f"{type(processor).__name__}", stage=name or "pipe")
+        raise InputError(
+            f"processor must be a callable record -> result, got {type(processor).__name__}",
+            stage=name or "pipe",
+        )
     return processor
 
 
@@ -107,8 +128,9 @@ def _listener(on_event, stage: str):
     """``on_event`` as a callable: a scheduler or event bus is sent the events with ``emit``."""
     if on_event is None or not hasattr(on_event, "emit"):
         if on_event is not None and not callable(on_event):
-            raise InputError(f"on_event must be a callable or have emit(), got {on_event!r}",
-                             stage=stage)
+            raise InputError(
+                f"on_event must be a callable or have emit(), got {on_event!r}", stage=stage
+            )
         return on_event
     return on_event.emit
 
@@ -130,8 +152,7 @@ def _arguments(processor, name, num_threads, capacity, ordered, on_event):
     return processor, name, num_threads, capacity, _listener(on_event, name)
 
 
-def _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
-           final_outputs):
+def _start(input, output, num_threads, processor, name, capacity, ordered, on_event, final_outputs):
     """Start a stage (arguments checked); ``(queue or stage, final)``."""
     final = Final(_reducers(final_outputs, name))
     out = Queue(capacity) if output is None else output
@@ -139,8 +160,16 @@ def _start(input, output, num_threads, processor, name, capacity, ordered, on_ev
     return (out if isinstance(out, Queue) else stage), final
 
 
-def pipe(input, output=None, num_threads: int = 1, processor=None, name: str | None = None,
-         capacity: int = 100, ordered: bool = False, on_event=None):
+def pipe(
+    input,
+    output=None,
+    num_threads: int = 1,
+    processor=None,
+    name: str | None = None,
+    capacity: int = 100,
+    ordered: bool = False,
+    on_event=None,
+):
     """Process the records of ``input`` on ``num_threads`` threads into ``output``.
 
     ``input`` is any iterable (a :class:`Queue`, a :class:`ProcessingReader`);
@@ -161,19 +190,26 @@ def pipe(input, output=None, num_threads: int = 1, processor=None, name: str | N
     records ``0 .. k-1``, less those the processor dropped).
     """
     processor, name, num_threads, capacity, on_event = _arguments(
-        processor, name, num_threads, capacity, ordered, on_event)
+        processor, name, num_threads, capacity, ordered, on_event
+    )
     if num_threads == 0:
         if output is not None:
-            raise InputError("num_threads=0 makes a lazy reader and takes no output",
-                             stage=name)
+            raise InputError("num_threads=0 makes a lazy reader and takes no output", stage=name)
         return ProcessingReader(input, processor, name, on_event)
-    return _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
-                  None)[0]
+    return _start(input, output, num_threads, processor, name, capacity, ordered, on_event, None)[0]
 
 
-def pipe_and_output(input, output=None, num_threads: int = 1, processor=None,
-                    name: str | None = None, capacity: int = 100, ordered: bool = False,
-                    final_outputs: dict | None = None, on_event=None):
+def pipe_and_output(
+    input,
+    output=None,
+    num_threads: int = 1,
+    processor=None,
+    name: str | None = None,
+    capacity: int = 100,
+    ordered: bool = False,
+    final_outputs: dict | None = None,
+    on_event=None,
+):
     """Like :func:`pipe`, and a :class:`Final` whose ``result()`` is reduced over the stream.
 
     ``final_outputs`` maps names to reducers ``(acc, record) -> acc`` starting
@@ -181,8 +217,10 @@ def pipe_and_output(input, output=None, num_threads: int = 1, processor=None,
     written is always there.  Returns ``(queue or stage, final)``.
     """
     processor, name, num_threads, capacity, on_event = _arguments(
-        processor, name, num_threads, capacity, ordered, on_event)
+        processor, name, num_threads, capacity, ordered, on_event
+    )
     if num_threads == 0:
         raise InputError("pipe_and_output needs threads (num_threads >= 1)", stage=name)
-    return _start(input, output, num_threads, processor, name, capacity, ordered, on_event,
-                  final_outputs)
+    return _start(
+        input, output, num_threads, processor, name, capacity, ordered, on_event, final_outputs
+    )

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError, LabkitError
+
+if TYPE_CHECKING:
+    from ..events import StageStats
 
 __all__ = ["STOP", "Queue", "Final"]
 
@@ -56,9 +59,12 @@ class Queue:
     def put(self, record, timeout: float | None = None) -> bool:
         """Add ``record``, waiting while full; ``False`` (record dropped) once closed."""
         with self._lock:
-            if len(self._items) >= self.capacity:  # only a full queue waits (the fast path skips it)
+            if (
+                len(self._items) >= self.capacity
+            ):  # only a full queue waits (the fast path skips it)
                 if not self._not_full.wait_for(
-                        lambda: self._closed or len(self._items) < self.capacity, timeout):
+                    lambda: self._closed or len(self._items) < self.capacity, timeout
+                ):
                     raise TimeoutError(f"queue still full after {timeout} s")
             if self._closed:
                 return False

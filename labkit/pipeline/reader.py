@@ -23,8 +23,7 @@ class ProcessingReader:
 
     def __init__(self, input, processor, name, on_event=None):
         if not hasattr(input, "__iter__"):
-            raise InputError(f"pipe input must be iterable, got {type(input).__name__}",
-                             stage=name)
+            raise InputError(f"pipe input must be iterable, got {type(input).__name__}", stage=name)
         self.input, self.processor, self.name = input, processor, name
         self._on_event, self._stats = on_event, None
 
@@ -62,8 +61,9 @@ class ProcessingReader:
         return self._stats
 
     def _publish(self, records: int, busy: float, elapsed: float, final: bool) -> None:
-        self._stats = StageStats(self.name, records, records / max(elapsed, 1e-9), busy, None,
-                                 final)
+        self._stats = StageStats(
+            self.name, records, records / max(elapsed, 1e-9), busy, None, final
+        )
         _send(self._on_event, self._stats)
 
     def __enter__(self) -> "ProcessingReader":

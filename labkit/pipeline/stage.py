@@ -30,8 +30,9 @@ def _as_error(exc: BaseException, stage: str, record: int | None) -> LabkitError
     if isinstance(exc, LabkitError):
         if exc.remote_traceback is None:
             # an upstream error keeps its own stage and record, and gains where it surfaced
-            exc.remote_traceback = "".join(traceback.format_exception(type(exc), exc,
-                                                                      exc.__traceback__))
+            exc.remote_traceback = "".join(
+                traceback.format_exception(type(exc), exc, exc.__traceback__)
+            )
         return exc.locate(stage=stage, record=record)
     error = located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
     error.__cause__ = exc  # raised in the consumer, it still shows the processor's own frames
@@ -45,8 +46,12 @@ def _source_error(exc: BaseException, stage: str, record: int) -> LabkitError:
     """
     if isinstance(exc, LabkitError):
         return _as_error(exc, stage, record)
-    error = InputError(f"the input of stage {stage!r} raised {type(exc).__name__}: {exc} "
-                       f"while reading record {record}", stage=stage, record=record)
+    error = InputError(
+        f"the input of stage {stage!r} raised {type(exc).__name__}: {exc} "
+        f"while reading record {record}",
+        stage=stage,
+        record=record,
+    )
     error.__cause__ = exc
     return error
 
@@ -57,8 +62,9 @@ def _iterate(input, stage: str):
         return iter(input)
     except Exception as exc:
         if isinstance(exc, TypeError) and not hasattr(input, "__iter__"):
-            raise InputError(f"pipe input must be iterable, got {type(input).__name__}",
-                             stage=stage) from None
+            raise InputError(
+                f"pipe input must be iterable, got {type(input).__name__}", stage=stage
+            ) from None
         raise _source_error(exc, stage, 0)  # an __iter__ of the user's that raises
 
 
@@ -81,22 +87,24 @@ class Stage:
         self._input, self._processor, self._ordered = input, processor, ordered
         self._on_event = on_event
         self._write = self._writer(output)
-        self._read_lock = threading.Lock()    # one thread at a time pulls from the input
-        self._write_lock = threading.Lock()   # writer callables need not be thread-safe
-        self._state = threading.Lock()        # counters, live threads
-        self._turn = threading.Condition()    # whose record is written next; where it all ends
+        self._read_lock = threading.Lock()  # one thread at a time pulls from the input
+        self._write_lock = threading.Lock()  # writer callables need not be thread-safe
+        self._state = threading.Lock()  # counters, live threads
+        self._turn = threading.Condition()  # whose record is written next; where it all ends
         self._next_in = self._next_out = 0
-        self._ended = False                   # nothing more is read
-        self._dropping = False                # the output was closed: nothing more is written
-        self._cutoff = math.inf               # ordered mode: the record the stream ends at
+        self._ended = False  # nothing more is read
+        self._dropping = False  # the output was closed: nothing more is written
+        self._cutoff = math.inf  # ordered mode: the record the stream ends at
         self._error: LabkitError | None = None
         self._records, self._written, self._busy = 0, 0, 0.0
         self._start = self._last_stats = time.perf_counter()
         self._stats: StageStats | None = None
         self._done = threading.Event()
         self._alive = num_threads
-        self._threads = [threading.Thread(target=self._work, name=f"labkit-pipe-{name}-{i}",
-                                          daemon=True) for i in range(num_threads)]
+        self._threads = [
+            threading.Thread(target=self._work, name=f"labkit-pipe-{name}-{i}", daemon=True)
+            for i in range(num_threads)
+        ]
         if isinstance(output, Queue):
             output._attach(self._output_closed)  # last: a closed queue stops the stage at once
 
@@ -107,13 +115,17 @@ class Stage:
         if isinstance(output, list):
             return lambda r: output.append(r) or True
         if callable(output):
+
             def write(record):
                 with self._write_lock:
                     output(record)
                 return True
+
             return write
-        raise InputError(f"pipe output must be a Queue, a list or a callable, got "
-                         f"{type(output).__name__}", stage=self.name)
+        raise InputError(
+            f"pipe output must be a Queue, a list or a callable, got {type(output).__name__}",
+            stage=self.name,
+        )
 
     def start(self) -> "Stage":
         """Start the threads."""
@@ -209,8 +221,9 @@ class Stage:
     def _wait_turn(self, index: int) -> bool:
         """Wait until record ``index`` is next to be written; False if it never will be."""
         with self._turn:
-            self._turn.wait_for(lambda: self._next_out == index or index > self._cutoff
-                                or self._dropping)
+            self._turn.wait_for(
+                lambda: self._next_out == index or index > self._cutoff or self._dropping
+            )
             return self._next_out == index and index < self._cutoff
 
     def _deliver(self, index: int, result) -> bool:
@@ -275,8 +288,6 @@ class Stage:
         if isinstance(out, Queue):
             out._stats = stats
         _send(self._on_event, stats)
-
-
 
 
 def _send(on_event, stats: StageStats) -> None:

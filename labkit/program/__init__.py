@@ -40,7 +40,23 @@ from .registers import Ref, Registers
 from .status import BREAK, DONE, INCOMPLETE, Break, ProgramError
 
 __all__ = [
-    "ProgramError", "Break", "INCOMPLETE", "DONE", "BREAK", "Registers", "Ref", "Element",
-    "Call", "Seq", "Repeat", "Loop", "Weave", "BufferRepeat", "Switch", "Print", "Popen",
-    "Spawn", "Program",
+    "ProgramError",
+    "Break",
+    "INCOMPLETE",
+    "DONE",
+    "BREAK",
+    "Registers",
+    "Ref",
+    "Element",
+    "Call",
+    "Seq",
+    "Repeat",
+    "Loop",
+    "Weave",
+    "BufferRepeat",
+    "Switch",
+    "Print",
+    "Popen",
+    "Spawn",
+    "Program",
 ]

@@ -48,8 +48,11 @@ class Call(Element):
         return DONE
 
     def _head(self, indent):
-        return [_code(self.fn)] + [_code(a) for a in self.args] + \
-            [f"{k}={_code(v)}" for k, v in self.kwargs.items()]
+        return (
+            [_code(self.fn)]
+            + [_code(a) for a in self.args]
+            + [f"{k}={_code(v)}" for k, v in self.kwargs.items()]
+        )
 
 
 class Print(Call):
@@ -136,8 +139,9 @@ class Repeat(Element):
         return [repr(self.n), self.children[0]._code(indent)]
 
     def _options(self):
-        return dict({"counter": self.counter} if self.counter is not None else {},
-                    **super()._options())
+        return dict(
+            {"counter": self.counter} if self.counter is not None else {}, **super()._options()
+        )
 
 
 class Loop(Repeat):
@@ -207,8 +211,10 @@ class Switch(Element):
         if not isinstance(branches, dict):
             raise InputError(f"Switch needs a dict of branches, got {branches!r}")
         if not (callable(selector) or isinstance(selector, (Ref, str))):
-            raise InputError(f"Switch selector must be a register (reg('name') or a name) or "
-                             f"a callable returning a branch key, got {selector!r}")
+            raise InputError(
+                f"Switch selector must be a register (reg('name') or a name) or "
+                f"a callable returning a branch key, got {selector!r}"
+            )
         self.keys = list(branches)
         super().__init__(store_to=store_to)
         for key, branch in branches.items():
@@ -223,8 +229,9 @@ class Switch(Element):
             sel = self.selector
             key = sel() if callable(sel) else self._ref(sel).get()
             if key not in self.keys:
-                raise ProgramError(f"Switch has no branch for key {key!r} "
-                                   f"(branches: {self.keys!r})")
+                raise ProgramError(
+                    f"Switch has no branch for key {key!r} (branches: {self.keys!r})"
+                )
             self.state["i"] = self.keys.index(key)
             self.children[self.state["i"]].start()
         branch = self.children[self.state["i"]]
@@ -238,7 +245,7 @@ class Switch(Element):
 
     def _head(self, indent):
         pad = " " * indent
-        items = "".join(f"{pad}    {k!r}: {c._code(indent + 4)},\n"
-                        for k, c in zip(self.keys, self.children))
+        items = "".join(
+            f"{pad}    {k!r}: {c._code(indent + 4)},\n" for k, c in zip(self.keys, self.children)
+        )
         return [_code(self.selector), "{\n" + items + pad + "}"]
-

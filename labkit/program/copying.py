@@ -52,8 +52,11 @@ def _plain_pickler() -> bool:
     does not pickle at all.
     """
     frame = sys._getframe(1)
-    while frame is not None and (frame.f_globals is globals() or frame.f_code.co_name in _PASSING
-                                 or frame.f_globals.get("__name__") == "copyreg"):
+    while frame is not None and (
+        frame.f_globals is globals()
+        or frame.f_code.co_name in _PASSING
+        or frame.f_globals.get("__name__") == "copyreg"
+    ):
         frame = frame.f_back
     if frame is None or frame.f_globals.get("__name__") == "copy":
         return False
@@ -97,8 +100,10 @@ def check_picklable(fields: dict, describe) -> None:
         return
     from .element import Element  # they import this module
     from .registers import Registers
-    table = {kind: (lambda obj: (_cut, ())) for base in (Element, Registers)
-             for kind in _kinds(base)}
+
+    table = {
+        kind: (lambda obj: (_cut, ())) for base in (Element, Registers) for kind in _kinds(base)
+    }
     _checking.on = True
     try:
         for label, value in _items(fields):
@@ -119,23 +124,32 @@ def _message(owner: str, label: str, value, exc: Exception, root) -> str:
     """What cannot be pickled, why, and what to do instead."""
     if isinstance(value, (types.FunctionType, type)) and not _by_name(value):
         kind = "function" if isinstance(value, types.FunctionType) else "class"
-        why = ("is a lambda" if value.__name__ == "<lambda>" else
-               f"is {value.__qualname__}, a {kind} defined inside a function")
+        why = (
+            "is a lambda"
+            if value.__name__ == "<lambda>"
+            else f"is {value.__qualname__}, a {kind} defined inside a function"
+        )
         why += f", and pickle stores a {kind} by its module and name only"
         fix = f"Define the {kind} at module level"
     else:
         why = f"cannot be pickled ({type(exc).__name__}: {exc})"
-        fix = ("Define its functions at module level" if "<lambda>" in str(exc)
-               or "<locals>" in str(exc) else "Leave it out of the program, or make it picklable")
+        fix = (
+            "Define its functions at module level"
+            if "<lambda>" in str(exc) or "<locals>" in str(exc)
+            else "Leave it out of the program, or make it picklable"
+        )
     if root is None:
         tried, what = value, "it"
     else:
         tried, what = root, "program" if not hasattr(root, "_parents") else "element"
     if _cloudpickles(tried):
-        how = (f", or pickle with cloudpickle, which stores functions by value: "
-               f"cloudpickle.dumps({what}) works for this {what}" if root is not None else
-               ", or pickle with cloudpickle, which stores functions by value (it can pickle "
-               "this value)")
+        how = (
+            f", or pickle with cloudpickle, which stores functions by value: "
+            f"cloudpickle.dumps({what}) works for this {what}"
+            if root is not None
+            else ", or pickle with cloudpickle, which stores functions by value (it can pickle "
+            "this value)"
+        )
     else:
         how = " (cloudpickle cannot pickle it either)"
     return f"{owner} cannot be pickled: its {label} {why}. {fix}{how}"
@@ -153,6 +167,7 @@ def _cloudpickles(obj) -> bool:
     """Whether cloudpickle pickles ``obj`` (said in the hint; a cost paid only on failure)."""
     try:
         import cloudpickle
+
         cloudpickle.dumps(obj)
     except Exception:
         return False
@@ -172,7 +187,10 @@ def copied(fields: dict, memo: dict, describe) -> dict:
             raise  # an element inside named itself
         except Exception as exc:
             owner, where, _ = describe()
-            raise ProgramError(f"{owner} cannot be copied: its {name} cannot be deep-copied "
-                               f"({type(exc).__name__}: {exc}). Leave it out of the program, "
-                               "or make it copyable (a __deepcopy__)", **where) from exc
+            raise ProgramError(
+                f"{owner} cannot be copied: its {name} cannot be deep-copied "
+                f"({type(exc).__name__}: {exc}). Leave it out of the program, "
+                "or make it copyable (a __deepcopy__)",
+                **where,
+            ) from exc
     return new

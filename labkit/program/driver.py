@@ -61,8 +61,10 @@ class Program(Observable):
         if self.status is None:
             self.start()
         if self.status is DONE:
-            raise ProgramError(f"step() on a finished program (after {self.steps} steps); "
-                               "call start() to run it again")
+            raise ProgramError(
+                f"step() on a finished program (after {self.steps} steps); "
+                "call start() to run it again"
+            )
         try:
             status = self.element.step()
         except Exception as exc:
@@ -92,6 +94,7 @@ class Program(Observable):
                 if scope.control.cancelled:
                     self.element.cancel()
                 raise
+
         return start("program", [self], job, wait=wait)
 
     def find(self, pattern):

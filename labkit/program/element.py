@@ -21,7 +21,9 @@ def _code(value, indent=0) -> str:
         owner = value.__self__
         name = owner.__name__ if isinstance(owner, type) else type(owner).__name__.lower()
         return f"{name}.{value.__func__.__name__}"
-    if isinstance(value, types.BuiltinMethodType) and not isinstance(value.__self__, types.ModuleType):
+    if isinstance(value, types.BuiltinMethodType) and not isinstance(
+        value.__self__, types.ModuleType
+    ):
         return f"{type(value.__self__).__name__}.{value.__name__}"
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return value.__qualname__
@@ -29,6 +31,7 @@ def _code(value, indent=0) -> str:
 
 
 # -- elements --------------------------------------------------------------------
+
 
 class Element:
     """Base of program elements: ``start()``, then ``step()`` until it is not INCOMPLETE."""
@@ -56,8 +59,10 @@ class Element:
         if target is None or isinstance(target, Ref):
             return target
         if self._registers is None:
-            raise ProgramError(f"register name {target!r} in {type(self).__name__} needs a "
-                               f"Program's registers (or pass reg({target!r}))")
+            raise ProgramError(
+                f"register name {target!r} in {type(self).__name__} needs a "
+                f"Program's registers (or pass reg({target!r}))"
+            )
         return self._registers(target)
 
     def start(self):
@@ -74,8 +79,9 @@ class Element:
         if self.state is None:
             self.start()
         if self.state["done"]:
-            raise ProgramError(f"step() on a finished {type(self).__name__}; call start() "
-                               "to run it again")
+            raise ProgramError(
+                f"step() on a finished {type(self).__name__}; call start() to run it again"
+            )
         status = self._step()
         if status is not INCOMPLETE:
             self.state["done"] = True
@@ -119,8 +125,10 @@ class Element:
     def find(self, pattern):
         """Elements below matching an Element class, a wrapped function or a predicate."""
         if not callable(pattern):
-            raise InputError(f"find needs an Element class, a function the elements call or a "
-                             f"predicate element -> bool, got {pattern!r}")
+            raise InputError(
+                f"find needs an Element class, a function the elements call or a "
+                f"predicate element -> bool, got {pattern!r}"
+            )
         found = list(self.walk())
         if isinstance(pattern, type) and issubclass(pattern, Element):
             return [e for e in found if isinstance(e, pattern)]
@@ -134,8 +142,10 @@ class Element:
         inside_new = set(map(id, new.walk()))
         parents = [p for p in self._parents if id(p) not in inside_new]
         if not parents:
-            raise InputError(f"replace_with: {self._code()[:200]} is not in a program (no "
-                             "element holds it), so nothing would be replaced")
+            raise InputError(
+                f"replace_with: {self._code()[:200]} is not in a program (no "
+                "element holds it), so nothing would be replaced"
+            )
         for parent in parents:
             for i, child in enumerate(parent.children):
                 if child is self:
@@ -186,8 +196,7 @@ class Element:
     def __getstate__(self):
         state = self._pickled()
         # the tree is pickled by pickle itself; each element tries its own fields first
-        check_picklable({k: v for k, v in state.items() if k not in _STRUCTURE},
-                        self._describe)
+        check_picklable({k: v for k, v in state.items() if k not in _STRUCTURE}, self._describe)
         return state
 
     def __deepcopy__(self, memo):
@@ -212,8 +221,9 @@ def _target(target, what):
 def _check_steps(n_steps) -> None:
     """An InputError unless ``n_steps`` is a number of steps >= 0 (inf: to the end)."""
     if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Real) or not n_steps >= 0:
-        raise InputError(f"n_steps must be a number of steps >= 0 (inf: to the end), "
-                         f"got {n_steps!r}")
+        raise InputError(
+            f"n_steps must be a number of steps >= 0 (inf: to the end), got {n_steps!r}"
+        )
 
 
 class _List(Element):
@@ -229,8 +239,11 @@ class _List(Element):
         return ""
 
     def current(self):
-        return self.children[self.state["i"]].current() if self.state and not self.done \
-            and self.children else self
+        return (
+            self.children[self.state["i"]].current()
+            if self.state and not self.done and self.children
+            else self
+        )
 
 
 def _as_list(elements, owner):
@@ -238,4 +251,3 @@ def _as_list(elements, owner):
     if isinstance(elements, Element) or not hasattr(elements, "__iter__"):
         raise InputError(f"{owner} needs a list of elements, got {elements!r}")
     return list(elements)
-

@@ -19,8 +19,11 @@ def _is_command(args) -> bool:
     """Whether ``args`` is what subprocess.Popen takes as a command."""
     if isinstance(args, (str, bytes, os.PathLike)):
         return True
-    return (isinstance(args, (list, tuple)) and len(args) > 0
-            and all(isinstance(a, (str, bytes, os.PathLike)) for a in args))
+    return (
+        isinstance(args, (list, tuple))
+        and len(args) > 0
+        and all(isinstance(a, (str, bytes, os.PathLike)) for a in args)
+    )
 
 
 class Popen(Element):
@@ -29,8 +32,7 @@ class Popen(Element):
     def __init__(self, args, store_to=None, **popen_kwargs):
         super().__init__(store_to=store_to)
         if not _is_command(args):
-            raise InputError(f"Popen needs a command: a string or a list of strings, got "
-                             f"{args!r}")
+            raise InputError(f"Popen needs a command: a string or a list of strings, got {args!r}")
         self.args, self.popen_kwargs = args, popen_kwargs
         self._proc = None
 
@@ -56,8 +58,9 @@ class Popen(Element):
     def _check_idle(self) -> None:
         """A ProgramError while the subprocess runs: a process cannot be copied."""
         if self._proc is not None:
-            raise ProgramError(f"a running Popen({self.args!r}) cannot be copied or pickled",
-                               **self._where())
+            raise ProgramError(
+                f"a running Popen({self.args!r}) cannot be copied or pickled", **self._where()
+            )
 
     def __getstate__(self):
         self._check_idle()
@@ -91,10 +94,15 @@ class Spawn(Element):
     """
 
     def __init__(self, registers, element, scheduler=None, store_to=None):
-        if isinstance(registers, (str, Ref)) or not isinstance(registers, (list, tuple)) \
-                or not all(isinstance(r, (str, Ref)) for r in registers):
-            raise InputError(f"Spawn needs a list of registers (reg('name') or names) to copy "
-                             f"to the task, got {registers!r}")
+        if (
+            isinstance(registers, (str, Ref))
+            or not isinstance(registers, (list, tuple))
+            or not all(isinstance(r, (str, Ref)) for r in registers)
+        ):
+            raise InputError(
+                f"Spawn needs a list of registers (reg('name') or names) to copy "
+                f"to the task, got {registers!r}"
+            )
         super().__init__(store_to=store_to)
         self._adopt(element, "Spawn element (argument 2)")
         self.names, self.scheduler = list(registers), scheduler
@@ -106,8 +114,9 @@ class Spawn(Element):
 
     def _step(self):
         if self.scheduler is None:
-            raise ProgramError("Spawn has no scheduler (schedulers are not pickled; "
-                               "set spawn.scheduler)")
+            raise ProgramError(
+                "Spawn has no scheduler (schedulers are not pickled; set spawn.scheduler)"
+            )
         if self.state["payload"] is None:
             self.state["payload"] = self._payload()
         if self._batch is None:

@@ -23,8 +23,9 @@ class Registers:
         try:
             return self.values[name]
         except KeyError:
-            raise ProgramError(f"register {name!r} is not set "
-                               f"(set: {sorted(self.values) or 'none'})") from None
+            raise ProgramError(
+                f"register {name!r} is not set (set: {sorted(self.values) or 'none'})"
+            ) from None
 
     def __setitem__(self, name, value):
         self.values[name] = value
@@ -37,16 +38,21 @@ class Registers:
         return f"Registers({self.values!r})"
 
     def __getstate__(self):
-        check_picklable({f"register {name!r}": value for name, value in self.values.items()},
-                        lambda: ("Registers", {}, None))
+        check_picklable(
+            {f"register {name!r}": value for name, value in self.values.items()},
+            lambda: ("Registers", {}, None),
+        )
         return self.__dict__
 
     def __deepcopy__(self, memo):
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         labels = {f"register {name!r}": name for name in self.values}
-        values = copied({label: self.values[name] for label, name in labels.items()}, memo,
-                        lambda: ("Registers", {}, None))
+        values = copied(
+            {label: self.values[name] for label, name in labels.items()},
+            memo,
+            lambda: ("Registers", {}, None),
+        )
         new.values = {labels[label]: value for label, value in values.items()}
         new.written = set(self.written)
         return new
@@ -73,4 +79,3 @@ class Ref:
 def _resolve(value):
     """``value``, or the register value when it is a reference."""
     return value.get() if isinstance(value, Ref) else value
-

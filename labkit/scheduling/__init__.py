@@ -7,5 +7,15 @@ from .local import LocalScheduler
 from .results import ListResultContainer, OrderedResultContainer, ResultContainer
 from .task import FunctionCallable, TaskCallable, TaskOutcome
 
-__all__ = ["Scheduler", "Batch", "LocalScheduler", "DaskScheduler", "TaskCallable", "FunctionCallable",
-           "TaskOutcome", "ResultContainer", "ListResultContainer", "OrderedResultContainer"]
+__all__ = [
+    "Scheduler",
+    "Batch",
+    "LocalScheduler",
+    "DaskScheduler",
+    "TaskCallable",
+    "FunctionCallable",
+    "TaskOutcome",
+    "ResultContainer",
+    "ListResultContainer",
+    "OrderedResultContainer",
+]

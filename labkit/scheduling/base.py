@@ -66,18 +66,25 @@ class Scheduler(Observable):
     default_max_in_flight = 256
     default_max_bytes_in_flight = 128 * 2**20
 
-    def __init__(self, result_container: ResultContainer | None = None,
-                 max_in_flight: int | None = None, max_bytes_in_flight: int | None = None):
+    def __init__(
+        self,
+        result_container: ResultContainer | None = None,
+        max_in_flight: int | None = None,
+        max_bytes_in_flight: int | None = None,
+    ):
         check_container(result_container)
         check_limit("max_in_flight", max_in_flight)
         check_limit("max_bytes_in_flight", max_bytes_in_flight)
-        self.window = Window(max_in_flight or self.default_max_in_flight,
-                             max_bytes_in_flight or self.default_max_bytes_in_flight)
+        self.window = Window(
+            max_in_flight or self.default_max_in_flight,
+            max_bytes_in_flight or self.default_max_bytes_in_flight,
+        )
         self._task_ids = itertools.count()
         self._closed = False
         self._shutdown_callbacks: list[Callable[[], Any]] = []
-        self._container_class = type(result_container) if result_container is not None \
-            else ListResultContainer
+        self._container_class = (
+            type(result_container) if result_container is not None else ListResultContainer
+        )
         self._local = threading.local()
         self._local.batch = Batch(self, result_container, default=True)
 
@@ -98,8 +105,14 @@ class Scheduler(Observable):
 
     # -- batches -----------------------------------------------------------------------
 
-    def batch(self, result_container: ResultContainer | None = None, info: TaskInfo | None = None,
-              control=None, name: str | None = None, total: int | None = None) -> Batch:
+    def batch(
+        self,
+        result_container: ResultContainer | None = None,
+        info: TaskInfo | None = None,
+        control=None,
+        name: str | None = None,
+        total: int | None = None,
+    ) -> Batch:
         """A new batch of tasks on this scheduler; use it in a ``with`` block.
 
         Parameters
@@ -158,15 +171,19 @@ class Scheduler(Observable):
         """Open tasks of every batch on this scheduler."""
         return self.window.total_open()
 
-    def add_task(self, data, task_callable: TaskCallable | Callable | None = None,
-                 info: TaskInfo | None = None) -> int:
+    def add_task(
+        self,
+        data,
+        task_callable: TaskCallable | Callable | None = None,
+        info: TaskInfo | None = None,
+    ) -> int:
         """Submit one task to the default batch (see :meth:`Batch.add_task`)."""
         __tracebackhide__ = True
         return self._default_batch().add_task(data, task_callable, info)
 
     def get_results(self):
         """Wait for the default batch; its results (see :meth:`Batch.get_results`)."""
-        __tracebackhide__ = True   # IPython leaves labkit's frames out of tracebacks
+        __tracebackhide__ = True  # IPython leaves labkit's frames out of tracebacks
         return self._default_batch().get_results()
 
     def cancel(self) -> int:
@@ -176,8 +193,10 @@ class Scheduler(Observable):
         ``get_results`` (a run raises it from ``result()``); a batch with
         nothing submitted is not touched.
         """
-        return sum(b.cancel(CancelledError("cancelled by scheduler.cancel()"))
-                   for b in self.window.owners())
+        return sum(
+            b.cancel(CancelledError("cancelled by scheduler.cancel()"))
+            for b in self.window.owners()
+        )
 
     def on_shutdown(self, fn: Callable[[], Any]) -> None:
         """Call ``fn()`` when the scheduler shuts down (views stop their servers so)."""
@@ -193,8 +212,11 @@ class Scheduler(Observable):
             batches = self.window.owners()
             self.window.lock.notify_all()
         for b in batches:
-            b.cancel(SchedulerError(f"{type(self).__name__} was shut down while the batch "
-                                    "had tasks to finish"))
+            b.cancel(
+                SchedulerError(
+                    f"{type(self).__name__} was shut down while the batch had tasks to finish"
+                )
+            )
         for fn in self._shutdown_callbacks:
             try:
                 fn()
@@ -219,19 +241,30 @@ class Scheduler(Observable):
 
     # -- for batches and backends: the one path of an outcome ----------------------------
 
-    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None
-               ) -> None:
+    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None) -> None:
         """Record one completed task in its batch, exactly once, and announce it."""
+
         def announce(error):
             if error is None:
-                self.emit(TaskFinished(entry.info, outcome.worker, outcome.start, outcome.end,
-                                       outcome.n_samples))
+                self.emit(
+                    TaskFinished(
+                        entry.info, outcome.worker, outcome.start, outcome.end, outcome.n_samples
+                    )
+                )
             else:
                 where = getattr(error, "where", {})
-                self.emit(TaskFailed(entry.info, where.get("worker"), None, None,
-                                     getattr(error, "original_type", None)
-                                     or type(error).__name__,
-                                     str(error), getattr(error, "remote_traceback", None)))
+                self.emit(
+                    TaskFailed(
+                        entry.info,
+                        where.get("worker"),
+                        None,
+                        None,
+                        getattr(error, "original_type", None) or type(error).__name__,
+                        str(error),
+                        getattr(error, "remote_traceback", None),
+                    )
+                )
+
         entry.batch.record(entry, outcome, error, announce)
 
     def check_usable(self) -> None:

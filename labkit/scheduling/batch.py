@@ -51,29 +51,42 @@ class Batch(StartsTasks):
         The run that owns the batch: cancelling the run cancels the batch.
     """
 
-    def __init__(self, scheduler, result_container: ResultContainer | None = None,
-                 info: TaskInfo | None = None, control=None, default: bool = False,
-                 name: str | None = None, total: int | None = None):
+    def __init__(
+        self,
+        scheduler,
+        result_container: ResultContainer | None = None,
+        info: TaskInfo | None = None,
+        control=None,
+        default: bool = False,
+        name: str | None = None,
+        total: int | None = None,
+    ):
         self.scheduler = scheduler
-        self.result_container = (check_container(result_container)
-                                 if result_container is not None else ListResultContainer())
+        self.result_container = (
+            check_container(result_container)
+            if result_container is not None
+            else ListResultContainer()
+        )
         self._template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
         self.id = self._template.run
-        self.window = scheduler.window          # one lock for every batch's book-keeping
+        self.window = scheduler.window  # one lock for every batch's book-keeping
         self._share = self.window.join(self)
         self._results_lock = threading.RLock()  # the container is used by one thread at a time
         self._ship_lock = threading.Lock()
-        self._tracked: list = []                # backend handles made outside add_task
+        self._tracked: list = []  # backend handles made outside add_task
         self._error: BaseException | None = None
-        self._submitted = 0                     # tasks added since results were handed over
+        self._submitted = 0  # tasks added since results were handed over
         self._next_chunk = 0
         self._callable: TaskCallable | None = None
         self._shipped = None
         self._default, self._closed = default, False
         self._control = control
         # a user's own tasks are runs of their own on a board (see .batch_runs)
-        self.as_run = BatchRun(scheduler, name or ("add_task" if default else "tasks"), total) \
-            if info is None else None
+        self.as_run = (
+            BatchRun(scheduler, name or ("add_task" if default else "tasks"), total)
+            if info is None
+            else None
+        )
         if control is not None:
             control.attach(self)
 
@@ -94,8 +107,7 @@ class Batch(StartsTasks):
         __tracebackhide__ = True
         self._check_open()
         try:
-            self.window.wait(lambda: not self.window.n_open(self._share)
-                             or self._error is not None)
+            self.window.wait(lambda: not self.window.n_open(self._share) or self._error is not None)
         except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
             self.cancel()
             raise
@@ -121,13 +133,14 @@ class Batch(StartsTasks):
             lost = self._submitted > 0 or bool(self._tracked) or not self._default
             if lost and self._error is None and not self._closed:
                 self._error = reason or CancelledError(
-                    f"the batch was cancelled with {n_open} task(s) open")
+                    f"the batch was cancelled with {n_open} task(s) open"
+                )
             entries, handles = self._clear()
             error = self._error
         self.scheduler.cancel_tasks(entries, handles)
         with self._results_lock:
             discard(self.result_container)
-        if self.as_run is not None and lost:   # the cycle ends now, not at the next call
+        if self.as_run is not None and lost:  # the cycle ends now, not at the next call
             self.as_run.ended(error or CancelledError("the batch was cancelled"))
         return n_open
 
@@ -167,8 +180,9 @@ class Batch(StartsTasks):
         if self._control is not None:
             self._control.detach(self)
         if self.as_run is not None:
-            self.as_run.ended(CancelledError("the batch was closed with tasks open")
-                              if self._submitted else None)
+            self.as_run.ended(
+                CancelledError("the batch was closed with tasks open") if self._submitted else None
+            )
         self.window.leave(self._share)
         shipped, self._shipped = self._shipped, None
         if shipped is not None:
@@ -189,8 +203,13 @@ class Batch(StartsTasks):
         """Whether ``entry`` still waits for its outcome (not recorded, not cancelled)."""
         return self.window.is_open(self._share, entry.info.task, entry)
 
-    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None,
-               announce: Callable[[BaseException | None], Any] | None = None):
+    def record(
+        self,
+        entry: OpenTask,
+        outcome=None,
+        error: BaseException | None = None,
+        announce: Callable[[BaseException | None], Any] | None = None,
+    ):
         """Record one completed task, exactly once: ``(recorded, its error or None)``.
 
         ``announce(error)`` runs once the result is recorded and before the owner

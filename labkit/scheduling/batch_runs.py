@@ -39,7 +39,7 @@ class BatchRun:
 
     def __init__(self, scheduler, name: str, total: int | None = None):
         self.scheduler, self.name, self.total = scheduler, name, total
-        self.current: str | None = None   # the run id of the cycle under way
+        self.current: str | None = None  # the run id of the cycle under way
 
     def opening(self) -> str | None:
         """A task opens: a new cycle (a new run) starts if none is under way; its id if so."""
@@ -58,6 +58,11 @@ class BatchRun:
         if run is None:
             return
         cancelled = isinstance(error, CancelledError)
-        self.scheduler.emit(RunFinished(run, ok=error is None,
-                                        error=None if error is None else str(error),
-                                        cancelled=cancelled))
+        self.scheduler.emit(
+            RunFinished(
+                run,
+                ok=error is None,
+                error=None if error is None else str(error),
+                cancelled=cancelled,
+            )
+        )

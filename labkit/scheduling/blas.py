@@ -37,14 +37,14 @@ def blas_controller():
     global _controller
     if _controller is None:
         from threadpoolctl import ThreadpoolController
+
         _controller = ThreadpoolController()
     return _controller
 
 
 def _blas_libraries() -> list:
     """BLAS and OpenMP runtimes (scikit-learn's and torch's threads are OpenMP's)."""
-    return [lib for lib in blas_controller().lib_controllers
-            if lib.user_api in ("blas", "openmp")]
+    return [lib for lib in blas_controller().lib_controllers if lib.user_api in ("blas", "openmp")]
 
 
 @contextlib.contextmanager

@@ -41,9 +41,20 @@ from ..constraints import Options, check_argument
 from ..errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_limit, connect
 
-__all__ = ["MODES", "resolve_mode", "cluster_size", "start_cluster", "check_cluster_keywords",
-           "cores", "no_message_log", "check_cluster_choice", "Opened", "open_cluster", "run_on_workers",
-           "dashboard_link"]
+__all__ = [
+    "MODES",
+    "resolve_mode",
+    "cluster_size",
+    "start_cluster",
+    "check_cluster_keywords",
+    "cores",
+    "no_message_log",
+    "check_cluster_choice",
+    "Opened",
+    "open_cluster",
+    "run_on_workers",
+    "dashboard_link",
+]
 
 logger = logging.getLogger("labkit.scheduling")
 
@@ -69,8 +80,9 @@ def resolve_mode(mode: str, processes: bool | None) -> str:
     return wanted
 
 
-def cluster_size(mode: str, n_workers: int | None, threads_per_worker: int | None,
-                 n_cores: int | None = None) -> tuple[int, int]:
+def cluster_size(
+    mode: str, n_workers: int | None, threads_per_worker: int | None, n_cores: int | None = None
+) -> tuple[int, int]:
     """``(n_workers, threads_per_worker)``: by default all cores, one process or one thread each."""
     n = n_cores or cores()
     check_limit("n_workers", n_workers)
@@ -90,21 +102,26 @@ def check_cluster_keywords(mode: str, kwargs: dict) -> None:
     """
     from distributed import LocalCluster, Nanny, Worker
     from distributed.core import Server
+
     takers = [LocalCluster, Worker, Server] + ([Nanny] if mode == "processes" else [])
     known = {name for cls in takers for name in inspect.signature(cls).parameters}
     unknown = sorted(set(kwargs) - known)
     if unknown:
-        raise InputError(f"DaskScheduler got keyword(s) {', '.join(map(repr, unknown))} that "
-                         "neither distributed.LocalCluster nor its workers take",
-                         argument=unknown[0])
+        raise InputError(
+            f"DaskScheduler got keyword(s) {', '.join(map(repr, unknown))} that "
+            "neither distributed.LocalCluster nor its workers take",
+            argument=unknown[0],
+        )
 
 
 def start_cluster(mode: str, n_workers: int, threads_per_worker: int, **kwargs):
     """A ``LocalCluster`` for ``mode``; nothing listens beyond 127.0.0.1."""
     from distributed import LocalCluster
+
     check_cluster_keywords(mode, kwargs)
-    options = dict(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                   dashboard_address="127.0.0.1:0")
+    options = dict(
+        n_workers=n_workers, threads_per_worker=threads_per_worker, dashboard_address="127.0.0.1:0"
+    )
     if mode == "processes":
         options.update(processes=True, host="127.0.0.1")
     else:
@@ -136,16 +153,21 @@ def check_cluster_choice(address, client, embedded: dict) -> None:
     (those of an existing cluster would be ignored: it is used as it is).
     """
     if address is not None and client is not None:
-        raise InputError("give the scheduler's address or a client, not both",
-                         argument="address")
-    given = [name for name, value in embedded.items()
-             if value is not None and not (name == "mode" and value == "auto")]
+        raise InputError("give the scheduler's address or a client, not both", argument="address")
+    given = [
+        name
+        for name, value in embedded.items()
+        if value is not None and not (name == "mode" and value == "auto")
+    ]
     if given and (address is not None or client is not None):
-        raise InputError(f"{', '.join(given)} shape the embedded cluster only; a cluster "
-                         f"given by {'address' if address is not None else 'client'} is used "
-                         "as it is", argument=given[0])
+        raise InputError(
+            f"{', '.join(given)} shape the embedded cluster only; a cluster "
+            f"given by {'address' if address is not None else 'client'} is used "
+            "as it is",
+            argument=given[0],
+        )
     if client is not None:
-        check_client(client)   # an open one
+        check_client(client)  # an open one
 
 
 @dataclasses.dataclass
@@ -155,14 +177,16 @@ class Opened:
     client: Any
     cluster: Any
     owns_client: bool
-    mode: str                 # "auto", "threads", "processes", or "existing"
-    in_process: bool          # the workers are threads of this process
+    mode: str  # "auto", "threads", "processes", or "existing"
+    in_process: bool  # the workers are threads of this process
 
 
-def open_cluster(address, client, mode: str, n_workers, threads_per_worker, connect_timeout,
-                 cluster_kwargs: dict) -> Opened:
+def open_cluster(
+    address, client, mode: str, n_workers, threads_per_worker, connect_timeout, cluster_kwargs: dict
+) -> Opened:
     """The client of ``client``, of the scheduler at ``address``, or of a new embedded cluster."""
     from distributed import Client
+
     cluster = None
     if client is not None:
         opened = Opened(client, None, False, "existing", False)
@@ -177,7 +201,8 @@ def open_cluster(address, client, mode: str, n_workers, threads_per_worker, conn
     nthreads = opened.client.nthreads()
     # a client of someone else's in-process cluster: its workers are threads here too
     opened.in_process = opened.mode in ("auto", "threads") or (
-        bool(nthreads) and all(a.startswith("inproc://") for a in nthreads))
+        bool(nthreads) and all(a.startswith("inproc://") for a in nthreads)
+    )
     return opened
 
 
@@ -186,14 +211,14 @@ def run_on_workers(client, fn, *args) -> dict:
     try:
         results = client.run(fn, *args, on_error="return")
     except Exception as exc:
-        raise SchedulerError(f"could not reach the workers: {type(exc).__name__}: "
-                             f"{exc}") from exc
+        raise SchedulerError(f"could not reach the workers: {type(exc).__name__}: {exc}") from exc
     failed = {w: r for w, r in results.items() if isinstance(r, BaseException)}
     for worker, error in failed.items():
         if isinstance(error, LabkitError):
             raise error.locate(worker=worker)
-        logger.warning("labkit: worker %s did not answer (%s: %s)", worker,
-                       type(error).__name__, error)
+        logger.warning(
+            "labkit: worker %s did not answer (%s: %s)", worker, type(error).__name__, error
+        )
     return {w: r for w, r in results.items() if w not in failed}
 
 

@@ -30,9 +30,23 @@ from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
 from .dask_adapter import scheduler_identity
 
-__all__ = ["CONNECT_TIMEOUT", "SCATTER_TIMEOUT", "check_address", "check_client",
-           "check_limit", "connect_timeout", "connect", "on_loopback", "scheduler_identity",
-           "scatter_everywhere", "is_address", "is_seconds", "SECONDS", "ADDRESS", "CLIENT"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "SCATTER_TIMEOUT",
+    "check_address",
+    "check_client",
+    "check_limit",
+    "connect_timeout",
+    "connect",
+    "on_loopback",
+    "scheduler_identity",
+    "scatter_everywhere",
+    "is_address",
+    "is_seconds",
+    "SECONDS",
+    "ADDRESS",
+    "CLIENT",
+]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
@@ -64,8 +78,10 @@ def is_address(address) -> bool:
 
 
 #: The rule of a scheduler address.
-ADDRESS = Satisfies(is_address, "a Dask scheduler address (a str) such as 'tcp://host:port', "
-                                "e.g. 'tcp://127.0.0.1:8786'")
+ADDRESS = Satisfies(
+    is_address,
+    "a Dask scheduler address (a str) such as 'tcp://host:port', e.g. 'tcp://127.0.0.1:8786'",
+)
 
 
 def check_address(address) -> str:
@@ -74,17 +90,21 @@ def check_address(address) -> str:
 
 
 #: The rule of a client (a cluster by address is passed first, not as ``client=``).
-CLIENT = InstanceOf("distributed.Client", "a distributed.Client (to reach a cluster by "
-                                          "address, pass it first: "
-                                          "lk.DaskScheduler('tcp://host:8786'))")
+CLIENT = InstanceOf(
+    "distributed.Client",
+    "a distributed.Client (to reach a cluster by "
+    "address, pass it first: "
+    "lk.DaskScheduler('tcp://host:8786'))",
+)
 
 
 def check_client(client):
     """``client`` if it is an open ``distributed.Client``, else a labkit error."""
     check_argument("client", client, [CLIENT])
     if client.status in ("closing", "closed"):
-        raise SchedulerError(f"the client given is {client.status}; open a new one",
-                             argument="client")
+        raise SchedulerError(
+            f"the client given is {client.status}; open a new one", argument="client"
+        )
     return client
 
 
@@ -107,6 +127,7 @@ def on_loopback(addresses) -> bool:
             return ipaddress.ip_address(host).is_loopback
         except ValueError:
             return host == "localhost"
+
     return all(map(local, addresses))
 
 
@@ -146,6 +167,7 @@ def connect(address: str, timeout=None):
     and names the address; Dask's exception chain stays its ``__cause__``.
     """
     from distributed import Client
+
     address, seconds = check_address(address), connect_timeout(timeout)
     try:
         return Client(address, timeout=seconds)
@@ -154,7 +176,9 @@ def connect(address: str, timeout=None):
         raise SchedulerError(
             f"cannot reach a Dask scheduler at {address} within {seconds:g} s ({reason}); "
             f"check that it runs and that this machine can reach it, or wait longer "
-            f"(connect_timeout=, LABKIT_CONNECT_TIMEOUT)", address=address) from exc
+            f"(connect_timeout=, LABKIT_CONNECT_TIMEOUT)",
+            address=address,
+        ) from exc
 
 
 def _reason(exc: BaseException) -> str:
@@ -164,14 +188,13 @@ def _reason(exc: BaseException) -> str:
         seen.add(id(exc))
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__
-    for err in reversed(chain):   # innermost first
+    for err in reversed(chain):  # innermost first
         if isinstance(err, ConnectionError) and str(err):
             return f"{type(err).__name__}: {err}"
     return "no answer"
 
 
-def scatter_everywhere(client, obj, what: str, attempts: int = 4,
-                       timeout: float = SCATTER_TIMEOUT):
+def scatter_everywhere(client, obj, what: str, attempts: int = 4, timeout: float = SCATTER_TIMEOUT):
     """A future of ``obj`` on every live worker; a dying worker is left out.
 
     Dask's broadcast scatter fails at once (``CommClosedError``) or waits
@@ -190,16 +213,19 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
             break
         try:
             workers = _live_workers(client, timeout)
-            future = _on_loop(client, client.scatter(obj, workers=workers, hash=False,
-                                                     asynchronous=True), timeout)
+            future = _on_loop(
+                client, client.scatter(obj, workers=workers, hash=False, asynchronous=True), timeout
+            )
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
             from .pickling import pickling_cause
+
             cause = pickling_cause(exc)
-            if cause is not None:   # no retry makes it picklable
-                raise InputError(f"{what} cannot be sent to the workers: "
-                                 f"{type(cause).__name__}: {cause}") from exc
+            if cause is not None:  # no retry makes it picklable
+                raise InputError(
+                    f"{what} cannot be sent to the workers: {type(cause).__name__}: {cause}"
+                ) from exc
             last = exc
-            time.sleep(min(0.1 * 2 ** attempt, 1.0))   # the scheduler notices the death
+            time.sleep(min(0.1 * 2**attempt, 1.0))  # the scheduler notices the death
             continue
         if len(workers) > 1:
             try:
@@ -207,8 +233,9 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4,
             except Exception:  # a worker died meanwhile: those that need it fetch it
                 pass
         return future
-    reason = (f"{type(last).__name__}: {last}" if last is not None
-              else f"the client is {client.status}")
+    reason = (
+        f"{type(last).__name__}: {last}" if last is not None else f"the client is {client.status}"
+    )
     raise SchedulerError(f"could not ship {what} to the workers ({reason})") from last
 
 
@@ -231,8 +258,9 @@ def _live_workers(client, timeout: float) -> list[str]:
 
 def _on_loop(client, coro, timeout: float):
     """The result of ``coro`` run on the client's event loop, abandoned after ``timeout`` s."""
-    done = asyncio.run_coroutine_threadsafe(asyncio.wait_for(coro, timeout),
-                                            client.loop.asyncio_loop)
+    done = asyncio.run_coroutine_threadsafe(
+        asyncio.wait_for(coro, timeout), client.loop.asyncio_loop
+    )
     try:
         return done.result(timeout + 5)
     except BaseException:

@@ -27,8 +27,14 @@ from . import dask_adapter as adapter
 from .base import OpenTask, Scheduler, as_labkit_error
 from .blas import one_blas_thread
 from ..constraints import POSITIVE_INT, Options, check_arguments
-from .cluster import (MODES, check_cluster_choice, dashboard_link, open_cluster, resolve_mode,
-                      run_on_workers)
+from .cluster import (
+    MODES,
+    check_cluster_choice,
+    dashboard_link,
+    open_cluster,
+    resolve_mode,
+    run_on_workers,
+)
 from .connect import ADDRESS, CLIENT, SECONDS, scatter_everywhere, scheduler_identity
 from .results import RESULT_CONTAINER
 from .offload import OffloadPool
@@ -91,11 +97,17 @@ class DaskScheduler(Scheduler):
 
     #: What each argument may be (checked first, by :func:`labkit.constraints.check_arguments`).
     parameter_constraints = {
-        "address": [ADDRESS, None], "client": [CLIENT, None], "mode": [Options(MODES)],
-        "n_workers": [POSITIVE_INT, None], "threads_per_worker": [POSITIVE_INT, None],
-        "max_in_flight": [POSITIVE_INT, None], "max_bytes_in_flight": [POSITIVE_INT, None],
-        "result_container": [RESULT_CONTAINER, None], "direct_bytes": [POSITIVE_INT, None],
-        "report_starts": [Options((True, False))], "shared_memory": [Options((True, False)), None],
+        "address": [ADDRESS, None],
+        "client": [CLIENT, None],
+        "mode": [Options(MODES)],
+        "n_workers": [POSITIVE_INT, None],
+        "threads_per_worker": [POSITIVE_INT, None],
+        "max_in_flight": [POSITIVE_INT, None],
+        "max_bytes_in_flight": [POSITIVE_INT, None],
+        "result_container": [RESULT_CONTAINER, None],
+        "direct_bytes": [POSITIVE_INT, None],
+        "report_starts": [Options((True, False))],
+        "shared_memory": [Options((True, False)), None],
         "connect_timeout": [SECONDS, None],
     }
     max_attempts = 4  # submissions of one task whose inputs were lost with their workers
@@ -103,25 +115,54 @@ class DaskScheduler(Scheduler):
     #: lets Dask pickle them (read when the scheduler opens; benchmarks compare the two).
     inputs_by_reference = True
 
-    def __init__(self, address: str | None = None, *, client=None, mode: str = "auto",
-                 n_workers: int | None = None, threads_per_worker: int | None = None,
-                 max_in_flight: int | None = None, max_bytes_in_flight: int | None = None,
-                 result_container=None, direct_bytes: int | None = None, report_starts: bool = True,
-                 shared_memory: bool | None = None, connect_timeout: float | None = None,
-                 **cluster_kwargs):
-        check_arguments(self.parameter_constraints, "", address=address, client=client,
-                        mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker,
-                        max_in_flight=max_in_flight, max_bytes_in_flight=max_bytes_in_flight,
-                        result_container=result_container, direct_bytes=direct_bytes,
-                        report_starts=report_starts, shared_memory=shared_memory,
-                        connect_timeout=connect_timeout)
-        check_cluster_choice(address, client, dict(
-            mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker,
-            **cluster_kwargs))
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        client=None,
+        mode: str = "auto",
+        n_workers: int | None = None,
+        threads_per_worker: int | None = None,
+        max_in_flight: int | None = None,
+        max_bytes_in_flight: int | None = None,
+        result_container=None,
+        direct_bytes: int | None = None,
+        report_starts: bool = True,
+        shared_memory: bool | None = None,
+        connect_timeout: float | None = None,
+        **cluster_kwargs,
+    ):
+        check_arguments(
+            self.parameter_constraints,
+            "",
+            address=address,
+            client=client,
+            mode=mode,
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            max_in_flight=max_in_flight,
+            max_bytes_in_flight=max_bytes_in_flight,
+            result_container=result_container,
+            direct_bytes=direct_bytes,
+            report_starts=report_starts,
+            shared_memory=shared_memory,
+            connect_timeout=connect_timeout,
+        )
+        check_cluster_choice(
+            address,
+            client,
+            dict(
+                mode=mode,
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                **cluster_kwargs,
+            ),
+        )
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
         self._offload = self._blas_hold = None
-        self._opened = open_cluster(address, client, mode, n_workers, threads_per_worker,
-                                    connect_timeout, cluster_kwargs)
+        self._opened = open_cluster(
+            address, client, mode, n_workers, threads_per_worker, connect_timeout, cluster_kwargs
+        )
         self.client, self.mode = self._opened.client, self._opened.mode
         nthreads = self.client.nthreads()
         if self.mode == "auto":
@@ -131,14 +172,24 @@ class DaskScheduler(Scheduler):
             # scheduler's whole life (limiting per task made OpenBLAS resize its pool).
             self._blas_hold = one_blas_thread()
             self._blas_hold.__enter__()
-        super().__init__(result_container, max_in_flight or max(256, 32 * sum(nthreads.values())),
-                         max_bytes_in_flight)
+        super().__init__(
+            result_container,
+            max_in_flight or max(256, 32 * sum(nthreads.values())),
+            max_bytes_in_flight,
+        )
         self.outcomes = Outcomes(self.client, self.record, self._failed, self._failed_to_send)
         local = self._opened.cluster is not None and self.mode == "processes"
-        traits = ClusterTraits(self.in_process, self.inputs_by_reference,
-                               local if shared_memory is None else bool(shared_memory))
-        self._context = RouteContext(self.client, self.outcomes, self._run_options,
-                                     direct_bytes or direct_bytes_for(nthreads))
+        traits = ClusterTraits(
+            self.in_process,
+            self.inputs_by_reference,
+            local if shared_memory is None else bool(shared_memory),
+        )
+        self._context = RouteContext(
+            self.client,
+            self.outcomes,
+            self._run_options,
+            direct_bytes or direct_bytes_for(nthreads),
+        )
         #: The routes tasks take, in the order they are tried (chosen once, here).
         self.routes = open_routes(traits, self._context)
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
@@ -187,10 +238,15 @@ class DaskScheduler(Scheduler):
         if self.closed:
             return "<DaskScheduler: shut down>"
         info = scheduler_identity(self.client)
-        kind = (f"embedded cluster, mode {self.mode!r}" if self._opened.cluster is not None
-                else "existing cluster")
-        return (f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
-                f"({kind}), {self.total_open_tasks} open tasks>")
+        kind = (
+            f"embedded cluster, mode {self.mode!r}"
+            if self._opened.cluster is not None
+            else "existing cluster"
+        )
+        return (
+            f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
+            f"({kind}), {self.total_open_tasks} open tasks>"
+        )
 
     # -- callables and tasks: each by its route ------------------------------------------
 
@@ -204,7 +260,7 @@ class DaskScheduler(Scheduler):
         shipped.release()
 
     def start_task(self, entry: OpenTask, data):
-        entry.data = data   # kept until done: a task whose inputs die is sent again
+        entry.data = data  # kept until done: a task whose inputs die is sent again
         for route in self.routes:
             payload = route.prepare(entry, data)
             if payload is not PASS:
@@ -258,56 +314,83 @@ class DaskScheduler(Scheduler):
         if isinstance(error, LabkitError):  # the task itself raised
             return self.record(entry, error=error)
         where = entry.info.where()
-        if self.client.status in ("closing", "closed"):   # closed by hand, not by shutdown()
-            return self.record(entry, error=SchedulerError(
-                "the Dask client of this DaskScheduler was closed while the task ran; "
-                "shut the scheduler down with shutdown() and make a new one", **where))
+        if self.client.status in ("closing", "closed"):  # closed by hand, not by shutdown()
+            return self.record(
+                entry,
+                error=SchedulerError(
+                    "the Dask client of this DaskScheduler was closed while the task ran; "
+                    "shut the scheduler down with shutdown() and make a new one",
+                    **where,
+                ),
+            )
         reason = adapter.cancel_reason(future)
         # A cancel with no reason ("unknown") comes from a lost input as well (a worker's
         # death races the message that names it); a restart says why.
         if reason not in ("", "unknown") and not adapter.lost_input(reason):
-            return self.record(entry, error=CancelledError(
-                f"the task was cancelled outside labkit ({reason})", **where))
+            return self.record(
+                entry,
+                error=CancelledError(f"the task was cancelled outside labkit ({reason})", **where),
+            )
         info = entry.info
         lost = adapter.workers_lost_under(
-            self.client, f"labkit-{info.kind}-{info.run}-{info.task}-")
+            self.client, f"labkit-{info.kind}-{info.run}-{info.task}-"
+        )
         if adapter.is_killed_worker(error) or len(lost) > adapter.allowed_failures():
             return self.record(entry, error=_worker_lost(entry, error, lost))
         if entry.attempts < self.max_attempts:
             return self._resubmit(entry, error or reason)
-        self.record(entry, error=SchedulerError(
-            f"the task's inputs were lost with their workers {entry.attempts} times "
-            f"({error or reason})", **where, worker=", ".join(lost) or None))
+        self.record(
+            entry,
+            error=SchedulerError(
+                f"the task's inputs were lost with their workers {entry.attempts} times "
+                f"({error or reason})",
+                **where,
+                worker=", ".join(lost) or None,
+            ),
+        )
 
     def _failed_to_send(self, entry: OpenTask, exc: BaseException) -> None:
         """A chunk did not reach a worker: send it again (its worker died under the copy,
         as a lost input would), or fail its task naming the chunk."""
         if not entry.is_open():
             return
-        unpicklable = pickling_cause(exc) is not None   # no retry makes it picklable
-        if not unpicklable and entry.attempts < self.max_attempts \
-                and self.client.status == "running":
+        unpicklable = pickling_cause(exc) is not None  # no retry makes it picklable
+        if (
+            not unpicklable
+            and entry.attempts < self.max_attempts
+            and self.client.status == "running"
+        ):
             return self._resubmit(entry, f"{type(exc).__name__}: {exc}")
         kind = InputError if unpicklable else SchedulerError
-        self.record(entry, error=kind(f"chunk {entry.info.chunk} could not be sent to a "
-                                      f"worker: {type(exc).__name__}: {exc}",
-                                      **entry.info.where()))
+        self.record(
+            entry,
+            error=kind(
+                f"chunk {entry.info.chunk} could not be sent to a "
+                f"worker: {type(exc).__name__}: {exc}",
+                **entry.info.where(),
+            ),
+        )
 
     def _resubmit(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded."""
         if not entry.is_open():
             return
         entry.attempts += 1
-        logger.warning("labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
-                       "lost with their workers (%s)", entry.info.chunk, entry.info.run,
-                       entry.attempts, why)
+        logger.warning(
+            "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
+            "lost with their workers (%s)",
+            entry.info.chunk,
+            entry.info.run,
+            entry.attempts,
+            why,
+        )
         try:
             handle = entry.route.resubmit(entry)
         except Exception as exc:
             return self.record(entry, error=as_labkit_error(exc, entry.info, None))
         if handle is not None:
             entry.handle = handle
-        if not entry.is_open():   # cancelled while it was being sent again: take it back
+        if not entry.is_open():  # cancelled while it was being sent again: take it back
             self.cancel_tasks([entry], [])
 
     def _close(self) -> None:
@@ -337,5 +420,7 @@ def _worker_lost(entry: OpenTask, error, lost: list[str]) -> WorkerLostError:
     return WorkerLostError(
         f"worker lost: {len(workers) or 'a'} worker(s) died while running this task "
         f"({named}); a task that crashes its worker process (os._exit, a segfault, "
-        "running out of memory) fails here", **entry.info.where(),
-        worker=workers[-1] if workers else None)
+        "running out of memory) fails here",
+        **entry.info.where(),
+        worker=workers[-1] if workers else None,
+    )

@@ -38,10 +38,23 @@ from typing import Any
 
 import dask
 
-__all__ = ["LOST_INPUT_REASONS", "lost_input", "cancel_reason", "is_killed_worker",
-           "killed_worker_address", "is_cancelled", "allowed_failures", "workers_lost_under",
-           "task_graph", "is_task_graph", "is_delayed", "is_future", "is_dask_array",
-           "scheduler_identity", "forget_on_scheduler"]
+__all__ = [
+    "LOST_INPUT_REASONS",
+    "lost_input",
+    "cancel_reason",
+    "is_killed_worker",
+    "killed_worker_address",
+    "is_cancelled",
+    "allowed_failures",
+    "workers_lost_under",
+    "task_graph",
+    "is_task_graph",
+    "is_delayed",
+    "is_future",
+    "is_dask_array",
+    "scheduler_identity",
+    "forget_on_scheduler",
+]
 
 #: Reasons Dask gives when it cancels a task because its inputs died with their holders.
 LOST_INPUT_REASONS = ("lost dependencies", "already forgotten")
@@ -70,6 +83,7 @@ def cancel_reason(future, timeout: float = 5.0) -> str:
 def is_killed_worker(error: BaseException | None) -> bool:
     """Whether ``error`` is Dask's ``KilledWorker``: workers kept dying under the task."""
     from distributed import KilledWorker
+
     return isinstance(error, KilledWorker)
 
 
@@ -81,8 +95,10 @@ def killed_worker_address(error: BaseException | None) -> str | None:
 def is_cancelled(exc: BaseException) -> bool:
     """Whether ``exc`` is a cancel of Dask's, asyncio's or ``concurrent.futures``' kind."""
     from distributed import CancelledError
-    return isinstance(exc, (CancelledError, asyncio.CancelledError,
-                            concurrent.futures.CancelledError))
+
+    return isinstance(
+        exc, (CancelledError, asyncio.CancelledError, concurrent.futures.CancelledError)
+    )
 
 
 def allowed_failures() -> int:
@@ -99,10 +115,16 @@ def workers_lost_under(client, key_prefix: str) -> list[str]:
     hold objects that do not serialize, so the whole answer fails.  ``[]``
     when the scheduler cannot be asked.
     """
+
     def lost_under(dask_scheduler):  # nested: pickled by value, the scheduler needs no labkit
-        return [msg.get("worker", "?") for _, msg in dask_scheduler.get_events("all")
-                if isinstance(msg, dict) and msg.get("action") == "remove-worker"
-                and any(str(k).startswith(key_prefix) for k in msg.get("processing-tasks", ()))]
+        return [
+            msg.get("worker", "?")
+            for _, msg in dask_scheduler.get_events("all")
+            if isinstance(msg, dict)
+            and msg.get("action") == "remove-worker"
+            and any(str(k).startswith(key_prefix) for k in msg.get("processing-tasks", ()))
+        ]
+
     try:
         return list(client.run_on_scheduler(lost_under))
     except Exception:  # the scheduler is gone too: nothing more to learn
@@ -115,29 +137,34 @@ def forget_on_scheduler(client, topic: str, group: str, key: str) -> None:
     A sweep's reports travel as events of a topic and its checkpoints as task
     metadata; both can be large and outlive the sweep unless dropped.
     """
+
     def forget(dask_scheduler):  # nested: pickled by value, the scheduler needs no labkit
-        broker = getattr(dask_scheduler, "_broker", None)   # private: the event log
+        broker = getattr(dask_scheduler, "_broker", None)  # private: the event log
         if broker is not None:
             broker.truncate(topic)
         dask_scheduler.task_metadata.get(group, {}).pop(key, None)
+
     client.run_on_scheduler(forget)
 
 
 def task_graph(graph: dict) -> dict:
     """``graph`` (a dict of keys to tasks) with old-style tuples converted to task specs."""
     from dask._task_spec import convert_legacy_graph
+
     return convert_legacy_graph(graph)
 
 
 def is_task_graph(graph: dict) -> bool:
     """Whether every node of ``graph`` is a task spec that can be computed node by node."""
     from dask._task_spec import GraphNode
+
     return all(isinstance(node, GraphNode) for node in graph.values())
 
 
 def is_delayed(obj: Any) -> bool:
     """Whether ``obj`` is a ``dask.delayed`` object (it answers any ``hasattr``)."""
     from dask.delayed import Delayed
+
     return isinstance(obj, Delayed)
 
 
@@ -146,6 +173,7 @@ def is_future(obj: Any) -> bool:
     if "distributed" not in sys.modules:
         return False
     from distributed import Future
+
     return isinstance(obj, Future)
 
 
@@ -154,6 +182,7 @@ def is_dask_array(obj: Any) -> bool:
     if "dask.array" not in sys.modules:
         return False
     import dask.array as da
+
     return isinstance(obj, da.Array)
 
 

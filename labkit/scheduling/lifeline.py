@@ -44,7 +44,8 @@ def hold_lifeline(parent: int | None = None, every: float = LIFELINE_EVERY) -> t
     def watch():
         while parent_is_alive(parent):
             time.sleep(every)
-        os._exit(0)   # nobody is left to want our results; skip atexit (it may block)
+        os._exit(0)  # nobody is left to want our results; skip atexit (it may block)
+
     thread = threading.Thread(target=watch, daemon=True, name="labkit-lifeline")
     thread.start()
     return thread

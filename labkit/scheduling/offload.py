@@ -43,9 +43,9 @@ __all__ = ["OffloadPool", "offload_pool"]
 
 logger = logging.getLogger("labkit.scheduling")
 
-_POOLS: dict[str, "OffloadPool"] = {}   # token -> pool; tasks name their pool by token
+_POOLS: dict[str, "OffloadPool"] = {}  # token -> pool; tasks name their pool by token
 _tokens = itertools.count()
-_CALLABLES: dict[int, object] = {}       # in a pool process: callable token -> callable
+_CALLABLES: dict[int, object] = {}  # in a pool process: callable token -> callable
 
 
 class OffloadPool:
@@ -63,7 +63,7 @@ class OffloadPool:
         # id -> (callable, its token, its pickle); a token is never reused, unlike an id
         self._pickled: dict[int, tuple[object, int, bytes]] = {}
         self._closed = False
-        self._shared = SharedChunks()   # chunk segments, reused from task to task
+        self._shared = SharedChunks()  # chunk segments, reused from task to task
         _POOLS[self.token] = self
 
     def run(self, task_callable, data, info, worker: str):
@@ -83,10 +83,16 @@ class OffloadPool:
                     raise WorkerLostError(
                         f"worker lost: a process running this GIL-holding task died {attempt} "
                         "times (killed, os._exit, a segfault or running out of memory)",
-                        **info.where(), worker=f"{worker} (offload process)") from exc
-                logger.warning("labkit: an offload process died under chunk %s of %s; "
-                               "running it again in a fresh process (attempt %d)",
-                               info.chunk, info.run, attempt + 1)
+                        **info.where(),
+                        worker=f"{worker} (offload process)",
+                    ) from exc
+                logger.warning(
+                    "labkit: an offload process died under chunk %s of %s; "
+                    "running it again in a fresh process (attempt %d)",
+                    info.chunk,
+                    info.run,
+                    attempt + 1,
+                )
         raise AssertionError("unreachable")
 
     def _run_once(self, executor, token: int, blob: bytes, data, info, worker: str):
@@ -94,9 +100,10 @@ class OffloadPool:
         task, reuse = next(_tokens), False
         try:
             sent = self._shared.chunk_for(task, data)
-            outcome = cloudpickle.loads(executor.submit(_run_there, token, blob, sent, info,
-                                                        worker).result())
-            reuse = outcome.released is True   # the process kept no view of the chunk
+            outcome = cloudpickle.loads(
+                executor.submit(_run_there, token, blob, sent, info, worker).result()
+            )
+            reuse = outcome.released is True  # the process kept no view of the chunk
             return dataclasses.replace(outcome, released=None)
         finally:
             self._shared.drop([task], reuse)
@@ -127,10 +134,13 @@ class OffloadPool:
         with self._lock:
             held = self._pickled.get(id(task_callable))
             if held is None or held[0] is not task_callable:
-                if len(self._pickled) > 64:   # callables of finished phases
+                if len(self._pickled) > 64:  # callables of finished phases
                     self._pickled.clear()
                 held = self._pickled[id(task_callable)] = (
-                    task_callable, next(_tokens), cloudpickle.dumps(task_callable))
+                    task_callable,
+                    next(_tokens),
+                    cloudpickle.dumps(task_callable),
+                )
         return held[1], held[2]
 
     def _ensure(self) -> ProcessPoolExecutor:
@@ -139,9 +149,13 @@ class OffloadPool:
                 raise RuntimeError("the offload pool is closed")
             if self._executor is None:
                 import multiprocessing
+
                 self._executor = ProcessPoolExecutor(
-                    self.size, mp_context=multiprocessing.get_context("spawn"),
-                    initializer=_init_process, initargs=(os.getpid(),))
+                    self.size,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_init_process,
+                    initargs=(os.getpid(),),
+                )
             return self._executor
 
     def _replace(self, broken) -> None:
@@ -160,12 +174,14 @@ def _init_process(parent: int) -> None:
     """In a pool process, first: end with ``parent``; one BLAS thread."""
     hold_lifeline(parent)
     from threadpoolctl import threadpool_limits
-    threadpool_limits(limits=1)   # as Dask's nanny does for its worker processes
+
+    threadpool_limits(limits=1)  # as Dask's nanny does for its worker processes
 
 
 def _run_there(token: int, blob: bytes, data, info, worker: str):
     """In a pool process: the callable of ``token`` (unpickled once here), run on the chunk."""
     from .task import run_task
+
     task_callable = _CALLABLES.get(token)
     if task_callable is None:
         if len(_CALLABLES) > 64:

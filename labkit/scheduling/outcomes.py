@@ -61,8 +61,8 @@ class Outcomes:
         self._record, self._failed, self._failed_to_send = record, failed, failed_to_send
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._entries: dict[str, Any] = {}   # key -> its open task, while followed
-        self._watched: dict[str, Any] = {}   # key -> future, of tasks that record themselves
+        self._entries: dict[str, Any] = {}  # key -> its open task, while followed
+        self._watched: dict[str, Any] = {}  # key -> future, of tasks that record themselves
         self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-outcomes")
         self._thread.start()
 
@@ -148,7 +148,7 @@ class Outcomes:
             try:
                 self._handle([item for item in items if item is not _STOP])
                 for entry, future in ended:
-                    if entry.is_open():   # ended without delivering: a cancel, a lost input
+                    if entry.is_open():  # ended without delivering: a cancel, a lost input
                         self._failed(entry, future)
             except Exception:  # never let this thread die: its tasks would hang
                 logger.exception("labkit: handling %d task outcomes failed", len(items))
@@ -183,9 +183,13 @@ class Outcomes:
 
     def _handle(self, items: list) -> None:
         """Hand each item on in arrival order; finished futures fetched in one gather first."""
-        results = self._gather([(entry, future) for kind, entry, _, future, _ in items
-                                if kind == "future" and future.status == "finished"
-                                and entry.is_open()])
+        results = self._gather(
+            [
+                (entry, future)
+                for kind, entry, _, future, _ in items
+                if kind == "future" and future.status == "finished" and entry.is_open()
+            ]
+        )
         for kind, entry, key, payload, error in items:
             if key is not None:
                 self._forget(key)
@@ -200,8 +204,11 @@ class Outcomes:
                     else:
                         self._failed(entry, payload)
             except Exception:
-                logger.exception("labkit: the outcome of chunk %s of %s was not handled",
-                                 entry.info.chunk, entry.info.run)
+                logger.exception(
+                    "labkit: the outcome of chunk %s of %s was not handled",
+                    entry.info.chunk,
+                    entry.info.run,
+                )
 
     def _gather(self, items: list) -> dict:
         """Results by key of finished futures; one that cannot be fetched is left out."""

@@ -57,8 +57,9 @@ def pickling_cause(exc: BaseException) -> BaseException | None:
     """
     chain = _chain(exc)
     for err in chain:
-        if isinstance(err, pickle.PicklingError) or re.search(r"(?i)(can't|cannot) pickle",
-                                                              str(err)):
+        if isinstance(err, pickle.PicklingError) or re.search(
+            r"(?i)(can't|cannot) pickle", str(err)
+        ):
             return err
     root = chain[-1]
     text = f"{type(root).__name__}: {root}".lower()
@@ -73,5 +74,8 @@ def dumps(obj, argument: str, **where) -> bytes:
         return cloudpickle.dumps(obj)
     except Exception as exc:
         root = pickling_cause(exc) or root_cause(exc)
-        raise InputError(f"{argument} cannot be sent to the workers: {type(root).__name__}: "
-                         f"{root}", argument=argument, **where) from exc
+        raise InputError(
+            f"{argument} cannot be sent to the workers: {type(root).__name__}: {root}",
+            argument=argument,
+            **where,
+        ) from exc

@@ -45,15 +45,19 @@ class LabkitTasksClosed(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage() if isinstance(record.msg, str) else ""
-        return not (message.startswith("Async instruction for")
-                    and message.endswith("ended with CancelledError")
-                    and f"execute('{KEY_PREFIX}" in message)
+        return not (
+            message.startswith("Async instruction for")
+            and message.endswith("ended with CancelledError")
+            and f"execute('{KEY_PREFIX}" in message
+        )
 
 
 def install() -> None:
     """Add the filters to the workers' loggers in this process, once."""
-    for name, kind in (("distributed.worker", LabkitTaskFailures),
-                       ("distributed.worker.state_machine", LabkitTasksClosed)):
+    for name, kind in (
+        ("distributed.worker", LabkitTaskFailures),
+        ("distributed.worker.state_machine", LabkitTasksClosed),
+    ):
         log = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in log.filters):
             log.addFilter(kind())

@@ -11,13 +11,20 @@ from typing import Any
 
 from ..constraints import HasMethods, check_argument
 
-__all__ = ["ResultContainer", "ListResultContainer", "OrderedResultContainer",
-           "check_container", "discard", "RESULT_CONTAINER"]
+__all__ = [
+    "ResultContainer",
+    "ListResultContainer",
+    "OrderedResultContainer",
+    "check_container",
+    "discard",
+    "RESULT_CONTAINER",
+]
 
 #: The rule of a result container: anything with ``add_result`` and ``get_results``.
-RESULT_CONTAINER = HasMethods(("add_result", "get_results"),
-                              "a ResultContainer (add_result and get_results), "
-                              "e.g. lk.OrderedResultContainer()")
+RESULT_CONTAINER = HasMethods(
+    ("add_result", "get_results"),
+    "a ResultContainer (add_result and get_results), e.g. lk.OrderedResultContainer()",
+)
 
 
 def check_container(container) -> Any:

@@ -28,14 +28,17 @@ def _submit_in_graph(route: Transport, entry, payload):
     """Start ``entry`` with ``payload`` inside the task graph; its result is fetched."""
     client = route.context.client
     shipped, key, topic, offload = _run_arguments(route, entry)
-    if is_delayed(payload):   # a chunk built on data the cluster holds: a dependent task
+    if is_delayed(payload):  # a chunk built on data the cluster holds: a dependent task
         import dask
-        task = dask.delayed(run_task, pure=False)(shipped, payload, entry.info, topic, None,
-                                                  offload, dask_key_name=key)
+
+        task = dask.delayed(run_task, pure=False)(
+            shipped, payload, entry.info, topic, None, offload, dask_key_name=key
+        )
         future = client.compute(task)
     else:
-        future = client.submit(run_task, shipped, payload, entry.info, topic, None, offload,
-                               key=key, pure=False)
+        future = client.submit(
+            run_task, shipped, payload, entry.info, topic, None, offload, key=key, pure=False
+        )
     route.context.outcomes.follow(entry, future)
     return future
 
@@ -72,18 +75,26 @@ class InProcessRoute(Transport):
 
     def _held(self, entry, payload, key: str) -> ByReference:
         """``entry``'s input by reference, with the function that delivers its outcome."""
-        entry.reference = ByReference(HereTask(payload,
-                                               self.context.outcomes.deliverer(entry, key)))
+        entry.reference = ByReference(
+            HereTask(payload, self.context.outcomes.deliverer(entry, key))
+        )
         return entry.reference
 
     def submit(self, entry, payload):
         """One task: ``client.submit`` of :func:`~.task.run_task_here`."""
         shipped, key, topic, offload = _run_arguments(self, entry)
         outcomes = self.context.outcomes
-        outcomes.expect([(key, entry)])   # before it starts: it may deliver at once
-        future = self.context.client.submit(run_task_here, self._held(entry, payload, key),
-                                            entry.info, shipped, topic, offload=offload,
-                                            key=key, pure=False)
+        outcomes.expect([(key, entry)])  # before it starts: it may deliver at once
+        future = self.context.client.submit(
+            run_task_here,
+            self._held(entry, payload, key),
+            entry.info,
+            shipped,
+            topic,
+            offload=offload,
+            key=key,
+            pure=False,
+        )
         outcomes.watch([future])
         return future
 
@@ -93,17 +104,26 @@ class InProcessRoute(Transport):
         if any(entry.callable is not first.callable for entry, _ in group):
             return None
         payloads = [self.prepare(entry, data) for entry, data in group]
-        if any(payload is PASS for payload in payloads):   # one by one, each by its route
+        if any(payload is PASS for payload in payloads):  # one by one, each by its route
             return None
         shipped, _, topic, offload = _run_arguments(self, first)
         keys = [task_key(entry) for entry, _ in group]
-        held = [self._held(entry, payload, key)
-                for (entry, _), payload, key in zip(group, payloads, keys)]
+        held = [
+            self._held(entry, payload, key)
+            for (entry, _), payload, key in zip(group, payloads, keys)
+        ]
         outcomes = self.context.outcomes
         outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys)])
-        futures = self.context.client.map(run_task_here, held, [e.info for e, _ in group],
-                                          task_callable=shipped, topic=topic, offload=offload,
-                                          key=keys, pure=False)
+        futures = self.context.client.map(
+            run_task_here,
+            held,
+            [e.info for e, _ in group],
+            task_callable=shipped,
+            topic=topic,
+            offload=offload,
+            key=keys,
+            pure=False,
+        )
         outcomes.watch(futures)
         return futures
 
@@ -147,8 +167,7 @@ class SharedMemoryRoute(Transport):
 
     def release(self, entry, outcome=None) -> None:
         """Keep the segments for reuse when the worker unmapped them all, else remove them."""
-        self.segments.drop([entry.info.task],
-                           reuse=getattr(outcome, "released", None) is True)
+        self.segments.drop([entry.info.task], reuse=getattr(outcome, "released", None) is True)
 
     def close(self) -> None:
         """Remove every segment."""
@@ -182,8 +201,9 @@ class DirectScatterRoute(Transport):
         """Start the copy on the event loop; the future is known later (``entry.handle``)."""
         shipped, key, topic, _ = _run_arguments(self, entry)
         client = self.context.client
-        asyncio.run_coroutine_threadsafe(self._send(entry, payload, key, shipped, topic),
-                                         client.loop.asyncio_loop)
+        asyncio.run_coroutine_threadsafe(
+            self._send(entry, payload, key, shipped, topic), client.loop.asyncio_loop
+        )
         return None
 
     async def _send(self, entry, data, key: str, shipped, topic) -> None:
@@ -191,11 +211,10 @@ class DirectScatterRoute(Transport):
         client, outcomes = self.context.client, self.context.outcomes
         try:
             chunk = await client.scatter(data, direct=True, hash=False, asynchronous=True)
-            if not entry.is_open():   # cancelled meanwhile
+            if not entry.is_open():  # cancelled meanwhile
                 chunk.release()
                 return
-            future = client.submit(run_task, shipped, chunk, entry.info, topic, key=key,
-                                   pure=False)
+            future = client.submit(run_task, shipped, chunk, entry.info, topic, key=key, pure=False)
             entry.handle = future
             outcomes.follow(entry, future)
         except Exception as exc:  # its worker died, no workers left, it does not pickle

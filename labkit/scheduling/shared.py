@@ -27,8 +27,16 @@ from __future__ import annotations
 
 import threading
 
-__all__ = ["SHARE_BYTES", "SharedArray", "SharedChunk", "SharedChunks", "share", "attach",
-           "unmap", "unlink"]
+__all__ = [
+    "SHARE_BYTES",
+    "SharedArray",
+    "SharedChunk",
+    "SharedChunks",
+    "share",
+    "attach",
+    "unmap",
+    "unlink",
+]
 
 #: Arrays at least this large travel through shared memory, smaller ones as they are.
 SHARE_BYTES = 1 << 16
@@ -52,6 +60,7 @@ class SharedArray:
 
         import _posixshmem
         import numpy as np
+
         fd = _posixshmem.shm_open("/" + self.name, os.O_RDONLY, mode=0o600)
         try:
             nbytes = int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
@@ -73,14 +82,17 @@ def share(data, segments: list, take=None):
     kernel a page fault per 4 KiB on first write, ten times the copy itself.
     """
     import numpy as np
+
     if isinstance(data, tuple):
         return tuple(share(part, segments, take) for part in data)
-    if not (isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES
-            and not data.dtype.hasobject):
+    if not (
+        isinstance(data, np.ndarray) and data.nbytes >= SHARE_BYTES and not data.dtype.hasobject
+    ):
         return data
     segment = take(data.nbytes) if take is not None else None
     if segment is None:
         from multiprocessing import shared_memory
+
         segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
     segments.append(segment)
     np.copyto(np.ndarray(data.shape, data.dtype, buffer=segment.buf), data)

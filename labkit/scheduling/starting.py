@@ -36,12 +36,12 @@ class OpenTask:
     info: TaskInfo
     batch: "Batch"
     callable: TaskCallable
-    shipped: Any = None         # the callable as the backend shipped it
+    shipped: Any = None  # the callable as the backend shipped it
     nbytes: int = 0
-    handle: Any = None          # the backend's handle, for cancelling
-    data: Any = None            # kept by backends that may have to send the chunk again
-    reference: Any = None       # the input handed by reference, held until the task is done
-    route: Any = None           # the transport that carries it (see .transport)
+    handle: Any = None  # the backend's handle, for cancelling
+    data: Any = None  # kept by backends that may have to send the chunk again
+    reference: Any = None  # the input handed by reference, held until the task is done
+    route: Any = None  # the transport that carries it (see .transport)
     attempts: int = 1
 
     def is_open(self) -> bool:
@@ -52,8 +52,12 @@ class OpenTask:
 class StartsTasks:
     """``add_task`` and ``add_tasks`` of a batch (see the module docstring)."""
 
-    def add_task(self, data, task_callable: TaskCallable | Callable | None = None,
-                 info: TaskInfo | None = None) -> int:
+    def add_task(
+        self,
+        data,
+        task_callable: TaskCallable | Callable | None = None,
+        info: TaskInfo | None = None,
+    ) -> int:
         """Submit one task; waits while the batch's share of the window is full.
 
         Parameters
@@ -83,8 +87,14 @@ class StartsTasks:
         self._start([(entry, data)])
         return entry.info.task
 
-    def add_tasks(self, chunks, task_callable: TaskCallable | Callable | None = None, *,
-                  ready: bool = False, check: Callable[[], Any] | None = None) -> int:
+    def add_tasks(
+        self,
+        chunks,
+        task_callable: TaskCallable | Callable | None = None,
+        *,
+        ready: bool = False,
+        check: Callable[[], Any] | None = None,
+    ) -> int:
         """Submit a task for every chunk of ``chunks``; how many were submitted.
 
         Parameters
@@ -119,25 +129,27 @@ class StartsTasks:
                 if check is not None:
                     check()
                 nbytes = chunk_nbytes(chunk)
-                if group and not (ready and len(group) < GROUP_MAX
-                                  and self.window.has_room(self._share, nbytes)):
-                    started, group = group, []   # _start drops what it could not start
+                if group and not (
+                    ready and len(group) < GROUP_MAX and self.window.has_room(self._share, nbytes)
+                ):
+                    started, group = group, []  # _start drops what it could not start
                     self._start(started)
                 # a full window refills in groups, not one task as each one ends
                 spare = GROUP_MAX - 1 if ready and not group else 0
                 group.append((self._open_task(chunk, task_callable, None, nbytes, spare), chunk))
-                task_callable = None   # shipped with the first task
+                task_callable = None  # shipped with the first task
                 count += 1
             started, group = group, []
             if started:
                 self._start(started)
         finally:
-            for entry, _ in group:   # opened, never started: an error stopped the loop
+            for entry, _ in group:  # opened, never started: an error stopped the loop
                 self._drop(entry)
         return count
 
-    def _open_task(self, data, task_callable, info, nbytes: int | None = None,
-                   spare: int = 0) -> OpenTask:
+    def _open_task(
+        self, data, task_callable, info, nbytes: int | None = None, spare: int = 0
+    ) -> OpenTask:
         """Count one task open once the window has room (it is not started yet).
 
         ``spare``: wait until there is room for that many more (see ``Window.has_room``).
@@ -152,15 +164,19 @@ class StartsTasks:
         if self._callable is None:
             raise SchedulerError("add_task needs a task_callable (none was given yet)")
         nbytes = chunk_nbytes(data) if nbytes is None else nbytes
-        window.wait(lambda: window.has_room(self._share, nbytes, spare)
-                    or self._error is not None or s.closed)
+        window.wait(
+            lambda: (
+                window.has_room(self._share, nbytes, spare) or self._error is not None or s.closed
+            )
+        )
         s.check_usable()
         self._raise_pending()
         if self.as_run is not None and info is None:
-            run = self.as_run.opening()   # a new cycle: its tasks carry the cycle's run
+            run = self.as_run.opening()  # a new cycle: its tasks carry the cycle's run
             if run is not None:
-                self._template = dataclasses.replace(self._template, run=run,
-                                                     node_name=self.as_run.name)
+                self._template = dataclasses.replace(
+                    self._template, run=run, node_name=self.as_run.name
+                )
         entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
         with window.lock:
             window.open(self._share, entry.info.task, entry, nbytes)
@@ -199,8 +215,9 @@ class StartsTasks:
         error = _submit_error(exc, unstarted[0][0].info)
         for entry, _ in unstarted:
             self._drop(entry)
-            self.scheduler.emit(TaskFailed(entry.info, None, None, None, type(exc).__name__,
-                                           str(error)))
+            self.scheduler.emit(
+                TaskFailed(entry.info, None, None, None, type(exc).__name__, str(error))
+            )
         raise error from exc
 
     def _use(self, task_callable) -> None:
@@ -219,8 +236,10 @@ class StartsTasks:
         if isinstance(fn, TaskCallable):
             return fn
         if not callable(fn):
-            raise InputError(f"task_callable must be a TaskCallable or a callable taking the "
-                             f"chunk, got {type(fn).__name__}")
+            raise InputError(
+                f"task_callable must be a TaskCallable or a callable taking the "
+                f"chunk, got {type(fn).__name__}"
+            )
         current = self._callable
         if isinstance(current, FunctionCallable) and current.fn is fn:
             return current  # so it is not shipped again with every task
@@ -249,7 +268,10 @@ def _submit_error(exc: BaseException, info: TaskInfo) -> LabkitError:
     root = root_cause(exc)
     text = f"{type(root).__name__}: {root}"
     if pickling_cause(exc) is not None:
-        return InputError(f"chunk {info.chunk} could not be sent to the workers ({text}); "
-                          "nothing was submitted", **info.where())
-    return SchedulerError(f"chunk {info.chunk} could not be submitted ({text}); "
-                          "nothing was submitted", **info.where())
+        return InputError(
+            f"chunk {info.chunk} could not be sent to the workers ({text}); nothing was submitted",
+            **info.where(),
+        )
+    return SchedulerError(
+        f"chunk {info.chunk} could not be submitted ({text}); nothing was submitted", **info.where()
+    )

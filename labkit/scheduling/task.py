@@ -8,7 +8,6 @@ error that names node, phase, chunk and worker.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import traceback
@@ -23,17 +22,29 @@ from .quiet import install as _quiet_worker_log
 from .reference import unwrap
 from .shared import SharedChunk, unmap
 
-__all__ = ["TaskCallable", "FunctionCallable", "TaskOutcome", "run_task", "run_task_here",
-           "HereTask", "n_samples", "is_delayed", "is_future", "LazyChunk", "lazy_chunk",
-           "current_task", "worker_address"]
+__all__ = [
+    "TaskCallable",
+    "FunctionCallable",
+    "TaskOutcome",
+    "run_task",
+    "run_task_here",
+    "HereTask",
+    "n_samples",
+    "is_delayed",
+    "is_future",
+    "LazyChunk",
+    "lazy_chunk",
+    "current_task",
+    "worker_address",
+]
 
 # This module is imported wherever a labkit task runs (a Dask worker unpickling
 # run_task): from then on the worker leaves reporting labkit's failures to labkit.
 _quiet_worker_log()
 
 _env_lock = threading.Lock()
-_PROCESS = uuid.uuid4().hex     # this process, for marks that must not travel to another
-_running = threading.local()   # the task this thread runs, for callables that ask
+_PROCESS = uuid.uuid4().hex  # this process, for marks that must not travel to another
+_running = threading.local()  # the task this thread runs, for callables that ask
 
 
 def current_task() -> TaskInfo | None:
@@ -116,7 +127,7 @@ class TaskOutcome:
     start: float
     end: float
     n_samples: int | None
-    released: bool | None = None   # a shared-memory chunk: unmapped, nothing views it here
+    released: bool | None = None  # a shared-memory chunk: unmapped, nothing views it here
 
 
 def n_samples(data) -> int | None:
@@ -149,6 +160,7 @@ class LazyChunk:
         if len(graph) <= 64 and is_task_graph(graph):
             return _evaluate(graph, self.key, {})
         from dask.local import get_sync
+
         return get_sync(self.graph, self.key)
 
 
@@ -169,6 +181,7 @@ def lazy_chunk(delayed) -> LazyChunk | None:
     live on the cluster: they are trained as dependent tasks, where they lie.
     """
     from dask.optimization import cull
+
     try:
         graph, converted = _as_dicts(delayed.__dask_graph__())
         if delayed.key not in graph:
@@ -176,8 +189,9 @@ def lazy_chunk(delayed) -> LazyChunk | None:
         culled, dependencies = cull(graph, [delayed.key])
     except Exception:  # an unusual graph: let Dask handle it as a task of its own
         return None
-    if any(d not in culled for deps in dependencies.values() for d in deps) \
-            or any(is_future(value) for value in culled.values()):
+    if any(d not in culled for deps in dependencies.values() for d in deps) or any(
+        is_future(value) for value in culled.values()
+    ):
         return None
     return LazyChunk({key: converted[key] for key in culled}, delayed.key)
 
@@ -202,6 +216,7 @@ def worker_address() -> str:
     """The address of the Dask worker running this code, or ``"local"``."""
     try:
         from distributed import get_worker
+
         return get_worker().address
     except (ImportError, ValueError):
         return "local"
@@ -225,16 +240,24 @@ def _ensure_environment(task_callable: TaskCallable) -> None:
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:
     from distributed import get_worker
+
     try:
         w = get_worker()
-        w.log_event(topic, {"key": w.get_current_task(), "task": info.task, "worker": worker,
-                            "time": start})
+        w.log_event(
+            topic, {"key": w.get_current_task(), "task": info.task, "worker": worker, "time": start}
+        )
     except ValueError:  # not on a worker: nothing to report to
         pass
 
 
-def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | None = None,
-             worker: str | None = None, offload: str | None = None) -> TaskOutcome:
+def run_task(
+    task_callable: TaskCallable,
+    data,
+    info: TaskInfo,
+    topic: str | None = None,
+    worker: str | None = None,
+    offload: str | None = None,
+) -> TaskOutcome:
     """Run one task; errors come out as labkit errors located at ``info``.
 
     ``offload``: the token of an offload pool that runs GIL-holding callables.
@@ -246,6 +269,7 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
     pool = None
     if offload is not None and getattr(task_callable, "holds_gil", False):
         from .offload import offload_pool
+
         pool = offload_pool(offload)
     mapped: list = []
     data = unwrap(data)
@@ -268,10 +292,11 @@ def run_task(task_callable: TaskCallable, data, info: TaskInfo, topic: str | Non
             err.remote_traceback = traceback.format_exc()
         raise
     except Exception as exc:
-        raise TaskError.from_exception(exc, traceback.format_exc(), **info.where(),
-                                       worker=worker) from None
+        raise TaskError.from_exception(
+            exc, traceback.format_exc(), **info.where(), worker=worker
+        ) from None
     rows, end = n_samples(data), time.time()
-    del data   # so that unmapping tells whether anything else still views the chunk
+    del data  # so that unmapping tells whether anything else still views the chunk
     released = unmap(mapped) if mapped else None
     return TaskOutcome(result, worker, start, end, rows, released)
 
@@ -285,8 +310,14 @@ class HereTask:
         self.data, self.deliver = data, deliver
 
 
-def run_task_here(held, info: TaskInfo, task_callable: TaskCallable, topic: str | None = None,
-                  worker: str | None = None, offload: str | None = None) -> None:
+def run_task_here(
+    held,
+    info: TaskInfo,
+    task_callable: TaskCallable,
+    topic: str | None = None,
+    worker: str | None = None,
+    offload: str | None = None,
+) -> None:
     """:func:`run_task` on a worker thread of the client's process; records its own outcome.
 
     ``held`` is a :class:`HereTask` (handed over by reference): its outcome is

@@ -44,8 +44,18 @@ if TYPE_CHECKING:
     from .outcomes import Outcomes
     from .starting import OpenTask
 
-__all__ = ["Transport", "ClusterTraits", "RouteContext", "PASS", "register", "route_classes",
-           "open_routes", "task_key", "task_of_key", "direct_bytes_for"]
+__all__ = [
+    "Transport",
+    "ClusterTraits",
+    "RouteContext",
+    "PASS",
+    "register",
+    "route_classes",
+    "open_routes",
+    "task_key",
+    "task_of_key",
+    "direct_bytes_for",
+]
 
 #: What :meth:`Transport.prepare` returns for a chunk it does not carry.
 PASS = object()
@@ -55,9 +65,9 @@ PASS = object()
 class ClusterTraits:
     """What a cluster is, as the routes ask it (decided once, when the scheduler opens)."""
 
-    in_process: bool      # workers are threads of this process
-    by_reference: bool    # in-process inputs are handed by reference (not pickled)
-    shares_memory: bool   # worker processes on this machine map chunks from shared memory
+    in_process: bool  # workers are threads of this process
+    by_reference: bool  # in-process inputs are handed by reference (not pickled)
+    shares_memory: bool  # worker processes on this machine map chunks from shared memory
 
 
 @dataclasses.dataclass
@@ -66,8 +76,8 @@ class RouteContext:
 
     client: Any
     outcomes: "Outcomes"
-    run_options: Callable[[], tuple]   # () -> (start topic or None, offload token or None)
-    direct_bytes: int                  # chunks from this size on go straight to a worker
+    run_options: Callable[[], tuple]  # () -> (start topic or None, offload token or None)
+    direct_bytes: int  # chunks from this size on go straight to a worker
 
 
 class Transport:
@@ -111,7 +121,7 @@ class Transport:
     def resubmit(self, entry: "OpenTask") -> Any:
         """Start ``entry`` again (its inputs were lost with a worker): a new key, same chunk."""
         payload = self.prepare(entry, entry.data)
-        if payload is PASS:   # a route takes the same chunk every time; only a bug gets here
+        if payload is PASS:  # a route takes the same chunk every time; only a bug gets here
             raise RuntimeError(f"the {self.name} route no longer carries chunk {entry.info.chunk}")
         return self.submit(entry, payload)
 
@@ -139,8 +149,10 @@ def register(cls: type[Transport]) -> type[Transport]:
 def route_classes(traits: ClusterTraits) -> list[type[Transport]]:
     """The registered routes that serve ``traits``, in the order they are tried."""
     from . import routes  # noqa: F401  (registers the built-in routes)
-    return sorted((cls for cls in _REGISTRY.values() if cls.usable(traits)),
-                  key=lambda cls: cls.priority)
+
+    return sorted(
+        (cls for cls in _REGISTRY.values() if cls.usable(traits)), key=lambda cls: cls.priority
+    )
 
 
 def open_routes(traits: ClusterTraits, context: RouteContext) -> list[Transport]:
@@ -178,4 +190,5 @@ def direct_bytes_for(addresses) -> int:
     (1048576, 65536)
     """
     from .connect import on_loopback
+
     return 2**20 if on_loopback(addresses) else 2**16

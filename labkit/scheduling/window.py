@@ -47,7 +47,7 @@ class Share:
 
     def __init__(self, owner: Any):
         self._owner = weakref.ref(owner) if owner is not None else (lambda: None)
-        self._open: dict[int, tuple[Any, int]] = {}   # task id -> (entry, its bytes)
+        self._open: dict[int, tuple[Any, int]] = {}  # task id -> (entry, its bytes)
         self._bytes = 0
 
 
@@ -105,8 +105,9 @@ class Window:
             active = sum(1 for s in self._shares if s._open) or 1
             part = max(1, self.max_in_flight // active)
             spare = min(spare, part // 8)
-            return (len(share._open) + spare < part
-                    and share._bytes + nbytes <= max(1, self.max_bytes_in_flight // active))
+            return len(share._open) + spare < part and share._bytes + nbytes <= max(
+                1, self.max_bytes_in_flight // active
+            )
 
     def wait(self, ready: Callable[[], bool]) -> None:
         """Block until ``ready()`` (checked under the window's lock after every change)."""

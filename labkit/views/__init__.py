@@ -10,5 +10,14 @@ from .console import ConsoleProgress, format_phase
 from .progress import PhaseProgress, ProgressTracker
 from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
 
-__all__ = ["Tracker", "Snapshot", "DeviceLoad", "NodeView", "TaskSpan", "ProgressTracker",
-           "PhaseProgress", "ConsoleProgress", "format_phase"]
+__all__ = [
+    "Tracker",
+    "Snapshot",
+    "DeviceLoad",
+    "NodeView",
+    "TaskSpan",
+    "ProgressTracker",
+    "PhaseProgress",
+    "ConsoleProgress",
+    "format_phase",
+]

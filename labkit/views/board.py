@@ -33,8 +33,9 @@ __all__ = ["Board", "board"]
 logger = logging.getLogger("labkit.views")
 
 
-def board(source, dashboard_url: str | None = None, bokeh: bool = True,
-          lanes: bool = True) -> "Board":
+def board(
+    source, dashboard_url: str | None = None, bokeh: bool = True, lanes: bool = True
+) -> "Board":
     """The live board of a Scheduler, a Run or a trainer.
 
     Parameters
@@ -49,8 +50,9 @@ def board(source, dashboard_url: str | None = None, bokeh: bool = True,
         Show the per-worker task lanes.
     """
     check_source(source, "lk.board")
-    if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):   # a sweep's run
+    if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):  # a sweep's run
         from .sweep_board import SweepBoard
+
         return SweepBoard(source)
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
@@ -74,15 +76,23 @@ class Board(LiveView):
 
     thread_name = "labkit-writer-board"
 
-    def __init__(self, source, dashboard_url: str | None = None, bokeh: bool = True,
-                 lanes: bool = True, max_rate: float | None = None, max_phase_rows: int = 8):
+    def __init__(
+        self,
+        source,
+        dashboard_url: str | None = None,
+        bokeh: bool = True,
+        lanes: bool = True,
+        max_rate: float | None = None,
+        max_phase_rows: int = 8,
+    ):
         check_source(source, "lk.board")
         super().__init__(source, max_rate)
         try:
             import ipywidgets as W  # after subscribing: a first import takes a while
+
             self._W = W
             self.max_phase_rows = max_phase_rows
-            self._with_lanes = lanes   # the lanes draw the tasks: no Bokeh task stream too
+            self._with_lanes = lanes  # the lanes draw the tasks: no Bokeh task stream too
             self.components = self._components() if bokeh else None
             self.lanes = self._lanes() if lanes else None
             self.widget = self._build(dashboard_url or self._dashboard_url())
@@ -96,16 +106,21 @@ class Board(LiveView):
     def _build(self, url: str | None):
         """The widget tree; CSS classes go with each widget's opening message."""
         W = self._W
-        self.status = W.HTML("", _dom_classes=["labkit-status"],
-                             layout=W.Layout(flex="1 1 0%", min_width="0"))
+        self.status = W.HTML(
+            "", _dom_classes=["labkit-status"], layout=W.Layout(flex="1 1 0%", min_width="0")
+        )
         top = [self.status]
         self.cancel_button = None
         if self.run is not None:
             self.cancel_button = W.Button(
-                description="Cancel", icon="stop", button_style="warning",
-                disabled=self.run.done(), _dom_classes=["labkit-cancel"],
+                description="Cancel",
+                icon="stop",
+                button_style="warning",
+                disabled=self.run.done(),
+                _dom_classes=["labkit-cancel"],
                 tooltip="Cancel the run; the node in training is restored",
-                layout=W.Layout(flex="0 0 auto"))
+                layout=W.Layout(flex="0 0 auto"),
+            )
             self.cancel_button.on_click(self._on_cancel)
             # its click is handled even while another cell blocks in run.result()
             self.serves_while_busy = serve_while_busy(self.cancel_button)
@@ -113,16 +128,19 @@ class Board(LiveView):
         self.link = W.HTML(_link(url) if url else "", _dom_classes=["labkit-dashboard-link"])
         self.runs = RunRows(W, self.max_phase_rows) if self.run is None else None
         self.fit: FitPart | None = None
-        self._focused: str | None = None   # the run whose phases the detail shows
+        self._focused: str | None = None  # the run whose phases the detail shows
         self.phases = PhaseRows(W, self.max_phase_rows)
         self.detail = W.VBox([], _dom_classes=["labkit-detail"], layout=W.Layout(width="100%"))
         self.errors = W.HTML("", _dom_classes=["labkit-errors"])
         self.stages = W.HTML("", _dom_classes=["labkit-stages"])
         self.buckets = W.HTML("", _dom_classes=["labkit-buckets"])
         self.header = W.HBox(top, layout=W.Layout(width="100%", align_items="center"))
-        parts = [self.header] + ([self.link] if url else []) + \
-            ([self.runs.widget] if self.runs else []) + \
-            [self.detail, self.buckets, self.errors, self.stages]
+        parts = (
+            [self.header]
+            + ([self.link] if url else [])
+            + ([self.runs.widget] if self.runs else [])
+            + [self.detail, self.buckets, self.errors, self.stages]
+        )
         self.bokeh_model = self._bokeh_model()
         parts += [w for w in (self.bokeh_model, self.lanes) if w is not None]
         box = W.VBox(parts, layout=W.Layout(width="100%"))
@@ -137,11 +155,13 @@ class Board(LiveView):
             return None
         # no spare plot: a board is mostly made after its run started, so a spare would
         # cost as much as the first plot made when it is needed
-        return Components(self.tracker, task_stream=not self._with_lanes, spare_plot=False,
-                          names=self._names())
+        return Components(
+            self.tracker, task_stream=not self._with_lanes, spare_plot=False, names=self._names()
+        )
 
     def _names(self):
         from .names import DeviceNames
+
         return DeviceNames(self.sources)
 
     def _bokeh_model(self):
@@ -149,6 +169,7 @@ class Board(LiveView):
         if self.components is None:
             return None
         from .bokeh_widget import bokeh_widget
+
         model = bokeh_widget(self.components.layout)
         if model is not None:
             model.add_class("labkit-bokeh")
@@ -159,19 +180,20 @@ class Board(LiveView):
         """A Bokeh view appeared: the writer sends it the whole state (we do, once stopped)."""
         if self.writer is not None and self.writer.running and self.live:
             self.writer.poke(force=True)
-        elif self.bokeh_model is not None:   # the final draw is done or under way
+        elif self.bokeh_model is not None:  # the final draw is done or under way
             self.bokeh_model.resync()
 
     def _lanes(self):
         """The task lanes widget."""
         from .lanes import TaskLanes
-        return TaskLanes(self.tracker, names=self._names(),
-                         _dom_classes=["labkit-lanes-widget"])
+
+        return TaskLanes(self.tracker, names=self._names(), _dom_classes=["labkit-lanes-widget"])
 
     def _dashboard_url(self) -> str | None:
         """The URL of a dashboard serving the first scheduler, if one runs."""
         try:
             from .dashboard import running_url
+
             schedulers = [s for s in self.sources if hasattr(s, "add_task")]
             return running_url(schedulers[0]) if schedulers else None
         except (ImportError, AttributeError):
@@ -223,7 +245,7 @@ class Board(LiveView):
             children = [self.fit.widget]
         else:
             focus = run.run if run is not None else None
-            if focus != self._focused:   # another run: its own rows, its own folded line
+            if focus != self._focused:  # another run: its own rows, its own folded line
                 self.phases.clear()
                 self._focused = focus
             phases = [p for p in snap.phases if run is None or p.run == run.run]
@@ -236,43 +258,65 @@ class Board(LiveView):
         """The errors of failed tasks (and of the run), with where they happened."""
         items = []
         for p in snap.phases:
-            what = p.node_name if p.node is None or p.node < 0 else \
-                f"node {p.node} {p.node_name} phase {p.phase}"
+            what = (
+                p.node_name
+                if p.node is None or p.node < 0
+                else f"node {p.node} {p.node_name} phase {p.phase}"
+            )
             items += [(what, e) for e in p.errors]
         error = self.run.exception(0) if self.run is not None and self.run.done() else None
-        if (error is not None and not isinstance(error, CancelledError)  # a cancel is no error
-                and not any(str(error) == e for _, e in items)):
+        if (
+            error is not None
+            and not isinstance(error, CancelledError)  # a cancel is no error
+            and not any(str(error) == e for _, e in items)
+        ):
             items.append(("run", f"{type(error).__name__}: {error}"))
         if not items:
             return
-        lines = "".join(f"<li><b>{html.escape(w)}</b>: <code style='white-space:normal;"
-                        f"overflow-wrap:anywhere'>{html.escape(e)}</code></li>"
-                        for w, e in items)
-        self.errors.value = (f'<div class="labkit-errors-title" style="color:#d62728">'
-                             f'{len(items)} error(s)</div><ul>{lines}</ul>')
+        lines = "".join(
+            f"<li><b>{html.escape(w)}</b>: <code style='white-space:normal;"
+            f"overflow-wrap:anywhere'>{html.escape(e)}</code></li>"
+            for w, e in items
+        )
+        self.errors.value = (
+            f'<div class="labkit-errors-title" style="color:#d62728">'
+            f"{len(items)} error(s)</div><ul>{lines}</ul>"
+        )
 
     def _draw_status(self, snap) -> None:
         """The status line: the run and its state, or the source and its runs."""
         if self.run is not None:
             status = self.run.status
-            colour = {"finished": "#2ca02c", "failed": "#d62728",
-                      "cancelled": "#ff7f0e"}.get(status, "inherit")
+            colour = {"finished": "#2ca02c", "failed": "#d62728", "cancelled": "#ff7f0e"}.get(
+                status, "inherit"
+            )
             name = self.run.detail.get("name") or self.run.kind
-            text = (f"<b>{html.escape(self.run.kind)} {html.escape(str(name))}</b> "
-                    f"<span style='color:#888'>{html.escape(self.run.id)}</span> · "
-                    f'<span class="labkit-run-status" style="color:{colour}">{status}</span>')
+            text = (
+                f"<b>{html.escape(self.run.kind)} {html.escape(str(name))}</b> "
+                f"<span style='color:#888'>{html.escape(self.run.id)}</span> · "
+                f'<span class="labkit-run-status" style="color:{colour}">{status}</span>'
+            )
             if self.run.done() and self.cancel_button is not None:
                 with self.cancel_button.hold_sync():
                     self.cancel_button.disabled = True
-                    self.cancel_button.button_style = ""   # nothing left to cancel
+                    self.cancel_button.button_style = ""  # nothing left to cancel
         else:
             s = self.source
             running = any(r.finished is None for r in snap.runs)
-            state = ("shut down" if getattr(s, "closed", False) or self.state is State.STOPPED
-                     and getattr(s, "closed", False) else "running" if running else "idle")
+            state = (
+                "shut down"
+                if getattr(s, "closed", False)
+                or self.state is State.STOPPED
+                and getattr(s, "closed", False)
+                else "running"
+                if running
+                else "idle"
+            )
             n = len(snap.runs)
-            text = (f"<b>{html.escape(type(s).__name__)}</b> · {n} run{'s' * (n != 1)} · "
-                    f'<span class="labkit-run-status">{state}</span>')
+            text = (
+                f"<b>{html.escape(type(s).__name__)}</b> · {n} run{'s' * (n != 1)} · "
+                f'<span class="labkit-run-status">{state}</span>'
+            )
         self.status.value = text + clock_html(self.frame)
 
     def on_stopped(self) -> None:
@@ -299,10 +343,23 @@ class Board(LiveView):
 
     def _all_widgets(self) -> list:
         extra = [self.cancel_button, self.bokeh_model, self.lanes]
-        parts = [*(self.runs.widgets() if self.runs else []), *self.phases.widgets(),
-                 *(self.fit.widgets() if self.fit else [])]
-        return [self.widget, self.header, self.status, self.link, self.detail, self.errors,
-                self.stages, self.buckets, *parts, *(w for w in extra if w is not None)]
+        parts = [
+            *(self.runs.widgets() if self.runs else []),
+            *self.phases.widgets(),
+            *(self.fit.widgets() if self.fit else []),
+        ]
+        return [
+            self.widget,
+            self.header,
+            self.status,
+            self.link,
+            self.detail,
+            self.errors,
+            self.stages,
+            self.buckets,
+            *parts,
+            *(w for w in extra if w is not None),
+        ]
 
     # -- display ------------------------------------------------------------------------------
 
@@ -310,11 +367,13 @@ class Board(LiveView):
         """Bokeh needs BokehJS in the page before its widget renders."""
         if self.bokeh_model is not None:
             from .bokeh_widget import load_bokehjs_once
+
             load_bokehjs_once()
 
     def _ipython_display_(self) -> None:
         """Display the board's widget."""
         from IPython.display import display
+
         self._before_display()
         display(self.widget)
 
@@ -330,8 +389,10 @@ class Board(LiveView):
 
 def _link(url: str) -> str:
     url = html.escape(url, quote=True)
-    return (f'<a href="{url}" target="_blank" rel="noopener" style="overflow-wrap:anywhere">'
-            f'Dashboard: {url}</a>')
+    return (
+        f'<a href="{url}" target="_blank" rel="noopener" style="overflow-wrap:anywhere">'
+        f"Dashboard: {url}</a>"
+    )
 
 
 def _batched(model):

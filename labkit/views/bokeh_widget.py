@@ -22,7 +22,7 @@ __all__ = ["bokeh_widget", "load_bokehjs_once"]
 
 logger = logging.getLogger("labkit.views")
 
-_bokehjs_loaded = False             # BokehJS goes into the page once per kernel (this process)
+_bokehjs_loaded = False  # BokehJS goes into the page once per kernel (this process)
 _widget_class = None
 
 
@@ -33,10 +33,12 @@ def load_bokehjs_once() -> bool:
         return True
     try:
         from IPython import get_ipython
+
         if get_ipython() is None:
             return False
         from bokeh.io import output_notebook
         from bokeh.resources import INLINE
+
         output_notebook(INLINE, hide_banner=True)
         _bokehjs_loaded = True
     except Exception:  # no BokehJS: the rest of a board still works
@@ -70,8 +72,8 @@ def _bokeh_widget_class():
         """
 
         _pending = None
-        needs_resync = False   # a new view appeared: it needs the whole document once
-        on_new_view = None     # called (from the kernel's thread) when a view appears
+        needs_resync = False  # a new view appeared: it needs the whole document once
+        on_new_view = None  # called (from the kernel's thread) when a view appears
 
         def __init__(self, layout, **kwargs):
             # With a number here the front-end counts its views back to us: patches sent
@@ -88,7 +90,7 @@ def _bokeh_widget_class():
 
         def resync(self) -> None:
             """Send the whole document again (once per new view; every view re-renders)."""
-            with self._resync_lock:   # the writer and the kernel's thread may both ask
+            with self._resync_lock:  # the writer and the kernel's thread may both ask
                 self.needs_resync = False
                 self.render_bundle = self._model_to_traits(self._model)
 

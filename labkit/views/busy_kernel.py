@@ -29,7 +29,7 @@ __all__ = ["serve_while_busy", "kernel_subshell"]
 logger = logging.getLogger("labkit.views")
 
 _lock = threading.Lock()
-_subshells: dict[int, str | None] = {}   # id(kernel) -> its labkit subshell (None: failed)
+_subshells: dict[int, str | None] = {}  # id(kernel) -> its labkit subshell (None: failed)
 
 
 def _kernel():
@@ -44,8 +44,10 @@ def _kernel():
 
 def kernel_subshell(kernel, timeout: float = 5.0) -> str | None:
     """The id of labkit's subshell of ``kernel``, made on first use; ``None`` if it has none."""
-    if not getattr(kernel, "_supports_kernel_subshells", False) \
-            or getattr(kernel, "control_thread", None) is None:
+    if (
+        not getattr(kernel, "_supports_kernel_subshells", False)
+        or getattr(kernel, "control_thread", None) is None
+    ):
         return None
     with _lock:
         if id(kernel) in _subshells:
@@ -62,11 +64,13 @@ def kernel_subshell(kernel, timeout: float = 5.0) -> str | None:
                 reply["evalue"] = f"{type(exc).__name__}: {exc}"
             finally:
                 done.set()
+
         kernel.control_thread.io_loop.add_callback(create)
         ok = done.wait(timeout) and reply.get("status") == "ok"
         if not ok:
-            logger.warning("labkit: no kernel subshell for widgets (%s)",
-                           reply.get("evalue", "no answer"))
+            logger.warning(
+                "labkit: no kernel subshell for widgets (%s)", reply.get("evalue", "no answer")
+            )
         _subshells[id(kernel)] = reply["subshell_id"] if ok else None
         return _subshells[id(kernel)]
 

@@ -25,16 +25,23 @@ from ..scheduling.connect import scheduler_identity
 
 __all__ = ["scheduler_card", "run_card", "flow_card", "node_card"]
 
-_STYLE = ("font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; "
-          "border-left: 3px solid #1f77b4; padding: 4px 10px; margin: 2px 0")
+_STYLE = (
+    "font-family: var(--jp-ui-font-family, sans-serif); font-size: 13px; "
+    "border-left: 3px solid #1f77b4; padding: 4px 10px; margin: 2px 0"
+)
 
 
 def _card(title: str, rows: list[tuple[str, str]], table: str = "") -> str:
     """A titled box of ``name: value`` rows (values already HTML) and an optional table."""
-    body = "".join(f"<tr><th style='text-align:left;padding-right:12px'>{html.escape(k)}</th>"
-                   f"<td style='text-align:left'>{v}</td></tr>" for k, v in rows)
-    return (f"<div class='labkit-card' style='{_STYLE}'><b>{title}</b>"
-            f"<table style='margin:2px 0'>{body}</table>{table}</div>")
+    body = "".join(
+        f"<tr><th style='text-align:left;padding-right:12px'>{html.escape(k)}</th>"
+        f"<td style='text-align:left'>{v}</td></tr>"
+        for k, v in rows
+    )
+    return (
+        f"<div class='labkit-card' style='{_STYLE}'><b>{title}</b>"
+        f"<table style='margin:2px 0'>{body}</table>{table}</div>"
+    )
 
 
 def _link(url: str | None) -> str:
@@ -85,12 +92,16 @@ def _cluster_rows(scheduler, client) -> list[tuple[str, str]]:
     threads = sum(w.get("nthreads", 0) for w in workers.values())
     memory = sum(w.get("memory_limit", 0) or 0 for w in workers.values())
     mode = getattr(scheduler, "mode", "?")
-    where = "embedded cluster" if getattr(scheduler, "_cluster", None) is not None \
+    where = (
+        "embedded cluster"
+        if getattr(scheduler, "_cluster", None) is not None
         else "existing cluster"
-    return [("cluster", html.escape(f"{info.get('address', '?')} ({where}, mode {mode!r})")),
-            ("workers", f"{_how_workers_run(workers)} · {threads} threads · "
-                        f"{_bytes(memory)} memory"),
-            ("Dask dashboard", _link(getattr(scheduler, "dashboard_link", None)))]
+    )
+    return [
+        ("cluster", html.escape(f"{info.get('address', '?')} ({where}, mode {mode!r})")),
+        ("workers", f"{_how_workers_run(workers)} · {threads} threads · {_bytes(memory)} memory"),
+        ("Dask dashboard", _link(getattr(scheduler, "dashboard_link", None))),
+    ]
 
 
 def _how_workers_run(workers: dict) -> str:
@@ -129,16 +140,23 @@ def _node_state(node) -> str:
 
 
 def _dims(node) -> str:
-    return f"{node.input_dim if node.input_dim is not None else '?'} → " \
-           f"{node.output_dim if node.output_dim is not None else '?'}"
+    return (
+        f"{node.input_dim if node.input_dim is not None else '?'} → "
+        f"{node.output_dim if node.output_dim is not None else '?'}"
+    )
 
 
 def node_card(node) -> str:
     """A node: dimensions, training state, samples and joins so far."""
-    return _card(f"labkit node {html.escape(type(node).__name__)}",
-                 [("dimensions", html.escape(_dims(node))),
-                  ("state", html.escape(_node_state(node))),
-                  ("samples seen", f"{node.samples_seen:,}"), ("joins", str(node.joins))])
+    return _card(
+        f"labkit node {html.escape(type(node).__name__)}",
+        [
+            ("dimensions", html.escape(_dims(node))),
+            ("state", html.escape(_node_state(node))),
+            ("samples seen", f"{node.samples_seen:,}"),
+            ("joins", str(node.joins)),
+        ],
+    )
 
 
 def flow_card(flow) -> str:
@@ -147,9 +165,15 @@ def flow_card(flow) -> str:
         f"<tr><td>{i}</td><td>{html.escape(type(n).__name__)}</td>"
         f"<td>{html.escape(_dims(n))}</td><td>{html.escape(_node_state(n))}</td>"
         f"<td style='text-align:right'>{n.samples_seen:,}</td></tr>"
-        for i, n in enumerate(flow.nodes))
-    table = ("<table class='labkit-flow-nodes'><tr><th>#</th><th>node</th><th>dims</th>"
-             f"<th>state</th><th>samples</th></tr>{rows}</table>")
+        for i, n in enumerate(flow.nodes)
+    )
+    table = (
+        "<table class='labkit-flow-nodes'><tr><th>#</th><th>node</th><th>dims</th>"
+        f"<th>state</th><th>samples</th></tr>{rows}</table>"
+    )
     trained = sum(1 for n in flow.nodes if not n.is_training() or not n.is_trainable())
-    return _card(f"labkit {html.escape(type(flow).__name__)}",
-                 [("nodes", f"{len(flow.nodes)} · {trained} trained")], table)
+    return _card(
+        f"labkit {html.escape(type(flow).__name__)}",
+        [("nodes", f"{len(flow.nodes)} · {trained} trained")],
+        table,
+    )

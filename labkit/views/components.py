@@ -48,8 +48,15 @@ import threading
 from typing import Any
 
 from bokeh.layouts import column
-from bokeh.models import (ColumnDataSource, DataRange1d, Div, FactorRange, HoverTool,
-                          LabelSet, Range1d)
+from bokeh.models import (
+    ColumnDataSource,
+    DataRange1d,
+    Div,
+    FactorRange,
+    HoverTool,
+    LabelSet,
+    Range1d,
+)
 from bokeh.plotting import figure
 
 from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
@@ -61,23 +68,52 @@ MAX_SERIES = 3
 SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c")
 
 #: The axes of the arrays nodes plot, by name: ``(x label, y label)``.
-AXES = {"eigenvalues": ("component", "eigenvalue"), "loss": ("step", "loss"),
-        "epoch loss": ("step", "loss"), "inertia": ("iteration", "inertia"),
-        "errors": ("sample", "error"), "ratios": ("component", "ratio"),
-        "slowness": ("component", "slowness"), "eta": ("component", "eta"),
-        "class_counts": ("class", "samples"), "coefficient_norm": ("output", "norm")}
+AXES = {
+    "eigenvalues": ("component", "eigenvalue"),
+    "loss": ("step", "loss"),
+    "epoch loss": ("step", "loss"),
+    "inertia": ("iteration", "inertia"),
+    "errors": ("sample", "error"),
+    "ratios": ("component", "ratio"),
+    "slowness": ("component", "slowness"),
+    "eta": ("component", "eta"),
+    "class_counts": ("class", "samples"),
+    "coefficient_norm": ("output", "norm"),
+}
 
 # Category10 without its red (kept for failures) and grey (kept for plain tasks).
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-           "#17becf")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 FAILED_COLOR = "#d62728"
 PLAIN_COLOR = "#7f7f7f"
 WORKER_COLOR, DEVICE_COLOR = "#1f77b4", "#2ca02c"
 
-_DEVICE_COLUMNS = ("name", "lane", "kind", "busy", "tasks_per_s", "samples_per_s", "running",
-                   "done", "failed", "memory", "executing", "label", "color")
-_SPAN_COLUMNS = ("lane", "worker", "start", "end", "what", "chunk", "seconds", "ok", "color",
-                 "alpha")
+_DEVICE_COLUMNS = (
+    "name",
+    "lane",
+    "kind",
+    "busy",
+    "tasks_per_s",
+    "samples_per_s",
+    "running",
+    "done",
+    "failed",
+    "memory",
+    "executing",
+    "label",
+    "color",
+)
+_SPAN_COLUMNS = (
+    "lane",
+    "worker",
+    "start",
+    "end",
+    "what",
+    "chunk",
+    "seconds",
+    "ok",
+    "color",
+    "alpha",
+)
 _NODE_COLUMNS = ("key", "run", "node", "name", "phase", "training", "samples", "joins")
 
 
@@ -146,16 +182,25 @@ class Components:
         :class:`~labkit.views.names.DeviceNames`); its address by default.
     """
 
-    def __init__(self, tracker: Tracker, sampler=None, max_spans: int = 5000,
-                 max_node_plots: int = 6, follow_seconds: float = 60.0, run_filter=None,
-                 task_stream: bool = True, spare_plot: bool = True, names=None):
+    def __init__(
+        self,
+        tracker: Tracker,
+        sampler=None,
+        max_spans: int = 5000,
+        max_node_plots: int = 6,
+        follow_seconds: float = 60.0,
+        run_filter=None,
+        task_stream: bool = True,
+        spare_plot: bool = True,
+        names=None,
+    ):
         self.tracker = tracker
-        self.names = names or _lane   # address -> what a lane and a bar are called
+        self.names = names or _lane  # address -> what a lane and a bar are called
         self.sampler = sampler
         self.run_filter = run_filter
         self.max_spans = max_spans
         self.max_node_plots = max_node_plots
-        self._lock = threading.Lock()   # update() may be called from several threads
+        self._lock = threading.Lock()  # update() may be called from several threads
         self._last_seq = -1
         self._lanes: list[str] = []
         self._node_plots: dict[tuple, Any] = {}
@@ -163,50 +208,100 @@ class Components:
         self.task_stream = self._make_task_stream(follow_seconds) if task_stream else None
         self.node_state = self._make_node_state(spare_plot)
         panels = [p for p in (self.device_load, self.task_stream, self.node_state) if p]
-        self.layout = _named(column(*panels,
-                                    sizing_mode="stretch_width"), "labkit-components")
+        self.layout = _named(column(*panels, sizing_mode="stretch_width"), "labkit-components")
 
     # -- building ----------------------------------------------------------------
 
     def _make_device_load(self):
         """Horizontal bars, one per device, labelled with rates and memory."""
-        self.device_source = ColumnDataSource({c: [] for c in _DEVICE_COLUMNS},
-                                              name="labkit-device-load-source")
-        fig = figure(title="Device load (busy fraction)", height=120, x_range=Range1d(0, 1),
-                     y_range=FactorRange(factors=[]), tools="", toolbar_location=None,
-                     sizing_mode="stretch_width")
-        fig.hbar(y="lane", right="busy", height=0.7, source=self.device_source, color="color",
-                 alpha=0.8)
-        fig.add_layout(LabelSet(x=0, y="lane", text="label", source=self.device_source,
-                                x_offset=8, y_offset=-6, text_font_size="9pt"))
-        fig.add_tools(HoverTool(tooltips=[
-            ("device", "@name (@kind)"), ("busy", "@busy{0%}"), ("tasks/s", "@tasks_per_s{0.0}"),
-            ("samples/s", "@samples_per_s{0,0}"), ("running", "@running"), ("done", "@done"),
-            ("failed", "@failed"), ("memory", "@memory"), ("executing (cluster)", "@executing")]))
+        self.device_source = ColumnDataSource(
+            {c: [] for c in _DEVICE_COLUMNS}, name="labkit-device-load-source"
+        )
+        fig = figure(
+            title="Device load (busy fraction)",
+            height=120,
+            x_range=Range1d(0, 1),
+            y_range=FactorRange(factors=[]),
+            tools="",
+            toolbar_location=None,
+            sizing_mode="stretch_width",
+        )
+        fig.hbar(
+            y="lane", right="busy", height=0.7, source=self.device_source, color="color", alpha=0.8
+        )
+        fig.add_layout(
+            LabelSet(
+                x=0,
+                y="lane",
+                text="label",
+                source=self.device_source,
+                x_offset=8,
+                y_offset=-6,
+                text_font_size="9pt",
+            )
+        )
+        fig.add_tools(
+            HoverTool(
+                tooltips=[
+                    ("device", "@name (@kind)"),
+                    ("busy", "@busy{0%}"),
+                    ("tasks/s", "@tasks_per_s{0.0}"),
+                    ("samples/s", "@samples_per_s{0,0}"),
+                    ("running", "@running"),
+                    ("done", "@done"),
+                    ("failed", "@failed"),
+                    ("memory", "@memory"),
+                    ("executing (cluster)", "@executing"),
+                ]
+            )
+        )
         fig.xaxis.formatter.use_scientific = False
         return _named(fig, "labkit-device-load")
 
     def _make_task_stream(self, follow_seconds: float):
         """Lanes per worker; each finished task a bar from start to end."""
         self.span_source = ColumnDataSource({c: [] for c in _SPAN_COLUMNS})
-        x_range = DataRange1d(follow="end", follow_interval=follow_seconds * 1000,
-                              range_padding=0.02)
-        fig = figure(title="Task stream", height=160, x_axis_type="datetime", x_range=x_range,
-                     y_range=FactorRange(factors=[]), tools="xpan,xwheel_zoom,reset",
-                     sizing_mode="stretch_width")
-        spans = fig.hbar(y="lane", left="start", right="end", height=0.8,
-                         source=self.span_source, color="color", alpha="alpha",
-                         name="labkit-task-stream-spans")
-        fig.add_tools(HoverTool(renderers=[spans], tooltips=[
-            ("task", "@what, chunk @chunk"), ("worker", "@worker"),
-            ("seconds", "@seconds{0.000}"), ("ok", "@ok")]))
+        x_range = DataRange1d(
+            follow="end", follow_interval=follow_seconds * 1000, range_padding=0.02
+        )
+        fig = figure(
+            title="Task stream",
+            height=160,
+            x_axis_type="datetime",
+            x_range=x_range,
+            y_range=FactorRange(factors=[]),
+            tools="xpan,xwheel_zoom,reset",
+            sizing_mode="stretch_width",
+        )
+        spans = fig.hbar(
+            y="lane",
+            left="start",
+            right="end",
+            height=0.8,
+            source=self.span_source,
+            color="color",
+            alpha="alpha",
+            name="labkit-task-stream-spans",
+        )
+        fig.add_tools(
+            HoverTool(
+                renderers=[spans],
+                tooltips=[
+                    ("task", "@what, chunk @chunk"),
+                    ("worker", "@worker"),
+                    ("seconds", "@seconds{0.000}"),
+                    ("ok", "@ok"),
+                ],
+            )
+        )
         return _named(fig, "labkit-task-stream")
 
     def _make_node_state(self, spare_plot: bool):
         """A table of nodes (HTML: one property to send a change) and small per-node plots."""
         self.node_rows = {c: [] for c in _NODE_COLUMNS}
-        self.node_table = _named(Div(text=_node_table(self.node_rows),
-                                     sizing_mode="stretch_width"), "labkit-node-table")
+        self.node_table = _named(
+            Div(text=_node_table(self.node_rows), sizing_mode="stretch_width"), "labkit-node-table"
+        )
         # a placeholder child: Bokeh warns about an empty layout
         self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
         # One plot made now and sent with the document, hidden: the first node's plot
@@ -214,23 +309,39 @@ class Components:
         self._spare_plots = [self._make_node_plot()] if spare_plot else []
         for fig, _ in self._spare_plots:
             fig.visible = False
-        self.node_plots = _named(column(self._no_plots, *[f for f, _ in self._spare_plots],
-                                        sizing_mode="stretch_width"), "labkit-node-plots")
-        return _named(column(self.node_table, self.node_plots, sizing_mode="stretch_width",
-                             visible=False), "labkit-node-state")
+        self.node_plots = _named(
+            column(self._no_plots, *[f for f, _ in self._spare_plots], sizing_mode="stretch_width"),
+            "labkit-node-plots",
+        )
+        return _named(
+            column(self.node_table, self.node_plots, sizing_mode="stretch_width", visible=False),
+            "labkit-node-state",
+        )
 
     def _make_node_plot(self):
         """One small plot of up to :data:`MAX_SERIES` lines, for any node (a legend when two)."""
         fig = figure(height=170, width=340, tools="", toolbar_location=None)
-        fig.title.text_font_size = "9pt"   # long names (GaussianClassifier: class_counts) fit
+        fig.title.text_font_size = "9pt"  # long names (GaussianClassifier: class_counts) fit
         sources = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_SERIES)]
         lines = []
         for i, source in enumerate(sources):
-            lines.append(fig.line(x="x", y="y", source=source, line_width=2 if i == 0 else 1.5,
-                                  line_dash="solid" if i == 0 else "dashed",
-                                  legend_label=f"series {i}"))
-            fig.scatter(x="x", y="y", source=source, size=4 if i == 0 else 6,
-                        marker="circle" if i == 0 else "diamond")
+            lines.append(
+                fig.line(
+                    x="x",
+                    y="y",
+                    source=source,
+                    line_width=2 if i == 0 else 1.5,
+                    line_dash="solid" if i == 0 else "dashed",
+                    legend_label=f"series {i}",
+                )
+            )
+            fig.scatter(
+                x="x",
+                y="y",
+                source=source,
+                size=4 if i == 0 else 6,
+                marker="circle" if i == 0 else "diamond",
+            )
         fig.add_tools(HoverTool(renderers=lines, tooltips=[("", "@x"), ("value", "@y{0.0000}")]))
         fig.legend.visible = False
         fig.legend.label_text_font_size = "8pt"
@@ -251,8 +362,9 @@ class Components:
         for i, renderer in enumerate(fig.renderers):
             series = i // 2
             shade = color if series == 0 else SERIES_COLORS[series % len(SERIES_COLORS)]
-            renderer.glyph.update(**{k: shade for k in ("line_color", "fill_color")
-                                     if hasattr(renderer.glyph, k)})
+            renderer.glyph.update(
+                **{k: shade for k in ("line_color", "fill_color") if hasattr(renderer.glyph, k)}
+            )
         for i, item in enumerate(fig.legend.items):
             item.label = {"value": names[i] if i < len(names) else ""}
             item.visible = i < len(names)
@@ -295,18 +407,38 @@ class Components:
             if not (d.done or d.running or d.failed) and cluster[1]:
                 busy = min(cluster[0] / cluster[1], 1.0)
         memory = _bytes(d.memory) + (f" / {_bytes(d.memory_limit)}" if d.memory_limit else "")
-        rate = (f"{d.samples_per_s:,.0f} samples/s" if d.kind == "device"
-                else f"{d.tasks_per_s:.1f} tasks/s")
+        rate = (
+            f"{d.samples_per_s:,.0f} samples/s"
+            if d.kind == "device"
+            else f"{d.tasks_per_s:.1f} tasks/s"
+        )
         share = f"share {d.share:.0%}" if getattr(d, "share", None) is not None else ""
-        label = "  ".join(p for p in (f"{busy:.0%}", rate, share, memory,
-                                      f"{executing} threads busy" if executing else "")
-                          if p)
-        return {"name": d.name, "lane": self.names(d.name), "kind": d.kind,
-                "busy": round(busy, 3),
-                "tasks_per_s": round(d.tasks_per_s, 2),
-                "samples_per_s": round(d.samples_per_s, 1), "running": d.running,
-                "done": d.done, "failed": d.failed, "memory": memory, "executing": executing,
-                "label": label, "color": DEVICE_COLOR if d.kind == "device" else WORKER_COLOR}
+        label = "  ".join(
+            p
+            for p in (
+                f"{busy:.0%}",
+                rate,
+                share,
+                memory,
+                f"{executing} threads busy" if executing else "",
+            )
+            if p
+        )
+        return {
+            "name": d.name,
+            "lane": self.names(d.name),
+            "kind": d.kind,
+            "busy": round(busy, 3),
+            "tasks_per_s": round(d.tasks_per_s, 2),
+            "samples_per_s": round(d.samples_per_s, 1),
+            "running": d.running,
+            "done": d.done,
+            "failed": d.failed,
+            "memory": memory,
+            "executing": executing,
+            "label": label,
+            "color": DEVICE_COLOR if d.kind == "device" else WORKER_COLOR,
+        }
 
     def _update_spans(self) -> None:
         """Stream the spans finished since the last update (and add new lanes first)."""
@@ -316,25 +448,34 @@ class Components:
         if not spans:
             return
         self._last_seq = spans[-1].seq
-        spans = spans[-self.max_spans:]
+        spans = spans[-self.max_spans :]
         new_lanes = sorted({self.names(s.worker) for s in spans} - set(self._lanes))
         if new_lanes:
             self._lanes = sorted(self._lanes + new_lanes)
             self.task_stream.y_range.factors = list(self._lanes)
             self.task_stream.height = 80 + 28 * len(self._lanes)
         rows = [self._span_row(s, self.names(s.worker)) for s in spans]
-        self.span_source.stream({c: [r[c] for r in rows] for c in _SPAN_COLUMNS},
-                                rollover=self.max_spans)
+        self.span_source.stream(
+            {c: [r[c] for r in rows] for c in _SPAN_COLUMNS}, rollover=self.max_spans
+        )
 
     @staticmethod
     def _span_row(s: TaskSpan, lane: str) -> dict:
         """One bar of the task stream (times in ms, as a datetime axis wants)."""
         color, alpha = node_color(s.node, s.phase, s.ok)
-        what = (f"{s.node_name} (node {s.node}) phase {s.phase}" if s.node is not None
-                else "task")
-        return {"lane": lane, "worker": s.worker, "start": s.start * 1000,
-                "end": s.end * 1000, "what": what, "chunk": s.chunk,
-                "seconds": s.end - s.start, "ok": s.ok, "color": color, "alpha": alpha}
+        what = f"{s.node_name} (node {s.node}) phase {s.phase}" if s.node is not None else "task"
+        return {
+            "lane": lane,
+            "worker": s.worker,
+            "start": s.start * 1000,
+            "end": s.end * 1000,
+            "what": what,
+            "chunk": s.chunk,
+            "seconds": s.end - s.start,
+            "ok": s.ok,
+            "color": color,
+            "alpha": alpha,
+        }
 
     def _update_nodes(self, snap: Snapshot) -> None:
         """Refresh the node table when a row changed; grow or redraw the node plots.
@@ -345,17 +486,24 @@ class Components:
         if self.node_state.visible != bool(nodes):
             self.node_state.visible = bool(nodes)
         fits = {r.run for r in snap.runs if r.kind == "fit"}
-        rows = [{"key": f"{n.run}-{n.node}", "run": n.run, "node": n.node, "name": n.name,
-                 "phase": _where(n, n.run in fits),
-                 "training": "training" if n.training else "trained",
-                 "samples": int(n.samples),
-                 "joins": f"{int(n.joins):,} {'steps' if n.run in fits else 'joins'}"}
-                for n in nodes]
+        rows = [
+            {
+                "key": f"{n.run}-{n.node}",
+                "run": n.run,
+                "node": n.node,
+                "name": n.name,
+                "phase": _where(n, n.run in fits),
+                "training": "training" if n.training else "trained",
+                "samples": int(n.samples),
+                "joins": f"{int(n.joins):,} {'steps' if n.run in fits else 'joins'}",
+            }
+            for n in nodes
+        ]
         data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
         if data != self.node_rows:
             self.node_rows = data
             self.node_table.text = _node_table(data)
-        self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots:])
+        self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots :])
 
     def _update_node_plots(self, views: list[NodeView]) -> None:
         """One plot per shown node; stream points that extend it, else replace."""
@@ -367,12 +515,13 @@ class Components:
             self._node_plots = {}
             for key, view in zip(keys, views):
                 plot = old.get(key)
-                if plot is None:   # a figure costs ~10 ms to make and send: reuse one
+                if plot is None:  # a figure costs ~10 ms to make and send: reuse one
                     plot = free.pop() if free else self._make_node_plot()
                     self._show_node_plot(plot, view, f"{key[0]}-{key[1]}")
                 self._node_plots[key] = plot
-            self.node_plots.children = ([fig for fig, _ in self._node_plots.values()]
-                                        or [self._no_plots])
+            self.node_plots.children = [fig for fig, _ in self._node_plots.values()] or [
+                self._no_plots
+            ]
         for key, view in zip(keys, views):
             _, sources = self._node_plots[key]
             for source, values in zip(sources, list(view.plots.values())[:MAX_SERIES]):
@@ -404,28 +553,42 @@ _TABLE_HEAD = ("#", "node", "at", "state", "samples", "merged", "run")
 
 def _where(n, fit: bool) -> str:
     """Where a node is, in its run's words: ``epoch 6`` of a fit, ``phase 1/2`` of a flow."""
-    if fit:   # a trainer counts its epochs from 1, as fit's records do
+    if fit:  # a trainer counts its epochs from 1, as fit's records do
         return f"epoch {n.phase + 1}"
-    if n.phases is not None:   # a trained node has passed its last phase
+    if n.phases is not None:  # a trained node has passed its last phase
         return f"phase {min(n.phase + 1, n.phases)}/{n.phases}"
     return f"phase {n.phase + 1}"
-_TABLE_STYLE = ("border-collapse:collapse;font-size:9pt;width:100%;"
-                "font-variant-numeric:tabular-nums")
+
+
+_TABLE_STYLE = "border-collapse:collapse;font-size:9pt;width:100%;font-variant-numeric:tabular-nums"
 
 
 def _node_table(data: dict) -> str:
     """The nodes as an HTML table: one ``labkit-node-row`` a node."""
     cell = "<td style='padding:1px 8px 1px 0'>{}</td>"
-    head = "".join(f"<th style='text-align:left;padding:1px 8px 1px 0'>{h}</th>"
-                   for h in _TABLE_HEAD)
+    head = "".join(
+        f"<th style='text-align:left;padding:1px 8px 1px 0'>{h}</th>" for h in _TABLE_HEAD
+    )
     rows = []
     for i in range(len(data["key"])):
-        values = (data["node"][i], data["name"][i], data["phase"][i], data["training"][i],
-                  f"{data['samples'][i]:,}", data["joins"][i], data["run"][i])
-        rows.append("<tr class='labkit-node-row'>"
-                    + "".join(cell.format(html.escape(str(v))) for v in values) + "</tr>")
-    return (f"<table style='{_TABLE_STYLE}'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+        values = (
+            data["node"][i],
+            data["name"][i],
+            data["phase"][i],
+            data["training"][i],
+            f"{data['samples'][i]:,}",
+            data["joins"][i],
+            data["run"][i],
+        )
+        rows.append(
+            "<tr class='labkit-node-row'>"
+            + "".join(cell.format(html.escape(str(v))) for v in values)
+            + "</tr>"
+        )
+    return (
+        f"<table style='{_TABLE_STYLE}'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _patch(source: ColumnDataSource, rows: list[dict], columns) -> None:

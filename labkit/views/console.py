@@ -57,13 +57,27 @@ def _ending(p: PhaseProgress) -> str | None:
 def format_phase(p: PhaseProgress, now: float | None = None) -> str:
     """One line for a phase, as tqdm draws a bar: what, percent, bar, counts, time, rate."""
     if p.local:
-        state = "done" if p.finished and p.ok else "training locally" if p.finished is None \
-            else "cancelled" if p.cancelled else "FAILED"
+        state = (
+            "done"
+            if p.finished and p.ok
+            else "training locally"
+            if p.finished is None
+            else "cancelled"
+            if p.cancelled
+            else "FAILED"
+        )
         return f"{_what(p)}: {state}"
     now = time.time() if now is None else now
     elapsed = max((p.finished or now) - p.started, 0.0)
-    return tqdm.format_meter(p.done, p.total, elapsed, prefix=_what(p), postfix=_ending(p),
-                             rate=p.rate(now) or None, **_BAR)
+    return tqdm.format_meter(
+        p.done,
+        p.total,
+        elapsed,
+        prefix=_what(p),
+        postfix=_ending(p),
+        rate=p.rate(now) or None,
+        **_BAR,
+    )
 
 
 class ConsoleProgress(LiveView):
@@ -88,8 +102,11 @@ class ConsoleProgress(LiveView):
     def __init__(self, source, stream=None, max_rate: float | None = None):
         check_source(source, "ConsoleProgress")
         if stream is not None and not callable(getattr(stream, "write", None)):
-            raise InputError(f"stream must be a file (anything with write()), got "
-                             f"{type(stream).__name__} {stream!r:.60}", argument="stream")
+            raise InputError(
+                f"stream must be a file (anything with write()), got "
+                f"{type(stream).__name__} {stream!r:.60}",
+                argument="stream",
+            )
         self.stream = stream or sys.stderr
         self._printed: set = set()
         self._bars: dict = {}
@@ -119,9 +136,15 @@ class ConsoleProgress(LiveView):
         """Move phase ``key``'s live bar to ``p`` (tqdm smooths the rate and ETA)."""
         bar = self._bars.get(key)
         if bar is None:
-            bar = self._bars[key] = tqdm(total=p.total, desc=_what(p), file=self.stream,
-                                         mininterval=0, leave=True, dynamic_ncols=True,
-                                         **{k: v for k, v in _BAR.items() if k != "ncols"})
+            bar = self._bars[key] = tqdm(
+                total=p.total,
+                desc=_what(p),
+                file=self.stream,
+                mininterval=0,
+                leave=True,
+                dynamic_ncols=True,
+                **{k: v for k, v in _BAR.items() if k != "ncols"},
+            )
         if p.total is not None and bar.total != p.total:
             bar.total = p.total
         if p.done > bar.n:

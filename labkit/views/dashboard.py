@@ -61,11 +61,10 @@ APP_PATH = "/labkit"
 _HOST = "127.0.0.1"
 
 _lock = threading.Lock()
-_running: dict[int, "_DashboardServer"] = {}   # id(scheduler) -> its server
+_running: dict[int, "_DashboardServer"] = {}  # id(scheduler) -> its server
 
 
-def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
-              title: str = "labkit") -> str:
+def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str = "labkit") -> str:
     """Serve the live dashboard of ``scheduler``; returns its URL.
 
     Parameters
@@ -92,8 +91,9 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
     _check_port(port)
     origins = _origins(allow_websocket_origin)
     if getattr(scheduler, "closed", False):
-        raise SchedulerError("the scheduler is shut down; a dashboard would show nothing",
-                             argument="scheduler")
+        raise SchedulerError(
+            "the scheduler is shut down; a dashboard would show nothing", argument="scheduler"
+        )
     owners = _lifetime_owners(scheduler)
     with _lock:
         server = _running.get(id(scheduler))
@@ -104,7 +104,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None,
     try:
         for owner in owners:
             owner.on_shutdown(lambda: stop_dashboard(scheduler))
-    except BaseException:   # nothing may keep listening after an error
+    except BaseException:  # nothing may keep listening after an error
         stop_dashboard(scheduler)
         raise
     return server.url
@@ -114,8 +114,9 @@ def _lifetime_owners(source) -> list:
     """What ends the dashboard of ``source``: itself, or a run's schedulers."""
     if callable(getattr(source, "on_shutdown", None)):
         return [source]
-    return [s for s in getattr(source, "schedulers", []) if callable(getattr(s, "on_shutdown",
-                                                                             None))]
+    return [
+        s for s in getattr(source, "schedulers", []) if callable(getattr(s, "on_shutdown", None))
+    ]
 
 
 def _client_of(source):
@@ -135,18 +136,21 @@ def _origins(allowed) -> list[str]:
     if allowed is None:
         return []
     listed = [allowed] if isinstance(allowed, str) else allowed
-    if not isinstance(listed, (list, tuple)) or not all(isinstance(o, str) and o
-                                                        for o in listed):
-        raise InputError(f"allow_websocket_origin must be a 'host[:port]' string or a list of "
-                         f"them, got {allowed!r:.60}", argument="allow_websocket_origin")
+    if not isinstance(listed, (list, tuple)) or not all(isinstance(o, str) and o for o in listed):
+        raise InputError(
+            f"allow_websocket_origin must be a 'host[:port]' string or a list of "
+            f"them, got {allowed!r:.60}",
+            argument="allow_websocket_origin",
+        )
     return list(listed)
 
 
 def _check_port(port) -> None:
     """An ``InputError`` unless ``port`` is 0 (a free one) or a TCP port number."""
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise InputError(f"port must be an int from 0 (any free port) to 65535, got {port!r}",
-                         argument="port")
+        raise InputError(
+            f"port must be an int from 0 (any free port) to 65535, got {port!r}", argument="port"
+        )
 
 
 def running_url(scheduler) -> str | None:
@@ -203,8 +207,9 @@ class _DashboardServer:
         self._server = None
         self.port: int | None = None
         self.url = ""
-        self._thread = threading.Thread(target=self._serve, daemon=True,
-                                        name="labkit-dashboard-bokeh")
+        self._thread = threading.Thread(
+            target=self._serve, daemon=True, name="labkit-dashboard-bokeh"
+        )
         self._thread.start()
         self._ready.wait()
         if self._error is not None:
@@ -236,9 +241,12 @@ class _DashboardServer:
         try:
             sockets, self.port = bind_sockets(_HOST, port)
         except OSError as exc:
-            raise InputError(f"cannot serve the dashboard on {_HOST}:{port} "
-                             f"({exc.strerror or exc}); choose another port, or port=0 for "
-                             f"any free one", port=port) from exc
+            raise InputError(
+                f"cannot serve the dashboard on {_HOST}:{port} "
+                f"({exc.strerror or exc}); choose another port, or port=0 for "
+                f"any free one",
+                port=port,
+            ) from exc
         origins = [f"{_HOST}:{self.port}", f"localhost:{self.port}", *extra]
         hub = _hub_prefix()
         static_root = "/"
@@ -252,10 +260,15 @@ class _DashboardServer:
         # Pages only for the hosts it was told about (no DNS rebinding); behind a hub,
         # jupyter-server-proxy authenticates every request before it forwards it.
         hosts = None if hub or "*" in extra else origins
-        app = _LabkitTornado({APP_PATH: Application(FunctionHandler(self._make_document))},
-                             static_root=static_root, hosts=hosts,
-                             extra_websocket_origins=origins,
-                             extra_patterns=patterns, use_index=False, redirect_root=False)
+        app = _LabkitTornado(
+            {APP_PATH: Application(FunctionHandler(self._make_document))},
+            static_root=static_root,
+            hosts=hosts,
+            extra_websocket_origins=origins,
+            extra_patterns=patterns,
+            use_index=False,
+            redirect_root=False,
+        )
         http = HTTPServer(app)
         http.add_sockets(sockets)
         self._server = BaseServer(self._loop, app, http)
@@ -266,17 +279,18 @@ class _DashboardServer:
     def _make_document(self, doc) -> None:
         """A new browser session: its own run panel and components, redrawn at a self-set pace."""
         panel = RunPanel()
-        components = Components(self.tracker, sampler=self.sampler,
-                                run_filter=panel.run_filter)
+        components = Components(self.tracker, sampler=self.sampler, run_filter=panel.run_filter)
 
         def update():
-            panel.update(self.tracker.snapshot())   # first: the components follow its run
+            panel.update(self.tracker.snapshot())  # first: the components follow its run
             components.update()
+
         update()
         doc.title = self.title
         doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
         from .sweep_plots import attach as attach_sweep_plots
-        attach_sweep_plots(doc, self.tracker)   # the newest sweep's curves and table
+
+        attach_sweep_plots(doc, self.tracker)  # the newest sweep's curves and table
         pacer = writer.Pacer()
         last = [time.thread_time()]
 
@@ -294,6 +308,7 @@ class _DashboardServer:
                 doc.add_timeout_callback(tick, int(1000 * gap))
             except Exception:  # the session closed meanwhile
                 pass
+
         doc.add_timeout_callback(tick, int(1000 / writer.MAX_RATE))
 
     def _shutdown(self) -> None:
@@ -340,5 +355,6 @@ class _LabkitTornado(BokehTornado):
 
     def resources(self, absolute_url=None) -> Resources:
         """Server-mode resources: BokehJS from this server, never a CDN."""
-        return Resources(mode="server", root_url=self._static_root,
-                         path_versioner=StaticHandler.append_version)
+        return Resources(
+            mode="server", root_url=self._static_root, path_versioner=StaticHandler.append_version
+        )

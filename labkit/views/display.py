@@ -19,13 +19,14 @@ from __future__ import annotations
 
 __all__ = ["register", "display_run"]
 
-_registered_in: set[int] = set()   # ids of the shells that have the formatter
+_registered_in: set[int] = set()  # ids of the shells that have the formatter
 
 
 def display_run(run) -> None:
     """Display the live board of ``run`` (the formatter IPython calls); a sweep's is its own."""
     from .board import board
-    board(run)._ipython_display_()   # board() gives a sweep's run its SweepBoard
+
+    board(run)._ipython_display_()  # board() gives a sweep's run its SweepBoard
 
 
 def register() -> bool:
@@ -41,12 +42,15 @@ def register() -> bool:
         return True
     from ..runs import Run
     from . import cards
+
     formatters = shell.display_formatter
     # By name: views know runs and events, not flows (IPython matches subclasses too).
-    for module, name, card in (("labkit.scheduling.base", "Scheduler", cards.scheduler_card),
-                               ("labkit.flows.flow", "Flow", cards.flow_card),
-                               ("labkit.flows.node", "Node", cards.node_card),
-                               ("labkit.runs", "Run", cards.run_card)):
+    for module, name, card in (
+        ("labkit.scheduling.base", "Scheduler", cards.scheduler_card),
+        ("labkit.flows.flow", "Flow", cards.flow_card),
+        ("labkit.flows.node", "Node", cards.node_card),
+        ("labkit.runs", "Run", cards.run_card),
+    ):
         formatters.formatters["text/html"].for_type_by_name(module, name, card)
     try:
         import ipywidgets  # noqa: F401  (no widgets, no board: a run shows its card)

@@ -26,9 +26,13 @@ def stage_table(stages) -> str:
         f"<tr><td>{html.escape(s.stage)}</td><td>{s.records}</td>"
         f"<td>{s.records_per_s:,.0f}/s</td><td>{_seconds(s.busy_s)}</td>"
         f"<td>{'' if s.queue_fill is None else f'{100 * s.queue_fill:.0f}%'}</td>"
-        f"<td>{'done' if s.final else 'running'}</td></tr>" for s in stages)
-    return ("<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
-            f"<th>queue</th><th></th></tr>{rows}</table>")
+        f"<td>{'done' if s.final else 'running'}</td></tr>"
+        for s in stages
+    )
+    return (
+        "<table><tr><th>stage</th><th>records</th><th>rate</th><th>busy</th>"
+        f"<th>queue</th><th></th></tr>{rows}</table>"
+    )
 
 
 def _seconds(seconds: float) -> str:
@@ -76,8 +80,10 @@ def _counts(p: PhaseProgress, now: float | None) -> list[str]:
             parts.append(f"loss {p.loss:.4g}")
         return parts
     fits = p.kind in ("ensemble", "evaluate")
-    return [f"{p.done}/{p.total if p.total is not None else '?'}{' fits' * fits}{percent}",
-            f"{p.rate(now):.1f} {'fits' if fits else 'tasks'}/s"]
+    return [
+        f"{p.done}/{p.total if p.total is not None else '?'}{' fits' * fits}{percent}",
+        f"{p.rate(now):.1f} {'fits' if fits else 'tasks'}/s",
+    ]
 
 
 def phase_label(p: PhaseProgress, now: float | None = None) -> str:
@@ -95,7 +101,7 @@ def phase_label(p: PhaseProgress, now: float | None = None) -> str:
     parts = _counts(p, now)
     if p.failed:
         parts.append(f"{p.failed} failed")
-    dropped = p.submitted - p.done - p.failed   # a failed or cancelled phase's other tasks
+    dropped = p.submitted - p.done - p.failed  # a failed or cancelled phase's other tasks
     if p.finished is not None and not p.ok and dropped > 0:
         parts.append(f"{dropped} cancelled")
     if p.running:

@@ -24,8 +24,7 @@ __all__ = ["TaskLanes", "span_dict"]
 
 # One hue per node, as in the Bokeh components (Category10 without red, which marks
 # failed tasks, and grey, which marks tasks outside any node); phases alternate in strength.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
-           "#17becf")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 FAILED = "#d62728"
 PLAIN = "#7f7f7f"
 
@@ -58,9 +57,16 @@ def span_dict(span, t0: float, lane: int) -> dict:
     The worker's name is sent once, in ``workers``; a span only says which lane.
     """
     colour, alpha = _colour(span)
-    return {"seq": span.seq, "lane": lane,
-            "start": round(span.start - t0, 4), "end": round(max(span.end, span.start) - t0, 4),
-            "ok": span.ok, "color": colour, "alpha": alpha, "label": _label(span)}
+    return {
+        "seq": span.seq,
+        "lane": lane,
+        "start": round(span.start - t0, 4),
+        "end": round(max(span.end, span.start) - t0, 4),
+        "ok": span.ok,
+        "color": colour,
+        "alpha": alpha,
+        "label": _label(span),
+    }
 
 
 class TaskLanes(anywidget.AnyWidget):
@@ -79,14 +85,14 @@ class TaskLanes(anywidget.AnyWidget):
 
     workers = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)  # shown names
-    legend = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)    # colour: what
-    t0 = traitlets.Float(0.0).tag(sync=True)                  # epoch seconds of time 0
+    legend = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)  # colour: what
+    t0 = traitlets.Float(0.0).tag(sync=True)  # epoch seconds of time 0
     recent = traitlets.List(traitlets.Dict(), default_value=[]).tag(sync=True)
-    lane_height = traitlets.Int(14).tag(sync=True)           # pixels per lane
+    lane_height = traitlets.Int(14).tag(sync=True)  # pixels per lane
     title = traitlets.Unicode("tasks per worker").tag(sync=True)
 
-    max_recent = 500       # spans kept for a first render or a resend
-    max_batch = 2000       # spans per message, so one message stays small
+    max_recent = 500  # spans kept for a first render or a resend
+    max_batch = 2000  # spans per message, so one message stays small
 
     def __init__(self, tracker=None, names=None, **kwargs):
         self._names = names or (lambda worker: str(worker).split("://", 1)[-1])
@@ -94,13 +100,14 @@ class TaskLanes(anywidget.AnyWidget):
         self._last_seq = -1
         self._recent: deque[dict] = deque(maxlen=self.max_recent)
         self._lock = threading.Lock()  # the writer appends while the kernel's thread resends
-        self.sent = 0      # spans sent as messages so far
+        self.sent = 0  # spans sent as messages so far
         if tracker is not None:  # the first render shows what happened already
             spans = tracker.spans_since(-1)
             if spans:
                 kwargs.setdefault("t0", spans[0].start)
-                kwargs["workers"] = _ordered([*kwargs.get("workers", ()),
-                                              *(s.worker for s in spans)])
+                kwargs["workers"] = _ordered(
+                    [*kwargs.get("workers", ()), *(s.worker for s in spans)]
+                )
                 kwargs["labels"] = [self._names(w) for w in kwargs["workers"]]
                 self._take(spans, kwargs["t0"], kwargs["workers"])
                 kwargs["legend"] = list(self._legend.values())
@@ -113,7 +120,7 @@ class TaskLanes(anywidget.AnyWidget):
     @traitlets.validate("recent")
     def _valid_recent(self, proposal):
         """At most ``max_recent`` spans, each with a seq, a lane and times."""
-        spans = list(proposal["value"])[-self.max_recent:]
+        spans = list(proposal["value"])[-self.max_recent :]
         for s in spans:
             if not {"seq", "lane", "start", "end"} <= s.keys():
                 raise traitlets.TraitError(f"a span needs seq, lane, start and end: {s!r}")
@@ -146,20 +153,21 @@ class TaskLanes(anywidget.AnyWidget):
             return 0
         new_workers = [s.worker for s in spans if s.worker not in self.workers]
         kinds = len(self._legend)
-        batch = self._take(spans, self.t0 or min(s.start for s in spans),
-                           _ordered([*self.workers, *new_workers]))
+        batch = self._take(
+            spans, self.t0 or min(s.start for s in spans), _ordered([*self.workers, *new_workers])
+        )
         with self.hold_sync():  # t0, new lanes and the legend in one message, before the spans
             if not self.t0:
                 self.t0 = min(s.start for s in spans)
             if new_workers:
                 self.workers = [*self.workers, *new_workers]
-            labels = [self._names(w) for w in self.workers]   # names may come later
+            labels = [self._names(w) for w in self.workers]  # names may come later
             if labels != list(self.labels):
                 self.labels = labels
             if len(self._legend) != kinds:
                 self.legend = list(self._legend.values())
         for i in range(0, len(batch), self.max_batch):
-            self.send({"kind": "spans", "spans": batch[i:i + self.max_batch]})
+            self.send({"kind": "spans", "spans": batch[i : i + self.max_batch]})
         self.sent += len(batch)
         return len(batch)
 
@@ -174,12 +182,18 @@ class TaskLanes(anywidget.AnyWidget):
         """Spans as dicts; remembers the last seq and the recent ones."""
         lanes = {w: i for i, w in enumerate(workers)}
         batch = [span_dict(s, t0, lanes[s.worker]) for s in spans]
-        for s, d in zip(spans, batch):   # a colour a kind of task: the legend says which
+        for s, d in zip(spans, batch):  # a colour a kind of task: the legend says which
             key = (d["color"], d["alpha"] > 0.7) if d["ok"] else ("failed",)
             if key not in self._legend:
-                what = "failed" if not d["ok"] else (
-                    f"node {s.node} {s.node_name}" if s.node is not None else
-                    (s.node_name or "tasks"))
+                what = (
+                    "failed"
+                    if not d["ok"]
+                    else (
+                        f"node {s.node} {s.node_name}"
+                        if s.node is not None
+                        else (s.node_name or "tasks")
+                    )
+                )
                 self._legend[key] = {"color": d["color"], "alpha": d["alpha"], "label": what}
         with self._lock:
             self._recent.extend(batch)

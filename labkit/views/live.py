@@ -53,10 +53,10 @@ logger = logging.getLogger("labkit.views")
 class State(enum.Enum):
     """Where a live view is in its life."""
 
-    LIVE = "live"          # following its source, drawing as things change
-    ENDING = "ending"      # its run ended: the next draw is the last
-    STOPPED = "stopped"    # drew its last frame; shows it still
-    CLOSED = "closed"      # its widgets (if any) are gone
+    LIVE = "live"  # following its source, drawing as things change
+    ENDING = "ending"  # its run ended: the next draw is the last
+    STOPPED = "stopped"  # drew its last frame; shows it still
+    CLOSED = "closed"  # its widgets (if any) are gone
 
 
 class Frame(collections.namedtuple("Frame", "oldest newest events drawn")):
@@ -92,10 +92,11 @@ class LiveView:
     #: The writer thread's name.
     thread_name = "labkit-writer"
 
-    def __init__(self, source, max_rate: float | None = None, heartbeat: float | None = None,
-                 tracker=None):
+    def __init__(
+        self, source, max_rate: float | None = None, heartbeat: float | None = None, tracker=None
+    ):
         check_source(source, f"a {type(self).__name__}")
-        self.max_rate = check_rate(max_rate)   # before subscribing: a refusal leaves nothing
+        self.max_rate = check_rate(max_rate)  # before subscribing: a refusal leaves nothing
         self.source = source
         self._run = source if _is_run(source) else None
         self.heartbeat = heartbeat if heartbeat is not None else (1.0 if self._run else None)
@@ -103,13 +104,13 @@ class LiveView:
         self.state = State.LIVE
         self.writer: Writer | None = None
         self._lock = threading.Lock()
-        self._pending: list = [None, None, 0]          # oldest, newest, count of undrawn events
-        self._taken: tuple = (None, None, 0)           # those of the snapshot being drawn
-        self.frame: Frame | None = None                # the frame being drawn, then the last
+        self._pending: list = [None, None, 0]  # oldest, newest, count of undrawn events
+        self._taken: tuple = (None, None, 0)  # those of the snapshot being drawn
+        self.frame: Frame | None = None  # the frame being drawn, then the last
         self.frames: collections.deque = collections.deque(maxlen=2000)  # every frame's timing
         # Listen first: a run is already going, and each moment spent building loses events.
         self._unsubscribe = source.subscribe(self._on_event, state_every=state_every())
-        ref = weakref.ref(self)   # a scheduler outlives its views: do not keep them alive
+        ref = weakref.ref(self)  # a scheduler outlives its views: do not keep them alive
         for s in self.sources:
             if callable(getattr(s, "on_shutdown", None)):
                 s.on_shutdown(lambda: (v := ref()) is not None and v._source_ended())
@@ -127,8 +128,13 @@ class LiveView:
     def start(self) -> "LiveView":
         """Start drawing (the first frame at once); returns the view."""
         if self.writer is None:
-            self.writer = Writer(_Timed(self), self._frame, self.max_rate,
-                                 heartbeat=self.heartbeat, name=self.thread_name)
+            self.writer = Writer(
+                _Timed(self),
+                self._frame,
+                self.max_rate,
+                heartbeat=self.heartbeat,
+                name=self.thread_name,
+            )
         self.writer.poke(force=True)
         return self
 
@@ -160,13 +166,13 @@ class LiveView:
         if ending:
             self._end()
         writer = self.writer
-        if writer is not None:   # events before it exists are drawn by its first draw
+        if writer is not None:  # events before it exists are drawn by its first draw
             writer.poke(force=ending)
 
     def _source_ended(self) -> None:
         """A scheduler or trainer shut down: a run's view waits for its run, others end."""
         if self._run is None:
-            self.stop()   # its last frame drawn before this returns
+            self.stop()  # its last frame drawn before this returns
         elif self.writer is not None:
             # The run's own thread may be the one shutting down (a scheduler it owns):
             # waiting for the writer here could wait on that very run, so only wake it.
@@ -182,7 +188,7 @@ class LiveView:
     def _frame(self, snapshot) -> None:
         """One draw; after the last one, stop listening and end the writer."""
         if self.state is State.ENDING and self._run is not None:
-            self._run.wait(5.0)   # RunFinished comes just before the run's thread ends
+            self._run.wait(5.0)  # RunFinished comes just before the run's thread ends
         oldest, newest, n = self._taken
         self.frame = Frame(oldest, newest, n, time.time())
         try:
@@ -200,7 +206,7 @@ class LiveView:
         self._stop_listening()
         try:
             self.on_stopped()
-        except Exception:   # a view never fails its source
+        except Exception:  # a view never fails its source
             logger.exception("labkit view %r: on_stopped failed", self)
         if self.writer is not None:
             self.writer.stop()
@@ -219,7 +225,7 @@ class LiveView:
             self.writer.poke(force=True)
             self.writer.stop()
         with self._lock:
-            if self.state is State.ENDING:   # no writer drew the last frame: nothing to show
+            if self.state is State.ENDING:  # no writer drew the last frame: nothing to show
                 self.state = State.STOPPED
         self._stop_listening()
 
@@ -243,9 +249,11 @@ def clock_html(frame: Frame | None) -> str:
         return ""
     oldest = "" if frame.oldest is None else f"{frame.oldest:.3f}"
     newest = "" if frame.newest is None else f"{frame.newest:.3f}"
-    return (f'<span class="labkit-clock" style="display:none" data-oldest="{oldest}" '
-            f'data-newest="{newest}" data-events="{frame.events}" '
-            f'data-drawn="{frame.drawn:.3f}" data-sent="{time.time():.3f}"></span>')
+    return (
+        f'<span class="labkit-clock" style="display:none" data-oldest="{oldest}" '
+        f'data-newest="{newest}" data-events="{frame.events}" '
+        f'data-drawn="{frame.drawn:.3f}" data-sent="{time.time():.3f}"></span>'
+    )
 
 
 class _Timed:
@@ -261,11 +269,12 @@ class _Timed:
 
     def snapshot(self):
         view = self._view
-        with view._lock:   # taken before the snapshot: every counted event is in it
+        with view._lock:  # taken before the snapshot: every counted event is in it
             view._taken, view._pending = tuple(view._pending), [None, None, 0]
         return view.tracker.snapshot()
 
 
 def _is_run(source) -> bool:
     from ..runs import Run
+
     return isinstance(source, Run)

@@ -41,8 +41,11 @@ class DeviceNames:
             label = self._labels.get(address)
         if label is not None:
             return label
-        if "://" in address and self._client is not None and \
-                time.monotonic() - self._asked >= REFRESH:
+        if (
+            "://" in address
+            and self._client is not None
+            and time.monotonic() - self._asked >= REFRESH
+        ):
             self._ask()
             with self._lock:
                 label = self._labels.get(address)
@@ -53,8 +56,9 @@ class DeviceNames:
         self._asked = time.monotonic()
         try:
             from ..scheduling.connect import scheduler_identity
+
             workers = scheduler_identity(self._client).get("workers", {})
-        except Exception:   # the cluster is busy or gone: keep the addresses
+        except Exception:  # the cluster is busy or gone: keep the addresses
             return
         labels = _unique({a: _label(a, w) for a, w in workers.items()})
         with self._lock:
@@ -69,8 +73,9 @@ def _label(address: str, worker: dict) -> str:
     else:
         label = f"worker {name}" if isinstance(name, int) or str(name).isdigit() else str(name)
     if address.startswith("inproc://"):
-        where = f"this process, {threads} thread{'s' * (threads != 1)}" if threads \
-            else "this process"
+        where = (
+            f"this process, {threads} thread{'s' * (threads != 1)}" if threads else "this process"
+        )
         return f"{label} ({where})" if label != "this process" else where
     return label
 
@@ -80,8 +85,10 @@ def _unique(labels: dict[str, str]) -> dict[str, str]:
     seen: dict[str, int] = {}
     for label in labels.values():
         seen[label] = seen.get(label, 0) + 1
-    return {a: label if seen[label] == 1 else f"{label} [{a.split('://', 1)[-1]}]"
-            for a, label in labels.items()}
+    return {
+        a: label if seen[label] == 1 else f"{label} [{a.split('://', 1)[-1]}]"
+        for a, label in labels.items()
+    }
 
 
 def _fallback(address: str) -> str:

@@ -20,22 +20,30 @@ import html
 
 from .labels import phase_label
 from .progress import PhaseProgress, RunProgress
-from .words import epoch_table, fit_progress, run_line, search_groups, search_line, \
-    search_table
+from .words import epoch_table, fit_progress, run_line, search_groups, search_line, search_table
 
 __all__ = ["PhaseRows", "FitPart", "RunRows", "LABEL_CSS"]
 
 #: How a label sits beside its bar: it takes the rest of the row and wraps.
 LABEL_CSS = "white-space:normal;overflow-wrap:anywhere;line-height:1.3"
 
-_COLOURS = {"running": "inherit", "finished": "#2ca02c", "failed": "#d62728",
-            "cancelled": "#8c6d1f"}
+_COLOURS = {
+    "running": "inherit",
+    "finished": "#2ca02c",
+    "failed": "#d62728",
+    "cancelled": "#8c6d1f",
+}
 
 
 def _bar(W, danger: bool = False, width: str = "30%"):
     style = "danger" if danger else ""
-    return W.IntProgress(value=0, min=0, max=1, bar_style=style,
-                         layout=W.Layout(width=width, min_width="60px", flex="0 0 auto"))
+    return W.IntProgress(
+        value=0,
+        min=0,
+        max=1,
+        bar_style=style,
+        layout=W.Layout(width=width, min_width="60px", flex="0 0 auto"),
+    )
 
 
 def _label(W, classes: list[str]):
@@ -46,8 +54,10 @@ def _label(W, classes: list[str]):
 def _text(text: str, status: str | None = None, cls: str = "") -> str:
     colour = _COLOURS.get(status or "running", "inherit")
     safe = html.escape(text)
-    return (f'<div class="{cls}" style="{LABEL_CSS};color:{colour}" '
-            f'title="{html.escape(text, quote=True)}">{safe}</div>')
+    return (
+        f'<div class="{cls}" style="{LABEL_CSS};color:{colour}" '
+        f'title="{html.escape(text, quote=True)}">{safe}</div>'
+    )
 
 
 def _style(p: PhaseProgress) -> str:
@@ -64,15 +74,18 @@ class _Row:
         self.failed = _bar(W, danger=True, width="8%")
         self.failed.layout.display = "none"
         self.label = _label(W, list(label_classes))
-        self.box = W.HBox([self.done, self.failed, self.label], _dom_classes=list(classes),
-                          layout=W.Layout(width="100%", align_items="center"))
+        self.box = W.HBox(
+            [self.done, self.failed, self.label],
+            _dom_classes=list(classes),
+            layout=W.Layout(width="100%", align_items="center"),
+        )
 
     def widgets(self) -> list:
         return [self.box, self.done, self.failed, self.label]
 
     def set(self, value: int, total: int, style: str, text: str, failed: int = 0) -> None:
         total = max(total, 1)
-        with self.done.hold_sync():   # max, value and style in one message
+        with self.done.hold_sync():  # max, value and style in one message
             self.done.max = total
             self.done.value = min(value, total)
             self.done.bar_style = style
@@ -118,8 +131,9 @@ class PhaseRows:
                 changed = True
             self._draw_row(self.rows[key], p, now)
         if changed:
-            self.widget.children = ([self.folded] if self.folded_keys else []) + \
-                [r.box for r in self.rows.values()]
+            self.widget.children = ([self.folded] if self.folded_keys else []) + [
+                r.box for r in self.rows.values()
+            ]
 
     @staticmethod
     def _draw_row(row: _Row, p: PhaseProgress, now: float) -> None:
@@ -127,18 +141,27 @@ class PhaseRows:
         done = p.done
         if p.local:
             total, done = 1, int(p.finished is not None and p.ok)
-        status = None if p.finished is None else "cancelled" if p.cancelled else \
-            "finished" if p.ok and not p.failed else "failed"
+        status = (
+            None
+            if p.finished is None
+            else "cancelled"
+            if p.cancelled
+            else "finished"
+            if p.ok and not p.failed
+            else "failed"
+        )
         row.set(done, total, _style(p), _text(phase_label(p, now), status), p.failed)
 
     def _fold(self, key, p) -> None:
         row = self.rows.pop(key, None)
         if row is not None:
             row.close()
-        self.folded_keys[key] = "cancelled" if p.cancelled else "finished" \
-            if p.ok and not p.failed else "failed"
-        counts = {s: list(self.folded_keys.values()).count(s)
-                  for s in ("finished", "failed", "cancelled")}
+        self.folded_keys[key] = (
+            "cancelled" if p.cancelled else "finished" if p.ok and not p.failed else "failed"
+        )
+        counts = {
+            s: list(self.folded_keys.values()).count(s) for s in ("finished", "failed", "cancelled")
+        }
         words = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         n = len(self.folded_keys)
         self.folded.value = f"<i>{n} earlier row{'s' * (n != 1)} ({words})</i>"
@@ -160,25 +183,49 @@ class FitPart:
     """A fit: the whole fit's bar, the epoch's bar, and the finished epochs' records."""
 
     def __init__(self, W):
-        self.outer = _Row(W, ("labkit-fit-outer", "labkit-phase"),
-                          ("labkit-phase-label", "labkit-fit-outer-label"))
-        self.inner = _Row(W, ("labkit-fit-inner", "labkit-phase"),
-                          ("labkit-phase-label", "labkit-fit-inner-label"))
+        self.outer = _Row(
+            W,
+            ("labkit-fit-outer", "labkit-phase"),
+            ("labkit-phase-label", "labkit-fit-outer-label"),
+        )
+        self.inner = _Row(
+            W,
+            ("labkit-fit-inner", "labkit-phase"),
+            ("labkit-phase-label", "labkit-fit-inner-label"),
+        )
         self.epochs = W.HTML("", _dom_classes=["labkit-epochs"])
-        self.widget = W.VBox([self.outer.box, self.inner.box, self.epochs],
-                             _dom_classes=["labkit-fit"], layout=W.Layout(width="100%"))
+        self.widget = W.VBox(
+            [self.outer.box, self.inner.box, self.epochs],
+            _dom_classes=["labkit-fit"],
+            layout=W.Layout(width="100%"),
+        )
 
     def draw(self, run: RunProgress, phases, now: float) -> None:
         f = fit_progress(run, phases, now)
         status = run.status
-        outer_style = "" if status == "running" else "success" if status == "finished" else \
-            "warning" if status == "cancelled" else "danger"
-        self.outer.set(f.done, f.epochs or max(f.done, 1), outer_style,
-                       _text(f.outer(), status, "labkit-fit-outer-label"))
+        outer_style = (
+            ""
+            if status == "running"
+            else "success"
+            if status == "finished"
+            else "warning"
+            if status == "cancelled"
+            else "danger"
+        )
+        self.outer.set(
+            f.done,
+            f.epochs or max(f.done, 1),
+            outer_style,
+            _text(f.outer(), status, "labkit-fit-outer-label"),
+        )
         current_done = f.batch if f.batches else 0
         inner_style = "success" if f.batches and f.batch >= f.batches else ""
-        self.inner.set(current_done, f.batches or 1, inner_style,
-                       _text(f.inner(), None, "labkit-fit-inner-label"))
+        self.inner.set(
+            current_done,
+            f.batches or 1,
+            inner_style,
+            _text(f.inner(), None, "labkit-fit-inner-label"),
+        )
         self.epochs.value = epoch_table(f.records)
 
     def widgets(self) -> list:
@@ -198,8 +245,8 @@ class RunRows:
         now, phases = snapshot.time, list(snapshot.phases)
         groups = search_groups(list(snapshot.runs))
         if len(groups) < 2 and not self.rows:
-            return   # one run: the detail under these rows says it all
-        shown = groups[-self.max_rows:]
+            return  # one run: the detail under these rows says it all
+        shown = groups[-self.max_rows :]
         hidden = len(groups) - len(shown)
         keys, before = [], list(self.rows)
         for group in shown:
@@ -207,33 +254,44 @@ class RunRows:
             keys.append(key)
             row, table = self.rows.get(key) or self._new(key)
             self._draw(row, table, group, phases, now)
-        if keys != before:   # rows came or went: lay them out again
+        if keys != before:  # rows came or went: lay them out again
             for key in [k for k in self.rows if k not in keys]:
                 row, table = self.rows.pop(key)
                 row.close()
                 table.close()
             self.rows = {k: self.rows[k] for k in keys}
-            self.folded.value = f"<i>{hidden} earlier run{'s' * (hidden != 1)}</i>" \
-                if hidden else ""
-            self.widget.children = ([self.folded] if hidden else []) + \
-                [w for row, table in self.rows.values() for w in (row.box, table)]
+            self.folded.value = (
+                f"<i>{hidden} earlier run{'s' * (hidden != 1)}</i>" if hidden else ""
+            )
+            self.widget.children = ([self.folded] if hidden else []) + [
+                w for row, table in self.rows.values() for w in (row.box, table)
+            ]
 
     def _new(self, key: str):
-        row = _Row(self.W, ("labkit-run-row", "labkit-phase"),
-                   ("labkit-phase-label", "labkit-run-label"))
+        row = _Row(
+            self.W, ("labkit-run-row", "labkit-phase"), ("labkit-phase-label", "labkit-run-label")
+        )
         table = self.W.HTML("", _dom_classes=["labkit-search-table"])
         self.rows[key] = (row, table)
         return row, table
 
     @staticmethod
     def _draw(row, table, group: list[RunProgress], phases, now: float) -> None:
-        if len(group) > 1:   # a search: one row, its candidates in a table under it
+        if len(group) > 1:  # a search: one row, its candidates in a table under it
             done = sum(1 for r in group if r.finished is not None)
-            status = "running" if any(r.finished is None for r in group) else \
-                "failed" if any(r.status == "failed" for r in group) else "finished"
-            row.set(done, len(group), "" if status == "running" else
-                    "success" if status == "finished" else "danger",
-                    _text(search_line(group, now), status, "labkit-run-label"))
+            status = (
+                "running"
+                if any(r.finished is None for r in group)
+                else "failed"
+                if any(r.status == "failed" for r in group)
+                else "finished"
+            )
+            row.set(
+                done,
+                len(group),
+                "" if status == "running" else "success" if status == "finished" else "danger",
+                _text(search_line(group, now), status, "labkit-run-label"),
+            )
             table.value = search_table(group, now)
             return
         run = group[0]
@@ -243,13 +301,20 @@ class RunRows:
         if run.kind == "fit":
             f = fit_progress(run, phases, now)
             done, total = round(1000 * (f.fraction or 0)), 1000
-        style = "" if run.finished is None else {"finished": "success", "cancelled": "warning"}\
-            .get(run.status, "danger")
+        style = (
+            ""
+            if run.finished is None
+            else {"finished": "success", "cancelled": "warning"}.get(run.status, "danger")
+        )
         if run.finished is not None and run.ok:
             done = total
-        row.set(done, total, style, _text(run_line(run, phases, now), run.status,
-                                          "labkit-run-label"))
+        row.set(
+            done, total, style, _text(run_line(run, phases, now), run.status, "labkit-run-label")
+        )
 
     def widgets(self) -> list:
-        return [self.widget, self.folded,
-                *(w for row, table in self.rows.values() for w in (*row.widgets(), table))]
+        return [
+            self.widget,
+            self.folded,
+            *(w for row, table in self.rows.values() for w in (*row.widgets(), table)),
+        ]

@@ -22,8 +22,16 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from ..events import (Event, PhaseFinished, PhaseStarted, RunStarted, TaskFailed, TaskFinished,
-                      TaskStarted, TaskSubmitted)
+from ..events import (
+    Event,
+    PhaseFinished,
+    PhaseStarted,
+    RunStarted,
+    TaskFailed,
+    TaskFinished,
+    TaskStarted,
+    TaskSubmitted,
+)
 
 __all__ = ["PhaseProgress", "RunProgress", "ProgressTracker"]
 
@@ -35,7 +43,7 @@ class RunProgress:
     run: str
     kind: str
     started: float
-    detail: dict = field(default_factory=dict)   # RunStarted.detail: name, epochs, params
+    detail: dict = field(default_factory=dict)  # RunStarted.detail: name, epochs, params
     finished: float | None = None
     ok: bool = True
     cancelled: bool = False
@@ -67,18 +75,18 @@ class PhaseProgress:
     running: int = 0
     done: int = 0
     failed: int = 0
-    total: int | None = None        # known when the input has a length, or at the end
+    total: int | None = None  # known when the input has a length, or at the end
     samples: int = 0
     started: float = 0.0
     finished: float | None = None
     ok: bool = True
-    cancelled: bool = False         # ended by a cancel (then not ok, but no failure)
+    cancelled: bool = False  # ended by a cancel (then not ok, but no failure)
     errors: tuple[str, ...] = ()
-    kind: str = "train"             # the run's: train, execute, fit, ensemble, evaluate ...
-    detail: str | None = None       # what the tasks are, in words ("2 estimators × 5 folds")
-    steps: int = 0                  # a trainer's batches so far (its tasks are replicas)
-    loss: float | None = None       # a trainer's latest loss
-    record: dict | None = None      # a finished epoch's record, as fit returns it
+    kind: str = "train"  # the run's: train, execute, fit, ensemble, evaluate ...
+    detail: str | None = None  # what the tasks are, in words ("2 estimators × 5 folds")
+    steps: int = 0  # a trainer's batches so far (its tasks are replicas)
+    loss: float | None = None  # a trainer's latest loss
+    record: dict | None = None  # a finished epoch's record, as fit returns it
 
     @property
     def fraction(self) -> float | None:
@@ -112,7 +120,7 @@ class ProgressTracker:
     def __init__(self):
         self._lock = threading.Lock()
         self._phases: dict[tuple, _Entry] = {}
-        self._kinds: dict[str, str] = {}   # run id -> the run's kind
+        self._kinds: dict[str, str] = {}  # run id -> the run's kind
         self._runs: dict[str, RunProgress] = {}
         self.version = 0  # bumped on every change, so renderers can skip redraws
 
@@ -139,8 +147,9 @@ class ProgressTracker:
         key = (info.run, info.node, info.phase)
         if key not in self._phases:  # an execute run, or tasks of a manual run
             name = info.node_name or info.kind
-            self._phases[key] = _Entry(PhaseProgress(info.run, info.node, name, info.phase,
-                                                     started=time.time()))
+            self._phases[key] = _Entry(
+                PhaseProgress(info.run, info.node, name, info.phase, started=time.time())
+            )
         return self._phases[key]
 
     def _update(self, entry: _Entry, **changes) -> None:
@@ -151,17 +160,28 @@ class ProgressTracker:
         self._runs[e.run] = RunProgress(e.run, e.kind, e.time, dict(getattr(e, "detail", {})))
         if e.kind == "execute":
             self._phases[(e.run, None, None)] = _Entry(
-                PhaseProgress(e.run, None, "execute", None, started=e.time))
+                PhaseProgress(e.run, None, "execute", None, started=e.time)
+            )
 
     def _on_PhaseStarted(self, e: PhaseStarted) -> None:
-        self._phases[(e.run, e.node, e.phase)] = _Entry(PhaseProgress(
-            e.run, e.node, e.node_name, e.phase, local=e.local, total=e.n_tasks, started=e.time,
-            kind=self._kinds.get(e.run, "train"), detail=getattr(e, "detail", None)))
+        self._phases[(e.run, e.node, e.phase)] = _Entry(
+            PhaseProgress(
+                e.run,
+                e.node,
+                e.node_name,
+                e.phase,
+                local=e.local,
+                total=e.n_tasks,
+                started=e.time,
+                kind=self._kinds.get(e.run, "train"),
+                detail=getattr(e, "detail", None),
+            )
+        )
 
     def _on_NodeJoined(self, e) -> None:
         entry = self._phases.get((e.run, e.node, e.phase))
         if entry is None or entry.progress.kind != "fit" or entry.progress.record is not None:
-            return   # a finished epoch keeps its record's numbers
+            return  # a finished epoch keeps its record's numbers
         losses = _ys(e.state.get("plots", {}).get("loss")) or [None]
         self._update(entry, steps=e.state.get("batches", e.joins), loss=losses[-1])
 
@@ -170,11 +190,15 @@ class ProgressTracker:
         if entry is not None:
             total = e.n_tasks if e.ok and not entry.progress.local else entry.progress.total
             self._update(entry, finished=e.time, ok=e.ok, total=total)
-            if entry.progress.kind == "fit" and e.state:   # the epoch's last batch and loss
+            if entry.progress.kind == "fit" and e.state:  # the epoch's last batch and loss
                 losses = _ys(e.state.get("plots", {}).get("loss")) or [entry.progress.loss]
-                record = e.state.get("record")   # then the numbers fit returns, no others
-                self._update(entry, steps=e.state.get("batches", entry.progress.steps),
-                             loss=record["loss"] if record else losses[-1], record=record)
+                record = e.state.get("record")  # then the numbers fit returns, no others
+                self._update(
+                    entry,
+                    steps=e.state.get("batches", entry.progress.steps),
+                    loss=record["loss"] if record else losses[-1],
+                    record=record,
+                )
             entry.running.clear()
 
     def _on_TaskSubmitted(self, e: TaskSubmitted) -> None:
@@ -189,32 +213,40 @@ class ProgressTracker:
     def _on_TaskFinished(self, e: TaskFinished) -> None:
         entry = self._entry(e.info)
         entry.running.discard(e.info.task)
-        self._update(entry, done=entry.progress.done + 1,
-                     samples=entry.progress.samples + (e.n_samples or 0))
+        self._update(
+            entry, done=entry.progress.done + 1, samples=entry.progress.samples + (e.n_samples or 0)
+        )
 
     def _on_TaskFailed(self, e: TaskFailed) -> None:
         entry = self._entry(e.info)
         entry.running.discard(e.info.task)
-        errors = (entry.progress.errors + (e.error,))[-self.max_errors:]
+        errors = (entry.progress.errors + (e.error,))[-self.max_errors :]
         self._update(entry, failed=entry.progress.failed + 1, errors=errors)
 
     def _on_RunFinished(self, e) -> None:
         run = self._runs.get(e.run)
         if run is not None:
-            self._runs[e.run] = replace(run, finished=e.time, ok=e.ok,
-                                        cancelled=getattr(e, "cancelled", False),
-                                        error=getattr(e, "error", None))
+            self._runs[e.run] = replace(
+                run,
+                finished=e.time,
+                ok=e.ok,
+                cancelled=getattr(e, "cancelled", False),
+                error=getattr(e, "error", None),
+            )
         if getattr(e, "cancelled", False):
             for key, run_entry in self._phases.items():
                 p = run_entry.progress
                 if key[0] == e.run and (p.finished is None or not p.ok):
-                    self._update(run_entry, cancelled=True, ok=False,
-                                 finished=p.finished or e.time)
+                    self._update(run_entry, cancelled=True, ok=False, finished=p.finished or e.time)
                     run_entry.running.clear()
         entry = self._phases.get((e.run, None, None))
         if entry is not None:
-            self._update(entry, finished=e.time, ok=e.ok,
-                         total=entry.progress.done + entry.progress.failed if e.ok else None)
+            self._update(
+                entry,
+                finished=e.time,
+                ok=e.ok,
+                total=entry.progress.done + entry.progress.failed if e.ok else None,
+            )
 
 
 def _ys(values) -> list:

@@ -38,10 +38,12 @@ __all__ = ["RunPanel", "LATEST"]
 
 LATEST = "latest"
 
-_BAR = ("<div class='labkit-phase-row' style='margin:2px 0'>"
-        "<progress value='{done}' max='{total}' style='width:220px;vertical-align:middle;"
-        "accent-color:{color}'></progress> <span style='color:{text_color}'>{label}</span>"
-        "</div>")
+_BAR = (
+    "<div class='labkit-phase-row' style='margin:2px 0'>"
+    "<progress value='{done}' max='{total}' style='width:220px;vertical-align:middle;"
+    "accent-color:{color}'></progress> <span style='color:{text_color}'>{label}</span>"
+    "</div>"
+)
 
 
 class RunPanel:
@@ -49,12 +51,27 @@ class RunPanel:
 
     def __init__(self, max_phases: int = 12):
         self.max_phases = max_phases
-        self.select = Select(title="run", value=LATEST, options=[LATEST], width=260,
-                             name="labkit-run-select", css_classes=["labkit-run-select"])
-        self.progress = Div(text="<i>no run yet</i>", name="labkit-run-progress",
-                            css_classes=["labkit-run-progress"], sizing_mode="stretch_width")
-        self.layout = column(self.select, self.progress, sizing_mode="stretch_width",
-                             name="labkit-run-panel", css_classes=["labkit-run-panel"])
+        self.select = Select(
+            title="run",
+            value=LATEST,
+            options=[LATEST],
+            width=260,
+            name="labkit-run-select",
+            css_classes=["labkit-run-select"],
+        )
+        self.progress = Div(
+            text="<i>no run yet</i>",
+            name="labkit-run-progress",
+            css_classes=["labkit-run-progress"],
+            sizing_mode="stretch_width",
+        )
+        self.layout = column(
+            self.select,
+            self.progress,
+            sizing_mode="stretch_width",
+            name="labkit-run-panel",
+            css_classes=["labkit-run-panel"],
+        )
         self._runs: list[str] = []
 
     @property
@@ -79,8 +96,11 @@ class RunPanel:
             self.select.options = options
         phases = [p for p in snap.phases if p.run == self.run]
         run = next((r for r in getattr(snap, "runs", ()) if r.run == self.run), None)
-        text = self._text(phases, snap.time) if phases or run is None else \
-            self._run_text(run, snap.time)
+        text = (
+            self._text(phases, snap.time)
+            if phases or run is None
+            else self._run_text(run, snap.time)
+        )
         if text != self.progress.text:
             self.progress.text = text
 
@@ -90,31 +110,53 @@ class RunPanel:
             return "<i>no run yet</i>"
         first = phases[0]
         ended = all(p.finished is not None for p in phases)
-        state = ("cancelled" if any(p.cancelled for p in phases) else
-                 "failed" if any(not p.ok for p in phases) else
-                 "finished" if ended else "running")
-        head = (f"<b>{html.escape(first.kind)} {html.escape(first.run)}</b> · {state} · "
-                f"{len(phases)} phase{'s' * (len(phases) != 1)}")
+        state = (
+            "cancelled"
+            if any(p.cancelled for p in phases)
+            else "failed"
+            if any(not p.ok for p in phases)
+            else "finished"
+            if ended
+            else "running"
+        )
+        head = (
+            f"<b>{html.escape(first.kind)} {html.escape(first.run)}</b> · {state} · "
+            f"{len(phases)} phase{'s' * (len(phases) != 1)}"
+        )
         hidden = len(phases) - self.max_phases
-        rows = [self._bar(p, now) for p in phases[-self.max_phases:]]
+        rows = [self._bar(p, now) for p in phases[-self.max_phases :]]
         if hidden > 0:
-            rows.insert(0, f"<div><i>{hidden} earlier phase{'s' * (hidden != 1)} not "
-                           f"shown</i></div>")
+            rows.insert(
+                0, f"<div><i>{hidden} earlier phase{'s' * (hidden != 1)} not shown</i></div>"
+            )
         return f"<div>{head}</div>" + "".join(rows)
 
     @staticmethod
     def _run_text(run, now: float) -> str:
         """A run without phases (a sweep): its line in its own words."""
-        return (f"<div><b>{html.escape(run.kind)} {html.escape(run.run)}</b> · "
-                f"{html.escape(run.status)}</div><div>{html.escape(run_line(run, [], now))}</div>")
+        return (
+            f"<div><b>{html.escape(run.kind)} {html.escape(run.run)}</b> · "
+            f"{html.escape(run.status)}</div><div>{html.escape(run_line(run, [], now))}</div>"
+        )
 
     @staticmethod
     def _bar(p: PhaseProgress, now: float) -> str:
         """One phase: a progress bar and its label, red when failed, amber when cancelled."""
         total = p.total if p.total else max(p.done + p.failed, 1)
         done = total if p.local and p.finished is not None and p.ok else min(p.done, total)
-        color = ("#8c6d1f" if p.cancelled else "#d62728" if (p.failed or not p.ok)
-                 else "#2ca02c" if p.finished is not None else "#1f77b4")
-        return _BAR.format(done=done, total=total, color=color,
-                           text_color="#333" if color in ("#2ca02c", "#1f77b4") else color,
-                           label=html.escape(phase_label(p, now)))
+        color = (
+            "#8c6d1f"
+            if p.cancelled
+            else "#d62728"
+            if (p.failed or not p.ok)
+            else "#2ca02c"
+            if p.finished is not None
+            else "#1f77b4"
+        )
+        return _BAR.format(
+            done=done,
+            total=total,
+            color=color,
+            text_color="#333" if color in ("#2ca02c", "#1f77b4") else color,
+            label=html.escape(phase_label(p, now)),
+        )

@@ -37,10 +37,14 @@ def runner(program, start: bool = True, interval: float = 0.0, max_rate: float |
 
 def _check_program(program) -> None:
     """An InputError unless ``program`` can be stepped and watched (a labkit Program)."""
-    if not all(callable(getattr(program, verb, None))
-               for verb in ("step", "start_background", "subscribe")):
-        raise InputError(f"lk.runner steps a labkit program (labkit.program.Program), got "
-                         f"{type(program).__name__} {program!r:.60}", argument="program")
+    if not all(
+        callable(getattr(program, verb, None)) for verb in ("step", "start_background", "subscribe")
+    ):
+        raise InputError(
+            f"lk.runner steps a labkit program (labkit.program.Program), got "
+            f"{type(program).__name__} {program!r:.60}",
+            argument="program",
+        )
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,15 @@ class _Watch:
         values = dict(p.registers.values)  # a copy: the kernel thread may write meanwhile
         regs = tuple((k, repr(v)[:REPR_CHARS]) for k, v in values.items())
         error = p.error
-        return _View(version, p.steps, _word(p), p.running, where, regs,
-                     None if error is None else f"{type(error).__name__}: {error}")
+        return _View(
+            version,
+            p.steps,
+            _word(p),
+            p.running,
+            where,
+            regs,
+            None if error is None else f"{type(error).__name__}: {error}",
+        )
 
 
 def _word(program) -> str:
@@ -103,6 +114,7 @@ class Runner(LiveView):
     def __init__(self, program, interval: float = 0.0, max_rate: float | None = None):
         _check_program(program)
         import ipywidgets as W
+
         self.program, self.interval = program, interval
         self.buttons = {d: W.Button(description=d) for d in ("Step", "Run", "Pause")}
         self.buttons["Step"].on_click(lambda _: self.step())
@@ -110,8 +122,9 @@ class Runner(LiveView):
         self.buttons["Pause"].on_click(lambda _: self.pause())
         self.status, self.where, self.registers = W.HTML(), W.HTML(), W.HTML()
         self.status.add_class("labkit-runner-status")
-        self.widget = W.VBox([W.HBox(list(self.buttons.values())), self.status, self.where,
-                              self.registers])
+        self.widget = W.VBox(
+            [W.HBox(list(self.buttons.values())), self.status, self.where, self.registers]
+        )
         self.widget.add_class("labkit-runner")
         super().__init__(program, max_rate, tracker=_Watch(program))
         self.start()
@@ -147,26 +160,34 @@ class Runner(LiveView):
 
     def draw(self, view: _View) -> None:
         """Redraw from one view; the last once the program is finished or failed."""
-        self.status.value = (f"<b>{view.steps}</b> steps · "
-                             f'<span class="labkit-runner-state">{html.escape(view.status)}'
-                             f"</span>")
+        self.status.value = (
+            f"<b>{view.steps}</b> steps · "
+            f'<span class="labkit-runner-state">{html.escape(view.status)}'
+            f"</span>"
+        )
         self.where.value = f"<pre>{html.escape(view.where)}</pre>"
-        rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td>"
-                       f"<td><code>{html.escape(v)}</code></td></tr>" for k, v in view.registers)
-        error = ("" if view.error is None else
-                 f'<div class="labkit-runner-error" style="color:#d62728">'
-                 f"{html.escape(view.error)}</div>")
+        rows = "".join(
+            f"<tr><td><code>{html.escape(k)}</code></td><td><code>{html.escape(v)}</code></td></tr>"
+            for k, v in view.registers
+        )
+        error = (
+            ""
+            if view.error is None
+            else f'<div class="labkit-runner-error" style="color:#d62728">'
+            f"{html.escape(view.error)}</div>"
+        )
         self.registers.value = f"<table>{rows}</table>{error}"
         with self.buttons["Step"].hold_sync():
             self.buttons["Step"].disabled = self.program.done or view.running
         self.buttons["Run"].disabled = self.program.done or view.running
         self.buttons["Pause"].disabled = not view.running
         if view.status in ("finished", "failed"):
-            self._end()   # nothing more will change: this frame is the last
+            self._end()  # nothing more will change: this frame is the last
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
     def _ipython_display_(self):
         from IPython.display import display
+
         display(self.widget)

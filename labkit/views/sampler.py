@@ -63,8 +63,9 @@ class ClusterSampler:
     def start(self) -> "ClusterSampler":
         """Poll in a daemon thread until :meth:`stop`."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, daemon=True,
-                                            name="labkit-cluster-sampler")
+            self._thread = threading.Thread(
+                target=self._loop, daemon=True, name="labkit-cluster-sampler"
+            )
             self._thread.start()
         return self
 
@@ -84,10 +85,18 @@ class ClusterSampler:
         executing = {}
         for address, w in info.get("workers", {}).items():
             metrics = w.get("metrics", {})
-            executing[address] = (int(metrics.get("executing", 0) or 0),
-                                  int(w.get("nthreads", 0) or 0))
-            self.sink(DeviceStats(address, kind="worker", memory=metrics.get("memory"),
-                                  memory_limit=w.get("memory_limit") or None))
+            executing[address] = (
+                int(metrics.get("executing", 0) or 0),
+                int(w.get("nthreads", 0) or 0),
+            )
+            self.sink(
+                DeviceStats(
+                    address,
+                    kind="worker",
+                    memory=metrics.get("memory"),
+                    memory_limit=w.get("memory_limit") or None,
+                )
+            )
         self._executing = executing
 
     def _loop(self) -> None:

@@ -50,27 +50,48 @@ class SweepPlots:
         self._pacer, self._next = Pacer(), 0.0
         self.title = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-title")
         self.lines = ColumnDataSource({c: [] for c in _LINE_COLUMNS}, name="labkit-sweep-lines")
-        self.figure = figure(title="Sweep: metric by step", height=260,
-                             tools="pan,wheel_zoom,reset",
-                             sizing_mode="stretch_width")
+        self.figure = figure(
+            title="Sweep: metric by step",
+            height=260,
+            tools="pan,wheel_zoom,reset",
+            sizing_mode="stretch_width",
+        )
         _named(self.figure, "labkit-sweep-curves")
-        renderer = self.figure.multi_line(xs="xs", ys="ys", color="color", alpha="alpha",
-                                          line_width="width", source=self.lines)
-        self.figure.add_tools(HoverTool(renderers=[renderer], tooltips=[
-            ("trial", "@trial (@status)"), ("config", "@config"), ("value", "@value")]))
+        renderer = self.figure.multi_line(
+            xs="xs", ys="ys", color="color", alpha="alpha", line_width="width", source=self.lines
+        )
+        self.figure.add_tools(
+            HoverTool(
+                renderers=[renderer],
+                tooltips=[
+                    ("trial", "@trial (@status)"),
+                    ("config", "@config"),
+                    ("value", "@value"),
+                ],
+            )
+        )
         self.figure.xaxis.axis_label = "step"
         self._snap = None
-        self.sort = _named(Select(title="sort by", value="rank", options=[("rank", "best first")],
-                                  width=200), "labkit-sweep-sort")
+        self.sort = _named(
+            Select(title="sort by", value="rank", options=[("rank", "best first")], width=200),
+            "labkit-sweep-sort",
+        )
         self.sort.on_change("value", self._on_sort)
         self.table = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-table")
-        self.layout = column(self.title, self.figure, self.sort, self.table, visible=False,
-                             sizing_mode="stretch_width")
+        self.layout = column(
+            self.title,
+            self.figure,
+            self.sort,
+            self.table,
+            visible=False,
+            sizing_mode="stretch_width",
+        )
         _named(self.layout, "labkit-sweep-plots")
 
     def _live(self):
         """The newest sweep run's live sweep (a new one: a new tracker), or None."""
         from ..experiments.sweep import live_sweep
+
         runs = [r for r in self.tracker.progress.runs() if r.kind == "sweep"]
         for r in reversed(runs):
             live = live_sweep(r.run)
@@ -109,8 +130,9 @@ class SweepPlots:
             if not t.curve:
                 continue
             data["xs"].append([s for s, _ in t.curve])
-            data["ys"].append([v if v is not None and not math.isnan(v) else float("nan")
-                               for _, v in t.curve])
+            data["ys"].append(
+                [v if v is not None and not math.isnan(v) else float("nan") for _, v in t.curve]
+            )
             data["color"].append(sweep_draw.PALETTE[t.id % len(sweep_draw.PALETTE)])
             faded = t.status in ("stopped", "failed", "cancelled") and t.id != best
             data["alpha"].append(0.25 if faded else 0.95)
@@ -131,9 +153,15 @@ class SweepPlots:
 
     @staticmethod
     def _sort_options(snap) -> list:
-        return [("rank", "best first"), ("trial", "trial"), ("status", "status"),
-                ("step", "step"), ("latest", "latest"), ("best", "best"),
-                *((p, p) for p in sweep_draw.params(snap))]
+        return [
+            ("rank", "best first"),
+            ("trial", "trial"),
+            ("status", "status"),
+            ("step", "step"),
+            ("latest", "latest"),
+            ("best", "best"),
+            *((p, p) for p in sweep_draw.params(snap)),
+        ]
 
     def _on_sort(self, _attr, _old, _new) -> None:
         """The sort menu changed: the table again, at once."""

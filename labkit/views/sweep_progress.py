@@ -56,9 +56,9 @@ class TrialView:
     config: dict
     status: str = "pending"
     step: int | float | None = None
-    value: float | None = None          # the metric's latest (final, once ended) value
-    best: float | None = None           # its best value reported
-    curve: tuple = ()                   # ((step, value), ...) of the sweep's metric
+    value: float | None = None  # the metric's latest (final, once ended) value
+    best: float | None = None  # its best value reported
+    curve: tuple = ()  # ((step, value), ...) of the sweep's metric
     worker: str | None = None
     attempts: int = 0
     error: str | None = None
@@ -89,11 +89,11 @@ class SweepSnapshot:
     space: dict
     rule: str | None
     slots: int | None
-    trials: tuple                       # TrialView, by id
+    trials: tuple  # TrialView, by id
     counts: dict
     best: TrialView | None
-    workers: tuple = ()                 # WorkerLoad, by name
-    ended: bool = False                 # the run ended
+    workers: tuple = ()  # WorkerLoad, by name
+    ended: bool = False  # the run ended
 
 
 @dataclass
@@ -104,7 +104,7 @@ class _Trial:
     step: object = None
     value: float | None = None
     best: float | None = None
-    history: list = field(default_factory=list)   # [(step, metrics), ...]
+    history: list = field(default_factory=list)  # [(step, metrics), ...]
     worker: str | None = None
     attempts: int = 0
     error: str | None = None
@@ -121,7 +121,7 @@ class SweepTracker:
         self.mode, self.space = "max", {}
         self.ended = False
         self._trials: dict[int, _Trial] = {}
-        self._reports: dict[str, list] = {}     # worker -> report times in the window
+        self._reports: dict[str, list] = {}  # worker -> report times in the window
         self._done: dict[str, int] = {}
         self._lock = threading.Lock()
         self._version = 0
@@ -159,7 +159,7 @@ class SweepTracker:
             t = self._trials[row["id"]] = _Trial(row["id"], dict(row.get("config") or {}))
         history = row.get("history") or ()
         if len(history) > len(t.history):
-            t.history = [(s, m) for s, m, *_ in history]   # the row's own copies
+            t.history = [(s, m) for s, m, *_ in history]  # the row's own copies
         if t.status in _ENDED and row.get("status") not in _ENDED:
             return
         if row.get("status") == "pending" and t.status == "running":
@@ -187,14 +187,14 @@ class SweepTracker:
         if t.status in _ENDED:
             return
         t.status, t.worker, t.attempts = "running", e.worker, max(t.attempts, e.attempt + 1)
-        if e.step is not None:   # a restart goes on from its checkpoint's step
+        if e.step is not None:  # a restart goes on from its checkpoint's step
             t.history = [h for h in t.history if h[0] <= e.step]
 
     def _on_TrialReported(self, e: TrialReported) -> None:
         t = self._trial(e.trial)
         if e.steps and t.history and e.steps[0] <= t.history[-1][0]:
-            t.history = [h for h in t.history if h[0] < e.steps[0]]   # reported again
-        t.history.extend(zip(e.steps, e.metrics))   # an event's dicts are never changed
+            t.history = [h for h in t.history if h[0] < e.steps[0]]  # reported again
+        t.history.extend(zip(e.steps, e.metrics))  # an event's dicts are never changed
         t.step = e.steps[-1] if e.steps else t.step
         t.value, t.best = e.value, e.best
         if t.status == "pending":
@@ -232,9 +232,21 @@ class SweepTracker:
         counts: dict[str, int] = {}
         for t in trials:
             counts[t.status] = counts.get(t.status, 0) + 1
-        return SweepSnapshot(now, version, self.name, self.metric, self.mode, dict(self.space),
-                             self.rule, self.slots, trials, counts,
-                             best_trial(trials, self.mode), workers, self.ended)
+        return SweepSnapshot(
+            now,
+            version,
+            self.name,
+            self.metric,
+            self.mode,
+            dict(self.space),
+            self.rule,
+            self.slots,
+            trials,
+            counts,
+            best_trial(trials, self.mode),
+            workers,
+            self.ended,
+        )
 
     def history(self, trial: int) -> list:
         """Every report of ``trial``: ``[(step, metrics), ...]``."""
@@ -245,8 +257,21 @@ class SweepTracker:
     def _view(self, t: _Trial) -> TrialView:
         metric = self.metric
         curve = tuple((s, m[metric]) for s, m in t.history if metric in m)
-        return TrialView(t.id, dict(t.config), t.status, t.step, t.value, t.best, curve,
-                         t.worker, t.attempts, t.error, t.traceback, t.reason, len(t.history))
+        return TrialView(
+            t.id,
+            dict(t.config),
+            t.status,
+            t.step,
+            t.value,
+            t.best,
+            curve,
+            t.worker,
+            t.attempts,
+            t.error,
+            t.traceback,
+            t.reason,
+            len(t.history),
+        )
 
     def _workers(self, now: float) -> tuple:
         running: dict[str, int] = {}
@@ -260,8 +285,11 @@ class SweepTracker:
             while times and times[0] < now - self.window:
                 times.popleft()
             rate = 0.0 if self.ended else len(times) / self.window
-            out.append(WorkerLoad(name, 0 if self.ended else running.get(name, 0),
-                                  self._done.get(name, 0), rate))
+            out.append(
+                WorkerLoad(
+                    name, 0 if self.ended else running.get(name, 0), self._done.get(name, 0), rate
+                )
+            )
         return tuple(out)
 
 
@@ -271,6 +299,7 @@ def best_trial(trials, mode: str) -> TrialView | None:
 
     def ok(v):
         return v is not None and not math.isnan(v)
+
     ranked = [t for t in trials if t.status in _RANKED and ok(t.value)]
     if not ranked:
         ranked = [t for t in trials if t.status == "running" and ok(t.best)]

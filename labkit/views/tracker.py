@@ -41,7 +41,7 @@ class DeviceLoad:
 
     name: str
     kind: str = "worker"
-    busy: float = 0.0               # fraction of the window spent running tasks
+    busy: float = 0.0  # fraction of the window spent running tasks
     tasks_per_s: float = 0.0
     samples_per_s: float = 0.0
     running: int = 0
@@ -95,15 +95,15 @@ class Snapshot:
     devices: tuple[DeviceLoad, ...]
     nodes: tuple[NodeView, ...]
     last_span: int
-    stages: tuple = ()              # the latest StageStats of each pipeline stage
-    runs: tuple = ()                # every run seen (RunProgress), oldest first
+    stages: tuple = ()  # the latest StageStats of each pipeline stage
+    runs: tuple = ()  # every run seen (RunProgress), oldest first
 
 
 @dataclass
 class _Device:
     kind: str = "worker"
-    spans: deque = field(default_factory=deque)       # (start, end, samples) in the window
-    running: dict = field(default_factory=dict)       # task id -> (start time, run id)
+    spans: deque = field(default_factory=deque)  # (start, end, samples) in the window
+    running: dict = field(default_factory=dict)  # task id -> (start time, run id)
     done: int = 0
     failed: int = 0
     stats: DeviceStats | None = None
@@ -153,13 +153,25 @@ class Tracker:
         with self._lock:
             # nothing running any more (every run ended, no task open): no load to show,
             # whatever the last few seconds held; a board's last frame reads zero
-            idle = all(r.finished is not None for r in runs) and \
-                not any(d.running for d in self._devices.values()) and bool(runs)
-            devices = tuple(self._load(name, d, now, idle)
-                            for name, d in sorted(self._devices.items()))
+            idle = (
+                all(r.finished is not None for r in runs)
+                and not any(d.running for d in self._devices.values())
+                and bool(runs)
+            )
+            devices = tuple(
+                self._load(name, d, now, idle) for name, d in sorted(self._devices.items())
+            )
             nodes = tuple(self._nodes[k] for k in sorted(self._nodes, key=lambda k: (k[1], k[0])))
-            return Snapshot(now, self.version, tuple(self.progress.snapshot()), devices, nodes,
-                            self._seq, tuple(self._stages.values()), tuple(runs))
+            return Snapshot(
+                now,
+                self.version,
+                tuple(self.progress.snapshot()),
+                devices,
+                nodes,
+                self._seq,
+                tuple(self._stages.values()),
+                tuple(runs),
+            )
 
     def spans_since(self, seq: int) -> list[TaskSpan]:
         """Finished-task spans with a sequence number above ``seq``."""
@@ -169,9 +181,20 @@ class Tracker:
     def _load(self, name: str, d: _Device, now: float, idle: bool = False) -> DeviceLoad:
         if idle:
             st = d.stats
-            return DeviceLoad(name, d.kind, 0.0, 0.0, 0.0, 0, d.done, d.failed,
-                              st.memory if st else None, st.memory_limit if st else None,
-                              None, st.share if st else None)
+            return DeviceLoad(
+                name,
+                d.kind,
+                0.0,
+                0.0,
+                0.0,
+                0,
+                d.done,
+                d.failed,
+                st.memory if st else None,
+                st.memory_limit if st else None,
+                None,
+                st.share if st else None,
+            )
         start = now - self.window
         while d.spans and d.spans[0][1] < start:
             d.spans.popleft()
@@ -182,12 +205,20 @@ class Tracker:
         st = d.stats
         if st is not None and st.busy is not None and not d.spans and not d.running:
             busy = st.busy * self.window  # a torch device that reports its own busy fraction
-        return DeviceLoad(name, d.kind, min(busy / self.window, 1.0), n_done / self.window,
-                          (st.samples_per_s if st and st.samples_per_s is not None
-                           else samples / self.window),
-                          len(d.running), d.done, d.failed,
-                          st.memory if st else None, st.memory_limit if st else None,
-                          st.step_time if st else None, st.share if st else None)
+        return DeviceLoad(
+            name,
+            d.kind,
+            min(busy / self.window, 1.0),
+            n_done / self.window,
+            (st.samples_per_s if st and st.samples_per_s is not None else samples / self.window),
+            len(d.running),
+            d.done,
+            d.failed,
+            st.memory if st else None,
+            st.memory_limit if st else None,
+            st.step_time if st else None,
+            st.share if st else None,
+        )
 
     # -- event handlers (under the lock) -------------------------------------------
 
@@ -236,16 +267,27 @@ class Tracker:
 
     def _on_NodeJoined(self, e: NodeJoined) -> None:
         key = (e.run, e.node)
-        view = self._node_view(e.run, e.node, e.node_name, e.state, phase=e.phase,
-                               joins=e.joins)
+        view = self._node_view(e.run, e.node, e.node_name, e.state, phase=e.phase, joins=e.joins)
         if "plots" not in e.state and key in self._nodes:  # counts only: keep the last arrays
             view = replace(view, plots=self._nodes[key].plots)
         self._nodes[key] = view
 
     def _add_span(self, info, worker, start, end, ok) -> None:
         self._seq += 1
-        self._spans.append(TaskSpan(self._seq, worker, start, end, info.run, info.node,
-                                    info.node_name, info.phase, info.chunk, ok))
+        self._spans.append(
+            TaskSpan(
+                self._seq,
+                worker,
+                start,
+                end,
+                info.run,
+                info.node,
+                info.node_name,
+                info.phase,
+                info.chunk,
+                ok,
+            )
+        )
 
     def _on_PhaseFinished(self, e) -> None:
         if e.state is None:
@@ -254,15 +296,29 @@ class Tracker:
         # counters when a phase ends, so the counts are the last join's.
         key = (e.run, e.node)
         last = self._nodes.get(key)
-        self._nodes[key] = self._node_view(e.run, e.node, e.node_name, e.state,
-                                           samples=last.samples if last else None,
-                                           joins=last.joins if last else None)
+        self._nodes[key] = self._node_view(
+            e.run,
+            e.node,
+            e.node_name,
+            e.state,
+            samples=last.samples if last else None,
+            joins=last.joins if last else None,
+        )
 
     @staticmethod
     def _node_view(run, node, name, state, phase=None, joins=None, samples=None) -> NodeView:
         def pick(value, key):
             return state.get(key, 0) if value is None else value
-        return NodeView(run, node, name, pick(phase, "phase"), state.get("phases"),
-                        state.get("training", True), pick(samples, "samples"),
-                        pick(joins, "joins"), dict(state.get("plots", {})),
-                        dict(state.get("buckets", {})))
+
+        return NodeView(
+            run,
+            node,
+            name,
+            pick(phase, "phase"),
+            state.get("phases"),
+            state.get("training", True),
+            pick(samples, "samples"),
+            pick(joins, "joins"),
+            dict(state.get("plots", {})),
+            dict(state.get("buckets", {})),
+        )

@@ -29,8 +29,17 @@ from dataclasses import dataclass
 
 from .progress import PhaseProgress, RunProgress
 
-__all__ = ["FitProgress", "fit_progress", "run_line", "epoch_table", "stage_table",
-           "search_groups", "search_table", "seconds", "rate"]
+__all__ = [
+    "FitProgress",
+    "fit_progress",
+    "run_line",
+    "epoch_table",
+    "stage_table",
+    "search_groups",
+    "search_table",
+    "seconds",
+    "rate",
+]
 
 
 def seconds(value: float) -> str:
@@ -49,20 +58,21 @@ def rate(value: float, unit: str) -> str:
 
 # -- fits ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class FitProgress:
     """A fit at one moment: epochs and batches done, its time, and the epochs' records."""
 
-    epochs: int | None           # epochs the fit runs (None: not said)
-    epoch: int                   # the epoch under way (or the last), from 1
-    done: int                    # epochs finished
-    batch: int                   # batches done in the epoch under way
-    batches: int | None          # batches an epoch, when known
+    epochs: int | None  # epochs the fit runs (None: not said)
+    epoch: int  # the epoch under way (or the last), from 1
+    done: int  # epochs finished
+    batch: int  # batches done in the epoch under way
+    batches: int | None  # batches an epoch, when known
     elapsed: float
-    eta: float | None            # seconds left for the whole fit
-    loss: float | None           # the latest loss reported
+    eta: float | None  # seconds left for the whole fit
+    loss: float | None  # the latest loss reported
     samples_per_s: float | None
-    records: tuple               # the records of finished epochs, as fit returns them
+    records: tuple  # the records of finished epochs, as fit returns them
     status: str
 
     @property
@@ -71,8 +81,7 @@ class FitProgress:
         if not self.epochs:
             return None
         inner = self.batch / self.batches if self.batches else 0.0
-        return min(1.0, (self.done + (0.0 if self.done >= self.epochs else inner)) /
-                   self.epochs)
+        return min(1.0, (self.done + (0.0 if self.done >= self.epochs else inner)) / self.epochs)
 
     def outer(self) -> str:
         """``epoch 3/6 · 12.3 s · ETA 20.1 s``: the whole fit."""
@@ -87,8 +96,7 @@ class FitProgress:
     def inner(self) -> str:
         """``batch 7/14 (50%) · 3,200 samples/s · loss 0.41``: the epoch under way."""
         if self.batches:
-            parts = [f"batch {self.batch}/{self.batches} "
-                     f"({100 * self.batch // self.batches}%)"]
+            parts = [f"batch {self.batch}/{self.batches} ({100 * self.batch // self.batches}%)"]
         else:
             parts = [f"batch {self.batch}"]
         if self.samples_per_s:
@@ -108,16 +116,27 @@ def fit_progress(run: RunProgress, phases: list[PhaseProgress], now: float) -> F
     elapsed = (run.finished or now) - run.started
     batch = current.steps if current is not None else 0
     batches = run.detail.get("batches") or next(
-        (p.steps for p in reversed(mine) if p.finished is not None and p.ok), None)
+        (p.steps for p in reversed(mine) if p.finished is not None and p.ok), None
+    )
     loss = current.loss if current is not None else None
     rate_now = None
     if current is not None and current.record:
         rate_now = current.record["samples_per_s"]
     elif current is not None and current.samples:
         rate_now = current.samples / max((current.finished or now) - current.started, 1e-9)
-    fp = FitProgress(epochs, (current.phase + 1) if current is not None else 1, done, batch,
-                     batches or _batches_of(current), elapsed, None, loss, rate_now, records,
-                     run.status)
+    fp = FitProgress(
+        epochs,
+        (current.phase + 1) if current is not None else 1,
+        done,
+        batch,
+        batches or _batches_of(current),
+        elapsed,
+        None,
+        loss,
+        rate_now,
+        records,
+        run.status,
+    )
     fraction = fp.fraction
     eta = elapsed * (1 - fraction) / fraction if fraction and run.finished is None else None
     return FitProgress(**{**fp.__dict__, "eta": eta})
@@ -135,12 +154,22 @@ def epoch_table(records) -> str:
     if not records:
         return ""
     extra = [k for k in ("val_loss", "redone") if any(k in r for r in records)]
-    head = _row(["epoch", "loss", *[k.replace("_", " ") for k in extra], "samples/s", "time",
-                 "steps"], "th")
-    rows = "".join(_row([r["epoch"], f"{r['loss']:.4g}",
-                         *[_cell(r.get(k)) for k in extra],
-                         f"{r['samples_per_s']:,.0f}", seconds(r["seconds"]), r["steps"]])
-                   for r in records)
+    head = _row(
+        ["epoch", "loss", *[k.replace("_", " ") for k in extra], "samples/s", "time", "steps"], "th"
+    )
+    rows = "".join(
+        _row(
+            [
+                r["epoch"],
+                f"{r['loss']:.4g}",
+                *[_cell(r.get(k)) for k in extra],
+                f"{r['samples_per_s']:,.0f}",
+                seconds(r["seconds"]),
+                r["steps"],
+            ]
+        )
+        for r in records
+    )
     return f"<table class='labkit-table labkit-epochs'>{head}{rows}</table>"
 
 
@@ -152,17 +181,23 @@ def _cell(value) -> str:
 
 #: Cell styles inline (an HTML widget loads no style sheet): numbers right under their
 #: right-aligned headers, a gap between columns so values never run together.
-_CELL = {"name": "text-align:left;padding:1px 12px 1px 0",
-         "num": "text-align:right;padding:1px 0 1px 12px;font-variant-numeric:tabular-nums"}
+_CELL = {
+    "name": "text-align:left;padding:1px 12px 1px 0",
+    "num": "text-align:right;padding:1px 0 1px 12px;font-variant-numeric:tabular-nums",
+}
 
 
 def _row(values, tag: str = "td") -> str:
-    cells = "".join(f"<{tag} class='{k}' style='{_CELL[k]}'>{html.escape(str(v))}</{tag}>"
-                    for i, v in enumerate(values) for k in ["num" if i else "name"])
+    cells = "".join(
+        f"<{tag} class='{k}' style='{_CELL[k]}'>{html.escape(str(v))}</{tag}>"
+        for i, v in enumerate(values)
+        for k in ["num" if i else "name"]
+    )
     return f"<tr>{cells}</tr>"
 
 
 # -- any run, in one line ---------------------------------------------------------------
+
 
 def run_line(run: RunProgress, phases: list[PhaseProgress], now: float) -> str:
     """One run in one line, in its own words (the rows of a scheduler's board)."""
@@ -176,8 +211,10 @@ def run_line(run: RunProgress, phases: list[PhaseProgress], now: float) -> str:
         done = sum(p.done for p in mine)
         total = run.detail.get("total")
         counts = f"{done}/{total}" if total else f"{done}"
-        return (f"tasks {name} — {counts} tasks · {seconds((run.finished or now) - run.started)}"
-                f" · {run.status}")
+        return (
+            f"tasks {name} — {counts} tasks · {seconds((run.finished or now) - run.started)}"
+            f" · {run.status}"
+        )
     current = mine[-1] if mine else None
     where = ""
     if current is not None and current.node is not None and run.kind != "evaluate":
@@ -186,23 +223,36 @@ def run_line(run: RunProgress, phases: list[PhaseProgress], now: float) -> str:
         unit = "layer" if run.kind == "ensemble" else "node"
         where = f" · {unit} {node} {current.node_name}"
     unit = "fits" if run.kind in ("ensemble", "evaluate") else "tasks"
-    return (f"{run.kind} {name}{where} — {sum(p.done for p in mine)} {unit} · "
-            f"{seconds((run.finished or now) - run.started)} · {run.status}")
+    return (
+        f"{run.kind} {name}{where} — {sum(p.done for p in mine)} {unit} · "
+        f"{seconds((run.finished or now) - run.started)} · {run.status}"
+    )
 
 
 # -- pipes --------------------------------------------------------------------------------
 
+
 def stage_table(stages) -> str:
     """Pipeline stages (their latest StageStats): headers over their columns, numbers right."""
     head = _row(["stage", "records", "rate", "busy", "queue", "state"], "th")
-    rows = "".join(_row([s.stage, f"{s.records:,}", rate(s.records_per_s, "records"),
-                         seconds(s.busy_s),
-                         "" if s.queue_fill is None else f"{100 * s.queue_fill:.0f}%",
-                         "done" if s.final else "running"]) for s in stages)
+    rows = "".join(
+        _row(
+            [
+                s.stage,
+                f"{s.records:,}",
+                rate(s.records_per_s, "records"),
+                seconds(s.busy_s),
+                "" if s.queue_fill is None else f"{100 * s.queue_fill:.0f}%",
+                "done" if s.final else "running",
+            ]
+        )
+        for s in stages
+    )
     return f"<table class='labkit-table labkit-stage-table'>{head}{rows}</table>"
 
 
 # -- searches over an ensemble --------------------------------------------------------------
+
 
 def search_groups(runs: list[RunProgress]) -> list[list[RunProgress]]:
     """Runs in groups: consecutive fits of one estimator with different parameters fold.
@@ -214,9 +264,13 @@ def search_groups(runs: list[RunProgress]) -> list[list[RunProgress]]:
     groups: list[list[RunProgress]] = []
     for run in runs:
         last = groups[-1] if groups else None
-        if (last is not None and run.kind == "ensemble" and last[-1].kind == "ensemble"
-                and run.detail.get("estimator") is not None
-                and run.detail.get("estimator") == last[-1].detail.get("estimator")):
+        if (
+            last is not None
+            and run.kind == "ensemble"
+            and last[-1].kind == "ensemble"
+            and run.detail.get("estimator") is not None
+            and run.detail.get("estimator") == last[-1].detail.get("estimator")
+        ):
             last.append(run)
         else:
             groups.append([run])
@@ -236,13 +290,15 @@ def search_line(group: list[RunProgress], now: float) -> str:
     """``search over SuperLearner — 7 fits of 3 candidates · 6 finished · 12.3 s``."""
     first, last = group[0], group[-1]
     names = varying(group)
-    candidates = {tuple(repr((r.detail.get("params") or {}).get(k)) for k in names)
-                  for r in group}
+    candidates = {tuple(repr((r.detail.get("params") or {}).get(k)) for k in names) for r in group}
     finished = sum(1 for r in group if r.finished is not None)
     failed = sum(1 for r in group if r.status == "failed")
     ended = (last.finished or now) - first.started
-    words = [f"{len(group)} fits of {len(candidates)} candidate{'s' * (len(candidates) != 1)}",
-             f"{finished} finished", seconds(ended)]
+    words = [
+        f"{len(group)} fits of {len(candidates)} candidate{'s' * (len(candidates) != 1)}",
+        f"{finished} finished",
+        seconds(ended),
+    ]
     if failed:
         words.append(f"{failed} failed")
     return f"search over {first.detail.get('estimator')} — " + " · ".join(words)
@@ -260,8 +316,13 @@ def search_table(group: list[RunProgress], now: float) -> str:
     body = ""
     for key, runs in rows.items():
         spent = sum((r.finished or now) - r.started for r in runs)
-        state = ("running" if any(r.finished is None for r in runs) else
-                 "failed" if any(r.status == "failed" for r in runs) else "finished")
+        state = (
+            "running"
+            if any(r.finished is None for r in runs)
+            else "failed"
+            if any(r.status == "failed" for r in runs)
+            else "finished"
+        )
         body += _row([*(key or ("(the estimator)",)), len(runs), seconds(spent), state])
     title = " · ".join(html.escape(n) for n in names)
-    return (f"<table class='labkit-table labkit-search' title='{title}'>{head}{body}</table>")
+    return f"<table class='labkit-table labkit-search' title='{title}'>{head}{body}</table>"

@@ -66,10 +66,11 @@ def check_rate(max_rate) -> float:
     """
     if max_rate is None:
         return MAX_RATE
-    if isinstance(max_rate, bool) or not isinstance(max_rate, numbers.Real) \
-            or not max_rate > 0:
-        raise InputError(f"max_rate must be a positive number of redraws a second, got "
-                         f"{max_rate!r}", argument="max_rate")
+    if isinstance(max_rate, bool) or not isinstance(max_rate, numbers.Real) or not max_rate > 0:
+        raise InputError(
+            f"max_rate must be a positive number of redraws a second, got {max_rate!r}",
+            argument="max_rate",
+        )
     return max_rate
 
 
@@ -101,12 +102,13 @@ class Pacer:
     0.5
     """
 
-    def __init__(self, max_rate: float | None = None, cpu_share: float | None = None,
-                 smoothing: float = 0.3):
+    def __init__(
+        self, max_rate: float | None = None, cpu_share: float | None = None, smoothing: float = 0.3
+    ):
         self.max_rate = MAX_RATE if max_rate is None else max_rate
         self.cpu_share = CPU_SHARE if cpu_share is None else cpu_share
         self.smoothing = smoothing
-        self.cost: float | None = None   # average CPU seconds of a draw
+        self.cost: float | None = None  # average CPU seconds of a draw
 
     def gap_after(self, cpu_seconds: float) -> float:
         """Seconds to wait after a draw that took ``cpu_seconds`` of CPU."""
@@ -144,21 +146,28 @@ class Writer:
         The thread's name (it starts with ``labkit-writer``).
     """
 
-    def __init__(self, tracker, draw: Callable[[Any], Any], max_rate: float | None = None,
-                 heartbeat: float | None = None, name: str | None = None):
+    def __init__(
+        self,
+        tracker,
+        draw: Callable[[Any], Any],
+        max_rate: float | None = None,
+        heartbeat: float | None = None,
+        name: str | None = None,
+    ):
         max_rate = check_rate(max_rate)
         self.tracker, self._draw, self.max_rate = tracker, draw, max_rate
         self.heartbeat = heartbeat
-        self.draws = 0                       # how many times draw was called
+        self.draws = 0  # how many times draw was called
         self._pacer = Pacer(max_rate)
-        self._gap = 1.0 / max_rate           # after the last draw: rate and CPU share
-        self._wake = threading.Event()       # set by poke(): something may have changed
-        self._urgent = threading.Event()     # a forced poke or stop: cut the pacing wait short
+        self._gap = 1.0 / max_rate  # after the last draw: rate and CPU share
+        self._wake = threading.Event()  # set by poke(): something may have changed
+        self._urgent = threading.Event()  # a forced poke or stop: cut the pacing wait short
         self._stopping = threading.Event()
-        self._force = False                  # draw on the next wake even if the version is the same
-        self._drawn: int | None = None       # the version last drawn
-        self._thread = threading.Thread(target=self._main, daemon=True,
-                                        name=name or f"labkit-writer-{next(_ids)}")
+        self._force = False  # draw on the next wake even if the version is the same
+        self._drawn: int | None = None  # the version last drawn
+        self._thread = threading.Thread(
+            target=self._main, daemon=True, name=name or f"labkit-writer-{next(_ids)}"
+        )
         self._thread.start()
 
     # -- for subscribers -------------------------------------------------------------
@@ -191,12 +200,12 @@ class Writer:
 
     def _main(self) -> None:
         """Wait for a poke, draw if anything changed, then hold off for the rate limit."""
-        lower_this_thread()   # drawing never takes a core from the work
+        lower_this_thread()  # drawing never takes a core from the work
         while not self._stopping.is_set():
             self._wake.wait(self.heartbeat)
             if self._stopping.is_set():
                 break
-            beat = not self._wake.is_set()   # woken by the heartbeat, not by a poke
+            beat = not self._wake.is_set()  # woken by the heartbeat, not by a poke
             self._wake.clear()
             self._draw_if_changed(force=beat)
             # Sleep out the rest of the gap; pokes meanwhile just leave the flag set,
@@ -204,7 +213,7 @@ class Writer:
             # end, a new view) cut the sleep short.
             self._urgent.wait(self._gap)
             self._urgent.clear()
-        self._draw_if_changed(force=True)    # the final state, always
+        self._draw_if_changed(force=True)  # the final state, always
 
     def _draw_if_changed(self, force: bool = False) -> None:
         """One draw when the version moved (or when forced); errors are logged."""
