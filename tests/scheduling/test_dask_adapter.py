@@ -178,11 +178,17 @@ def test_the_adapter_reads_a_cancel_reason_and_lost_workers(cluster):
     from distributed import Client, Event
     from labkit.scheduling import dask_adapter as adapter
     with Client(cluster.scheduler_address) as client:
-        future = client.submit(Event("never").wait, key="labkit-test-cancel-0", pure=False)
-        client.cancel([future], reason="stopped by hand")
-        assert adapter.cancel_reason(future) == "stopped by hand"
-        assert adapter.workers_lost_under(client, "labkit-test-") == []
-        assert adapter.cancel_reason(client.submit(len, [1])) == ""
+        gate = Event("labkit-test-cancel-gate", client=client)
+        future = client.submit(gate.wait, key="labkit-test-cancel-0", pure=False)
+        try:
+            client.cancel([future], reason="stopped by hand")
+            assert adapter.cancel_reason(future) == "stopped by hand"
+            assert adapter.workers_lost_under(client, "labkit-test-") == []
+            assert adapter.cancel_reason(client.submit(len, [1])) == ""
+        finally:
+            # a cancel does not stop a task already running: open the gate, or the task
+            # holds its worker's only thread for the tests that share the cluster
+            gate.set()
 
 
 @pytest.mark.parametrize("graph, expected", [({"a": (np.ones, 2)}, False)])
