@@ -94,7 +94,7 @@ def _cluster_rows(scheduler, client) -> list[tuple[str, str]]:
     mode = getattr(scheduler, "mode", "?")
     where = (
         "embedded cluster"
-        if getattr(scheduler, "_cluster", None) is not None
+        if getattr(scheduler, "cluster", None) is not None
         else "existing cluster"
     )
     return [
