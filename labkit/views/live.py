@@ -171,6 +171,9 @@ class LiveView:
 
     def _source_ended(self) -> None:
         """A scheduler or trainer shut down: a run's view waits for its run, others end."""
+        ended = getattr(self.tracker, "source_ended", None)
+        if callable(ended):  # no load is shown for what shut down
+            ended()
         if self._run is None:
             self.stop()  # its last frame drawn before this returns
         elif self.writer is not None:

@@ -130,6 +130,7 @@ class Tracker:
         self._stages: dict[str, Any] = {}
         self._seq = -1
         self._version = 0
+        self._source_ended = False  # what it follows shut down: no load any more
 
     @property
     def version(self) -> int:
@@ -153,11 +154,9 @@ class Tracker:
         with self._lock:
             # nothing running any more (every run ended, no task open): no load to show,
             # whatever the last few seconds held; a board's last frame reads zero
-            idle = (
-                all(r.finished is not None for r in runs)
-                and not any(d.running for d in self._devices.values())
-                and bool(runs)
-            )
+            # (a task's start can be told after its end, from another thread: the runs'
+            # ends decide, not the count of open tasks)
+            idle = self._source_ended or (bool(runs) and all(r.finished is not None for r in runs))
             devices = tuple(
                 self._load(name, d, now, idle) for name, d in sorted(self._devices.items())
             )
@@ -172,6 +171,12 @@ class Tracker:
                 tuple(self._stages.values()),
                 tuple(runs),
             )
+
+    def source_ended(self) -> None:
+        """What it follows shut down: from now on no load is shown."""
+        with self._lock:
+            self._source_ended = True
+            self._version += 1
 
     def spans_since(self, seq: int) -> list[TaskSpan]:
         """Finished-task spans with a sequence number above ``seq``."""

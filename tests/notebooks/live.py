@@ -24,7 +24,7 @@ import statistics
 from tests.browser import ARTIFACTS
 
 __all__ = ["watch", "lags", "states", "clipped", "narrow_outputs", "record_lags", "frames",
-           "OUTPUT_WIDTH", "LAG_BOUND"]
+           "OUTPUT_WIDTH", "LAG_BOUND", "UNEVEN_SOURCES"]
 
 #: The output width the layout must fit (px).
 OUTPUT_WIDTH = 700
@@ -71,6 +71,21 @@ _CLIPPED = """(width) => {
   const boards = [...document.querySelectorAll('.labkit-board')];
   for (const b of boards) if (b.scrollWidth > b.clientWidth + 1) out.push('board: ' +
       b.scrollWidth + ' > ' + b.clientWidth);
+  return out;
+}"""
+
+#: JS: every data source BokehJS holds whose columns differ in length (name, lengths).
+UNEVEN_SOURCES = """() => {
+  // Every data source BokehJS holds whose columns differ in length: its name, its lengths.
+  const out = [];
+  for (const doc of (window.Bokeh && window.Bokeh.documents) || []) {
+    for (const m of doc.all_models) {
+      if (!m.data || typeof m.data !== "object") continue;
+      const cols = m.data instanceof Map ? [...m.data.entries()] : Object.entries(m.data);
+      const lengths = Object.fromEntries(cols.map(([k, v]) => [k, v ? v.length : -1]));
+      if (new Set(Object.values(lengths)).size > 1) out.push({name: m.name, id: m.id, lengths});
+    }
+  }
   return out;
 }"""
 

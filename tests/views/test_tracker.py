@@ -1,5 +1,7 @@
 """The tracker: device load, node state and task spans, on recorded and real events."""
 
+import time
+
 import labkit as lk
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, TaskFailed, TaskFinished,
                            TaskInfo, TaskStarted)
@@ -87,3 +89,17 @@ def test_a_join_without_plot_arrays_keeps_the_last_ones():
     t(NodeJoined("r", 0, "PCA", 0, 2, {"samples": 20}))   # counts only
     (node,) = t.snapshot().nodes
     assert (node.joins, node.samples, node.plots) == (2, 20, {"eigenvalues": [2.0, 1.0]})
+
+
+def test_a_shut_down_source_shows_no_load_even_with_a_task_told_open():
+    """A task's start told after its end leaves it "running"; a shutdown clears the load."""
+    from labkit.events import RunStarted, TaskInfo, TaskStarted
+    t = Tracker(window=60.0)
+    t(RunStarted("r", "train", 1))
+    t(TaskStarted(TaskInfo("r", 0, 0), "w1", time.time()))
+    assert t.snapshot().devices[0].running == 1
+    before = t.version
+    t.source_ended()
+    assert t.version > before
+    [device] = t.snapshot().devices
+    assert device.busy == 0 and device.running == 0 and device.samples_per_s == 0
