@@ -161,7 +161,9 @@ class TaskLanes(anywidget.AnyWidget):
                 self.t0 = min(s.start for s in spans)
             if new_workers:
                 self.workers = [*self.workers, *new_workers]
-            labels = [self._names(w) for w in self.workers]  # names may come later
+            # names may come later; a lane shows the name without its details (they are
+            # on the device-load plot), so it fits the lanes' name column
+            labels = [self._names(w).split(" (")[0] for w in self.workers]
             if labels != list(self.labels):
                 self.labels = labels
             if len(self._legend) != kinds:
