@@ -95,7 +95,9 @@ class TaskLanes(anywidget.AnyWidget):
     max_batch = 2000  # spans per message, so one message stays small
 
     def __init__(self, tracker=None, names=None, **kwargs):
-        self._names = names or (lambda worker: str(worker).split("://", 1)[-1])
+        names = names or (lambda worker: str(worker).split("://", 1)[-1])
+        # a lane shows a worker's name alone (where it runs is on the device-load plot)
+        self._names = getattr(names, "short", names)
         self._legend: dict[tuple, dict] = {}
         self._last_seq = -1
         self._recent: deque[dict] = deque(maxlen=self.max_recent)
@@ -161,9 +163,7 @@ class TaskLanes(anywidget.AnyWidget):
                 self.t0 = min(s.start for s in spans)
             if new_workers:
                 self.workers = [*self.workers, *new_workers]
-            # names may come later; a lane shows the name without its details (they are
-            # on the device-load plot), so it fits the lanes' name column
-            labels = [self._names(w).split(" (")[0] for w in self.workers]
+            labels = [self._names(w) for w in self.workers]  # names may come later
             if labels != list(self.labels):
                 self.labels = labels
             if len(self._legend) != kinds:

@@ -32,6 +32,7 @@ class DeviceNames:
     def __init__(self, sources):
         self._client = _client_of(sources)
         self._labels: dict[str, str] = {}
+        self._short: dict[str, str] = {}  # the names alone, without where they run
         self._asked = -REFRESH
         self._lock = threading.Lock()
 
@@ -61,17 +62,29 @@ class DeviceNames:
         except Exception:  # the cluster is busy or gone: keep the addresses
             return
         labels = _unique({a: _label(a, w) for a, w in workers.items()})
+        short = _unique({a: _name(a, w) for a, w in workers.items()})
         with self._lock:
             self._labels.update(labels)
+            self._short.update(short)
+
+    def short(self, address) -> str:
+        """The worker's name alone, without where it runs (a narrow label: a task lane's)."""
+        label = self(address)  # asks the cluster when it is time
+        with self._lock:
+            return self._short.get(str(address), label)
+
+
+def _name(address: str, worker: dict) -> str:
+    """A worker by its Dask name (``worker 0`` for a number), else its address."""
+    name = worker.get("name")
+    if name is None or str(name) == address:
+        return _fallback(address)
+    return f"worker {name}" if isinstance(name, int) or str(name).isdigit() else str(name)
 
 
 def _label(address: str, worker: dict) -> str:
     threads = worker.get("nthreads")
-    name = worker.get("name")
-    if name is None or str(name) == address:
-        label = _fallback(address)
-    else:
-        label = f"worker {name}" if isinstance(name, int) or str(name).isdigit() else str(name)
+    label = _name(address, worker)
     if address.startswith("inproc://"):
         where = (
             f"this process, {threads} thread{'s' * (threads != 1)}" if threads else "this process"
