@@ -45,6 +45,7 @@ __all__ = [
     "Satisfies",
     "POSITIVE_INT",
     "check_arguments",
+    "check_parameters",
     "check_argument",
     "describe",
 ]
@@ -227,6 +228,16 @@ def check_argument(name: str, value: Any, rules: list, what: str = "", **where) 
         argument=name,
         **where,
     )
+
+
+def check_parameters(owner: Any, values: Mapping[str, Any], what: str = "") -> None:
+    """Check what ``owner.parameter_constraints`` declares, taking each value from ``values``.
+
+    For a constructor, ``check_parameters(self, locals())`` first thing, with
+    the rules a class attribute beside the signature.
+    """
+    rules = owner.parameter_constraints
+    check_arguments(rules, what, **{name: values[name] for name in rules})
 
 
 def check_arguments(constraints: Mapping[str, list], what: str = "", /, **arguments) -> None:

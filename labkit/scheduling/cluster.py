@@ -39,7 +39,7 @@ import dask
 
 from ..constraints import Options, check_argument
 from ..errors import InputError, LabkitError, SchedulerError
-from .connect import check_client, check_limit, connect
+from .connect import check_client, check_limit, connect, scheduler_identity
 
 __all__ = [
     "MODES",
@@ -54,6 +54,7 @@ __all__ = [
     "open_cluster",
     "run_on_workers",
     "dashboard_link",
+    "ClusterFacts",
 ]
 
 logger = logging.getLogger("labkit.scheduling")
@@ -180,6 +181,13 @@ class Opened:
     mode: str  # "auto", "threads", "processes", or "existing"
     in_process: bool  # the workers are threads of this process
 
+    def close(self) -> None:
+        """Close what was opened here: the client and the cluster, not ones given."""
+        if self.owns_client:
+            self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
 
 def open_cluster(
     address, client, mode: str, n_workers, threads_per_worker, connect_timeout, cluster_kwargs: dict
@@ -231,3 +239,53 @@ def dashboard_link(opened: Opened) -> str | None:
         port = getattr(server, "port", None)
         return f"http://127.0.0.1:{port}/status" if port else None
     return getattr(opened.client, "dashboard_link", None)
+
+
+class ClusterFacts:
+    """What a :class:`~labkit.scheduling.DaskScheduler` tells of its cluster (a mixin).
+
+    The scheduler holds its :class:`Opened` as ``_opened``.
+    """
+
+    _opened: Opened
+    _offload: Any
+    closed: bool
+    total_open_tasks: int
+
+    @property
+    def in_process(self) -> bool:
+        """Whether tasks run on threads of this process (chunks by reference)."""
+        return self._opened.in_process
+
+    @property
+    def cluster(self):
+        """The ``LocalCluster`` this scheduler started, or ``None`` (a cluster it was given)."""
+        return self._opened.cluster
+
+    @property
+    def offload_pool(self):
+        """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
+        return self._offload
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """Link to Dask's own dashboard, when it runs one."""
+        return dashboard_link(self._opened)
+
+    def run_on_workers(self, fn, *args) -> dict:
+        """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
+        self.check_usable()  # type: ignore[attr-defined]
+        return run_on_workers(self._opened.client, fn, *args)
+
+    def __repr__(self):
+        if self.closed:
+            return "<DaskScheduler: shut down>"
+        info = scheduler_identity(self._opened.client)
+        opened = self._opened
+        kind = "existing cluster"
+        if opened.cluster is not None:
+            kind = f"embedded cluster, mode {opened.mode!r}"
+        return (
+            f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
+            f"({kind}), {self.total_open_tasks} open tasks>"
+        )

@@ -1,53 +1,40 @@
 """The Dask-backed scheduler: its life cycle, and what a fault means.
 
-Everything else has a module of its own: the cluster it opens
-(:mod:`.cluster`), the routes by which tasks reach the workers, chosen once
-here from what the cluster is (:mod:`.transport`, :mod:`.routes`), the one
-thread by which outcomes reach their batches (:mod:`.outcomes`), and what
-labkit knows of Dask beyond its public API (:mod:`.dask_adapter`).
+Everything else has a module of its own: the cluster it opens and what it
+tells of it (:mod:`.cluster`), the routes by which tasks reach the workers,
+chosen once here (:mod:`.transport`, :mod:`.routes`), how tasks are handed
+to them (:mod:`.dispatch`), the one thread by which outcomes reach their
+batches (:mod:`.outcomes`), and Dask beyond its public API (:mod:`.dask_adapter`).
 
-Faults, and who repairs them:
-
-* a worker dies while a task runs: Dask reschedules the task where its
-  inputs still are; a task that keeps killing workers raises
-  :class:`~labkit.errors.WorkerLostError` naming the workers lost under it;
-* data only the client holds (a scattered callable, a scattered chunk) that
-  died with its workers is shipped again, and the task resubmitted by its
-  route, at most ``max_attempts`` times.
+Faults: a worker that dies under a task has Dask reschedule it; a task that
+keeps killing workers is a :class:`~labkit.errors.WorkerLostError` naming
+them; what only the client held (a callable, a chunk) and died with its
+workers is shipped again by the task's route, at most ``max_attempts`` times.
 """
 
 from __future__ import annotations
 
-import logging
 import uuid
 
+from ..constraints import POSITIVE_INT, Options, check_parameters
 from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from . import dask_adapter as adapter
-from .base import OpenTask, Scheduler, as_labkit_error
+from .base import OpenTask, Scheduler
 from .blas import one_blas_thread
-from ..constraints import POSITIVE_INT, Options, check_arguments
-from .cluster import (
-    MODES,
-    check_cluster_choice,
-    dashboard_link,
-    open_cluster,
-    resolve_mode,
-    run_on_workers,
-)
-from .connect import ADDRESS, CLIENT, SECONDS, scatter_everywhere, scheduler_identity
-from .results import RESULT_CONTAINER
+from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
+from .connect import ADDRESS, CLIENT, SECONDS
+from .dispatch import RoutedTasks
 from .offload import OffloadPool
 from .outcomes import Outcomes
 from .pickling import pickling_cause
-from .transport import PASS, ClusterTraits, RouteContext, direct_bytes_for, open_routes
+from .results import RESULT_CONTAINER
+from .transport import ClusterTraits, direct_bytes_for, task_key_prefix
 
 __all__ = ["DaskScheduler"]
 
-logger = logging.getLogger("labkit.scheduling")
 
-
-class DaskScheduler(Scheduler):
+class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
     """Runs tasks on a Dask cluster: an embedded ``LocalCluster``, or one you have.
 
     Parameters
@@ -64,11 +51,9 @@ class DaskScheduler(Scheduler):
     n_workers, threads_per_worker : int, optional
         Size of the embedded cluster: one thread per core by default (one
         in-process worker, or one process per core for ``"processes"``).
-    max_in_flight : int, optional
-        Most tasks open at once; 32 per cluster thread (at least 256) by default.
-    max_bytes_in_flight : int, optional
-        Most bytes of client-side chunks held by open tasks (128 MiB by default),
-        so a stream of big chunks trains in bounded client memory.
+    max_in_flight, max_bytes_in_flight : int, optional
+        Most tasks open at once (32 per cluster thread, at least 256) and most bytes
+        of client-side chunks they hold (128 MiB): big chunks stream in bounded memory.
     direct_bytes : int, optional
         On worker processes, chunks of at least this many bytes go straight to
         a worker instead of inside the task graph, and are sent again if their
@@ -87,15 +72,14 @@ class DaskScheduler(Scheduler):
 
     Examples
     --------
-    A cluster takes a moment to start, so this one is not run as a doctest
-    (``tests/scheduling/test_dask.py`` does the same for real)::
+    Not a doctest, as a cluster takes a moment (``tests/scheduling/test_dask.py``)::
 
         with DaskScheduler() as s:
             s.add_task(3, lambda x: x * x)
             s.get_results()          # [9]
     """
 
-    #: What each argument may be (checked first, by :func:`labkit.constraints.check_arguments`).
+    #: What each argument may be (checked first: :func:`labkit.constraints.check_parameters`).
     parameter_constraints = {
         "address": [ADDRESS, None],
         "client": [CLIENT, None],
@@ -132,32 +116,9 @@ class DaskScheduler(Scheduler):
         connect_timeout: float | None = None,
         **cluster_kwargs,
     ):
-        check_arguments(
-            self.parameter_constraints,
-            "",
-            address=address,
-            client=client,
-            mode=mode,
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            max_in_flight=max_in_flight,
-            max_bytes_in_flight=max_bytes_in_flight,
-            result_container=result_container,
-            direct_bytes=direct_bytes,
-            report_starts=report_starts,
-            shared_memory=shared_memory,
-            connect_timeout=connect_timeout,
-        )
-        check_cluster_choice(
-            address,
-            client,
-            dict(
-                mode=mode,
-                n_workers=n_workers,
-                threads_per_worker=threads_per_worker,
-                **cluster_kwargs,
-            ),
-        )
+        check_parameters(self, locals())
+        embedded = dict(mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker)
+        check_cluster_choice(address, client, {**embedded, **cluster_kwargs})
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
         self._offload = self._blas_hold = None
         self._opened = open_cluster(
@@ -165,7 +126,7 @@ class DaskScheduler(Scheduler):
         )
         self.client, self.mode = self._opened.client, self._opened.mode
         nthreads = self.client.nthreads()
-        if self.mode == "auto":
+        if self.mode == "auto":  # for GIL-holding callables
             self._offload = OffloadPool(sum(nthreads.values()) or 1)
         if self.in_process:
             # Worker threads share this process's BLAS: one thread per task thread, for the
@@ -184,121 +145,10 @@ class DaskScheduler(Scheduler):
             self.inputs_by_reference,
             local if shared_memory is None else bool(shared_memory),
         )
-        self._context = RouteContext(
-            self.client,
-            self.outcomes,
-            self._run_options,
-            direct_bytes or direct_bytes_for(nthreads),
-        )
-        #: The routes tasks take, in the order they are tried (chosen once, here).
-        self.routes = open_routes(traits, self._context)
+        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads))
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
-        if self._topic:
+        if self._topic:  # start events from the workers, for live views
             self.client.subscribe_topic(self._topic, self._on_started)
-
-    @property
-    def in_process(self) -> bool:
-        """Whether tasks run on threads of this process (chunks by reference)."""
-        return self._opened.in_process
-
-    @property
-    def cluster(self):
-        """The ``LocalCluster`` this scheduler started, or ``None`` (a cluster it was given)."""
-        return self._opened.cluster
-
-    @property
-    def offload_pool(self):
-        """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
-        return self._offload
-
-    @property
-    def direct_bytes(self) -> int:
-        """From how many bytes a chunk goes straight to a worker process."""
-        return self._context.direct_bytes
-
-    @direct_bytes.setter
-    def direct_bytes(self, value: int) -> None:
-        self._context.direct_bytes = value
-
-    def route(self, name: str):
-        """The route called ``name`` (see :mod:`.transport`), or ``None`` if unused here."""
-        return next((r for r in self.routes if r.name == name), None)
-
-    def run_on_workers(self, fn, *args) -> dict:
-        """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
-        self.check_usable()
-        return run_on_workers(self.client, fn, *args)
-
-    @property
-    def dashboard_link(self) -> str | None:
-        """Link to Dask's own dashboard, when it runs one."""
-        return dashboard_link(self._opened)
-
-    def __repr__(self):
-        if self.closed:
-            return "<DaskScheduler: shut down>"
-        info = scheduler_identity(self.client)
-        kind = (
-            f"embedded cluster, mode {self.mode!r}"
-            if self._opened.cluster is not None
-            else "existing cluster"
-        )
-        return (
-            f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
-            f"({kind}), {self.total_open_tasks} open tasks>"
-        )
-
-    # -- callables and tasks: each by its route ------------------------------------------
-
-    def ship_callable(self, task_callable):
-        return scatter_everywhere(self.client, task_callable, f"{task_callable!r}")
-
-    def callable_alive(self, shipped) -> bool:
-        return shipped.status == "finished"
-
-    def release_callable(self, shipped) -> None:
-        shipped.release()
-
-    def start_task(self, entry: OpenTask, data):
-        entry.data = data  # kept until done: a task whose inputs die is sent again
-        for route in self.routes:
-            payload = route.prepare(entry, data)
-            if payload is not PASS:
-                entry.route = route
-                return route.submit(entry, payload)
-        raise AssertionError("the graph route takes every chunk")
-
-    def start_tasks(self, group: list) -> list | None:
-        first = self.routes[0]
-        if not first.starts_groups:
-            return None
-        futures = first.submit_group(group)
-        if futures is not None:
-            for entry, data in group:
-                entry.data, entry.route = data, first
-        return futures
-
-    def record(self, entry: OpenTask, outcome=None, error=None) -> None:
-        if entry.route is not None:
-            entry.route.release(entry, outcome if error is None else None)
-        super().record(entry, outcome, error)
-
-    def cancel_tasks(self, entries: list, handles: list) -> None:
-        for entry in entries:
-            if entry.route is not None:
-                entry.route.release(entry)
-        handles = [e.handle for e in entries if e.handle is not None] + list(handles)
-        if handles:
-            try:
-                self.client.cancel(handles)
-            except Exception:  # the cluster may already be gone at shutdown
-                pass
-
-    def _run_options(self) -> tuple:
-        """``(topic, offload)`` for a task: where to report its start (only while someone
-        listens), and the pool for GIL-holding callables."""
-        topic = self._topic if self.has_subscribers else None
-        return topic, self._offload.token if self._offload else None
 
     def _on_started(self, event) -> None:
         _, msg = event
@@ -331,10 +181,7 @@ class DaskScheduler(Scheduler):
                 entry,
                 error=CancelledError(f"the task was cancelled outside labkit ({reason})", **where),
             )
-        info = entry.info
-        lost = adapter.workers_lost_under(
-            self.client, f"labkit-{info.kind}-{info.run}-{info.task}-"
-        )
+        lost = adapter.workers_lost_under(self.client, task_key_prefix(entry))
         if adapter.is_killed_worker(error) or len(lost) > adapter.allowed_failures():
             return self.record(entry, error=_worker_lost(entry, error, lost))
         if entry.attempts < self.max_attempts:
@@ -371,28 +218,6 @@ class DaskScheduler(Scheduler):
             ),
         )
 
-    def _resubmit(self, entry: OpenTask, why) -> None:
-        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded."""
-        if not entry.is_open():
-            return
-        entry.attempts += 1
-        logger.warning(
-            "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
-            "lost with their workers (%s)",
-            entry.info.chunk,
-            entry.info.run,
-            entry.attempts,
-            why,
-        )
-        try:
-            handle = entry.route.resubmit(entry)
-        except Exception as exc:
-            return self.record(entry, error=as_labkit_error(exc, entry.info, None))
-        if handle is not None:
-            entry.handle = handle
-        if not entry.is_open():  # cancelled while it was being sent again: take it back
-            self.cancel_tasks([entry], [])
-
     def _close(self) -> None:
         self.outcomes.close()
         if self._topic:
@@ -400,10 +225,7 @@ class DaskScheduler(Scheduler):
                 self.client.unsubscribe_topic(self._topic)
             except Exception:
                 pass
-        if self._opened.owns_client:
-            self.client.close()
-        if self._opened.cluster is not None:
-            self._opened.cluster.close()
+        self._opened.close()
         if self._offload is not None:
             self._offload.close()
         if self._blas_hold is not None:

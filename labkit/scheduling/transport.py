@@ -53,6 +53,7 @@ __all__ = [
     "route_classes",
     "open_routes",
     "task_key",
+    "task_key_prefix",
     "task_of_key",
     "direct_bytes_for",
 ]
@@ -162,8 +163,13 @@ def open_routes(traits: ClusterTraits, context: RouteContext) -> list[Transport]
 
 def task_key(entry: "OpenTask") -> str:
     """The Dask key of ``entry``'s current attempt: ``labkit-{kind}-{run}-{task}-{attempt}``."""
+    return f"{task_key_prefix(entry)}{entry.attempts}"
+
+
+def task_key_prefix(entry: "OpenTask") -> str:
+    """What the Dask keys of all ``entry``'s attempts begin with."""
     info = entry.info
-    return f"labkit-{info.kind}-{info.run}-{info.task}-{entry.attempts}"
+    return f"labkit-{info.kind}-{info.run}-{info.task}-"
 
 
 def task_of_key(key) -> int | None:

@@ -1,0 +1,131 @@
+"""How a :class:`~labkit.scheduling.DaskScheduler` hands its tasks to their routes.
+
+The routes themselves (:mod:`.transport`, :mod:`.routes`) are chosen once
+when the scheduler opens; this mixin walks them for each task, keeps each
+task's data until it is done (a task whose inputs die with their worker is
+sent again by its route), releases what a route holds when the task ends,
+and cancels.  The scheduler's own module keeps only its life cycle and what
+a fault means.
+
+Examples
+--------
+Routes are tried in order; the first that takes a chunk sends it::
+
+    with DaskScheduler(mode="threads") as s:
+        s.route("reference")        # <reference route>
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .base import OpenTask, as_labkit_error
+from .connect import scatter_everywhere
+from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
+
+__all__ = ["RoutedTasks"]
+
+logger = logging.getLogger("labkit.scheduling")
+
+
+class RoutedTasks:
+    """Starts, records, cancels and resubmits tasks through ``self.routes`` (a mixin)."""
+
+    client: Any
+    outcomes: Any
+    routes: list[Transport]
+    _context: RouteContext
+
+    def open_routes(self, traits: ClusterTraits, direct_bytes: int) -> None:
+        """Choose the routes for a cluster of ``traits``, once, when the scheduler opens."""
+        options = self._run_options
+        self._context = RouteContext(self.client, self.outcomes, options, direct_bytes)
+        #: The routes tasks take, in the order they are tried.
+        self.routes = open_routes(traits, self._context)
+
+    @property
+    def direct_bytes(self) -> int:
+        """From how many bytes a chunk goes straight to a worker process."""
+        return self._context.direct_bytes
+
+    @direct_bytes.setter
+    def direct_bytes(self, value: int) -> None:
+        self._context.direct_bytes = value
+
+    def route(self, name: str) -> Transport | None:
+        """The route called ``name`` (see :mod:`.transport`), or ``None`` if unused here."""
+        return next((r for r in self.routes if r.name == name), None)
+
+    def _run_options(self) -> tuple:
+        """``(topic, offload)`` for a task: where to report its start (only while someone
+        listens), and the pool for GIL-holding callables."""
+        topic = self._topic if self.has_subscribers else None  # type: ignore[attr-defined]
+        offload = self._offload  # type: ignore[attr-defined]
+        return topic, offload.token if offload else None
+
+    def ship_callable(self, task_callable):
+        return scatter_everywhere(self.client, task_callable, f"{task_callable!r}")
+
+    def callable_alive(self, shipped) -> bool:
+        return shipped.status == "finished"
+
+    def release_callable(self, shipped) -> None:
+        shipped.release()
+
+    def start_task(self, entry: OpenTask, data):
+        entry.data = data  # kept until done: a task whose inputs die is sent again
+        for route in self.routes:
+            payload = route.prepare(entry, data)
+            if payload is not PASS:
+                entry.route = route
+                return route.submit(entry, payload)
+        raise AssertionError("the graph route takes every chunk")
+
+    def start_tasks(self, group: list) -> list | None:
+        first = self.routes[0]
+        if not first.starts_groups:
+            return None
+        futures = first.submit_group(group)
+        if futures is not None:
+            for entry, data in group:
+                entry.data, entry.route = data, first
+        return futures
+
+    def record(self, entry: OpenTask, outcome=None, error=None) -> None:
+        if entry.route is not None:
+            entry.route.release(entry, outcome if error is None else None)
+        super().record(entry, outcome, error)  # type: ignore[misc]
+
+    def cancel_tasks(self, entries: list, handles: list) -> None:
+        for entry in entries:
+            if entry.route is not None:
+                entry.route.release(entry)
+        handles = [e.handle for e in entries if e.handle is not None] + list(handles)
+        if handles:
+            try:
+                self.client.cancel(handles)
+            except Exception:  # the cluster may already be gone at shutdown
+                pass
+
+    def _resubmit(self, entry: OpenTask, why) -> None:
+        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded."""
+        if not entry.is_open():
+            return
+        entry.attempts += 1
+        logger.warning(
+            "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
+            "lost with their workers (%s)",
+            entry.info.chunk,
+            entry.info.run,
+            entry.attempts,
+            why,
+        )
+        try:
+            handle = entry.route.resubmit(entry)
+        except Exception as exc:
+            return self.record(entry, error=as_labkit_error(exc, entry.info, None))
+        if handle is not None:
+            entry.handle = handle
+        if not entry.is_open():  # cancelled while it was being sent again: take it back
+            self.cancel_tasks([entry], [])
