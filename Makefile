@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test soak bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,12 +24,20 @@ demo: $(VENV)/.demo
 	$(BIN)/labkit demo
 
 # Lint, format and types first (pyproject.toml's [tool.ruff] and [tool.mypy]): a finding
-# fails `make test`, and so CI, before any test runs.
+# fails `make test`, and so CI, before any test runs.  The tests run under coverage, and
+# the figure is printed at the end (tests/coverage_figure.py): read, never asserted.
 test: $(VENV)/.test
 	$(BIN)/ruff check labkit
 	$(BIN)/ruff format --check labkit
 	$(BIN)/mypy labkit
-	$(BIN)/python -m pytest
+	mkdir -p test-artifacts
+	$(BIN)/python -m coverage erase
+	$(BIN)/python -m coverage run -m pytest
+	$(BIN)/python tests/coverage_figure.py
+
+# The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
+soak: $(VENV)/.test
+	$(BIN)/python tests/soak.py --times 10
 
 # The API reference (docs/) from the docstrings, warnings as errors, into docs/_build/html.
 # torch and the views' libraries are installed so that every module imports.

@@ -213,10 +213,25 @@ def labkit_tasks(scheduler, n, data, task_callable):
     return time.perf_counter() - t0
 
 
+def labkit_tasks_grouped(scheduler, n, data, task_callable):
+    """The same tasks through ``add_tasks(..., ready=True)``: started in groups."""
+    t0 = time.perf_counter()
+    scheduler.add_tasks([data] * n, task_callable, ready=True)
+    scheduler.get_results()
+    return time.perf_counter() - t0
+
+
 def raw_tasks(client, n, data):
     t0 = time.perf_counter()
     futures = [client.submit(noop, data, pure=False) for _ in range(n)]
     client.gather(futures)
+    return time.perf_counter() - t0
+
+
+def raw_tasks_map(client, n, data):
+    """``client.map`` of the no-op over ``n`` copies of ``data``, then one gather."""
+    t0 = time.perf_counter()
+    client.gather(client.map(noop, [data] * n, pure=False))
     return time.perf_counter() - t0
 
 
@@ -331,7 +346,7 @@ def bench_client_stream(s, cfg):
     for name, stats in res.items():
         show(name, stats)
     serial1, serial_n, par, raw = (res[k] for k in res)
-    ratio("[1] speed-up vs serial, BLAS 1 thread", serial1[0] / par[0], 1.35)
+    ratio("[1] speed-up vs serial, BLAS 1 thread", serial1[0] / par[0], 1.4)
     ratio("[1] speed-up vs serial, BLAS default threads", serial_n[0] / par[0], None)
     ratio("[1] raw Dask time / labkit time", raw[0] / par[0], 1.0)
     diff = rel_diff(par[2], serial1[2])
@@ -392,10 +407,12 @@ def task_variants(s, extra, n, tiny, wrapped) -> dict:
     return {
         "labkit add_task(plain function)": lambda: labkit_tasks(s, n, tiny, noop),
         "labkit add_task(FunctionCallable reused)": lambda: labkit_tasks(s, n, tiny, wrapped),
+        "labkit add_tasks(ready=True)": lambda: labkit_tasks_grouped(s, n, tiny, noop),
         "labkit reused, report_starts=False": lambda: labkit_tasks(extra["quiet"], n, tiny,
                                                                    wrapped),
         "labkit reused, unbounded window": lambda: labkit_tasks(extra["wide"], n, tiny, wrapped),
         "raw client.submit + gather": lambda: raw_tasks(client, n, tiny),
+        "raw client.map + gather": lambda: raw_tasks_map(client, n, tiny),
         "raw client.submit, same window": lambda: raw_tasks_windowed(client, n, tiny, window),
     }
 
@@ -426,6 +443,104 @@ def bench_task_overhead(s, cfg):
           / med["raw client.submit, same window"], None)
     ratio("[3] labkit (reused, unbounded window) / raw",
           med["labkit reused, unbounded window"] / raw, None)
+    ratio("[3] labkit add_task / client.submit (one call a task)",
+          med["labkit add_task(plain function)"] / raw, None)
+    ratio("[3] labkit add_tasks(ready=True) / client.map (tasks at hand)",
+          med["labkit add_tasks(ready=True)"] / med["raw client.map + gather"], 1.0,
+          higher_is_better=False)
+    compared = ("labkit add_task(plain function)", "raw client.submit + gather",
+                "labkit add_tasks(ready=True)", "raw client.map + gather")
+    cpu = {name: process_cpu(fn, cfg["task_reps"]) / n
+           for name, fn in task_variants(s, extra_again(s), n, tiny, wrapped).items()
+           if name in compared}
+    print("  process CPU per task (client, Dask scheduler and in-process worker; the "
+          "worker's part is the same no-op in both): "
+          + ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in cpu.items()))
+    ratio("[3] process CPU a task, add_task / client.submit",
+          cpu["labkit add_task(plain function)"] / cpu["raw client.submit + gather"], None)
+    ratio("[3] process CPU a task, add_tasks(ready=True) / client.map",
+          cpu["labkit add_tasks(ready=True)"] / cpu["raw client.map + gather"], 1.0,
+          higher_is_better=False)
+
+
+def extra_again(s) -> dict:
+    """``task_variants``' extra schedulers are not used by the CPU figures: none is opened."""
+    return {"quiet": s, "wide": s}
+
+
+def process_cpu(fn, reps: int) -> float:
+    """The median CPU seconds of this process (every thread) over ``reps`` calls of ``fn``."""
+    spent = []
+    for _ in range(reps):
+        gc.collect()
+        t0 = time.process_time()
+        fn()
+        spent.append(time.process_time() - t0)
+    return statistics.median(spent)
+
+
+def fold_moments(acc, moments_):
+    """Sum one chunk's ``(n, sum x, x.T @ x)`` into ``acc``."""
+    return moments_ if acc is None else tuple(a + b for a, b in zip(acc, moments_))
+
+
+def peer_variants(s, cfg, peers) -> dict:
+    """Benchmark 5's variants: labkit on the Dask array, raw ``client.map``, each peer."""
+    import functools
+
+    job = functools.partial(generate_moments, rows=cfg["rows"], dim=cfg["dim"])
+    indices = range(cfg["n_chunks"])
+
+    def peer(p):
+        def run():
+            seconds, (n, total, outer) = p.run(job, indices, fold_moments)
+            return seconds, top_eigenvalues(n, total, outer)
+        return run
+
+    variants = {"labkit ParallelFlow on the Dask array": lambda: train_parallel(s, worker_array(cfg)),
+                "raw client.map(generate+moments)": lambda: raw_dask_map(s.client, cfg)}
+    variants.update({p.name: peer(p) for p in peers})
+    return variants
+
+
+def open_peers(n: int) -> list:
+    """joblib's threads and Ray on ``n`` slots, those installed."""
+    from peers import JoblibThreads, RayTasks, available
+
+    peers = []
+    for cls, module in ((JoblibThreads, "joblib"), (RayTasks, "ray")):
+        if available(module):
+            peers.append(cls(n))
+        else:
+            print(f"  {cls.name}: {module} is not installed here (see benchmarks/peers.py)")
+    return peers
+
+
+def bench_peers(s, cfg, serial):
+    slots = sum(s.client.nthreads().values())
+    print(f"\n[5] data on the cluster against labkit's peers: {cfg['n_chunks']} chunks of "
+          f"{cfg['rows']}x{cfg['dim']} generated where they run, moments folded as they come, "
+          f"{slots} slots each")
+    peers = open_peers(slots)
+    try:
+        variants = peer_variants(s, cfg, peers)
+        for fn in variants.values():
+            fn()                                      # warm-up: imports, Ray's workers
+        res = alternate(variants, cfg["reps"])
+    finally:
+        for p in peers:
+            p.close()
+    for name, stats in res.items():
+        show(name, stats)
+    lab = res["labkit ParallelFlow on the Dask array"][0]
+    reference = serial["serial Flow, BLAS 1 thread"]
+    ratio("[5] labkit speed-up vs serial, BLAS 1 thread", reference[0] / lab, None)
+    for p in peers:
+        ratio(f"[5] {p.name} speed-up vs serial", reference[0] / res[p.name][0], None)
+        print(f"  eigenvalues {p.name} vs serial: {rel_diff(res[p.name][2], reference[2]):.2e}")
+    if peers:
+        best = min(res[p.name][0] for p in peers)
+        ratio("[5] best peer's time / labkit's time", best / lab, 1.0)
 
 
 class PeakRSS:
@@ -472,8 +587,9 @@ def bench_memory(s, cfg):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
-    parser.add_argument("--only", type=int, nargs="+", choices=[1, 2, 3, 4], default=[1, 2, 3, 4],
-                        help="run only these benchmarks (2 needs 1's serial time: runs 1 too)")
+    parser.add_argument("--only", type=int, nargs="+", choices=[1, 2, 3, 4, 5],
+                        default=[1, 2, 3, 4, 5],
+                        help="run only these benchmarks (2 and 5 need 1's serial time: run 1 too)")
     args = parser.parse_args(argv)
     cfg = dict(SIZES["quick" if args.quick else "full"])
     import labkit as lk
@@ -489,13 +605,15 @@ def main(argv=None):
         raw_dask_stream(s.client, warm)
         raw_dask_map(s.client, warm)
         train_serial(warm, 1)
-        serial = bench_client_stream(s, cfg) if {1, 2} & set(args.only) else None
+        serial = bench_client_stream(s, cfg) if {1, 2, 5} & set(args.only) else None
         if 2 in args.only:
             bench_worker_data(s, cfg, serial)
         if 3 in args.only:
             bench_task_overhead(s, cfg)
         if 4 in args.only:
             bench_memory(s, cfg)
+        if 5 in args.only:
+            bench_peers(s, cfg, serial)
     print(f"\nsummary ({time.perf_counter() - t_start:.0f} s in all; "
           f"load average now {os.getloadavg()[0]:.2f}):")
     for label, value, goal, met in RESULTS:

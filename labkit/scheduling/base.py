@@ -181,6 +181,15 @@ class Scheduler(Observable):
         __tracebackhide__ = True
         return self._default_batch().add_task(data, task_callable, info)
 
+    def add_tasks(self, chunks, task_callable=None, *, ready: bool = False) -> int:
+        """Submit a task a chunk to the default batch; how many (see :meth:`Batch.add_tasks`).
+
+        With ``ready=True`` (the chunks are all at hand) the tasks start in groups,
+        one call to the backend a group, as ``client.map`` does.
+        """
+        __tracebackhide__ = True
+        return self._default_batch().add_tasks(chunks, task_callable, ready=ready)
+
     def get_results(self):
         """Wait for the default batch; its results (see :meth:`Batch.get_results`)."""
         __tracebackhide__ = True  # IPython leaves labkit's frames out of tracebacks

@@ -80,6 +80,23 @@ class Outcomes:
                 if future.key in self._entries:
                     self._watched[future.key] = future
 
+    def watch_pack(self, future, keys: list) -> None:
+        """Look now and then at ``future``, the one Dask task of the expected ``keys``."""
+        with self._lock:
+            for key in keys:
+                if key in self._entries:
+                    self._watched[key] = future
+
+    def still_open(self, entry) -> Callable[[], bool]:
+        """A function saying whether ``entry`` is still open (it holds ``entry`` weakly)."""
+        ref = weakref.ref(entry)
+
+        def is_open() -> bool:
+            held = ref()
+            return held is not None and held.is_open()
+
+        return is_open
+
     def deliverer(self, entry, key: str) -> Callable:
         """The function an in-process task calls with its outcome (it holds ``entry`` weakly)."""
         return functools.partial(self._deliver_weak, weakref.ref(entry), key)

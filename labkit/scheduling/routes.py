@@ -12,6 +12,7 @@ import asyncio
 
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
+from .packing import TaskClock, clock_key, run_pack_here
 from .task import HereTask, is_delayed, lazy_chunk, run_task, run_task_here
 from .transport import PASS, ClusterTraits, Transport, register, task_key
 
@@ -73,10 +74,16 @@ class InProcessRoute(Transport):
                 return PASS
         return data
 
+    def __init__(self, context):
+        super().__init__(context)
+        #: How long each callable's tasks take, to pack quick ones (see :mod:`.packing`).
+        self.clock = TaskClock()
+
     def _held(self, entry, payload, key: str) -> ByReference:
         """``entry``'s input by reference, with the function that delivers its outcome."""
+        outcomes = self.context.outcomes
         entry.reference = ByReference(
-            HereTask(payload, self.context.outcomes.deliverer(entry, key))
+            HereTask(payload, outcomes.deliverer(entry, key), outcomes.still_open(entry))
         )
         return entry.reference
 
@@ -114,6 +121,9 @@ class InProcessRoute(Transport):
         ]
         outcomes = self.context.outcomes
         outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys)])
+        size = self.clock.pack_size(clock_key(first.callable), len(group))
+        if size > 1:
+            return self._submit_packs(group, held, keys, size, (shipped, topic, offload))
         futures = self.context.client.map(
             run_task_here,
             held,
@@ -127,9 +137,31 @@ class InProcessRoute(Transport):
         outcomes.watch(futures)
         return futures
 
+    def _submit_packs(self, group: list, held: list, keys: list, size: int, run: tuple) -> list:
+        """The group's tasks ``size`` to a Dask task (:mod:`.packing`); a future a task."""
+        shipped, topic, offload = run
+        spans = [slice(i, i + size) for i in range(0, len(group), size)]
+        packs = self.context.client.map(
+            run_pack_here,
+            [held[span] for span in spans],
+            [[entry.info for entry, _ in group[span]] for span in spans],
+            [keys[span] for span in spans],
+            task_callable=shipped,
+            topic=topic,
+            offload=offload,
+            key=[f"{keys[span][0]}-pack" for span in spans],
+            pure=False,
+        )
+        for pack, span in zip(packs, spans):
+            self.context.outcomes.watch_pack(pack, keys[span])
+        return [pack for pack, span in zip(packs, spans) for _ in keys[span]]
+
     def release(self, entry, outcome=None) -> None:
-        """Drop the reference: the token no longer resolves."""
+        """Drop the reference: the token no longer resolves.  Time the task for packing."""
         entry.reference = None
+        end = getattr(outcome, "end", None)
+        if end is not None:
+            self.clock.observe(clock_key(entry.callable), end - outcome.start)
 
 
 @register

@@ -238,14 +238,13 @@ def _ensure_environment(task_callable: TaskCallable) -> None:
             task_callable._labkit_env_ready = _PROCESS
 
 
-def _report_start(topic: str, info: TaskInfo, worker: str, start: float) -> None:
+def _report_start(topic: str, info: TaskInfo, worker: str, start: float, key=None) -> None:
     from distributed import get_worker
 
     try:
         w = get_worker()
-        w.log_event(
-            topic, {"key": w.get_current_task(), "task": info.task, "worker": worker, "time": start}
-        )
+        key = key or w.get_current_task()  # a packed task has a key of its own
+        w.log_event(topic, {"key": key, "task": info.task, "worker": worker, "time": start})
     except ValueError:  # not on a worker: nothing to report to
         pass
 
@@ -257,15 +256,17 @@ def run_task(
     topic: str | None = None,
     worker: str | None = None,
     offload: str | None = None,
+    key: str | None = None,
 ) -> TaskOutcome:
     """Run one task; errors come out as labkit errors located at ``info``.
 
-    ``offload``: the token of an offload pool that runs GIL-holding callables.
+    ``offload``: the token of an offload pool that runs GIL-holding callables;
+    ``key``: the task's own key where it runs inside another Dask task (a pack).
     """
     start = time.time()
     worker = worker or worker_address()
     if topic is not None:
-        _report_start(topic, info, worker, start)
+        _report_start(topic, info, worker, start, key)
     pool = None
     if offload is not None and getattr(task_callable, "holds_gil", False):
         from .offload import offload_pool
@@ -301,13 +302,20 @@ def run_task(
     return TaskOutcome(result, worker, start, end, rows, released)
 
 
+def _always() -> bool:
+    return True
+
+
 class HereTask:
     """A task's input and how to record its outcome, for a worker thread of this process."""
 
-    __slots__ = ("data", "deliver")
+    __slots__ = ("data", "deliver", "is_open")
 
-    def __init__(self, data, deliver: Callable[..., Any]):
+    def __init__(
+        self, data, deliver: Callable[..., Any], is_open: Callable[[], bool] | None = None
+    ):
         self.data, self.deliver = data, deliver
+        self.is_open = is_open or _always  # whether its batch still wants it run
 
 
 def run_task_here(
@@ -317,6 +325,7 @@ def run_task_here(
     topic: str | None = None,
     worker: str | None = None,
     offload: str | None = None,
+    key: str | None = None,
 ) -> None:
     """:func:`run_task` on a worker thread of the client's process; records its own outcome.
 
@@ -327,7 +336,7 @@ def run_task_here(
     """
     here = unwrap(held)
     try:
-        outcome = run_task(task_callable, here.data, info, topic, worker, offload)
+        outcome = run_task(task_callable, here.data, info, topic, worker, offload, key)
     except Exception as error:
         here.deliver(error=error)
     else:

@@ -184,6 +184,7 @@ def _kill_when_flagged(flag: str, pid: int, deadline: float) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.soak
 def test_a_worker_killed_mid_step_is_named_and_close_tears_the_group_down(workers, tmp_path):
     client = workers.client
     flag = str(tmp_path / "in-step")

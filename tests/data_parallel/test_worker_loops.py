@@ -132,6 +132,7 @@ def test_a_dataset_made_on_each_worker_trains_every_sample_once_an_epoch(dask_sc
     assert model.p.item() == -3 * sum(range(90))
 
 
+@pytest.mark.soak
 def test_a_cancel_stops_every_rank_within_a_second_and_leaves_no_task(dask_scheduler):
     x = da.random.random((6000, 8), chunks=(1000, 8)).astype("float32")
     y = (da.random.random(6000, chunks=1000) > 0.5).astype("int64")
@@ -191,6 +192,7 @@ class _SlowIds(_Ids):
         return super().forward(x)
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_worker_killed_mid_fit_costs_a_few_steps_and_every_row_is_trained_once(three_workers):
@@ -321,6 +323,7 @@ def test_a_checkpoint_file_holds_the_last_commit_in_the_safe_format(dask_schedul
     assert [p.name for p in tmp_path.iterdir()] == ["fit.lk"]   # no temp file left
 
 
+@pytest.mark.soak
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_lost_worker_past_max_failures_names_the_worker_epoch_and_step():

@@ -88,6 +88,7 @@ def _kill_when(run, step: int, trial: int = 0) -> dict:
     return killed
 
 
+@pytest.mark.soak
 def test_a_worker_killed_under_a_trial_restarts_it_elsewhere_from_its_checkpoint(killable,
                                                                                 tmp_path):
     run = lk.sweep(f.pid_and_steps, {"steps": 14, "pause": 0.1}, trials=1, metric="score",
@@ -106,6 +107,7 @@ def test_a_worker_killed_under_a_trial_restarts_it_elsewhere_from_its_checkpoint
     assert [s for s, _, _ in stored.history] == steps and stored.attempts == 2
 
 
+@pytest.mark.soak
 def test_a_trial_whose_workers_keep_dying_fails_after_max_failures(killable):
     run = lk.sweep(f.pid_and_steps, {"steps": 30, "pause": 0.1}, trials=1, metric="score",
                    mode="max", scheduler=killable, store=None, max_failures=0, wait=False)
@@ -117,6 +119,7 @@ def test_a_trial_whose_workers_keep_dying_fails_after_max_failures(killable):
     assert "WorkerLostError" in trial.error and "max_failures=0" in trial.error
 
 
+@pytest.mark.soak
 def test_a_process_killed_under_a_gil_holding_trial_restarts_it_from_its_checkpoint():
     with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=1) as s:
         fn = lk.FunctionCallable(f.pid_and_steps, holds_gil=True)

@@ -15,6 +15,8 @@ from labkit.events import NodeJoined, TaskFinished, TaskStarted
 from tests import helpers
 from tests.flows.cases import X
 
+pytestmark = pytest.mark.soak  # `make soak` runs these again and again
+
 
 @pytest.fixture
 def own_cluster():

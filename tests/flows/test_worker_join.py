@@ -187,6 +187,7 @@ def own_cluster():
         yield cluster
 
 
+@pytest.mark.soak
 def test_killing_a_worker_that_holds_a_fork(own_cluster, recorder, monkeypatch):
     """The chunks in the dead worker's fork are trained again elsewhere, exactly once."""
     # Forks come back only at the end: the victim's fork surely dies with chunks in it.

@@ -20,6 +20,8 @@ import labkit as lk
 from labkit.events import PhaseStarted, TaskStarted
 from tests import helpers
 
+pytestmark = pytest.mark.soak  # `make soak` runs these again and again
+
 CHUNKS = [np.random.default_rng(k).normal(size=(40, 4)) for k in range(24)]
 
 

@@ -1,5 +1,7 @@
 """A cancelled run submits nothing more: no resubmission after ``run.result()`` raised.
 
+On every kind of cluster (:mod:`tests.clusters`).
+
 On worker processes, big chunks travel through shared memory and their futures
 are cancelled with the run; such a cancel looked like inputs lost with their
 workers, and chunks were sent again after the run had already ended.
@@ -15,14 +17,17 @@ import pytest
 
 import labkit as lk
 from tests import helpers
+from tests.clusters import KINDS, scheduler_of
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(240)
-def test_a_cancelled_run_resubmits_nothing_and_leaves_no_task(caplog):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_cancelled_run_resubmits_nothing_and_leaves_no_task(kind, caplog):
     chunks = [np.random.default_rng(k).normal(size=(200, 100)) for k in range(40)]  # 160 KB
     caplog.set_level(logging.WARNING, logger="labkit.scheduling")
-    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+    with scheduler_of(kind) as s:
         for i in range(12):
             flow = lk.ParallelFlow([helpers.SlowPCA(delay=0.05, output_dim=3)])
             run = flow.train([chunks], scheduler=s, wait=False)

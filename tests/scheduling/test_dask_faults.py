@@ -10,6 +10,8 @@ import labkit as lk
 from labkit.scheduling.connect import scheduler_identity
 from tests import helpers
 
+pytestmark = pytest.mark.soak  # `make soak` runs these again and again
+
 
 @pytest.fixture
 def own_scheduler():

@@ -1,5 +1,7 @@
 """Four threads share one DaskScheduler: training, direct tasks, ensembles, cancels at random.
 
+On every kind of cluster (:mod:`tests.clusters`).
+
 Every operation either gives exactly the serial answer or raises a labkit
 error; nothing hangs; nothing stays open; no task is left on the cluster.
 """
@@ -17,6 +19,7 @@ from sklearn.linear_model import Ridge
 import labkit as lk
 from labkit.ensemble import FoldIndex, Layer, ParallelProcessing
 from tests import helpers
+from tests.clusters import KINDS, scheduler_of
 from tests.flows.cases import X
 
 CHUNKS = [X[i * 50:(i + 1) * 50] for i in range(12)]
@@ -82,7 +85,10 @@ class Worker:
     def train_then_cancel(self):
         flow = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
         run = flow.train([CHUNKS], scheduler=self.s, wait=False)
-        time.sleep(self.random.uniform(0.0, 0.08))
+        if self.random.random() < 0.3:
+            run.result(timeout=120)   # a cancel after the end changes nothing
+        else:
+            time.sleep(self.random.uniform(0.0, 0.08))
         run.cancel()
         try:
             run.result(timeout=120)
@@ -111,11 +117,13 @@ class Worker:
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.timeout(300)
-def test_four_threads_mixing_runs_direct_tasks_ensembles_and_cancels(tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_four_threads_mixing_runs_direct_tasks_ensembles_and_cancels(kind, tmp_path):
     reference = _reference_pca()
     expected_map = ParallelProcessing().map(_layer(), *_ensemble_inputs())
-    with lk.DaskScheduler(n_workers=2) as s:
+    with scheduler_of(kind) as s:
         workers = [Worker(s, seed, str(tmp_path), reference, expected_map)
                    for seed in range(N_THREADS)]
         threads = [threading.Thread(target=w, name=f"stress-{k}") for k, w in enumerate(workers)]

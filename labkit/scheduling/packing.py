@@ -1,0 +1,82 @@
+"""Packs: quick in-process tasks run several to one Dask task, as joblib batches them.
+
+A Dask task costs about a millisecond of scheduler and worker bookkeeping
+(``benchmarks/RESULTS.md``, issue 30).  A labkit task of a few microseconds
+would spend nearly all its time there, so the in-process route measures how
+long each callable's tasks take (:class:`TaskClock`) and, for a group of
+tasks started together, packs enough of them into one Dask task to make it
+last about :data:`PACK_SECONDS`.  Nothing else changes for a packed task: it
+has its own key, reports its own start and records its own outcome as soon
+as it ends; a task whose batch was cancelled before its turn in the pack
+does not run.
+
+Tasks that take long stay one to a Dask task, and a group always makes at
+least :data:`MIN_PACKS` Dask tasks, so the cluster's threads still share it.
+
+Examples
+--------
+>>> clock = TaskClock()
+>>> clock.pack_size("f", 64)          # nothing measured yet: one task a Dask task
+1
+>>> for _ in range(20):
+...     clock.observe("f", 0.00001)
+>>> clock.pack_size("f", 64)          # 10 microseconds a task: as many as a group allows
+16
+>>> clock.observe("slow", 0.5); clock.pack_size("slow", 64)
+1
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+__all__ = ["PACK_SECONDS", "MIN_PACKS", "TaskClock", "clock_key", "run_pack_here"]
+
+#: How long a packed Dask task should last (about five times a Dask task's own cost).
+PACK_SECONDS = 0.005
+#: A group of tasks makes at least this many Dask tasks (to keep every thread busy).
+MIN_PACKS = 4
+_WEIGHT = 0.2  # of each new duration in the moving average
+_MAX_CALLABLES = 256  # remembered; the clock forgets them all beyond that
+
+
+class TaskClock:
+    """A moving average of how long the tasks of each callable take."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[Hashable, float] = {}
+
+    def observe(self, callable_id: Hashable, seconds: float) -> None:
+        """One task of ``callable_id`` took ``seconds`` (any thread; races only blur it)."""
+        mean = self._seconds.get(callable_id)
+        if mean is None and len(self._seconds) >= _MAX_CALLABLES:
+            self._seconds.clear()
+        self._seconds[callable_id] = seconds if mean is None else mean + _WEIGHT * (seconds - mean)
+
+    def pack_size(self, callable_id: Hashable, n_tasks: int) -> int:
+        """How many of ``n_tasks`` tasks of ``callable_id`` to run to one Dask task."""
+        mean = self._seconds.get(callable_id)
+        if mean is None:
+            return 1
+        most = max(1, n_tasks // MIN_PACKS)
+        return max(1, min(most, int(PACK_SECONDS / max(mean, 1e-7))))
+
+
+def clock_key(task_callable) -> int:
+    """What the clock times ``task_callable``'s tasks under: a plain function's tasks
+    under the function (each batch wraps it anew), any other callable's under itself."""
+    return id(getattr(task_callable, "fn", task_callable))
+
+
+def run_pack_here(helds: list, infos: list, keys: list, task_callable, topic, offload) -> None:
+    """Run the tasks of one pack in turn, each as :func:`~.task.run_task_here` would.
+
+    A task whose batch no longer holds it open (a cancel) is passed over.
+    """
+    from .reference import unwrap
+    from .task import run_task_here
+
+    for held, info, key in zip(helds, infos, keys):
+        here: Any = unwrap(held)
+        if here.is_open():
+            run_task_here(here, info, task_callable, topic, offload=offload, key=key)
