@@ -75,11 +75,17 @@ class Interval(Rule):
     """
 
     def __init__(
-        self, kind: type, low: float | None = None, high: float | None = None, closed: str = "both"
+        self,
+        kind: type,
+        low: float | None = None,
+        high: float | None = None,
+        closed: str = "both",
+        name: str | None = None,
     ):
         if kind not in (int, float):
             raise TypeError("Interval takes int or float")
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
+        self.name = name  # how the message says it, when not in the words made here
 
     def accepts(self, value: Any) -> bool:
         if isinstance(value, bool):
@@ -96,6 +102,8 @@ class Interval(Rule):
         return bool(low_ok and high_ok)
 
     def describe(self) -> str:
+        if self.name:
+            return self.name
         name = "an int" if self.kind is int else "a number"
         if (
             self.high is None
@@ -115,10 +123,10 @@ class Interval(Rule):
 
 
 class Options(Rule):
-    """One of ``values`` (compared with ``==``)."""
+    """One of ``values`` (compared with ``==``); ``name`` says it in words of its own."""
 
-    def __init__(self, values: Iterable):
-        self.values = tuple(values)
+    def __init__(self, values: Iterable, name: str | None = None):
+        self.values, self.name = tuple(values), name
 
     def accepts(self, value: Any) -> bool:
         try:
@@ -127,7 +135,7 @@ class Options(Rule):
             return False
 
     def describe(self) -> str:
-        return f"one of {', '.join(map(repr, self.values))}"
+        return self.name or f"one of {', '.join(map(repr, self.values))}"
 
 
 class InstanceOf(Rule):

@@ -8,12 +8,12 @@ here (``wait=True``).  See :mod:`labkit.experiments` for the whole picture.
 
 from __future__ import annotations
 
-import numbers
 import time
 import uuid
 import weakref
 from dataclasses import dataclass
 
+from ..constraints import InstanceOf, Interval, Options, Satisfies, check_argument, check_arguments
 from ..errors import InputError, TaskError, require_callable
 from ..events import SweepStarted
 from ..runs import start
@@ -235,15 +235,33 @@ def _check_pickles(fn) -> None:
         ) from None
 
 
-def _int(value, name: str, minimum: int, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise InputError(
-            f"{name} must be an int >= {minimum}{' or None' if allow_none else ''}, got {value!r}",
-            argument=name,
-        )
-    return int(value)
+def _count(low: int) -> Interval:
+    return Interval(int, low, name=f"an int >= {low}")
+
+
+def _non_empty_str(value) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+#: What each argument of :func:`sweep` may be, checked first by
+#: :func:`labkit.constraints.check_arguments`; the rules that depend on the
+#: space or the store come after, in :func:`_check_arguments`.
+SWEEP_CONSTRAINTS = {
+    "trials": [_count(1), None],
+    "metric": [Satisfies(_non_empty_str, "the name of a reported metric (a str)")],
+    "mode": [Options(("min", "max"), "'min' or 'max' (is a lower or higher metric better?)")],
+    "seed": [_count(0), None],
+    "wait": [Options((True, False), "True or False")],
+    "resume": [Options((True, False), "True or False")],
+    "max_failures": [_count(0)],
+    "max_concurrent": [_count(1), None],
+    "workers_per_trial": [_count(1)],
+    "scheduler": [
+        InstanceOf("labkit.scheduling.Scheduler", "an lk.DaskScheduler or an lk.LocalScheduler"),
+        None,
+    ],
+    "name": [Satisfies(_non_empty_str, "a non-empty str"), None],
+}
 
 
 def _check_arguments(
@@ -261,9 +279,23 @@ def _check_arguments(
     scheduler,
     name,
 ) -> dict:
-    """Every argument checked, in the order a reader meets them; labkit errors naming each."""
+    """Every argument checked: the declared rules, then those that depend on the space."""
+    check_arguments(
+        SWEEP_CONSTRAINTS,
+        "lk.sweep",
+        trials=trials,
+        metric=metric,
+        mode=mode,
+        seed=seed,
+        wait=wait,
+        resume=resume,
+        max_failures=max_failures,
+        max_concurrent=max_concurrent,
+        workers_per_trial=workers_per_trial,
+        scheduler=scheduler,
+        name=name,
+    )
     space = Space.of(space)
-    _int(trials, "trials", 1, allow_none=True)
     if trials is None and space.size is None and not resume:
         raise InputError(
             "trials= is needed for a random space (how many configurations to try)",
@@ -274,35 +306,9 @@ def _check_arguments(
             f"trials={trials} but the list holds {space.size} configurations", argument="trials"
         )
     space.check_pickles()
-    if not isinstance(metric, str) or not metric:
-        raise InputError(
-            f"metric must be the name of a reported metric, got {metric!r}", argument="metric"
-        )
-    if mode not in ("min", "max"):
-        raise InputError(
-            f"mode must be 'min' or 'max' (is a lower or higher {metric} better?), got {mode!r}",
-            argument="mode",
-        )
-    _int(seed, "seed", 0, allow_none=True)
     check_rule(early_stop)
-    for flag, value in (("wait", wait), ("resume", resume)):
-        if not isinstance(value, bool):
-            raise InputError(f"{flag} must be True or False, got {value!r}", argument=flag)
-    _int(max_failures, "max_failures", 0)
-    _int(max_concurrent, "max_concurrent", 1, allow_none=True)
-    _int(workers_per_trial, "workers_per_trial", 1)
-    from ..scheduling import Scheduler
-
-    if scheduler is not None and not isinstance(scheduler, Scheduler):
-        raise InputError(
-            f"scheduler must be an lk.DaskScheduler, an lk.LocalScheduler or None, "
-            f"got {type(scheduler).__name__} {scheduler!r:.60}",
-            argument="scheduler",
-        )
     if scheduler is not None and scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise InputError(f"name must be a non-empty str, got {name!r}", argument="name")
     return {
         "space": space,
         "max_failures": max_failures,
@@ -518,7 +524,7 @@ class LiveSweep:
 
     def add(self, n: int) -> list[int]:
         """Add ``n`` trials to the running sweep; their ids."""
-        _int(n, "n", 1)
+        check_argument("n", n, [_count(1)], "add")
         return self._engine.add_trials(n)
 
     def result(self) -> SweepResult:
