@@ -178,12 +178,19 @@ class Callable(Rule):
 
 
 class HasMethods(Rule):
-    """An object with the methods ``names`` (say a result container's ``add_result``)."""
+    """An object with the methods ``names`` (say a result container's ``add_result``).
+
+    A class is refused: its methods are there, unbound, and the mistake of passing
+    ``lk.OrderedResultContainer`` for ``lk.OrderedResultContainer()`` would surface
+    only when the first method is called.
+    """
 
     def __init__(self, names: Iterable[str], name: str | None = None):
         self.names, self.name = tuple(names), name
 
     def accepts(self, value: Any) -> bool:
+        if isinstance(value, type):
+            return False
         return all(callable(getattr(value, method, None)) for method in self.names)
 
     def describe(self) -> str:

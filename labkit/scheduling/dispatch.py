@@ -12,7 +12,7 @@ Examples
 Routes are tried in order; the first that takes a chunk sends it::
 
     with DaskScheduler(mode="threads") as s:
-        s.route("reference")        # <reference route>
+        s.route("in-process")       # <InProcessRoute 'in-process'>
 """
 
 from __future__ import annotations

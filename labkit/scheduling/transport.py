@@ -50,6 +50,7 @@ __all__ = [
     "RouteContext",
     "PASS",
     "register",
+    "unregister",
     "route_classes",
     "open_routes",
     "task_key",
@@ -145,6 +146,11 @@ def register(cls: type[Transport]) -> type[Transport]:
         raise TypeError(f"{cls.__name__} needs a name to be registered")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def unregister(name: str) -> None:
+    """Take the route called ``name`` out of the registry (a route of your own, say)."""
+    _REGISTRY.pop(name, None)
 
 
 def route_classes(traits: ClusterTraits) -> list[type[Transport]]:
