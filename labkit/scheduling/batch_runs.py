@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from ..errors import CancelledError
 from ..events import RunFinished, RunStarted
@@ -46,7 +47,7 @@ class BatchRun:
         if self.current is not None:
             return None
         self.current = f"tasks-{uuid.uuid4().hex[:8]}"
-        detail = {"name": self.name}
+        detail: dict[str, Any] = {"name": self.name}
         if self.total is not None:
             detail["total"] = self.total
         self.scheduler.emit(RunStarted(self.current, "tasks", 1, detail=detail))

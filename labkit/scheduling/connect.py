@@ -181,7 +181,7 @@ def connect(address: str, timeout=None):
         ) from exc
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException | None) -> str:
     """The most telling words of the chain: 'Connection refused' rather than 'Timed out'."""
     chain, seen = [], set()
     while exc is not None and id(exc) not in seen:

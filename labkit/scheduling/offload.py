@@ -30,6 +30,7 @@ import itertools
 import logging
 import os
 import threading
+from typing import Any
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -45,7 +46,7 @@ logger = logging.getLogger("labkit.scheduling")
 
 _POOLS: dict[str, "OffloadPool"] = {}  # token -> pool; tasks name their pool by token
 _tokens = itertools.count()
-_CALLABLES: dict[int, object] = {}  # in a pool process: callable token -> callable
+_CALLABLES: dict[int, Any] = {}  # in a pool process: callable token -> callable
 
 
 class OffloadPool:
@@ -186,6 +187,6 @@ def _run_there(token: int, blob: bytes, data, info, worker: str):
     if task_callable is None:
         if len(_CALLABLES) > 64:
             _CALLABLES.clear()
-        task_callable = _CALLABLES[token] = cloudpickle.loads(blob)
+        task_callable = _CALLABLES[token] = cloudpickle.loads(blob)  # a TaskCallable
     # cloudpickle: a node class defined in a notebook lives in no module here
     return cloudpickle.dumps(run_task(task_callable, data, info, worker=worker))

@@ -32,13 +32,14 @@ __all__ = ["dumps", "pickling_cause", "root_cause"]
 def root_cause(exc: BaseException) -> BaseException:
     """The innermost cause: Dask wraps a pickling error in its own TypeError."""
     seen = set()
-    while (exc.__cause__ or exc.__context__) is not None and id(exc) not in seen:
+    inner = exc.__cause__ or exc.__context__
+    while inner is not None and id(exc) not in seen:
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc, inner = inner, inner.__cause__ or inner.__context__
     return exc
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def _chain(exc: BaseException | None) -> list[BaseException]:
     """``exc`` and its causes, outermost first."""
     chain, seen = [], set()
     while exc is not None and id(exc) not in seen:

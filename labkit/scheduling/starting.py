@@ -13,7 +13,7 @@ as open, and the error names its chunk.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ..errors import InputError, LabkitError, SchedulerError, pulled
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
@@ -51,6 +51,22 @@ class OpenTask:
 
 class StartsTasks:
     """``add_task`` and ``add_tasks`` of a batch (see the module docstring)."""
+
+    # What a Batch holds (see batch.py), declared for the type checker.
+    scheduler: Any
+    window: Any
+    as_run: Any
+    _share: Any
+    _error: BaseException | None
+    _submitted: int
+    _next_chunk: int
+    _callable: TaskCallable | None
+    _shipped: Any
+    _template: TaskInfo
+    _ship_lock: Any
+    _drop: Callable[[OpenTask], Any]
+    _check_open: Callable[[], None]
+    _raise_pending: Callable[[], None]
 
     def add_task(
         self,
@@ -177,7 +193,8 @@ class StartsTasks:
                 self._template = dataclasses.replace(
                     self._template, run=run, node_name=self.as_run.name
                 )
-        entry = OpenTask(self._next_info(info), self, self._callable, self._shipped, nbytes)
+        batch = cast("Batch", self)  # the mixin is only ever a Batch
+        entry = OpenTask(self._next_info(info), batch, self._callable, self._shipped, nbytes)
         with window.lock:
             window.open(self._share, entry.info.task, entry, nbytes)
             self._submitted += 1

@@ -235,7 +235,7 @@ def _ensure_environment(task_callable: TaskCallable) -> None:
     with _env_lock:
         if getattr(task_callable, "_labkit_env_ready", None) != _PROCESS:
             task_callable.setup_environment()
-            task_callable._labkit_env_ready = _PROCESS
+            setattr(task_callable, "_labkit_env_ready", _PROCESS)
 
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float, key=None) -> None:
