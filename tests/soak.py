@@ -48,8 +48,15 @@ def one_round(k: int, folder: str, pytest_args: list[str]) -> tuple[dict[str, st
         sys.stdout.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise SystemExit(f"round {k}: pytest wrote no report (exit {proc.returncode})")
     found = outcomes_of(report)
-    if "failed" in found.values():
-        sys.stdout.write(proc.stdout[-6000:])
+    if "failed" in found.values():  # the whole output kept, to read why
+        kept = os.path.join(ROOT, "test-artifacts", f"soak-round-{k}.log")
+        with open(kept, "w") as f:
+            f.write(proc.stdout + proc.stderr)
+        print(f"round {k}: failures; the output is in {kept}")
+        for case in ET.parse(report).getroot().iter("testcase"):
+            for child in case:
+                if child.tag in ("failure", "error"):
+                    print(f"  {case.get('name')}: {(child.get('message') or '')[:500]}")
     return found, seconds
 
 
@@ -60,6 +67,7 @@ def main(argv=None) -> int:
     passed: collections.Counter = collections.Counter()
     ran: collections.Counter = collections.Counter()
     rounds = []
+    os.makedirs(os.path.join(ROOT, "test-artifacts"), exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="labkit-soak-") as folder:
         for k in range(1, args.times + 1):
             found, seconds = one_round(k, folder, pytest_args)

@@ -43,3 +43,38 @@ def test_mypy_with_the_projects_settings_catches_a_type_error(tmp_path):
     out = _run(mypy, "--config-file", os.path.join(ROOT, "pyproject.toml"), str(bad),
                cwd=tmp_path)
     assert out.returncode != 0 and "Incompatible return value" in out.stdout, out.stdout
+
+
+def test_the_coverage_figure_reads_a_run_and_names_the_modules_it_barely_reached(tmp_path):
+    data = tmp_path / "coverage.data"
+    script = tmp_path / "touch.py"
+    script.write_text("import labkit.constraints as c\nc.check_argument('n', 3, [c.POSITIVE_INT])\n")
+    ran = _run(sys.executable, "-m", "coverage", "run", f"--data-file={data}",
+               "--source=labkit", str(script))
+    assert ran.returncode == 0, ran.stderr
+    shown = _run(sys.executable, os.path.join(ROOT, "tests", "coverage_figure.py"),
+                 f"--data-file={data}", "--below", "101")
+    assert shown.returncode == 0, shown.stderr
+    figure = float(shown.stdout.split("by the tests: ")[1].split("%")[0])
+    assert 0 < figure < 50                      # one module imported, a few lines run
+    assert "labkit/constraints.py" in shown.stdout.split("modules under 101%:")[1]
+    assert "labkit/scheduling" in shown.stdout   # each package has its line
+
+
+def test_the_soak_tally_reads_each_tests_outcome_from_junit_xml(tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    try:
+        import soak
+    finally:
+        sys.path.pop(0)
+    report = tmp_path / "round.xml"
+    report.write_text(
+        '<testsuites><testsuite>'
+        '<testcase classname="tests.a" name="test_ok"/>'
+        '<testcase classname="tests.a" name="test_bad"><failure message="boom"/></testcase>'
+        '<testcase classname="tests.b" name="test_skip"><skipped/></testcase>'
+        '</testsuite></testsuites>'
+    )
+    assert soak.outcomes_of(str(report)) == {
+        "tests.a::test_ok": "passed", "tests.a::test_bad": "failed", "tests.b::test_skip": "skipped"
+    }
