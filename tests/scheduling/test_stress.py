@@ -136,8 +136,17 @@ def test_four_threads_mixing_runs_direct_tasks_ensembles_and_cancels(kind, tmp_p
         assert problems == []
         outcomes = sum((w.outcomes for w in workers), collections.Counter())
         assert sum(outcomes.values()) == N_THREADS * N_OPS
-        for op in OPS:                               # every kind of work succeeded sometimes
-            assert outcomes[op, "ok"] > 0, (op, outcomes)
+        # Every kind of work succeeded sometimes.  A cancel-after-train may always lose the
+        # race to another thread's s.cancel(): its late cancel is checked alone, below.
+        for op in OPS:
+            if op != "train_then_cancel":
+                assert outcomes[op, "ok"] > 0, (op, outcomes)
+        late = lk.ParallelFlow([lk.nodes.PCA(output_dim=3)])
+        run = late.train([CHUNKS], scheduler=s, wait=False)
+        run.result(timeout=120)
+        run.cancel()                                 # after the end: changes nothing
+        run.result(timeout=1)
+        helpers.assert_nodes_equal(reference, late[0])
         assert sum(n for (op, how), n in outcomes.items() if how == "CancelledError") > 0
         assert s.total_open_tasks == 0 and s.n_open_tasks == 0
         workers = threads = None
