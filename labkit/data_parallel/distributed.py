@@ -50,6 +50,7 @@ from ..scheduling.connect import on_loopback, scheduler_identity
 from ..scheduling.pickling import dumps
 from . import rank_tasks as w
 from .interfaces import check_reach
+from .split import row_weights
 
 __all__ = ["DaskReplicaGroup"]
 
@@ -470,14 +471,9 @@ class DaskReplicaGroup:
             for r in ranks
         ]
         results = self._run(futures, "evaluation", ranks=ranks)
-        total = sum(counts)
+        weights = {key: row_weights(counts, key == "loss" and self.sum_loss) for key in results[0]}
         return {
-            key: float(
-                sum(
-                    (1.0 if key == "loss" and self.sum_loss else counts[r] / total) * res[key]
-                    for r, res in zip(ranks, results)
-                )
-            )
+            key: float(sum(weights[key][r] * res[key] for r, res in zip(ranks, results)))
             for key in results[0]
         }
 

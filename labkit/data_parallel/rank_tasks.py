@@ -30,6 +30,7 @@ from .interfaces import binding, bound
 from .plan import EpochPlan
 from .rank import RANKS, Rank, rank_error, train_step
 from .reports import ReportStream, StepReport
+from .split import row_weights
 
 __all__ = [
     "free_port",
@@ -462,6 +463,7 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
     stream = _stream(rank, spec.get("topic"), spec["run"])
     started, done, skipped = time.perf_counter(), 0, 0
     for step, x, y, key, counts in source.steps(spec, rank):
+        weights = row_weights(counts)
         weight = 1.0 if rank.sum_loss else len(x) / max(sum(counts), 1)
         try:
             outcome = _step(
@@ -473,7 +475,7 @@ def run_epoch(gid, rank_no, spec, xs=(), ys=(), after=None):
                 spec["epoch"],
                 step,
                 spec["policy"],
-                [c / max(sum(counts), 1) for c in counts],
+                weights,
                 stream,
             )
         except Exception as exc:  # the step's own error, or a collective's (a peer is gone)

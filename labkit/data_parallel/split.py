@@ -22,7 +22,7 @@ from numbers import Real
 
 from ..errors import InputError
 
-__all__ = ["split_batch", "check_work_load", "shares", "normalised"]
+__all__ = ["split_batch", "check_work_load", "shares", "normalised", "row_weights"]
 
 
 def check_work_load(work_load, n_devices: int | None = None, devices=None) -> list[float]:
@@ -58,6 +58,21 @@ def normalised(work_load) -> list[float]:
         work_load = [w / top for w in work_load]
         total = sum(work_load)
     return [w / total for w in work_load]
+
+
+def row_weights(counts, summed: bool = False) -> list[float]:
+    """Each replica's weight in a mean over the whole batch: its share of the rows.
+
+    With ``summed`` (the loss is a sum over rows, not a mean) every weight is 1.
+    The one rule for gradients, evaluation and the ranks' steps alike.
+
+    >>> row_weights([3, 1]), row_weights([3, 1], summed=True), row_weights([0, 0])
+    ([0.75, 0.25], [1.0, 1.0], [0.0, 0.0])
+    """
+    if summed:
+        return [1.0] * len(counts)
+    total = max(sum(counts), 1)
+    return [c / total for c in counts]
 
 
 def shares(batch_size: int, work_load) -> list[int]:

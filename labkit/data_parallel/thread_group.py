@@ -26,6 +26,7 @@ from .parallel_apply import ReplicaThreads
 from .reduce import BatchNormJoin, GradientReducer, average_buffers
 from .replicate import broadcast, replicate
 from .reports import StepReport
+from .split import row_weights
 
 __all__ = ["ThreadGroup"]
 
@@ -203,10 +204,7 @@ class ThreadGroup:
 
     def _weights(self, counts: list[int]) -> list[float]:
         """Gradient weights: each replica's share of the rows (1 for a summed loss)."""
-        if self.sum_loss:
-            return [1.0] * len(counts)
-        total = sum(counts)
-        return [c / total for c in counts]
+        return row_weights(counts, self.sum_loss)
 
     @torch.no_grad()
     def _undo(self, before: list[torch.Tensor]) -> None:
