@@ -116,6 +116,15 @@ class Worker:
         self.s.cancel()
 
 
+def _who_holds(s, keys) -> dict:
+    """For a failure's message: each key's state, who wants it and what depends on it."""
+    def look(dask_scheduler, keys=keys):
+        tasks = {str(k): t for k, t in dask_scheduler.tasks.items()}
+        return {k: (tasks[k].state, sorted(str(c) for c in tasks[k].who_wants),
+                    sorted(str(d.key) for d in tasks[k].dependents)) for k in keys if k in tasks}
+    return s.client.run_on_scheduler(look)
+
+
 @pytest.mark.slow
 @pytest.mark.soak
 @pytest.mark.timeout(300)
@@ -151,11 +160,11 @@ def test_four_threads_mixing_runs_direct_tasks_ensembles_and_cancels(kind, tmp_p
         assert s.total_open_tasks == 0 and s.n_open_tasks == 0
         workers = threads = None
         gc.collect()                                 # the threads' batches and their futures
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30  # a loaded machine releases keys late
         left = s.client.run_on_scheduler(lambda dask_scheduler: sorted(map(str, dask_scheduler.tasks)))
         while left and time.monotonic() < deadline:
             time.sleep(0.2)
             gc.collect()
             left = s.client.run_on_scheduler(lambda dask_scheduler: sorted(map(str, dask_scheduler.tasks)))
-        assert left == [], f"task keys left on the Dask scheduler: {left[:5]}"
+        assert left == [], f"task keys left on the Dask scheduler: {_who_holds(s, left[:5])}"
     assert list(tmp_path.iterdir()) == []           # every ensemble cache removed
