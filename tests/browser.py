@@ -26,36 +26,12 @@ def chromium():
     from tests.system import require
     require("chromium")
     from playwright.sync_api import sync_playwright
-    with untraced(), sync_playwright() as p:
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
             yield browser
         finally:
             browser.close()
-
-
-@contextlib.contextmanager
-def untraced():
-    """Coverage paused (when ``make test`` runs under it) while a browser is driven.
-
-    The tracer slows every call of this process, Playwright's included; on two
-    cores that doubled the lag the browser tests record.  The notebooks and
-    boards run in other processes, which coverage does not count anyway.
-    """
-    try:
-        import coverage
-    except ImportError:
-        yield
-        return
-    running = coverage.Coverage.current()
-    if running is None:
-        yield
-        return
-    running.stop()
-    try:
-        yield
-    finally:
-        running.start()
 
 
 def screenshot(page, name: str) -> str:
