@@ -29,6 +29,7 @@ import time
 from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
 from .dask_adapter import scheduler_identity
+from .pickling import cause_chain
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -183,12 +184,7 @@ def connect(address: str, timeout=None):
 
 def _reason(exc: BaseException | None) -> str:
     """The most telling words of the chain: 'Connection refused' rather than 'Timed out'."""
-    chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        chain.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    for err in reversed(chain):  # innermost first
+    for err in reversed(cause_chain(exc)):  # innermost first
         if isinstance(err, ConnectionError) and str(err):
             return f"{type(err).__name__}: {err}"
     return "no answer"

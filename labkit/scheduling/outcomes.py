@@ -75,15 +75,12 @@ class Outcomes:
 
     def watch(self, futures: list) -> None:
         """Look now and then at the futures of expected tasks not delivered yet."""
-        with self._lock:
-            for future in futures:
-                if future.key in self._entries:
-                    self._watched[future.key] = future
+        self.watch_keys([(future.key, future) for future in futures])
 
-    def watch_pack(self, future, keys: list) -> None:
-        """Look now and then at ``future``, the one Dask task of the expected ``keys``."""
+    def watch_keys(self, pairs: list) -> None:
+        """Watch ``[(key, future), ...]``: the tasks of a pack share one future."""
         with self._lock:
-            for key in keys:
+            for key, future in pairs:
                 if key in self._entries:
                     self._watched[key] = future
 

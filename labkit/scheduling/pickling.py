@@ -26,7 +26,7 @@ import cloudpickle
 
 from ..errors import InputError
 
-__all__ = ["dumps", "pickling_cause", "root_cause"]
+__all__ = ["dumps", "pickling_cause", "root_cause", "cause_chain"]
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -39,7 +39,7 @@ def root_cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _chain(exc: BaseException | None) -> list[BaseException]:
+def cause_chain(exc: BaseException | None) -> list[BaseException]:
     """``exc`` and its causes, outermost first."""
     chain, seen = [], set()
     while exc is not None and id(exc) not in seen:
@@ -56,7 +56,7 @@ def pickling_cause(exc: BaseException) -> BaseException | None:
     pickle, then cloudpickle, and it is cloudpickle's complaint (raised last,
     so outermost) that names the real obstacle, a lock rather than a lambda.
     """
-    chain = _chain(exc)
+    chain = cause_chain(exc)
     for err in chain:
         if isinstance(err, pickle.PicklingError) or re.search(
             r"(?i)(can't|cannot) pickle", str(err)

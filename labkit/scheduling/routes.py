@@ -152,8 +152,9 @@ class InProcessRoute(Transport):
             key=[f"{keys[span][0]}-pack" for span in spans],
             pure=False,
         )
-        for pack, span in zip(packs, spans):
-            self.context.outcomes.watch_pack(pack, keys[span])
+        self.context.outcomes.watch_keys(
+            [(key, pack) for pack, span in zip(packs, spans) for key in keys[span]]
+        )
         return [pack for pack, span in zip(packs, spans) for _ in keys[span]]
 
     def release(self, entry, outcome=None) -> None:
