@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test soak bench docs clean
+.PHONY: demo test soak soak-loaded bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,10 @@ test: $(VENV)/.test
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
 soak: $(VENV)/.test
 	$(BIN)/python tests/soak.py --times 10
+
+# The same, with two busy-looping processes beside it: the tests must hold on a loaded machine.
+soak-loaded: $(VENV)/.test
+	$(BIN)/python tests/soak.py --times 10 --busy 2
 
 # The API reference (docs/) from the docstrings, warnings as errors, into docs/_build/html.
 # torch and the views' libraries are installed so that every module imports.

@@ -5,6 +5,10 @@ the tests marked ``soak``, one after another, each in a fresh process.  It
 prints, for every test, how many rounds it passed, writes the tally to
 ``test-artifacts/soak.json`` and exits non-zero if any round failed a test.
 
+``--busy N`` runs N busy-looping processes beside the rounds (``make soak-loaded``
+uses two), so the tests are shown to hold on a loaded machine; they end with the
+soak, and with this process if it is killed (``PR_SET_PDEATHSIG``).
+
 Further arguments go to pytest, e.g. ``python tests/soak.py --times 3 -k stress``.
 """
 
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import subprocess
@@ -34,6 +39,31 @@ def outcomes_of(junit_xml: str) -> dict[str, str]:
             else "passed"
         )
     return found
+
+
+#: What a busy process runs: it asks the kernel to kill it when its parent dies, checks
+#: that the parent is still the one that started it, then spins one core.
+_SPIN = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]): sys.exit(0)\n"
+    "while True: pass\n"
+)
+
+
+@contextlib.contextmanager
+def busy(n: int):
+    """Run ``n`` processes that each keep a core busy, for the duration of the block.
+
+    >>> with busy(2) as pids: ...   # two cores' worth of competing load
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid())]) for _ in range(n)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
 
 
 def one_round(k: int, folder: str, pytest_args: list[str]) -> tuple[dict[str, str], float]:
@@ -63,12 +93,16 @@ def one_round(k: int, folder: str, pytest_args: list[str]) -> tuple[dict[str, st
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=int, default=10, help="rounds (10)")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="busy-looping processes beside the rounds (0)")
     args, pytest_args = parser.parse_known_args(argv)
     passed: collections.Counter = collections.Counter()
     ran: collections.Counter = collections.Counter()
     rounds = []
     os.makedirs(os.path.join(ROOT, "test-artifacts"), exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="labkit-soak-") as folder:
+    if args.busy:
+        print(f"{args.busy} busy-looping processes run beside the rounds", flush=True)
+    with tempfile.TemporaryDirectory(prefix="labkit-soak-") as folder, busy(args.busy):
         for k in range(1, args.times + 1):
             found, seconds = one_round(k, folder, pytest_args)
             for name, how in found.items():
@@ -83,7 +117,7 @@ def main(argv=None) -> int:
         print(f"{passed[name]:>4}/{ran[name]:<3}  {name}")
     os.makedirs(os.path.join(ROOT, "test-artifacts"), exist_ok=True)
     with open(os.path.join(ROOT, "test-artifacts", "soak.json"), "w") as f:
-        json.dump({"times": args.times, "passed": dict(passed), "ran": dict(ran),
+        json.dump({"times": args.times, "busy": args.busy, "passed": dict(passed), "ran": dict(ran),
                    "rounds": rounds}, f, indent=1)
     return 0 if all(passed[n] == ran[n] for n in ran) else 1
 

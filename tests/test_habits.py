@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -78,3 +79,41 @@ def test_the_soak_tally_reads_each_tests_outcome_from_junit_xml(tmp_path):
     assert soak.outcomes_of(str(report)) == {
         "tests.a::test_ok": "passed", "tests.a::test_bad": "failed", "tests.b::test_skip": "skipped"
     }
+
+
+def test_the_soaks_busy_processes_spin_and_end_with_the_block():
+    import psutil
+
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    try:
+        import soak
+    finally:
+        sys.path.pop(0)
+    with soak.busy(2) as pids:
+        procs = [psutil.Process(pid) for pid in pids]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all(p.cpu_times().user > 0.05 for p in procs):
+            time.sleep(0.05)
+        assert all(p.is_running() and p.cpu_times().user > 0.05 for p in procs)
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"
+                   for pid in pids)
+
+
+def test_the_soaks_busy_processes_end_when_the_soak_is_killed():
+    import psutil
+
+    code = ("import sys, time; sys.path.insert(0, 'tests'); import soak\n"
+            "with soak.busy(1) as pids:\n    print(pids[0], flush=True)\n    time.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert psutil.pid_exists(child)
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and psutil.pid_exists(child):
+        time.sleep(0.05)
+    assert not psutil.pid_exists(child)
