@@ -176,6 +176,7 @@ class EpochRunner:
             xs = ys = ()
             if self.blocks is not None:
                 mine["mine"], xs, ys = self.blocks.of_rank(spec["ranks"], r)
+                mine["keys"] = self.blocks.keys_of(mine["mine"])
             future = group._submit(r, w.run_epoch, group._gid, r, mine, xs, ys)
             future.add_done_callback(lambda f: group.inbox.put(("ended", f.key)))
             futures.append(future)
@@ -372,6 +373,7 @@ class EpochRunner:
             xs = ys = ()
             if self.blocks is not None:
                 mine["mine"], xs, ys = self.blocks.of_rank(spec["ranks"], r)
+                mine["keys"] = self.blocks.keys_of(mine["mine"])
             futures.append(group._submit(r, w.evaluate_rows, group._gid, r, mine, metrics, xs, ys))
         results = group._run(futures, "evaluation")
         rows = sum(res["rows"] for res in results)

@@ -480,10 +480,16 @@ class DaskReplicaGroup:
     def evaluate_source(self, source, metrics=None) -> dict:
         """Mean loss and metrics over every row of data on the workers."""
         __tracebackhide__ = True
-        from .dask_epochs import epoch_runner
+        from .dask_epochs import EpochRunner
 
         self.check_open()
-        return epoch_runner(self, source).evaluate(dict(metrics or {}))
+        # a runner of its own: a fit's validation leaves the fit's blocks placed, and
+        # the blocks placed for this evaluation go as soon as it ends
+        runner = EpochRunner(self, source)
+        try:
+            return runner.evaluate(dict(metrics or {}))
+        finally:
+            runner.release()
 
     def set_monitors(self, monitors: list) -> None:
         """Run ``monitors`` on every rank after its backward (on the workers)."""

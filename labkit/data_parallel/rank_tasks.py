@@ -323,23 +323,36 @@ class _Rows(_Planned):
         return self.x.index_select(0, local), self.y.index_select(0, local)
 
 
+#: Inputs a rank keeps between tasks: a fit's training data and its validation data.
+KEPT_INPUTS = 2
+
+
+def _kept(rank: Rank, key: tuple, make):
+    """``rank.data[key]``, made by ``make()`` when missing; the least recently used goes.
+
+    ``key`` names the data itself (the Dask keys of the blocks, a dataset's id),
+    never only its place (block numbers): other arrays chunked alike are other data.
+    """
+    value = rank.data.pop(key, None)
+    if value is None:
+        value = make()
+    rank.data[key] = value  # the newest last
+    while len(rank.data) > KEPT_INPUTS:
+        rank.data.pop(next(iter(rank.data)))
+    return value
+
+
 def _rows_of(rank: Rank, spec: dict, xs, ys) -> _Rows:
-    key = ("blocks", tuple(spec["mine"]))
-    rows = rank.data.get(key)
-    if rows is None:
-        rank.data = {k: v for k, v in rank.data.items() if k[0] != "blocks"}  # one set kept
-        starts = [spec["table"][b][0] for b in spec["mine"]]
-        rows = rank.data[key] = _Rows(starts, xs, ys)
-    return rows
+    """This rank's rows of ``spec``'s blocks, kept by their Dask keys and row starts."""
+    starts = [spec["table"][b][0] for b in spec["mine"]]
+    key = ("blocks", tuple(spec.get("keys", ())), tuple(starts))
+    return _kept(rank, key, lambda: _Rows(starts, xs, ys))
 
 
 def _dataset_of(rank: Rank, spec: dict):
     """What ``spec``'s ``make_dataset`` made on this worker (made once, then kept)."""
     key = ("dataset", spec["dataset_id"])
-    made = rank.data.get(key)
-    if made is None:
-        made = rank.data[key] = _made(cloudpickle.loads(spec["dataset"])())
-    return made
+    return _kept(rank, key, lambda: _made(cloudpickle.loads(spec["dataset"])()))
 
 
 def _made(obj):

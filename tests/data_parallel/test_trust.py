@@ -1,0 +1,99 @@
+"""What a user can trust of a trainer on Dask worker processes (issue 38).
+
+Data a call is given is the data it uses (a worker keys what it keeps by the
+Dask keys, never by block numbers alone); one call of a trainer at a time;
+a lost worker ends in a labkit error or a recovery, never a hang; nothing of
+a group is left on the scheduler; batches count from 1 wherever named.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import labkit as lk
+from labkit.data_parallel import DataParallelTrainer
+
+da = pytest.importorskip("dask.array")
+
+MSE = nn.functional.mse_loss
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """Two worker processes of their own (module-wide: starting them takes seconds)."""
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        s.client.wait_for_workers(2, timeout=180)
+        yield s
+
+
+def linear(seed=0):
+    torch.manual_seed(seed)
+    return nn.Linear(4, 1)
+
+
+def arrays(seed, scale=1.0, rows=256, chunks=64):
+    """``(X, y)`` as numpy and as Dask arrays chunked by ``chunks`` rows."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 4)).astype(np.float32)
+    y = (scale * rng.standard_normal((rows, 1))).astype(np.float32)
+    return x, y, da.from_array(x, chunks=(chunks, 4)), da.from_array(y, chunks=(chunks, 1))
+
+
+def loss_of(model, x, y) -> float:
+    """The mean squared error of ``model`` on every row, here."""
+    with torch.no_grad():
+        return float(MSE(model(torch.from_numpy(x)), torch.from_numpy(y)))
+
+
+def frozen(scheduler):
+    """A trainer that does not learn (lr 0): every loss is the model's on the data given."""
+    model = linear()
+    return DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.0),
+                               scheduler=scheduler), linear()
+
+
+# ------------------------------------------------------------ data a call is given, used
+
+def test_a_second_fit_on_other_arrays_chunked_alike_trains_on_them(processes):
+    x1, y1, X1, Y1 = arrays(1)
+    x2, y2, X2, Y2 = arrays(2, scale=100.0)
+    t, model = frozen(processes)
+    with t:
+        first = t.fit((X1, Y1), batch_size=64)
+        second = t.fit((X2, Y2), batch_size=64)
+        third = t.fit((X1, Y1), batch_size=64, shuffle=False)
+    assert first[0]["loss"] == pytest.approx(loss_of(model, x1, y1), rel=1e-5)
+    assert second[0]["loss"] == pytest.approx(loss_of(model, x2, y2), rel=1e-5)
+    assert second[0]["loss"] > 1000 * first[0]["loss"]
+    assert third[0]["loss"] == pytest.approx(first[0]["loss"], rel=1e-5)
+
+
+def test_validation_chunked_like_the_training_data_is_evaluated_on_its_own_rows(processes):
+    x, y, X, Y = arrays(3)
+    xv, yv, Xv, Yv = arrays(4, scale=100.0)
+    t, model = frozen(processes)
+    with t:
+        history = t.fit((X, Y), batch_size=64, epochs=2, validation=(Xv, Yv))
+    for record in history:
+        assert record["loss"] == pytest.approx(loss_of(model, x, y), rel=1e-5)
+        assert record["val_loss"] == pytest.approx(loss_of(model, xv, yv), rel=1e-5)
+
+
+def test_evaluate_after_a_fit_reads_the_arrays_it_is_given(processes):
+    x, y, X, Y = arrays(5)
+    xv, yv, Xv, Yv = arrays(6, scale=100.0)
+    x3, y3, X3, Y3 = arrays(7, scale=10.0, rows=200, chunks=(64, 64, 64, 8))
+    t, model = frozen(processes)
+    with t:
+        t.fit((X, Y), batch_size=64)
+        assert t.evaluate((Xv, Yv), batch_size=64)["loss"] == pytest.approx(
+            loss_of(model, xv, yv), rel=1e-5)
+        assert t.evaluate((X, Y), batch_size=64)["loss"] == pytest.approx(
+            loss_of(model, x, y), rel=1e-5)
+        assert t.evaluate((X3, Y3), batch_size=64)["loss"] == pytest.approx(
+            loss_of(model, x3, y3), rel=1e-5)
+        assert t.fit((X3, Y3), batch_size=64)[0]["loss"] == pytest.approx(
+            loss_of(model, x3, y3), rel=1e-5)
