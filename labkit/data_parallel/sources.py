@@ -227,7 +227,7 @@ def as_source(
         and not isinstance(data, BucketBatch)
         and batch_size is not None
     ):
-        return _arrays(data[0], data[1], batch_size, shuffle, seed)
+        return _arrays(data[0], data[1], batch_size, shuffle, seed, what)
     if batch_size is not None:
         raise InputError(
             f"batch_size is for (X, y) arrays or lk.on_workers(...); {what} got "
@@ -238,12 +238,14 @@ def as_source(
     return Batches(data)
 
 
-def _arrays(x, y, batch_size, shuffle, seed):
+def _arrays(x, y, batch_size, shuffle, seed, what: str = "fit"):
     """``(X, y)`` checked: Dask arrays stay where they are, others become tensors here."""
     dask_x, dask_y = _is_dask(x), _is_dask(y)
     if dask_x != dask_y:
         raise InputError("X and y must both be Dask arrays, or neither", argument="y")
     if dask_x:
+        _known_rows(x, "X", what)
+        _known_rows(y, "y", what)
         if x.ndim < 2 or y.ndim < 1:
             raise InputError(
                 f"X must have rows and features (got shape {x.shape}) and y rows "
@@ -261,6 +263,21 @@ def _arrays(x, y, batch_size, shuffle, seed):
             argument="y",
         )
     return LocalArrays(x, y, check_batch_size(batch_size, len(x)), shuffle, seed)
+
+
+def _known_rows(array, name: str, what: str) -> None:
+    """A Dask array whose row blocks have known lengths (``X[mask]`` does not), or a clear error."""
+    import math
+
+    sizes = [n for axis in array.chunks for n in axis]
+    if any(isinstance(n, float) and math.isnan(n) for n in sizes):
+        label = f"the validation's {name}" if what == "validation" else f"{name} given to {what}"
+        raise InputError(
+            f"{label} has blocks of unknown length ({array.ndim} dimensions), as after boolean "
+            f"indexing such as X[mask]: compute them first with {name}.compute_chunk_sizes() "
+            f"(or {name} = {name}.persist() and then {name}.compute_chunk_sizes())",
+            argument=f"validation {name}" if what == "validation" else name,
+        )
 
 
 def _tensor(value, name: str) -> torch.Tensor:

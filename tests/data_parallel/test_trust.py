@@ -97,3 +97,32 @@ def test_evaluate_after_a_fit_reads_the_arrays_it_is_given(processes):
             loss_of(model, x3, y3), rel=1e-5)
         assert t.fit((X3, Y3), batch_size=64)[0]["loss"] == pytest.approx(
             loss_of(model, x3, y3), rel=1e-5)
+
+
+# ------------------------------------------------------------ blocks of unknown length
+
+def _masked(array):
+    """``array[mask]``: the same rows, of unknown block lengths."""
+    return array[da.ones(array.shape[0], chunks=array.chunks[0], dtype=bool)]
+
+
+@pytest.mark.parametrize("which", ["X", "y"])
+@pytest.mark.parametrize("call", ["fit", "evaluate", "validation"])
+def test_arrays_of_unknown_block_lengths_are_refused_naming_them(which, call):
+    _, _, X, Y = arrays(8)
+    bad = (_masked(X), Y) if which == "X" else (X, _masked(Y))
+    model = linear()
+    with DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.1),
+                             devices=["cpu:0", "cpu:1"]) as t:
+        with pytest.raises(lk.InputError) as info:
+            if call == "fit":
+                t.fit(bad, batch_size=64)
+            elif call == "evaluate":
+                t.evaluate(bad, batch_size=64)
+            else:
+                t.fit((X, Y), batch_size=64, validation=bad)
+        assert t.steps == 0   # refused before anything trained
+    err = info.value
+    assert "unknown length" in str(err) and f"{which}.compute_chunk_sizes()" in str(err)
+    assert err.where["argument"] == (which if call != "validation" else f"validation {which}")
+    assert "nan" not in str(err)
