@@ -22,7 +22,7 @@ import uuid
 
 from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError
 from . import rank_tasks as w
-from .reports import StepReport
+from .reports import StepReport, batch_number
 
 __all__ = ["CommandPipe", "IN_FLIGHT", "COMMAND_SECONDS"]
 
@@ -145,7 +145,7 @@ class CommandPipe:
         """The error of a step whose collective failed: a lost worker, or a rank that hung."""
         group = self.group
         step = command[min(min(res["done"] for res in results), len(command) - 1)]
-        where = {"epoch": step.epoch, "batch": step.batch}
+        where = {"epoch": step.epoch, "batch": batch_number(step.batch)}
         lost = [n for n in group.names if n not in group.alive()]
         if lost:
             group._broken = f"a worker was lost during a step ({', '.join(lost)})"

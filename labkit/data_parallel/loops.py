@@ -17,7 +17,7 @@ from ..errors import InputError, LabkitError
 from ..runs import start
 from .bucketing import BucketBatch
 from .guards import check_batch, check_epochs
-from .reports import EpochTally
+from .reports import EpochTally, batch_number
 from .sources import DaskArrays, WorkerDataset, as_source
 
 __all__ = ["EpochLoops", "pair"]
@@ -75,7 +75,8 @@ class EpochLoops:
             ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
             ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
             after a lost worker; ``val_...`` with a validation.  An error names the
-            epoch (from 1) and the batch (its index); the steps before it are kept.
+            epoch and the batch, both from 1 as the board counts them ("epoch 1,
+            batch 1" is the first batch); the steps before it are kept.
         """
         __tracebackhide__ = True
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
@@ -167,7 +168,7 @@ class EpochLoops:
         local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
         sums, rows = {}, 0
         for planned in local.steps(None, self._loads.shares):
-            check_batch(planned.x, planned.y, what="evaluate", batch=planned.batch)
+            check_batch(planned.x, planned.y, what="evaluate", batch=batch_number(planned.batch))
             counts = self._split(len(planned.x), planned.key)
             values = self._group.evaluate(planned.x, planned.y, counts, metrics, planned.key)
             for name, value in values.items():
@@ -233,14 +234,14 @@ def _length(source) -> int | None:
 
 
 def pair(batch, epoch, b):
-    """``(x, y, bucket key)`` of one batch (a pair or a BucketBatch), or a clear error."""
+    """``(x, y, bucket key)`` of batch index ``b`` (a pair or a BucketBatch), or a clear error."""
     if isinstance(batch, BucketBatch):
         return batch.x, batch.y, batch.key
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise InputError(
             f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
             epoch=epoch,
-            batch=b,
+            batch=batch_number(b),
         )
     x, y = batch
     for name, t in (("x", x), ("y", y)):
@@ -250,6 +251,6 @@ def pair(batch, epoch, b):
                 "(convert it with torch.as_tensor)",
                 argument=name,
                 epoch=epoch,
-                batch=b,
+                batch=batch_number(b),
             )
     return x, y, None

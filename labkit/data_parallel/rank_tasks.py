@@ -29,7 +29,7 @@ from .guards import NonFiniteLossError
 from .interfaces import binding, bound
 from .plan import EpochPlan
 from .rank import RANKS, Rank, rank_error, train_step
-from .reports import ReportStream, StepReport
+from .reports import ReportStream, StepReport, batch_number
 from .split import row_weights
 
 __all__ = [
@@ -211,11 +211,11 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
     outcome = train_step(rank, x, y, weight, key, rank.steps)
     wall = time.perf_counter() - started
     if outcome.error is not None:
-        raise outcome.error.locate(epoch=epoch, batch=step)
+        raise outcome.error.locate(epoch=epoch, batch=batch_number(step))
     if outcome.nonfinite and policy == "raise":
         if not np.isfinite(outcome.local_loss):
             raise NonFiniteLossError.of(outcome.local_loss, rank.rank, rank.name).locate(
-                epoch=epoch, batch=step
+                epoch=epoch, batch=batch_number(step)
             )
     stream.add(
         StepReport(

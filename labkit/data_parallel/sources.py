@@ -200,10 +200,12 @@ class Batches:
         from ..errors import pulled
         from .guards import check_batch
         from .loops import pair
+        from .reports import batch_number
 
-        for b, batch in enumerate(pulled(self.batches, "batch", "the batches", epoch=epoch)):
+        batches = pulled(self.batches, "batch", "the batches", first=1, epoch=epoch)
+        for b, batch in enumerate(batches):
             x, y, key = pair(batch, epoch, b)
-            n = check_batch(x, y, what="fit", epoch=epoch, batch=b)
+            n = check_batch(x, y, what="fit", epoch=epoch, batch=batch_number(b))
             yield PlannedStep(x, y, _split(n, shares_of(key)), key, epoch, b)
 
 

@@ -126,3 +126,51 @@ def test_arrays_of_unknown_block_lengths_are_refused_naming_them(which, call):
     assert "unknown length" in str(err) and f"{which}.compute_chunk_sizes()" in str(err)
     assert err.where["argument"] == (which if call != "validation" else f"validation {which}")
     assert "nan" not in str(err)
+
+
+# ------------------------------------------------------------ one numbering of batches
+
+class _FailsOnCall(nn.Module):
+    """A linear model whose ``fail_at``-th training forward (on any replica) raises."""
+
+    def __init__(self, fail_at):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inner, self.fail_at, self.calls = nn.Linear(4, 1), fail_at, 0
+
+    def forward(self, x):
+        if self.training:
+            self.calls += 1
+            if self.calls == self.fail_at:
+                raise ValueError(f"forward call {self.calls}")
+        return self.inner(x)
+
+
+@pytest.mark.parametrize("fail_at, epoch, batch", [(1, 1, 1), (5, 2, 2)])
+@pytest.mark.parametrize("kind", ["threads", "dask-client-fed", "dask-on-workers"])
+def test_an_error_names_epoch_and_batch_as_records_and_board_count_them(
+        processes, kind, fail_at, epoch, batch):
+    x, y, X, Y = arrays(9, rows=96, chunks=16)   # 3 batches of 32 an epoch
+    model = _FailsOnCall(fail_at)
+    where = {"devices": ["cpu:0", "cpu:1"]} if kind == "threads" else {"scheduler": processes}
+    data = ((X, Y), {"batch_size": 32, "shuffle": False}) if kind == "dask-on-workers" else (
+        [(torch.from_numpy(x[i:i + 32]), torch.from_numpy(y[i:i + 32])) for i in (0, 32, 64)],
+        {})
+    events = []
+    with DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.01),
+                             **where) as t:
+        t.subscribe(events.append)
+        with pytest.raises(lk.LabkitError) as info:
+            t.fit(data[0], epochs=3, **data[1])
+    err = info.value
+    assert (err.where["epoch"], err.where["batch"]) == (epoch, batch)
+    assert f"epoch {epoch}, batch {batch}" in str(err)
+    assert "ValueError" in str(err) and f"forward call {fail_at}" in str(err)
+    # the board: epochs from 1 (a phase from 0), batches done in the failing epoch
+    phases = [e.phase for e in events if type(e).__name__ == "PhaseStarted"]
+    finished = {e.info.chunk for e in events
+                if type(e).__name__ == "TaskFinished" and e.info.phase == phases[-1]}
+    assert phases[-1] + 1 == epoch and len(finished) + 1 == batch
+    records = [e.state["record"] for e in events
+               if type(e).__name__ == "PhaseFinished" and e.ok and "record" in (e.state or {})]
+    assert [r["epoch"] for r in records] == list(range(1, epoch))
