@@ -10,17 +10,68 @@ each step comes back as a :class:`~.reports.StepReport`, and the history
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 
 import torch
 
-from ..errors import InputError, LabkitError
+from ..errors import InputError, LabkitError, TrainingError
 from ..runs import start
 from .bucketing import BucketBatch
 from .guards import check_batch, check_epochs
 from .reports import EpochTally, batch_number
 from .sources import DaskArrays, WorkerDataset, as_source
 
-__all__ = ["EpochLoops", "pair"]
+__all__ = ["EpochLoops", "OneCall", "pair"]
+
+
+class OneCall:
+    """The one call a trainer runs at a time (a fit, evaluate, a step...); a second is refused.
+
+    Two calls at once would send two runs' steps into one replica group: on Dask
+    workers their collectives cross (a gloo timeout, a broken group), on threads
+    their autograd graphs do.  So the second call is refused at once, naming the
+    run that holds the trainer.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holder: list | None = None  # [what, since], the same list is the token
+
+    def enter(self, what: str) -> list:
+        """Hold the trainer for ``what``; a token for :meth:`leave`; raises if it is held."""
+        with self._lock:
+            holder = self._holder
+            if holder is not None:
+                raise TrainingError(
+                    f"this trainer is busy with {holder[0]} (for "
+                    f"{time.monotonic() - holder[1]:.1f} s), so it cannot {what} now: a "
+                    "trainer runs one call at a time; wait for that one (run.result()) or "
+                    "cancel it (run.cancel()) first, or use a second trainer",
+                    busy=holder[0],
+                )
+            token = self._holder = [what, time.monotonic()]
+            return token
+
+    def rename(self, token: list, what: str) -> None:
+        """Name what holds the trainer better once known (a fit's run id)."""
+        token[0] = what
+
+    def leave(self, token: list) -> None:
+        """Let go of the trainer, if ``token`` still holds it (idempotent)."""
+        with self._lock:
+            if self._holder is token:
+                self._holder = None
+
+    @contextlib.contextmanager
+    def held(self, what: str):
+        """Hold the trainer for the block's call."""
+        token = self.enter(what)
+        try:
+            yield
+        finally:
+            self.leave(token)
 
 
 class EpochLoops:
@@ -84,8 +135,16 @@ class EpochLoops:
         options = _epoch_options(commit_every, checkpoint, max_failures)
         if validation is not None:  # checked now, not after the first epoch
             validation = _validation(validation, batch_size, metrics)
+        token = self._calls.enter("fit")
 
         def job(scope):
+            self._calls.rename(token, f"fit run {scope.id!r}")
+            try:
+                return fitted(scope)
+            finally:
+                self._calls.leave(token)
+
+        def fitted(scope):
             self._reporter.fit_started(scope.id)
             history = []
             try:
@@ -112,7 +171,11 @@ class EpochLoops:
             "batches": _length(source),
             "devices": list(self.names),
         }
-        return start("fit", [self], job, wait=wait, detail=detail)
+        try:
+            return start("fit", [self], job, wait=wait, detail=detail)
+        except BaseException:  # the job never ran (or ran and left already)
+            self._calls.leave(token)
+            raise
 
     def _epoch(
         self, source, epoch: int, epochs: int, scope, options: dict, validation=None
@@ -146,7 +209,8 @@ class EpochLoops:
         record = tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
         if validation is not None:
             data, size, metrics = validation
-            values = self.evaluate(data, metrics, batch_size=size)
+            source_v = as_source(data, size, False, None, what="validation")
+            values = self._evaluate(source_v, metrics)
             record.update({f"val_{k}": v for k, v in values.items()})
         self._reporter.epoch_finished(record=record)
         return record
@@ -163,6 +227,12 @@ class EpochLoops:
         __tracebackhide__ = True
         source = as_source(data, batch_size, False, None, what="evaluate")
         self._check_open()
+        with self._calls.held("evaluate"):
+            return self._evaluate(source, metrics)
+
+    def _evaluate(self, source, metrics: dict | None = None) -> dict[str, float]:
+        """:meth:`evaluate` of a checked source, in a call that holds the trainer."""
+        __tracebackhide__ = True
         if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
             return self._group.evaluate_source(source, metrics)
         local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source

@@ -174,3 +174,58 @@ def test_an_error_names_epoch_and_batch_as_records_and_board_count_them(
     records = [e.state["record"] for e in events
                if type(e).__name__ == "PhaseFinished" and e.ok and "record" in (e.state or {})]
     assert [r["epoch"] for r in records] == list(range(1, epoch))
+
+
+# ------------------------------------------------------------ one call of a trainer at a time
+
+class _Slow(nn.Module):
+    """A linear model that takes 20 ms a forward: a fit lasts while the test calls."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inner = nn.Linear(4, 1)
+
+    def forward(self, x):
+        import time
+        time.sleep(0.02)
+        return self.inner(x)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["threads", "dask-client-fed", "dask-on-workers"])
+def test_a_second_call_while_a_fit_runs_is_refused_at_once_naming_the_run(processes, kind):
+    import threading
+    import time
+
+    x, y, X, Y = arrays(10, rows=640, chunks=160)
+    batches = [(torch.from_numpy(x[i:i + 32]), torch.from_numpy(y[i:i + 32]))
+               for i in range(0, 640, 32)]
+    data, options = ((X, Y), {"batch_size": 32}) if kind == "dask-on-workers" else (batches, {})
+    where = {"devices": ["cpu:0", "cpu:1"]} if kind == "threads" else {"scheduler": processes}
+    model = _Slow()
+    with DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.01),
+                             **where) as t:
+        stepped = threading.Event()
+        t.subscribe(lambda e: stepped.set() if type(e).__name__ == "TaskFinished" else None)
+        run = t.fit(data, epochs=3, wait=False, **options)
+        assert stepped.wait(60)
+        calls = {
+            "fit": lambda: t.fit(data, **options),
+            "fit-wait-false": lambda: t.fit(data, wait=False, **options),
+            "evaluate": lambda: t.evaluate(data, **options),
+            "step": lambda: t.step(*batches[0]),
+            "load_state_dict": lambda: t.load_state_dict(t.state_dict()),
+        }
+        for name, call in calls.items():
+            started = time.monotonic()
+            with pytest.raises(lk.TrainingError) as info:
+                call()
+            assert time.monotonic() - started < 2.0, name
+            assert run.id in str(info.value) and "busy" in str(info.value), name
+            assert not run.done(), name   # the test is meaningful: the fit still ran
+        history = run.result(120)
+        assert [h["steps"] for h in history] == [20, 20, 20]
+        assert t.steps == 60
+        assert len(t.fit(data, **options)) == 1   # free again once the run ended
+        assert t.evaluate(data, **options)["loss"] >= 0
