@@ -99,7 +99,14 @@ class CommandPipe:
                 )
                 start += count
         for r, part in enumerate(parts):
-            part = self._ship(r, part)
+            try:
+                part = self._ship(r, part)
+            except Exception as exc:  # its worker died, say: a labkit error, located
+                err = group.labkit_error(exc, "step")
+                if err is None:
+                    raise
+                first = command[0]
+                raise err.locate(epoch=first.epoch, batch=batch_number(first.batch)) from exc
             futures.append(
                 group._submit(
                     r,
@@ -120,15 +127,16 @@ class CommandPipe:
         size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
         if size < SCATTER_BYTES:
             return part
-        return self.group._client.scatter(
-            part, workers=[self.group.names[rank]], hash=False, direct=True
-        )
+        return self.group.ship(rank, part)
 
     def _collect(self, futures: list, command: list, done) -> None:
         """Wait for a command on every rank; its reports to ``done``; raise what failed."""
         __tracebackhide__ = True
         group = self.group
-        results = group._run(futures, "step", collective=True)
+        try:
+            results = group._run(futures, "step", collective=True)
+        except LabkitError as err:  # a lost worker, a cancel: at the command's first step
+            raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
         statuses = {res["status"] for res in results}
         reports = [StepReport.from_wire(r) for res in results for r in res["reports"]]
         for report in reports:

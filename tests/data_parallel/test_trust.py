@@ -229,3 +229,115 @@ def test_a_second_call_while_a_fit_runs_is_refused_at_once_naming_the_run(proces
         assert t.steps == 60
         assert len(t.fit(data, **options)) == 1   # free again once the run ended
         assert t.evaluate(data, **options)["loss"] >= 0
+
+
+# ------------------------------------------------------------ nothing left, labkit errors only
+
+def _tasks(client) -> dict:
+    """Every task the scheduler knows now, with its state."""
+    return client.run_on_scheduler(
+        lambda dask_scheduler: {str(k): ts.state for k, ts in dask_scheduler.tasks.items()})
+
+
+def _left(client, before: dict, seconds: float = 30.0) -> dict:
+    """The tasks beyond ``before`` still on the scheduler once they had ``seconds`` to go."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        left = {k: v for k, v in _tasks(client).items() if k not in before}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+class _FailsAt(nn.Module):
+    """Fails its third training forward (a user's error mid-fit)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inner, self.calls = nn.Linear(4, 1), 0
+
+    def forward(self, x):
+        self.calls += self.training
+        if self.training and self.calls == 3:
+            raise ValueError("bad batch")
+        return self.inner(x)
+
+
+@pytest.mark.parametrize("kind", ["dask-client-fed", "dask-on-workers"])
+def test_a_failed_fit_and_close_leave_no_task_on_the_scheduler(processes, kind):
+    client = processes.client
+    x, y, X, Y = arrays(11, rows=256, chunks=64)
+    batches = [(torch.from_numpy(x[i:i + 32]), torch.from_numpy(y[i:i + 32]))
+               for i in range(0, 256, 32)]
+    data, options = ((X, Y), {"batch_size": 32}) if kind == "dask-on-workers" else (batches, {})
+    before = _tasks(client)
+    model = _FailsAt()
+    t = DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.01),
+                            scheduler=processes)
+    try:
+        with pytest.raises(lk.TaskError, match="bad batch") as info:
+            t.fit(data, epochs=2, **options)
+        assert info.value.where["batch"] == 3
+        # the error (and its traceback) is still held, as a notebook holds the last one
+        assert _left(client, before) == {}
+        t.evaluate(data, **options)
+        assert _left(client, before) == {}
+    finally:
+        t.close()
+    assert _left(client, before) == {}
+    assert info.value is not None
+
+
+@pytest.fixture
+def killable():
+    """Two worker processes of a cluster of their own: a test kills one."""
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        s.client.wait_for_workers(2, timeout=180)
+        yield s
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("rows", [32, 40000], ids=["in-the-task", "scattered"])
+def test_a_worker_killed_during_a_client_fed_fit_is_a_worker_lost_error(killable, rows):
+    import os
+    import signal
+    import threading
+
+    client = killable.client
+    before = _tasks(client)
+    model = _Slow()
+    t = DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.01),
+                            scheduler=killable)
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(rows, 4, generator=g), torch.randn(rows, 1, generator=g))
+               for _ in range(40)]
+    pids, victim = client.run(os.getpid), t.names[1]
+    stepped, seen = threading.Event(), []
+
+    def on_event(event):
+        if type(event).__name__ == "TaskFinished":
+            seen.append(event)
+            if len(seen) >= 10:
+                stepped.set()
+    t.subscribe(on_event)
+
+    def kill():
+        if stepped.wait(120):
+            os.kill(pids[victim], signal.SIGKILL)
+    killer = threading.Thread(target=kill, daemon=True)
+    killer.start()
+    run = t.fit(batches, epochs=5, wait=False)
+    try:
+        with pytest.raises(lk.LabkitError) as info:
+            run.result(180)      # a hang fails here, not the whole suite
+    finally:
+        killer.join(10)
+        t.close()
+    err = info.value
+    assert isinstance(err, lk.WorkerLostError), repr(err)
+    assert err.where["worker"] == victim and err.where["replica"] == 1
+    assert err.where["epoch"] >= 1 and err.where["batch"] >= 1
+    assert _left(client, before) == {}
