@@ -40,6 +40,7 @@ __all__ = [
     "teardown_group",
     "request_stop",
     "commit_of",
+    "commits_held",
     "restore_commit",
     "get_state",
     "set_state",
@@ -161,9 +162,14 @@ def commit_of(gid):
     return None if rank is None or rank.commit is None else dict(rank.commit["position"])
 
 
-def restore_commit(gid):
-    """Back to the last commit; its position."""
-    return RANKS[gid].restore_commit()
+def commits_held(gid) -> list:
+    """The positions of the commits this rank holds, the last first."""
+    return RANKS[gid].commits()
+
+
+def restore_commit(gid, position=None):
+    """Back to the commit at ``position`` (the last by default); its position."""
+    return RANKS[gid].restore_commit(position)
 
 
 def get_state(gid):

@@ -341,3 +341,113 @@ def test_a_worker_killed_during_a_client_fed_fit_is_a_worker_lost_error(killable
     assert err.where["worker"] == victim and err.where["replica"] == 1
     assert err.where["epoch"] >= 1 and err.where["batch"] >= 1
     assert _left(client, before) == {}
+
+
+# ------------------------------------------------------------ a kill during a full-batch fit
+
+class _Ids(nn.Module):
+    """``out = x[:, 0] * p``: SGD at lr 1 on a sum loss takes the ids seen off ``p``.
+
+    Kills its own worker process once the file ``flag`` names that process: in
+    ``forward`` (before the step's collective: every peer finds it broken), or
+    in ``state_dict`` (at the commit after the epoch's one step: the peers have
+    finished that step and committed after it).
+    """
+
+    def __init__(self, flag, where):
+        super().__init__()
+        self.p = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+        self.flag, self.where = flag, where
+
+    def _maybe_die(self, where):
+        import os
+        import signal
+
+        if where == self.where and os.path.exists(self.flag):
+            with open(self.flag) as f:
+                if f.read() == str(os.getpid()):
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+    def forward(self, x):
+        if self.training:
+            self._maybe_die("forward")
+        return x[:, 0] * self.p
+
+    def state_dict(self, *args, **kwargs):
+        self._maybe_die("commit")
+        return super().state_dict(*args, **kwargs)
+
+
+class _SumLoss(nn.Module):
+    reduction = "sum"
+
+    def forward(self, out, y):
+        return out.sum()
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("where", ["forward", "commit"])
+def test_a_worker_killed_during_a_full_batch_fit_is_recovered(killable, where):
+    import os
+    import tempfile
+    import threading
+
+    # a folder of its own: pytest's numbered tmp_path folders are pruned by other sessions
+    with tempfile.TemporaryDirectory(prefix="labkit-test-") as folder:
+        _full_batch_fit_with_a_kill(killable, where, os.path.join(folder, "victim"))
+
+
+def _full_batch_fit_with_a_kill(killable, where, flag):
+    import os
+    import threading
+
+    client = killable.client
+    rows, epochs = 400, 8
+    x = np.stack([np.arange(rows, dtype=np.float64), np.ones(rows)], 1)
+    X, Y = da.from_array(x, chunks=(100, 2)), da.from_array(np.zeros(rows), chunks=100)
+    model = _Ids(flag, where)
+    t = DataParallelTrainer(model, _SumLoss(), torch.optim.SGD(model.parameters(), lr=1.0),
+                            scheduler=killable)
+    victim = t.names[1]
+    pid = client.run(os.getpid)[victim]
+    steps, lock = [], threading.Lock()
+
+    def on_event(event):
+        if type(event).__name__ == "TaskFinished":
+            with lock:
+                steps.append(event.info.phase)
+                if len(set(steps)) == 3 and not os.path.exists(flag):   # in the third epoch
+                    with open(flag, "w") as f:   # read whole or not at all: one short write
+                        f.write(str(pid))
+    t.subscribe(on_event)
+    run = t.fit((X, Y), batch_size=rows, epochs=epochs, shuffle=False, wait=False)
+    try:
+        history = run.result(180)    # a hang fails here
+        assert [h["steps"] for h in history] == [1] * epochs
+        recoveries = [r for h in history for r in h.get("recoveries", [])]
+        assert len(recoveries) == 1 and recoveries[0]["worker"] == victim, (history, t.names)
+        assert recoveries[0]["redone"] <= 1
+        assert t.names == [n for n in t.names if n != victim] and len(t.names) == 1
+        # every row once an epoch: the step the dead worker shared is neither lost nor doubled
+        assert t.sync_model().p.item() == -epochs * sum(range(rows))
+        assert t.fit((X, Y), batch_size=rows)[0]["steps"] == 1   # and it goes on
+    finally:
+        t.close()
+    assert not [n for n in client.run(os.getpid) if n == victim]
+
+
+def test_the_ranks_left_go_back_to_the_latest_commit_of_the_epoch_they_all_hold():
+    from labkit.data_parallel.dask_epochs import common_commit
+
+    def at(epoch, step):
+        return {"run": "r", "epoch": epoch, "step": step, "steps": 10 * epoch + step}
+    # one rank finished epoch 11's last step and committed after it, one did not
+    held = [[at(12, 0), at(11, 0)], [at(11, 0), at(10, 0)]]
+    assert common_commit(held, "r", 11) == at(11, 0)
+    # every rank left finished the epoch: back to the commit before its end
+    assert common_commit([[at(12, 0), at(11, 50)], [at(12, 0), at(11, 50)]], "r", 11) == at(
+        11, 50)
+    assert common_commit([[at(11, 100), at(11, 50)], [at(11, 50), at(11, 0)]], "r", 11) == at(
+        11, 50)
+    assert common_commit([[at(12, 0)], [at(11, 0)]], "r", 11) is None
+    assert common_commit([[at(11, 0)]], "other run", 11) is None
