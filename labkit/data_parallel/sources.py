@@ -220,9 +220,15 @@ def as_source(
 ):
     """The source ``data`` stands for (see the module docstring), checked."""
     if isinstance(data, WorkerDataset):  # batches made on the workers need no batch_size
-        data.batch_size = None if batch_size is None else check_batch_size(batch_size, 1)
-        data.shuffle, data.seed = bool(shuffle), seed
-        return data
+        # a copy for this call: the same object given as a fit's data and as its
+        # validation (or to two calls) keeps each call's own batch size and order
+        return WorkerDataset(
+            data.make,
+            None if batch_size is None else check_batch_size(batch_size, 1),
+            bool(shuffle),
+            seed,
+            data.id,
+        )
     if (
         isinstance(data, tuple)
         and len(data) == 2

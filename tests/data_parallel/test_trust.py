@@ -451,3 +451,25 @@ def test_the_ranks_left_go_back_to_the_latest_commit_of_the_epoch_they_all_hold(
         11, 50)
     assert common_commit([[at(12, 0)], [at(11, 0)]], "r", 11) is None
     assert common_commit([[at(11, 0)]], "other run", 11) is None
+
+
+def test_one_dataset_made_on_the_workers_as_data_and_validation_keeps_each_calls_options():
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 40
+
+        def __getitem__(self, i):
+            return torch.tensor([float(i), 1.0, 0.0, 0.0]), torch.tensor([0.0])
+
+    source = lk.on_workers(Rows)
+    model = linear()
+    with DataParallelTrainer(model, MSE, torch.optim.SGD(model.parameters(), lr=0.0),
+                             devices=["cpu:0", "cpu:1"]) as t:
+        history = t.fit(source, batch_size=8, epochs=2, validation=source)
+        assert [h["steps"] for h in history] == [5, 5]     # batches of 8, not the validation's
+        again = t.fit(source, batch_size=20)
+        assert again[0]["steps"] == 2
+        assert history[0]["val_loss"] == pytest.approx(history[0]["loss"], rel=1e-6)
+        assert source.batch_size is None and source.shuffle   # the user's object, as given
+        with pytest.raises(lk.InputError, match="batch_size"):
+            t.fit(source)        # no batch size left over from an earlier call
