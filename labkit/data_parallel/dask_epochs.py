@@ -246,22 +246,26 @@ class EpochRunner:
             raise
 
     def _lost(self, futures) -> bool:
-        """Whether a rank's worker left and every rank on a live worker ended.
+        """Whether a rank's worker left, and the ranks left need not be waited for.
 
-        The lost rank's task never ends by itself (it is bound to its worker);
-        the others end broken, or done when the peer died after the epoch's
-        last collective (a full-batch epoch is one step): either way, go on.
-        Asked of the scheduler once a rank ended, else once a second.
+        The lost rank's task never ends by itself (it is bound to its worker).
+        Go on once a rank ended broken (a rank still in a collective with the
+        dead peer is freed when its group is torn down), or once every rank on
+        a live worker ended: done, when the peer died after the epoch's last
+        collective (a full-batch epoch is one step).  The scheduler is asked
+        once a rank ended, else once a second.
         """
         now = time.monotonic()
-        if not any(f.done() for f in futures) and now - self._asked < 1.0:
+        ended = [f for f in futures if f.done()]
+        if not ended and now - self._asked < 1.0:
             return False
         self._asked = now
         alive = self.group.alive()
         pairs = list(zip(self.group.names, futures))
-        return any(n not in alive and not f.done() for n, f in pairs) and all(
-            f.done() for n, f in pairs if n in alive
-        )
+        if not any(n not in alive and not f.done() for n, f in pairs):
+            return False
+        broken = any(f.status == "finished" and f.result().get("status") == "broken" for f in ended)
+        return broken or all(f.done() for n, f in pairs if n in alive)
 
     def _ended(self, futures, spec) -> dict:
         """The epoch's outcome from the ranks' tasks; a rank's own error is raised."""
