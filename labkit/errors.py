@@ -367,15 +367,15 @@ def located(
     return (kind or TaskError).from_exception(exc, text, what=what, **where)
 
 
-def pulled(items, item: str = "chunk", source: str | None = None, **where):
+def pulled(items, item: str = "chunk", source: str | None = None, first: int = 0, **where):
     """Iterate ``items``, an error of the source itself located at the item it was making.
 
     One rule for every stream a user hands labkit (a flow's chunks, a
     trainer's batches): an exception raised while the next item is made
     becomes an :class:`InputError` "``source`` raised ... while making
-    ``item`` k", located at ``where`` and ``item`` k, the original chained; a
-    :class:`TaskError` from the user's code inside the source (a pipe's
-    processor) keeps its own location too; other labkit errors gain ``where``.
+    ``item`` k", located at ``where`` and ``item`` k (counted from ``first``), the
+    original chained; a :class:`TaskError` from the user's code inside the source (a
+    pipe's processor) keeps its own location too; other labkit errors gain ``where``.
 
     Examples
     --------
@@ -394,7 +394,7 @@ def pulled(items, item: str = "chunk", source: str | None = None, **where):
         raise InputError(
             f"{source} cannot be iterated ({type(exc).__name__}: {exc})", **where
         ) from exc
-    index = 0
+    index = first
     while True:
         try:
             value = next(iterator)

@@ -60,6 +60,7 @@ class EpochRunner:
         self.blocks = None
         self.failures = 0
         self.run_id = None
+        self._asked = 0.0  # when the scheduler was last asked which workers live
         self.configure(**options)
         if isinstance(source, DaskArrays):
             self.blocks = WorkerBlocks.of(group._client, source.x, source.y)
@@ -176,6 +177,7 @@ class EpochRunner:
             xs = ys = ()
             if self.blocks is not None:
                 mine["mine"], xs, ys = self.blocks.of_rank(spec["ranks"], r)
+                mine["keys"] = self.blocks.keys_of(mine["mine"])
             future = group._submit(r, w.run_epoch, group._gid, r, mine, xs, ys)
             future.add_done_callback(lambda f: group.inbox.put(("ended", f.key)))
             futures.append(future)
@@ -244,15 +246,26 @@ class EpochRunner:
             raise
 
     def _lost(self, futures) -> bool:
-        """Whether a rank's worker left (its task will never end by itself)."""
+        """Whether a rank's worker left, and the ranks left need not be waited for.
+
+        The lost rank's task never ends by itself (it is bound to its worker).
+        Go on once a rank ended broken (a rank still in a collective with the
+        dead peer is freed when its group is torn down), or once every rank on
+        a live worker ended: done, when the peer died after the epoch's last
+        collective (a full-batch epoch is one step).  The scheduler is asked
+        once a rank ended, else once a second.
+        """
+        now = time.monotonic()
         ended = [f for f in futures if f.done()]
-        if not ended:
+        if not ended and now - self._asked < 1.0:
             return False
-        return (
-            any(f.status == "finished" and f.result().get("status") == "broken" for f in ended)
-            and len(ended) < len(futures)
-            and any(n not in self.group.alive() for n in self.group.names)
-        )
+        self._asked = now
+        alive = self.group.alive()
+        pairs = list(zip(self.group.names, futures))
+        if not any(n not in alive and not f.done() for n, f in pairs):
+            return False
+        broken = any(f.status == "finished" and f.result().get("status") == "broken" for f in ended)
+        return broken or all(f.done() for n, f in pairs if n in alive)
 
     def _ended(self, futures, spec) -> dict:
         """The epoch's outcome from the ranks' tasks; a rank's own error is raised."""
@@ -275,7 +288,7 @@ class EpochRunner:
         statuses = {res["status"] for res in results}
         lost = [n for n in group.names if n not in alive]
         if lost or "broken" in statuses:
-            step = min([res["step"] for res in results if res["status"] == "broken"] or [0])
+            step = min([res["step"] for res in results] or [0])
             return {"status": "broken", "step": step, "lost": lost}
         if "stopped" in statuses:
             raise CancelledError("the fit was stopped", epoch=spec["epoch"])
@@ -309,20 +322,19 @@ class EpochRunner:
             raise WorkerLostError(f"worker lost and the fit cannot go on: {why}", **where)
         group._client.run(w.teardown_group, group._gid, on_error="ignore", workers=survivors)
         group.form(survivors)
-        positions = group._run(
-            [group._submit(r, w.restore_commit, group._gid) for r in range(len(survivors))],
-            "recovery",
-        )
-        position = positions[0]
-        if any(p != position for p in positions):
+        ranks = range(len(survivors))
+        held = group._run([group._submit(r, w.commits_held, group._gid) for r in ranks], "recovery")
+        position = common_commit(held, spec["run"], spec["epoch"])
+        if position is None:
             raise WorkerLostError(
-                f"the workers left hold different commits ({positions}); the fit cannot go on",
+                f"the workers left hold no common commit of this epoch (they hold {held}); "
+                "the fit cannot go on",
                 **where,
             )
-        if position["epoch"] != spec["epoch"]:
-            raise WorkerLostError(
-                f"the last commit is of epoch {position['epoch']}, not {spec['epoch']}", **where
-            )
+        group._run(
+            [group._submit(r, w.restore_commit, group._gid, position) for r in ranks],
+            "recovery",
+        )
         spec = self._resumed(spec, position["step"])
         redone = max(0, outcome["step"] - position["step"])
         spec["redone"] += redone
@@ -372,11 +384,27 @@ class EpochRunner:
             xs = ys = ()
             if self.blocks is not None:
                 mine["mine"], xs, ys = self.blocks.of_rank(spec["ranks"], r)
+                mine["keys"] = self.blocks.keys_of(mine["mine"])
             futures.append(group._submit(r, w.evaluate_rows, group._gid, r, mine, metrics, xs, ys))
         results = group._run(futures, "evaluation")
         rows = sum(res["rows"] for res in results)
         names = set().union(*(res["sums"] for res in results))
         return {k: sum(res["sums"].get(k, 0.0) for res in results) / max(rows, 1) for k in names}
+
+
+def common_commit(held: list, run: str, epoch: int) -> dict | None:
+    """The latest commit of ``run``'s epoch ``epoch`` that every rank left holds (``held``:
+    each rank's commit positions), or None.
+
+    A peer that died in a step's collective may have let some ranks finish the
+    step, and commit after it (at an epoch's end: a commit of the next epoch),
+    while others did not; going back to the commit all hold redoes that step.
+    """
+    from .rank import same_position
+
+    mine = [p for p in held[0] if p.get("run") == run and p.get("epoch") == epoch]
+    common = [p for p in mine if all(any(same_position(p, q) for q in h) for h in held[1:])]
+    return max(common, key=lambda p: p["step"], default=None)
 
 
 def _dataset_length(gid, blob, dataset_id) -> int:

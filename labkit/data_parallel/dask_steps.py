@@ -22,7 +22,7 @@ import uuid
 
 from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError
 from . import rank_tasks as w
-from .reports import StepReport
+from .reports import StepReport, batch_number
 
 __all__ = ["CommandPipe", "IN_FLIGHT", "COMMAND_SECONDS"]
 
@@ -99,7 +99,14 @@ class CommandPipe:
                 )
                 start += count
         for r, part in enumerate(parts):
-            part = self._ship(r, part)
+            try:
+                part = self._ship(r, part)
+            except Exception as exc:  # its worker died, say: a labkit error, located
+                err = group.labkit_error(exc, "step")
+                if err is None:
+                    raise
+                first = command[0]
+                raise err.locate(epoch=first.epoch, batch=batch_number(first.batch)) from exc
             futures.append(
                 group._submit(
                     r,
@@ -120,15 +127,16 @@ class CommandPipe:
         size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
         if size < SCATTER_BYTES:
             return part
-        return self.group._client.scatter(
-            part, workers=[self.group.names[rank]], hash=False, direct=True
-        )
+        return self.group.ship(rank, part)
 
     def _collect(self, futures: list, command: list, done) -> None:
         """Wait for a command on every rank; its reports to ``done``; raise what failed."""
         __tracebackhide__ = True
         group = self.group
-        results = group._run(futures, "step", collective=True)
+        try:
+            results = group._run(futures, "step", collective=True)
+        except LabkitError as err:  # a lost worker, a cancel: at the command's first step
+            raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
         statuses = {res["status"] for res in results}
         reports = [StepReport.from_wire(r) for res in results for r in res["reports"]]
         for report in reports:
@@ -145,7 +153,7 @@ class CommandPipe:
         """The error of a step whose collective failed: a lost worker, or a rank that hung."""
         group = self.group
         step = command[min(min(res["done"] for res in results), len(command) - 1)]
-        where = {"epoch": step.epoch, "batch": step.batch}
+        where = {"epoch": step.epoch, "batch": batch_number(step.batch)}
         lost = [n for n in group.names if n not in group.alive()]
         if lost:
             group._broken = f"a worker was lost during a step ({', '.join(lost)})"

@@ -24,11 +24,13 @@ GPUs, see :mod:`.groups`), so several trainers share a cluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import queue
 import shutil
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -189,6 +191,7 @@ class DaskReplicaGroup:
         # or shutting down the scheduler reaches them as it reaches every other task.
         self._batch = scheduler.batch(info=TaskInfo(f"replicas-{self._gid[:8]}", -1, -1))
         self._closed, self._broken, self.generation = False, None, 0
+        self._calls = threading.local()  # the futures a call issued (see .call), per thread
         self.timeout = float(timeout)
         self.names, gpu = _choose_workers(self._client, workers)
         self.backend = backend or ("nccl" if gpu else "gloo")
@@ -200,29 +203,32 @@ class DaskReplicaGroup:
         payload = _payload(model, loss_fn, optimizer, bucket_model)
         self._local = on_loopback(self.names)
         try:
-            self._client.subscribe_topic(
-                self.topic, lambda event: self.inbox.put(("report", event[1]))
-            )
-            hosts = [get_address_host(a) for a in self.names]
-            # the k-th chosen worker on a host takes that host's k-th GPU
-            local = [
-                hosts[:r].count(h) if gpu and self.backend != "gloo" else None
-                for r, h in enumerate(hosts)
-            ]
-            #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
-            self.devices = self._run(
-                [
-                    self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
-                    for r in range(len(self.names))
-                ],
-                "set-up",
-            )
-            _check_devices(self.names, hosts, self.devices)
-            self._device_of = dict(zip(self.names, self.devices))
-            self.form(self.names, check=True)
+            with self.call("set-up"):
+                self._set_up(payload, gpu)
         except BaseException:
             self.close()
             raise
+
+    def _set_up(self, payload, gpu) -> None:
+        """Build a replica on every worker and form the process group over them."""
+        self._client.subscribe_topic(self.topic, lambda event: self.inbox.put(("report", event[1])))
+        hosts = [get_address_host(a) for a in self.names]
+        # the k-th chosen worker on a host takes that host's k-th GPU
+        local = [
+            hosts[:r].count(h) if gpu and self.backend != "gloo" else None
+            for r, h in enumerate(hosts)
+        ]
+        #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
+        self.devices = self._run(
+            [
+                self._submit(r, w.build, self._gid, r, self.names[r], payload, local[r])
+                for r in range(len(self.names))
+            ],
+            "set-up",
+        )
+        _check_devices(self.names, hosts, self.devices)
+        self._device_of = dict(zip(self.names, self.devices))
+        self.form(self.names, check=True)
 
     # -- forming the process group ---------------------------------------------------------
 
@@ -278,19 +284,96 @@ class DaskReplicaGroup:
 
     # -- tasks ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def call(self, what: str):
+        """One call of the group: what it leaves ends with it, and Dask's errors become labkit's.
+
+        Every future the call issued in this thread (its tasks, the data it
+        scattered) is released at its end, whatever happened: a failed call's
+        futures live on in its traceback (a notebook keeps the last one), and
+        would keep their keys on the scheduler.  An error of Dask itself (a
+        future cancelled as its worker died, a closed comm) comes out as a
+        :class:`~labkit.errors.WorkerLostError` naming the lost worker, or a
+        :class:`~labkit.errors.SchedulerError`.
+        """
+        __tracebackhide__ = True
+        if getattr(self._calls, "issued", None) is not None:  # within a call already
+            yield
+            return
+        issued: list = []
+        self._calls.issued = issued
+        try:
+            yield
+        except LabkitError:
+            raise
+        except Exception as exc:
+            err = self.labkit_error(exc, what)
+            if err is None:
+                raise
+            raise for_caller(err) from exc
+        finally:
+            self._calls.issued = None
+            for future in issued:
+                future.release()
+
+    def labkit_error(self, exc: BaseException, what: str) -> LabkitError | None:
+        """The labkit error of Dask's ``exc`` during a ``what`` (a lost worker, if one is);
+        None for an error that is not Dask's own."""
+        if isinstance(exc, LabkitError) or not _from_dask(exc):
+            return None
+        try:
+            alive = self.alive()
+        except Exception:  # the scheduler is gone too
+            alive = set(self.names)
+        lost = [(r, n) for r, n in enumerate(self.names) if n not in alive]
+        reason = f"{type(exc).__name__}: {exc}"
+        if lost:
+            rank, name = lost[0]
+            self._broken = f"the worker of replica {rank} was lost"
+            return WorkerLostError(
+                f"the worker of replica {rank} was lost during a {what} ({reason}); the "
+                "replica group is broken: close the trainer and start a new one",
+                replica=rank,
+                worker=name,
+            )
+        return SchedulerError(f"a {what} failed in Dask: {reason}")
+
+    def _issued(self, future):
+        """``future``, released at the end of the call that issued it (see :meth:`call`)."""
+        issued = getattr(self._calls, "issued", None)
+        if issued is not None:
+            issued.append(future)
+        return future
+
     def _submit(self, rank, fn, *args, **kwargs):
         # a labkit key: workers do not log these tasks' failures (see scheduling.quiet),
         # the client raises them once, located
         key = f"labkit-replica-{fn.__name__}-{self._gid[:8]}-{rank}-{uuid.uuid4().hex[:8]}"
-        return self._client.submit(
-            fn,
-            *args,
-            workers=[self.names[rank]],
-            key=key,
-            allow_other_workers=False,
-            pure=False,
-            **kwargs,
+        return self._issued(
+            self._client.submit(
+                fn,
+                *args,
+                workers=[self.names[rank]],
+                key=key,
+                allow_other_workers=False,
+                pure=False,
+                **kwargs,
+            )
         )
+
+    def ship(self, rank: int, data):
+        """A future of ``data`` on rank ``rank``'s worker, released with the call."""
+        # with a deadline: a scatter to a worker that is dying may otherwise never return
+        shipped = self._client.scatter(
+            data,
+            workers=[self.names[rank]],
+            hash=False,
+            direct=True,
+            timeout=self.timeout + _GRACE,
+        )
+        for future in shipped if isinstance(shipped, list) else [shipped]:
+            self._issued(future)
+        return shipped
 
     def _run(self, futures, what, collective=False, ranks=None):
         """Results of one task per rank (``ranks``), or the first rank's error; never hangs."""
@@ -326,10 +409,15 @@ class DaskReplicaGroup:
                     raise SchedulerError(
                         f"{what} did not finish: a worker hangs", device=", ".join(stuck)
                     )
-            if any(f.status == "error" for f in futures):  # a peer's death fails the others
+            if any(f.status in ("error", "cancelled") for f in futures):
+                # a peer's death fails the others; a task of a dead worker may be cancelled
                 self.check_lost(
                     what, collective, ranks, names, scheduler_identity(self._client)["workers"]
                 )
+            if any(f.status == "cancelled" for f in futures):
+                if collective:
+                    self._broken = f"a {what} was cancelled"
+                raise SchedulerError(f"{what} tasks were cancelled outside labkit")
             for rank, name, f in zip(ranks, names, futures):
                 if f.status == "error":
                     if collective and not isinstance(f.exception(), LabkitError):
@@ -410,7 +498,8 @@ class DaskReplicaGroup:
         from .dask_steps import CommandPipe
 
         self.check_open()
-        CommandPipe(self, policy).run(planned, done, check)
+        with self.call("step"):
+            CommandPipe(self, policy).run(planned, done, check)
 
     def fit_epoch(self, source, epoch: int, done, check=None, **options) -> dict:
         """One epoch over data that lives on the workers (see :mod:`.dask_epochs`)."""
@@ -418,7 +507,8 @@ class DaskReplicaGroup:
         from .dask_epochs import epoch_runner
 
         self.check_open()
-        return epoch_runner(self, source, **options).run(epoch, done, check)
+        with self.call("fit"):
+            return epoch_runner(self, source, **options).run(epoch, done, check)
 
     def step(self, x, y, counts, bucket_key=None):
         """One optimizer step on ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
@@ -457,20 +547,21 @@ class DaskReplicaGroup:
         ends = [sum(counts[: i + 1]) for i in range(len(counts))]
         spans = [(e - c, e) for c, e in zip(counts, ends)]
         ranks = [r for r, c in enumerate(counts) if c]
-        futures = [
-            self._submit(
-                r,
-                w.evaluate,
-                self._gid,
-                r,
-                x[slice(*spans[r])].clone(),
-                None if y is None else y[slice(*spans[r])].clone(),
-                dict(metrics or {}),
-                bucket_key,
-            )
-            for r in ranks
-        ]
-        results = self._run(futures, "evaluation", ranks=ranks)
+        with self.call("evaluation"):
+            futures = [
+                self._submit(
+                    r,
+                    w.evaluate,
+                    self._gid,
+                    r,
+                    x[slice(*spans[r])].clone(),
+                    None if y is None else y[slice(*spans[r])].clone(),
+                    dict(metrics or {}),
+                    bucket_key,
+                )
+                for r in ranks
+            ]
+            results = self._run(futures, "evaluation", ranks=ranks)
         weights = {key: row_weights(counts, key == "loss" and self.sum_loss) for key in results[0]}
         return {
             key: float(sum(weights[key][r] * res[key] for r, res in zip(ranks, results)))
@@ -480,10 +571,17 @@ class DaskReplicaGroup:
     def evaluate_source(self, source, metrics=None) -> dict:
         """Mean loss and metrics over every row of data on the workers."""
         __tracebackhide__ = True
-        from .dask_epochs import epoch_runner
+        from .dask_epochs import EpochRunner
 
         self.check_open()
-        return epoch_runner(self, source).evaluate(dict(metrics or {}))
+        # a runner of its own: a fit's validation leaves the fit's blocks placed, and
+        # the blocks placed for this evaluation go as soon as it ends
+        with self.call("evaluation"):
+            runner = EpochRunner(self, source)
+            try:
+                return runner.evaluate(dict(metrics or {}))
+            finally:
+                runner.release()
 
     def set_monitors(self, monitors: list) -> None:
         """Run ``monitors`` on every rank after its backward (on the workers)."""
@@ -494,15 +592,17 @@ class DaskReplicaGroup:
     def state_dict(self):
         """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors."""
         self.check_open()
-        return self._run([self._submit(0, w.get_state, self._gid)], "state_dict")[0]
+        with self.call("state_dict"):
+            return self._run([self._submit(0, w.get_state, self._gid)], "state_dict")[0]
 
     def load_state_dict(self, state):
         """Load a :meth:`state_dict`-shaped mapping into every rank."""
         self.check_open()
-        self._run(
-            [self._submit(r, w.set_state, self._gid, r, state) for r in range(len(self.names))],
-            "load_state_dict",
-        )
+        with self.call("load_state_dict"):
+            self._run(
+                [self._submit(r, w.set_state, self._gid, r, state) for r in range(len(self.names))],
+                "load_state_dict",
+            )
 
     def last_state(self):
         """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.
@@ -551,6 +651,16 @@ class DaskReplicaGroup:
                 self._batch.close()
             except Exception:  # the scheduler was shut down first: nothing left to release
                 pass
+
+
+def _from_dask(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dask's (or its comms') own, not the user's code's."""
+    import concurrent.futures
+
+    module = type(exc).__module__ or ""
+    return module.split(".")[0] in ("distributed", "tornado", "asyncio") or isinstance(
+        exc, (concurrent.futures.CancelledError, asyncio.CancelledError, OSError)
+    )
 
 
 def _set_monitors(gid, blob):

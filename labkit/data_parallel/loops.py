@@ -10,17 +10,68 @@ each step comes back as a :class:`~.reports.StepReport`, and the history
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 
 import torch
 
-from ..errors import InputError, LabkitError
+from ..errors import InputError, LabkitError, TrainingError
 from ..runs import start
 from .bucketing import BucketBatch
 from .guards import check_batch, check_epochs
-from .reports import EpochTally
+from .reports import EpochTally, batch_number
 from .sources import DaskArrays, WorkerDataset, as_source
 
-__all__ = ["EpochLoops", "pair"]
+__all__ = ["EpochLoops", "OneCall", "pair"]
+
+
+class OneCall:
+    """The one call a trainer runs at a time (a fit, evaluate, a step...); a second is refused.
+
+    Two calls at once would send two runs' steps into one replica group: on Dask
+    workers their collectives cross (a gloo timeout, a broken group), on threads
+    their autograd graphs do.  So the second call is refused at once, naming the
+    run that holds the trainer.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holder: list | None = None  # [what, since], the same list is the token
+
+    def enter(self, what: str) -> list:
+        """Hold the trainer for ``what``; a token for :meth:`leave`; raises if it is held."""
+        with self._lock:
+            holder = self._holder
+            if holder is not None:
+                raise TrainingError(
+                    f"this trainer is busy with {holder[0]} (for "
+                    f"{time.monotonic() - holder[1]:.1f} s), so it cannot {what} now: a "
+                    "trainer runs one call at a time; wait for that one (run.result()) or "
+                    "cancel it (run.cancel()) first, or use a second trainer",
+                    busy=holder[0],
+                )
+            token = self._holder = [what, time.monotonic()]
+            return token
+
+    def rename(self, token: list, what: str) -> None:
+        """Name what holds the trainer better once known (a fit's run id)."""
+        token[0] = what
+
+    def leave(self, token: list) -> None:
+        """Let go of the trainer, if ``token`` still holds it (idempotent)."""
+        with self._lock:
+            if self._holder is token:
+                self._holder = None
+
+    @contextlib.contextmanager
+    def held(self, what: str):
+        """Hold the trainer for the block's call."""
+        token = self.enter(what)
+        try:
+            yield
+        finally:
+            self.leave(token)
 
 
 class EpochLoops:
@@ -75,7 +126,8 @@ class EpochLoops:
             ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
             ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
             after a lost worker; ``val_...`` with a validation.  An error names the
-            epoch (from 1) and the batch (its index); the steps before it are kept.
+            epoch and the batch, both from 1 as the board counts them ("epoch 1,
+            batch 1" is the first batch); the steps before it are kept.
         """
         __tracebackhide__ = True
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
@@ -83,8 +135,16 @@ class EpochLoops:
         options = _epoch_options(commit_every, checkpoint, max_failures)
         if validation is not None:  # checked now, not after the first epoch
             validation = _validation(validation, batch_size, metrics)
+        token = self._calls.enter("fit")
 
         def job(scope):
+            self._calls.rename(token, f"fit run {scope.id!r}")
+            try:
+                return fitted(scope)
+            finally:
+                self._calls.leave(token)
+
+        def fitted(scope):
             self._reporter.fit_started(scope.id)
             history = []
             try:
@@ -111,7 +171,11 @@ class EpochLoops:
             "batches": _length(source),
             "devices": list(self.names),
         }
-        return start("fit", [self], job, wait=wait, detail=detail)
+        try:
+            return start("fit", [self], job, wait=wait, detail=detail)
+        except BaseException:  # the job never ran (or ran and left already)
+            self._calls.leave(token)
+            raise
 
     def _epoch(
         self, source, epoch: int, epochs: int, scope, options: dict, validation=None
@@ -145,7 +209,8 @@ class EpochLoops:
         record = tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
         if validation is not None:
             data, size, metrics = validation
-            values = self.evaluate(data, metrics, batch_size=size)
+            source_v = as_source(data, size, False, None, what="validation")
+            values = self._evaluate(source_v, metrics)
             record.update({f"val_{k}": v for k, v in values.items()})
         self._reporter.epoch_finished(record=record)
         return record
@@ -162,12 +227,18 @@ class EpochLoops:
         __tracebackhide__ = True
         source = as_source(data, batch_size, False, None, what="evaluate")
         self._check_open()
+        with self._calls.held("evaluate"):
+            return self._evaluate(source, metrics)
+
+    def _evaluate(self, source, metrics: dict | None = None) -> dict[str, float]:
+        """:meth:`evaluate` of a checked source, in a call that holds the trainer."""
+        __tracebackhide__ = True
         if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
             return self._group.evaluate_source(source, metrics)
         local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
         sums, rows = {}, 0
         for planned in local.steps(None, self._loads.shares):
-            check_batch(planned.x, planned.y, what="evaluate", batch=planned.batch)
+            check_batch(planned.x, planned.y, what="evaluate", batch=batch_number(planned.batch))
             counts = self._split(len(planned.x), planned.key)
             values = self._group.evaluate(planned.x, planned.y, counts, metrics, planned.key)
             for name, value in values.items():
@@ -233,14 +304,14 @@ def _length(source) -> int | None:
 
 
 def pair(batch, epoch, b):
-    """``(x, y, bucket key)`` of one batch (a pair or a BucketBatch), or a clear error."""
+    """``(x, y, bucket key)`` of batch index ``b`` (a pair or a BucketBatch), or a clear error."""
     if isinstance(batch, BucketBatch):
         return batch.x, batch.y, batch.key
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:
         raise InputError(
             f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
             epoch=epoch,
-            batch=b,
+            batch=batch_number(b),
         )
     x, y = batch
     for name, t in (("x", x), ("y", y)):
@@ -250,6 +321,6 @@ def pair(batch, epoch, b):
                 "(convert it with torch.as_tensor)",
                 argument=name,
                 epoch=epoch,
-                batch=b,
+                batch=batch_number(b),
             )
     return x, y, None

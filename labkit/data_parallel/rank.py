@@ -86,6 +86,7 @@ class Rank:
     monitors: list = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     commit: dict | None = None  # the last commit: state and where the fit was
+    earlier: dict | None = None  # the commit before it (the ranks left may not all hold the last)
     data: dict = field(default_factory=dict)  # cached inputs (blocks, datasets) by key
     steps: int = 0
     run: str | None = None  # the run (a fit, a step) whose commands this rank takes now
@@ -144,19 +145,45 @@ class Rank:
     # -- commits: the state every rank can go back to ------------------------------------
 
     def take_commit(self, position: dict) -> None:
-        """Keep a copy of the state after the step described by ``position``."""
-        self.commit = {
-            "model": _copy(self.model.state_dict()),
-            "optimizer": _copy(self.optimizer.state_dict()),
-            "position": dict(position),
-        }
+        """Keep a copy of the state after the step described by ``position``.
 
-    def restore_commit(self) -> dict:
-        """Go back to the last commit; its position."""
-        self.model.load_state_dict(self.commit["model"])
-        self.optimizer.load_state_dict(_copy(self.commit["optimizer"]))
-        self.steps = self.commit["position"].get("steps", self.steps)
-        return dict(self.commit["position"])
+        The commit before it is kept too: a peer that dies during a step's
+        collective may let some ranks finish that step (and commit after it)
+        and not others, so the ranks left hold either commit, never older.
+        """
+        self.earlier, self.commit = (
+            self.commit,
+            {
+                "model": _copy(self.model.state_dict()),
+                "optimizer": _copy(self.optimizer.state_dict()),
+                "position": dict(position),
+            },
+        )
+
+    def commits(self) -> list:
+        """The positions of the commits this rank holds, the last first."""
+        return [dict(c["position"]) for c in (self.commit, self.earlier) if c is not None]
+
+    def restore_commit(self, position: dict | None = None) -> dict:
+        """Go back to the commit at ``position`` (the last by default); its position."""
+        chosen = self.commit
+        if position is not None:
+            chosen = next(
+                c
+                for c in (self.commit, self.earlier)
+                if c is not None and same_position(c["position"], position)
+            )
+            if chosen is self.earlier:  # what came after it is undone
+                self.commit, self.earlier = self.earlier, None
+        self.model.load_state_dict(chosen["model"])
+        self.optimizer.load_state_dict(_copy(chosen["optimizer"]))
+        self.steps = chosen["position"].get("steps", self.steps)
+        return dict(chosen["position"])
+
+
+def same_position(a: dict, b: dict) -> bool:
+    """Whether two commit positions name the same point of a fit (run, epoch and step)."""
+    return all(a.get(k) == b.get(k) for k in ("run", "epoch", "step"))
 
 
 def _copy(state):

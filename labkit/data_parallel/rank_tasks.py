@@ -29,7 +29,7 @@ from .guards import NonFiniteLossError
 from .interfaces import binding, bound
 from .plan import EpochPlan
 from .rank import RANKS, Rank, rank_error, train_step
-from .reports import ReportStream, StepReport
+from .reports import ReportStream, StepReport, batch_number
 from .split import row_weights
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "teardown_group",
     "request_stop",
     "commit_of",
+    "commits_held",
     "restore_commit",
     "get_state",
     "set_state",
@@ -161,9 +162,14 @@ def commit_of(gid):
     return None if rank is None or rank.commit is None else dict(rank.commit["position"])
 
 
-def restore_commit(gid):
-    """Back to the last commit; its position."""
-    return RANKS[gid].restore_commit()
+def commits_held(gid) -> list:
+    """The positions of the commits this rank holds, the last first."""
+    return RANKS[gid].commits()
+
+
+def restore_commit(gid, position=None):
+    """Back to the commit at ``position`` (the last by default); its position."""
+    return RANKS[gid].restore_commit(position)
 
 
 def get_state(gid):
@@ -211,11 +217,11 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
     outcome = train_step(rank, x, y, weight, key, rank.steps)
     wall = time.perf_counter() - started
     if outcome.error is not None:
-        raise outcome.error.locate(epoch=epoch, batch=step)
+        raise outcome.error.locate(epoch=epoch, batch=batch_number(step))
     if outcome.nonfinite and policy == "raise":
         if not np.isfinite(outcome.local_loss):
             raise NonFiniteLossError.of(outcome.local_loss, rank.rank, rank.name).locate(
-                epoch=epoch, batch=step
+                epoch=epoch, batch=batch_number(step)
             )
     stream.add(
         StepReport(
@@ -323,23 +329,36 @@ class _Rows(_Planned):
         return self.x.index_select(0, local), self.y.index_select(0, local)
 
 
+#: Inputs a rank keeps between tasks: a fit's training data and its validation data.
+KEPT_INPUTS = 2
+
+
+def _kept(rank: Rank, key: tuple, make):
+    """``rank.data[key]``, made by ``make()`` when missing; the least recently used goes.
+
+    ``key`` names the data itself (the Dask keys of the blocks, a dataset's id),
+    never only its place (block numbers): other arrays chunked alike are other data.
+    """
+    value = rank.data.pop(key, None)
+    if value is None:
+        value = make()
+    rank.data[key] = value  # the newest last
+    while len(rank.data) > KEPT_INPUTS:
+        rank.data.pop(next(iter(rank.data)))
+    return value
+
+
 def _rows_of(rank: Rank, spec: dict, xs, ys) -> _Rows:
-    key = ("blocks", tuple(spec["mine"]))
-    rows = rank.data.get(key)
-    if rows is None:
-        rank.data = {k: v for k, v in rank.data.items() if k[0] != "blocks"}  # one set kept
-        starts = [spec["table"][b][0] for b in spec["mine"]]
-        rows = rank.data[key] = _Rows(starts, xs, ys)
-    return rows
+    """This rank's rows of ``spec``'s blocks, kept by their Dask keys and row starts."""
+    starts = [spec["table"][b][0] for b in spec["mine"]]
+    key = ("blocks", tuple(spec.get("keys", ())), tuple(starts))
+    return _kept(rank, key, lambda: _Rows(starts, xs, ys))
 
 
 def _dataset_of(rank: Rank, spec: dict):
     """What ``spec``'s ``make_dataset`` made on this worker (made once, then kept)."""
     key = ("dataset", spec["dataset_id"])
-    made = rank.data.get(key)
-    if made is None:
-        made = rank.data[key] = _made(cloudpickle.loads(spec["dataset"])())
-    return made
+    return _kept(rank, key, lambda: _made(cloudpickle.loads(spec["dataset"])()))
 
 
 def _made(obj):

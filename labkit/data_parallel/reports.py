@@ -101,6 +101,15 @@ class ReportStream:
         self._send(self.topic, message)
 
 
+def batch_number(index: int | None) -> int | None:
+    """The number a user reads for the batch of index ``index`` in its epoch: from 1.
+
+    As the board counts batches and records count epochs; internal step
+    indices (plans, reports) stay from 0, and every error names the batch by this.
+    """
+    return None if index is None else int(index) + 1
+
+
 class EpochTally:
     """An epoch's numbers, summed from its step reports: its line of ``fit``'s history."""
 

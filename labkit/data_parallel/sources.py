@@ -200,10 +200,12 @@ class Batches:
         from ..errors import pulled
         from .guards import check_batch
         from .loops import pair
+        from .reports import batch_number
 
-        for b, batch in enumerate(pulled(self.batches, "batch", "the batches", epoch=epoch)):
+        batches = pulled(self.batches, "batch", "the batches", first=1, epoch=epoch)
+        for b, batch in enumerate(batches):
             x, y, key = pair(batch, epoch, b)
-            n = check_batch(x, y, what="fit", epoch=epoch, batch=b)
+            n = check_batch(x, y, what="fit", epoch=epoch, batch=batch_number(b))
             yield PlannedStep(x, y, _split(n, shares_of(key)), key, epoch, b)
 
 
@@ -218,16 +220,22 @@ def as_source(
 ):
     """The source ``data`` stands for (see the module docstring), checked."""
     if isinstance(data, WorkerDataset):  # batches made on the workers need no batch_size
-        data.batch_size = None if batch_size is None else check_batch_size(batch_size, 1)
-        data.shuffle, data.seed = bool(shuffle), seed
-        return data
+        # a copy for this call: the same object given as a fit's data and as its
+        # validation (or to two calls) keeps each call's own batch size and order
+        return WorkerDataset(
+            data.make,
+            None if batch_size is None else check_batch_size(batch_size, 1),
+            bool(shuffle),
+            seed,
+            data.id,
+        )
     if (
         isinstance(data, tuple)
         and len(data) == 2
         and not isinstance(data, BucketBatch)
         and batch_size is not None
     ):
-        return _arrays(data[0], data[1], batch_size, shuffle, seed)
+        return _arrays(data[0], data[1], batch_size, shuffle, seed, what)
     if batch_size is not None:
         raise InputError(
             f"batch_size is for (X, y) arrays or lk.on_workers(...); {what} got "
@@ -238,12 +246,14 @@ def as_source(
     return Batches(data)
 
 
-def _arrays(x, y, batch_size, shuffle, seed):
+def _arrays(x, y, batch_size, shuffle, seed, what: str = "fit"):
     """``(X, y)`` checked: Dask arrays stay where they are, others become tensors here."""
     dask_x, dask_y = _is_dask(x), _is_dask(y)
     if dask_x != dask_y:
         raise InputError("X and y must both be Dask arrays, or neither", argument="y")
     if dask_x:
+        _known_rows(x, "X", what)
+        _known_rows(y, "y", what)
         if x.ndim < 2 or y.ndim < 1:
             raise InputError(
                 f"X must have rows and features (got shape {x.shape}) and y rows "
@@ -261,6 +271,21 @@ def _arrays(x, y, batch_size, shuffle, seed):
             argument="y",
         )
     return LocalArrays(x, y, check_batch_size(batch_size, len(x)), shuffle, seed)
+
+
+def _known_rows(array, name: str, what: str) -> None:
+    """A Dask array whose row blocks have known lengths (``X[mask]`` does not), or a clear error."""
+    import math
+
+    sizes = [n for axis in array.chunks for n in axis]
+    if any(isinstance(n, float) and math.isnan(n) for n in sizes):
+        label = f"the validation's {name}" if what == "validation" else f"{name} given to {what}"
+        raise InputError(
+            f"{label} has blocks of unknown length ({array.ndim} dimensions), as after boolean "
+            f"indexing such as X[mask]: compute them first with {name}.compute_chunk_sizes() "
+            f"(or {name} = {name}.persist() and then {name}.compute_chunk_sizes())",
+            argument=f"validation {name}" if what == "validation" else name,
+        )
 
 
 def _tensor(value, name: str) -> torch.Tensor:

@@ -25,7 +25,7 @@ from .monitors import Monitors, ReplicaStep
 from .parallel_apply import ReplicaThreads
 from .reduce import BatchNormJoin, GradientReducer, average_buffers
 from .replicate import broadcast, replicate
-from .reports import StepReport
+from .reports import StepReport, batch_number
 from .split import row_weights
 
 __all__ = ["ThreadGroup"]
@@ -76,7 +76,7 @@ class ThreadGroup:
         active = [i for i, c in enumerate(planned.counts) if c > 0]  # a small batch skips devices
         counts = [planned.counts[i] for i in active]
         key = planned.key
-        where = {"epoch": planned.epoch, "batch": planned.batch}
+        where = {"epoch": planned.epoch, "batch": batch_number(planned.batch)}
         modules = [
             self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
             for i in active

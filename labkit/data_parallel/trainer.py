@@ -24,7 +24,7 @@ from ..events import Observable
 from .balance import Balancer, WorkLoads
 from .bucketing import check_key
 from .guards import NonFiniteLossError, check_batch, check_policy, warn_skipped
-from .loops import EpochLoops
+from .loops import EpochLoops, OneCall
 from .monitors import Monitors, ReplicaStep
 from .reporting import Reporter
 from .sources import PlannedStep
@@ -103,6 +103,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.steps, self.last_split, self.closed = 0, [], False
         self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
         self._monitors = Monitors()
+        self._calls = OneCall()  # one call (fit, evaluate, step) at a time
         self._on_shutdown: list[Callable] = []
         self._group = _group(model, loss_fn, optimizer, devices, scheduler, bucket_model)
         self.names = list(self._group.names)
@@ -178,8 +179,9 @@ class DataParallelTrainer(EpochLoops, Observable):
             )
         key = check_key(bucket_key, self.steps)
         n = check_batch(x, y, self.steps)
-        reports = []
-        self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
+        reports: list = []
+        with self._calls.held("step"):
+            self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
         return reports[-1].loss
 
     def _split(self, rows: int, key=None) -> list[int]:
@@ -274,7 +276,8 @@ class DataParallelTrainer(EpochLoops, Observable):
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned, into the model and every replica."""
         self._check_open()
-        self._group.load_state_dict(state)
+        with self._calls.held("load_state_dict"):
+            self._group.load_state_dict(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self._loads.load(state.get("shares"), state.get("bucket_shares"))

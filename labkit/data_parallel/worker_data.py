@@ -74,6 +74,8 @@ class WorkerBlocks:
             y = y.rechunk({0: x.chunks[0]})
         if y.ndim > 1 and len(y.chunks[1]) > 1:
             y = y.rechunk({i: -1 for i in range(1, y.ndim)})
+        if not x.chunks[0] or sum(x.chunks[0]) == 0:
+            raise InputError("X has no rows", argument="X")
         try:
             x, y = client.persist([x, y])
         except Exception as exc:
@@ -109,6 +111,14 @@ class WorkerBlocks:
         """``(block numbers, X futures, y futures)`` of ``rank``."""
         mine = [i for i, r in enumerate(ranks) if r == rank]
         return mine, [self.x[i] for i in mine], [self.y[i] for i in mine]
+
+    def keys_of(self, blocks: list) -> list:
+        """The Dask keys of blocks ``blocks`` of X and y: what a worker keys its rows by.
+
+        Block numbers alone would name other arrays' rows alike (a second fit on
+        arrays chunked as the first), so a worker would train on the first fit's rows.
+        """
+        return [str(self.x[i].key) for i in blocks] + [str(self.y[i].key) for i in blocks]
 
     def release(self) -> None:
         """Let go of the persisted blocks this fit made."""

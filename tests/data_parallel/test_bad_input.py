@@ -51,9 +51,9 @@ CALLS = [
     ("fit-one-shot-iterator", lambda t: t.fit(iter(_pair_list()), epochs=2), lk.InputError,
      ["batches", "iterate again"]),
     ("fit-batch-not-a-pair", lambda t: t.fit([X]), lk.InputError,
-     ["pair", "batch 0"]),
+     ["pair", "batch 1"]),
     ("fit-batch-of-arrays", lambda t: t.fit([(X.numpy(), Y)]), lk.InputError,
-     ["argument x", "ndarray", "batch 0"]),
+     ["argument x", "ndarray", "batch 1"]),
     ("evaluate-an-int", lambda t: t.evaluate(3), lk.InputError, ["batches", "evaluate"]),
     ("step-rows-differ", lambda t: t.step(X, Y[:23]), lk.InputError,
      ["24 rows but 23 targets", "argument y", "step 0"]),
@@ -66,11 +66,11 @@ CALLS = [
     ("step-wrong-width", lambda t: t.step(X[:, :5], Y), lk.TaskError,
      ["replica 0", "device cpu:0", "mat1 and mat2"]),
     ("evaluate-empty-batch", lambda t: t.evaluate([(X[:0], Y[:0])]), lk.InputError,
-     ["empty", "argument x", "batch 0"]),
+     ["empty", "argument x", "batch 1"]),
     ("evaluate-rows-differ", lambda t: t.evaluate([(X, Y), (X, Y[:1])]), lk.InputError,
-     ["24 rows but 1 targets", "argument y", "batch 1"]),
+     ["24 rows but 1 targets", "argument y", "batch 2"]),
     ("evaluate-failing-source", lambda t: t.evaluate(_failing_batches()), lk.InputError,
-     ["the batches raised OSError", "the disk went away", "batch 2"]),
+     ["the batches raised OSError", "the disk went away", "batch 3"]),
     ("step-under-no-grad", _under_no_grad, lk.TrainingError,
      ["torch.no_grad()", "evaluate()", "step 0"]),
 ]
@@ -81,7 +81,7 @@ def test_fit_over_a_source_that_fails_names_epoch_and_batch_and_keeps_its_steps(
     with DataParallelTrainer(model, MSE, sgd(model), devices=CPUS) as t:
         with pytest.raises(lk.InputError) as info:
             t.fit(_failing_batches())
-        assert info.value.where == {"epoch": 1, "batch": 2}
+        assert info.value.where == {"epoch": 1, "batch": 3}
         assert "the batches raised OSError: the disk went away" in str(info.value)
         assert isinstance(info.value.__cause__, OSError)
         assert t.steps == 2   # the steps before the failure are kept

@@ -167,12 +167,12 @@ def test_fit_errors_name_epoch_and_batch(trainers):
         t.fit(iter([batch()]), epochs=2)
     with pytest.raises(lk.InputError) as info:
         t.fit([batch(), batch()[0]], epochs=1)
-    assert info.value.where == {"epoch": 1, "batch": 1}
+    assert info.value.where == {"epoch": 1, "batch": 2}
     x, y = batch()
     steps = t.steps
     with pytest.raises(lk.InputError) as info:
         t.fit([(x, y), (x, y[:3])])
-    assert info.value.where["batch"] == 1 and t.steps == steps + 1
+    assert info.value.where["batch"] == 2 and t.steps == steps + 1
 
 
 def test_monitors_see_each_replica_and_their_errors_are_located(trainers):
