@@ -53,7 +53,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         and re-balances every step.
     scheduler : labkit.DaskScheduler, optional
         Run one replica per Dask worker, reducing with ``torch.distributed``;
-        fits then run as loops on the workers (see :meth:`fit`).
+        fits then run as loops on the workers (see :meth:`fit`).  On a
+        scheduler whose tasks run on threads of this process (the default
+        ``lk.DaskScheduler()``, ``mode="auto"`` or ``"threads"``) the replicas
+        run on threads here instead: one per worker thread (every GPU where
+        there are GPUs), or one per entry of ``devices``.
     on_nonfinite : {"raise", "skip"}
         A step whose loss is NaN or infinite on some replica changes nothing
         (parameters, optimizer state, buffers) and raises a
@@ -338,7 +342,16 @@ class DataParallelTrainer(EpochLoops, Observable):
 
 
 def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
-    """The replica group: Dask workers with a scheduler, else this process's devices."""
+    """The replica group: Dask workers with a scheduler, else this process's devices.
+
+    A scheduler whose tasks run on threads of this process (the embedded
+    default, ``mode="auto"`` or ``"threads"``) trains on replicas over those
+    threads: no worker process to start, and faster on a few cores (issue 38).
+    """
+    if scheduler is not None and getattr(scheduler, "in_process", False):
+        from .thread_group import SchedulerThreadGroup
+
+        return SchedulerThreadGroup(model, loss_fn, optimizer, scheduler, devices, bucket_model)
     if scheduler is not None:
         from .distributed import DaskReplicaGroup
 
