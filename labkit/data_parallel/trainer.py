@@ -131,6 +131,7 @@ class DataParallelTrainer(EpochLoops, Observable):
             self.devices,
             type(model).__name__,
             memory=getattr(self._group, "memory", None),
+            also=self.scheduler,
         )
 
     @property
@@ -151,6 +152,14 @@ class DataParallelTrainer(EpochLoops, Observable):
     def bucket_shares(self) -> dict:
         """With ``work_load="auto"``: each bucket key's shares, re-balanced on its own."""
         return self._loads.bucket_shares
+
+    @property
+    def scheduler(self):
+        """The scheduler whose workers or threads hold the replicas (None in-process).
+
+        Its views see the trainer's fits (runs, steps, each replica's load) too.
+        """
+        return getattr(self._group, "scheduler", None)
 
     @property
     def interfaces(self) -> list[str]:
