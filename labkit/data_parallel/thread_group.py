@@ -13,8 +13,10 @@ reported as :class:`~.reports.StepReport` s, ``evaluate``, state, monitors,
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
+import weakref
 
 import torch
 
@@ -313,10 +315,11 @@ class SchedulerThreadGroup(ThreadGroup):
         self.scheduler = scheduler
         # a batch of the scheduler: its cancel and its shutdown reach the fit (see steps)
         self._batch = scheduler.batch(info=TaskInfo(f"replicas-{uuid.uuid4().hex[:8]}", -1, -1))
-        scheduler.on_shutdown(self._scheduler_ended)
+        # a weak reference: the scheduler must not keep every closed trainer's replicas alive
+        scheduler.on_shutdown(functools.partial(_scheduler_ended, weakref.ref(self)))
 
-    def _scheduler_ended(self) -> None:
-        """The scheduler shut down: its replica threads end with it."""
+    def end_threads(self) -> None:
+        """End the replica threads (the scheduler shut down); the group cannot step again."""
         self._threads.close()
 
     def check_open(self) -> None:
@@ -348,6 +351,13 @@ class SchedulerThreadGroup(ThreadGroup):
             self._batch.close()
         except Exception:  # the scheduler was shut down first: nothing left to release
             pass
+
+
+def _scheduler_ended(group_ref) -> None:
+    """The scheduler shut down: the replica threads of its group (if still alive) end."""
+    group = group_ref()
+    if group is not None:
+        group.end_threads()
 
 
 def thread_devices(scheduler) -> list[str]:

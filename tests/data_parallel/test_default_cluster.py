@@ -125,3 +125,15 @@ def test_shutting_the_default_scheduler_down_ends_the_fit_and_its_threads():
             break
         time.sleep(0.05)
     assert not left
+
+
+def test_the_scheduler_keeps_no_closed_trainer_alive(default):
+    import gc
+    import weakref
+    t = _trainer(default)
+    t.fit([batch(seed=2)])
+    t.close()
+    model = weakref.ref(t.model)
+    del t
+    gc.collect()
+    assert model() is None       # a sweep of many trainers on one scheduler frees each
