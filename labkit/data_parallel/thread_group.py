@@ -309,12 +309,17 @@ class SchedulerThreadGroup(ThreadGroup):
     """
 
     def __init__(self, model, loss_fn, optimizer, scheduler, devices=None, bucket_model=None):
-        if devices is None:
-            devices = thread_devices(scheduler)
-        super().__init__(model, loss_fn, optimizer, devices, bucket_model)
         self.scheduler = scheduler
-        # a batch of the scheduler: its cancel and its shutdown reach the fit (see steps)
+        # a batch of the scheduler: its cancel and its shutdown reach the fit (see steps);
+        # taken first, so that a shut-down scheduler refuses before any thread starts
         self._batch = scheduler.batch(info=TaskInfo(f"replicas-{uuid.uuid4().hex[:8]}", -1, -1))
+        try:
+            if devices is None:
+                devices = thread_devices(scheduler)
+            super().__init__(model, loss_fn, optimizer, devices, bucket_model)
+        except BaseException:
+            self._batch.close()
+            raise
         # a weak reference: the scheduler must not keep every closed trainer's replicas alive
         scheduler.on_shutdown(functools.partial(_scheduler_ended, weakref.ref(self)))
 

@@ -137,3 +137,10 @@ def test_the_scheduler_keeps_no_closed_trainer_alive(default):
     del t
     gc.collect()
     assert model() is None       # a sweep of many trainers on one scheduler frees each
+
+
+def test_a_shut_down_default_scheduler_refuses_a_new_trainer_clearly():
+    s = lk.DaskScheduler(n_workers=1, threads_per_worker=2)
+    s.shutdown()
+    with pytest.raises(lk.SchedulerError, match="shut down"):
+        _trainer(s)
