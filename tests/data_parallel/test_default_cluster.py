@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -40,13 +44,15 @@ def default():
         yield s
 
 
-@pytest.mark.parametrize("kind", ["numpy", "dask", "batches"])
+@pytest.mark.parametrize("kind", ["numpy", "dask", "batches", "on_workers"])
 def test_the_default_cluster_trains_every_kind_of_data_like_thread_replicas(default, kind):
     x, y = _arrays()
     data = {"numpy": (x, y),
             "dask": (da.from_array(x, chunks=(24, 6)), da.from_array(y, chunks=(24, 3))),
             "batches": [(torch.as_tensor(x[i:i + 24]), torch.as_tensor(y[i:i + 24]))
-                        for i in range(0, 96, 24)]}[kind]
+                        for i in range(0, 96, 24)],
+            "on_workers": lk.on_workers(lambda: torch.utils.data.TensorDataset(
+                torch.as_tensor(x), torch.as_tensor(y)))}[kind]
     size = None if kind == "batches" else 24
     before = set(psutil.Process().children(recursive=True))
     with _trainer(default) as t, _trainer(devices=["cpu:0", "cpu:1"]) as ref:
@@ -144,3 +150,39 @@ def test_a_shut_down_default_scheduler_refuses_a_new_trainer_clearly():
     s.shutdown()
     with pytest.raises(lk.SchedulerError, match="shut down"):
         _trainer(s)
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_KERNEL = """
+import sys, threading, torch, labkit as lk
+s = lk.DaskScheduler(n_workers=1, threads_per_worker=2)
+model = torch.nn.Linear(6, 3)
+t = lk.DataParallelTrainer(model, torch.nn.functional.mse_loss,
+                           torch.optim.SGD(model.parameters(), lr=0.01), scheduler=s)
+x, y = torch.randn(64, 6), torch.randn(64, 3)
+started = threading.Event()
+def batches():
+    while True:
+        started.set()
+        yield x, y
+run = t.fit(batches(), wait=False)
+started.wait(60)
+print("training", flush=True)
+run.result()
+"""
+
+
+def test_a_kernel_killed_while_training_on_the_default_cluster_leaves_no_process():
+    kernel = subprocess.Popen([sys.executable, "-c", _KERNEL], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": _ROOT})
+    try:
+        assert kernel.stdout.readline().strip() == "training"
+        spawned = psutil.Process(kernel.pid).children(recursive=True)
+        os.kill(kernel.pid, signal.SIGKILL)
+        kernel.wait(timeout=30)
+        _, alive = psutil.wait_procs(spawned, timeout=30)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+        kernel.stdout.close()
