@@ -107,5 +107,5 @@ def test_default_cluster_benchmark_runs_quick():
                                                         "bench_default_cluster.py"), "--quick"],
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("samples/s   set-up") == 7
+    assert proc.stdout.count("samples/s   set-up") == 10  # 2 modes x 3 kinds, 1, 3
     assert "thread replicas, mode='auto', Dask arrays (X, Y)" in proc.stdout
