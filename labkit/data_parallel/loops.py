@@ -111,8 +111,7 @@ class EpochLoops:
             "batches": _length(source),
             "devices": list(self.names),
         }
-        # the scheduler's views (a dashboard) follow the fit as the trainer's board does
-        return start("fit", [self, self.scheduler], job, wait=wait, detail=detail)
+        return start("fit", [self], job, wait=wait, detail=detail)
 
     def _epoch(
         self, source, epoch: int, epochs: int, scope, options: dict, validation=None

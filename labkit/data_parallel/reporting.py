@@ -33,47 +33,11 @@ from .devices import memory
 __all__ = ["Reporter"]
 
 
-class FanOut:
-    """Several event sources as one: a trainer's events also reach its scheduler's views."""
-
-    def __init__(self, sources: list):
-        self.sources = [s for s in sources if s is not None]
-
-    @property
-    def has_subscribers(self) -> bool:
-        return any(s.has_subscribers for s in self.sources)
-
-    @property
-    def state_every(self) -> float | None:
-        """The most frequent node state any source's subscribers want; None if none does."""
-        wanted = [s.state_every for s in self.sources if s.has_subscribers]
-        wanted = [w for w in wanted if w is not None]
-        return min(wanted) if wanted else None
-
-    def emit(self, event) -> None:
-        for source in self.sources:
-            if source.has_subscribers:
-                source.emit(event)
-
-
 class Reporter:
-    """Turns a trainer's steps into events on ``bus`` (the trainer), and on ``also``.
+    """Turns a trainer's steps into events on ``bus`` (the trainer)."""
 
-    ``also`` is the scheduler whose workers or threads hold the replicas: its
-    dashboard shows their load as the trainer's board does.
-    """
-
-    def __init__(
-        self,
-        bus: Observable,
-        names: list[str],
-        devices,
-        model_name: str,
-        memory=None,
-        also: Observable | None = None,
-    ):
-        self.bus: Observable | FanOut = bus if also is None else FanOut([bus, also])
-        self.names, self.devices, self.model_name = names, devices, model_name
+    def __init__(self, bus: Observable, names: list[str], devices, model_name: str, memory=None):
+        self.bus, self.names, self.devices, self.model_name = bus, names, devices, model_name
         self._memory = memory  # memory(i) -> (used, limit) of device i, where it can be read
         self.run = f"steps-{uuid.uuid4().hex[:8]}"
         self.epoch = 0

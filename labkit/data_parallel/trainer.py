@@ -131,7 +131,6 @@ class DataParallelTrainer(EpochLoops, Observable):
             self.devices,
             type(model).__name__,
             memory=getattr(self._group, "memory", None),
-            also=self.scheduler,
         )
 
     @property
@@ -159,7 +158,34 @@ class DataParallelTrainer(EpochLoops, Observable):
 
         Its views see the trainer's fits (runs, steps, each replica's load) too.
         """
-        return getattr(self._group, "scheduler", None)
+        return getattr(getattr(self, "_group", None), "scheduler", None)
+
+    # -- events: the trainer's subscribers, and its scheduler's ------------------------------
+
+    def emit(self, event) -> None:
+        """Deliver ``event`` to the trainer's subscribers and to its scheduler's (a dashboard).
+
+        The trainer is a fit's one event source: a run that follows it sees each
+        event once, while the scheduler's views see the fits on its workers too.
+        """
+        super().emit(event)
+        scheduler = self.scheduler
+        if scheduler is not None and scheduler.has_subscribers:
+            scheduler.emit(event)
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether the trainer or its scheduler has subscribers."""
+        scheduler = self.scheduler
+        return super().has_subscribers or bool(scheduler is not None and scheduler.has_subscribers)
+
+    @property
+    def state_every(self) -> float | None:
+        """How often the trainer's or its scheduler's subscribers want node state (the least)."""
+        scheduler = self.scheduler
+        wanted = [super().state_every, scheduler.state_every if scheduler is not None else None]
+        wanted = [w for w in wanted if w is not None]
+        return min(wanted) if wanted else None
 
     @property
     def interfaces(self) -> list[str]:

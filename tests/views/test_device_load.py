@@ -38,18 +38,28 @@ def test_a_replica_is_busy_for_its_whole_step_not_only_its_forward_and_backward(
         assert d.step_time == pytest.approx(0.01)
 
 
-def test_the_scheduler_sees_its_replicas_load_too():
-    """A trainer's reports also reach its scheduler (the dashboard's source)."""
-    trainer_bus, scheduler_bus = Observable(), Observable()
-    board, dashboard = Tracker(window=1.0), Tracker(window=1.0)
-    trainer_bus.subscribe(board)
-    scheduler_bus.subscribe(dashboard)
-    reporter = Reporter(trainer_bus, ["cpu:0"], [None], "MLP", also=scheduler_bus)
-    now = time.time()
-    reporter.report(StepReport(0, 0, 0.5, (8,), (0.1,), 0.5, now), [1.0])
-    for tracker in (board, dashboard):
-        (d,) = tracker.snapshot(now=now).devices
-        assert d.name == "cpu:0" and d.busy == pytest.approx(0.5) and d.samples_per_s == 8
+def test_a_fit_run_sees_each_event_once_and_its_scheduler_sees_them_too():
+    """The trainer hands its events to its scheduler's views; a run follows the trainer."""
+    from labkit.events import TaskFinished
+    x, y = torch.randn(64, 6), torch.randn(64, 3)
+    with lk.DaskScheduler(n_workers=1, threads_per_worker=2) as s:
+        model = torch.nn.Linear(6, 3)
+        with lk.DataParallelTrainer(model, torch.nn.functional.mse_loss,
+                                    torch.optim.SGD(model.parameters(), lr=0.01),
+                                    scheduler=s) as t:
+            dashboard = []
+            s.subscribe(dashboard.append)       # only the scheduler is watched
+            run = t.fit([(x[i:i + 16], y[i:i + 16]) for i in range(0, 64, 16)], wait=False)
+            followed = []
+            run.subscribe(followed.append)      # replays the run's events so far, then live
+            run.result(timeout=60)
+    steps = [e for e in followed if isinstance(e, TaskFinished)]
+    assert len(steps) == 4 * 2                          # 4 steps on 2 replicas, once each
+    assert len({id(e) for e in steps}) == len(steps)
+    seen = [e for e in dashboard if isinstance(e, TaskFinished)]
+    assert [(e.worker, e.start) for e in seen] == [(e.worker, e.start) for e in steps]
+    names = [type(e).__name__ for e in dashboard]
+    assert names.count("RunStarted") == 1 and names.count("RunFinished") == 1
 
 
 def _fit_watched(scheduler, rows=40_000, batch_size=100):
