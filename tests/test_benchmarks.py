@@ -100,3 +100,12 @@ def test_sweep_benchmark_runs_quick():
     for label in ("labkit, auto (2 threads), store on", "two plain threads",
                   "(target <= 2 ms with the store on)", "random search's time"):
         assert label in proc.stdout, label
+
+
+def test_default_cluster_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_default_cluster.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("samples/s   set-up") == 10  # 2 modes x 3 kinds, 1, 3
+    assert "thread replicas, mode='auto', Dask arrays (X, Y)" in proc.stdout

@@ -43,7 +43,9 @@ class CommandPipe:
         self.group, self.policy = group, policy
         self.run_id = uuid.uuid4().hex[:12]
         self._last = [None] * len(group.names)  # each rank's previous command
-        self._step_seconds: float | None = None
+        # the last call's step time: a new call sends full commands from its first step on
+        # (one step a command until it is known cost a short fit round-trips)
+        self._step_seconds: float | None = getattr(group, "step_seconds", None)
 
     def run(self, planned, done, check=None) -> None:
         """Train every step of ``planned``; ``done(report)`` for each, in order."""
@@ -143,7 +145,7 @@ class CommandPipe:
             done(report)
         if reports:
             walls = sorted(r.wall for r in reports)
-            self._step_seconds = walls[len(walls) // 2]
+            self._step_seconds = self.group.step_seconds = walls[len(walls) // 2]
         if "broken" in statuses:
             raise self._broken(results, command)
         if "stopped" in statuses:

@@ -198,6 +198,8 @@ class DaskReplicaGroup:
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
         self._store_dirs: list[str] = []
         self.interfaces, self.devices = [], []
+        #: the median step time of the last client-fed command (see .dask_steps)
+        self.step_seconds: float | None = None
         #: reports streamed by rank 0 (see .reports), and completions of long tasks
         self.topic, self.inbox = f"labkit-fit-{self._gid[:12]}", queue.SimpleQueue()
         payload = _payload(model, loss_fn, optimizer, bucket_model)
@@ -474,6 +476,11 @@ class DaskReplicaGroup:
             pass
 
     # -- the contract every replica group keeps ---------------------------------------------
+
+    @property
+    def scheduler(self):
+        """The scheduler whose workers hold the replicas."""
+        return self._scheduler
 
     @property
     def broken(self) -> str | None:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import LabkitError, located
+from ..errors import LabkitError, TrainingError, located
 
 __all__ = ["ReplicaThreads", "replica_error", "thread_modes"]
 
@@ -67,6 +67,7 @@ class ReplicaThreads:
             if len(names) > 1
             else None
         )
+        self.closed = False
 
     def run(self, calls: list[tuple[int, Callable[[], Any]]]) -> list[Any]:
         """Run ``[(replica, fn), ...]`` in parallel; results in order, or raise the first error.
@@ -74,6 +75,8 @@ class ReplicaThreads:
         Every call finishes before this returns or raises, so no replica is
         still computing when the caller moves on.
         """
+        if self.closed:  # never run a step on some replicas only
+            raise TrainingError("the replica threads were ended (the trainer or its scheduler)")
         modes = thread_modes()
         futures = (
             [(i, self._pool.submit(_under, modes, fn)) for i, fn in calls[1:]] if self._pool else []
@@ -95,7 +98,8 @@ class ReplicaThreads:
         return [value for _, value, _ in outcomes]
 
     def close(self) -> None:
-        """End the threads."""
+        """End the threads; idempotent."""
+        self.closed = True
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

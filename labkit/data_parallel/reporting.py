@@ -53,17 +53,21 @@ class Reporter:
         self._unreported = None  # the last step's device stats, if not reported yet
 
     def report(self, report, shares: list[float]) -> None:
-        """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events."""
+        """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events.
+
+        A replica is busy for the whole step (its forward and backward, the
+        reduce it waits on, the optimizer step): on a small model the reduce is
+        most of a step, and forward and backward alone read as an idle device.
+        """
         active = [i for i, c in enumerate(report.rows) if c]
-        spans = [(report.time - report.seconds[i], report.time) for i in active]
+        walls = [max(report.wall, report.seconds[i]) for i in active]
         self.step(
             active,
             [report.rows[i] for i in active],
-            spans,
+            [(report.time - w, report.time) for w in walls],
+            [report.seconds[i] for i in active],
             shares,
             report.loss,
-            report.wall,
-            None,
             report.key,
         )
 
@@ -72,13 +76,16 @@ class Reporter:
         active: list[int],
         counts: list[int],
         spans: list[tuple[float, float]],
+        computed: list[float],
         shares: list[float],
         loss: float,
-        wall: float,
-        memories=None,
         key=None,
     ) -> None:
-        """One step's replica spans, and (throttled) device stats and the loss curve."""
+        """One step's replica spans (each in the step), and (throttled) device stats and loss.
+
+        ``computed`` holds each replica's forward and backward seconds: the
+        device stats' ``busy`` is their fraction of the step.
+        """
         self.samples += sum(counts)
         self.losses.append(loss)
         self.loss_steps.append(len(self.loss_steps) and self.loss_steps[-1] + 1)
@@ -94,7 +101,7 @@ class Reporter:
             self._epoch_tasks += 1
         self.batch += 1
         every, now = self.bus.state_every, time.monotonic()
-        self._unreported = (active, counts, spans, shares, wall, memories)
+        self._unreported = (active, counts, spans, computed, shares)
         if every is not None and (self._last is None or now - self._last >= every):
             self._last = now
             self._flush()
@@ -105,19 +112,19 @@ class Reporter:
         if last is not None:
             self._report(*last)
 
-    def _report(self, active, counts, spans, shares, wall, memories) -> None:
-        for k, (i, n, (start, end)) in enumerate(zip(active, counts, spans)):
-            seconds = max(end - start, 1e-9)
-            used, limit = self._device_memory(i) if memories is None else (memories[k], None)
+    def _report(self, active, counts, spans, computed, shares) -> None:
+        for i, n, (start, end), busy in zip(active, counts, spans, computed):
+            step = max(end - start, 1e-9)
+            used, limit = self._device_memory(i)
             self.bus.emit(
                 DeviceStats(
                     self.names[i],
                     "device",
                     used,
                     limit,
-                    n / seconds,
-                    seconds,
-                    min(seconds / max(wall, 1e-9), 1.0),
+                    n / step,  # the rows it trained a second of its steps
+                    step,
+                    min(busy / step, 1.0),  # the fraction of the step it computed
                     shares[i],
                 )
             )

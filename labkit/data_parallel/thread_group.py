@@ -13,13 +13,17 @@ reported as :class:`~.reports.StepReport` s, ``evaluate``, state, monitors,
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+import uuid
+import weakref
 
 import torch
 
-from ..errors import TrainingError
+from ..errors import SchedulerError, TrainingError
+from ..events import TaskInfo
 from .bucketing import BucketModules
-from .devices import as_devices, memory
+from .devices import as_devices, default_devices, memory
 from .guards import NonFiniteLossError, check_loss, first_nonfinite
 from .monitors import Monitors, ReplicaStep
 from .parallel_apply import ReplicaThreads
@@ -28,7 +32,7 @@ from .replicate import broadcast, replicate
 from .reports import StepReport, batch_number
 from .split import row_weights
 
-__all__ = ["ThreadGroup"]
+__all__ = ["ThreadGroup", "SchedulerThreadGroup", "thread_devices"]
 
 
 class ThreadGroup:
@@ -290,3 +294,80 @@ def _on(device):
     if device is not None and device.type == "cuda":
         return torch.cuda.device(device)
     return contextlib.nullcontext()
+
+
+class SchedulerThreadGroup(ThreadGroup):
+    """Thread replicas that belong to an in-process ``DaskScheduler`` (``"auto"``, ``"threads"``).
+
+    On the embedded cluster's threads a replica per worker thread (every GPU
+    instead, where there are GPUs) trains in this process: on the notebooks'
+    models that ran 4-8 times as many samples a second as replicas in worker
+    processes, and it starts nothing (``benchmarks/RESULTS.md``, issue 38).
+    The replicas answer to the scheduler as its tasks do: its ``cancel()``
+    stops a fit after the current step, its ``shutdown()`` ends the fit and
+    the replica threads, and a shut-down scheduler's trainer says so.
+    """
+
+    def __init__(self, model, loss_fn, optimizer, scheduler, devices=None, bucket_model=None):
+        self.scheduler = scheduler
+        # a batch of the scheduler: its cancel and its shutdown reach the fit (see steps);
+        # taken first, so that a shut-down scheduler refuses before any thread starts
+        self._batch = scheduler.batch(info=TaskInfo(f"replicas-{uuid.uuid4().hex[:8]}", -1, -1))
+        try:
+            if devices is None:
+                devices = thread_devices(scheduler)
+            super().__init__(model, loss_fn, optimizer, devices, bucket_model)
+        except BaseException:
+            self._batch.close()
+            raise
+        # a weak reference: the scheduler must not keep every closed trainer's replicas alive
+        scheduler.on_shutdown(functools.partial(_scheduler_ended, weakref.ref(self)))
+
+    def end_threads(self) -> None:
+        """End the replica threads (the scheduler shut down); the group cannot step again."""
+        self._threads.close()
+
+    def check_open(self) -> None:
+        if self.scheduler.closed:
+            raise SchedulerError(
+                "the scheduler of this trainer was shut down: its replica threads are "
+                "gone; open a new scheduler and a new trainer"
+            )
+        super().check_open()
+
+    def steps(self, planned, done, check=None, policy: str = "raise") -> None:
+        """Train each planned step, raising the scheduler's cancel or shutdown between steps."""
+        __tracebackhide__ = True
+
+        def checked():
+            self._batch.check()
+            if check is not None:
+                check()
+
+        self.check_open()
+        super().steps(planned, done, checked, policy)
+
+    def close(self) -> None:
+        """Stop the replica threads and leave the scheduler; idempotent."""
+        if self.closed:
+            return
+        super().close()
+        try:
+            self._batch.close()
+        except Exception:  # the scheduler was shut down first: nothing left to release
+            pass
+
+
+def _scheduler_ended(group_ref) -> None:
+    """The scheduler shut down: the replica threads of its group (if still alive) end."""
+    group = group_ref()
+    if group is not None:
+        group.end_threads()
+
+
+def thread_devices(scheduler) -> list[str]:
+    """Every GPU, else one CPU replica per thread of the scheduler's in-process worker."""
+    if torch.cuda.is_available():
+        return default_devices()
+    threads = sum(scheduler.client.nthreads().values()) or 1
+    return [f"cpu:{i}" for i in range(threads)] if threads > 1 else ["cpu"]

@@ -53,7 +53,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         and re-balances every step.
     scheduler : labkit.DaskScheduler, optional
         Run one replica per Dask worker, reducing with ``torch.distributed``;
-        fits then run as loops on the workers (see :meth:`fit`).
+        fits then run as loops on the workers (see :meth:`fit`).  On a
+        scheduler whose tasks run on threads of this process (the default
+        ``lk.DaskScheduler()``, ``mode="auto"`` or ``"threads"``) the replicas
+        run on threads here instead: one per worker thread (every GPU where
+        there are GPUs), or one per entry of ``devices``.
     on_nonfinite : {"raise", "skip"}
         A step whose loss is NaN or infinite on some replica changes nothing
         (parameters, optimizer state, buffers) and raises a
@@ -148,6 +152,41 @@ class DataParallelTrainer(EpochLoops, Observable):
     def bucket_shares(self) -> dict:
         """With ``work_load="auto"``: each bucket key's shares, re-balanced on its own."""
         return self._loads.bucket_shares
+
+    @property
+    def scheduler(self):
+        """The scheduler whose workers or threads hold the replicas (None in-process).
+
+        Its views see the trainer's fits (runs, steps, each replica's load) too.
+        """
+        return getattr(getattr(self, "_group", None), "scheduler", None)
+
+    # -- events: the trainer's subscribers, and its scheduler's ------------------------------
+
+    def emit(self, event) -> None:
+        """Deliver ``event`` to the trainer's subscribers and to its scheduler's (a dashboard).
+
+        The trainer is a fit's one event source: a run that follows it sees each
+        event once, while the scheduler's views see the fits on its workers too.
+        """
+        super().emit(event)
+        scheduler = self.scheduler
+        if scheduler is not None and scheduler.has_subscribers:
+            scheduler.emit(event)
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether the trainer or its scheduler has subscribers."""
+        scheduler = self.scheduler
+        return super().has_subscribers or bool(scheduler is not None and scheduler.has_subscribers)
+
+    @property
+    def state_every(self) -> float | None:
+        """How often the trainer's or its scheduler's subscribers want node state (the least)."""
+        scheduler = self.scheduler
+        wanted = [super().state_every, scheduler.state_every if scheduler is not None else None]
+        wanted = [w for w in wanted if w is not None]
+        return min(wanted) if wanted else None
 
     @property
     def interfaces(self) -> list[str]:
@@ -341,7 +380,16 @@ class DataParallelTrainer(EpochLoops, Observable):
 
 
 def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
-    """The replica group: Dask workers with a scheduler, else this process's devices."""
+    """The replica group: Dask workers with a scheduler, else this process's devices.
+
+    A scheduler whose tasks run on threads of this process (the embedded
+    default, ``mode="auto"`` or ``"threads"``) trains on replicas over those
+    threads: no worker process to start, and faster on a few cores (issue 38).
+    """
+    if scheduler is not None and getattr(scheduler, "in_process", False):
+        from .thread_group import SchedulerThreadGroup
+
+        return SchedulerThreadGroup(model, loss_fn, optimizer, scheduler, devices, bucket_model)
     if scheduler is not None:
         from .distributed import DaskReplicaGroup
 

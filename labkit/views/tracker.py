@@ -215,7 +215,13 @@ class Tracker:
             d.kind,
             min(busy / self.window, 1.0),
             n_done / self.window,
-            (st.samples_per_s if st and st.samples_per_s is not None else samples / self.window),
+            # what finished in the window; a device's own last step only when nothing did
+            # (one step's rate swings from step to step, and reads high between reports)
+            (
+                samples / self.window
+                if n_done or st is None or st.samples_per_s is None
+                else st.samples_per_s
+            ),
             len(d.running),
             d.done,
             d.failed,

@@ -161,13 +161,19 @@ def test_the_blas_limit_is_counted_and_restored():
     assert [lib.num_threads for lib in libs] == before
 
 
-def test_the_dask_trainer_refuses_a_threaded_scheduler_clearly():
+def test_the_dask_replica_group_refuses_a_threaded_scheduler_clearly():
+    """The trainer trains there on thread replicas (issue 38); the Dask group itself refuses."""
     import torch
+    from labkit.data_parallel.distributed import DaskReplicaGroup
     model = torch.nn.Linear(3, 1)
     with lk.DaskScheduler(mode="threads") as s:
         with pytest.raises(lk.InputError, match="need worker processes"):
-            lk.DataParallelTrainer(model, torch.nn.MSELoss(),
-                                   torch.optim.SGD(model.parameters(), lr=0.1), scheduler=s)
+            DaskReplicaGroup(model, torch.nn.MSELoss(),
+                             torch.optim.SGD(model.parameters(), lr=0.1), s)
+        with lk.DataParallelTrainer(model, torch.nn.MSELoss(),
+                                    torch.optim.SGD(model.parameters(), lr=0.1),
+                                    scheduler=s) as t:
+            assert t.step(torch.randn(4, 3), torch.randn(4, 1)) >= 0
 
 
 def test_in_process_training_keeps_no_chunk_alive_afterwards():
