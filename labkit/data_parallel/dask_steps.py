@@ -20,7 +20,7 @@ import collections
 import itertools
 import uuid
 
-from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError
+from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
 from . import rank_tasks as w
 from .reports import StepReport, batch_number
 
@@ -141,11 +141,17 @@ class CommandPipe:
             raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
         statuses = {res["status"] for res in results}
         reports = [StepReport.from_wire(r) for res in results for r in res["reports"]]
+        failed = [(r, res["error"]) for r, res in enumerate(results) if res["status"] == "error"]
+        if failed:  # only the steps every rank finished before the failing one count
+            reports = reports[: min(res["done"] for res in results)]
         for report in reports:
             done(report)
         if reports:
             walls = sorted(r.wall for r in reports)
             self._step_seconds = self.group.step_seconds = walls[len(walls) // 2]
+        if failed:  # a rank's own step error, after the steps before it were reported
+            rank, err = failed[0]
+            raise for_caller(err.locate(replica=rank, device=group.names[rank]))
         if "broken" in statuses:
             raise self._broken(results, command)
         if "stopped" in statuses:

@@ -244,9 +244,11 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
 def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
     """Client-fed steps of ``run``: ``commands`` lists ``(epoch, step, x, y, weight, key, shares)``.
 
-    Returns ``{"status": "done" | "stopped" | "failed" | "broken" | "halted", "done":
-    steps, "reports": [...]}`` (reports from rank 0 only).  ``after`` is the command
-    sent before (so that commands run in order); a halted run skips the rest.
+    Returns ``{"status": "done" | "stopped" | "failed" | "error" | "broken" | "halted",
+    "done": steps, "reports": [...]}`` (reports from rank 0 only).  ``after`` is the
+    command sent before (so that commands run in order); a halted run skips the rest.
+    A step's own error (located) comes back as ``"error"`` with the reports of the
+    steps before it, so the client counts those as done before it raises.
     """
     rank = RANKS[gid]
     _leave_pool()
@@ -270,9 +272,9 @@ def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
                 break
     except Exception as exc:  # raised by a collective (a peer is gone), or the step's own
         if _is_user_error(exc):
-            rank.halted = True
-            raise
-        status, extra = "broken", {"reason": f"{type(exc).__name__}: {exc}"}
+            status, extra = "error", {"error": exc}
+        else:
+            status, extra = "broken", {"reason": f"{type(exc).__name__}: {exc}"}
     rank.halted = status != "done"
     stream.flush()
     reports = [r for message in kept for r in message["reports"]] if rank.rank == 0 else []
