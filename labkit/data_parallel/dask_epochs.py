@@ -317,7 +317,9 @@ class EpochRunner:
         group, started = self.group, time.monotonic()
         lost = outcome["lost"] or ["(a peer whose collective failed)"]
         self.failures += 1
-        where = {"worker": ", ".join(lost), "epoch": spec["epoch"], "step": outcome["step"]}
+        # batches count from 1 wherever a user reads them; outcome["step"] counts from 0
+        lost_at = outcome["step"] + 1
+        where = {"worker": ", ".join(lost), "epoch": spec["epoch"], "batch": lost_at}
         alive = group.alive()
         survivors = [n for n in group.names if n in alive]
         if not outcome["lost"] or not survivors or self.failures > self.max_failures:
@@ -351,20 +353,20 @@ class EpochRunner:
             {
                 "worker": where["worker"],
                 "epoch": spec["epoch"],
-                "step": outcome["step"],
-                "resumed_from": position["step"],
+                "batch": lost_at,
+                "resumed_from": position["step"] + 1,
                 "redone": redone,
                 "ranks": len(survivors),
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
         logger.warning(
-            "labkit: lost %s at epoch %d, step %d; the fit goes on over %d worker(s) from step %d",
+            "labkit: lost %s at epoch %d, batch %d; the fit goes on over %d worker(s) from batch %d",
             where["worker"],
             spec["epoch"],
-            outcome["step"],
+            lost_at,
             len(survivors),
-            position["step"],
+            position["step"] + 1,
         )
         return spec
 
