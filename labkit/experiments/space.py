@@ -92,13 +92,37 @@ def _range_problem(lo, hi, what: str, integer: bool = False) -> str | None:
     for name, v in (("lo", lo), ("hi", hi)):
         if integer and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
             return f"{what} needs integers, got {name}={v!r}"
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
             return f"{what} needs finite numbers, got {name}={v!r}"
+        if not integer and not _finite_float(v):
+            return f"{what} needs finite numbers a float holds, got {name}={v!r:.40}"
     if lo == hi:
         return f"{what} needs lo < hi, got the empty range lo={lo!r}, hi={hi!r}"
     if lo > hi:
         return f"{what} needs lo < hi, got the reversed range lo={lo!r}, hi={hi!r}"
+    if integer and not (_INT64[0] <= lo and hi <= _INT64[1]):
+        return (
+            f"{what} needs bounds a 64-bit int holds (-2**63 <= lo < hi <= 2**63), "
+            f"got lo={lo!r:.40}, hi={hi!r:.40}"
+        )
+    if not integer and not math.isfinite(float(hi) - float(lo)):
+        return (
+            f"{what} needs a range narrower than the largest float (hi - lo finite), "
+            f"got lo={lo!r:.40}, hi={hi!r:.40}"
+        )
     return None
+
+
+def _finite_float(v) -> bool:
+    """Whether ``v`` is a finite float (an int too large for one is not)."""
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+#: The bounds numpy's ``integers`` draws between (``hi`` exclusive).
+_INT64 = (-(2**63), 2**63)
 
 
 class _Uniform(Distribution):

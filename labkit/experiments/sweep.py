@@ -19,7 +19,7 @@ from ..events import SweepStarted
 from ..runs import start
 from .engine import TERMINAL, SweepEngine, TrialState
 from .result import SweepResult, TrialRecord
-from .rules import check_rule
+from .rules import check_rule, own_rule
 from .space import Space
 from .store import Store
 
@@ -160,7 +160,7 @@ def sweep(
     the_store = Store(store)
     try:
         spec, engine = _prepare(
-            the_store, fn, space, checked, name, metric, mode, seed, trials, early_stop, resume
+            the_store, fn, space, checked, name, metric, mode, seed, trials, checked["rule"], resume
         )
     except BaseException:
         the_store.close()
@@ -306,11 +306,13 @@ def _check_arguments(
             f"trials={trials} but the list holds {space.size} configurations", argument="trials"
         )
     space.check_pickles()
-    check_rule(early_stop)
+    # a copy: the rule's records (ASHA's rungs) belong to this sweep, not to the object given
+    rule = own_rule(check_rule(early_stop))
     if scheduler is not None and scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
     return {
         "space": space,
+        "rule": rule,
         "max_failures": max_failures,
         "max_concurrent": max_concurrent,
         "workers_per_trial": workers_per_trial,
