@@ -33,8 +33,10 @@ import collections
 import hashlib
 import json
 import logging
+import math
 import os
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -67,7 +69,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
     time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
     PRIMARY KEY (sweep, trial));
+CREATE TABLE IF NOT EXISTS owners (
+    sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
 """
+
+#: Owner tokens of the sweeps this process runs now (a claim of this process that is not
+#: among them was left by a sweep that ended without releasing it).
+_OWNED: set = set()
 
 _STOP = object()
 
@@ -99,8 +107,9 @@ class Store:
         self._lock = threading.Lock()
         self._conn_lock = threading.Lock()  # the writer's connection, shared in memory
         self._closed = False
+        self.readonly = readonly and path is not None
         # in memory, this connection keeps the database alive (and is the writer's)
-        self._conn = self._connect() if readonly and path is not None else self._open_checked()
+        self._conn = self._open_readonly() if self.readonly else self._open_checked()
 
     # -- connections ---------------------------------------------------------------------
 
@@ -117,6 +126,41 @@ class Store:
                 conn.close()  # now, not when a cycle is collected: the file stays open else
                 raise
         return conn
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that reads only, so an archived store on a read-only disk opens.
+
+        SQLite's ``mode=ro`` still needs the WAL's shared-memory file beside a
+        WAL store; where that cannot be made (a read-only folder), the file is
+        opened ``immutable`` (nobody may be writing it then anyway).  A file
+        that is not a sweep store is a StorageError naming it.
+        """
+        from urllib.parse import quote
+
+        base = "file:" + quote(self.path)
+        last: sqlite3.Error | None = None
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=30)
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+                if isinstance(exc, sqlite3.OperationalError):
+                    continue  # cannot open it so: try the next way
+                break  # not a database at all
+            if "sweeps" not in tables:
+                conn.close()
+                raise StorageError(
+                    "the file is an SQLite database but not a labkit sweep store "
+                    "(it has no table of sweeps)",
+                    path=self.path,
+                )
+            return conn
+        raise StorageError(
+            f"cannot read the sweep store: {last} (a corrupt file, or not a sweep store)",
+            path=self.path,
+        ) from last
 
     def _open_checked(self) -> sqlite3.Connection:
         """The writer's connection, the schema made and a write tried; StorageError if not."""
@@ -277,6 +321,45 @@ class Store:
         row["settings"] = json.loads(row["settings"] or "{}")
         return row
 
+    def claim(self, sweep: str, owner: str) -> dict | None:
+        """Make ``owner`` the one sweep that runs ``sweep`` now; ``None``, or who holds it.
+
+        One transaction (``BEGIN IMMEDIATE``: the write lock) reads and takes the
+        claim, so of two sweeps starting with one name, in threads or processes
+        sharing the file, exactly one gets it.  A claim whose process is gone
+        (on this host) is taken over.
+        """
+        with self._conn_lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute(
+                    "SELECT owner, host, pid, since FROM owners WHERE sweep = ?", (sweep,)
+                ).fetchone()
+                if row is not None and row[0] != owner and not _stale(*row[:3]):
+                    conn.rollback()
+                    return {"owner": row[0], "host": row[1], "pid": row[2], "since": row[3]}
+                conn.execute(
+                    "INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?, ?)",
+                    (sweep, owner, socket.gethostname(), os.getpid(), time.time()),
+                )
+                conn.commit()
+            except sqlite3.Error as exc:
+                try:
+                    conn.rollback()
+                except sqlite3.Error:
+                    pass
+                raise StorageError(
+                    f"the store cannot be written: {exc}", path=self.path or "<memory>"
+                ) from exc
+        _OWNED.add(owner)
+        return None
+
+    def release(self, sweep: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``sweep`` (queued: committed with the last writes)."""
+        _OWNED.discard(owner)
+        self.put("DELETE FROM owners WHERE sweep = ? AND owner = ?", (sweep, owner))
+
     def sweep_names(self) -> list[str]:
         """Every sweep's name, oldest first."""
         return [r["name"] for r in self.read("SELECT name FROM sweeps ORDER BY created")]
@@ -341,7 +424,7 @@ class Store:
             if progress is not None:
                 conn.execute(
                     "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
-                    (*progress, sweep, trial),
+                    (*map(_real, progress), sweep, trial),
                 )
 
         self.call(write)
@@ -380,9 +463,9 @@ class Store:
             (
                 status,
                 None if metrics is None else _json(metrics),
-                value,
-                best,
-                step,
+                _real(value),
+                _real(best),
+                _real(step),
                 error,
                 traceback,
                 reason,
@@ -398,6 +481,8 @@ class Store:
         for row in rows:
             row["config"] = json.loads(row["config"])
             row["metrics"] = json.loads(row["metrics"]) if row["metrics"] else None
+            for key in ("value", "best", "step"):
+                row[key] = _unreal(row[key])
         return rows
 
     def reports(self, sweep: str) -> dict[int, list]:
@@ -465,6 +550,33 @@ class Store:
 
     def __repr__(self):
         return f"<labkit sweep store {self.path or 'in memory'}>"
+
+
+def _stale(owner: str, host: str | None, pid: int | None) -> bool:
+    """Whether a claim's sweep has ended without releasing it (its process is gone)."""
+    if host != socket.gethostname() or pid is None:
+        return False  # another machine's process: it cannot be asked
+    if pid == os.getpid():
+        return owner not in _OWNED
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False
+
+
+def _real(value):
+    """A number for a REAL column: NaN as the text 'NaN' (SQLite would store NULL, read as None)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return value
+
+
+def _unreal(value):
+    """A REAL column's value back: the text 'NaN' as NaN."""
+    return float(value) if isinstance(value, str) else value
 
 
 def _json(value) -> str:

@@ -158,9 +158,21 @@ def sweep(
     if hasattr(scheduler, "client") and (not scheduler.in_process or holds_gil):
         _check_pickles(fn)
     the_store = Store(store)
+    owner = uuid.uuid4().hex
     try:
         spec, engine = _prepare(
-            the_store, fn, space, checked, name, metric, mode, seed, trials, checked["rule"], resume
+            the_store,
+            owner,
+            fn,
+            space,
+            checked,
+            name,
+            metric,
+            mode,
+            seed,
+            trials,
+            checked["rule"],
+            resume,
         )
     except BaseException:
         the_store.close()
@@ -198,6 +210,7 @@ def sweep(
             drive(engine, launcher, scope)
             result = _result(engine, spec, the_store, again)
         finally:
+            the_store.release(spec.name, owner)
             the_store.close()  # commits what is queued
             if owned:
                 scheduler.shutdown()
@@ -319,13 +332,36 @@ def _check_arguments(
     }
 
 
-def _prepare(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
-    """The sweep's spec and engine: a new sweep recorded, or a stored one found and checked."""
+def _prepare(store, owner, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
+    """The sweep's spec and engine: a new sweep recorded, or a stored one found and checked.
+
+    The name is claimed first (:meth:`Store.claim`): one sweep at a time owns
+    it, and a second one started meanwhile is refused before it writes anything.
+    """
     name = (
         name
         or f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-"
         f"{uuid.uuid4().hex[:4]}"
     )
+    holder = store.claim(name, owner)
+    if holder is not None:
+        raise InputError(
+            f"another sweep named {name!r} is running on the store {store.path or 'memory'} "
+            f"right now (process {holder['pid']} on {holder['host']}, since "
+            f"{time.strftime('%H:%M:%S', time.localtime(holder['since'] or 0))}); one sweep "
+            "at a time owns a name: wait for it to end (then resume=True goes on with "
+            "it), or give another name",
+            argument="name",
+        )
+    try:
+        return _build(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume)
+    except BaseException:
+        store.release(name, owner)
+        raise
+
+
+def _build(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
+    """:func:`_prepare`'s work once the name is this sweep's."""
     row = store.sweep(name)
     if row is not None:
         seed = _check_resumable(row, space, metric, mode, seed, resume, store, name)
