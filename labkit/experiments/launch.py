@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import threading
 import time
 import uuid
 import weakref
@@ -38,7 +39,7 @@ import weakref
 from ..events import TaskInfo
 from ..scheduling.dask_adapter import forget_on_scheduler
 from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
-from .tasks import OffloadTrial, execute, run_offloaded, run_remote
+from .tasks import OffloadTrial, execute, run_offloaded, run_remote, watch_ctrl_c
 from .trial import Trial
 
 __all__ = ["launcher_for", "InlineLauncher", "ThreadLauncher", "RemoteLauncher"]
@@ -122,12 +123,15 @@ class Launcher:
         engine, execution = self.engine, new_execution()
         try:
             engine.started(state.id, execution, worker)
-            trial = Trial(
-                state.id, state.config, DirectSink(engine, state.id, execution), state.attempts - 1
-            )
+            sink = DirectSink(engine, state.id, execution)
+            trial = Trial(state.id, state.config, sink, engine.attempt(state.id), engine.metric)
             outcome = execute(self.fn, trial)
         except Exception as exc:  # not the trial's own error (those are in the outcome)
             logger.exception("labkit: running trial %d failed", state.id)
+            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        except BaseException as exc:
+            if threading.current_thread() is threading.main_thread():
+                raise  # the user's Ctrl-C in the sweep's own thread: the loop winds down
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         engine.finished(state.id, execution, outcome)
 
@@ -141,7 +145,8 @@ class InlineLauncher(Launcher):
     def fill(self) -> None:
         state = self.engine.take()
         if state is not None:
-            self.run_here(state, "local")
+            with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
+                self.run_here(state, "local")
 
 
 class ThreadLauncher(Launcher):
@@ -223,7 +228,12 @@ class ThreadLauncher(Launcher):
 
     def _run_offloaded(self, state, worker: str) -> None:
         engine = self.engine
-        spec = {"trial": state.id, "config": state.config, "attempt": state.attempts}
+        spec = {
+            "trial": state.id,
+            "config": state.config,
+            "attempt": state.attempts,
+            "metric": engine.metric,
+        }
         info = TaskInfo(engine.scope.id, state.id, state.id, kind="trial")
         try:
             execution, outcome = run_offloaded(
@@ -300,6 +310,7 @@ class RemoteLauncher(Launcher):
             "config": state.config,
             "attempt": state.attempts,
             "restore": restore,
+            "metric": self.engine.metric,
         }
         future = self.client.submit(
             run_remote,
