@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import queue
 import threading
 import time
 import uuid
@@ -271,6 +272,7 @@ class RemoteLauncher(Launcher):
         self._threads, self._asked = 1, 0.0
         self._published: set = set()
         self._durations: collections.deque = collections.deque(maxlen=16)
+        self.closed = False
 
     def threads(self) -> int:
         if time.monotonic() - self._asked > 2.0:  # workers come and go
@@ -322,8 +324,17 @@ class RemoteLauncher(Launcher):
         )
         self.inflight[state.id] = future
         self.batch.track([future])
-        inbox = self.engine.inbox
-        future.add_done_callback(lambda f, t=state.id: inbox.put(("done", t, f)))
+        future.add_done_callback(lambda f, t=state.id: self._task_done(t, f))
+
+    def _task_done(self, trial: int, future) -> None:
+        """A task ended (a Dask thread): its future goes to the loop, unless the sweep ended.
+
+        A future held anywhere keeps its task's key on the scheduler; once the
+        sweep closed, nothing may hold one (its engine and launcher live on
+        in a reference cycle until the garbage collector comes by).
+        """
+        if not self.closed:
+            self.engine.inbox.put(("done", trial, future))
 
     def handle(self, item) -> None:
         kind = item[0]
@@ -420,11 +431,26 @@ class RemoteLauncher(Launcher):
             self._metadata(metadata_keys(self.token, state.id), None)
 
     def close(self) -> None:
+        self.closed = True
+        futures = list(self.inflight.values())
+        self.inflight.clear()
+        self.parked.clear()
+        self._drop_queued_futures()
         try:
             self.client.unsubscribe_topic(self.topic)
-            self.client.cancel(list(self.inflight.values()))
+            self.client.cancel(futures)
             self.client.run(clear_stops, self.token, on_error="ignore")
             forget_on_scheduler(self.client, self.topic, "labkit-sweeps", self.token)
         except Exception:  # the cluster is gone already
             pass
         super().close()
+        self._drop_queued_futures()  # those queued meanwhile
+
+    def _drop_queued_futures(self) -> None:
+        """Empty the engine's inbox of what the loop will never handle (futures among it)."""
+        inbox = self.engine.inbox
+        while True:
+            try:
+                inbox.get_nowait()
+            except queue.Empty:
+                return
