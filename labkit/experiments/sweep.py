@@ -23,7 +23,15 @@ from .rules import check_rule, own_rule
 from .space import Space
 from .store import Store
 
-__all__ = ["sweep", "LiveSweep", "live_sweep", "new_states", "DEFAULT_STORE"]
+__all__ = [
+    "sweep",
+    "LiveSweep",
+    "StoredSweep",
+    "live_sweep",
+    "finished_run",
+    "new_states",
+    "DEFAULT_STORE",
+]
 
 #: Where sweeps are kept unless told otherwise (``store=None`` keeps them in memory).
 DEFAULT_STORE = "experiments.db"
@@ -551,6 +559,7 @@ class LiveSweep:
         self._engine = engine
         self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
         self.space = spec.space.describe()
+        self.rule = spec.settings()["early_stop"]
 
     def snapshot(self, history: bool = False) -> list[dict]:
         """Every trial as a plain row (``history``: with its reports), in id order."""
@@ -569,6 +578,79 @@ class LiveSweep:
         """The sweep so far, as a result."""
         e = self._engine
         return _result(e, e.sweep, e.store)
+
+
+class StoredSweep:
+    """A sweep that has ended, as :class:`LiveSweep` shows one (a board of a stored result).
+
+    It only reads: ``stop`` stops nothing, ``add`` refuses (``result.extend`` runs more).
+    """
+
+    def __init__(self, result: SweepResult):
+        self._result = result
+        self.name, self.metric, self.mode = result.name, result.metric, result.mode
+        self.space, self.rule = dict(result.space), result.rule
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``history``: with its reports), in id order."""
+        rows = [t.row() for t in sorted(self._result.trials, key=lambda t: t.id)]
+        if not history:
+            for row in rows:
+                row.pop("history")
+        return rows
+
+    def stop(self, trial: int) -> bool:
+        """Nothing runs: False."""
+        return False
+
+    def add(self, n: int) -> list[int]:
+        """A stored sweep runs nothing here: an InputError saying how to run more."""
+        raise InputError(
+            "this sweep has ended; run more trials with result.extend(n, fn)", argument="n"
+        )
+
+    def result(self) -> SweepResult:
+        """The result shown."""
+        return self._result
+
+
+def finished_run(result: SweepResult):
+    """A finished sweep :class:`~labkit.Run` of ``result`` (for ``lk.board(result)``).
+
+    Its ``run.sweep`` shows the result's trials, with their ids, values and
+    histories as stored; nothing runs.
+    """
+    if not isinstance(result, SweepResult):
+        raise InputError(
+            f"expected a SweepResult (lk.sweep's or lk.load_sweep's), got {type(result).__name__}",
+            argument="result",
+        )
+    from ..events import Observable
+
+    stored = StoredSweep(result)
+
+    def job(scope):
+        scope.emit(
+            SweepStarted(
+                scope.id,
+                result.name,
+                result.metric,
+                result.mode,
+                dict(result.space),
+                tuple(stored.snapshot()),
+                0,
+                result.rule,
+                result.store,
+            )
+        )
+        return result
+
+    # its events (the start, the trials, the end) go through a feed of its own: the run
+    # keeps them, so a board shown now replays them and knows the sweep ended
+    run = start("sweep", [Observable()], job, wait=False, detail={"name": result.name})
+    run.sweep = stored
+    run.wait()
+    return run
 
 
 def live_sweep(run_id: str) -> LiveSweep | None:
