@@ -275,15 +275,28 @@ def _check_entries(entries: dict) -> None:
     """An InputError naming the first parameter whose name or distribution is bad."""
     for name, value in entries.items():
         _check_name(name)
-        if isinstance(value, Grid):
+        if isinstance(value, Grid) or value is grid or value is Grid:
             raise InputError(
                 f"parameter {name!r}: lk.grid(...) is a whole space; inside a "
                 "space give a grid axis as a list",
                 argument=name,
             )
+        if any(value is maker for maker in _MAKERS) or (
+            isinstance(value, type) and issubclass(value, Distribution)
+        ):
+            shown = getattr(value, "__name__", repr(value)).lstrip("_").lower()
+            raise InputError(
+                f"parameter {name!r} is lk.{shown} itself, not a distribution: call it, "
+                f"e.g. {{{name!r}: lk.{shown}(...)}}",
+                argument=name,
+            )
         problem = getattr(value, "problem", None) if isinstance(value, Distribution) else None
         if problem:
             raise InputError(f"parameter {name!r}: {problem}", argument=name)
+
+
+#: The distributions' makers: given uncalled as a parameter's value, a mistake.
+_MAKERS = (loguniform, uniform, randint, choice)
 
 
 def describe_value(value) -> Any:

@@ -36,6 +36,7 @@ __all__ = [
     "config_words",
     "SORT_KEYS",
     "fmt",
+    "finite",
 ]
 
 PALETTE = (
@@ -193,7 +194,7 @@ def table(snap, key: str = "rank", descending: bool = False, limit: int | None =
 # -- SVG ------------------------------------------------------------------------------------
 
 
-def _finite(value) -> bool:
+def finite(value) -> bool:
     """Whether ``value`` is a number a plot can place (not NaN, not infinite, not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
@@ -208,7 +209,7 @@ def _unit(value, lo: float, hi: float) -> float | None:
 
     Halves first: ``hi - lo`` of two huge floats would overflow to infinity.
     """
-    if not _finite(value):
+    if not finite(value):
         return None
     span = hi / 2 - lo / 2
     return (float(value) / 2 - lo / 2) / span if span > 0 else 0.5
@@ -260,7 +261,7 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
     """Every trial's metric against the step; stopped ones faded, the best one bold."""
     left, right, top, bottom = 52, 10, 10, 34
     lines = [
-        (t, [(float(s), float(v)) for s, v in _thin(t.curve) if _finite(v) and _finite(s)])
+        (t, [(float(s), float(v)) for s, v in _thin(t.curve) if finite(v) and finite(s)])
         for t in snap.trials
     ]
     points = [p for _, pts in lines for p in pts]
@@ -330,14 +331,14 @@ def _axis(name: str, spec: dict, values: list):
         )
         spot = {c: (i / (len(cats) - 1) if len(cats) > 1 else 0.5) for i, c in enumerate(cats)}
         return (lambda v: spot.get(str(v))), [(u, c) for c, u in spot.items()]
-    placed = [float(v) for v in values if _finite(v)]
+    placed = [float(v) for v in values if finite(v)]
     lo: float = min(placed, default=0.0)
     hi: float = max(placed, default=1.0)
-    if _finite(spec.get("lo")) and _finite(spec.get("hi")):  # else a list's, or unplaceable
+    if finite(spec.get("lo")) and finite(spec.get("hi")):  # else a list's, or unplaceable
         lo, hi = spec["lo"], spec["hi"] - (1 if kind == "randint" else 0)
     if kind == "loguniform" and lo > 0:
         a, b = math.log10(lo), math.log10(hi)
-        return (lambda v: _unit(math.log10(v), a, b) if _finite(v) and v > 0 else None), [
+        return (lambda v: _unit(math.log10(v), a, b) if finite(v) and v > 0 else None), [
             (0.0, fmt(float(lo))),
             (1.0, fmt(float(hi))),
             (0.5, "log"),
@@ -351,7 +352,7 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
     top, bottom, left, right = 26, 20, 40, 44
     h = height - top - bottom
     values = [t.value if t.status != "running" else t.best for t in snap.trials]
-    known = [v for v in values if _finite(v)]
+    known = [v for v in values if finite(v)]
     m_lo, m_hi = (min(known), max(known)) if known else (0.0, 1.0)
     axes = [_axis(p, snap.space.get(p, {}), [t.config.get(p) for t in snap.trials]) for p in names]
     axes.append(((lambda v: _unit(v, m_lo, m_hi)), [(0.0, fmt(m_lo)), (1.0, fmt(m_hi))]))
@@ -367,7 +368,7 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
     order = sorted(zip(snap.trials, values), key=lambda tv: tv[0].id == best)
     for t, v in order:
         us = [axis[0](t.config.get(p)) for axis, p in zip(axes, names)]
-        has = _finite(v)  # an infinite or NaN value has no place on the metric's axis
+        has = finite(v)  # an infinite or NaN value has no place on the metric's axis
         if has:
             us.append(axes[-1][0](v))
         pts = " ".join(f"{x:.0f},{Y(u):.0f}" for x, u in zip(xs, us) if u is not None)

@@ -507,3 +507,10 @@ def test_a_metric_typo_fails_each_trial_at_its_first_report(tmp_path, kind):
         assert "'acc'" in record.error and "'accuracy'" in record.error
         assert "did you mean 'accuracy'" in record.error
     assert sorted(os.listdir(tmp_path)) == ["epoch-0-0", "epoch-1-0"]   # no epoch after the first
+
+
+@pytest.mark.parametrize("maker", [lk.loguniform, lk.uniform, lk.randint, lk.choice, lk.grid])
+def test_a_distribution_maker_given_uncalled_is_refused_naming_the_parameter(maker):
+    with pytest.raises(lk.InputError) as info:
+        lk.sweep(f.quadratic, {"lr": maker}, **GOOD)
+    assert info.value.where["argument"] == "lr" and f"lk.{maker.__name__}" in str(info.value)
