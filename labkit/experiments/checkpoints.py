@@ -61,7 +61,7 @@ def decode(blob: bytes, where: str = "<checkpoint>"):
     """The object in ``blob``; loading runs no code named in it."""
     from ..flows.snapshot import read_snapshot
 
-    return read_snapshot(io.BytesIO(blob), where)
+    return read_snapshot(io.BytesIO(blob), where, root="checkpoint")
 
 
 def write_bytes(path: str, blob: bytes) -> None:

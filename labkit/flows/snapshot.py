@@ -147,14 +147,15 @@ def load_checkpoint(path, allow=None, trusted: bool = False):
         )
 
 
-def read_snapshot(fh, path: str, allow=None, trusted: bool = False):
-    """The object in the safe-format file ``fh``; ``path`` names it in errors."""
-    allowed = Allowed(allow, trusted)
+def read_snapshot(fh, path: str, allow=None, trusted: bool = False, root: str = "flow"):
+    """The object in the safe-format file ``fh``; ``path`` names it in errors, ``root`` the
+    object itself (``flow['opt']``; a trial's ``checkpoint['state']``)."""
+    allowed = Allowed(allow, trusted, flow=root == "flow")
     try:
         with zipfile.ZipFile(fh) as zf:
             meta = _meta(zf, path)
             decoder = Decoder(lambda n: _array(zf, n), lambda: _tensors(zf), allowed)
-            return decoder.decode(meta["root"], "flow")
+            return decoder.decode(meta["root"], root)
     except LabkitError as err:
         raise err.locate(path=path)
     except Exception as exc:  # noqa: BLE001 - any damage to the file reads as corruption

@@ -84,7 +84,9 @@ def allow_in_checkpoints(*objects):
 class Allowed:
     """Which named classes and functions a load may recreate."""
 
-    def __init__(self, allow, trusted: bool = False):
+    def __init__(self, allow, trusted: bool = False, flow: bool = True):
+        # how a refusal says to allow a class: Flow.load's allow= too, for a flow's file
+        self.flow = flow
         if allow is None:
             allow = ()
         if isinstance(allow, type) or callable(allow) or not hasattr(allow, "__iter__"):
@@ -119,8 +121,8 @@ class Allowed:
                 f"{where} is a {module}.{qualname}, which checkpoints do not recreate unless "
                 "allowed (only labkit's nodes and flows, torch's built-in layers and losses "
                 "and torch optimizers are); if you trust the file, allow it: "
-                f"lk.Flow.load(path, allow=[{short}]) or "
-                f"lk.allow_in_checkpoints({short})"
+                + (f"lk.Flow.load(path, allow=[{short}]) or " if self.flow else "")
+                + f"lk.allow_in_checkpoints({short})"
             )
         return found
 

@@ -514,3 +514,23 @@ def test_a_distribution_maker_given_uncalled_is_refused_naming_the_parameter(mak
     with pytest.raises(lk.InputError) as info:
         lk.sweep(f.quadratic, {"lr": maker}, **GOOD)
     assert info.value.where["argument"] == "lr" and f"lk.{maker.__name__}" in str(info.value)
+
+
+@dataclasses.dataclass
+class Unregistered:
+    n: int
+
+
+def test_a_checkpoint_refused_at_restore_names_the_checkpoint_not_a_flow(monkeypatch):
+    from labkit.experiments import checkpoints
+    from labkit.flows import snapshot_state
+
+    lk.allow_in_checkpoints(Unregistered)
+    blob = checkpoints.encode({"state": Unregistered(1)}, "trial 4")
+    monkeypatch.setattr(snapshot_state, "_REGISTERED", {})      # another process, say
+    with pytest.raises(lk.InputError) as info:
+        checkpoints.decode(blob, "<checkpoint of trial 4>")
+    message = str(info.value)
+    assert "checkpoint['state']" in message and "Unregistered" in message
+    assert "flow[" not in message and "Flow.load" not in message
+    assert "lk.allow_in_checkpoints(Unregistered)" in message
