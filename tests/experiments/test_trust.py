@@ -416,11 +416,14 @@ def _labkit_keys(s) -> list:
         lambda dask_scheduler: sorted(str(k) for k in dask_scheduler.tasks if "labkit" in str(k)))
 
 
-def test_no_task_key_is_left_on_the_scheduler_after_sweeps_on_worker_processes():
+@pytest.mark.parametrize("kind", ["processes", "address", "auto"])
+def test_no_task_key_is_left_on_the_scheduler_after_sweeps(kind):
+    from tests.clusters import scheduler_of
+
     gc.disable()       # what only a garbage collection would release counts as left behind
     try:
-        with lk.DaskScheduler(mode="processes", n_workers=2) as s:
-            for round_ in range(4):
+        with scheduler_of(kind) as s:
+            for round_ in range(10):
                 lk.sweep(f.curve, {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.01}, trials=6,
                          metric="acc", mode="max", scheduler=s, store=None, seed=round_,
                          early_stop=lk.ASHA(min_steps=1, reduction=2))
