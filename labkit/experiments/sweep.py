@@ -102,7 +102,9 @@ def sweep(
         How many trials (every point of a grid or list by default).  Larger on
         a resumed sweep: it is extended.
     metric : str
-        The reported (or returned) metric that ranks trials and early stopping uses.
+        The reported metric that ranks trials and early stopping uses; each
+        trial's first report must hold it (a trial whose first report does not
+        fails there, naming both).
     mode : {"min", "max"}
         Whether lower or higher ``metric`` is better.
     scheduler : Scheduler, optional
@@ -112,13 +114,15 @@ def sweep(
     seed : int, optional
         The same seed draws the same configurations (one is drawn and stored otherwise).
     early_stop : lk.ASHA, lk.Median or a rule, optional
-        Decides on the client, from the reports, which trials stop early.
+        Decides on the client, from the reports, which trials stop early.  The
+        sweep works on a copy: a rule's records belong to its sweep.
     store : path or None
         The SQLite file everything is kept in (``"experiments.db"``); None
         keeps the sweep in memory only.
     name : str, optional
         The sweep's name in the store (``<fn>-<date>-<time>`` by default); a
-        name already there needs ``resume=True``.
+        name already there needs ``resume=True``.  One sweep at a time owns a
+        name: another one running it (any thread or process) is an InputError.
     resume : bool
         Go on with the stored sweep ``name``: completed, stopped and failed
         trials are not run again, interrupted ones go on from their last
