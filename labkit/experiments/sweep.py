@@ -102,9 +102,9 @@ def sweep(
         How many trials (every point of a grid or list by default).  Larger on
         a resumed sweep: it is extended.
     metric : str
-        The reported metric that ranks trials and early stopping uses; each
-        trial's first report must hold it (a trial whose first report does not
-        fails there, naming both).
+        The reported (or returned) metric that ranks trials and early stopping
+        uses; a trial's first report must hold it (one whose first report does
+        not fails there, naming both).
     mode : {"min", "max"}
         Whether lower or higher ``metric`` is better.
     scheduler : Scheduler, optional

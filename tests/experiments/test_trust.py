@@ -189,9 +189,15 @@ def _kill_when(run, step: int) -> dict:
     return killed
 
 
-def test_trial_attempt_grows_when_its_worker_is_killed(tmp_path):
-    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
-        run = lk.sweep(f.attempt_and_steps, {"steps": 10, "pause": 0.1}, trials=1,
+@pytest.mark.parametrize("kind", ["processes", "gil"])
+def test_trial_attempt_grows_when_its_worker_is_killed(tmp_path, kind):
+    if kind == "gil":      # a pure-Python trial beside an in-process cluster: offload processes
+        scheduler = lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=1)
+        fn = lk.FunctionCallable(f.attempt_and_steps, holds_gil=True)
+    else:
+        scheduler, fn = lk.DaskScheduler(mode="processes", n_workers=2), f.attempt_and_steps
+    with scheduler as s:
+        run = lk.sweep(fn, {"steps": 10, "pause": 0.1}, trials=1,
                        metric="score", mode="max", scheduler=s, store=tmp_path / "s.db",
                        name="k", wait=False)
         killed = _kill_when(run, 3)
