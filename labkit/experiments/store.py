@@ -336,7 +336,7 @@ class Store:
                 row = conn.execute(
                     "SELECT owner, host, pid, since FROM owners WHERE sweep = ?", (sweep,)
                 ).fetchone()
-                if row is not None and row[0] != owner and not _stale(*row[:3]):
+                if row is not None and row[0] != owner and not _stale(*row):
                     conn.rollback()
                     return {"owner": row[0], "host": row[1], "pid": row[2], "since": row[3]}
                 conn.execute(
@@ -552,19 +552,25 @@ class Store:
         return f"<labkit sweep store {self.path or 'in memory'}>"
 
 
-def _stale(owner: str, host: str | None, pid: int | None) -> bool:
+def _stale(owner: str, host: str | None, pid: int | None, since: float | None) -> bool:
     """Whether a claim's sweep has ended without releasing it (its process is gone)."""
     if host != socket.gethostname() or pid is None:
         return False  # another machine's process: it cannot be asked
     if pid == os.getpid():
         return owner not in _OWNED
+    import psutil  # Dask's own dependency
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # ended, not yet reaped
+            return True
+        started = process.create_time()
+    except psutil.NoSuchProcess:
         return True
-    except OSError:  # alive, another user's
+    except psutil.Error:  # alive, another user's
         return False
-    return False
+    # a process that began after the claim only got the claimer's pid again
+    return since is not None and started > since + 1.0
 
 
 def _real(value):
