@@ -297,13 +297,25 @@ def test_a_sweep_running_in_another_process_owns_its_name(tmp_path, resume):
     assert again.counts() == {"completed": 2}          # once it ended, the name is free
 
 
-def test_a_killed_process_s_claim_is_taken_over_by_a_resume(tmp_path):
+@pytest.mark.parametrize("reaped", [True, False])
+def test_a_killed_process_s_claim_is_taken_over_by_a_resume(tmp_path, reaped):
+    import psutil
+
     path = tmp_path / "s.db"
     proc = _start_other(path, ROOT)
     proc.kill()
-    proc.wait()
-    result = lk.sweep(f.slow_loss, OTHER_SPACE, metric="loss",
-                      mode="min", store=path, name="shared", resume=True)
+    if reaped:
+        proc.wait()
+    else:                                   # a zombie until reaped: gone all the same
+        deadline = time.monotonic() + 30
+        while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    try:
+        result = lk.sweep(f.slow_loss, OTHER_SPACE, metric="loss",
+                          mode="min", store=path, name="shared", resume=True)
+    finally:
+        proc.wait()
     assert result.counts() == {"completed": 2}
 
 
