@@ -586,5 +586,18 @@ def _unreal(value):
 
 
 def _json(value) -> str:
-    """``value`` as JSON; what JSON cannot hold is written as its repr."""
-    return json.dumps(value, default=repr)
+    """``value`` as JSON; numpy scalars as their numbers, what else JSON cannot hold as its repr."""
+    return json.dumps(value, default=_plain)
+
+
+def _plain(value):
+    """A value JSON holds for ``value``: a numpy scalar's number (reads back equal), else its repr."""
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        try:
+            plain = item()
+        except (TypeError, ValueError):  # an array of more than one value
+            return repr(value)
+        if isinstance(plain, (bool, int, float, str)):
+            return plain
+    return repr(value)

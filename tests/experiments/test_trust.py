@@ -555,3 +555,14 @@ def test_a_checkpoint_refused_at_restore_names_the_checkpoint_not_a_flow(monkeyp
     assert "checkpoint['state']" in message and "Unregistered" in message
     assert "flow[" not in message and "Flow.load" not in message
     assert "lk.allow_in_checkpoints(Unregistered)" in message
+
+
+def test_numpy_values_in_configurations_read_back_equal(tmp_path):
+    import numpy as np
+
+    space = {"w": lk.choice(np.array([64, 128])), "p": lk.choice([np.float32(0.5)]),
+             "on": lk.choice([np.bool_(True)])}
+    live = lk.sweep(f.quadratic, {**space, "x": lk.uniform(0, 1)}, trials=3, metric="loss",
+                    mode="min", store=tmp_path / "s.db", name="np")
+    loaded = lk.load_sweep(tmp_path / "s.db", "np")
+    assert [t.config for t in live.trials] == [t.config for t in loaded.trials]
