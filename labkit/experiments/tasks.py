@@ -162,7 +162,8 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
     sink.start(attempt)
     try:
         fn = _function(token, blob)
-    except Exception as exc:  # a function that cannot be unpickled here (a missing module)
+    # a function that cannot be unpickled here (a missing module, one that exits on import)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         outcome = {
             "status": "failed",
             "error": f"the trial function cannot be loaded on "
