@@ -13,7 +13,10 @@ wakes nobody) and commits what it finds in one transaction.  A killed kernel thu
 last fraction of a second of reports (WAL with ``synchronous=NORMAL``
 survives a killed process; only a power cut can cost the last commits).
 A notebook can read a sweep while another kernel writes it (WAL: readers
-never wait for the writer).
+never wait for the writer); ``lk.load_sweep`` opens the file read-only, so an
+archived store on a read-only disk reads too.  One sweep at a time owns a
+name (:meth:`Store.claim`): a second one, in any thread or process sharing
+the file, is refused before it writes anything.
 
 Examples
 --------
