@@ -72,6 +72,7 @@ class Interval(Rule):
     ``closed`` says which ends belong to it: ``"both"`` (the default),
     ``"left"``, ``"right"`` or ``"neither"``; ``None`` for an end leaves that
     side open.  An ``int`` is a ``float`` here, ``bool`` neither; NaN never is.
+    ``finite`` refuses infinities too (a setting that must be a real amount).
     """
 
     def __init__(
@@ -81,18 +82,23 @@ class Interval(Rule):
         high: float | None = None,
         closed: str = "both",
         name: str | None = None,
+        finite: bool = False,
     ):
         if kind not in (int, float):
             raise TypeError("Interval takes int or float")
         self.kind, self.low, self.high, self.closed = kind, low, high, closed
+        self.finite = finite
         self.name = name  # how the message says it, when not in the words made here
 
     def accepts(self, value: Any) -> bool:
         if isinstance(value, bool):
             return False
         wanted = numbers.Integral if self.kind is int else numbers.Real
-        if not isinstance(value, wanted) or (self.kind is float and math.isnan(value)):
+        if not isinstance(value, wanted):
             return False
+        if not isinstance(value, numbers.Integral):  # ints are finite (and may not fit a float)
+            if math.isnan(value) or (self.finite and math.isinf(value)):
+                return False
         low_ok = self.low is None or (
             value >= self.low if self.closed in ("both", "left") else value > self.low
         )
@@ -104,14 +110,15 @@ class Interval(Rule):
     def describe(self) -> str:
         if self.name:
             return self.name
-        name = "an int" if self.kind is int else "a number"
+        name = "an int" if self.kind is int else ("a finite number" if self.finite else "a number")
         if (
             self.high is None
             and self.low in (0, 1)
             and (self.kind is int) == (self.low == 1)
             and self.closed in (("both", "left") if self.low == 1 else ("neither", "right"))
         ):
-            return f"a positive {'int' if self.kind is int else 'number'}"
+            kind = "int" if self.kind is int else ("finite number" if self.finite else "number")
+            return f"a positive {kind}"
         parts = []
         if self.low is not None:
             parts.append(f">= {self.low}" if self.closed in ("both", "left") else f"> {self.low}")

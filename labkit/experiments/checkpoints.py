@@ -29,16 +29,30 @@ __all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
 INLINE_BYTES = 256 * 1024
 
 
-def encode(obj) -> bytes:
-    """``obj`` in the safe checkpoint format (an InputError names what it cannot hold)."""
+#: What to do instead, said with a checkpoint's every refusal.
+ADVICE = (
+    "checkpoint plain data instead: numbers, strings, lists, dicts, numpy arrays, torch "
+    "tensors and state dicts (model.state_dict(), optimizer.state_dict()), or your "
+    "object's fields (dataclasses.asdict(obj)), and rebuild the object from them after "
+    "trial.restore()"
+)
+
+
+def encode(obj, who: str = "the trial") -> bytes:
+    """``obj`` in the safe checkpoint format, refused now if ``trial.restore()`` could not
+    load it back; the InputError names ``who`` and the field (``checkpoint['opt'].lr``)."""
     from ..flows.snapshot import write_snapshot
+    from ..flows.snapshot_state import Allowed, Encoder
 
     buffer = io.BytesIO()
     try:
-        write_snapshot(obj, buffer)
+        # the loads of trial.restore() allow what this process allows now
+        write_snapshot(obj, buffer, "checkpoint", Encoder(Allowed(None), ADVICE))
     except LabkitError as err:
+        advice = "" if ADVICE in err.message else f"; {ADVICE}"
         raise InputError(
-            f"trial.checkpoint() cannot store this object: {err.message}", argument="obj"
+            f"trial.checkpoint() of {who} cannot store this object: {err.message}{advice}",
+            argument="obj",
         ) from None
     return buffer.getvalue()
 
@@ -47,7 +61,7 @@ def decode(blob: bytes, where: str = "<checkpoint>"):
     """The object in ``blob``; loading runs no code named in it."""
     from ..flows.snapshot import read_snapshot
 
-    return read_snapshot(io.BytesIO(blob), where)
+    return read_snapshot(io.BytesIO(blob), where, root="checkpoint")
 
 
 def write_bytes(path: str, blob: bytes) -> None:

@@ -242,6 +242,11 @@ class SweepEngine:
             s.blob, s.seq = held[0], max(s.seq, held[2])
         return held[0]
 
+    def attempt(self, trial: int) -> int:
+        """The attempt the trial's current execution is (0 the first; ``trial.attempt``)."""
+        with self.lock:
+            return max(0, self.states[trial].attempts - 1)
+
     def stop_requested(self, trial: int, execution: str) -> bool:
         """Whether this execution of ``trial`` must stop."""
         with self.lock:

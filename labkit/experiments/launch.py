@@ -31,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import queue
+import threading
 import time
 import uuid
 import weakref
@@ -38,7 +40,7 @@ import weakref
 from ..events import TaskInfo
 from ..scheduling.dask_adapter import forget_on_scheduler
 from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
-from .tasks import OffloadTrial, execute, run_offloaded, run_remote
+from .tasks import OffloadTrial, execute, run_offloaded, run_remote, watch_ctrl_c
 from .trial import Trial
 
 __all__ = ["launcher_for", "InlineLauncher", "ThreadLauncher", "RemoteLauncher"]
@@ -122,12 +124,15 @@ class Launcher:
         engine, execution = self.engine, new_execution()
         try:
             engine.started(state.id, execution, worker)
-            trial = Trial(
-                state.id, state.config, DirectSink(engine, state.id, execution), state.attempts - 1
-            )
+            sink = DirectSink(engine, state.id, execution)
+            trial = Trial(state.id, state.config, sink, engine.attempt(state.id), engine.metric)
             outcome = execute(self.fn, trial)
         except Exception as exc:  # not the trial's own error (those are in the outcome)
             logger.exception("labkit: running trial %d failed", state.id)
+            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        except BaseException as exc:
+            if threading.current_thread() is threading.main_thread():
+                raise  # the user's Ctrl-C in the sweep's own thread: the loop winds down
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
         engine.finished(state.id, execution, outcome)
 
@@ -141,7 +146,8 @@ class InlineLauncher(Launcher):
     def fill(self) -> None:
         state = self.engine.take()
         if state is not None:
-            self.run_here(state, "local")
+            with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
+                self.run_here(state, "local")
 
 
 class ThreadLauncher(Launcher):
@@ -223,7 +229,12 @@ class ThreadLauncher(Launcher):
 
     def _run_offloaded(self, state, worker: str) -> None:
         engine = self.engine
-        spec = {"trial": state.id, "config": state.config, "attempt": state.attempts}
+        spec = {
+            "trial": state.id,
+            "config": state.config,
+            "attempt": state.attempts,
+            "metric": engine.metric,
+        }
         info = TaskInfo(engine.scope.id, state.id, state.id, kind="trial")
         try:
             execution, outcome = run_offloaded(
@@ -261,6 +272,7 @@ class RemoteLauncher(Launcher):
         self._threads, self._asked = 1, 0.0
         self._published: set = set()
         self._durations: collections.deque = collections.deque(maxlen=16)
+        self.closed = False
 
     def threads(self) -> int:
         if time.monotonic() - self._asked > 2.0:  # workers come and go
@@ -300,6 +312,7 @@ class RemoteLauncher(Launcher):
             "config": state.config,
             "attempt": state.attempts,
             "restore": restore,
+            "metric": self.engine.metric,
         }
         future = self.client.submit(
             run_remote,
@@ -311,8 +324,17 @@ class RemoteLauncher(Launcher):
         )
         self.inflight[state.id] = future
         self.batch.track([future])
-        inbox = self.engine.inbox
-        future.add_done_callback(lambda f, t=state.id: inbox.put(("done", t, f)))
+        future.add_done_callback(lambda f, t=state.id: self._task_done(t, f))
+
+    def _task_done(self, trial: int, future) -> None:
+        """A task ended (a Dask thread): its future goes to the loop, unless the sweep ended.
+
+        A future held anywhere keeps its task's key on the scheduler; once the
+        sweep closed, nothing may hold one (its engine and launcher live on
+        in a reference cycle until the garbage collector comes by).
+        """
+        if not self.closed:
+            self.engine.inbox.put(("done", trial, future))
 
     def handle(self, item) -> None:
         kind = item[0]
@@ -409,11 +431,26 @@ class RemoteLauncher(Launcher):
             self._metadata(metadata_keys(self.token, state.id), None)
 
     def close(self) -> None:
+        self.closed = True
+        futures = list(self.inflight.values())
+        self.inflight.clear()
+        self.parked.clear()
+        self._drop_queued_futures()
         try:
             self.client.unsubscribe_topic(self.topic)
-            self.client.cancel(list(self.inflight.values()))
+            self.client.cancel(futures)
             self.client.run(clear_stops, self.token, on_error="ignore")
             forget_on_scheduler(self.client, self.topic, "labkit-sweeps", self.token)
         except Exception:  # the cluster is gone already
             pass
         super().close()
+        self._drop_queued_futures()  # those queued meanwhile
+
+    def _drop_queued_futures(self) -> None:
+        """Empty the engine's inbox of what the loop will never handle (futures among it)."""
+        inbox = self.engine.inbox
+        while True:
+            try:
+                inbox.get_nowait()
+            except queue.Empty:
+                return

@@ -52,6 +52,26 @@ class TrialRecord:
     started: float | None = None
     ended: float | None = None
 
+    def row(self) -> dict:
+        """The record as a plain row, as a live sweep's snapshot gives it (with its history)."""
+        return {
+            "id": self.id,
+            "config": dict(self.config),
+            "status": self.status,
+            "value": self.value,
+            "best": self.best,
+            "step": self.step,
+            "attempts": self.attempts,
+            "worker": self.worker,
+            "reason": self.reason,
+            "error": self.error,
+            "traceback": self.traceback,
+            "metrics": self.metrics,
+            "started": self.started,
+            "ended": self.ended,
+            "history": [(s, dict(m), t) for s, m, t in self.history],
+        }
+
     def curve(self, metric: str) -> tuple[list, list]:
         """``(steps, values)`` of ``metric`` over the history (for a plot)."""
         points = [(s, m[metric]) for s, m, _ in self.history if metric in m]

@@ -34,13 +34,14 @@ Examples
 from __future__ import annotations
 
 import bisect
+import copy
 import math
-import numbers
 import statistics
 
+from ..constraints import Interval, check_parameters
 from ..errors import InputError
 
-__all__ = ["Rule", "ASHA", "Median", "History", "check_rule"]
+__all__ = ["Rule", "ASHA", "Median", "History", "check_rule", "own_rule"]
 
 
 class History:
@@ -118,15 +119,9 @@ class Rule:
         return repr(self)
 
 
-def _positive(value, name: str, what: str, integer: bool = False, minimum: float = 0) -> None:
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value > minimum
-    if integer:
-        ok = ok and isinstance(value, numbers.Integral)
-    if not ok:
-        kind = "an int" if integer else "a number"
-        raise InputError(
-            f"{what}({name}=...) must be {kind} > {minimum}, got {value!r}", argument=name
-        )
+def _above(low: float) -> Interval:
+    """A finite number > ``low`` (a step count or a ratio: NaN and infinities mean nothing)."""
+    return Interval(float, low, closed="neither", finite=True, name=f"a finite number > {low}")
 
 
 class ASHA(Rule):
@@ -150,11 +145,14 @@ class ASHA(Rule):
         The length of a full trial; no rung at or beyond it.
     """
 
+    parameter_constraints = {
+        "min_steps": [_above(0)],
+        "reduction": [_above(1)],
+        "max_steps": [_above(0), None],
+    }
+
     def __init__(self, min_steps=1, reduction=3, max_steps=None):
-        _positive(min_steps, "min_steps", "lk.ASHA")
-        _positive(reduction, "reduction", "lk.ASHA", minimum=1)
-        if max_steps is not None:
-            _positive(max_steps, "max_steps", "lk.ASHA")
+        check_parameters(self, locals(), "lk.ASHA")
         self.min_steps, self.reduction, self.max_steps = min_steps, reduction, max_steps
         self._recorded: list[dict[int, float]] = []  # per rung: trial -> score
 
@@ -202,13 +200,13 @@ class Median(Rule):
     ``step``; below it, the trial stops (Golovin et al., "Google Vizier", 2017).
     """
 
+    parameter_constraints = {
+        "min_steps": [Interval(float, 0, finite=True, name="a finite number >= 0")],
+        "min_trials": [Interval(int, 1)],
+    }
+
     def __init__(self, min_steps=1, min_trials=3):
-        if isinstance(min_steps, bool) or not isinstance(min_steps, numbers.Real) or min_steps < 0:
-            raise InputError(
-                f"lk.Median(min_steps=...) must be a number >= 0, got {min_steps!r}",
-                argument="min_steps",
-            )
-        _positive(min_trials, "min_trials", "lk.Median", integer=True)
+        check_parameters(self, locals(), "lk.Median")
         self.min_steps, self.min_trials = min_steps, min_trials
 
     def decide(self, trial, step, value, history):
@@ -239,6 +237,12 @@ class Median(Rule):
 
 def check_rule(rule) -> Rule | None:
     """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop."""
+    if isinstance(rule, type):  # lk.ASHA for lk.ASHA(): its decide is unbound
+        raise InputError(
+            f"early_stop must be a rule, not the class {rule.__name__}: pass "
+            f"{rule.__name__}() (or with settings, e.g. lk.ASHA(min_steps=1, reduction=3))",
+            argument="early_stop",
+        )
     if rule is None or callable(getattr(rule, "decide", None)):
         return rule
     raise InputError(
@@ -247,6 +251,26 @@ def check_rule(rule) -> Rule | None:
         f"{type(rule).__name__} {rule!r:.60}",
         argument="early_stop",
     )
+
+
+def own_rule(rule):
+    """A copy of ``rule`` for one sweep: a rule's records (ASHA's rungs) belong to its sweep.
+
+    So one rule object given to several sweeps, or to a sweep and its extension,
+    starts each with nothing recorded (a resumed sweep rebuilds its records from
+    the stored reports).
+    """
+    if rule is None:
+        return None
+    try:
+        return copy.deepcopy(rule)
+    except Exception as exc:  # noqa: BLE001 - a rule holding a lock, a file, a socket
+        raise InputError(
+            f"early_stop {type(rule).__name__} cannot be copied ({type(exc).__name__}: "
+            f"{exc}); each sweep keeps its own copy of the rule, so its state stays its "
+            "own: keep plain data in the rule (no locks, files or connections)",
+            argument="early_stop",
+        ) from None
 
 
 def _value(history: History, score: float) -> float:

@@ -141,6 +141,22 @@ class EventSink:
     def start(self, attempt: int) -> None:
         self.send("start", worker=self.worker.address, pid=os.getpid(), attempt=attempt)
 
+    def runs_before(self) -> int:
+        """How often the scheduler ran this task before (Dask reruns one whose worker died).
+
+        Counted on the scheduler, under the sweep's entry of its task metadata
+        (dropped when the sweep ends); 0 when the scheduler cannot be asked.
+        """
+        from distributed.utils import sync
+
+        keys = ["labkit-sweeps", self.token, "runs", str(self.worker.get_current_task())]
+        try:
+            runs = sync(self.worker.loop, self.worker.scheduler.get_metadata, keys=keys, default=0)
+            sync(self.worker.loop, self.worker.scheduler.set_metadata, keys=keys, value=runs + 1)
+        except Exception:  # the scheduler is unreachable: the count the task came with
+            return 0
+        return int(runs or 0)
+
     def report(self, step, metrics, t) -> bool:
         self._pending.append([step, metrics, t])
         if t - self._last >= self.every:

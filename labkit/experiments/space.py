@@ -92,13 +92,37 @@ def _range_problem(lo, hi, what: str, integer: bool = False) -> str | None:
     for name, v in (("lo", lo), ("hi", hi)):
         if integer and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
             return f"{what} needs integers, got {name}={v!r}"
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
             return f"{what} needs finite numbers, got {name}={v!r}"
+        if not integer and not _finite_float(v):
+            return f"{what} needs finite numbers a float holds, got {name}={v!r:.40}"
     if lo == hi:
         return f"{what} needs lo < hi, got the empty range lo={lo!r}, hi={hi!r}"
     if lo > hi:
         return f"{what} needs lo < hi, got the reversed range lo={lo!r}, hi={hi!r}"
+    if integer and not (_INT64[0] <= lo and hi <= _INT64[1]):
+        return (
+            f"{what} needs bounds a 64-bit int holds (-2**63 <= lo < hi <= 2**63), "
+            f"got lo={lo!r:.40}, hi={hi!r:.40}"
+        )
+    if not integer and not math.isfinite(float(hi) - float(lo)):
+        return (
+            f"{what} needs a range narrower than the largest float (hi - lo finite), "
+            f"got lo={lo!r:.40}, hi={hi!r:.40}"
+        )
     return None
+
+
+def _finite_float(v) -> bool:
+    """Whether ``v`` is a finite float (an int too large for one is not)."""
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
+
+
+#: The bounds numpy's ``integers`` draws between (``hi`` exclusive).
+_INT64 = (-(2**63), 2**63)
 
 
 class _Uniform(Distribution):
@@ -251,15 +275,28 @@ def _check_entries(entries: dict) -> None:
     """An InputError naming the first parameter whose name or distribution is bad."""
     for name, value in entries.items():
         _check_name(name)
-        if isinstance(value, Grid):
+        if isinstance(value, Grid) or value is grid or value is Grid:
             raise InputError(
                 f"parameter {name!r}: lk.grid(...) is a whole space; inside a "
                 "space give a grid axis as a list",
                 argument=name,
             )
+        if any(value is maker for maker in _MAKERS) or (
+            isinstance(value, type) and issubclass(value, Distribution)
+        ):
+            shown = getattr(value, "__name__", repr(value)).lstrip("_").lower()
+            raise InputError(
+                f"parameter {name!r} is lk.{shown} itself, not a distribution: call it, "
+                f"e.g. {{{name!r}: lk.{shown}(...)}}",
+                argument=name,
+            )
         problem = getattr(value, "problem", None) if isinstance(value, Distribution) else None
         if problem:
             raise InputError(f"parameter {name!r}: {problem}", argument=name)
+
+
+#: The distributions' makers: given uncalled as a parameter's value, a mistake.
+_MAKERS = (loguniform, uniform, randint, choice)
 
 
 def describe_value(value) -> Any:

@@ -13,7 +13,10 @@ wakes nobody) and commits what it finds in one transaction.  A killed kernel thu
 last fraction of a second of reports (WAL with ``synchronous=NORMAL``
 survives a killed process; only a power cut can cost the last commits).
 A notebook can read a sweep while another kernel writes it (WAL: readers
-never wait for the writer).
+never wait for the writer); ``lk.load_sweep`` opens the file read-only, so an
+archived store on a read-only disk reads too.  One sweep at a time owns a
+name (:meth:`Store.claim`): a second one, in any thread or process sharing
+the file, is refused before it writes anything.
 
 Examples
 --------
@@ -33,8 +36,10 @@ import collections
 import hashlib
 import json
 import logging
+import math
 import os
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -67,7 +72,13 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
     time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
     PRIMARY KEY (sweep, trial));
+CREATE TABLE IF NOT EXISTS owners (
+    sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
 """
+
+#: Owner tokens of the sweeps this process runs now (a claim of this process that is not
+#: among them was left by a sweep that ended without releasing it).
+_OWNED: set = set()
 
 _STOP = object()
 
@@ -99,8 +110,9 @@ class Store:
         self._lock = threading.Lock()
         self._conn_lock = threading.Lock()  # the writer's connection, shared in memory
         self._closed = False
+        self.readonly = readonly and path is not None
         # in memory, this connection keeps the database alive (and is the writer's)
-        self._conn = self._connect() if readonly and path is not None else self._open_checked()
+        self._conn = self._open_readonly() if self.readonly else self._open_checked()
 
     # -- connections ---------------------------------------------------------------------
 
@@ -117,6 +129,41 @@ class Store:
                 conn.close()  # now, not when a cycle is collected: the file stays open else
                 raise
         return conn
+
+    def _open_readonly(self) -> sqlite3.Connection:
+        """A connection that reads only, so an archived store on a read-only disk opens.
+
+        SQLite's ``mode=ro`` still needs the WAL's shared-memory file beside a
+        WAL store; where that cannot be made (a read-only folder), the file is
+        opened ``immutable`` (nobody may be writing it then anyway).  A file
+        that is not a sweep store is a StorageError naming it.
+        """
+        from urllib.parse import quote
+
+        base = "file:" + quote(self.path)
+        last: sqlite3.Error | None = None
+        for query in ("?mode=ro", "?mode=ro&immutable=1"):
+            conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=30)
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+                if isinstance(exc, sqlite3.OperationalError):
+                    continue  # cannot open it so: try the next way
+                break  # not a database at all
+            if "sweeps" not in tables:
+                conn.close()
+                raise StorageError(
+                    "the file is an SQLite database but not a labkit sweep store "
+                    "(it has no table of sweeps)",
+                    path=self.path,
+                )
+            return conn
+        raise StorageError(
+            f"cannot read the sweep store: {last} (a corrupt file, or not a sweep store)",
+            path=self.path,
+        ) from last
 
     def _open_checked(self) -> sqlite3.Connection:
         """The writer's connection, the schema made and a write tried; StorageError if not."""
@@ -277,6 +324,45 @@ class Store:
         row["settings"] = json.loads(row["settings"] or "{}")
         return row
 
+    def claim(self, sweep: str, owner: str) -> dict | None:
+        """Make ``owner`` the one sweep that runs ``sweep`` now; ``None``, or who holds it.
+
+        One transaction (``BEGIN IMMEDIATE``: the write lock) reads and takes the
+        claim, so of two sweeps starting with one name, in threads or processes
+        sharing the file, exactly one gets it.  A claim whose process is gone
+        (on this host) is taken over.
+        """
+        with self._conn_lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                row = conn.execute(
+                    "SELECT owner, host, pid, since FROM owners WHERE sweep = ?", (sweep,)
+                ).fetchone()
+                if row is not None and row[0] != owner and not _stale(*row):
+                    conn.rollback()
+                    return {"owner": row[0], "host": row[1], "pid": row[2], "since": row[3]}
+                conn.execute(
+                    "INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?, ?)",
+                    (sweep, owner, socket.gethostname(), os.getpid(), time.time()),
+                )
+                conn.commit()
+            except sqlite3.Error as exc:
+                try:
+                    conn.rollback()
+                except sqlite3.Error:
+                    pass
+                raise StorageError(
+                    f"the store cannot be written: {exc}", path=self.path or "<memory>"
+                ) from exc
+        _OWNED.add(owner)
+        return None
+
+    def release(self, sweep: str, owner: str) -> None:
+        """Give up ``owner``'s claim on ``sweep`` (queued: committed with the last writes)."""
+        _OWNED.discard(owner)
+        self.put("DELETE FROM owners WHERE sweep = ? AND owner = ?", (sweep, owner))
+
     def sweep_names(self) -> list[str]:
         """Every sweep's name, oldest first."""
         return [r["name"] for r in self.read("SELECT name FROM sweeps ORDER BY created")]
@@ -341,7 +427,7 @@ class Store:
             if progress is not None:
                 conn.execute(
                     "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
-                    (*progress, sweep, trial),
+                    (*map(_real, progress), sweep, trial),
                 )
 
         self.call(write)
@@ -380,9 +466,9 @@ class Store:
             (
                 status,
                 None if metrics is None else _json(metrics),
-                value,
-                best,
-                step,
+                _real(value),
+                _real(best),
+                _real(step),
                 error,
                 traceback,
                 reason,
@@ -398,6 +484,8 @@ class Store:
         for row in rows:
             row["config"] = json.loads(row["config"])
             row["metrics"] = json.loads(row["metrics"]) if row["metrics"] else None
+            for key in ("value", "best", "step"):
+                row[key] = _unreal(row[key])
         return rows
 
     def reports(self, sweep: str) -> dict[int, list]:
@@ -467,6 +555,52 @@ class Store:
         return f"<labkit sweep store {self.path or 'in memory'}>"
 
 
+def _stale(owner: str, host: str | None, pid: int | None, since: float | None) -> bool:
+    """Whether a claim's sweep has ended without releasing it (its process is gone)."""
+    if host != socket.gethostname() or pid is None:
+        return False  # another machine's process: it cannot be asked
+    if pid == os.getpid():
+        return owner not in _OWNED
+    import psutil  # Dask's own dependency
+
+    try:
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # ended, not yet reaped
+            return True
+        started = process.create_time()
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:  # alive, another user's
+        return False
+    # a process that began after the claim only got the claimer's pid again
+    return since is not None and started > since + 1.0
+
+
+def _real(value):
+    """A number for a REAL column: NaN as the text 'NaN' (SQLite would store NULL, read as None)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    return value
+
+
+def _unreal(value):
+    """A REAL column's value back: the text 'NaN' as NaN."""
+    return float(value) if isinstance(value, str) else value
+
+
 def _json(value) -> str:
-    """``value`` as JSON; what JSON cannot hold is written as its repr."""
-    return json.dumps(value, default=repr)
+    """``value`` as JSON; numpy scalars as their numbers, what else JSON cannot hold as its repr."""
+    return json.dumps(value, default=_plain)
+
+
+def _plain(value):
+    """A value JSON holds for ``value``: a numpy scalar's number (reads back equal), else its repr."""
+    item = getattr(value, "item", None)
+    if callable(item) and type(value).__module__ == "numpy":
+        try:
+            plain = item()
+        except (TypeError, ValueError):  # an array of more than one value
+            return repr(value)
+        if isinstance(plain, (bool, int, float, str)):
+            return plain
+    return repr(value)

@@ -19,11 +19,19 @@ from ..events import SweepStarted
 from ..runs import start
 from .engine import TERMINAL, SweepEngine, TrialState
 from .result import SweepResult, TrialRecord
-from .rules import check_rule
+from .rules import check_rule, own_rule
 from .space import Space
 from .store import Store
 
-__all__ = ["sweep", "LiveSweep", "live_sweep", "new_states", "DEFAULT_STORE"]
+__all__ = [
+    "sweep",
+    "LiveSweep",
+    "StoredSweep",
+    "live_sweep",
+    "finished_run",
+    "new_states",
+    "DEFAULT_STORE",
+]
 
 #: Where sweeps are kept unless told otherwise (``store=None`` keeps them in memory).
 DEFAULT_STORE = "experiments.db"
@@ -94,7 +102,9 @@ def sweep(
         How many trials (every point of a grid or list by default).  Larger on
         a resumed sweep: it is extended.
     metric : str
-        The reported (or returned) metric that ranks trials and early stopping uses.
+        The reported (or returned) metric that ranks trials and early stopping
+        uses; a trial's first report must hold it (one whose first report does
+        not fails there, naming both).
     mode : {"min", "max"}
         Whether lower or higher ``metric`` is better.
     scheduler : Scheduler, optional
@@ -104,13 +114,15 @@ def sweep(
     seed : int, optional
         The same seed draws the same configurations (one is drawn and stored otherwise).
     early_stop : lk.ASHA, lk.Median or a rule, optional
-        Decides on the client, from the reports, which trials stop early.
+        Decides on the client, from the reports, which trials stop early.  The
+        sweep works on a copy: a rule's records belong to its sweep.
     store : path or None
         The SQLite file everything is kept in (``"experiments.db"``); None
         keeps the sweep in memory only.
     name : str, optional
         The sweep's name in the store (``<fn>-<date>-<time>`` by default); a
-        name already there needs ``resume=True``.
+        name already there needs ``resume=True``.  One sweep at a time owns a
+        name: another one running it (any thread or process) is an InputError.
     resume : bool
         Go on with the stored sweep ``name``: completed, stopped and failed
         trials are not run again, interrupted ones go on from their last
@@ -158,9 +170,21 @@ def sweep(
     if hasattr(scheduler, "client") and (not scheduler.in_process or holds_gil):
         _check_pickles(fn)
     the_store = Store(store)
+    owner = uuid.uuid4().hex
     try:
         spec, engine = _prepare(
-            the_store, fn, space, checked, name, metric, mode, seed, trials, early_stop, resume
+            the_store,
+            owner,
+            fn,
+            space,
+            checked,
+            name,
+            metric,
+            mode,
+            seed,
+            trials,
+            checked["rule"],
+            resume,
         )
     except BaseException:
         the_store.close()
@@ -198,6 +222,7 @@ def sweep(
             drive(engine, launcher, scope)
             result = _result(engine, spec, the_store, again)
         finally:
+            the_store.release(spec.name, owner)
             the_store.close()  # commits what is queued
             if owned:
                 scheduler.shutdown()
@@ -306,24 +331,49 @@ def _check_arguments(
             f"trials={trials} but the list holds {space.size} configurations", argument="trials"
         )
     space.check_pickles()
-    check_rule(early_stop)
+    # a copy: the rule's records (ASHA's rungs) belong to this sweep, not to the object given
+    rule = own_rule(check_rule(early_stop))
     if scheduler is not None and scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
     return {
         "space": space,
+        "rule": rule,
         "max_failures": max_failures,
         "max_concurrent": max_concurrent,
         "workers_per_trial": workers_per_trial,
     }
 
 
-def _prepare(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
-    """The sweep's spec and engine: a new sweep recorded, or a stored one found and checked."""
+def _prepare(store, owner, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
+    """The sweep's spec and engine: a new sweep recorded, or a stored one found and checked.
+
+    The name is claimed first (:meth:`Store.claim`): one sweep at a time owns
+    it, and a second one started meanwhile is refused before it writes anything.
+    """
     name = (
         name
         or f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-"
         f"{uuid.uuid4().hex[:4]}"
     )
+    holder = store.claim(name, owner)
+    if holder is not None:
+        raise InputError(
+            f"another sweep named {name!r} is running on the store {store.path or 'memory'} "
+            f"right now (process {holder['pid']} on {holder['host']}, since "
+            f"{time.strftime('%H:%M:%S', time.localtime(holder['since'] or 0))}); one sweep "
+            "at a time owns a name: wait for it to end (then resume=True goes on with "
+            "it), or give another name",
+            argument="name",
+        )
+    try:
+        return _build(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume)
+    except BaseException:
+        store.release(name, owner)
+        raise
+
+
+def _build(store, fn, space, checked, name, metric, mode, seed, trials, rule, resume):
+    """:func:`_prepare`'s work once the name is this sweep's."""
     row = store.sweep(name)
     if row is not None:
         seed = _check_resumable(row, space, metric, mode, seed, resume, store, name)
@@ -513,6 +563,7 @@ class LiveSweep:
         self._engine = engine
         self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
         self.space = spec.space.describe()
+        self.rule = spec.settings()["early_stop"]
 
     def snapshot(self, history: bool = False) -> list[dict]:
         """Every trial as a plain row (``history``: with its reports), in id order."""
@@ -531,6 +582,79 @@ class LiveSweep:
         """The sweep so far, as a result."""
         e = self._engine
         return _result(e, e.sweep, e.store)
+
+
+class StoredSweep:
+    """A sweep that has ended, as :class:`LiveSweep` shows one (a board of a stored result).
+
+    It only reads: ``stop`` stops nothing, ``add`` refuses (``result.extend`` runs more).
+    """
+
+    def __init__(self, result: SweepResult):
+        self._result = result
+        self.name, self.metric, self.mode = result.name, result.metric, result.mode
+        self.space, self.rule = dict(result.space), result.rule
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``history``: with its reports), in id order."""
+        rows = [t.row() for t in sorted(self._result.trials, key=lambda t: t.id)]
+        if not history:
+            for row in rows:
+                row.pop("history")
+        return rows
+
+    def stop(self, trial: int) -> bool:
+        """Nothing runs: False."""
+        return False
+
+    def add(self, n: int) -> list[int]:
+        """A stored sweep runs nothing here: an InputError saying how to run more."""
+        raise InputError(
+            "this sweep has ended; run more trials with result.extend(n, fn)", argument="n"
+        )
+
+    def result(self) -> SweepResult:
+        """The result shown."""
+        return self._result
+
+
+def finished_run(result: SweepResult):
+    """A finished sweep :class:`~labkit.Run` of ``result`` (for ``lk.board(result)``).
+
+    Its ``run.sweep`` shows the result's trials, with their ids, values and
+    histories as stored; nothing runs.
+    """
+    if not isinstance(result, SweepResult):
+        raise InputError(
+            f"expected a SweepResult (lk.sweep's or lk.load_sweep's), got {type(result).__name__}",
+            argument="result",
+        )
+    from ..events import Observable
+
+    stored = StoredSweep(result)
+
+    def job(scope):
+        scope.emit(
+            SweepStarted(
+                scope.id,
+                result.name,
+                result.metric,
+                result.mode,
+                dict(result.space),
+                tuple(stored.snapshot()),
+                0,
+                result.rule,
+                result.store,
+            )
+        )
+        return result
+
+    # its events (the start, the trials, the end) go through a feed of its own: the run
+    # keeps them, so a board shown now replays them and knows the sweep ended
+    run = start("sweep", [Observable()], job, wait=False, detail={"name": result.name})
+    run.sweep = stored
+    run.wait()
+    return run
 
 
 def live_sweep(run_id: str) -> LiveSweep | None:

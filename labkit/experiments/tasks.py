@@ -14,8 +14,10 @@ trial to its sink:
 
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
+import signal
 import threading
 import traceback
 
@@ -30,7 +32,12 @@ _FUNCTIONS: dict = {}  # on a worker process: sweep token -> its trial function
 
 
 def execute(fn, trial: Trial) -> dict:
-    """``fn(trial.config, trial)`` run to its end; its outcome as plain data."""
+    """``fn(trial.config, trial)`` run to its end; its outcome as plain data.
+
+    ``sys.exit()`` or a ``KeyboardInterrupt`` raised by the trial's own code
+    fails that trial like any error (the sweep goes on); only a real Ctrl-C
+    of the sweep's own thread (:func:`watch_ctrl_c`) stops the sweep.
+    """
     try:
         returned = fn(trial.config, trial)
         out = {"status": "completed"}
@@ -39,13 +46,70 @@ def execute(fn, trial: Trial) -> dict:
     except TrialStopped:
         return {"status": "stopped"}
     except Exception as exc:  # the trial failed; the sweep goes on
-        err = TaskError.from_exception(exc, traceback.format_exc(), what=f"trial {trial.id}")
-        kind = err.original_type.rsplit(".", 1)[-1]
-        return {
-            "status": "failed",
-            "error": f"{kind}: {exc}",
-            "traceback": err.user_traceback or err.remote_traceback,
-        }
+        return _failed(exc, trial, f"{exc}")
+    except (SystemExit, KeyboardInterrupt) as exc:
+        if isinstance(exc, KeyboardInterrupt) and _CTRL_C.is_set():
+            raise  # the user pressed Ctrl-C: the sweep winds down
+        what = (
+            f"called sys.exit({exc.code!r})"
+            if isinstance(exc, SystemExit)
+            else "raised KeyboardInterrupt"
+        )
+        return _failed(
+            exc,
+            trial,
+            f"trial {trial.id} {what} in its own code; the trial failed, the sweep goes on",
+        )
+
+
+def _failed(exc: BaseException, trial: Trial, words: str) -> dict:
+    """The outcome of a trial that raised ``exc``, its traceback from the user's code."""
+    err = TaskError.from_exception(exc, traceback.format_exc(), what=f"trial {trial.id}")
+    kind = err.original_type.rsplit(".", 1)[-1]
+    return {
+        "status": "failed",
+        "error": f"{kind}: {words}",
+        "traceback": err.user_traceback or err.remote_traceback,
+    }
+
+
+# Set by :func:`watch_ctrl_c`'s handler: a KeyboardInterrupt now is the user's Ctrl-C.
+_CTRL_C = threading.Event()
+
+
+@contextlib.contextmanager
+def watch_ctrl_c():
+    """While trials run in the main thread, tell a real Ctrl-C from a trial's own KeyboardInterrupt.
+
+    The SIGINT handler in place is kept (and called); it only marks that the
+    interrupt came from outside.  Elsewhere than in the main thread, no signal
+    arrives, and this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        if previous is signal.SIG_IGN:
+            return
+        _CTRL_C.set()
+        if callable(previous):  # Python's or the kernel's own: it raises KeyboardInterrupt
+            previous(signum, frame)
+            return
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGINT, handler)
+    except (ValueError, TypeError):  # no signals here (an embedded interpreter)
+        yield
+        return
+    _CTRL_C.clear()
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _CTRL_C.clear()
 
 
 def final_metrics(returned) -> dict:
@@ -93,10 +157,13 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
     token, trial_id = spec["token"], spec["trial"]
     execution = new_execution()
     sink = EventSink(topic, token, trial_id, execution, spec.get("restore"))
-    sink.start(spec["attempt"])
+    # Dask runs the same task again when its worker died: each run counts as an attempt
+    attempt = spec["attempt"] + sink.runs_before()
+    sink.start(attempt)
     try:
         fn = _function(token, blob)
-    except Exception as exc:  # a function that cannot be unpickled here (a missing module)
+    # a function that cannot be unpickled here (a missing module, one that exits on import)
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
         outcome = {
             "status": "failed",
             "error": f"the trial function cannot be loaded on "
@@ -104,7 +171,7 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
             "traceback": traceback.format_exc(),
         }
     else:
-        outcome = execute(fn, Trial(trial_id, spec["config"], sink, spec["attempt"]))
+        outcome = execute(fn, Trial(trial_id, spec["config"], sink, attempt, spec.get("metric")))
     outcome["exec"] = execution
     sink.end(outcome)
     with _STOPS_LOCK:
@@ -129,8 +196,10 @@ class OffloadTrial(TaskCallable):
         conn = Client(spec["address"], authkey=spec["authkey"])
         try:
             conn.send(("start", os.getpid()))
-            restore = conn.recv()
-            trial = Trial(spec["trial"], spec["config"], PipeSink(conn, restore), spec["attempt"])
+            restore, attempt = conn.recv()  # a process started again after one died: later
+            trial = Trial(
+                spec["trial"], spec["config"], PipeSink(conn, restore), attempt, spec.get("metric")
+            )
             outcome = execute(self.fn, trial)
             conn.send(("end",))
         finally:
@@ -186,7 +255,7 @@ def _serve(listener, engine, trial: int, worker: str, served: dict) -> None:
                 return
             execution = served["exec"] = new_execution()
             engine.started(trial, execution, f"{worker} (process {first[1]})")
-            conn.send(engine.restore_blob(trial))
+            conn.send((engine.restore_blob(trial), engine.attempt(trial)))
             _answer(conn, engine, trial, execution)
         except (EOFError, OSError):  # the process died: the pool starts another
             pass

@@ -54,10 +54,13 @@ class Trial:
         Its configuration.
     attempt : int
         0 the first time; more after a restart (a lost worker, a resumed sweep).
+    metric : str or None
+        The sweep's metric: the trial's first report must hold it (a typo in
+        its name then fails the trial at once, not after all its epochs).
     """
 
-    def __init__(self, id: int, config: dict, sink, attempt: int = 0):
-        self.id, self.config, self.attempt = id, config, attempt
+    def __init__(self, id: int, config: dict, sink, attempt: int = 0, metric: str | None = None):
+        self.id, self.config, self.attempt, self.metric = id, config, attempt, metric
         self._sink = sink
         self._step = None
 
@@ -70,6 +73,8 @@ class Trial:
         """
         step = _step(step)
         values = {name: _metric(name, value) for name, value in metrics.items()}
+        if self._step is None and self.metric is not None and self.metric not in values:
+            raise InputError(_missing_metric(self.id, self.metric, step, values), argument="metric")
         self._step = step
         if self._sink.report(step, values, time.time()):
             raise TrialStopped(f"trial {self.id} was stopped by the sweep", step=step)
@@ -80,7 +85,7 @@ class Trial:
         ``obj`` is encoded at once in labkit's safe format (loading it back runs
         no code), so changing it afterwards changes nothing kept.
         """
-        self._sink.checkpoint(self._step, encode(obj))
+        self._sink.checkpoint(self._step, encode(obj, f"trial {self.id}"))
 
     def restore(self):
         """The last checkpoint after a restart (a lost worker, a resumed sweep), else ``None``."""
@@ -94,6 +99,20 @@ class Trial:
 
     def __repr__(self):
         return f"<labkit Trial {self.id} {self.config}>"
+
+
+def _missing_metric(trial: int, metric: str, step, values: dict) -> str:
+    """Why a first report without the sweep's metric fails the trial, naming both."""
+    import difflib
+
+    names = ", ".join(map(repr, values)) or "no metrics"
+    close = difflib.get_close_matches(metric, list(values), n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"trial {trial}: the sweep ranks trials by the metric {metric!r}, but the "
+        f"trial's first report (step {step}) holds {names}{hint}; report it with "
+        f"trial.report(step, {metric}=...), or give lk.sweep the metric the trial reports"
+    )
 
 
 def _step(step):

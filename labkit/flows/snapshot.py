@@ -68,12 +68,16 @@ STALE_AFTER_S = 30 * 60
 # -- writing -------------------------------------------------------------------------
 
 
-def write_snapshot(obj, fh) -> None:
-    """Write ``obj`` in the safe format to the binary file ``fh``."""
-    writer(obj, "safe")(fh)
+def write_snapshot(obj, fh, root: str = "flow", encoder: Encoder | None = None) -> None:
+    """Write ``obj`` in the safe format to the binary file ``fh``.
+
+    ``root`` names ``obj`` in errors (``flow['lock']``); ``encoder`` is an
+    :class:`Encoder` with the caller's checks and advice.
+    """
+    writer(obj, "safe", root, encoder)(fh)
 
 
-def writer(obj, format: str = "safe"):
+def writer(obj, format: str = "safe", root: str = "flow", encoder: Encoder | None = None):
     """A function writing ``obj`` to a binary file; the safe format encodes ``obj`` now.
 
     So a value the format cannot store fails before any file is touched.
@@ -82,11 +86,11 @@ def writer(obj, format: str = "safe"):
         return lambda fh: pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
     if format != "safe":
         raise InputError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    encoder = Encoder()
+    encoder = encoder if encoder is not None else Encoder()
     meta = {
         "format": FORMAT,
         "version": VERSION,
-        "root": encoder.encode(obj, "flow"),
+        "root": encoder.encode(obj, root),
         "arrays": len(encoder.arrays),
     }
     text = json.dumps(meta)
@@ -143,14 +147,15 @@ def load_checkpoint(path, allow=None, trusted: bool = False):
         )
 
 
-def read_snapshot(fh, path: str, allow=None, trusted: bool = False):
-    """The object in the safe-format file ``fh``; ``path`` names it in errors."""
-    allowed = Allowed(allow, trusted)
+def read_snapshot(fh, path: str, allow=None, trusted: bool = False, root: str = "flow"):
+    """The object in the safe-format file ``fh``; ``path`` names it in errors, ``root`` the
+    object itself (``flow['opt']``; a trial's ``checkpoint['state']``)."""
+    allowed = Allowed(allow, trusted, flow=root == "flow")
     try:
         with zipfile.ZipFile(fh) as zf:
             meta = _meta(zf, path)
             decoder = Decoder(lambda n: _array(zf, n), lambda: _tensors(zf), allowed)
-            return decoder.decode(meta["root"], "flow")
+            return decoder.decode(meta["root"], root)
     except LabkitError as err:
         raise err.locate(path=path)
     except Exception as exc:  # noqa: BLE001 - any damage to the file reads as corruption

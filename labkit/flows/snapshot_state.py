@@ -84,7 +84,9 @@ def allow_in_checkpoints(*objects):
 class Allowed:
     """Which named classes and functions a load may recreate."""
 
-    def __init__(self, allow, trusted: bool = False):
+    def __init__(self, allow, trusted: bool = False, flow: bool = True):
+        # how a refusal says to allow a class: Flow.load's allow= too, for a flow's file
+        self.flow = flow
         if allow is None:
             allow = ()
         if isinstance(allow, type) or callable(allow) or not hasattr(allow, "__iter__"):
@@ -97,25 +99,30 @@ class Allowed:
             self.names[(module, qualname)] = obj
         self.trusted = trusted
 
-    def resolve(self, ref, where: str):
-        """The class or function ``ref`` names, or an InputError saying how to allow it."""
-        module, qualname = ref["module"], ref["qualname"]
-        if not (isinstance(module, str) and isinstance(qualname, str)):
-            raise ValueError(f"bad class name {ref!r}")
+    def find(self, module: str, qualname: str):
+        """The class or function ``module.qualname`` if a load may recreate it, else None."""
         found = self.names.get((module, qualname))
         if found is None and self.trusted:
             found = _import(module, qualname)
         elif found is None and _in_library(module):
             found = _import(module, qualname)
             found = found if found is not None and _library_class(found) else None
+        return found
+
+    def resolve(self, ref, where: str):
+        """The class or function ``ref`` names, or an InputError saying how to allow it."""
+        module, qualname = ref["module"], ref["qualname"]
+        if not (isinstance(module, str) and isinstance(qualname, str)):
+            raise ValueError(f"bad class name {ref!r}")
+        found = self.find(module, qualname)
         if found is None:
             short = qualname.rpartition(".")[2]
             raise InputError(
                 f"{where} is a {module}.{qualname}, which checkpoints do not recreate unless "
                 "allowed (only labkit's nodes and flows, torch's built-in layers and losses "
                 "and torch optimizers are); if you trust the file, allow it: "
-                f"lk.Flow.load(path, allow=[{short}]) or "
-                f"lk.allow_in_checkpoints({short})"
+                + (f"lk.Flow.load(path, allow=[{short}]) or " if self.flow else "")
+                + f"lk.allow_in_checkpoints({short})"
             )
         return found
 
@@ -163,9 +170,16 @@ def _import(module: str, qualname: str):
 
 
 class Encoder:
-    """Plain data for a value; arrays and tensors collected on the side."""
+    """Plain data for a value; arrays and tensors collected on the side.
 
-    def __init__(self):
+    ``loadable`` (an :class:`Allowed`): refuse, while encoding, a class or
+    function that a load with it would not recreate (so a trial's checkpoint
+    fails where it is taken, not when a restart restores it); ``advice`` then
+    says what to do instead, in the caller's words.
+    """
+
+    def __init__(self, loadable: "Allowed | None" = None, advice: str | None = None):
+        self.loadable, self.advice = loadable, advice
         self.arrays: list[np.ndarray] = []
         self.tensors: dict = {}
         self._memo: dict[int, tuple[int, object]] = {}  # id -> (number, value kept alive)
@@ -301,8 +315,18 @@ class Encoder:
             raise UnsavableError(
                 f"{where} is {what}, which cannot be found again by its name "
                 "(a lambda or a class or function defined inside a function); "
-                "define it at module level (for an optimizer factory use "
-                "functools.partial(torch.optim.SGD, lr=...))"
+                + (
+                    self.advice
+                    or "define it at module level (for an optimizer factory use "
+                    "functools.partial(torch.optim.SGD, lr=...))"
+                )
+            )
+        if self.loadable is not None and self.loadable.find(module, qualname) is None:
+            short = qualname.rpartition(".")[2]
+            raise UnsavableError(
+                f"{where} is a {module}.{qualname}, which a checkpoint loads back only "
+                f"when allowed (lk.allow_in_checkpoints({short}) where it is defined); "
+                + (self.advice or "")
             )
         return {"module": module, "qualname": qualname}
 

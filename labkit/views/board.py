@@ -40,8 +40,9 @@ def board(
 
     Parameters
     ----------
-    source : Scheduler, Run or DataParallelTrainer
+    source : Scheduler, Run, DataParallelTrainer or SweepResult
         What to follow; a Run's board shows that run only and stops when it ends.
+        A sweep's result (``lk.load_sweep``'s too) shows its trials as they ended.
     dashboard_url : str, optional
         A link to show; by default the URL of a dashboard already serving the scheduler.
     bokeh : bool
@@ -49,6 +50,13 @@ def board(
     lanes : bool
         Show the per-worker task lanes.
     """
+    from ..experiments.result import SweepResult
+
+    if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its board
+        from ..experiments.sweep import finished_run
+        from .sweep_board import SweepBoard
+
+        return SweepBoard(finished_run(source))
     check_source(source, "lk.board")
     if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):  # a sweep's run
         from .sweep_board import SweepBoard

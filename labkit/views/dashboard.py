@@ -95,6 +95,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
             "the scheduler is shut down; a dashboard would show nothing", argument="scheduler"
         )
     owners = _lifetime_owners(scheduler)
+    _check_alive(scheduler, owners)
     with _lock:
         server = _running.get(id(scheduler))
         if server is not None:
@@ -104,10 +105,28 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
     try:
         for owner in owners:
             owner.on_shutdown(lambda: stop_dashboard(scheduler))
+        _check_alive(scheduler, owners)  # one shut down meanwhile would never stop it
     except BaseException:  # nothing may keep listening after an error
         stop_dashboard(scheduler)
         raise
     return server.url
+
+
+def _check_alive(source, owners: list) -> None:
+    """A SchedulerError unless something alive will end the server (no server listens forever).
+
+    A finished run whose schedulers have shut down (a sweep's own
+    ``LocalScheduler``, say) has nothing left to show live and nothing
+    that would stop its server.
+    """
+    alive = [o for o in owners if not getattr(o, "closed", False)]
+    done = callable(getattr(source, "done", None)) and source.done()
+    if not alive and (owners or done):
+        raise SchedulerError(
+            "the run has ended and its scheduler is shut down, so a dashboard would "
+            "show nothing live and never stop; show the finished run with lk.board(run)",
+            argument="scheduler",
+        )
 
 
 def _lifetime_owners(source) -> list:

@@ -36,6 +36,7 @@ __all__ = [
     "config_words",
     "SORT_KEYS",
     "fmt",
+    "finite",
 ]
 
 PALETTE = (
@@ -193,15 +194,51 @@ def table(snap, key: str = "rank", descending: bool = False, limit: int | None =
 # -- SVG ------------------------------------------------------------------------------------
 
 
+def finite(value) -> bool:
+    """Whether ``value`` is a number a plot can place (not NaN, not infinite, not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int beyond any float
+        return False
+
+
+def _unit(value, lo: float, hi: float) -> float | None:
+    """Where ``value`` lies from ``lo`` (0) to ``hi`` (1); None for what cannot be placed.
+
+    Halves first: ``hi - lo`` of two huge floats would overflow to infinity.
+    """
+    if not finite(value):
+        return None
+    span = hi / 2 - lo / 2
+    return (float(value) / 2 - lo / 2) / span if span > 0 else 0.5
+
+
+def _padded(lo: float, hi: float) -> tuple[float, float]:
+    """``lo, hi`` widened by 5% each way (by 1 around a single value), within floats."""
+    pad = (hi / 2 - lo / 2) * 0.1 or abs(lo) * 0.05 or 1.0
+    return max(lo - pad, -_BIGGEST), min(hi + pad, _BIGGEST)
+
+
+_BIGGEST = 1.7976931348623157e308
+
+
 def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """Round numbers between ``lo`` and ``hi``."""
+    """Round numbers between ``lo`` and ``hi`` (the ends themselves where none fit)."""
     if hi <= lo:
         return [lo]
-    raw = (hi - lo) / max(n - 1, 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
-    first = math.ceil(lo / step) * step
-    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+    try:
+        raw = (hi / 2 - lo / 2) / max(n - 1, 1) * 2
+        mag = 10.0 ** math.floor(math.log10(raw))
+        step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+        first = math.ceil(lo / step) * step
+        count = int((hi / 2 - first / 2) / step * 2 + 1e-9) + 1
+        ticks = [first + i * step for i in range(min(count, 2 * n))]
+    except (OverflowError, ValueError, ZeroDivisionError, StopIteration):
+        return [lo, hi]
+    ticks = [t for t in ticks if math.isfinite(t) and lo <= t <= hi]
+    return ticks or [lo, hi]
 
 
 def _svg(width: int, height: int, body: str, cls: str, label: str) -> str:
@@ -224,14 +261,7 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
     """Every trial's metric against the step; stopped ones faded, the best one bold."""
     left, right, top, bottom = 52, 10, 10, 34
     lines = [
-        (
-            t,
-            [
-                (float(s), float(v))
-                for s, v in _thin(t.curve)
-                if v is not None and not math.isnan(v)
-            ],
-        )
+        (t, [(float(s), float(v)) for s, v in _thin(t.curve) if finite(v) and finite(s)])
         for t in snap.trials
     ]
     points = [p for _, pts in lines for p in pts]
@@ -245,15 +275,15 @@ def curves(snap, width: int = 640, height: int = 260) -> str:
         )
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     y0, y1 = min(p[1] for p in points), max(p[1] for p in points)
-    x1, pad = (x1 if x1 > x0 else x0 + 1), (y1 - y0) * 0.05 or abs(y0) * 0.05 or 1.0
-    y0, y1 = y0 - pad, y1 + pad
+    x1 = x1 if x1 > x0 else x0 + max(1.0, abs(x0) * 1e-9)
+    y0, y1 = _padded(y0, y1)
     w, h = width - left - right, height - top - bottom
 
     def X(x):
-        return left + (x - x0) / (x1 - x0) * w
+        return left + (_unit(x, x0, x1) or 0.0) * w
 
     def Y(y):
-        return top + (1 - (y - y0) / (y1 - y0)) * h
+        return top + (1 - (_unit(y, y0, y1) or 0.0)) * h
 
     body = [_axes(left, top, w, h)]
     body += [
@@ -301,18 +331,19 @@ def _axis(name: str, spec: dict, values: list):
         )
         spot = {c: (i / (len(cats) - 1) if len(cats) > 1 else 0.5) for i, c in enumerate(cats)}
         return (lambda v: spot.get(str(v))), [(u, c) for c, u in spot.items()]
-    lo = spec.get("lo", min((v for v in values if v is not None), default=0))
-    hi = spec.get("hi", max((v for v in values if v is not None), default=1))
-    if kind == "randint":
-        hi = hi - 1
+    placed = [float(v) for v in values if finite(v)]
+    lo: float = min(placed, default=0.0)
+    hi: float = max(placed, default=1.0)
+    if finite(spec.get("lo")) and finite(spec.get("hi")):  # else a list's, or unplaceable
+        lo, hi = spec["lo"], spec["hi"] - (1 if kind == "randint" else 0)
     if kind == "loguniform" and lo > 0:
         a, b = math.log10(lo), math.log10(hi)
-        return (lambda v: (math.log10(v) - a) / (b - a) if v and b > a else 0.5), [
+        return (lambda v: _unit(math.log10(v), a, b) if finite(v) and v > 0 else None), [
             (0.0, fmt(float(lo))),
             (1.0, fmt(float(hi))),
             (0.5, "log"),
         ]
-    return (lambda v: (v - lo) / (hi - lo) if hi > lo else 0.5), [(0.0, fmt(lo)), (1.0, fmt(hi))]
+    return (lambda v: _unit(v, lo, hi)), [(0.0, fmt(lo)), (1.0, fmt(hi))]
 
 
 def parallel(snap, width: int = 640, height: int = 240) -> str:
@@ -321,15 +352,10 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
     top, bottom, left, right = 26, 20, 40, 44
     h = height - top - bottom
     values = [t.value if t.status != "running" else t.best for t in snap.trials]
-    known = [v for v in values if v is not None and not math.isnan(v)]
+    known = [v for v in values if finite(v)]
     m_lo, m_hi = (min(known), max(known)) if known else (0.0, 1.0)
     axes = [_axis(p, snap.space.get(p, {}), [t.config.get(p) for t in snap.trials]) for p in names]
-    axes.append(
-        (
-            (lambda v: (v - m_lo) / (m_hi - m_lo) if m_hi > m_lo else 0.5),
-            [(0.0, fmt(m_lo)), (1.0, fmt(m_hi))],
-        )
-    )
+    axes.append(((lambda v: _unit(v, m_lo, m_hi)), [(0.0, fmt(m_lo)), (1.0, fmt(m_hi))]))
     axis_names = names + [snap.metric or "metric"]
     n = len(axis_names)
     xs = [left + i * (width - left - right) / max(n - 1, 1) for i in range(n)]
@@ -342,7 +368,7 @@ def parallel(snap, width: int = 640, height: int = 240) -> str:
     order = sorted(zip(snap.trials, values), key=lambda tv: tv[0].id == best)
     for t, v in order:
         us = [axis[0](t.config.get(p)) for axis, p in zip(axes, names)]
-        has = v is not None and not math.isnan(v)
+        has = finite(v)  # an infinite or NaN value has no place on the metric's axis
         if has:
             us.append(axes[-1][0](v))
         pts = " ".join(f"{x:.0f},{Y(u):.0f}" for x, u in zip(xs, us) if u is not None)

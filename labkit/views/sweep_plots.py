@@ -130,9 +130,8 @@ class SweepPlots:
             if not t.curve:
                 continue
             data["xs"].append([s for s, _ in t.curve])
-            data["ys"].append(
-                [v if v is not None and not math.isnan(v) else float("nan") for _, v in t.curve]
-            )
+            # an infinite value would stretch the axis to infinity: a gap, as NaN is
+            data["ys"].append([v if sweep_draw.finite(v) else math.nan for _, v in t.curve])
             data["color"].append(sweep_draw.PALETTE[t.id % len(sweep_draw.PALETTE)])
             faded = t.status in ("stopped", "failed", "cancelled") and t.id != best
             data["alpha"].append(0.25 if faded else 0.95)

@@ -148,6 +148,7 @@ class SweepTracker:
         with self._lock:
             self.name, self.metric, self.mode = live.name, live.metric, live.mode
             self.space = dict(live.space)
+            self.rule = getattr(live, "rule", None) or self.rule
             for row in rows:
                 self._merge(row)
             self._version += 1

@@ -99,3 +99,42 @@ def pid_and_steps(config, trial):
         trial.report(step, score=float(step), pid=os.getpid(), started=start)
         trial.checkpoint(step + 1)
     return None
+
+
+def attempt_and_steps(config, trial):
+    """Reports its pid and ``trial.attempt`` at each step; checkpoints (a worker may be killed)."""
+    start = trial.restore() or 0
+    for step in range(start, config["steps"]):
+        time.sleep(config["pause"])
+        trial.report(step, score=float(step), pid=os.getpid(), attempt=trial.attempt)
+        trial.checkpoint(step + 1)
+    return None
+
+
+def exits(config, trial):
+    """``sys.exit(3)``, a KeyboardInterrupt of its own, or a plain end, as ``config["do"]`` says."""
+    import sys
+
+    trial.report(0, loss=1.0)
+    if config["do"] == "exit":
+        sys.exit(3)
+    if config["do"] == "interrupt":
+        raise KeyboardInterrupt
+    return {"loss": 0.5}
+
+
+def typo(config, trial):
+    """Reports ``accuracy=`` (the sweep asks for ``acc``); marks each epoch begun in ``folder``."""
+    for epoch in range(config["epochs"]):
+        open(os.path.join(config["folder"], f"epoch-{trial.id}-{epoch}"), "w").close()
+        time.sleep(config.get("pause", 0.0))
+        trial.report(epoch, accuracy=0.5 + epoch / 100)
+    return None
+
+
+def slow_loss(config, trial):
+    """``steps`` reports of a loss, ``pause`` seconds apart."""
+    for step in range(config["steps"]):
+        time.sleep(config["pause"])
+        trial.report(step, loss=config["x"] + 1.0 / (step + 1))
+    return None

@@ -48,8 +48,9 @@ def test_a_metric_the_function_never_reports_fails_its_trials_with_a_clear_messa
                  mode="max", store=None)
     record = info.value.result.trials[0]
     assert record.status == "failed"
-    assert "finished without reporting the metric 'accuracy'" in record.error
-    assert "it reported 'loss'" in record.error and "trial.report(step, accuracy=...)" in \
+    # issue 38: the first report without the metric fails the trial (not its end)
+    assert "the metric 'accuracy'" in record.error and "first report (step 0)" in record.error
+    assert "holds 'loss'" in record.error and "trial.report(step, accuracy=...)" in \
         record.error
 
 
