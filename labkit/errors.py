@@ -347,6 +347,11 @@ class TaskError(LabkitError):
         }
 
 
+#: What user code may raise and still fail only its own task, step or record: ``sys.exit()``
+#: or a ``KeyboardInterrupt`` there must not end a worker thread, an event loop or a process.
+USER_EXITS = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def located(
     exc: BaseException, what: str = "task", kind: type | None = None, **where
 ) -> LabkitError:

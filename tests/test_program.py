@@ -447,3 +447,21 @@ def test_bad_arguments_are_input_errors_naming_them(case):
     reg = Registers()
     assert Program(Repeat(np.int64(2), Call(add_one, 1, store_to="y")), reg).run() is DONE
     assert reg["y"] == 2
+
+
+def exits_on_three(i):
+    if i == 3:
+        sys.exit(1)
+    return i
+
+
+def test_sys_exit_in_a_call_fails_the_step_named_and_can_be_retried():
+    """``sys.exit()`` in an element's callable fails its step as any error does."""
+    reg = Registers()
+    program = Program(Repeat(5, Call(exits_on_three, reg("i"), store_to=reg("last")),
+                             counter=reg("i")), reg)
+    with pytest.raises(TaskError) as info:
+        program.run()
+    assert info.value.where["step"] == 3 and info.value.original_type == "SystemExit"
+    reg["i"] = 4
+    assert program.run() is DONE and reg["last"] == 4

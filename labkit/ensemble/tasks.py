@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, located
+from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import PhaseFinished, PhaseStarted, TaskInfo
 from ..scheduling import TaskCallable
 from .cache import open_inputs
@@ -41,7 +41,7 @@ class FitCallable(TaskCallable):
         name, fold = data
         try:
             return self._run(name, fold)
-        except Exception as exc:
+        except USER_EXITS as exc:  # sys.exit() in an estimator fails its fit only
             raise located(exc, estimator=name, fold=_fold(fold)) from None
 
     def _run(self, name, fold):

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import (
+    USER_EXITS,
     InputError,
     LabkitError,
     NotForkableError,
@@ -378,7 +379,7 @@ class Node:
             yield
         except LabkitError as err:
             raise err.locate(**self._where())
-        except Exception as exc:
+        except USER_EXITS as exc:  # sys.exit() in a hook fails the hook, not the worker
             err = located(exc, f"{type(self).__name__}.{hook}", **self._where())
             # shown as the cause, as for a task's error handed to its caller (for_caller)
             raise err from RemoteTraceback(err.user_traceback or err.remote_traceback)

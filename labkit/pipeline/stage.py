@@ -9,7 +9,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..errors import InputError, LabkitError, TaskError, located
+from ..errors import USER_EXITS, InputError, LabkitError, TaskError, located
 from ..events import StageStats
 from .queue import STOP, Queue, _closable
 
@@ -188,7 +188,7 @@ class Stage:
             except StopIteration:
                 self._ended = True
                 return None
-            except Exception as exc:
+            except USER_EXITS as exc:  # the reader thread must end the stream, not die
                 self._end_at(index, _source_error(exc, self.name, index))
                 return None
             self._next_in += 1
@@ -235,7 +235,7 @@ class Stage:
             if self.final.reduces:
                 self.final._add(result)
             return True
-        except Exception as exc:
+        except USER_EXITS as exc:  # the user's writer or reducer
             self._end_at(index, _as_error(exc, self.name, index))
             return False
 
