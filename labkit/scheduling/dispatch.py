@@ -109,23 +109,32 @@ class RoutedTasks:
                 pass
 
     def _resubmit(self, entry: OpenTask, why) -> None:
-        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded."""
-        if not entry.is_open():
-            return
-        entry.attempts += 1
-        logger.warning(
-            "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
-            "lost with their workers (%s)",
-            entry.info.chunk,
-            entry.info.run,
-            entry.attempts,
-            why,
-        )
-        try:
-            handle = entry.route.resubmit(entry)
-        except Exception as exc:
-            return self.record(entry, error=as_labkit_error(exc, entry.info, None))
-        if handle is not None:
-            entry.handle = handle
-        if not entry.is_open():  # cancelled while it was being sent again: take it back
-            self.cancel_tasks([entry], [])
+        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.
+
+        The check that the task is still open and its new start are one step for a
+        cancel: the cancel waits (the window's lock) and then cancels the new start, so
+        a cancelled run's ``result()`` never raises while one of its tasks is sent
+        again, nor before it was taken back.
+        """
+        with self.window.lock:  # type: ignore[attr-defined]
+            if not entry.is_open():
+                return
+            entry.attempts += 1
+            logger.warning(
+                "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
+                "lost with their workers (%s)",
+                entry.info.chunk,
+                entry.info.run,
+                entry.attempts,
+                why,
+            )
+            try:
+                handle = entry.route.resubmit(entry)
+            except Exception as exc:
+                failed: BaseException | None = exc
+            else:
+                failed = None
+                if handle is not None:
+                    entry.handle = handle
+        if failed is not None:  # recorded outside the lock (the batch takes its own first)
+            self.record(entry, error=as_labkit_error(failed, entry.info, None))
