@@ -76,3 +76,28 @@ def test_a_shutdown_under_running_tasks_logs_no_worker_warning_for_labkit_tasks(
               if "ended with CancelledError" in r.getMessage()]
     assert any("someone-else-2" in m for m in closed), closed   # others' still logged
     assert not [m for m in closed if "labkit-" in m], closed
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("modes", [("auto", "processes"), ("threads", "processes")])
+def test_no_dask_chatter_below_warning_whatever_the_order_of_two_schedulers(modes):
+    """A notebook opens the default scheduler and a ``mode="processes"`` one and shuts both
+    down, in every order: nothing of Dask below WARNING reaches stderr (a notebook's cell),
+    neither from this process nor from the worker processes; warnings still do."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tests.scheduling.quiet_orders", *modes],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=280)
+    err = done.stderr
+    assert done.returncode == 0, err[-3000:]
+    chatter = [line for line in err.splitlines()
+               if " - INFO - " in line or " - DEBUG - " in line or "chatter" in line]
+    assert chatter == [], "\n".join(chatter[:20])
+    assert err.count("=== ") == 5                     # every order ran
+    assert "a real problem" in err.split("=== end")[0].rsplit("=== ", 1)[-1]
+    assert "a real problem on a worker" in err         # the workers' warnings still show
