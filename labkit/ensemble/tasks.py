@@ -37,6 +37,17 @@ class FitCallable(TaskCallable):
         }
         self.keep = layer.indexer.single_fit  # the one fold's fit serves new data
 
+    def parts(self) -> dict:
+        """The layer's estimators and their transformers, by name (for messages)."""
+        found: dict = {}
+        for name, (transformers, estimator) in self.steps.items():
+            for i, transformer in enumerate(transformers):
+                found[f"transformer {i} ({type(transformer).__name__}) before {name!r}"] = (
+                    transformer
+                )
+            found[f"estimator {name!r} ({type(estimator).__name__})"] = estimator
+        return found
+
     def __call__(self, data):
         name, fold = data
         try:

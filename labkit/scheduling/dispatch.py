@@ -22,6 +22,7 @@ from typing import Any
 
 from .base import OpenTask, as_labkit_error
 from .connect import scatter_everywhere
+from .pickling import check_picklable, unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
 
 __all__ = ["RoutedTasks"]
@@ -65,7 +66,12 @@ class RoutedTasks:
         return topic, offload.token if offload else None
 
     def ship_callable(self, task_callable):
-        return scatter_everywhere(self.client, task_callable, f"{task_callable!r}")
+        # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts)
+        if not self.in_process:  # type: ignore[attr-defined]
+            check_picklable(task_callable)  # before Dask logs its own failure, in red
+        return scatter_everywhere(
+            self.client, task_callable, lambda: unpicklable_part(task_callable)
+        )
 
     def callable_alive(self, shipped) -> bool:
         return shipped.status == "finished"

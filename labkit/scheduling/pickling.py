@@ -26,7 +26,14 @@ import cloudpickle
 
 from ..errors import InputError
 
-__all__ = ["dumps", "pickling_cause", "root_cause", "cause_chain"]
+__all__ = [
+    "dumps",
+    "pickling_cause",
+    "root_cause",
+    "cause_chain",
+    "unpicklable_part",
+    "check_picklable",
+]
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -67,6 +74,34 @@ def pickling_cause(exc: BaseException) -> BaseException | None:
     if isinstance(root, (TypeError, AttributeError)) or "pickl" in text or "serializ" in text:
         return root
     return None
+
+
+def unpicklable_part(task_callable) -> str:
+    """How to name what keeps ``task_callable`` from being pickled: the user's part at fault.
+
+    Each part of :meth:`~labkit.scheduling.TaskCallable.parts` is tried on its own;
+    without parts (or when each pickles alone), the callable's own ``repr``.
+    """
+    parts = getattr(task_callable, "parts", None)
+    for label, obj in (parts() if callable(parts) else {}).items():
+        try:
+            cloudpickle.dumps(obj)
+        except Exception:
+            return label
+    return repr(task_callable)
+
+
+def check_picklable(task_callable) -> None:
+    """An ``InputError`` naming the user's part at fault when ``task_callable`` cannot be
+    pickled (see :func:`unpicklable_part`); nothing otherwise."""
+    try:
+        cloudpickle.dumps(task_callable)
+    except Exception as exc:
+        root = pickling_cause(exc) or root_cause(exc)
+        raise InputError(
+            f"{unpicklable_part(task_callable)} cannot be sent to the workers: "
+            f"{type(root).__name__}: {root}"
+        ) from exc
 
 
 def dumps(obj, argument: str, **where) -> bytes:

@@ -34,7 +34,14 @@ import contextlib
 import logging
 import threading
 
-__all__ = ["LabkitTaskFailures", "LabkitTasksClosed", "install", "BelowWarning", "quiet_clusters"]
+__all__ = [
+    "LabkitTaskFailures",
+    "LabkitTasksClosed",
+    "LabkitObjectsUnpicklable",
+    "install",
+    "BelowWarning",
+    "quiet_clusters",
+]
 
 #: The prefix of every key labkit gives its Dask tasks.
 KEY_PREFIX = "labkit-"
@@ -63,11 +70,31 @@ class LabkitTasksClosed(logging.Filter):
         )
 
 
+class LabkitObjectsUnpicklable(logging.Filter):
+    """Drops Dask's "Failed to serialize" record (and traceback) for labkit's own objects:
+    labkit raises an ``InputError`` naming the user's part at fault instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == "Failed to serialize %s." and isinstance(record.args, tuple):
+            return not type(record.args[0]).__module__.startswith("labkit.")
+        if record.exc_info and record.exc_info[1] is not None:  # "Failed to Serialize"
+            from .pickling import cause_chain
+
+            return not any(
+                isinstance(arg, str) and arg.startswith("<labkit.")
+                for err in cause_chain(record.exc_info[1])
+                for arg in err.args
+            )
+        return True
+
+
 def install() -> None:
     """Add the filters to the workers' loggers in this process, once."""
     for name, kind in (
         ("distributed.worker", LabkitTaskFailures),
         ("distributed.worker.state_machine", LabkitTasksClosed),
+        ("distributed.protocol.pickle", LabkitObjectsUnpicklable),
+        ("distributed.protocol.core", LabkitObjectsUnpicklable),
     ):
         log = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in log.filters):

@@ -86,6 +86,15 @@ class TaskCallable:
         """The callable that runs one task; ``self`` for stateless callables."""
         return self
 
+    def parts(self) -> dict[str, Any]:
+        """The user's objects it carries, by how a message should name them.
+
+        An error about the callable (it cannot be sent to the workers, say)
+        names the part at fault (``"estimator 'svm' (SVC)"``), never labkit's
+        own wrapper.  None by default.
+        """
+        return {}
+
     def __call__(self, data) -> Any:
         raise NotImplementedError
 
@@ -113,6 +122,11 @@ class FunctionCallable(TaskCallable):
 
     def __call__(self, data):
         return self.fn(data)
+
+    def parts(self) -> dict[str, Any]:
+        """The function, named as its code names it."""
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        return {f"the task function {name}": self.fn}
 
     def __repr__(self):
         return f"FunctionCallable({getattr(self.fn, '__name__', self.fn)!r})"
