@@ -49,6 +49,7 @@ from ..errors import (
     USER_EXITS,
     InputError,
     LabkitError,
+    NotFittedError,
     NotForkableError,
     RemoteTraceback,
     TrainingError,
@@ -282,7 +283,7 @@ class Node:
     def execute(self, x):
         """Process a chunk with what the node has learnt."""
         if self.is_trainable() and self._training:
-            raise TrainingError(
+            raise NotFittedError(
                 f"{self.name} must be trained before execute "
                 f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
                 node_name=self.name,
