@@ -146,3 +146,33 @@ def test_a_flows_node_hook(mode):
             assert sorted(b.get_results()) == [0, 1, 4, 9]
     finally:
         s.shutdown()
+
+
+class ExitingFit:
+    """A scikit-learn regressor whose fit calls ``sys.exit()``."""
+
+    def __init__(self):
+        pass
+
+    def get_params(self, deep=True):
+        return {}
+
+    def set_params(self, **params):
+        return self
+
+    def fit(self, X, y):
+        sys.exit(5)
+
+    def predict(self, X):
+        return np.zeros(len(X))
+
+
+def test_an_estimator_calling_sys_exit_fails_its_fit_named():
+    from labkit.ensemble import FoldIndex, Layer, ParallelProcessing
+
+    x = np.random.default_rng(0).normal(size=(40, 3))
+    with lk.LocalScheduler() as s:
+        with pytest.raises(TaskError) as info:
+            ParallelProcessing(s).map(Layer([("quits", ExitingFit())], FoldIndex(2)), x, x.sum(1))
+    assert info.value.original_type == "SystemExit"
+    assert info.value.where.get("estimator") == "quits", str(info.value)
