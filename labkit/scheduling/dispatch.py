@@ -122,6 +122,12 @@ class RoutedTasks:
         a cancelled run's ``result()`` never raises while one of its tasks is sent
         again, nor before it was taken back.
         """
+        if not entry.is_open():
+            return
+        try:  # shipped again first if it was lost (a wait on the cluster), outside the lock
+            entry.batch.shipped_callable(entry)
+        except Exception:  # the route's own attempt below fails again, and is recorded
+            pass
         with self.window.lock:  # type: ignore[attr-defined]
             if not entry.is_open():
                 return
