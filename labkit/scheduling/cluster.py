@@ -41,6 +41,7 @@ import dask
 from ..constraints import Options, check_argument
 from ..errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_limit, connect, scheduler_identity
+from .quiet import install as quiet_install
 from .quiet import quiet_clusters
 
 __all__ = [
@@ -203,6 +204,7 @@ def open_cluster(
     """The client of ``client``, of the scheduler at ``address``, or of a new embedded cluster."""
     from distributed import Client
 
+    quiet_install()  # Dask's handlers exist once it is imported: they get labkit's filters
     cluster = None
     if client is not None:
         opened = Opened(client, None, False, "existing", False)

@@ -22,7 +22,7 @@ from typing import Any
 
 from .base import OpenTask, as_labkit_error
 from .connect import scatter_everywhere
-from .pickling import check_picklable, unpicklable_part
+from .pickling import unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
 
 __all__ = ["RoutedTasks"]
@@ -66,9 +66,8 @@ class RoutedTasks:
         return topic, offload.token if offload else None
 
     def ship_callable(self, task_callable):
-        # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts)
-        if not self.in_process:  # type: ignore[attr-defined]
-            check_picklable(task_callable)  # before Dask logs its own failure, in red
+        # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts);
+        # Dask's own log of the failure is left out (quiet.LabkitObjectsUnpicklable)
         return scatter_everywhere(
             self.client, task_callable, lambda: unpicklable_part(task_callable)
         )

@@ -32,7 +32,6 @@ __all__ = [
     "root_cause",
     "cause_chain",
     "unpicklable_part",
-    "check_picklable",
 ]
 
 
@@ -89,19 +88,6 @@ def unpicklable_part(task_callable) -> str:
         except Exception:
             return label
     return repr(task_callable)
-
-
-def check_picklable(task_callable) -> None:
-    """An ``InputError`` naming the user's part at fault when ``task_callable`` cannot be
-    pickled (see :func:`unpicklable_part`); nothing otherwise."""
-    try:
-        cloudpickle.dumps(task_callable)
-    except Exception as exc:
-        root = pickling_cause(exc) or root_cause(exc)
-        raise InputError(
-            f"{unpicklable_part(task_callable)} cannot be sent to the workers: "
-            f"{type(root).__name__}: {root}"
-        ) from exc
 
 
 def dumps(obj, argument: str, **where) -> bytes:

@@ -93,12 +93,15 @@ def install() -> None:
     for name, kind in (
         ("distributed.worker", LabkitTaskFailures),
         ("distributed.worker.state_machine", LabkitTasksClosed),
-        ("distributed.protocol.pickle", LabkitObjectsUnpicklable),
-        ("distributed.protocol.core", LabkitObjectsUnpicklable),
     ):
         log = logging.getLogger(name)
         if not any(isinstance(f, kind) for f in log.filters):
             log.addFilter(kind())
+    # Dask logs a failure to serialize from several modules (pickle, core, comm): on the
+    # handlers that print them, not on each logger
+    for handler in logging.getLogger("distributed").handlers:
+        if not any(isinstance(f, LabkitObjectsUnpicklable) for f in handler.filters):
+            handler.addFilter(LabkitObjectsUnpicklable())
 
 
 #: Loggers whose handlers print Dask's messages (Dask's logging config gives them their own).
