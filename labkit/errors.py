@@ -28,6 +28,7 @@ __all__ = [
     "NotForkableError",
     "InputError",
     "TrainingError",
+    "NotFittedError",
     "CancelledError",
     "SchedulerError",
     "WorkerLostError",
@@ -347,6 +348,11 @@ class TaskError(LabkitError):
         }
 
 
+#: What user code may raise and still fail only its own task, step or record: ``sys.exit()``
+#: or a ``KeyboardInterrupt`` there must not end a worker thread, an event loop or a process.
+USER_EXITS = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def located(
     exc: BaseException, what: str = "task", kind: type | None = None, **where
 ) -> LabkitError:
@@ -447,6 +453,22 @@ class InputError(LabkitError, ValueError):
 
 class TrainingError(LabkitError, RuntimeError):
     """A call that does not fit the training state (execute before training, ...)."""
+
+
+try:  # scikit-learn is optional: without it, the same bases as its error
+    from sklearn.exceptions import NotFittedError as _NotFittedBase
+except ImportError:  # pragma: no cover - scikit-learn is installed for the tests
+
+    class _NotFittedBase(ValueError, AttributeError):  # type: ignore[no-redef]
+        """scikit-learn's ``NotFittedError`` bases, where scikit-learn is not installed."""
+
+
+class NotFittedError(TrainingError, _NotFittedBase):
+    """Used before it was fitted or trained: an estimator's predict, a node's execute.
+
+    Both a labkit error (a :class:`TrainingError`) and scikit-learn's
+    ``NotFittedError``, so ``except`` of either catches it.
+    """
 
 
 class CancelledError(LabkitError):

@@ -625,3 +625,52 @@ def test_bad_final_outputs(case):
 def test_numpy_ints_are_counts():
     q = pipe(range(5), num_threads=np.int64(2), capacity=np.int32(2), ordered=True)
     assert drain(q) == [0, 1, 2, 3, 4]
+
+
+class ExitingSource:
+    """A source that calls ``sys.exit()`` while making record ``at``."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def __iter__(self):
+        import sys
+
+        for i in range(10):
+            if i == self.at:
+                sys.exit(2)
+            yield i
+
+
+def _exit_on_7(i):
+    import sys
+
+    if i == 7:
+        sys.exit(2)
+    return i
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("num_threads", [0, 3])
+@pytest.mark.parametrize("where", ["source", "processor", "writer"])
+def test_sys_exit_in_user_code_fails_the_stream_at_its_record(num_threads, where):
+    """A ``SystemExit`` in a source, processor or writer ends the stream with a located
+    error; it neither kills a pipe thread silently (a hang) nor escapes as itself."""
+    if where == "source":
+        q = pipe(ExitingSource(4), num_threads=num_threads, ordered=True, name="read")
+        got, err = read_slowly(q, 0)
+        assert got == list(range(4)) and err.where == {"stage": "read", "record": 4}
+    elif where == "processor":
+        q = pipe(range(20), processor=_exit_on_7, num_threads=num_threads, ordered=True,
+                 name="parse")
+        got, err = read_slowly(q, 0)
+        assert got == list(range(7)) and err.where == {"stage": "parse", "record": 7}
+    else:
+        if num_threads == 0:
+            pytest.skip("a writer needs threads")
+        stage = pipe(range(20), _exit_on_7, num_threads=num_threads, name="sink")
+        with pytest.raises(lk.LabkitError) as info:
+            stage.join(timeout=5)
+        err = info.value
+        assert err.where == {"stage": "sink", "record": 7}
+    assert "SystemExit" in str(err)

@@ -447,3 +447,47 @@ def test_bad_arguments_are_input_errors_naming_them(case):
     reg = Registers()
     assert Program(Repeat(np.int64(2), Call(add_one, 1, store_to="y")), reg).run() is DONE
     assert reg["y"] == 2
+
+
+def exits_on_three(i):
+    if i == 3:
+        sys.exit(1)
+    return i
+
+
+def test_sys_exit_in_a_call_fails_the_step_named_and_can_be_retried():
+    """``sys.exit()`` in an element's callable fails its step as any error does."""
+    reg = Registers()
+    program = Program(Repeat(5, Call(exits_on_three, reg("i"), store_to=reg("last")),
+                             counter=reg("i")), reg)
+    with pytest.raises(TaskError) as info:
+        program.run()
+    assert info.value.where["step"] == 3 and info.value.original_type == "SystemExit"
+    reg["i"] = 4
+    assert program.run() is DONE and reg["last"] == 4
+
+
+def test_weaving_one_element_with_itself_is_refused_when_made():
+    """``Weave(None, [c, c])`` failed mid-run ("step() on a finished Call")."""
+    c = Call(print, 1)
+    for woven in ([c, c], [Seq([c]), Repeat(2, c)], [Weave(None, [c, Call(print, 2)]), c]):
+        with pytest.raises(InputError, match="Weave items 0 and 1 both hold the same element"):
+            Weave(None, woven)
+    Weave(None, [c, copy.deepcopy(c)])            # a copy is an element of its own
+
+
+def test_an_element_reused_one_after_the_other_runs_each_time():
+    out = []
+    c = Call(out.append, 1)
+    program = Program(Seq([c, c, Repeat(2, c), Switch(lambda: "a", {"a": c, "b": c})]),
+                      Registers())
+    assert program.run() is DONE and out == [1] * 5
+
+
+def test_a_replace_with_that_weaves_an_element_with_itself_fails_before_a_step():
+    from labkit.program import ProgramError
+    a, b = Call(print, 1), Call(print, 2)
+    program = Program(Weave(None, [a, Seq([b])]), Registers())
+    b.replace_with(a)
+    with pytest.raises(ProgramError, match="same element"):
+        program.run()

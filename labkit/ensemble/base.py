@@ -31,9 +31,10 @@ from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags, TransformerTags
 from sklearn.utils.metaestimators import available_if
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import InputError
+from ..errors import InputError, NotFittedError
 from ..runs import start
 from .cache import as_scheduler
 from .indexers import BlendIndex, FullIndex
@@ -383,9 +384,20 @@ class BaseEnsemble(BaseEstimator):
 
     # -- predict -----------------------------------------------------------------------------
 
+    def _check_fitted(self) -> None:
+        """A labkit ``NotFittedError`` (also scikit-learn's) naming the estimator, unless fitted."""
+        try:
+            check_is_fitted(self, "layers_")
+        except SklearnNotFittedError as exc:
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet: call fit(X, y) before "
+                "transform, predict or score",
+                estimator=type(self).__name__,
+            ) from exc
+
     def transform(self, X):
         """The last layer's output for ``X`` (the meta estimator's input); dense."""
-        check_is_fitted(self, "layers_")
+        self._check_fitted()
         X, _, _ = check_inputs(
             X,
             steps=self.layers_[0].first_steps(),
@@ -401,7 +413,7 @@ class BaseEnsemble(BaseEstimator):
         return self.fit(X, y, **fit_params).transform(X)
 
     def _meta(self):
-        check_is_fitted(self, "layers_")
+        self._check_fitted()
         if self.meta_ is None:
             raise InputError(
                 "no meta estimator: add one with .add_meta(estimator), or use transform()",

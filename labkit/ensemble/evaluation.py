@@ -45,6 +45,16 @@ class ScoreCallable(TaskCallable):
     def __init__(self, candidates, inputs, folds, scoring):
         self.candidates, self.inputs, self.folds, self.scoring = candidates, inputs, folds, scoring
 
+    def parts(self) -> dict:
+        """The candidates' estimators and the scoring, by name (for messages)."""
+        found: dict = {
+            f"estimator {name!r} ({type(estimator).__name__})": estimator
+            for name, estimator, _ in self.candidates
+        }
+        if self.scoring is not None and not isinstance(self.scoring, str):
+            found[f"scoring {getattr(self.scoring, '__qualname__', self.scoring)!r}"] = self.scoring
+        return found
+
     def __call__(self, data):
         c, fold = data
         name, estimator, params = self.candidates[c]

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, located
+from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import PhaseFinished, PhaseStarted, TaskInfo
 from ..scheduling import TaskCallable
 from .cache import open_inputs
@@ -37,11 +37,22 @@ class FitCallable(TaskCallable):
         }
         self.keep = layer.indexer.single_fit  # the one fold's fit serves new data
 
+    def parts(self) -> dict:
+        """The layer's estimators and their transformers, by name (for messages)."""
+        found: dict = {}
+        for name, (transformers, estimator) in self.steps.items():
+            for i, transformer in enumerate(transformers):
+                found[f"transformer {i} ({type(transformer).__name__}) before {name!r}"] = (
+                    transformer
+                )
+            found[f"estimator {name!r} ({type(estimator).__name__})"] = estimator
+        return found
+
     def __call__(self, data):
         name, fold = data
         try:
             return self._run(name, fold)
-        except Exception as exc:
+        except USER_EXITS as exc:  # sys.exit() in an estimator fails its fit only
             raise located(exc, estimator=name, fold=_fold(fold)) from None
 
     def _run(self, name, fold):

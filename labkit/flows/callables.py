@@ -66,6 +66,10 @@ class FlowTrainCallable(TaskCallable):
         forked.node = self.node.fork()
         return forked
 
+    def parts(self) -> dict:
+        """The nodes it carries, named (for messages)."""
+        return _node_parts([*self.prefix, self.node])
+
     def __call__(self, chunk):
         x, args = split_chunk(self.transform(chunk))
         x = execute_nodes(self.prefix, x)
@@ -93,6 +97,10 @@ class FlowExecuteCallable(TaskCallable):
         """Whether a node of the flow runs GIL-holding Python."""
         return any(getattr(n, "holds_gil", True) for n in self.nodes)
 
+    def parts(self) -> dict:
+        """The nodes it carries, named (for messages)."""
+        return _node_parts(self.nodes)
+
     def fork(self):
         if not self.forking:
             return self
@@ -106,3 +114,8 @@ class FlowExecuteCallable(TaskCallable):
         if self.forking:
             return y, {i: self.nodes[i] for i in self.forking}
         return y
+
+
+def _node_parts(nodes) -> dict:
+    """``{"node 2 (PCA)": node, ...}``: each node by its place in the flow and its name."""
+    return {f"node {i} ({getattr(n, 'name', type(n).__name__)})": n for i, n in enumerate(nodes)}

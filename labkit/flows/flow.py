@@ -22,7 +22,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, StorageError, TrainingError
+from ..errors import InputError, LabkitError, NotFittedError, StorageError, TrainingError
 from .callables import execute_nodes
 from .node import Node
 from .snapshot import load_checkpoint, make_temp, remove_stale_temps, writer
@@ -198,7 +198,7 @@ class Flow:
         nodes = self.nodes if nodenr is None else self.nodes[: nodenr + 1]
         for i, node in enumerate(nodes):
             if node.is_trainable() and node.is_training():
-                raise TrainingError(
+                raise NotFittedError(
                     f"{node.name} must be trained before execute", node=i, node_name=node.name
                 )
         return nodes

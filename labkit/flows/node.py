@@ -46,8 +46,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import (
+    USER_EXITS,
     InputError,
     LabkitError,
+    NotFittedError,
     NotForkableError,
     RemoteTraceback,
     TrainingError,
@@ -281,7 +283,7 @@ class Node:
     def execute(self, x):
         """Process a chunk with what the node has learnt."""
         if self.is_trainable() and self._training:
-            raise TrainingError(
+            raise NotFittedError(
                 f"{self.name} must be trained before execute "
                 f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
                 node_name=self.name,
@@ -378,7 +380,7 @@ class Node:
             yield
         except LabkitError as err:
             raise err.locate(**self._where())
-        except Exception as exc:
+        except USER_EXITS as exc:  # sys.exit() in a hook fails the hook, not the worker
             err = located(exc, f"{type(self).__name__}.{hook}", **self._where())
             # shown as the cause, as for a task's error handed to its caller (for_caller)
             raise err from RemoteTraceback(err.user_traceback or err.remote_traceback)

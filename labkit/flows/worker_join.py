@@ -169,6 +169,10 @@ class WorkerJoinCallable(TaskCallable):
     def holds_gil(self) -> bool:
         return self.inner.holds_gil
 
+    def parts(self) -> dict:
+        """The nodes of the usual train callable (for messages)."""
+        return self.inner.parts()
+
     def setup_environment(self) -> None:
         self.inner.setup_environment()
 

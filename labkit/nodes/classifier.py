@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, TrainingError
+from ..errors import InputError, NotFittedError
 from ..flows.node import Node, real_number, require_finite
 
 __all__ = ["GaussianClassifier"]
@@ -158,7 +158,7 @@ class GaussianClassifier(Node):
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
         """``log p(x, class)`` for every row and class, shape ``(n, k)``."""
         if self.is_training():
-            raise TrainingError(
+            raise NotFittedError(
                 f"{self.name} must be trained before label or prob", node_name=self.name
             )
         x = self._check_input(x).astype(np.float64, copy=False)

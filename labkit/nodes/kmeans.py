@@ -25,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import InputError, TrainingError
+from ..errors import InputError, NotFittedError
 from ..flows.node import Node, positive_int, real_number, require_finite
 
 __all__ = ["KMeans"]
@@ -242,7 +242,7 @@ class KMeans(Node):
     def label(self, x) -> np.ndarray:
         """Index of the nearest centre for each row."""
         if self.is_training():
-            raise TrainingError(f"{self.name} must be trained before label", node_name=self.name)
+            raise NotFittedError(f"{self.name} must be trained before label", node_name=self.name)
         x = self._check_input(x).astype(np.float64, copy=False)
         return np.argmin(squared_distances(x, self.centers), axis=1)
 

@@ -143,8 +143,8 @@ def _arguments(processor, name, num_threads, capacity, ordered, on_event):
     """
     if name is not None and not isinstance(name, str):
         raise InputError(f"a stage name must be a str, got {name!r}")
+    name = _stage_name(name, processor)  # the user's processor names it, never the identity
     processor = _processor(processor, name)
-    name = _stage_name(name, processor)
     num_threads = _count(num_threads, 0, "num_threads (0: a lazy reader)", name)
     capacity = _count(capacity, 1, "capacity", name)
     if not isinstance(ordered, bool):

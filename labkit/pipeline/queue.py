@@ -6,12 +6,16 @@ import collections
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import InputError, LabkitError
+from ..errors import USER_EXITS, InputError, LabkitError, TaskError, located
 
 if TYPE_CHECKING:
     from ..events import StageStats
 
-__all__ = ["STOP", "Queue", "Final"]
+__all__ = ["STOP", "Queue", "Final", "PipelineError"]
+
+
+class PipelineError(TaskError):
+    """A stage's processor, writer or reducer raised; located by ``stage`` and ``record``."""
 
 
 class _Stop:
@@ -165,7 +169,13 @@ class Final:
     def _add(self, record) -> None:
         with self._lock:  # threads of an unordered stage deliver concurrently
             for name, fn in self._fns.items():
-                self._values[name] = fn(self._values[name], record)
+                try:
+                    self._values[name] = fn(self._values[name], record)
+                except USER_EXITS as exc:  # named as the user named it, not the stage
+                    what = getattr(fn, "__qualname__", None) or type(fn).__name__
+                    raise located(
+                        exc, f"final output {name!r} ({what})", PipelineError, output=name
+                    ) from exc
 
     def _end(self, error: LabkitError | None, count: int) -> None:
         self._values = {"count": count, **self._values}

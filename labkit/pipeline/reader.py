@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from ..errors import InputError
+from ..errors import USER_EXITS, InputError
 from .queue import STOP, _closable
 from .stage import STATS_INTERVAL, StageStats, _as_error, _iterate, _send, _source_error
 
@@ -37,12 +37,12 @@ class ProcessingReader:
                     record = next(source)
                 except StopIteration:
                     return
-                except Exception as exc:
+                except USER_EXITS as exc:
                     raise _source_error(exc, self.name, index)  # chained to exc
                 t0 = time.perf_counter()
                 try:
                     result = self.processor(record)
-                except Exception as exc:
+                except USER_EXITS as exc:
                     raise _as_error(exc, self.name, index)  # chained to exc
                 records, busy = records + 1, busy + time.perf_counter() - t0
                 if time.monotonic() - last >= STATS_INTERVAL:

@@ -9,9 +9,9 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..errors import InputError, LabkitError, TaskError, located
+from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import StageStats
-from .queue import STOP, Queue, _closable
+from .queue import STOP, PipelineError, Queue, _closable
 
 __all__ = ["STATS_INTERVAL", "PipelineError", "StageStats", "Stage"]
 
@@ -19,10 +19,6 @@ logger = logging.getLogger("labkit.pipeline")
 
 #: Least number of seconds between two StageStats of one stage.
 STATS_INTERVAL = 0.1
-
-
-class PipelineError(TaskError):
-    """A stage's processor, writer or reducer raised; located by ``stage`` and ``record``."""
 
 
 def _as_error(exc: BaseException, stage: str, record: int | None) -> LabkitError:
@@ -188,7 +184,7 @@ class Stage:
             except StopIteration:
                 self._ended = True
                 return None
-            except Exception as exc:
+            except USER_EXITS as exc:  # the reader thread must end the stream, not die
                 self._end_at(index, _source_error(exc, self.name, index))
                 return None
             self._next_in += 1
@@ -235,7 +231,7 @@ class Stage:
             if self.final.reduces:
                 self.final._add(result)
             return True
-        except Exception as exc:
+        except USER_EXITS as exc:  # the user's writer or reducer
             self._end_at(index, _as_error(exc, self.name, index))
             return False
 

@@ -172,10 +172,12 @@ class Weave(_List):
         elements = _as_list(elements, "Weave")
         n_required = len(elements) if n_required is None else n_required
         n_required = _int(n_required, "Weave n_required", 0, len(elements))
+        _shared_between(elements, InputError)  # when the program is made
         super().__init__(elements, store_to)
         self.n_required = n_required
 
     def _start(self):
+        _shared_between(self.children, ProgramError)  # replace_with may have shared one since
         self.state.update(i=0, finished=[False] * len(self.children))
         for child in self.children:
             child.start()
@@ -202,6 +204,27 @@ class Weave(_List):
 
     def _prefix(self):
         return f"{self.n_required}, "
+
+
+def _shared_between(elements, kind) -> None:
+    """A ``kind`` error when one element object is in two of ``elements`` (or twice in one).
+
+    An element keeps its own state while it runs: woven with itself it would be
+    stepped as two at once, and fail mid-run ("step() on a finished Call").
+    """
+    owner: dict[int, int] = {}
+    for i, element in enumerate(elements):
+        if not isinstance(element, Element):
+            continue  # Element's own check names it
+        for inner in element.walk():
+            j = owner.setdefault(id(inner), i)
+            if j != i:
+                raise kind(
+                    f"Weave items {j} and {i} both hold the same element {inner._code()[:120]}: "
+                    "woven, it would run as two at once; give each item its own "
+                    "(copy.deepcopy(element), or make it twice)",
+                    argument="elements",
+                )
 
 
 class Switch(Element):

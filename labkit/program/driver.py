@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..errors import InputError, LabkitError, located
+from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import Observable, ProgramStepped
 from ..runs import start
 from .copying import copied
@@ -67,7 +67,7 @@ class Program(Observable):
             )
         try:
             status = self.element.step()
-        except Exception as exc:
+        except USER_EXITS as exc:  # sys.exit() in an element fails the step, not the kernel
             raise _located(exc, self.current(), self.steps) from exc
         self.steps += 1
         self.status = INCOMPLETE if status is INCOMPLETE else DONE
@@ -192,7 +192,7 @@ class Program(Observable):
             self.emit(ProgramStepped(self.steps, status, self.running))
 
 
-def _located(exc: Exception, element, step: int) -> LabkitError:
+def _located(exc: BaseException, element, step: int) -> LabkitError:
     """``exc`` as a labkit error naming the element and the step it failed in.
 
     The element keeps its state, so stepping again retries the failed call.

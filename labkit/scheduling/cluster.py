@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -40,6 +41,8 @@ import dask
 from ..constraints import Options, check_argument
 from ..errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_limit, connect, scheduler_identity
+from .quiet import install as quiet_install
+from .quiet import quiet_clusters
 
 __all__ = [
     "MODES",
@@ -180,13 +183,19 @@ class Opened:
     owns_client: bool
     mode: str  # "auto", "threads", "processes", or "existing"
     in_process: bool  # the workers are threads of this process
+    quiet: Any = None  # Dask's chatter held quiet while the embedded cluster lives
 
     def close(self) -> None:
         """Close what was opened here: the client and the cluster, not ones given."""
-        if self.owns_client:
-            self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+        try:
+            if self.owns_client:
+                self.client.close()
+            if self.cluster is not None:
+                self.cluster.close()
+        finally:
+            quiet, self.quiet = self.quiet, None
+            if quiet is not None:  # after the cluster's last words
+                quiet.close()
 
 
 def open_cluster(
@@ -195,6 +204,7 @@ def open_cluster(
     """The client of ``client``, of the scheduler at ``address``, or of a new embedded cluster."""
     from distributed import Client
 
+    quiet_install()  # Dask's handlers exist once it is imported: they get labkit's filters
     cluster = None
     if client is not None:
         opened = Opened(client, None, False, "existing", False)
@@ -204,8 +214,16 @@ def open_cluster(
                 opened = Opened(connect(address, connect_timeout), None, True, "existing", False)
             else:
                 size = cluster_size(mode, n_workers, threads_per_worker)
-                cluster = start_cluster(mode, *size, **cluster_kwargs)
-                opened = Opened(Client(cluster), cluster, True, mode, False)
+                quiet = contextlib.ExitStack()
+                quiet.enter_context(quiet_clusters())  # before its first words
+                try:
+                    cluster = start_cluster(mode, *size, **cluster_kwargs)
+                    opened = Opened(Client(cluster), cluster, True, mode, False, quiet)
+                except BaseException:
+                    if cluster is not None:
+                        cluster.close()
+                    quiet.close()
+                    raise
     nthreads = opened.client.nthreads()
     # a client of someone else's in-process cluster: its workers are threads here too
     opened.in_process = opened.mode in ("auto", "threads") or (

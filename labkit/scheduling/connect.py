@@ -190,7 +190,7 @@ def _reason(exc: BaseException | None) -> str:
     return "no answer"
 
 
-def scatter_everywhere(client, obj, what: str, attempts: int = 4, timeout: float = SCATTER_TIMEOUT):
+def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SCATTER_TIMEOUT):
     """A future of ``obj`` on every live worker; a dying worker is left out.
 
     Dask's broadcast scatter fails at once (``CommClosedError``) or waits
@@ -218,7 +218,7 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4, timeout: float
             cause = pickling_cause(exc)
             if cause is not None:  # no retry makes it picklable
                 raise InputError(
-                    f"{what} cannot be sent to the workers: {type(cause).__name__}: {cause}"
+                    f"{_named(what)} cannot be sent to the workers: {type(cause).__name__}: {cause}"
                 ) from exc
             last = exc
             time.sleep(min(0.1 * 2**attempt, 1.0))  # the scheduler notices the death
@@ -232,7 +232,12 @@ def scatter_everywhere(client, obj, what: str, attempts: int = 4, timeout: float
     reason = (
         f"{type(last).__name__}: {last}" if last is not None else f"the client is {client.status}"
     )
-    raise SchedulerError(f"could not ship {what} to the workers ({reason})") from last
+    raise SchedulerError(f"could not ship {_named(what)} to the workers ({reason})") from last
+
+
+def _named(what) -> str:
+    """``what`` names the object: a string, or a function making one (only if needed)."""
+    return what() if callable(what) else str(what)
 
 
 def _live_workers(client, timeout: float) -> list[str]:

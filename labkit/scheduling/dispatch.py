@@ -22,6 +22,7 @@ from typing import Any
 
 from .base import OpenTask, as_labkit_error
 from .connect import scatter_everywhere
+from .pickling import unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
 
 __all__ = ["RoutedTasks"]
@@ -65,7 +66,11 @@ class RoutedTasks:
         return topic, offload.token if offload else None
 
     def ship_callable(self, task_callable):
-        return scatter_everywhere(self.client, task_callable, f"{task_callable!r}")
+        # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts);
+        # Dask's own log of the failure is left out (quiet.LabkitObjectsUnpicklable)
+        return scatter_everywhere(
+            self.client, task_callable, lambda: unpicklable_part(task_callable)
+        )
 
     def callable_alive(self, shipped) -> bool:
         return shipped.status == "finished"
@@ -109,23 +114,38 @@ class RoutedTasks:
                 pass
 
     def _resubmit(self, entry: OpenTask, why) -> None:
-        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded."""
+        """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.
+
+        The check that the task is still open and its new start are one step for a
+        cancel: the cancel waits (the window's lock) and then cancels the new start, so
+        a cancelled run's ``result()`` never raises while one of its tasks is sent
+        again, nor before it was taken back.
+        """
         if not entry.is_open():
             return
-        entry.attempts += 1
-        logger.warning(
-            "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
-            "lost with their workers (%s)",
-            entry.info.chunk,
-            entry.info.run,
-            entry.attempts,
-            why,
-        )
-        try:
-            handle = entry.route.resubmit(entry)
-        except Exception as exc:
-            return self.record(entry, error=as_labkit_error(exc, entry.info, None))
-        if handle is not None:
-            entry.handle = handle
-        if not entry.is_open():  # cancelled while it was being sent again: take it back
-            self.cancel_tasks([entry], [])
+        try:  # shipped again first if it was lost (a wait on the cluster), outside the lock
+            entry.batch.shipped_callable(entry)
+        except Exception:  # the route's own attempt below fails again, and is recorded
+            pass
+        with self.window.lock:  # type: ignore[attr-defined]
+            if not entry.is_open():
+                return
+            entry.attempts += 1
+            logger.warning(
+                "labkit: resubmitting chunk %s of %s (attempt %d): its inputs were "
+                "lost with their workers (%s)",
+                entry.info.chunk,
+                entry.info.run,
+                entry.attempts,
+                why,
+            )
+            try:
+                handle = entry.route.resubmit(entry)
+            except Exception as exc:
+                failed: BaseException | None = exc
+            else:
+                failed = None
+                if handle is not None:
+                    entry.handle = handle
+        if failed is not None:  # recorded outside the lock (the batch takes its own first)
+            self.record(entry, error=as_labkit_error(failed, entry.info, None))

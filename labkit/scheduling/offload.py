@@ -140,7 +140,7 @@ class OffloadPool:
                 held = self._pickled[id(task_callable)] = (
                     task_callable,
                     next(_tokens),
-                    cloudpickle.dumps(task_callable),
+                    _dumps(task_callable),
                 )
         return held[1], held[2]
 
@@ -164,6 +164,21 @@ class OffloadPool:
             if self._executor is broken:
                 self._executor = None
         broken.shutdown(wait=False, cancel_futures=True)
+
+
+def _dumps(task_callable) -> bytes:
+    """The callable's pickle, or an ``InputError`` naming the user's part that does not pickle."""
+    try:
+        return cloudpickle.dumps(task_callable)
+    except Exception as exc:
+        from ..errors import InputError
+        from .pickling import pickling_cause, root_cause, unpicklable_part
+
+        root = pickling_cause(exc) or root_cause(exc)
+        raise InputError(
+            f"{unpicklable_part(task_callable)} cannot be sent to a process for GIL-holding "
+            f"tasks: {type(root).__name__}: {root}"
+        ) from exc
 
 
 def offload_pool(token: str | None) -> OffloadPool | None:

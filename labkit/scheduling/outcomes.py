@@ -161,13 +161,20 @@ class Outcomes:
             stop = _STOP in items
             try:
                 self._handle([item for item in items if item is not _STOP])
-                for entry, future in ended:
-                    if entry.is_open():  # ended without delivering: a cancel, a lost input
-                        self._failed(entry, future)
+                self._fail_ended(ended)
             except Exception:  # never let this thread die: its tasks would hang
                 logger.exception("labkit: handling %d task outcomes failed", len(items))
+            # Nothing of these may stay referenced while the thread waits: a task's entry
+            # holds its batch, and so the batch's shipped callable on the cluster.
+            items = ended = []
             if stop:
                 return
+
+    def _fail_ended(self, ended: list) -> None:
+        """Hand on the watched tasks that ended without delivering (a cancel, a lost input)."""
+        for entry, future in ended:
+            if entry.is_open():
+                self._failed(entry, future)
 
     def _take(self, timeout: float) -> list:
         """What is queued: waits up to ``timeout`` s for the first item."""

@@ -26,7 +26,13 @@ import cloudpickle
 
 from ..errors import InputError
 
-__all__ = ["dumps", "pickling_cause", "root_cause", "cause_chain"]
+__all__ = [
+    "dumps",
+    "pickling_cause",
+    "root_cause",
+    "cause_chain",
+    "unpicklable_part",
+]
 
 
 def root_cause(exc: BaseException) -> BaseException:
@@ -67,6 +73,21 @@ def pickling_cause(exc: BaseException) -> BaseException | None:
     if isinstance(root, (TypeError, AttributeError)) or "pickl" in text or "serializ" in text:
         return root
     return None
+
+
+def unpicklable_part(task_callable) -> str:
+    """How to name what keeps ``task_callable`` from being pickled: the user's part at fault.
+
+    Each part of :meth:`~labkit.scheduling.TaskCallable.parts` is tried on its own;
+    without parts (or when each pickles alone), the callable's own ``repr``.
+    """
+    parts = getattr(task_callable, "parts", None)
+    for label, obj in (parts() if callable(parts) else {}).items():
+        try:
+            cloudpickle.dumps(obj)
+        except Exception:
+            return label
+    return repr(task_callable)
 
 
 def dumps(obj, argument: str, **where) -> bytes:

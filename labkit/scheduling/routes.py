@@ -250,6 +250,8 @@ class DirectScatterRoute(Transport):
             future = client.submit(run_task, shipped, chunk, entry.info, topic, key=key, pure=False)
             entry.handle = future
             outcomes.follow(entry, future)
+            if not entry.is_open():  # cancelled while it was submitted: the cancel saw no handle
+                client.cancel([future])
         except Exception as exc:  # its worker died, no workers left, it does not pickle
             outcomes.fault(entry, exc)
 

@@ -224,6 +224,15 @@ class StartsTasks:
                     self._fail_start(group[index:], exc)
             if handle is not None:
                 entry.handle = handle
+        # A cancel while they were being started read no handle (or their route's copies
+        # were not made yet): take those back now.  Set first, checked after, so one of
+        # the two sides always sees the other.
+        if (
+            self._error is not None
+        ):  # a cancel or a failure came (cancelling a done task is harmless)
+            late = [entry for entry, _ in group if not entry.is_open()]
+            if late:
+                s.cancel_tasks(late, [])
         self._raise_pending()
 
     def _fail_start(self, unstarted: list, exc: Exception):

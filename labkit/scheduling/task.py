@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import LabkitError, TaskError, require_callable
+from ..errors import USER_EXITS, LabkitError, TaskError, require_callable
 from ..events import TaskInfo
 from .dask_adapter import is_delayed, is_future, is_task_graph, task_graph
 from .quiet import install as _quiet_worker_log
@@ -86,6 +86,15 @@ class TaskCallable:
         """The callable that runs one task; ``self`` for stateless callables."""
         return self
 
+    def parts(self) -> dict[str, Any]:
+        """The user's objects it carries, by how a message should name them.
+
+        An error about the callable (it cannot be sent to the workers, say)
+        names the part at fault (``"estimator 'svm' (SVC)"``), never labkit's
+        own wrapper.  None by default.
+        """
+        return {}
+
     def __call__(self, data) -> Any:
         raise NotImplementedError
 
@@ -113,6 +122,11 @@ class FunctionCallable(TaskCallable):
 
     def __call__(self, data):
         return self.fn(data)
+
+    def parts(self) -> dict[str, Any]:
+        """The function, named as its code names it."""
+        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+        return {f"the task function {name}": self.fn}
 
     def __repr__(self):
         return f"FunctionCallable({getattr(self.fn, '__name__', self.fn)!r})"
@@ -292,7 +306,7 @@ def run_task(
         if not getattr(err, "remote_traceback", None):  # an offloaded task's came with it
             err.remote_traceback = traceback.format_exc()
         raise
-    except Exception as exc:
+    except USER_EXITS as exc:  # a task's failure, not the worker's: Dask's thread would die
         raise TaskError.from_exception(
             exc, traceback.format_exc(), **info.where(), worker=worker
         ) from None
@@ -337,7 +351,7 @@ def run_task_here(
     here = unwrap(held)
     try:
         outcome = run_task(task_callable, here.data, info, topic, worker, offload, key)
-    except Exception as error:
+    except USER_EXITS as error:
         here.deliver(error=error)
     else:
         here.deliver(outcome)

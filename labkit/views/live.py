@@ -114,6 +114,12 @@ class LiveView:
         for s in self.sources:
             if callable(getattr(s, "on_shutdown", None)):
                 s.on_shutdown(lambda: (v := ref()) is not None and v._source_ended())
+        # What ended before the view was made sends no more events nor shutdowns: the
+        # view draws its final state once and stops (no writer thread stays behind).
+        if self._run is not None and self._run.done():
+            self._end()
+        elif self._run is None and any(_closed(s) for s in self.sources):
+            self._source_ended()
 
     @property
     def run(self):
@@ -128,6 +134,9 @@ class LiveView:
     def start(self) -> "LiveView":
         """Start drawing (the first frame at once); returns the view."""
         if self.writer is None:
+            with self._lock:  # stopped before its first draw: that draw is its last
+                if self.state is State.STOPPED and not self.frames:
+                    self.state = State.ENDING
             self.writer = Writer(
                 _Timed(self),
                 self._frame,
@@ -275,6 +284,11 @@ class _Timed:
         with view._lock:  # taken before the snapshot: every counted event is in it
             view._taken, view._pending = tuple(view._pending), [None, None, 0]
         return view.tracker.snapshot()
+
+
+def _closed(source) -> bool:
+    """Whether a scheduler or a trainer was shut down (its ``closed``)."""
+    return getattr(source, "closed", False) is True
 
 
 def _is_run(source) -> bool:

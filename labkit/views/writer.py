@@ -39,12 +39,13 @@ import logging
 import numbers
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 from ..errors import InputError
 from .priority import lower_this_thread
 
-__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP", "check_rate"]
+__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP", "check_rate", "settled"]
 
 logger = logging.getLogger("labkit.views")
 
@@ -165,10 +166,12 @@ class Writer:
         self._stopping = threading.Event()
         self._force = False  # draw on the next wake even if the version is the same
         self._drawn: int | None = None  # the version last drawn
+        self._drawing = False  # a draw is under way (its messages not all sent)
         self._thread = threading.Thread(
             target=self._main, daemon=True, name=name or f"labkit-writer-{next(_ids)}"
         )
         self._thread.start()
+        _WRITERS.add(self)
 
     # -- for subscribers -------------------------------------------------------------
 
@@ -187,6 +190,11 @@ class Writer:
     def running(self) -> bool:
         """Whether the thread is still going."""
         return self._thread.is_alive()
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the last draw finished and showed the tracker's current version."""
+        return not (self._drawing or self._force) and self._drawn == self.tracker.version
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Draw once more and end the thread; waits for it unless called from it."""
@@ -225,6 +233,7 @@ class Writer:
 
     def _draw_once(self, version) -> None:
         """Draw one snapshot; errors are logged."""
+        self._drawing = True
         try:
             snapshot = self.tracker.snapshot()
             self._drawn = snapshot.version if hasattr(snapshot, "version") else version
@@ -232,7 +241,28 @@ class Writer:
             self._draw(snapshot)
         except Exception:  # a view must never die of one bad frame
             logger.exception("labkit writer: draw %r failed", self._draw)
+        finally:
+            self._drawing = False
 
     def __repr__(self):
         state = "running" if self.running else "stopped"
         return f"<labkit Writer {self._thread.name}: {state}, {self.draws} draws>"
+
+
+_WRITERS: "weakref.WeakSet[Writer]" = weakref.WeakSet()  # every writer, for settled()
+
+
+def settled(timeout: float = 30.0) -> bool:
+    """Wait until every live view has drawn what it was last told; whether it did in time.
+
+    A view that ended drew its final state already.  For a notebook (or a test)
+    that shows a view's final numbers: an event, not a sleep, says they are drawn.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        behind = [w for w in list(_WRITERS) if w.running and not w.caught_up]
+        if not behind:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

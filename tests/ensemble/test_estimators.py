@@ -234,3 +234,25 @@ def test_errors_name_the_place():
          .fit(X_REG, np.zeros(150, dtype=int)))
     with pytest.raises(lk.InputError, match="no meta estimator"):
         SuperLearner(folds=2).add([Ridge()]).fit(X_REG, Y_REG).predict(X_REG)
+
+
+@pytest.mark.parametrize("verb", ["predict", "transform", "score"])
+def test_an_unfitted_ensemble_raises_an_error_both_labkit_and_scikit_learn_name(verb,
+                                                                                local_scheduler):
+    ens = SuperLearner(scheduler=local_scheduler).add(regressors()).add_meta(Ridge())
+    args = (X_REG, Y_REG) if verb == "score" else (X_REG,)
+    with pytest.raises(lk.NotFittedError) as info:
+        getattr(ens, verb)(*args)
+    err = info.value
+    assert isinstance(err, NotFittedError) and isinstance(err, lk.LabkitError)
+    assert isinstance(err, lk.TrainingError)
+    assert "SuperLearner is not fitted" in str(err) and err.where["estimator"] == "SuperLearner"
+
+
+def test_untrained_nodes_raise_the_same_not_fitted_error():
+    from labkit.nodes import PCA
+    with pytest.raises(NotFittedError) as info:
+        PCA(output_dim=1).execute(X_REG)
+    assert isinstance(info.value, lk.TrainingError)
+    with pytest.raises(lk.NotFittedError):
+        lk.Flow([PCA(output_dim=1)]).execute(X_REG)

@@ -75,8 +75,10 @@ def _client_class():
     return Client
 
 
-#: Appended while executing (then removed): lets the views' last redraws arrive.
-SETTLE = "import time; time.sleep(1.0)"
+#: Appended while executing (then removed): waits until every view drew its last state (an
+#: event, not a time: a loaded machine draws late), so the saved widget state holds it.
+SETTLE = ("from labkit.views.writer import settled\n"
+          "assert settled(60), 'a view did not draw its last state within 60 s'")
 
 
 def execute(name: str, timeout: int = 240) -> nbformat.NotebookNode:

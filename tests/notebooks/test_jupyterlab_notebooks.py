@@ -198,6 +198,28 @@ def check_04(page, text: str) -> None:
         board_texts(page, ".labkit-status")
 
 
+def final_state(page, check, timeout: float = 60) -> None:
+    """``check(page, text)`` once it passes: the boards' last frames reach the page late on a
+    loaded machine (it failed there, and passed alone); its last failure at the deadline."""
+    failure: list = []
+
+    def passes() -> bool:
+        try:
+            check(page, page.evaluate(NOTEBOOK_TEXT))
+        except AssertionError as exc:
+            failure[:] = [exc]
+            return False
+        return True
+
+    try:
+        wait_for("the boards' final state", passes, timeout=timeout, page=page,
+                 describe=lambda: str(failure[0])[:2000] if failure else "")
+    except AssertionError:
+        if failure:
+            raise failure[0]
+        raise
+
+
 CHECKS = {"02-data-parallel-torch.ipynb": check_02, "03-pipelines-and-programs.ipynb": check_03,
           "04-ensembles.ipynb": check_04}
 
@@ -224,7 +246,7 @@ def test_notebook_in_jupyterlab(name):
                     timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOADS)))
                 wait_for("every load bar at zero after shutdown", lambda: loads_at_zero(page),
                          timeout=20, page=page, describe=lambda: page.evaluate(DEVICE_ROWS))
-                CHECKS[name](page, page.evaluate(NOTEBOOK_TEXT))
+                final_state(page, CHECKS[name])
                 summary = check_common(page, name, samples, console, uneven)
                 print(summary)
         finally:

@@ -108,7 +108,9 @@ def test_shutdown_makes_a_waiting_owner_raise(cluster):
 
     thread = threading.Thread(target=owner)
     thread.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while s.total_open_tasks == 0 and time.monotonic() < deadline:   # tasks under way
+        time.sleep(0.02)
     s.shutdown()
     thread.join(30)
     assert not thread.is_alive()

@@ -42,3 +42,82 @@ def test_a_cancelled_run_resubmits_nothing_and_leaves_no_task(kind, caplog):
         assert not any(s.client.processing().values())
         time.sleep(1.0)   # a late resubmission would show up now
     assert not [r.getMessage() for r in caplog.records if "resubmitting" in r.getMessage()]
+
+
+class _AtResubmit(logging.Handler):
+    """At labkit's "resubmitting" warning (the task is sent again right after it), cancel
+    the run from another thread and note whether ``run.result()`` raised meanwhile."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        import threading
+        self.run, self.raised, self.seen = None, threading.Event(), threading.Event()
+        self.raised_during_resubmit = None
+        self.canceller = None
+
+    def emit(self, record):
+        if "resubmitting" not in record.getMessage() or self.canceller is not None:
+            return
+        import threading
+
+        def cancel():
+            self.run.cancel()
+            with pytest.raises(lk.CancelledError):
+                self.run.result(60)
+            self.raised.set()
+
+        self.canceller = threading.Thread(target=cancel)
+        self.canceller.start()
+        self.seen.set()
+        # Before the fix the cancel ran through at once and result() raised here, with the
+        # task about to be sent again; now the cancel waits for the resubmission to be done.
+        # (This wait ends early only if the bug is back; otherwise it is the upper bound.)
+        self.raised_during_resubmit = self.raised.wait(3)
+
+
+@pytest.mark.timeout(120)
+def test_a_cancel_racing_a_resubmission_of_a_shared_memory_chunk_waits_for_it_and_takes_it_back():
+    """Chunks of 160 KB go through shared memory to worker processes.  One task's future is
+    cancelled by Dask with no reason (as when its input is lost with a worker): labkit sends
+    it again; the run's cancel comes exactly then (the gate).  ``run.result()`` must not
+    raise before the resubmitted task is taken back, and nothing of the run stays."""
+    chunks = [np.random.default_rng(k).normal(size=(200, 100)) for k in range(8)]
+    gate = _AtResubmit()
+    log = logging.getLogger("labkit.scheduling")
+    log.addHandler(gate)
+    try:
+        with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+            assert s.route("shared-memory") is not None
+            flow = lk.ParallelFlow([helpers.SlowPCA(delay=2.0, output_dim=3)])
+            gate.run = run = flow.train([chunks], scheduler=s, wait=False)
+            deadline = time.monotonic() + 60
+            keys = []
+            while not keys and time.monotonic() < deadline:   # a task waiting for a thread
+                keys = [k for k in s.client.run_on_scheduler(
+                    lambda dask_scheduler: [str(t.key) for t in dask_scheduler.tasks.values()
+                                            if str(t.key).startswith("labkit-")
+                                            and t.state in ("queued", "no-worker", "processing")])]
+                time.sleep(0.05)
+            from distributed import Future
+            s.client.cancel([Future(keys[-1], s.client)])     # no reason: looks like a lost input
+            assert gate.seen.wait(60), "the task was not sent again"
+            gate.canceller.join(60)
+            assert gate.raised.is_set()
+            assert gate.raised_during_resubmit is False, "result() raised mid-resubmission"
+            deadline = time.monotonic() + 30
+            while s.total_open_tasks and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert s.total_open_tasks == 0
+            assert _settles(lambda: len(s.route("shared-memory").segments) == 0)
+    finally:
+        log.removeHandler(gate)
+
+
+def _settles(condition, seconds: float = 30) -> bool:
+    """Whether ``condition()`` holds within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -66,3 +66,44 @@ def test_a_client_closed_by_hand_mid_training_ends_the_run_with_a_scheduler_erro
         assert flow[0].is_training() and flow[0].samples_seen == 0
     finally:
         s.shutdown()
+
+
+class Gate:
+    """A task that waits for ``opened`` (a deadline keeps a broken test from hanging)."""
+
+    def __init__(self):
+        import threading
+        self.opened, self.running = threading.Event(), threading.Semaphore(0)
+
+    def __call__(self, x):
+        self.running.release()
+        self.opened.wait(60)
+        return x
+
+
+def test_a_finished_threads_cancelled_default_batch_leaves_no_shipped_callable():
+    """A thread's default batch, cancelled with tasks waiting, then the thread ends: its
+    shipped callable goes too (the outcomes thread kept the last cancelled task, so its
+    batch and the callable's future, referenced while it waited)."""
+    import gc
+    import threading
+
+    gate = Gate()
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
+        def owner():
+            for x in range(10):  # two run, eight wait behind them
+                s.add_task(x, gate)
+            assert gate.running.acquire(timeout=60) and gate.running.acquire(timeout=60)
+            s.cancel()   # the waiting tasks' futures end without delivering anything
+            with pytest.raises(lk.CancelledError):
+                s.get_results()
+
+        thread = threading.Thread(target=owner)
+        thread.start()
+        thread.join(120)
+        assert not thread.is_alive()
+        gate.opened.set()
+        thread = None
+        gc.collect()
+        state = _settled(s.client, "", time.monotonic() + 30)
+        assert state["tasks"] == [], f"task keys left on the scheduler: {state['tasks'][:5]}"

@@ -18,11 +18,25 @@ from labkit.events import TaskFinished, TaskStarted
 from labkit.scheduling.packing import MIN_PACKS
 
 
+def _labkit_tasks(dask_scheduler) -> list:
+    return [str(k) for k in dask_scheduler.tasks if str(k).startswith("labkit-")]
+
+
+def _idle(s, timeout: float = 60) -> None:
+    """Wait until the Dask scheduler holds none of labkit's tasks: each ended and was released
+    (an in-process task delivers its outcome before its Dask task ends, so results come back
+    before the scheduler hears of the end)."""
+    deadline = time.monotonic() + timeout
+    while left := s.client.run_on_scheduler(_labkit_tasks):
+        assert time.monotonic() < deadline, left[:5]
+        time.sleep(0.02)
+
+
 def _dask_keys(s, fn) -> list[str]:
     """The keys of the Dask tasks that ran while ``fn()`` ran."""
     with get_task_stream(client=s.client) as stream:
         fn()
-        time.sleep(0.3)  # the stream's last records reach the client
+        _idle(s)  # every task's end has reached the scheduler, and so the stream
     return [str(t["key"]) for t in stream.data]
 
 
@@ -102,22 +116,34 @@ def test_a_group_makes_enough_dask_tasks_for_every_thread(threads):
     assert len(_dask_keys(s, run)) >= MIN_PACKS
 
 
+class Gated(Calls):
+    """Quick tasks; once ``gated``, each waits for ``gate`` (it says so by ``started``)."""
+
+    def __init__(self, seconds: float):
+        super().__init__(seconds)
+        self.gated, self.started, self.gate = False, threading.Event(), threading.Event()
+
+    def __call__(self, x):
+        if self.gated:
+            self.started.set()
+            assert self.gate.wait(60)
+        return super().__call__(x)
+
+
 def test_tasks_of_a_cancelled_batch_left_in_a_pack_never_run(threads):
     s = threads
-    quick = Calls(0.0002)
+    quick = Gated(0.0002)
     with s.batch() as b:
         b.add_tasks(range(64), quick, ready=True)
         b.get_results()
-    quick.count, quick.seconds = 0, 0.002  # packed as quick, now 2 ms each
+    quick.count, quick.gated = 0, True  # packed as quick; now each pack's first task waits
     b = s.batch()
     b.add_tasks(range(64), quick, ready=True)
-    time.sleep(0.02)
+    assert quick.started.wait(60)
     b.cancel(lk.CancelledError("stop"))
-    time.sleep(0.05)
-    ran = quick.count
-    time.sleep(0.3)
-    assert quick.count <= ran + 2, "tasks of a cancelled pack kept running"
-    assert quick.count < 64
+    quick.gate.set()  # the tasks under way end; the rest of their packs is passed over
+    _idle(s)
+    assert quick.count <= 2, f"{quick.count} tasks ran: tasks of a cancelled pack kept running"
     with pytest.raises(lk.CancelledError):
         b.get_results()
     assert s.total_open_tasks == 0

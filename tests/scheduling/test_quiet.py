@@ -63,16 +63,66 @@ def test_a_shutdown_under_running_tasks_logs_no_worker_warning_for_labkit_tasks(
         state_machine_log):
     """The owner hears of the shutdown (a SchedulerError); the closing worker's
     "ended with CancelledError" warning for the same task is not printed too."""
+    RUNNING.clear()
+    RELEASE.clear()
     s = lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2)
-    s.add_task(1.0, time.sleep)
-    other = s.client.submit(time.sleep, 1.0, key="someone-else-2")
-    time.sleep(0.3)                                       # both are running now
-    threading.Timer(0.1, s.shutdown).start()
-    with pytest.raises(lk.SchedulerError, match="shut down"):
-        s.get_results()
-    del other
-    time.sleep(1.5)                                       # the worker's threads end
-    closed = [r.getMessage() for r in state_machine_log.records
-              if "ended with CancelledError" in r.getMessage()]
-    assert any("someone-else-2" in m for m in closed), closed   # others' still logged
-    assert not [m for m in closed if "labkit-" in m], closed
+    try:
+        s.add_task("labkit", _held)
+        other = s.client.submit(_held, "other", key="someone-else-2")
+        deadline = time.monotonic() + 60
+        while len(RUNNING) < 2 and time.monotonic() < deadline:   # both are running now
+            time.sleep(0.02)
+        assert RUNNING == {"labkit", "other"}
+        threading.Thread(target=s.shutdown).start()
+        with pytest.raises(lk.SchedulerError, match="shut down"):
+            s.get_results()
+        del other
+
+        def closed():
+            return [r.getMessage() for r in state_machine_log.records
+                    if "ended with CancelledError" in r.getMessage()]
+
+        deadline = time.monotonic() + 60                  # the worker's threads end
+        while not any("someone-else-2" in m for m in closed()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("someone-else-2" in m for m in closed()), closed()   # others' still logged
+        assert not [m for m in closed() if "labkit-" in m], closed()
+    finally:
+        RELEASE.set()
+        s.shutdown()
+
+
+RUNNING: set = set()          # the tasks of the test above that run now (module-level: the
+RELEASE = threading.Event()   # in-process workers see the same objects)
+
+
+def _held(name):
+    """A task that says it runs, then waits (at most a minute) to be released."""
+    RUNNING.add(name)
+    RELEASE.wait(60)
+    return name
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("modes", [("auto", "processes"), ("threads", "processes")])
+def test_no_dask_chatter_below_warning_whatever_the_order_of_two_schedulers(modes):
+    """A notebook opens the default scheduler and a ``mode="processes"`` one and shuts both
+    down, in every order: nothing of Dask below WARNING reaches stderr (a notebook's cell),
+    neither from this process nor from the worker processes; warnings still do."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "tests.scheduling.quiet_orders", *modes],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=280)
+    err = done.stderr
+    assert done.returncode == 0, err[-3000:]
+    chatter = [line for line in err.splitlines()
+               if " - INFO - " in line or " - DEBUG - " in line or "chatter" in line]
+    assert chatter == [], "\n".join(chatter[:20])
+    assert err.count("=== ") == 5                     # every order ran
+    assert "a real problem" in err.split("=== end")[0].rsplit("=== ", 1)[-1]
+    assert "a real problem on a worker" in err         # the workers' warnings still show

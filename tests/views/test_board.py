@@ -160,7 +160,10 @@ def test_cancel_button_cancels_the_run_and_restores_the_node(comms, dask_schedul
     boards.append(b)
     button = b.cancel_button
     assert not comms.state(button)["disabled"]
-    time.sleep(0.8)
+    deadline = time.monotonic() + 60
+    while not b.tracker.snapshot().devices:     # tasks under way on the board's devices
+        assert time.monotonic() < deadline and not run.done(), "no task was seen starting"
+        time.sleep(0.02)
     button.click()
     with pytest.raises(lk.CancelledError):
         run.result(timeout=30)

@@ -73,10 +73,10 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
         # Playwright's CSS selectors pierce the shadow roots Bokeh renders into
         for name in ("labkit-device-load", "labkit-task-stream"):
-            page.locator(f".{name}").first.wait_for(timeout=15000)
+            page.locator(f".{name}").first.wait_for(timeout=60000)
         assert not page.locator(".labkit-node-state").first.is_visible()  # no node yet: hidden
-        page.locator(".labkit-task-stream canvas").first.wait_for(timeout=15000)
-        page.locator(".labkit-device-load canvas").first.wait_for(timeout=15000)
+        page.locator(".labkit-task-stream canvas").first.wait_for(timeout=60000)
+        page.locator(".labkit-device-load canvas").first.wait_for(timeout=60000)
         screenshot(page, "dashboard-loaded")
         run = flow.train([chunks], scheduler=dask_scheduler, wait=False,
                          join="client")               # a join a chunk: the table counts 16
@@ -89,17 +89,17 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
             time.sleep(0.15)
         screenshot(page, "dashboard-task-stream")
         run.result(timeout=60)
-        page.wait_for_function(TRAINED_JS, timeout=10000)   # the phase's end reached the page
-        page.locator(".labkit-node-state").first.wait_for(timeout=15000)  # shown with a node
+        page.wait_for_function(TRAINED_JS, timeout=60000)   # the phase's end reached the page
+        page.locator(".labkit-node-state").first.wait_for(timeout=60000)  # shown with a node
         header = ("() => Bokeh.documents[0].get_model_by_name('labkit-run-progress').text")
-        deadline = time.time() + 10                   # the run's header and a bar per phase
+        deadline = time.time() + 60                   # the run's header and a bar per phase
         while "finished" not in page.evaluate(header) and time.time() < deadline:
             time.sleep(0.1)
         assert f"train {run.id}" in page.evaluate(header) and "finished" in page.evaluate(header)
-        page.locator(".labkit-run-progress progress").first.wait_for(timeout=10000)
+        page.locator(".labkit-run-progress progress").first.wait_for(timeout=60000)
         assert page.locator(".labkit-run-progress progress").count() == 1
         cells = page.locator(".labkit-node-table td")
-        deadline = time.time() + 10                   # ... and the table shows it, not only holds it
+        deadline = time.time() + 60                   # ... and the table shows it, not only holds it
         while "trained" not in cells.all_inner_texts() and time.time() < deadline:
             time.sleep(0.1)
         texts = cells.all_inner_texts()
@@ -168,7 +168,7 @@ def test_sampler_shows_worker_memory(dask_scheduler, cluster):
     dashboard(dask_scheduler)
     from labkit.views.dashboard import _running
     server = _running[id(dask_scheduler)]
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while time.time() < deadline and len(server.tracker.snapshot().devices) < 2:
         time.sleep(0.1)
     devices = server.tracker.snapshot().devices

@@ -65,3 +65,61 @@ def test_a_board_writes_its_last_frame_into_its_status(comms):
     drawn = float(re.search(r'data-drawn="([0-9.]+)"', status).group(1))
     assert drawn == pytest.approx(b.frame.drawn, abs=1e-3)
     b.close()
+
+
+def _writer_ends(view, seconds: float = 30) -> bool:
+    """Whether the view's writer thread is gone within ``seconds`` (polled)."""
+    deadline = time.monotonic() + seconds
+    while view.writer is not None and view.writer.running:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _writer_threads() -> list:
+    import threading
+    return [t.name for t in threading.enumerate() if t.name.startswith("labkit-writer")]
+
+
+@pytest.mark.parametrize("make", ["board", "frames", "console"])
+def test_a_view_of_a_shut_down_scheduler_draws_its_final_state_once_and_stops(comms, make):
+    """``lk.board(s)`` of a scheduler already shut down stayed live with a writer thread."""
+    before = _writer_threads()
+    s = lk.LocalScheduler()
+    _train(s)
+    s.shutdown()
+    if make == "board":
+        view = lk.board(s, bokeh=False, lanes=False)
+    elif make == "console":
+        import io
+        from labkit.views.console import ConsoleProgress
+        view = ConsoleProgress(s, stream=io.StringIO()).start()
+    else:
+        view = Frames(s).start()
+    assert _writer_ends(view), f"{view!r}: its writer still runs"
+    assert view.state is State.STOPPED and not view.live
+    assert len(view.frames) >= 1    # its final state
+    assert _writer_threads() == before
+    if make == "board":
+        view.close()
+
+
+def test_a_view_of_a_finished_run_draws_it_once_and_stops(comms):
+    with lk.LocalScheduler() as s:
+        chunks = [np.random.default_rng(i).normal(size=(20, 3)) for i in range(4)]
+        run = lk.ParallelFlow([lk.nodes.PCA(output_dim=2)]).train([chunks], scheduler=s,
+                                                                  wait=False)
+        run.result(60)
+        view = lk.board(run, bokeh=False, lanes=False)
+        assert _writer_ends(view) and view.state is State.STOPPED
+        assert len(view.frames) >= 1
+        view.close()
+
+
+def test_a_view_stopped_before_it_started_draws_once_and_leaves_no_thread():
+    with lk.LocalScheduler() as s:
+        view = Frames(s)
+        view.stop()
+        view.start()
+        assert _writer_ends(view) and view.state is State.STOPPED and len(view.frames) >= 1

@@ -119,3 +119,26 @@ def test_the_writer_thread_runs_at_the_lowest_priority():
     if sys.platform.startswith("linux"):
         assert set(seen) == {NICENESS}
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # only its own
+
+
+def test_settled_waits_until_every_live_writer_drew_the_latest_version():
+    """Tests and notebooks wait for this event, not for a time, before reading a view."""
+    from labkit.views.writer import settled
+
+    tracker, release, drawn = Tracker(), threading.Event(), []
+
+    def slow_draw(snap):
+        assert release.wait(60)  # a loaded machine: the draw takes its time
+        drawn.append(snap.version)
+
+    writer = Writer(tracker, slow_draw)
+    try:
+        tracker(_finished(1))
+        writer.poke()
+        assert not settled(timeout=0.2)  # still drawing
+        release.set()
+        assert settled(timeout=60)
+        assert drawn[-1] == tracker.version
+    finally:
+        release.set()
+        writer.stop()
