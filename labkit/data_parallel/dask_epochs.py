@@ -352,7 +352,7 @@ class EpochRunner:
         spec["recoveries"].append(
             {
                 "worker": where["worker"],
-                "epoch": spec["epoch"],
+                "epoch": spec["epoch"] + 1,  # from 1, as the records count epochs
                 "batch": lost_at,
                 "resumed_from": position["step"] + 1,
                 "redone": redone,
@@ -363,7 +363,7 @@ class EpochRunner:
         logger.warning(
             "labkit: lost %s at epoch %d, batch %d; the fit goes on over %d worker(s) from batch %d",
             where["worker"],
-            spec["epoch"],
+            spec["epoch"] + 1,
             lost_at,
             len(survivors),
             position["step"] + 1,

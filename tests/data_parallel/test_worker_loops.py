@@ -225,6 +225,10 @@ def test_a_worker_killed_mid_fit_costs_a_few_steps_and_every_row_is_trained_once
     recoveries = [r for h in history for r in h.get("recoveries", [])]
     assert len(recoveries) == 1 and recoveries[0]["worker"] == victim
     assert 0 <= recoveries[0]["redone"] <= every
+    # one numbering: the recovery names the epoch of the record that lists it, batches from 1
+    (record,) = [h for h in history if h.get("recoveries")]
+    assert recoveries[0]["epoch"] == record["epoch"] == 2
+    assert 1 <= recoveries[0]["resumed_from"] <= recoveries[0]["batch"] <= rows // batch
     assert victim not in t.names and len(t.names) == 2
     assert [h["steps"] for h in history] == [rows // batch] * epochs
     assert model.p.item() == -epochs * sum(range(rows))   # every row once an epoch, no more
