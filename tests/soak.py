@@ -55,7 +55,9 @@ _SPIN = (
 def busy(n: int):
     """Run ``n`` processes that each keep a core busy, for the duration of the block.
 
-    >>> with busy(2) as pids: ...   # two cores' worth of competing load
+    >>> with busy(2) as pids:   # two cores' worth of competing load
+    ...     len(pids)
+    2
     """
     procs = [subprocess.Popen([sys.executable, "-c", _SPIN, str(os.getpid())]) for _ in range(n)]
     try:
