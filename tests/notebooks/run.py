@@ -104,14 +104,21 @@ def run(nb, timeout: int = 240, allow_errors: bool = False) -> nbformat.Notebook
 
 
 def text(nb) -> str:
-    """Every stream and plain-text output of the notebook, joined."""
+    """Every stream and plain-text output of the notebook, joined.
+
+    A cell's printed lines come first, whole: a line that another stream (a warning
+    on stderr, say, on a loaded machine) cut in two outputs is put back together.
+    """
     parts = []
     for cell in nb.cells:
+        printed, others = [], []
         for out in cell.get("outputs", []):
             if out.get("output_type") == "stream":
-                parts.append(out["text"])
+                (printed if out.get("name") == "stdout" else others).append(out["text"])
             elif "data" in out and "text/plain" in out["data"]:
-                parts.append(out["data"]["text/plain"])
+                others.append(out["data"]["text/plain"])
+        parts.extend(["".join(printed)] if printed else [])
+        parts.extend(others)
     return "\n".join(parts)
 
 
