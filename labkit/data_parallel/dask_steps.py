@@ -10,9 +10,9 @@ shared memory (worker processes of this machine), each big share is copied
 once into a segment the rank maps (:mod:`labkit.scheduling.shared`); the
 segments are reused once the rank unmapped them, and removed when a command
 fails, is cancelled or its worker lost, and when the group closes or the
-scheduler shuts down.  Elsewhere a rank's part of a command of
-:data:`SCATTER_BYTES` and more goes straight to its worker; a smaller one rides
-inside the task.
+scheduler shuts down (a command too big for what /dev/shm has free goes as
+below).  Elsewhere a rank's part of a command of :data:`SCATTER_BYTES` and
+more goes straight to its worker; a smaller one rides inside the task.
 
 Each command's results bring rank 0's step reports, which go to ``done`` in
 order.  A step that fails on a rank halts the run on every rank (commands
@@ -27,6 +27,7 @@ import itertools
 import uuid
 
 from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
+from ..scheduling import shared
 from . import rank_tasks as w
 from .reports import StepReport, batch_number
 
@@ -40,6 +41,8 @@ COMMAND_SECONDS = 0.1
 MAX_STEPS = 64
 #: A rank's part of a command from this many bytes on is scattered straight to its worker.
 SCATTER_BYTES = 2**20
+#: Bytes left free in /dev/shm: a command that does not fit with them goes through sockets.
+SHM_MARGIN = 32 * 2**20
 
 
 class CommandPipe:
@@ -132,11 +135,11 @@ class CommandPipe:
     def _ship(self, rank: int, part: list, keys: list):
         """``part`` as it travels: its big shares in shared memory (the segments' key
         appended to ``keys``), as a future on the rank's worker when it is big, or itself."""
-        if self._segments is not None:
+        size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
+        if self._segments is not None and size + SHM_MARGIN <= shared.room():
             key = next(self._keys)
             keys.append(key)
             return self._segments.chunk_for(key, tuple(part))
-        size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
         if size < SCATTER_BYTES:
             return part
         return self.group.ship(rank, part)
