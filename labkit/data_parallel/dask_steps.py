@@ -5,8 +5,14 @@ as *commands* of several steps to every rank (:func:`~.rank_tasks.run_steps`),
 each rank's command after its previous one, and up to :data:`IN_FLIGHT`
 commands ahead: while the workers train one command, the next one's shares
 travel.  A command holds as many steps as take about :data:`COMMAND_SECONDS`,
-from the step times measured so far.  Shares of :data:`SCATTER_BYTES` and more
-go straight to their worker; smaller ones ride inside the task.
+from the step times measured so far.  Where the scheduler sends chunks through
+shared memory (worker processes of this machine), each big share is copied
+once into a segment the rank maps (:mod:`labkit.scheduling.shared`); the
+segments are reused once the rank unmapped them, and removed when a command
+fails, is cancelled or its worker lost, and when the group closes or the
+scheduler shuts down (a command too big for what /dev/shm has free goes as
+below).  Elsewhere a rank's part of a command of :data:`SCATTER_BYTES` and
+more goes straight to its worker; a smaller one rides inside the task.
 
 Each command's results bring rank 0's step reports, which go to ``done`` in
 order.  A step that fails on a rank halts the run on every rank (commands
@@ -21,6 +27,7 @@ import itertools
 import uuid
 
 from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
+from ..scheduling import shared
 from . import rank_tasks as w
 from .reports import StepReport, batch_number
 
@@ -34,6 +41,8 @@ COMMAND_SECONDS = 0.1
 MAX_STEPS = 64
 #: A rank's part of a command from this many bytes on is scattered straight to its worker.
 SCATTER_BYTES = 2**20
+#: Bytes left free in /dev/shm: a command that does not fit with them goes through sockets.
+SHM_MARGIN = 32 * 2**20
 
 
 class CommandPipe:
@@ -43,6 +52,8 @@ class CommandPipe:
         self.group, self.policy = group, policy
         self.run_id = uuid.uuid4().hex[:12]
         self._last = [None] * len(group.names)  # each rank's previous command
+        self._segments = group.segments  # None: the shares travel through sockets
+        self._keys = itertools.count()  # of each rank's part of each command in _segments
         # the last call's step time: a new call sends full commands from its first step on
         # (one step a command until it is known cost a short fit round-trips)
         self._step_seconds: float | None = getattr(group, "step_seconds", None)
@@ -59,14 +70,11 @@ class CommandPipe:
                 command = list(itertools.islice(steps, self._size()))
                 if not command:
                     break
-                in_flight.append((self._send(command), command))
+                in_flight.append(self._send(command))
                 if len(in_flight) >= IN_FLIGHT:
                     self._collect(*in_flight.popleft(), done)
             while in_flight:
                 self._collect(*in_flight.popleft(), done)
-        except CancelledError:
-            self._halt(in_flight)
-            raise
         except BaseException:
             self._halt(in_flight)
             raise
@@ -77,68 +85,88 @@ class CommandPipe:
             return 1
         return max(1, min(MAX_STEPS, round(COMMAND_SECONDS / self._step_seconds)))
 
-    def _send(self, command: list) -> list:
-        """Submit the command to every rank, after its previous one; the futures."""
-        group, futures = self.group, []
-        parts = [[] for _ in group.names]
+    def _send(self, command: list) -> tuple:
+        """Submit the command to every rank, after its previous one:
+        ``(futures, command, keys)``, ``keys`` its parts' segments in ``_segments``."""
+        group, futures, keys = self.group, [], []
+        try:
+            for r, part in enumerate(self._parts(command)):
+                part = self._ship(r, part, keys)
+                futures.append(
+                    group._submit(
+                        r,
+                        w.run_steps,
+                        group._gid,
+                        r,
+                        self.run_id,
+                        part,
+                        self.policy,
+                        after=self._last[r],
+                    )
+                )
+                self._last[r] = futures[-1]
+        except Exception as exc:  # its worker died, say: a labkit error, located
+            self._drop(keys)
+            err = group.labkit_error(exc, "step")
+            if err is None:
+                raise
+            first = command[0]
+            raise err.locate(epoch=first.epoch, batch=batch_number(first.batch)) from exc
+        except BaseException:
+            self._drop(keys)
+            raise
+        return futures, command, keys
+
+    def _parts(self, command: list) -> list:
+        """Each rank's part of ``command``: ``(epoch, step, x, y, weight, key, shares)`` a step."""
+        sum_loss, parts = self.group.sum_loss, [[] for _ in self.group.names]
         for planned in command:
-            total = sum(planned.counts)
+            total = max(sum(planned.counts), 1)
+            shares = [c / total for c in planned.counts]
             start = 0
             for r, count in enumerate(planned.counts):
                 x = _share(planned.x, start, count)
                 y = None if planned.y is None else _share(planned.y, start, count)
-                weight = 1.0 if group.sum_loss else count / max(total, 1)
-                parts[r].append(
-                    (
-                        planned.epoch,
-                        planned.batch,
-                        x,
-                        y,
-                        weight,
-                        planned.key,
-                        [c / max(total, 1) for c in planned.counts],
-                    )
-                )
+                weight = 1.0 if sum_loss else count / total
+                parts[r].append((planned.epoch, planned.batch, x, y, weight, planned.key, shares))
                 start += count
-        for r, part in enumerate(parts):
-            try:
-                part = self._ship(r, part)
-            except Exception as exc:  # its worker died, say: a labkit error, located
-                err = group.labkit_error(exc, "step")
-                if err is None:
-                    raise
-                first = command[0]
-                raise err.locate(epoch=first.epoch, batch=batch_number(first.batch)) from exc
-            futures.append(
-                group._submit(
-                    r,
-                    w.run_steps,
-                    group._gid,
-                    r,
-                    self.run_id,
-                    part,
-                    self.policy,
-                    after=self._last[r],
-                )
-            )
-            self._last[r] = futures[-1]
-        return futures
+        return parts
 
-    def _ship(self, rank: int, part: list):
-        """``part`` itself, or a future of it on the rank's worker when it is big."""
+    def _ship(self, rank: int, part: list, keys: list):
+        """``part`` as it travels: its big shares in shared memory (the segments' key
+        appended to ``keys``), as a future on the rank's worker when it is big, or itself."""
         size = sum(t.nbytes for step in part for t in step[2:4] if t is not None)
+        if self._segments is not None and size + SHM_MARGIN <= shared.room():
+            key = next(self._keys)
+            keys.append(key)
+            return self._segments.chunk_for(key, tuple(part))
         if size < SCATTER_BYTES:
             return part
         return self.group.ship(rank, part)
 
-    def _collect(self, futures: list, command: list, done) -> None:
+    def _drop(self, keys: list, results: list | None = None) -> None:
+        """Release the segments of ``keys``: reused where their rank unmapped them all
+        (``results``, one a rank, say so), else removed."""
+        if self._segments is None or not keys:
+            return
+        if results is None:
+            return self._segments.drop(keys)
+        for key, res in zip(keys, results):
+            self._segments.drop([key], reuse=res.get("unmapped") is True)
+
+    def _collect(self, futures: list, command: list, keys: list, done) -> None:
         """Wait for a command on every rank; its reports to ``done``; raise what failed."""
         __tracebackhide__ = True
         group = self.group
         try:
             results = group._run(futures, "step", collective=True)
         except LabkitError as err:  # a lost worker, a cancel: at the command's first step
+            self._drop(keys)
             raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
+        except BaseException:
+            self._drop(keys)
+            raise
+        self._drop(keys, results)
         statuses = {res["status"] for res in results}
         reports = [StepReport.from_wire(r) for res in results for r in res["reports"]]
         failed = [(r, res["error"]) for r, res in enumerate(results) if res["status"] == "error"]
@@ -191,11 +219,14 @@ class CommandPipe:
         if not in_flight:
             return
         self.group.stop(self.run_id)
-        for futures, _ in in_flight:
+        while in_flight:
+            futures, _, keys = in_flight.popleft()
             try:
                 self.group._run(futures, "step", collective=True)
             except LabkitError:
                 pass
+            finally:  # done, or lost with its worker: its segments go
+                self._drop(keys)
 
 
 def _share(t, start: int, count: int):

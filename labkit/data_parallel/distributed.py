@@ -50,6 +50,7 @@ from ..errors import (
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback, scheduler_identity
 from ..scheduling.pickling import dumps
+from ..scheduling.shared import SharedChunks
 from . import rank_tasks as w
 from .interfaces import check_reach
 from .split import row_weights
@@ -202,6 +203,11 @@ class DaskReplicaGroup:
         self.step_seconds: float | None = None
         #: reports streamed by rank 0 (see .reports), and completions of long tasks
         self.topic, self.inbox = f"labkit-fit-{self._gid[:12]}", queue.SimpleQueue()
+        #: client-fed steps' shares in shared memory, where the scheduler sends chunks so
+        #: (worker processes of this machine); None: they travel through sockets
+        self.segments = SharedChunks() if scheduler.route("shared-memory") is not None else None
+        if self.segments is not None:  # a shutdown without close() leaves no segment either
+            scheduler.on_shutdown(self.segments.drop_all)
         payload = _payload(model, loss_fn, optimizer, bucket_model)
         self._local = on_loopback(self.names)
         try:
@@ -654,6 +660,8 @@ class DaskReplicaGroup:
         finally:
             for folder in self._store_dirs:
                 shutil.rmtree(folder, ignore_errors=True)
+            if self.segments is not None:
+                self.segments.drop_all()
             try:
                 self._batch.close()
             except Exception:  # the scheduler was shut down first: nothing left to release

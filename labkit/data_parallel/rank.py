@@ -207,13 +207,15 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
     before = [b.detach().clone() for b in rank.buffers]
     rank.optimizer.zero_grad(set_to_none=True)
     state = {"error": None, "loss": 0.0, "seconds": 0.0, "output": None, "changed": False}
-    start = time.perf_counter()
+    start, rows = time.perf_counter(), len(x)
 
+    # the reducer keeps this until the next step: it must not keep x (a mapped share
+    # would stay mapped, see .dask_steps)
     def numbers(present):  # called as the last bucket leaves: the end of backward
         state["seconds"] = time.perf_counter() - start
-        _monitor(rank, state, len(x), key, step)
+        _monitor(rank, state, rows, key, step)
         state["changed"] = any(not torch.equal(before[k], rank.buffers[k]) for k in rank.floating)
-        return _agreement(rank, state, present, len(x))
+        return _agreement(rank, state, present, rows)
 
     rank.reducer.start(weight, numbers)
     try:

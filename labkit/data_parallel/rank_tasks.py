@@ -24,6 +24,7 @@ import cloudpickle
 import numpy as np
 import torch
 
+from ..scheduling.shared import SharedChunk, unmap
 from .groups import open_group
 from .guards import NonFiniteLossError
 from .interfaces import binding, bound
@@ -242,18 +243,31 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
 
 
 def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
-    """Client-fed steps of ``run``: ``commands`` lists ``(epoch, step, x, y, weight, key, shares)``.
+    """Client-fed steps of ``run``: ``commands`` lists ``(epoch, step, x, y, weight, key, shares)``
+    (a :class:`~labkit.scheduling.shared.SharedChunk` of them: mapped here).
 
     Returns ``{"status": "done" | "stopped" | "failed" | "error" | "broken" | "halted",
-    "done": steps, "reports": [...]}`` (reports from rank 0 only).  ``after`` is the
-    command sent before (so that commands run in order); a halted run skips the rest.
-    A step's own error (located) comes back as ``"error"`` with the reports of the
-    steps before it, so the client counts those as done before it raises.
+    "done": steps, "reports": [...], "unmapped": bool}`` (reports from rank 0 only;
+    ``unmapped``: nothing here still views the shared-memory segments, so the client
+    may reuse them).  ``after`` is the command sent before (so that commands run in
+    order); a halted run skips the rest.  A step's own error (located) comes back as
+    ``"error"`` with the reports of the steps before it, so the client counts those as
+    done before it raises.
     """
     rank = RANKS[gid]
     _leave_pool()
     if not rank.enter(run):
-        return {"status": "halted", "done": 0, "reports": [], "rank": rank.rank}
+        return {"status": "halted", "done": 0, "reports": [], "rank": rank.rank, "unmapped": True}
+    mapped: list = []
+    if isinstance(commands, SharedChunk):
+        commands = commands.materialize(mapped)
+    result = _run_commands(rank, commands, policy)
+    del commands  # its views of the segments, before they are unmapped
+    return {**result, "unmapped": unmap(mapped)}
+
+
+def _run_commands(rank: Rank, commands, policy: str) -> dict:
+    """The steps of ``commands`` on ``rank``: ``run_steps``'s result (without ``unmapped``)."""
     kept: list = []
     stream = ReportStream(
         "commands", lambda topic, message: kept.append(message), every=float("inf")

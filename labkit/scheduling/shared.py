@@ -36,6 +36,7 @@ __all__ = [
     "attach",
     "unmap",
     "unlink",
+    "room",
 ]
 
 #: Arrays at least this large travel through shared memory, smaller ones as they are.
@@ -120,6 +121,21 @@ def unmap(held: list) -> bool:
             closed = False
     held.clear()
     return closed
+
+
+def room() -> int:
+    """Bytes free for new segments on this machine (0 where it has no /dev/shm).
+
+    A segment past what the file system holds fails only when written (SIGBUS):
+    callers check first, and send the data another way.
+    """
+    import os
+
+    try:
+        stat = os.statvfs("/dev/shm")
+    except OSError:
+        return 0
+    return stat.f_bavail * stat.f_frsize
 
 
 def unlink(segments: list) -> None:
