@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from distributed import get_task_stream
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 import labkit as lk
 from labkit.events import TaskFinished, TaskStarted
@@ -32,12 +32,39 @@ def _idle(s, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
+class _Dispatched(SchedulerPlugin):
+    """Every key the Dask scheduler sends to a worker (a task stream misses tasks released
+    while still processing, as an in-process task's may be once its outcome is in)."""
+
+    name = "labkit-test-dispatched"
+
+    def __init__(self):
+        self.keys: list[str] = []
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if finish == "processing":
+            self.keys.append(str(key))
+
+
+def _add_dispatched(dask_scheduler) -> None:
+    dask_scheduler.add_plugin(_Dispatched(), name=_Dispatched.name)
+
+
+def _take_dispatched(dask_scheduler) -> list[str]:
+    plugin = dask_scheduler.plugins[_Dispatched.name]
+    dask_scheduler.remove_plugin(name=_Dispatched.name)
+    return plugin.keys
+
+
 def _dask_keys(s, fn) -> list[str]:
     """The keys of the Dask tasks that ran while ``fn()`` ran."""
-    with get_task_stream(client=s.client) as stream:
+    s.client.run_on_scheduler(_add_dispatched)
+    try:
         fn()
-        _idle(s)  # every task's end has reached the scheduler, and so the stream
-    return [str(t["key"]) for t in stream.data]
+        _idle(s)  # every task's end has reached the scheduler
+    finally:
+        keys = s.client.run_on_scheduler(_take_dispatched)
+    return keys
 
 
 def _square(x):
