@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..events import TrialFinished, TrialReported, TrialStarted, TrialsAdded
+from .result import trial_row
 from .rules import History
 
 __all__ = ["SweepEngine", "TrialState", "TERMINAL"]
@@ -71,25 +72,7 @@ class TrialState:
 
     def row(self, with_history: bool = False) -> dict:
         """The trial as plain data (a board's table row; ``history`` for its curve)."""
-        out = {
-            "id": self.id,
-            "config": dict(self.config),
-            "status": self.status,
-            "value": self.value,
-            "best": self.best,
-            "step": self.step,
-            "attempts": self.attempts,
-            "worker": self.worker,
-            "reason": self.reason,
-            "error": self.error,
-            "traceback": self.traceback,
-            "metrics": self.metrics,
-            "started": self.started,
-            "ended": self.ended,
-        }
-        if with_history:
-            out["history"] = [(s, dict(m), t) for s, m, t in self.history]
-        return out
+        return trial_row(self, with_history)
 
 
 class SweepEngine:

@@ -27,6 +27,34 @@ __all__ = ["TrialRecord", "SweepResult", "load_sweep"]
 RANKED = ("completed", "stopped")
 
 
+def trial_row(trial, with_history: bool = False) -> dict:
+    """A trial, live (the engine's) or recorded, as one plain row: a board's table row.
+
+    >>> record = TrialRecord(3, {"lr": 0.1}, "completed", {"loss": 0.5}, [(0, {"loss": 0.5}, 0.0)])
+    >>> trial_row(record)["config"], "history" in trial_row(record)
+    ({'lr': 0.1}, False)
+    """
+    out = {
+        "id": trial.id,
+        "config": dict(trial.config),
+        "status": trial.status,
+        "value": trial.value,
+        "best": trial.best,
+        "step": trial.step,
+        "attempts": trial.attempts,
+        "worker": trial.worker,
+        "reason": trial.reason,
+        "error": trial.error,
+        "traceback": trial.traceback,
+        "metrics": trial.metrics,
+        "started": trial.started,
+        "ended": trial.ended,
+    }
+    if with_history:
+        out["history"] = [(s, dict(m), t) for s, m, t in trial.history]
+    return out
+
+
 @dataclass(frozen=True)
 class TrialRecord:
     """One trial: ``id``, ``config``, ``status``, final ``metrics``, its ``history`` of reports.
@@ -54,23 +82,7 @@ class TrialRecord:
 
     def row(self) -> dict:
         """The record as a plain row, as a live sweep's snapshot gives it (with its history)."""
-        return {
-            "id": self.id,
-            "config": dict(self.config),
-            "status": self.status,
-            "value": self.value,
-            "best": self.best,
-            "step": self.step,
-            "attempts": self.attempts,
-            "worker": self.worker,
-            "reason": self.reason,
-            "error": self.error,
-            "traceback": self.traceback,
-            "metrics": self.metrics,
-            "started": self.started,
-            "ended": self.ended,
-            "history": [(s, dict(m), t) for s, m, t in self.history],
-        }
+        return trial_row(self, with_history=True)
 
     def curve(self, metric: str) -> tuple[list, list]:
         """``(steps, values)`` of ``metric`` over the history (for a plot)."""
