@@ -489,6 +489,11 @@ class DaskReplicaGroup:
         return self._scheduler
 
     @property
+    def client(self):
+        """The Dask client of the workers that hold the replicas."""
+        return self._client
+
+    @property
     def broken(self) -> str | None:
         """Why the group is broken (a collective failed or a worker was lost), else None."""
         return self._broken

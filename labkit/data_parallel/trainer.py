@@ -161,6 +161,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         """
         return getattr(getattr(self, "_group", None), "scheduler", None)
 
+    @property
+    def client(self):
+        """The Dask client of the workers that hold the replicas (None on threads)."""
+        return getattr(self._group, "client", None)
+
     # -- events: the trainer's subscribers, and its scheduler's ------------------------------
 
     def emit(self, event) -> None:

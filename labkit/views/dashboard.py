@@ -146,8 +146,7 @@ def _client_of(source):
     for s in getattr(source, "schedulers", []):
         if getattr(s, "client", None) is not None:
             return s.client
-    group = getattr(source, "_group", None)
-    return getattr(group, "_client", None)
+    return None
 
 
 def _origins(allowed) -> list[str]:

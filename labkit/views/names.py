@@ -119,7 +119,4 @@ def _client_of(sources):
         for s in getattr(source, "schedulers", []) or []:
             if getattr(s, "client", None) is not None:
                 return s.client
-        group = getattr(source, "_group", None)
-        if getattr(group, "_client", None) is not None:
-            return group._client
     return None
