@@ -24,8 +24,15 @@ except metadata.PackageNotFoundError:    # a checkout that was never installed
     import labkit
     release = labkit.__version__
 
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "myst_nb"]
 exclude_patterns = ["_build"]
+
+# The user guide (guide/*.md) is MyST Markdown, and the notebooks (notebooks/*.ipynb, links
+# to the repository's notebooks/) are rendered by myst-nb as they are stored: without
+# outputs, never executed here (the tests execute them), and with no pandoc needed.
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
+nb_execution_mode = "off"
+myst_heading_anchors = 3
 # A parameter's type in a docstring is prose ("list of classes or functions"), and the
 # Python domain makes every word of it a cross-reference: a word that names attributes
 # of several classes ("classes") would be "more than one target found". Such words are
