@@ -13,15 +13,16 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))   # the checkout's labkit, also when it is not installed
+sys.path.insert(0, str(ROOT))  # the checkout's labkit, also when it is not installed
 
 project = "labkit"
 author = "the labkit developers"
 copyright = "2026, the labkit developers"
 try:
     release = metadata.version("labkit")
-except metadata.PackageNotFoundError:    # a checkout that was never installed
+except metadata.PackageNotFoundError:  # a checkout that was never installed
     import labkit
+
     release = labkit.__version__
 
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode", "myst_nb"]
@@ -44,8 +45,7 @@ napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 
-autodoc_default_options = {"members": True, "member-order": "bysource",
-                           "show-inheritance": True}
+autodoc_default_options = {"members": True, "member-order": "bysource", "show-inheritance": True}
 autodoc_typehints = "signature"
 
 html_theme = "alabaster"
