@@ -43,8 +43,9 @@ soak: $(VENV)/.test
 soak-loaded: $(VENV)/.test
 	$(BIN)/python tests/soak.py --times 10 --busy 2
 
-# The API reference (docs/) from the docstrings, warnings as errors, into docs/_build/html.
-# torch and the views' libraries are installed so that every module imports.
+# The user guide, the notebooks (rendered by myst-nb, not executed) and the API reference
+# from the docstrings (docs/), warnings as errors, into docs/_build/html. torch and the
+# views' libraries are installed so that every module imports.
 $(VENV)/.docs: $(BIN)/python pyproject.toml constraints.txt
 	$(PIP) -e ".[docs,views,demo,torch]"
 	touch $@

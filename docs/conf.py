@@ -1,9 +1,12 @@
-"""Sphinx configuration of labkit's API reference (``make docs``; ``tests/test_docs.py``).
+"""Sphinx configuration of labkit's docs (``make docs``; ``tests/test_docs.py``).
 
-The pages are built from the docstrings (numpydoc style, read by napoleon), so
-``labkit`` must import: run Sphinx from the environment labkit is installed in,
-with torch (``pip install -e ".[docs,torch,views]"``). The build is meant to be
-warning-free: ``sphinx-build -W --keep-going -b html docs docs/_build/html``.
+Three parts: the user guide (``guide/*.md``, MyST Markdown, a page per room), the
+notebooks (``notebooks/*.ipynb``, links to the repository's ``notebooks/``, rendered by
+myst-nb as stored, never executed here) and the API reference (``api/*.rst``, built from
+the docstrings: numpydoc style, read by napoleon), so ``labkit`` must import: run Sphinx
+from the environment labkit is installed in, with torch (``pip install -e
+".[docs,torch,views]"``). The build is meant to be warning-free:
+``sphinx-build -W --keep-going -b html docs docs/_build/html``.
 """
 
 from __future__ import annotations
