@@ -64,7 +64,13 @@ DOCUMENTED = {
         "labkit.views.board.board",
         "labkit.views.dashboard.dashboard",
     ],
-    "core": ["labkit.errors.LabkitError", "labkit.events.EventBus", "labkit.runs.Run"],
+    "core": [
+        "labkit.errors.LabkitError",
+        "labkit.events.EventBus",
+        "labkit.runs.Run",
+        "labkit.constraints.Interval",
+        "labkit.constraints.Options",
+    ],
 }
 
 
