@@ -7,11 +7,58 @@ Examples
 ...     _ = s.add_task(2, lambda x: x * 21)
 ...     s.get_results()
 [42]
+
+Notes
+-----
+The rooms.  Each subpackage is a room with one job; a room imports only the rooms
+below it, never one above, and none imports :mod:`labkit.views`.
+
+The ground floor imports none of the rooms:
+
+- :mod:`labkit.errors`: the error classes, located where they happened;
+- :mod:`labkit.constraints`: argument rules, declared once (imports errors);
+- :mod:`labkit.events`: event dataclasses, the bus, the ``Observable`` mixin;
+- :mod:`labkit.runs`: ``Run``, ``RunControl``, ``run_scope`` (work that takes time);
+- :mod:`labkit.checkpoints`: labkit's safe file format and atomic writes.
+
+The rooms, each importing the ground floor and what it names here:
+
+- :mod:`labkit.scheduling`: the schedulers' verbs, in-process or on Dask;
+- :mod:`labkit.flows`: the node contract and serial, parallel and
+  checkpointed flows (imports scheduling);
+- :mod:`labkit.nodes`: the built-in nodes (imports flows);
+- :mod:`labkit.pipeline`: stages of threads joined by bounded queues;
+- :mod:`labkit.program`: step-wise control-flow programs (imports runs);
+- :mod:`labkit.ensemble`: layers of estimators fitted in parallel (imports
+  scheduling);
+- :mod:`labkit.data_parallel`: the torch data-parallel trainer, replicas
+  on threads or on Dask workers (imports scheduling);
+- :mod:`labkit.experiments`: sweeps of trials, early stopping, the store
+  (imports scheduling);
+- :mod:`labkit.views`: trackers and renderers of the events, the only room
+  that imports a UI library (imports any room but flows; none imports it).
+
+On top: this module (the names of ``lk.X``), :mod:`labkit.cli` (the
+``labkit`` command), :mod:`labkit.serving` and :mod:`labkit.demo`.
 """
 
-from . import ensemble, events, experiments, nodes
+import sys
+from typing import Any
+
+from . import (
+    constraints,
+    data_parallel,
+    ensemble,
+    errors,
+    events,
+    experiments,
+    flows,
+    nodes,
+    pipeline,
+    runs,
+    scheduling,
+)
 from .data_parallel import split_batch
-from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .errors import (
     CancelledError,
     InputError,
@@ -23,16 +70,6 @@ from .errors import (
     TaskError,
     TrainingError,
     WorkerLostError,
-)
-from .flows import (
-    CheckpointFlow,
-    CheckpointSaver,
-    Flow,
-    FlowExecuteCallable,
-    FlowTrainCallable,
-    Node,
-    ParallelFlow,
-    allow_in_checkpoints,
 )
 from .experiments import (
     ASHA,
@@ -47,6 +84,17 @@ from .experiments import (
     sweep,
     uniform,
 )
+from .flows import (
+    CheckpointFlow,
+    CheckpointSaver,
+    Flow,
+    FlowExecuteCallable,
+    FlowTrainCallable,
+    Node,
+    ParallelFlow,
+    allow_in_checkpoints,
+)
+from .pipeline import STOP, Queue, pipe, pipe_and_output
 from .runs import Run, RunControl, run_scope
 from .scheduling import (
     Batch,
@@ -63,7 +111,7 @@ from .scheduling import (
 __version__ = "0.1.0"
 
 
-def board(source, **options):
+def board(source: Any, **options: Any) -> Any:
     """The live ipywidgets board of a scheduler or run (see :mod:`labkit.views.board`)."""
     from .views.board import board as make_board
 
@@ -72,8 +120,6 @@ def board(source, **options):
 
 def _register_display() -> None:
     """In IPython/Jupyter, show a Run that is a cell's result as its live board."""
-    import sys
-
     if "IPython" in sys.modules:  # a kernel has imported it already; elsewhere skip the cost
         from .views.display import register
 
@@ -83,35 +129,33 @@ def _register_display() -> None:
 _register_display()
 
 
-def __getattr__(name):
+#: ``lk.X`` for these imports torch: so only when first used (the room's own lazy names).
+_FROM_DATA_PARALLEL = (
+    "DataParallelTrainer",
+    "NonFiniteLossError",
+    "NonFiniteLossWarning",
+    "bucket_batches",
+    "BucketBatch",
+    "BucketBatches",
+    "on_workers",
+)
+
+
+def __getattr__(name: str) -> Any:
     """``lk.DataParallelTrainer``, its errors and bucketing import torch only when first used."""
-    if name == "DataParallelTrainer":
-        from .data_parallel.trainer import DataParallelTrainer
-
-        return DataParallelTrainer
-    if name in ("NonFiniteLossError", "NonFiniteLossWarning"):
-        from .data_parallel import guards
-
-        return getattr(guards, name)
-    if name in ("bucket_batches", "BucketBatch", "BucketBatches"):
-        from .data_parallel import bucketing
-
-        return getattr(bucketing, name)
-    if name == "on_workers":
-        from .data_parallel.sources import on_workers
-
-        return on_workers
+    if name in _FROM_DATA_PARALLEL:
+        return getattr(data_parallel, name)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
-def runner(program, **options):
+def runner(program: Any, **options: Any) -> Any:
     """Step ``program`` on the kernel's loop with a live panel (see :mod:`labkit.views.runner`)."""
     from .views.runner import runner as make_runner
 
     return make_runner(program, **options)
 
 
-def dashboard(scheduler, **options) -> str:
+def dashboard(scheduler: Any, **options: Any) -> str:
     """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.dashboard`)."""
     from .views.dashboard import dashboard as serve
 
@@ -119,10 +163,17 @@ def dashboard(scheduler, **options) -> str:
 
 
 __all__ = [
+    "constraints",
+    "data_parallel",
     "ensemble",
+    "errors",
     "events",
     "experiments",
+    "flows",
     "nodes",
+    "pipeline",
+    "runs",
+    "scheduling",
     "LabkitError",
     "TaskError",
     "NotForkableError",

@@ -15,26 +15,38 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import signal
 import sys
-import threading
+from collections.abc import Iterable
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
-__all__ = ["main", "version", "serve_dashboard", "serve_demo", "lab_command", "default_notebooks"]
+import labkit
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from .constraints import Interval, Rule, check_argument
+from .demo import run_demo
+from .errors import InputError
+from .serving import serve_dashboard, serve_demo
+
+__all__ = [
+    "main",
+    "version",
+    "serve_dashboard",
+    "serve_demo",
+    "lab_command",
+    "default_notebooks",
+    "run_demo_command",
+    "run_dashboard",
+    "run_lab",
+]
 
 
 def version() -> str:
     """labkit's version: the installed distribution's (pyproject's), else ``labkit.__version__``."""
-    from importlib import metadata
-
     try:
         return metadata.version("labkit")
     except metadata.PackageNotFoundError:  # imported from a checkout that is not installed
-        from . import __version__
-
-        return __version__
+        return labkit.__version__  # read when asked: a test may set it
 
 
 def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
@@ -53,7 +65,16 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         help="print labkit's version and exit",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    demo = commands.add_parser(
+    return parser, {
+        "demo": _demo_parser(commands),
+        "dashboard": _dashboard_parser(commands),
+        "lab": _lab_parser(commands),
+    }
+
+
+def _demo_parser(commands: Any) -> argparse.ArgumentParser:
+    """``labkit demo``'s parser."""
+    demo: argparse.ArgumentParser = commands.add_parser(
         "demo",
         help="train a flow in parallel on a local Dask cluster",
         description="Train PCA -> quadratic expansion -> Gaussian classifier on scikit-learn's "
@@ -87,7 +108,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "URL printed as 'labkit dashboard: URL') and keep it and the cluster "
         "up after the report, until Ctrl-C (SIGINT) or SIGTERM",
     )
-    board = commands.add_parser(
+    return demo
+
+
+def _dashboard_parser(commands: Any) -> argparse.ArgumentParser:
+    """``labkit dashboard``'s parser."""
+    board: argparse.ArgumentParser = commands.add_parser(
         "dashboard",
         help="serve the live Bokeh dashboard of a Dask cluster",
         description="Connect to a running Dask scheduler and serve labkit's Bokeh dashboard "
@@ -117,7 +143,12 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         metavar="SECONDS",
         help="how long to wait for the scheduler (default: 10, or LABKIT_CONNECT_TIMEOUT)",
     )
-    lab = commands.add_parser(
+    return board
+
+
+def _lab_parser(commands: Any) -> argparse.ArgumentParser:
+    """``labkit lab``'s parser (JupyterLab's own arguments are split off before it)."""
+    lab: argparse.ArgumentParser = commands.add_parser(
         "lab",
         help="start JupyterLab on labkit's demo notebooks",
         usage="labkit lab [-h] [--port N] [--no-browser] [--notebooks DIR] [JUPYTER_ARGS ...]",
@@ -148,108 +179,25 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     lab.add_argument(
         "jupyter_args", nargs="*", metavar="JUPYTER_ARGS", help="further arguments for JupyterLab"
     )
-    return parser, {"demo": demo, "dashboard": board, "lab": lab}
+    return lab
 
 
-# -- labkit dashboard / demo --serve ---------------------------------------------------
+#: What the commands' numbers may be, in the words the command line prints.
+POSITIVE = Interval(int, 1, name="positive")
+PORT = Interval(int, 0, 65535, name="between 0 and 65535")
 
 
-class _Stop:
-    """SIGINT/SIGTERM handler of ``demo --serve``.
-
-    While serving, a signal ends the wait. Before that (the demo is training, a
-    matter of seconds) the first signal lets the run finish and skips serving,
-    so the cluster is shut down with no task in flight; a second one interrupts
-    at once, like Ctrl-C without labkit.
-    """
-
-    def __init__(self):
-        self.event = threading.Event()
-        self.waiting = False
-        self.early = None  # the signal that came before serving
-
-    def __call__(self, signum, frame):
-        if self.waiting:
-            self.event.set()
-        elif not self.event.is_set():
-            self.early = signal.Signals(signum).name  # no print here: it could re-enter one
-            self.event.set()
-        else:
-            raise KeyboardInterrupt
-
-    def wait(self) -> None:
-        self.waiting = True
-        while not self.event.wait(0.5):  # a short wait, so the signal handler gets to run
-            pass
-
-
-def _handle_signals(handler):
-    """Install ``handler`` for SIGINT and SIGTERM; returns the previous handlers."""
-    return {sig: signal.signal(sig, handler) for sig in _SIGNALS}
-
-
-def _restore_signals(previous) -> None:
-    for sig, handler in previous.items():
-        signal.signal(sig, handler)
-
-
-def serve_dashboard(
-    address: str, port: int = 0, origins=(), out=None, connect_timeout: float | None = None
-) -> int:
-    """Serve the dashboard of the cluster at ``address`` until SIGINT or SIGTERM.
-
-    A cluster that cannot be reached, or a port that cannot be served, is one
-    line on standard error and exit status 1 (2 for bad arguments), no traceback.
-    """
-    from .errors import InputError, LabkitError
-    from .scheduling.dask import DaskScheduler
-    from .views.dashboard import dashboard
-
-    out = out or sys.stdout
-    stop = threading.Event()
-    previous = _handle_signals(lambda *_: stop.set())
-    try:
-        with DaskScheduler(address, connect_timeout=connect_timeout) as scheduler:
-            url = dashboard(scheduler, port=port, allow_websocket_origin=list(origins))
-            print(f"labkit dashboard: {url}", file=out, flush=True)
-            while not stop.wait(0.5):  # a short wait, so the signal handler gets to run
-                pass
-            print("labkit dashboard: stopping", file=out, flush=True)
-        # leaving the block shuts the scheduler down, which stops the dashboard
-    except LabkitError as exc:
-        print(f"labkit dashboard: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, InputError) else 1
-    finally:
-        _restore_signals(previous)
-    return 0
-
-
-def serve_demo(n_workers: int | None, chunk_size: int, out=None, mode: str = "auto") -> int:
-    """``labkit demo --serve``: the demo, then its dashboard until SIGINT or SIGTERM."""
-    from .demo import run_demo
-
-    out = out or sys.stdout
-    stop = _Stop()
-
-    def wait(scheduler, url):
-        if stop.early:
-            print(f"labkit demo: {stop.early} during the run: not serving", file=out)
-        else:
-            print(
-                f"labkit dashboard: serving {url} until Ctrl-C (SIGINT) or SIGTERM",
-                file=out,
-                flush=True,
-            )
-            stop.wait()
-        print("labkit dashboard: stopping", file=out, flush=True)
-
-    previous = _handle_signals(stop)
-    try:
-        run_demo(n_workers=n_workers, chunk_size=chunk_size, stream=out, serve=wait, mode=mode)
-        # run_demo's scheduler block is left: the cluster and the dashboard are shut down
-    finally:
-        _restore_signals(previous)
-    return 0
+def _refused(command: str, **options: tuple[Any, Rule]) -> bool:
+    """Print why an option (``flag=(value, rule)``, unset at None) is refused; whether one is."""
+    for flag, (value, rule) in options.items():
+        if value is None:
+            continue
+        try:
+            check_argument(f"--{flag.replace('_', '-')}", value, [rule], f"labkit {command}")
+        except InputError as err:
+            print(err.message, file=sys.stderr)
+            return True
+    return False
 
 
 # -- labkit lab ------------------------------------------------------------------------
@@ -265,7 +213,8 @@ _LAB_OPTIONS = {
 
 def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
     """``labkit lab``'s own options, and the rest (for JupyterLab) in their order."""
-    ours, theirs = [], []
+    ours: list[str] = []
+    theirs: list[str] = []
     rest = iter(args)
     for arg in rest:
         if arg == "--":
@@ -285,18 +234,19 @@ def _split_lab_args(args: list[str]) -> tuple[list[str], list[str]]:
 
 def default_notebooks() -> Path:
     """``notebooks/`` beside the labkit package (a checkout or an editable install)."""
-    import labkit
-
-    return Path(labkit.__file__).resolve().parents[1] / "notebooks"
+    return Path(__file__).resolve().parents[1] / "notebooks"
 
 
-def _given(jupyter_args, *names) -> bool:
+def _given(jupyter_args: Iterable[str], *names: str) -> bool:
     """Whether the user's JupyterLab arguments set one of ``names`` (``--name[=value]``)."""
     return any(arg.split("=", 1)[0] in names for arg in jupyter_args)
 
 
 def lab_command(
-    notebooks: Path, port: int | None = None, no_browser: bool = False, jupyter_args=()
+    notebooks: Path,
+    port: int | None = None,
+    no_browser: bool = False,
+    jupyter_args: Iterable[str] = (),
 ) -> list[str]:
     """The command line that runs JupyterLab on ``notebooks``, on 127.0.0.1.
 
@@ -316,10 +266,9 @@ def lab_command(
     return cmd + extra
 
 
-def run_lab(args) -> int:
+def run_lab(args: argparse.Namespace) -> int:
     """``labkit lab``: replace this process by JupyterLab (returns only on an error)."""
-    if args.port is not None and not 0 <= args.port < 65536:
-        print("labkit lab: --port must be between 0 and 65535", file=sys.stderr)
+    if _refused("lab", port=(args.port, PORT)):
         return 2
     notebooks = (args.notebooks or default_notebooks()).expanduser().resolve()
     if not notebooks.is_dir():
@@ -348,11 +297,23 @@ def run_lab(args) -> int:
 # -- entry point -----------------------------------------------------------------------
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``labkit`` command; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    parsed = _parse(list(sys.argv[1:] if argv is None else argv))
+    if isinstance(parsed, int):  # --help, --version, a usage error: printed already
+        return parsed
+    args, parser = parsed
+    if args.command is None:  # a bare `labkit`: what there is to run
+        parser.print_help()
+        return 0
+    run = {"demo": run_demo_command, "dashboard": run_dashboard, "lab": run_lab}[args.command]
+    return run(args)
+
+
+def _parse(argv: list[str]) -> int | tuple[argparse.Namespace, argparse.ArgumentParser]:
+    """``argv`` read, with the top-level parser; an exit status where argparse ended it."""
     parser, commands = _parser()
-    jupyter_args = []
+    jupyter_args: list[str] = []
     if argv and argv[0] == "lab":
         ours, jupyter_args = _split_lab_args(argv[1:])
         argv = ["lab", *ours]
@@ -372,42 +333,41 @@ def main(argv=None) -> int:
             owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # --help, --version (0) and usage errors (2), printed already
         return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
-    if args.command is None:  # a bare `labkit`: what there is to run
-        parser.print_help()
-        return 0
-    if args.command == "demo":
-        if (args.workers is not None and args.workers < 1) or args.chunk_size < 1:
-            print("labkit demo: --workers and --chunk-size must be positive", file=sys.stderr)
-            return 2
-        try:
-            if args.serve:
-                if importlib.util.find_spec("bokeh") is None:
-                    print(
-                        "labkit demo: --serve needs Bokeh: pip install 'labkit[views]'",
-                        file=sys.stderr,
-                    )
-                    return 2
-                return serve_demo(args.workers, args.chunk_size, mode=args.mode)
-            from .demo import run_demo
-
-            run_demo(n_workers=args.workers, chunk_size=args.chunk_size, mode=args.mode)
-        except KeyboardInterrupt:
-            print("labkit demo: interrupted", file=sys.stderr)
-            return 130
-    elif args.command == "dashboard":
-        if not 0 <= args.port < 65536:
-            print("labkit dashboard: --port must be between 0 and 65535", file=sys.stderr)
-            return 2
-        return serve_dashboard(
-            args.scheduler,
-            args.port,
-            args.allow_websocket_origin,
-            connect_timeout=args.connect_timeout,
-        )
-    elif args.command == "lab":
+    if args.command == "lab":
         args.jupyter_args = jupyter_args
-        return run_lab(args)
+    return args, parser
+
+
+def run_demo_command(args: argparse.Namespace) -> int:
+    """``labkit demo`` (``--serve``: and its dashboard until SIGINT or SIGTERM)."""
+    if _refused("demo", workers=(args.workers, POSITIVE), chunk_size=(args.chunk_size, POSITIVE)):
+        return 2
+    try:
+        if args.serve:
+            if importlib.util.find_spec("bokeh") is None:
+                print(
+                    "labkit demo: --serve needs Bokeh: pip install 'labkit[views]'",
+                    file=sys.stderr,
+                )
+                return 2
+            return serve_demo(args.workers, args.chunk_size, mode=args.mode)
+        run_demo(n_workers=args.workers, chunk_size=args.chunk_size, mode=args.mode)
+    except KeyboardInterrupt:
+        print("labkit demo: interrupted", file=sys.stderr)
+        return 130
     return 0
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    """``labkit dashboard``: serve a running cluster's dashboard until SIGINT or SIGTERM."""
+    if _refused("dashboard", port=(args.port, PORT)):
+        return 2
+    return serve_dashboard(
+        args.scheduler,
+        args.port,
+        args.allow_websocket_origin,
+        connect_timeout=args.connect_timeout,
+    )
 
 
 if __name__ == "__main__":

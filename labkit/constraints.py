@@ -19,11 +19,23 @@ Traceback (most recent call last):
 labkit.errors.InputError: mode must be one of 'auto', 'threads'; got 'gpu' (str) [argument mode]
 
 Rules: :class:`Interval` (numbers in a range; ``bool`` is never a number
-here), :class:`Options` (one of given values), :class:`InstanceOf` (of a
-type, by class or by ``"module.Class"`` name, imported only when checked),
-:class:`Callable` (a callable), :class:`HasMethods` (duck typing) and
-:class:`Satisfies` (a predicate with its description).  This module is on
-the ground floor: it imports nothing else of labkit but its errors.
+here), :class:`Options` (one of given values; :func:`one_of` makes one),
+:class:`InstanceOf` (of a type, by class or by ``"module.Class"`` name,
+imported only when checked), :class:`Callable` (a callable),
+:class:`HasMethods` (duck typing) and :class:`Satisfies` (a predicate with
+its description).  The rules every package needs are declared here once:
+:data:`POSITIVE_INT`, :data:`NON_NEGATIVE_INT`, :data:`FINITE_NUMBER`,
+:data:`POSITIVE_NUMBER`, :data:`PROBABILITY`, :data:`FRACTION` and
+:data:`SECONDS`; a package adds its own words only where the argument
+needs them.
+
+>>> check_argument("batch_size", 0, [POSITIVE_INT], "fit")
+Traceback (most recent call last):
+...
+labkit.errors.InputError: fit: batch_size must be a positive int; got 0 (int) [argument batch_size]
+
+This module is on the ground floor: it imports nothing else of labkit but
+its errors.
 """
 
 from __future__ import annotations
@@ -31,7 +43,9 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
-from typing import Any, Callable as CallableType, Iterable, Mapping
+from collections.abc import Callable as CallableType
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .errors import InputError
 
@@ -44,6 +58,13 @@ __all__ = [
     "HasMethods",
     "Satisfies",
     "POSITIVE_INT",
+    "NON_NEGATIVE_INT",
+    "FINITE_NUMBER",
+    "POSITIVE_NUMBER",
+    "PROBABILITY",
+    "FRACTION",
+    "SECONDS",
+    "one_of",
     "check_arguments",
     "check_parameters",
     "check_argument",
@@ -96,9 +117,15 @@ class Interval(Rule):
         wanted = numbers.Integral if self.kind is int else numbers.Real
         if not isinstance(value, wanted):
             return False
-        if not isinstance(value, numbers.Integral):  # ints are finite (and may not fit a float)
-            if math.isnan(value) or (self.finite and math.isinf(value)):
-                return False
+        # ints are finite (and may not fit a float)
+        if not isinstance(value, numbers.Integral) and (
+            math.isnan(value) or (self.finite and math.isinf(value))
+        ):
+            return False
+        return self._within(value)
+
+    def _within(self, value: Any) -> bool:
+        """Whether a number (not NaN) lies between the ends."""
         low_ok = self.low is None or (
             value >= self.low if self.closed in ("both", "left") else value > self.low
         )
@@ -155,10 +182,11 @@ class InstanceOf(Rule):
         self.kind, self.name = kind, name
 
     def _class(self) -> type:
-        if isinstance(self.kind, str):
-            module, _, attr = self.kind.rpartition(".")
-            self.kind = getattr(importlib.import_module(module), attr)
-        return self.kind  # type: ignore[return-value]
+        kind = self.kind
+        if isinstance(kind, str):
+            module, _, attr = kind.rpartition(".")
+            kind = self.kind = getattr(importlib.import_module(module), attr)
+        return kind
 
     def accepts(self, value: Any) -> bool:
         return isinstance(value, self._class())
@@ -222,6 +250,23 @@ class Satisfies(Rule):
 
 #: The most common rule: a count or a size (``bool`` is not one).
 POSITIVE_INT = Interval(int, 1)
+#: An index, a seed, a number of retries: 0 allowed.
+NON_NEGATIVE_INT = Interval(int, 0)
+#: A real amount (a rate, a learning rate, a tolerance): NaN and infinities refused.
+FINITE_NUMBER = Interval(float, finite=True)
+#: A real amount above zero.
+POSITIVE_NUMBER = Interval(float, 0, closed="neither", finite=True)
+#: A chance or a share of a whole, 0 and 1 included.
+PROBABILITY = Interval(float, 0, 1)
+#: A part of a whole, neither nothing nor all of it (a test share, a variance kept).
+FRACTION = Interval(float, 0, 1, closed="neither")
+#: How long to wait: seconds, 0 or more (``inf``: no limit); ``None`` beside it for "no limit".
+SECONDS = Interval(float, 0, name="a number of seconds >= 0")
+
+
+def one_of(*values: Any, name: str | None = None) -> Options:
+    """The rule "one of ``values``": ``one_of("auto", "threads")``."""
+    return Options(values, name)
 
 
 def describe(rules: list) -> str:

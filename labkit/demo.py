@@ -19,6 +19,14 @@ from collections import Counter
 
 import numpy as np
 
+import labkit
+
+from .events import TaskFinished
+from .flows import Flow, ParallelFlow
+from .nodes import PCA, GaussianClassifier, QuadraticExpansion
+from .scheduling import DaskScheduler
+from .views import ConsoleProgress
+
 __all__ = ["run_demo", "load_chunks"]
 
 
@@ -35,12 +43,10 @@ def load_chunks(chunk_size: int = 150, seed: int = 0):
 
 
 def _nodes():
-    import labkit as lk
-
     return [
-        lk.nodes.PCA(output_dim=20),
-        lk.nodes.QuadraticExpansion(),
-        lk.nodes.GaussianClassifier(),
+        PCA(output_dim=20),
+        QuadraticExpansion(),
+        GaussianClassifier(),
     ]
 
 
@@ -52,9 +58,7 @@ def speed_chunks(n_chunks: int = 24, rows: int = 4000, dim: int = 40, seed: int 
 
 
 def _speed_nodes():
-    import labkit as lk
-
-    return [lk.nodes.QuadraticExpansion(), lk.nodes.PCA(output_dim=30)]
+    return [QuadraticExpansion(), PCA(output_dim=30)]
 
 
 def time_speed(scheduler, repeats: int = 2) -> dict:
@@ -63,16 +67,14 @@ def time_speed(scheduler, repeats: int = 2) -> dict:
     Each variant runs as a user would run it: the serial ``Flow`` with BLAS
     left at its default threads, the parallel one on ``scheduler``.
     """
-    import labkit as lk
-
     serial, parallel = [], []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        reference = lk.Flow(_speed_nodes())
+        reference = Flow(_speed_nodes())
         reference.train([None, speed_chunks()])
         serial.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        flow = lk.ParallelFlow(_speed_nodes())
+        flow = ParallelFlow(_speed_nodes())
         flow.train([None, speed_chunks()], scheduler=scheduler)
         parallel.append(time.perf_counter() - t0)
     agree = float(np.max(np.abs(flow[1].d - reference[1].d)) / np.max(np.abs(reference[1].d)))
@@ -90,10 +92,6 @@ def run_demo(
     ``serve(scheduler, url)`` is called; the cluster and the dashboard stay up
     until it returns.
     """
-    import labkit as lk
-    from labkit.events import TaskFinished
-    from labkit.views import ConsoleProgress
-
     out = stream or sys.stdout
     train, (x_test, y_test) = load_chunks(chunk_size)
     data = [[x for x, _ in train], None, train]
@@ -103,7 +101,7 @@ def run_demo(
         file=out,
     )
     started = time.perf_counter()
-    with lk.DaskScheduler(n_workers=n_workers, mode=mode) as s:
+    with DaskScheduler(n_workers=n_workers, mode=mode) as s:
         threads = sum(s.client.nthreads().values())
         print(
             f"Dask cluster: mode {s.mode!r}, {len(s.client.nthreads())} worker(s), {threads} "
@@ -113,12 +111,12 @@ def run_demo(
         )
         url = None
         if serve is not None:
-            url = lk.dashboard(s)
+            url = labkit.dashboard(s)  # Bokeh's, imported when served
             print(f"labkit dashboard: {url}", file=out, flush=True)
-        workers = Counter()
+        workers: Counter[str] = Counter()
         s.subscribe(lambda e: workers.update([e.worker]) if isinstance(e, TaskFinished) else None)
         progress = ConsoleProgress(s, stream=out)
-        flow = lk.ParallelFlow(_nodes())
+        flow = ParallelFlow(_nodes())
         t0 = time.perf_counter()
         flow.train(data, scheduler=s)
         parallel_s = time.perf_counter() - t0
@@ -142,11 +140,9 @@ def run_demo(
 
 def _compare(flow, features, workers, parallel_s, data, x_test, y_test) -> dict:
     """Train the same flow serially; the demo's figures."""
-    import labkit as lk
-
     predicted = flow[-1].label(features)
     t0 = time.perf_counter()
-    serial = lk.Flow(_nodes())
+    serial = Flow(_nodes())
     serial.train(data)
     serial_s = time.perf_counter() - t0
     return {

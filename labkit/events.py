@@ -25,13 +25,15 @@ Examples
 from __future__ import annotations
 
 import logging
-import numbers
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from .errors import InputError, require_callable
+from .constraints import SECONDS, Interval, check_arguments
+from .constraints import Callable as IsCallable
+from .errors import require_callable
 
 __all__ = [
     "Event",
@@ -59,6 +61,12 @@ __all__ = [
 ]
 
 logger = logging.getLogger("labkit.events")
+
+#: What ``subscribe`` takes besides the subscriber.
+SUBSCRIBE_RULES = {
+    "state_every": [Interval(float, 0, finite=True, name=SECONDS.name), IsCallable(), None]
+}
+_BUS_LOCK = threading.Lock()  # makes each observable's bus, once
 
 
 @dataclass(frozen=True)
@@ -328,20 +336,7 @@ class EventBus:
         subscribers says what they want).
         """
         require_callable(fn, "fn", "subscribe")
-        if not (
-            state_every is None
-            or callable(state_every)
-            or (
-                isinstance(state_every, numbers.Real)
-                and not isinstance(state_every, bool)
-                and 0 <= state_every < float("inf")
-            )
-        ):
-            raise InputError(
-                f"state_every must be a number of seconds >= 0, a callable "
-                f"or None, got {state_every!r}",
-                argument="state_every",
-            )
+        check_arguments(SUBSCRIBE_RULES, "subscribe", state_every=state_every)
         entry = (fn, state_every)
         with self._lock:
             self._subscribers = [*self._subscribers, entry]
@@ -367,12 +362,16 @@ class EventBus:
     def emit(self, event: Event) -> None:
         """Deliver ``event`` to every subscriber, in subscription order."""
         for fn, _ in self._subscribers:  # a snapshot: the list is replaced, never mutated
-            try:
-                fn(event)
-            except Exception as exc:  # a view must never stop a run
-                self._log_failure(fn, event, exc)
+            self.deliver(fn, event)
 
-    def _log_failure(self, fn, event: Event, exc: Exception) -> None:
+    def deliver(self, fn: Callable[[Event], Any], event: Event) -> None:
+        """Call one subscriber with ``event``, a failure logged (a run replays its past so)."""
+        try:
+            fn(event)
+        except Exception as exc:  # a view must never stop a run
+            self._log_failure(fn, event, exc)
+
+    def _log_failure(self, fn: Callable[[Event], Any], event: Event, exc: Exception) -> None:
         """Log a subscriber's failure with its traceback, once for each kind of error:
         a broken view would otherwise log one traceback for every event of a run."""
         key = (id(fn), type(exc))
@@ -408,14 +407,13 @@ class Observable:
     """
 
     _bus: EventBus | None = None
-    _bus_lock = threading.Lock()
 
     @property
     def events(self) -> EventBus:
         """This object's bus."""
         bus = self._bus
         if bus is None:
-            with Observable._bus_lock:
+            with _BUS_LOCK:
                 if self._bus is None:
                     self._bus = EventBus()
                 bus = self._bus

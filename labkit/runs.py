@@ -30,13 +30,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import numbers
+import math
 import threading
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from .errors import CancelledError, InputError, LabkitError, for_caller, require_callable
+from .constraints import SECONDS, check_argument
+from .errors import CancelledError, LabkitError, for_caller, require_callable
 from .events import Observable, RunFinished, RunStarted, run_of
 
 __all__ = ["Run", "RunControl", "RunScope", "run_scope", "start", "new_run_id"]
@@ -49,9 +51,9 @@ def new_run_id(kind: str) -> str:
     return f"{kind}-{uuid.uuid4().hex[:8]}"
 
 
-def _distinct(sources) -> list:
+def _distinct(sources: Iterable[Any]) -> list[Any]:
     """``sources`` without ``None`` and repeats, in order."""
-    out = []
+    out: list[Any] = []
     for s in sources:
         if s is not None and not any(s is o for o in out):
             out.append(s)
@@ -292,12 +294,12 @@ class Run(Observable):
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the end; returns whether it ended within ``timeout``."""
-        return self._done.wait(_seconds(timeout))
+        return self._done.wait(_seconds(timeout, "run.wait"))
 
     def result(self, timeout: float | None = None):
         """Wait for the run and return its result, or raise its error here."""
         __tracebackhide__ = True
-        if not self._done.wait(_seconds(timeout)):
+        if not self._done.wait(_seconds(timeout, "run.result")):
             raise TimeoutError(f"run {self.id} still going after {timeout} s")
         if self._error is not None:
             raise for_caller(self._error) from self._error.__cause__
@@ -305,7 +307,7 @@ class Run(Observable):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait for the run and return its error, or None."""
-        if not self._done.wait(_seconds(timeout)):
+        if not self._done.wait(_seconds(timeout, "run.exception")):
             raise TimeoutError(f"run {self.id} still going after {timeout} s")
         return self._error
 
@@ -325,7 +327,7 @@ class Run(Observable):
         """Whether the run ended by being cancelled."""
         return self.done() and isinstance(self._error, CancelledError)
 
-    def add_done_callback(self, fn: Callable[["Run"], Any]) -> None:
+    def add_done_callback(self, fn: Callable[[Run], Any]) -> None:
         """Call ``fn(run)`` when the run ends (at once if it has); errors are logged."""
         require_callable(fn, "fn", "run.add_done_callback")
         with self._callbacks_lock:
@@ -345,8 +347,8 @@ class Run(Observable):
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
 
-        def settle(_run):
-            loop.call_soon_threadsafe(lambda: waiter.done() or waiter.set_result(None))
+        def settle(_run: Run) -> None:
+            loop.call_soon_threadsafe(_settle, waiter)
 
         self.add_done_callback(settle)
         yield from waiter.__await__()
@@ -361,11 +363,8 @@ class Run(Observable):
         """
         with self._events_lock:  # no live event can slip in between the replay and the rest
             unsubscribe = super().subscribe(fn, state_every)  # checks fn first
-            for event in self._history:
-                try:
-                    fn(event)
-                except Exception as exc:  # logged as the live events' failures are
-                    self.events._log_failure(fn, event, exc)
+            for event in self._history:  # failures logged as the live events' are
+                self.events.deliver(fn, event)
             return unsubscribe
 
     @property
@@ -381,18 +380,22 @@ class Run(Observable):
         return f"<labkit Run {self.kind} {self.id}: {self.status}>"
 
 
-def _seconds(timeout):
+def _seconds(timeout: float | None, what: str) -> float | None:
     """``timeout`` for a wait: ``None`` (no limit) or seconds >= 0, else an InputError."""
-    if timeout is None or timeout == float("inf"):  # a lock cannot wait an infinite time
+    check_argument("timeout", timeout, [SECONDS, None], what)
+    if timeout is None or timeout == math.inf:  # a lock cannot wait an infinite time
         return None
-    if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and timeout >= 0:
-        return timeout
-    raise InputError(
-        f"timeout must be None or a number of seconds >= 0, got {timeout!r}", argument="timeout"
-    )
+    return timeout
 
 
-def _call(fn, run) -> None:
+def _settle(waiter: asyncio.Future[None]) -> None:
+    """Wake ``await run`` (once: the future may be done, cancelled with its task)."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _call(fn: Callable[[Run], Any], run: Run) -> None:
+    """Call a done callback; its failure is logged, never raised into the run's thread."""
     try:
         fn(run)
     except Exception:
