@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import LabkitError
 from ..scheduling.task import TaskCallable
-from .sources import split_chunk
+from .chunks import split_chunk
 
 __all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes"]
 

@@ -4,7 +4,7 @@ Checkpoint functions are called as ``fn(flow, node_index)`` after a node
 finishes training.  :class:`CheckpointSaver` writes the whole flow atomically
 (temp file + rename), so a crash never leaves a half-written checkpoint, in
 labkit's safe format (loading it runs no code from the file; see
-:mod:`labkit.flows.snapshot`); ``CheckpointFlow.load(path).train(data,
+:mod:`labkit.checkpoints`); ``CheckpointFlow.load(path).train(data,
 resume=True, ...)`` goes on from the first node that is not trained.  A
 checkpoint path whose folder is missing is an error before any node trains.
 
@@ -24,10 +24,9 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from ..checkpoints import FORMATS, atomic_dump, check_writable
 from ..errors import InputError, LabkitError
-from .flow import atomic_dump
 from .parallel import ParallelFlow
-from .snapshot import FORMATS, check_writable
 
 __all__ = ["CheckpointFlow", "CheckpointSaver"]
 

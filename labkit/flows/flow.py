@@ -22,41 +22,13 @@ from typing import Iterable
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, NotFittedError, StorageError, TrainingError
+from ..checkpoints import atomic_dump, load_checkpoint
+from ..errors import InputError, LabkitError, NotFittedError, TrainingError
 from .callables import execute_nodes
 from .node import Node
-from .snapshot import load_checkpoint, make_temp, remove_stale_temps, writer
-from .sources import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
+from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 
 __all__ = ["Flow", "atomic_dump", "restore_node"]
-
-
-def atomic_dump(obj, path, format: str = "safe") -> None:
-    """Write ``obj`` to ``path`` atomically: a temp file beside it, then rename.
-
-    ``format`` is ``"safe"`` (labkit's checkpoint format, see
-    :mod:`labkit.flows.snapshot`) or ``"pickle"``.  Temp files that killed
-    saves to ``path`` left behind are removed first; a crash never leaves a
-    half-written ``path``.
-    """
-    path = os.fspath(path)
-    write = writer(obj, format)  # encodes now: what cannot be stored fails before any file
-    tmp = None
-    try:
-        remove_stale_temps(path)
-        fd, tmp = make_temp(path)
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, LabkitError):
-            kept = "the file there is as it was" if os.path.exists(path) else "nothing was written"
-            raise StorageError.of(exc, f"saving to {path} ({kept})", path) from exc
-        raise
 
 
 def restore_node(node: Node, snapshot: Node) -> None:

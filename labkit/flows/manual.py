@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..errors import InputError, LabkitError, NotForkableError, TrainingError
 from .callables import FlowExecuteCallable, FlowTrainCallable
-from .sources import as_chunks
+from .chunks import as_chunks
 
 __all__ = ["ManualTasksMixin"]
 

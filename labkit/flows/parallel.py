@@ -34,7 +34,7 @@ from ..scheduling.results import OrderedResultContainer, ResultContainer
 from .callables import FlowExecuteCallable, FlowTrainCallable
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
-from .sources import as_chunks, known_length, pulled
+from .chunks import as_chunks, known_length, pulled
 from .worker_join import JOIN_MODES, WorkerJoin, WorkerJoinCallable
 
 __all__ = ["ParallelFlow", "JoinResultContainer"]

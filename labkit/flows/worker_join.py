@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ..errors import CancelledError, SchedulerError
 from ..scheduling.task import TaskCallable, current_task, worker_address
 from .callables import FlowTrainCallable, execute_nodes
-from .sources import split_chunk
+from .chunks import split_chunk
 
 __all__ = ["WorkerJoinCallable", "WorkerJoin", "take_forks"]
 

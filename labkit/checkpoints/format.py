@@ -12,10 +12,6 @@ or once with :func:`allow_in_checkpoints`.
 labkit's old checkpoints are pickle files.  Unpickling runs code the file
 names, so they load only with ``trusted=True``; by default they are refused.
 
-Writers name their temp files ``.labkit-<file>.<host>-<pid>.<random>.tmp``
-beside the checkpoint, so a later save can tell a temp file that a killed
-save left behind (its process is gone) from one a live save is writing.
-
 Examples
 --------
 >>> import io, numpy as np
@@ -27,48 +23,34 @@ Examples
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
 import pickle
-import socket
-import tempfile
-import time
 import zipfile
+from typing import IO, Any, Callable
 
 import numpy as np
 
 from ..errors import InputError, LabkitError
-from .snapshot_state import Allowed, Decoder, Encoder, UnsavableError, allow_in_checkpoints
+from .allowed import Allowed
+from .decoder import Decoder
+from .encoder import Encoder
 
-__all__ = [
-    "write_snapshot",
-    "read_snapshot",
-    "load_checkpoint",
-    "writer",
-    "check_writable",
-    "make_temp",
-    "remove_stale_temps",
-    "allow_in_checkpoints",
-    "UnsavableError",
-    "FORMATS",
-    "STALE_AFTER_S",
-]
+__all__ = ["write_snapshot", "read_snapshot", "load_checkpoint", "writer", "FORMATS"]
 
 FORMAT, VERSION = "labkit-snapshot", 1
 FORMATS = ("safe", "pickle")
 META = "meta.json"
 TENSORS = "tensors.pt"
 
-#: A temp file this old is stale even if a process with its pid is alive (pids get reused).
-STALE_AFTER_S = 30 * 60
-
 
 # -- writing -------------------------------------------------------------------------
 
 
-def write_snapshot(obj, fh, root: str = "flow", encoder: Encoder | None = None) -> None:
+def write_snapshot(
+    obj: object, fh: IO[bytes], root: str = "flow", encoder: Encoder | None = None
+) -> None:
     """Write ``obj`` in the safe format to the binary file ``fh``.
 
     ``root`` names ``obj`` in errors (``flow['lock']``); ``encoder`` is an
@@ -77,7 +59,9 @@ def write_snapshot(obj, fh, root: str = "flow", encoder: Encoder | None = None) 
     writer(obj, "safe", root, encoder)(fh)
 
 
-def writer(obj, format: str = "safe", root: str = "flow", encoder: Encoder | None = None):
+def writer(
+    obj: object, format: str = "safe", root: str = "flow", encoder: Encoder | None = None
+) -> Callable[[IO[bytes]], None]:
     """A function writing ``obj`` to a binary file; the safe format encodes ``obj`` now.
 
     So a value the format cannot store fails before any file is touched.
@@ -97,7 +81,7 @@ def writer(obj, format: str = "safe", root: str = "flow", encoder: Encoder | Non
     return lambda fh: _write_zip(fh, text, encoder)
 
 
-def _write_zip(fh, text: str, encoder: Encoder) -> None:
+def _write_zip(fh: IO[bytes], text: str, encoder: Encoder) -> None:
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
         zf.writestr(META, text)
         for number, array in enumerate(encoder.arrays):
@@ -114,7 +98,9 @@ def _write_zip(fh, text: str, encoder: Encoder) -> None:
 # -- reading -------------------------------------------------------------------------
 
 
-def load_checkpoint(path, allow=None, trusted: bool = False):
+def load_checkpoint(
+    path: str | os.PathLike[str], allow: Any = None, trusted: bool = False
+) -> Any:
     """The object saved at ``path``: safe format, or pickle when ``trusted``."""
     path = os.fspath(path)
     try:
@@ -147,7 +133,9 @@ def load_checkpoint(path, allow=None, trusted: bool = False):
         )
 
 
-def read_snapshot(fh, path: str, allow=None, trusted: bool = False, root: str = "flow"):
+def read_snapshot(
+    fh: IO[bytes], path: str, allow: Any = None, trusted: bool = False, root: str = "flow"
+) -> Any:
     """The object in the safe-format file ``fh``; ``path`` names it in errors, ``root`` the
     object itself (``flow['opt']``; a trial's ``checkpoint['state']``)."""
     allowed = Allowed(allow, trusted, flow=root == "flow")
@@ -166,7 +154,7 @@ def read_snapshot(fh, path: str, allow=None, trusted: bool = False, root: str = 
         ) from exc
 
 
-def _meta(zf: zipfile.ZipFile, path: str) -> dict:
+def _meta(zf: zipfile.ZipFile, path: str) -> dict[str, Any]:
     """The checked ``meta.json`` of a checkpoint."""
     if META not in zf.namelist():
         raise InputError(
@@ -187,12 +175,12 @@ def _meta(zf: zipfile.ZipFile, path: str) -> dict:
     return meta
 
 
-def _array(zf: zipfile.ZipFile, number) -> np.ndarray:
+def _array(zf: zipfile.ZipFile, number: int) -> np.ndarray:
     with zf.open(f"arrays/{int(number)}.npy") as fh:
         return np.lib.format.read_array(fh, allow_pickle=False)
 
 
-def _tensors(zf: zipfile.ZipFile) -> dict:
+def _tensors(zf: zipfile.ZipFile) -> dict[str, Any]:
     import torch
 
     tensors = torch.load(io.BytesIO(zf.read(TENSORS)), weights_only=True)
@@ -201,7 +189,7 @@ def _tensors(zf: zipfile.ZipFile) -> dict:
     return tensors
 
 
-def _read_pickle(fh, path: str):
+def _read_pickle(fh: IO[bytes], path: str) -> Any:
     """Unpickle a trusted old checkpoint; damage becomes an InputError naming ``path``."""
     try:
         return pickle.load(fh)
@@ -213,100 +201,3 @@ def _read_pickle(fh, path: str):
             f"{exc}): it is truncated or corrupt, or needs code this Python lacks",
             path=path,
         ) from exc
-
-
-# -- files: checks, temp files -------------------------------------------------------
-
-
-def check_writable(path) -> str:
-    """``path`` as a string if a checkpoint can be written there, else an InputError."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        what = "is not a folder" if os.path.exists(folder) else "does not exist"
-        raise InputError(
-            f"cannot write a checkpoint: the folder {folder} {what}; "
-            "create it first or choose another path",
-            path=path,
-        )
-    if os.path.isdir(path):
-        raise InputError(
-            "cannot write a checkpoint: the path is a folder; give a file path inside it", path=path
-        )
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(
-            f"cannot write a checkpoint: the folder {folder} is not writable", path=path
-        )
-    return path
-
-
-def _prefix(path: str) -> str:
-    """``.labkit-<file>.``: the start of every temp file for ``path``."""
-    name = os.path.basename(path)
-    if len(name.encode()) > 120:  # leave room for host, pid and random part in 255 bytes
-        name = hashlib.sha1(name.encode()).hexdigest()
-    return f".labkit-{name}."
-
-
-def _host() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def make_temp(path: str) -> tuple[int, str]:
-    """A new temp file beside ``path``, named for this host and process: ``(fd, name)``."""
-    folder = os.path.dirname(os.path.abspath(check_writable(path)))
-    try:
-        return tempfile.mkstemp(
-            prefix=f"{_prefix(path)}{_host()}-{os.getpid()}.", suffix=".tmp", dir=folder
-        )
-    except OSError as exc:
-        raise InputError(f"cannot write a checkpoint: {exc}", path=path) from exc
-
-
-def remove_stale_temps(path: str, max_age: float = STALE_AFTER_S) -> list[str]:
-    """Remove temp files that saves to ``path`` left behind; return their names.
-
-    A temp file is stale when its writer's process is gone (same host) or it
-    has not changed for ``max_age`` seconds; others may be live saves.
-    """
-    folder = os.path.dirname(os.path.abspath(path))
-    prefix, host, removed = _prefix(path), _host(), []
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return removed
-    for entry in entries:
-        if entry.name.startswith(prefix) and entry.name.endswith(".tmp"):
-            writer_host, _, pid = entry.name[len(prefix) :].partition(".")[0].partition("-")
-            if pid.isdigit() and _is_stale(entry, writer_host == host, int(pid), max_age):
-                try:
-                    os.unlink(entry.path)
-                    removed.append(entry.name)
-                except OSError:
-                    pass  # removed by another save meanwhile, or not ours to remove
-    return removed
-
-
-def _is_stale(entry: os.DirEntry, same_host: bool, pid: int, max_age: float) -> bool:
-    try:
-        age = time.time() - entry.stat().st_mtime
-    except OSError:
-        return False
-    if age > max_age:
-        return True
-    return same_host and not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process with ``pid`` runs on this host."""
-    if pid <= 0:
-        return False  # os.kill(0, ...) would mean our own process group
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    except OSError:
-        return False
-    return True
