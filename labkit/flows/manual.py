@@ -120,7 +120,7 @@ class ManualTasksMixin:
         node = self.nodes[i]
         try:
             for forked in results:  # all checked first: a bad one leaves the node as it was
-                node._check_fork(forked)
+                node.check_fork(forked)
             for forked in results:
                 node.join(forked)
             node.stop_training()

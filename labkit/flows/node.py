@@ -25,8 +25,10 @@ Examples
 ...         return x - self.mean
 ...     def _fork(self):
 ...         return Mean()
-...     def _join(self, forked):
-...         self.total = self.total + forked.total
+...     def _partial(self):
+...         return self.total
+...     def _join(self, total):
+...         self.total = self.total + total
 >>> node = Mean()
 >>> fork = node.fork(); fork.train(np.ones((4, 2)))
 >>> node.join(fork); node.stop_training()
@@ -37,6 +39,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import inspect
 import math
@@ -56,7 +59,7 @@ from ..errors import (
     located,
 )
 
-__all__ = ["Node", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
+__all__ = ["Node", "Partial", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
 
 FLOAT_DTYPES = ("float32", "float64")
 
@@ -142,6 +145,22 @@ def require_finite(node: "Node", values, what: str = "its input") -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class Partial:
+    """What a fork hands to the node it joins (:meth:`Node.partial`).
+
+    Its place in training (phase, the input dim and dtype it fixed, the
+    samples it saw) and its ``statistics``: whatever the node's ``_partial``
+    returns and its ``_join`` merges.
+    """
+
+    phase: int
+    input_dim: int | None
+    dtype: np.dtype | None
+    samples: int
+    statistics: Any
+
+
 class Node:
     """Base class of flow nodes.
 
@@ -186,7 +205,7 @@ class Node:
     @classmethod
     def is_trainable(cls) -> bool:
         """Whether the node learns from data (it overrides ``_train``)."""
-        return cls._train is not Node._train
+        return cls._train is not vars(Node)["_train"]
 
     def is_training(self) -> bool:
         """Whether training phases remain."""
@@ -296,7 +315,7 @@ class Node:
 
     # -- fork and join -----------------------------------------------------------
 
-    def fork(self) -> "Node":
+    def fork(self) -> Node:
         """A fresh node with this node's parameters and empty statistics."""
         if not (self._training or self.use_execute_fork()):
             raise TrainingError(
@@ -310,18 +329,58 @@ class Node:
                 f"{type(self).__name__}._fork returned a {type(forked).__name__}, not a Node",
                 **self._where(),
             )
-        forked.name = self.name
-        forked._phase, forked._training = self._phase, self._training
-        forked._input_dim, forked._dtype = self._input_dim, self._dtype
-        forked.check_finite = self.check_finite
-        forked._samples, forked._joins, forked._is_fork = 0, 0, True
+        forked.begin_fork(self)
         return forked
 
-    def join(self, forked: "Node") -> None:
+    def begin_fork(self, parent: Node) -> None:
+        """Start as a fork of ``parent``: its name, phase, dims and checks; no samples yet.
+
+        :meth:`fork` calls it on what ``_fork`` made.
+        """
+        self.name = parent.name
+        self._phase, self._training = parent.phase, parent.is_training()
+        self._input_dim, self._dtype = parent.input_dim, parent.dtype
+        self.check_finite = parent.check_finite
+        self._samples, self._joins, self._is_fork = 0, 0, True
+
+    @property
+    def joined(self) -> bool:
+        """Whether this fork was joined (its statistics are in the node it joined)."""
+        return getattr(self, "_joined", False)
+
+    def partial(self) -> Partial:
+        """What joining this fork merges: where it is in training and its statistics."""
+        return Partial(
+            phase=self._phase,
+            input_dim=self._input_dim,
+            dtype=self._dtype,
+            samples=self._samples,
+            statistics=self._partial(),
+        )
+
+    def join(self, forked: Node) -> None:
         """Merge the statistics of ``forked`` into this node."""
-        self._check_fork(forked)
-        for attr, what in (("_input_dim", "input dim"), ("_dtype", "dtype")):
-            mine, theirs = getattr(self, attr), getattr(forked, attr)
+        self.check_fork(forked)
+        partial = forked.partial()
+        self._adopt_dims(partial)
+        with self._hook("_join"):
+            self._join(partial.statistics)
+        # its statistics are in here now: joining it again would count them twice
+        forked.mark_joined()
+        self._samples += partial.samples
+        self._joins += 1
+
+    def mark_joined(self) -> None:
+        """Note that this fork's statistics were joined: a second join is refused."""
+        self._joined = True
+
+    def _adopt_dims(self, partial: Partial) -> None:
+        """Take the fork's input dim and dtype where unknown here; refuse others."""
+        for attr, theirs, what in (
+            ("_input_dim", partial.input_dim, "input dim"),
+            ("_dtype", partial.dtype, "dtype"),
+        ):
+            mine = getattr(self, attr)
             if mine is None:
                 setattr(self, attr, theirs)
             elif theirs is not None and mine != theirs:
@@ -330,34 +389,28 @@ class Node:
                     node_name=self.name,
                     phase=self._phase,
                 )
-        with self._hook("_join"):
-            self._join(forked)
-        # its statistics are in here now: joining it again would count them twice
-        forked._joined = True
-        self._samples += forked._samples
-        self._joins += 1
 
-    def _check_fork(self, forked) -> None:
+    def check_fork(self, forked: object) -> None:
         """A TrainingError unless ``forked`` is a fork of this node's kind and phase, not
         joined yet."""
         related = isinstance(forked, Node) and (
             isinstance(forked, type(self)) or isinstance(self, type(forked))
         )
-        if not related:
+        if not isinstance(forked, Node) or not related:
             raise TrainingError(
                 f"{self.name}.join takes a fork of this node (node.fork()), "
                 f"got {type(forked).__name__}",
                 **self._where(),
             )
-        if getattr(forked, "_joined", False):
+        if forked.joined:
             raise TrainingError(
                 f"this fork was joined already; joining it into {self.name} "
                 "again would count its samples twice",
                 **self._where(),
             )
-        if forked._phase != self._phase:
+        if forked.phase != self._phase:
             raise TrainingError(
-                f"cannot join a fork of phase {forked._phase} into "
+                f"cannot join a fork of phase {forked.phase} into "
                 f"{self.name} at phase {self._phase}",
                 **self._where(),
             )
@@ -524,12 +577,20 @@ class Node:
         """Process one checked chunk."""
         return x
 
-    def _fork(self) -> "Node":
+    def _fork(self) -> Node:
         """A fresh node that accumulates on its own; by default the node cannot fork."""
         raise NotForkableError(f"{self.name} cannot fork; it trains locally", node_name=self.name)
 
-    def _join(self, forked: "Node") -> None:
-        """Merge a fork's statistics (must be commutative)."""
+    def _partial(self) -> Any:
+        """This fork's statistics, as ``_join`` takes them; the fork itself by default.
+
+        A node that keeps its statistics in private attributes returns them here
+        (an object, a dict, a dataclass), so no node reads another's privates.
+        """
+        return self
+
+    def _join(self, partial: Any) -> None:
+        """Merge a fork's statistics, what its ``_partial`` gave (must be commutative)."""
         raise NotForkableError(f"{self.name} cannot join forks", node_name=self.name)
 
     def __repr__(self) -> str:

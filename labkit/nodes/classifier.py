@@ -187,8 +187,11 @@ class GaussianClassifier(Node):
     def _fork(self):
         return GaussianClassifier(reg=self.reg)
 
-    def _join(self, forked):
-        self._sums = merge_sums(self._sums, forked._sums)
+    def _partial(self):
+        return self._sums
+
+    def _join(self, partial):
+        self._sums = merge_sums(self._sums, partial)
 
     def _plot_data(self):
         try:

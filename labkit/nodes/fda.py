@@ -199,12 +199,17 @@ class FDA(Node):
         forked.class_means = self.class_means
         return forked
 
-    def _join(self, forked):
+    def _partial(self):
         if self.phase == 0:
-            self._sums = merge_sums(self._sums, forked._sums)
+            return {"_sums": self._sums}
+        return {"_total": self._total, "_within": self._within}
+
+    def _join(self, partial):
+        if self.phase == 0:
+            self._sums = merge_sums(self._sums, partial["_sums"])
             return
         for attr in ("_total", "_within"):
-            mine, theirs = getattr(self, attr), getattr(forked, attr)
+            mine, theirs = getattr(self, attr), partial[attr]
             if theirs is not None:
                 setattr(self, attr, theirs if mine is None else mine + theirs)
 

@@ -222,16 +222,22 @@ class KMeans(Node):
         forked.centers = self.centers
         return forked
 
-    def _join(self, forked):
+    def _partial(self):
         if self.phase == 0:
-            if forked._keys is not None:
-                self._add_candidates(forked._keys, forked._rows)
-        elif forked._sums is not None:
+            return {"keys": self._keys, "rows": self._rows}
+        return {"sums": self._sums, "counts": self._counts, "inertia": self._inertia}
+
+    def _join(self, partial):
+        if self.phase == 0:
+            if partial["keys"] is not None:
+                self._add_candidates(partial["keys"], partial["rows"])
+        elif partial["sums"] is not None:
+            sums, counts = partial["sums"], partial["counts"]
             if self._sums is None:
-                self._sums, self._counts = forked._sums, forked._counts
+                self._sums, self._counts = sums, counts
             else:
-                self._sums, self._counts = self._sums + forked._sums, self._counts + forked._counts
-            self._inertia += forked._inertia
+                self._sums, self._counts = self._sums + sums, self._counts + counts
+            self._inertia += partial["inertia"]
 
     # -- output ----------------------------------------------------------------
 

@@ -203,8 +203,11 @@ class PCA(Node):
     def _fork(self):
         return type(self)(output_dim=self._requested_output_dim, svd=self.svd, reduce=self.reduce)
 
-    def _join(self, forked):
-        self._moments.merge(forked._moments)
+    def _partial(self):
+        return self._moments
+
+    def _join(self, partial):
+        self._moments.merge(partial)
 
     def _covariance(self):
         if self._moments.n < 2:

@@ -137,21 +137,25 @@ class LinearRegression(Node):
     def _fork(self):
         return LinearRegression(with_bias=self.with_bias, reg=self.reg, output_dim=self._output_dim)
 
-    def _join(self, forked):
-        if forked._xtx is None:
+    def _partial(self):
+        return {"xtx": self._xtx, "xty": self._xty, "output_dim": self._output_dim}
+
+    def _join(self, partial):
+        xtx, xty = partial["xtx"], partial["xty"]
+        if xtx is None:
             return
         if self._xtx is None:
-            self._xtx, self._xty = forked._xtx, forked._xty
-            self._output_dim = forked._output_dim
+            self._xtx, self._xty = xtx, xty
+            self._output_dim = partial["output_dim"]
             return
-        if forked._xty.shape != self._xty.shape:
+        if xty.shape != self._xty.shape:
             raise InputError(
                 f"{self.name} expects {self._xty.shape[1]} target columns, "
-                f"a fork had {forked._xty.shape[1]}",
+                f"a fork had {xty.shape[1]}",
                 node_name=self.name,
             )
-        self._xtx = self._xtx + forked._xtx
-        self._xty = self._xty + forked._xty
+        self._xtx = self._xtx + xtx
+        self._xty = self._xty + xty
 
     def _plot_data(self):
         if self.beta is None:

@@ -118,9 +118,13 @@ class SFA(Node):
             output_dim=self._requested_output_dim, include_last_sample=self.include_last_sample
         )
 
-    def _join(self, forked):
-        self._x.merge(forked._x)
-        self._dx.merge(forked._dx)
+    def _partial(self):
+        return self._x, self._dx
+
+    def _join(self, partial):
+        x, dx = partial
+        self._x.merge(x)
+        self._dx.merge(dx)
 
     def _stop_training(self):
         check_output_fits(self, self._output_dim)

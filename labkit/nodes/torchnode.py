@@ -298,19 +298,28 @@ class TorchNode(Node):
             output_dim=self._output_dim,
         )
 
-    def _join(self, forked):
-        if forked._output_dim is not None:
+    def _partial(self):
+        return {
+            "output_dim": self._output_dim,
+            "sums": self._sums,
+            "maxima": self._maxima,
+            "weight": self._weight,
+            "loss_sum": self._loss_sum,
+        }
+
+    def _join(self, partial):
+        theirs = partial["output_dim"]
+        if theirs is not None:
             if self._output_dim is None:
-                self._output_dim = forked._output_dim
-            elif forked._output_dim != self._output_dim:
+                self._output_dim = theirs
+            elif theirs != self._output_dim:
                 raise InputError(
-                    f"{self.name} expects output dim {self._output_dim}, "
-                    f"a fork had {forked._output_dim}",
+                    f"{self.name} expects output dim {self._output_dim}, a fork had {theirs}",
                     node_name=self.name,
                     phase=self.phase,
                 )
-        self._merge(forked._sums, forked._maxima, forked._weight)
-        self._loss_sum += forked._loss_sum
+        self._merge(partial["sums"], partial["maxima"], partial["weight"])
+        self._loss_sum += partial["loss_sum"]
 
     def _stop_training(self):
         averaged = {key: total / self._weight for key, total in self._sums.items()}
