@@ -170,9 +170,7 @@ class Encoder:
         state = _state(value, where)
         number = self.remember(value)  # before the state: objects may refer back to it
         encoded = (
-            self.attributes(state, where)
-            if type(state) is dict
-            else self.encode(state, where)
+            self.attributes(state, where) if type(state) is dict else self.encode(state, where)
         )
         return {"$": "object", "id": number, "class": name, "state": encoded}
 
@@ -223,5 +221,3 @@ def _state(value: Any, where: str) -> Any:
         raise UnsavableError(
             f"{where} ({cls.__qualname__}) cannot give its state: {type(exc).__name__}: {exc}"
         ) from exc
-
-

@@ -98,9 +98,7 @@ def _write_zip(fh: IO[bytes], text: str, encoder: Encoder) -> None:
 # -- reading -------------------------------------------------------------------------
 
 
-def load_checkpoint(
-    path: str | os.PathLike[str], allow: Any = None, trusted: bool = False
-) -> Any:
+def load_checkpoint(path: str | os.PathLike[str], allow: Any = None, trusted: bool = False) -> Any:
     """The object saved at ``path``: safe format, or pickle when ``trusted``."""
     path = os.fspath(path)
     try:

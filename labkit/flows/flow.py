@@ -25,8 +25,8 @@ import numpy as np
 from ..checkpoints import atomic_dump, load_checkpoint
 from ..errors import InputError, LabkitError, NotFittedError, TrainingError
 from .callables import execute_nodes
-from .node import Node
 from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
+from .node import Node
 
 __all__ = ["Flow", "atomic_dump", "restore_node"]
 

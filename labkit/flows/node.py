@@ -40,10 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import inspect
-import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -58,91 +54,11 @@ from ..errors import (
     TrainingError,
     located,
 )
+from .checks import as_chunk, check_parts, checked_dtype, positive_int, real_number, require_finite
 
 __all__ = ["Node", "Partial", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
 
 FLOAT_DTYPES = ("float32", "float64")
-
-
-def positive_int(node: "Node", value, what: str, allow_none: bool = False) -> int | None:
-    """``value`` as an int >= 1 (``None`` where allowed), else an InputError naming it.
-
-    One rule for every count a node takes (``n_clusters``, ``epochs``,
-    ``input_dim``...): a float such as 2.5 is refused rather than truncated.
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(
-            f"{node.name} {what} must be an int >= 1, got {value!r}",
-            node_name=node.name,
-            argument=what,
-        )
-    return int(value)
-
-
-def real_number(
-    node: "Node",
-    value,
-    what: str,
-    low: float = 0.0,
-    high: float = math.inf,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> float:
-    """``value`` as a finite float within ``low``..``high``, else an InputError naming it.
-
-    ``open_low``/``open_high`` leave the bound itself out.
-    """
-    ok = (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value)
-        and (value > low if open_low else value >= low)
-        and (value < high if open_high else value <= high)
-    )
-    if not ok:
-        lower = f"{'(' if open_low else '['}{low:g}"
-        upper = f"{high:g}{')' if open_high or high == math.inf else ']'}"
-        raise InputError(
-            f"{node.name} {what} must be a finite number in {lower}, {upper}, got {value!r}",
-            node_name=node.name,
-            argument=what,
-        )
-    return float(value)
-
-
-@functools.lru_cache(maxsize=None)
-def _extra_parts(train) -> tuple[int, int | None]:
-    """How many parts besides ``x`` a ``_train`` takes: ``(required, most)``; most None: any."""
-    try:
-        params = list(inspect.signature(train).parameters.values())[1:]  # without self
-    except (TypeError, ValueError):  # no signature to read: let _train judge
-        return 0, None
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unlimited = any(p.kind == p.VAR_POSITIONAL for p in params)
-    if positional:
-        positional = positional[1:]  # x
-    required = sum(1 for p in positional if p.default is p.empty)
-    return required, None if unlimited else len(positional)
-
-
-def require_finite(node: "Node", values, what: str = "its input") -> None:
-    """Raise an :class:`InputError` when ``values``, a reduction of one chunk, is not finite.
-
-    Nodes pass a small reduction they compute anyway (a column sum, the
-    diagonal of ``x.T @ x``): NaN or inf anywhere in the chunk shows there, so
-    the check costs O(columns) instead of another pass over the chunk, and it
-    runs before the node's statistics take the chunk in.
-    """
-    if not np.isfinite(values).all():
-        raise InputError(
-            f"{node.name} got NaN or inf in {what}: the chunk's data is not "
-            "finite (clean it, or set check_finite=True to reject such chunks "
-            "on arrival)",
-            node_name=node.name,
-            phase=node.phase,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,7 +108,7 @@ class Node:
         self.name = name or type(self).__name__
         self._input_dim = positive_int(self, input_dim, "input_dim", allow_none=True)
         self._output_dim = output_dim
-        self._dtype = self._checked_dtype(dtype)
+        self._dtype = checked_dtype(self.name, dtype, self.supported_dtypes)
         self.check_finite = check_finite
         self._phase = 0
         self._training = self.is_trainable()
@@ -255,7 +171,7 @@ class Node:
         if not self._training:
             raise TrainingError(f"training of {self.name} is finished", node_name=self.name)
         x = self._check_input(x)
-        self._check_parts(args)
+        check_parts(self.name, type(self)._train, args)
         with self._hook("_train"):
             self._train(x, *args)
         self._samples += x.shape[0]
@@ -466,26 +382,9 @@ class Node:
 
     # -- input checks ----------------------------------------------------------
 
-    def _check_input(self, x) -> np.ndarray:
+    def _check_input(self, x: Any) -> np.ndarray:
         """Fix input dim and dtype from the first chunk; check every later one."""
-        if not isinstance(x, np.ndarray):
-            x = self._as_array(x)
-        if x.ndim != 2:
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got shape {x.shape}",
-                node_name=self.name,
-            )
-        if x.shape[1] == 0:
-            raise InputError(
-                f"{self.name} expects at least one column (feature), got shape {x.shape}",
-                node_name=self.name,
-            )
-        if self.supported_dtypes is not None and x.dtype.name not in self.supported_dtypes:
-            raise InputError(
-                f"{self.name} does not support dtype {x.dtype} "
-                f"(supported: {', '.join(self.supported_dtypes)})",
-                node_name=self.name,
-            )
+        x = as_chunk(self.name, x, self.supported_dtypes)
         if self._input_dim is None:
             self._input_dim = x.shape[1]
         elif x.shape[1] != self._input_dim:
@@ -502,67 +401,6 @@ class Node:
         if self.check_finite and x.dtype.kind in "fc" and not np.isfinite(x).all():
             raise InputError(f"{self.name} got NaN or inf in its input", node_name=self.name)
         return x
-
-    def _as_array(self, x) -> np.ndarray:
-        """A chunk that is not an array (a list, a DataFrame) as one, or an InputError."""
-        try:
-            array = np.asarray(x)
-        except (ValueError, TypeError) as exc:  # ragged rows, say
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got a "
-                f"{type(x).__name__} that is not one ({exc})",
-                node_name=self.name,
-            ) from None
-        if array.ndim != 2:
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got a "
-                f"{type(x).__name__} of shape {array.shape}",
-                node_name=self.name,
-            )
-        return array
-
-    def _check_parts(self, args: tuple) -> None:
-        """An InputError when a chunk has more (or fewer) parts than ``_train`` takes.
-
-        A chunk ``(x, y)`` for a node that learns from ``x`` alone would otherwise
-        fail inside ``_train`` with Python's own argument error, or not at all.
-        """
-        required, most = _extra_parts(type(self)._train)
-        if most is not None and len(args) > most:
-            takes = "x alone" if most == 0 else f"x and at most {most} more part(s)"
-            raise InputError(
-                f"{self.name} trains on {takes}, but the chunk has {len(args)} "
-                f"more (a tuple (x, ...)); give it "
-                f"{'plain arrays' if most == 0 else 'fewer parts'}",
-                node_name=self.name,
-            )
-        if len(args) < required:
-            raise InputError(
-                f"{self.name} needs {required} part(s) besides x in each chunk "
-                f"(a tuple (x, ...)), got {len(args)}",
-                node_name=self.name,
-            )
-
-    def _checked_dtype(self, dtype) -> np.dtype | None:
-        """``dtype`` as a numpy dtype this node supports, or an InputError naming it."""
-        if dtype is None:
-            return None
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise InputError(
-                f"{self.name} dtype must be a numpy dtype, got {dtype!r}",
-                node_name=self.name,
-                argument="dtype",
-            ) from None
-        if self.supported_dtypes is not None and dtype.name not in self.supported_dtypes:
-            raise InputError(
-                f"{self.name} does not support dtype {dtype} (supported: "
-                f"{', '.join(self.supported_dtypes)})",
-                node_name=self.name,
-                argument="dtype",
-            )
-        return dtype
 
     # -- hooks for subclasses ----------------------------------------------------
 

@@ -32,9 +32,9 @@ from ..scheduling.base import Scheduler
 from ..scheduling.local import LocalScheduler
 from ..scheduling.results import OrderedResultContainer, ResultContainer
 from .callables import FlowExecuteCallable, FlowTrainCallable
+from .chunks import as_chunks, known_length, pulled
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
-from .chunks import as_chunks, known_length, pulled
 from .worker_join import JOIN_MODES, WorkerJoin, WorkerJoinCallable
 
 __all__ = ["ParallelFlow", "JoinResultContainer"]

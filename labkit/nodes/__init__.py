@@ -18,7 +18,6 @@ they run.
 from typing import Any
 
 from ..checkpoints import allow_library
-
 from .classifier import GaussianClassifier
 from .expansion import PolynomialExpansion, QuadraticExpansion, expanded_dim
 from .fda import FDA

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.checks import require_finite
+from ..flows.node import Node
 from .classifier import check_labels, class_sums, merge_sums, sorted_classes
 from .pca import check_output_fits, parse_output_dim
 

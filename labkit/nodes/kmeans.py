@@ -26,7 +26,8 @@ import numbers
 import numpy as np
 
 from ..errors import InputError, NotFittedError
-from ..flows.node import Node, positive_int, real_number, require_finite
+from ..flows.checks import positive_int, real_number, require_finite
+from ..flows.node import Node
 
 __all__ = ["KMeans"]
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, positive_int, real_number, require_finite
+from ..flows.checks import positive_int, real_number, require_finite
+from ..flows.node import Node
 from .regression import add_bias, as_targets
 
 __all__ = ["OnlineLinearRegression"]

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.checks import require_finite
+from ..flows.node import Node
 
 __all__ = ["PCA", "Whitening"]
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, real_number, require_finite
+from ..flows.checks import real_number, require_finite
+from ..flows.node import Node
 
 __all__ = ["LinearRegression"]
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.checks import require_finite
+from ..flows.node import Node
 from .pca import _Moments, check_output_fits, fix_signs, parse_output_dim
 
 __all__ = ["SFA"]

@@ -28,7 +28,8 @@ import numpy as np
 import torch
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node, positive_int
+from ..flows.checks import positive_int
+from ..flows.node import Node
 
 __all__ = ["TorchNode"]
 
