@@ -33,6 +33,7 @@ __all__ = [
     "allow_library",
     "library_modules",
     "qualified_name",
+    "is_class",
 ]
 
 _REGISTERED: dict[tuple[str, str], object] = {}
@@ -54,6 +55,11 @@ class UnsavableError(InputError, TypeError):
 def qualified_name(obj: object) -> tuple[Any, Any]:
     """``(module, qualname)`` of a class or function (``None`` where it has none)."""
     return getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+
+
+def is_class(obj: Any, base: Any = object) -> bool:
+    """Whether ``obj`` is a class deriving from ``base`` (a check that leaves ``obj`` untyped)."""
+    return isinstance(obj, type) and issubclass(obj, base)
 
 
 def allow_in_checkpoints(*objects: Any) -> Any:

@@ -23,11 +23,12 @@ from __future__ import annotations
 import base64
 import collections
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from .allowed import Allowed
+from .allowed import Allowed, is_class
 from .encoder import PLAIN
 from .torch_values import decode_torch
 
@@ -97,7 +98,7 @@ class Decoder:
 
     def _object(self, data: dict, where: str) -> Any:
         cls = self.allowed.resolve(data["class"], where)
-        if not isinstance(cls, type):
+        if not is_class(cls):
             raise ValueError(f"{where}: {cls!r} is not a class")
         value = self.keep(data, cls.__new__(cls))
         state = self.attributes(data["state"], where)
@@ -124,7 +125,7 @@ class Decoder:
 
     def _namedtuple(self, data: dict, where: str) -> tuple:
         cls = self.allowed.resolve(data["class"], where)
-        if not (isinstance(cls, type) and issubclass(cls, tuple)):
+        if not is_class(cls, tuple):
             raise ValueError(f"{where}: {cls!r} is not a tuple class")
         return cls._make(self.decode(data["v"], where))
 

@@ -174,7 +174,7 @@ class Encoder:
         )
         return {"$": "object", "id": number, "class": name, "state": encoded}
 
-    def name_of(self, obj: object, where: str) -> dict[str, Any]:
+    def name_of(self, obj: Any, where: str) -> dict[str, Any]:
         """``{"module", "qualname"}`` of a class or function importable by that name."""
         module, qualname = qualified_name(obj)
         target = sys.modules.get(module) if isinstance(module, str) else None

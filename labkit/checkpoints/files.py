@@ -110,7 +110,8 @@ def remove_stale_temps(path: str, max_age: float = STALE_AFTER_S) -> list[str]:
     has not changed for ``max_age`` seconds; others may be live saves.
     """
     folder = os.path.dirname(os.path.abspath(path))
-    prefix, host, removed = _prefix(path), _host(), []
+    prefix, host = _prefix(path), _host()
+    removed: list[str] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:

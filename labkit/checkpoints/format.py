@@ -28,7 +28,8 @@ import json
 import os
 import pickle
 import zipfile
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 import numpy as np
 
@@ -102,33 +103,35 @@ def load_checkpoint(path: str | os.PathLike[str], allow: Any = None, trusted: bo
     """The object saved at ``path``: safe format, or pickle when ``trusted``."""
     path = os.fspath(path)
     try:
-        fh = open(path, "rb")
+        with open(path, "rb") as fh:
+            return _read_file(fh, path, allow, trusted)
     except FileNotFoundError:
         raise InputError("no checkpoint there: the file does not exist", path=path) from None
     except IsADirectoryError:
         raise InputError("that is a folder, not a checkpoint file", path=path) from None
-    with fh:
-        head = fh.read(4)
-        fh.seek(0)
-        if head.startswith(b"PK"):
-            return read_snapshot(fh, path, allow, trusted)
-        if not head:
-            raise InputError(
-                "the checkpoint file is empty (a save that was interrupted?)", path=path
-            )
-        if trusted:
-            return _read_pickle(fh, path)
-        if head.startswith(b"\x80"):
-            raise InputError(
-                "the file is a pickle checkpoint (labkit's old format); loading pickle runs "
-                "code named in the file, so it is refused by default. If you trust the file, "
-                "load it with lk.Flow.load(path, trusted=True) (and save it again to convert "
-                "it to the safe format)",
-                path=path,
-            )
+
+
+def _read_file(fh: IO[bytes], path: str, allow: Any, trusted: bool) -> Any:
+    """The object in the open file ``fh``, by its first bytes: a zip (safe) or a pickle."""
+    head = fh.read(4)
+    fh.seek(0)
+    if head.startswith(b"PK"):
+        return read_snapshot(fh, path, allow, trusted)
+    if not head:
+        raise InputError("the checkpoint file is empty (a save that was interrupted?)", path=path)
+    if trusted:
+        return _read_pickle(fh, path)
+    if head.startswith(b"\x80"):
         raise InputError(
-            "the file is not a labkit checkpoint (neither the safe format nor pickle)", path=path
+            "the file is a pickle checkpoint (labkit's old format); loading pickle runs "
+            "code named in the file, so it is refused by default. If you trust the file, "
+            "load it with lk.Flow.load(path, trusted=True) (and save it again to convert "
+            "it to the safe format)",
+            path=path,
         )
+    raise InputError(
+        "the file is not a labkit checkpoint (neither the safe format nor pickle)", path=path
+    )
 
 
 def read_snapshot(
@@ -143,7 +146,8 @@ def read_snapshot(
             decoder = Decoder(lambda n: _array(zf, n), lambda: _tensors(zf), allowed)
             return decoder.decode(meta["root"], root)
     except LabkitError as err:
-        raise err.locate(path=path)
+        err.locate(path=path)
+        raise  # the same error, located
     except Exception as exc:  # noqa: BLE001 - any damage to the file reads as corruption
         raise InputError(
             f"the checkpoint is truncated or corrupt ({type(exc).__name__}: {exc}); "
@@ -192,7 +196,8 @@ def _read_pickle(fh: IO[bytes], path: str) -> Any:
     try:
         return pickle.load(fh)
     except LabkitError as err:
-        raise err.locate(path=path)
+        err.locate(path=path)
+        raise  # the same error, located
     except Exception as exc:  # noqa: BLE001 - unpickling fails in many ways
         raise InputError(
             f"the checkpoint could not be unpickled ({type(exc).__name__}: "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .allowed import UnsavableError
+from .allowed import UnsavableError, is_class
 
 __all__ = ["encode_torch", "decode_torch"]
 
@@ -126,7 +126,7 @@ def _decode_tensor(decoder: Any, data: dict, torch: Any) -> Any:
 
 def _decode_module(decoder: Any, data: dict, where: str, torch: Any) -> Any:
     cls = decoder.allowed.resolve(data["class"], where)
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+    if not is_class(cls, torch.nn.Module):
         raise ValueError(f"{where}: {cls!r} is not a torch module class")
     module = decoder.keep(data, cls.__new__(cls))
     torch.nn.Module.__init__(module)

@@ -22,7 +22,7 @@ False
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from ..checkpoints import FORMATS, atomic_dump, check_writable
 from ..errors import InputError, LabkitError
@@ -56,7 +56,7 @@ class CheckpointFlow(ParallelFlow):
 
     _checkpoints: list = []
 
-    def train(
+    def train(  # type: ignore[override]  # public since the seed: checkpoints come second
         self,
         data_iterables,
         checkpoints=None,
@@ -110,7 +110,8 @@ class CheckpointFlow(ParallelFlow):
             try:
                 out.append(CheckpointSaver(entry) if is_path else entry)
             except InputError as err:
-                raise err.locate(node=i, node_name=self.nodes[i].name)
+                err.locate(node=i, node_name=self.nodes[i].name)
+                raise  # the same error, located
         return out
 
     def _after_node(self, i: int) -> None:
@@ -119,7 +120,8 @@ class CheckpointFlow(ParallelFlow):
             try:
                 checkpoint(self, i)
             except LabkitError as err:  # a full disk, say: which node's checkpoint it was
-                raise err.locate(node=i, node_name=self.nodes[i].name)
+                err.locate(node=i, node_name=self.nodes[i].name)
+                raise  # the same error, located
 
     def __getstate__(self):
         state = dict(self.__dict__)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, Protocol, overload
 
 import numpy as np
 
@@ -44,6 +45,14 @@ class Named(Protocol):
 
     @property
     def phase(self) -> int: ...
+
+
+@overload
+def positive_int(node: Named, value: Any, what: str, allow_none: Literal[False] = False) -> int: ...
+
+
+@overload
+def positive_int(node: Named, value: Any, what: str, allow_none: bool) -> int | None: ...
 
 
 def positive_int(node: Named, value: Any, what: str, allow_none: bool = False) -> int | None:

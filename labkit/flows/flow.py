@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from ..checkpoints import atomic_dump, load_checkpoint
 from ..errors import InputError, LabkitError, NotFittedError, TrainingError
+from ..scheduling.local import resolve_local
 from .callables import execute_nodes
 from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 from .node import Node
@@ -74,16 +76,16 @@ class Flow:
             otherwise a trained node is an error.
         """
         sources = self._check_training(data_iterables, resume)
-        for i, node in enumerate(self.nodes):
-            if sources[i] is not None:
-                self._train_node_serial(i, sources[i])
+        for i, source in enumerate(sources):
+            if source is not None:
+                self._train_node_serial(i, source)
                 self._after_node(i)
 
     def _check_training(self, data_iterables, resume: bool) -> list:
         """Validate inputs up front; one chunk source per node (None: skip)."""
         sources = check_data_iterables(data_iterables, len(self.nodes))
-        out = []
-        for i, (node, data) in enumerate(zip(self.nodes, sources)):
+        out: list[Any] = []
+        for i, (node, data) in enumerate(zip(self.nodes, sources, strict=True)):
             where = {"node": i, "node_name": node.name}
             if not node.is_trainable() or (resume and not node.is_training()):
                 out.append(None)
@@ -120,8 +122,6 @@ class Flow:
 
     def _train_phase_serial(self, i: int, chunks) -> None:
         """One phase of node ``i`` on the client; errors name node, phase and chunk."""
-        from ..scheduling.local import resolve_local
-
         node, phase, count = self.nodes[i], self.nodes[i].phase, 0
         where = dict(node=i, node_name=node.name, phase=phase)
         for count, chunk in enumerate(pulled(chunks, **where), start=1):
@@ -129,7 +129,8 @@ class Flow:
                 x, args = split_chunk(resolve_local(chunk))
                 node.train(execute_nodes(self.nodes[:i], x), *args)
             except LabkitError as err:
-                raise err.locate(node=i, node_name=node.name, phase=phase, chunk=count - 1)
+                err.locate(node=i, node_name=node.name, phase=phase, chunk=count - 1)
+                raise  # the same error, located
         if count == 0:
             raise InputError(
                 f"{node.name} got an empty data iterable", node=i, node_name=node.name, phase=phase
@@ -137,7 +138,8 @@ class Flow:
         try:
             node.stop_training()
         except LabkitError as err:
-            raise err.locate(node=i, node_name=node.name, phase=phase)
+            err.locate(node=i, node_name=node.name, phase=phase)
+            raise  # the same error, located
 
     def _after_node(self, i: int) -> None:
         """Called after node ``i`` finished training (checkpoints hook in here)."""
@@ -154,7 +156,8 @@ class Flow:
             try:
                 outputs.append(execute_nodes(nodes, split_chunk(chunk)[0]))
             except LabkitError as err:
-                raise err.locate(chunk=index)
+                err.locate(chunk=index)
+                raise  # the same error, located
         if not outputs:
             raise InputError("execute got an empty iterable")
         return np.concatenate(outputs)
@@ -225,7 +228,7 @@ class Flow:
         atomic_dump(self, path, format)
 
     @classmethod
-    def load(cls, path, allow=None, trusted: bool = False) -> "Flow":
+    def load(cls, path, allow=None, trusted: bool = False) -> Flow:
         """Load a flow saved with :meth:`save`.
 
         Parameters

@@ -348,11 +348,13 @@ class Node:
         try:
             yield
         except LabkitError as err:
-            raise err.locate(**self._where())
+            err.locate(**self._where())
+            raise  # the same error, located
         except USER_EXITS as exc:  # sys.exit() in a hook fails the hook, not the worker
-            err = located(exc, f"{type(self).__name__}.{hook}", **self._where())
+            error = located(exc, f"{type(self).__name__}.{hook}", **self._where())
+            text = getattr(error, "user_traceback", None) or error.remote_traceback or ""
             # shown as the cause, as for a task's error handed to its caller (for_caller)
-            raise err from RemoteTraceback(err.user_traceback or err.remote_traceback)
+            raise error from RemoteTraceback(text)
 
     # -- views -----------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def merge_sums(mine: dict, theirs: dict) -> dict:
     out = dict(mine)
     for cls, stats in theirs.items():
         if cls in out:
-            out[cls] = [a if b is None else a + b for a, b in zip(out[cls], stats)]
+            out[cls] = [a if b is None else a + b for a, b in zip(out[cls], stats, strict=True)]
         else:
             out[cls] = list(stats)
     return out
@@ -163,6 +163,8 @@ class GaussianClassifier(Node):
                 f"{self.name} must be trained before label or prob", node_name=self.name
             )
         x = self._check_input(x).astype(np.float64, copy=False)
+        assert self.classes is not None and self.means is not None  # trained
+        assert self._whiten is not None and self._log_norm is not None
         out = np.empty((x.shape[0], len(self.classes)))
         for k in range(len(self.classes)):
             z = (x - self.means[k]) @ self._whiten[k].T
@@ -180,7 +182,9 @@ class GaussianClassifier(Node):
 
     def label(self, x) -> np.ndarray:
         """The most probable class of each row."""
-        return self.classes[np.argmax(self._log_joint(x), axis=1)]
+        joint = self._log_joint(x)
+        assert self.classes is not None  # trained: _log_joint checked
+        return self.classes[np.argmax(joint, axis=1)]
 
     def _execute(self, x):
         return x

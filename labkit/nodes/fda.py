@@ -148,6 +148,7 @@ class FDA(Node):
             )
         centred = x - self.mean
         # Subtract each row's class mean, gathered through the sorted class index.
+        assert self.classes is not None  # phase 0 found them
         class_rows = np.searchsorted(self.classes, labels)
         means = np.array([self.class_means[c] for c in self.classes.tolist()])
         within = x - means[class_rows]
@@ -176,6 +177,7 @@ class FDA(Node):
 
     def _finish_projection(self):
         n = self.samples_seen
+        assert self._total is not None and self._within is not None and self.classes is not None
         vectors, ratios = fisher_directions(self._total / n, self._within / n)
         dim = self._requested_dim
         if dim is None:

@@ -181,6 +181,7 @@ class KMeans(Node):
         self._keys, self._rows = smallest_rows(keys, rows, self.n_clusters)
 
     def _add_assignments(self, x):
+        assert self.centers is not None  # phase 0 chose them
         dist = squared_distances(x, self.centers)
         nearest = np.argmin(dist, axis=1)
         onehot = np.zeros((self.n_clusters, x.shape[0]))
@@ -194,6 +195,7 @@ class KMeans(Node):
 
     def _stop_training(self):
         if self.phase == 0:
+            assert self._rows is not None  # a phase with samples has candidates
             if self._rows.shape[0] < self.n_clusters:
                 raise InputError(
                     f"{self.name} needs {self.n_clusters} distinct samples, "
@@ -207,6 +209,7 @@ class KMeans(Node):
         self._reset_stats()
 
     def _update_centers(self):
+        assert self._counts is not None and self._sums is not None and self.centers is not None
         filled = self._counts > 0
         # An empty cluster keeps its old centre rather than becoming NaN.
         new = self.centers.copy()
@@ -243,6 +246,7 @@ class KMeans(Node):
     # -- output ----------------------------------------------------------------
 
     def _execute(self, x):
+        assert self.centers is not None  # trained
         dist = squared_distances(x.astype(np.float64, copy=False), self.centers)
         return dist.astype(self.dtype, copy=False)
 
@@ -251,6 +255,7 @@ class KMeans(Node):
         if self.is_training():
             raise NotFittedError(f"{self.name} must be trained before label", node_name=self.name)
         x = self._check_input(x).astype(np.float64, copy=False)
+        assert self.centers is not None  # trained
         return np.argmin(squared_distances(x, self.centers), axis=1)
 
     def _plot_data(self):

@@ -125,6 +125,7 @@ class LinearRegression(Node):
         self._xty = xty if self._xty is None else self._xty + xty
 
     def _stop_training(self):
+        assert self._xtx is not None and self._xty is not None  # a phase with samples: sums
         xtx = self._xtx.copy()
         diag = np.arange(int(self.with_bias), xtx.shape[0])
         xtx[diag, diag] += self.reg
@@ -149,6 +150,7 @@ class LinearRegression(Node):
             self._xtx, self._xty = xtx, xty
             self._output_dim = partial["output_dim"]
             return
+        assert self._xty is not None  # set with self._xtx
         if xty.shape != self._xty.shape:
             raise InputError(
                 f"{self.name} expects {self._xty.shape[1]} target columns, "

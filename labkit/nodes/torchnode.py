@@ -23,6 +23,7 @@ import copy
 import math
 import threading
 import zlib
+from typing import Any
 
 import numpy as np
 import torch
@@ -162,8 +163,8 @@ class TorchNode(Node):
 
     def _reset_sums(self) -> None:
         """Empty the phase accumulators."""
-        self._sums = {}  # state_dict key -> float64 sum of rows * value
-        self._maxima = {}  # non-floating state (batch counts) -> largest seen
+        self._sums: dict[str, Any] = {}  # state_dict key -> float64 sum of rows * value
+        self._maxima: dict[str, Any] = {}  # non-floating state (batch counts) -> largest seen
         self._weight = 0  # rows behind the sums
         self._loss_sum = 0.0  # sum of rows * batch loss
 
@@ -220,7 +221,8 @@ class TorchNode(Node):
 
     def _chunk_seed(self, x: np.ndarray) -> int:
         """A seed from ``seed``, the phase and the chunk's bytes (the same on any machine)."""
-        salt = zlib.crc32(np.ascontiguousarray(x).view(np.uint8).ravel())
+        data = np.ascontiguousarray(x).view(np.uint8).ravel()
+        salt = zlib.crc32(data)  # type: ignore[arg-type]  # numpy's stubs: an array is a buffer
         return zlib.crc32(f"{self.seed}/{self.phase}".encode(), salt)
 
     def _one_pass(self, replica, inputs, target) -> float:
