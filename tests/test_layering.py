@@ -25,6 +25,11 @@ RULES = [
     *[(part, "labkit.views", "the engine never imports a view") for part in ENGINE],
     ("labkit.scheduling", "labkit.flows", "schedulers know tasks, not flows"),
     ("labkit.views", "labkit.flows", "views know runs and events, not flows"),
+    ("labkit.flows", "labkit.nodes", "nodes build on the flows' node contract, not the reverse"),
+    *[(room, other, "flows and nodes know chunks and schedulers, not trials or replicas")
+      for room in ["labkit.flows", "labkit.nodes"]
+      for other in ["labkit.experiments", "labkit.data_parallel"]],
+    ("labkit.nodes", "labkit.scheduling", "a node knows chunks, not where they run"),
     *[("labkit.checkpoints", other, "checkpoints are a ground floor: others declare their classes")
       for other in ["labkit.flows", "labkit.nodes", "labkit.experiments", "labkit.data_parallel",
                     "labkit.views", "labkit.scheduling", "labkit.pipeline", "labkit.program",
