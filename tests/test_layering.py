@@ -15,7 +15,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
 
-ENGINE = ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
+ENGINE = ["labkit.checkpoints", "labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
           "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.experiments",
           "labkit.runs", "labkit.events", "labkit.errors"]
 GROUND_FLOOR = ["labkit.errors", "labkit.events", "labkit.runs"]
@@ -25,6 +25,15 @@ RULES = [
     *[(part, "labkit.views", "the engine never imports a view") for part in ENGINE],
     ("labkit.scheduling", "labkit.flows", "schedulers know tasks, not flows"),
     ("labkit.views", "labkit.flows", "views know runs and events, not flows"),
+    ("labkit.flows", "labkit.nodes", "nodes build on the flows' node contract, not the reverse"),
+    *[(room, other, "flows and nodes know chunks and schedulers, not trials or replicas")
+      for room in ["labkit.flows", "labkit.nodes"]
+      for other in ["labkit.experiments", "labkit.data_parallel"]],
+    ("labkit.nodes", "labkit.scheduling", "a node knows chunks, not where they run"),
+    *[("labkit.checkpoints", other, "checkpoints are a ground floor: others declare their classes")
+      for other in ["labkit.flows", "labkit.nodes", "labkit.experiments", "labkit.data_parallel",
+                    "labkit.views", "labkit.scheduling", "labkit.pipeline", "labkit.program",
+                    "labkit.ensemble", "labkit.runs", "labkit.events"]],
     *[(part, other, "the ground floor imports only itself")
       for part in GROUND_FLOOR
       for other in ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
@@ -105,3 +114,17 @@ def test_the_checker_catches_a_planted_violation(tmp_path):
     assert violations(copy) == [
         "labkit.scheduling.base imports labkit.views (the engine never imports a view)",
         "labkit.scheduling.base imports labkit.views.board (the engine never imports a view)"]
+
+
+def test_checkpoints_may_not_learn_about_flows_by_an_import(tmp_path):
+    """The import circle closed by a lazy ``from .flow import Flow`` is caught in checkpoints."""
+    import shutil
+    copy = tmp_path / "labkit"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    bad = copy / "checkpoints" / "allowed.py"
+    bad.write_text(bad.read_text() + "\n\ndef _flow():\n    from ..flows.flow import Flow\n")
+    assert violations(copy) == [
+        "labkit.checkpoints.allowed imports labkit.flows.flow "
+        "(checkpoints are a ground floor: others declare their classes)",
+        "labkit.checkpoints.allowed imports labkit.flows.flow.Flow "
+        "(checkpoints are a ground floor: others declare their classes)"]

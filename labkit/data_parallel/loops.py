@@ -287,7 +287,7 @@ def _epoch_options(commit_every, checkpoint, max_failures) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InputError(f"{name} must be an int >= 0, got {value!r}", argument=name)
     if options["checkpoint"] is not None:
-        from ..flows.snapshot import check_writable
+        from ..checkpoints import check_writable
 
         options["checkpoint"] = check_writable(options["checkpoint"])
     return options

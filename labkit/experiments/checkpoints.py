@@ -1,7 +1,7 @@
 """A trial's checkpoints as bytes in labkit's safe format, and the files big ones go to.
 
 ``trial.checkpoint(obj)`` encodes ``obj`` at once, where the trial runs, into
-the safe checkpoint format of :mod:`labkit.flows.snapshot` (JSON structure,
+the safe checkpoint format of :mod:`labkit.checkpoints` (JSON structure,
 numpy arrays read without pickle, torch tensors read with
 ``weights_only=True``): loading one back runs no code named in it, and a
 value the format cannot hold fails in the trial's own line.  The bytes then
@@ -41,8 +41,8 @@ ADVICE = (
 def encode(obj, who: str = "the trial") -> bytes:
     """``obj`` in the safe checkpoint format, refused now if ``trial.restore()`` could not
     load it back; the InputError names ``who`` and the field (``checkpoint['opt'].lr``)."""
-    from ..flows.snapshot import write_snapshot
-    from ..flows.snapshot_state import Allowed, Encoder
+    from ..checkpoints import write_snapshot
+    from ..checkpoints import Allowed, Encoder
 
     buffer = io.BytesIO()
     try:
@@ -59,7 +59,7 @@ def encode(obj, who: str = "the trial") -> bytes:
 
 def decode(blob: bytes, where: str = "<checkpoint>"):
     """The object in ``blob``; loading runs no code named in it."""
-    from ..flows.snapshot import read_snapshot
+    from ..checkpoints import read_snapshot
 
     return read_snapshot(io.BytesIO(blob), where, root="checkpoint")
 

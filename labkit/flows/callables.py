@@ -17,14 +17,15 @@ Examples
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 
 from ..errors import LabkitError
 from ..scheduling.task import TaskCallable
-from .sources import split_chunk
+from .chunks import split_chunk
 
-__all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes"]
+__all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes", "join_execute_forks"]
 
 
 def execute_nodes(nodes, x, first_index: int = 0):
@@ -33,7 +34,8 @@ def execute_nodes(nodes, x, first_index: int = 0):
         try:
             x = node.execute(x)
         except LabkitError as err:
-            raise err.locate(node=first_index + offset, node_name=node.name)
+            err.locate(node=first_index + offset, node_name=node.name)
+            raise  # the same error, located
     return x
 
 
@@ -60,6 +62,10 @@ class FlowTrainCallable(TaskCallable):
     def holds_gil(self) -> bool:
         """Whether a node the chunk goes through runs GIL-holding Python."""
         return any(getattr(n, "holds_gil", True) for n in [*self.prefix, self.node])
+
+    @holds_gil.setter
+    def holds_gil(self, value: bool) -> None:
+        raise AttributeError("holds_gil follows the nodes: set it on a node class")
 
     def fork(self):
         forked = copy.copy(self)
@@ -97,6 +103,10 @@ class FlowExecuteCallable(TaskCallable):
         """Whether a node of the flow runs GIL-holding Python."""
         return any(getattr(n, "holds_gil", True) for n in self.nodes)
 
+    @holds_gil.setter
+    def holds_gil(self, value: bool) -> None:
+        raise AttributeError("holds_gil follows the nodes: set it on a node class")
+
     def parts(self) -> dict:
         """The nodes it carries, named (for messages)."""
         return _node_parts(self.nodes)
@@ -119,3 +129,11 @@ class FlowExecuteCallable(TaskCallable):
 def _node_parts(nodes) -> dict:
     """``{"node 2 (PCA)": node, ...}``: each node by its place in the flow and its name."""
     return {f"node {i} ({getattr(n, 'name', type(n).__name__)})": n for i, n in enumerate(nodes)}
+
+
+def join_execute_forks(nodes: list[Any], result: tuple[Any, dict[int, Any]]) -> Any:
+    """The output of a forking execute task, its forks joined into ``nodes``."""
+    y, forks = result
+    for index, forked in forks.items():
+        nodes[index].join(forked)
+    return y

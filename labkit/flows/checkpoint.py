@@ -4,7 +4,7 @@ Checkpoint functions are called as ``fn(flow, node_index)`` after a node
 finishes training.  :class:`CheckpointSaver` writes the whole flow atomically
 (temp file + rename), so a crash never leaves a half-written checkpoint, in
 labkit's safe format (loading it runs no code from the file; see
-:mod:`labkit.flows.snapshot`); ``CheckpointFlow.load(path).train(data,
+:mod:`labkit.checkpoints`); ``CheckpointFlow.load(path).train(data,
 resume=True, ...)`` goes on from the first node that is not trained.  A
 checkpoint path whose folder is missing is an error before any node trains.
 
@@ -22,12 +22,11 @@ False
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
+from ..checkpoints import FORMATS, atomic_dump, check_writable
 from ..errors import InputError, LabkitError
-from .flow import atomic_dump
 from .parallel import ParallelFlow
-from .snapshot import FORMATS, check_writable
 
 __all__ = ["CheckpointFlow", "CheckpointSaver"]
 
@@ -57,7 +56,7 @@ class CheckpointFlow(ParallelFlow):
 
     _checkpoints: list = []
 
-    def train(
+    def train(  # type: ignore[override]  # public since the seed: checkpoints come second
         self,
         data_iterables,
         checkpoints=None,
@@ -111,7 +110,8 @@ class CheckpointFlow(ParallelFlow):
             try:
                 out.append(CheckpointSaver(entry) if is_path else entry)
             except InputError as err:
-                raise err.locate(node=i, node_name=self.nodes[i].name)
+                err.locate(node=i, node_name=self.nodes[i].name)
+                raise  # the same error, located
         return out
 
     def _after_node(self, i: int) -> None:
@@ -120,7 +120,8 @@ class CheckpointFlow(ParallelFlow):
             try:
                 checkpoint(self, i)
             except LabkitError as err:  # a full disk, say: which node's checkpoint it was
-                raise err.locate(node=i, node_name=self.nodes[i].name)
+                err.locate(node=i, node_name=self.nodes[i].name)
+                raise  # the same error, located
 
     def __getstate__(self):
         state = dict(self.__dict__)

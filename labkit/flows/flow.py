@@ -18,45 +18,19 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, LabkitError, NotFittedError, StorageError, TrainingError
+from ..checkpoints import atomic_dump, load_checkpoint
+from ..errors import InputError, LabkitError, NotFittedError, TrainingError
+from ..scheduling.local import resolve_local
 from .callables import execute_nodes
+from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 from .node import Node
-from .snapshot import load_checkpoint, make_temp, remove_stale_temps, writer
-from .sources import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 
 __all__ = ["Flow", "atomic_dump", "restore_node"]
-
-
-def atomic_dump(obj, path, format: str = "safe") -> None:
-    """Write ``obj`` to ``path`` atomically: a temp file beside it, then rename.
-
-    ``format`` is ``"safe"`` (labkit's checkpoint format, see
-    :mod:`labkit.flows.snapshot`) or ``"pickle"``.  Temp files that killed
-    saves to ``path`` left behind are removed first; a crash never leaves a
-    half-written ``path``.
-    """
-    path = os.fspath(path)
-    write = writer(obj, format)  # encodes now: what cannot be stored fails before any file
-    tmp = None
-    try:
-        remove_stale_temps(path)
-        fd, tmp = make_temp(path)
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, LabkitError):
-            kept = "the file there is as it was" if os.path.exists(path) else "nothing was written"
-            raise StorageError.of(exc, f"saving to {path} ({kept})", path) from exc
-        raise
 
 
 def restore_node(node: Node, snapshot: Node) -> None:
@@ -102,16 +76,16 @@ class Flow:
             otherwise a trained node is an error.
         """
         sources = self._check_training(data_iterables, resume)
-        for i, node in enumerate(self.nodes):
-            if sources[i] is not None:
-                self._train_node_serial(i, sources[i])
+        for i, source in enumerate(sources):
+            if source is not None:
+                self._train_node_serial(i, source)
                 self._after_node(i)
 
     def _check_training(self, data_iterables, resume: bool) -> list:
         """Validate inputs up front; one chunk source per node (None: skip)."""
         sources = check_data_iterables(data_iterables, len(self.nodes))
-        out = []
-        for i, (node, data) in enumerate(zip(self.nodes, sources)):
+        out: list[Any] = []
+        for i, (node, data) in enumerate(zip(self.nodes, sources, strict=True)):
             where = {"node": i, "node_name": node.name}
             if not node.is_trainable() or (resume and not node.is_training()):
                 out.append(None)
@@ -148,8 +122,6 @@ class Flow:
 
     def _train_phase_serial(self, i: int, chunks) -> None:
         """One phase of node ``i`` on the client; errors name node, phase and chunk."""
-        from ..scheduling.local import resolve_local
-
         node, phase, count = self.nodes[i], self.nodes[i].phase, 0
         where = dict(node=i, node_name=node.name, phase=phase)
         for count, chunk in enumerate(pulled(chunks, **where), start=1):
@@ -157,7 +129,8 @@ class Flow:
                 x, args = split_chunk(resolve_local(chunk))
                 node.train(execute_nodes(self.nodes[:i], x), *args)
             except LabkitError as err:
-                raise err.locate(node=i, node_name=node.name, phase=phase, chunk=count - 1)
+                err.locate(node=i, node_name=node.name, phase=phase, chunk=count - 1)
+                raise  # the same error, located
         if count == 0:
             raise InputError(
                 f"{node.name} got an empty data iterable", node=i, node_name=node.name, phase=phase
@@ -165,7 +138,8 @@ class Flow:
         try:
             node.stop_training()
         except LabkitError as err:
-            raise err.locate(node=i, node_name=node.name, phase=phase)
+            err.locate(node=i, node_name=node.name, phase=phase)
+            raise  # the same error, located
 
     def _after_node(self, i: int) -> None:
         """Called after node ``i`` finished training (checkpoints hook in here)."""
@@ -182,7 +156,8 @@ class Flow:
             try:
                 outputs.append(execute_nodes(nodes, split_chunk(chunk)[0]))
             except LabkitError as err:
-                raise err.locate(chunk=index)
+                err.locate(chunk=index)
+                raise  # the same error, located
         if not outputs:
             raise InputError("execute got an empty iterable")
         return np.concatenate(outputs)
@@ -253,7 +228,7 @@ class Flow:
         atomic_dump(self, path, format)
 
     @classmethod
-    def load(cls, path, allow=None, trusted: bool = False) -> "Flow":
+    def load(cls, path, allow=None, trusted: bool = False) -> Flow:
         """Load a flow saved with :meth:`save`.
 
         Parameters

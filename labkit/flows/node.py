@@ -25,8 +25,10 @@ Examples
 ...         return x - self.mean
 ...     def _fork(self):
 ...         return Mean()
-...     def _join(self, forked):
-...         self.total = self.total + forked.total
+...     def _partial(self):
+...         return self.total
+...     def _join(self, total):
+...         self.total = self.total + total
 >>> node = Mean()
 >>> fork = node.fork(); fork.train(np.ones((4, 2)))
 >>> node.join(fork); node.stop_training()
@@ -37,10 +39,7 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
-import math
-import numbers
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -55,91 +54,27 @@ from ..errors import (
     TrainingError,
     located,
 )
+from .checks import as_chunk, check_parts, checked_dtype, positive_int, real_number, require_finite
 
-__all__ = ["Node", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
+__all__ = ["Node", "Partial", "FLOAT_DTYPES", "require_finite", "positive_int", "real_number"]
 
 FLOAT_DTYPES = ("float32", "float64")
 
 
-def positive_int(node: "Node", value, what: str, allow_none: bool = False) -> int | None:
-    """``value`` as an int >= 1 (``None`` where allowed), else an InputError naming it.
+@dataclasses.dataclass(frozen=True)
+class Partial:
+    """What a fork hands to the node it joins (:meth:`Node.partial`).
 
-    One rule for every count a node takes (``n_clusters``, ``epochs``,
-    ``input_dim``...): a float such as 2.5 is refused rather than truncated.
+    Its place in training (phase, the input dim and dtype it fixed, the
+    samples it saw) and its ``statistics``: whatever the node's ``_partial``
+    returns and its ``_join`` merges.
     """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InputError(
-            f"{node.name} {what} must be an int >= 1, got {value!r}",
-            node_name=node.name,
-            argument=what,
-        )
-    return int(value)
 
-
-def real_number(
-    node: "Node",
-    value,
-    what: str,
-    low: float = 0.0,
-    high: float = math.inf,
-    open_low: bool = False,
-    open_high: bool = False,
-) -> float:
-    """``value`` as a finite float within ``low``..``high``, else an InputError naming it.
-
-    ``open_low``/``open_high`` leave the bound itself out.
-    """
-    ok = (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, (bool, np.bool_))
-        and math.isfinite(value)
-        and (value > low if open_low else value >= low)
-        and (value < high if open_high else value <= high)
-    )
-    if not ok:
-        lower = f"{'(' if open_low else '['}{low:g}"
-        upper = f"{high:g}{')' if open_high or high == math.inf else ']'}"
-        raise InputError(
-            f"{node.name} {what} must be a finite number in {lower}, {upper}, got {value!r}",
-            node_name=node.name,
-            argument=what,
-        )
-    return float(value)
-
-
-@functools.lru_cache(maxsize=None)
-def _extra_parts(train) -> tuple[int, int | None]:
-    """How many parts besides ``x`` a ``_train`` takes: ``(required, most)``; most None: any."""
-    try:
-        params = list(inspect.signature(train).parameters.values())[1:]  # without self
-    except (TypeError, ValueError):  # no signature to read: let _train judge
-        return 0, None
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unlimited = any(p.kind == p.VAR_POSITIONAL for p in params)
-    if positional:
-        positional = positional[1:]  # x
-    required = sum(1 for p in positional if p.default is p.empty)
-    return required, None if unlimited else len(positional)
-
-
-def require_finite(node: "Node", values, what: str = "its input") -> None:
-    """Raise an :class:`InputError` when ``values``, a reduction of one chunk, is not finite.
-
-    Nodes pass a small reduction they compute anyway (a column sum, the
-    diagonal of ``x.T @ x``): NaN or inf anywhere in the chunk shows there, so
-    the check costs O(columns) instead of another pass over the chunk, and it
-    runs before the node's statistics take the chunk in.
-    """
-    if not np.isfinite(values).all():
-        raise InputError(
-            f"{node.name} got NaN or inf in {what}: the chunk's data is not "
-            "finite (clean it, or set check_finite=True to reject such chunks "
-            "on arrival)",
-            node_name=node.name,
-            phase=node.phase,
-        )
+    phase: int
+    input_dim: int | None
+    dtype: np.dtype | None
+    samples: int
+    statistics: Any
 
 
 class Node:
@@ -173,7 +108,7 @@ class Node:
         self.name = name or type(self).__name__
         self._input_dim = positive_int(self, input_dim, "input_dim", allow_none=True)
         self._output_dim = output_dim
-        self._dtype = self._checked_dtype(dtype)
+        self._dtype = checked_dtype(self.name, dtype, self.supported_dtypes)
         self.check_finite = check_finite
         self._phase = 0
         self._training = self.is_trainable()
@@ -186,7 +121,7 @@ class Node:
     @classmethod
     def is_trainable(cls) -> bool:
         """Whether the node learns from data (it overrides ``_train``)."""
-        return cls._train is not Node._train
+        return cls._train is not vars(Node)["_train"]
 
     def is_training(self) -> bool:
         """Whether training phases remain."""
@@ -236,7 +171,7 @@ class Node:
         if not self._training:
             raise TrainingError(f"training of {self.name} is finished", node_name=self.name)
         x = self._check_input(x)
-        self._check_parts(args)
+        check_parts(self.name, type(self)._train, args)
         with self._hook("_train"):
             self._train(x, *args)
         self._samples += x.shape[0]
@@ -296,7 +231,7 @@ class Node:
 
     # -- fork and join -----------------------------------------------------------
 
-    def fork(self) -> "Node":
+    def fork(self) -> Node:
         """A fresh node with this node's parameters and empty statistics."""
         if not (self._training or self.use_execute_fork()):
             raise TrainingError(
@@ -310,18 +245,58 @@ class Node:
                 f"{type(self).__name__}._fork returned a {type(forked).__name__}, not a Node",
                 **self._where(),
             )
-        forked.name = self.name
-        forked._phase, forked._training = self._phase, self._training
-        forked._input_dim, forked._dtype = self._input_dim, self._dtype
-        forked.check_finite = self.check_finite
-        forked._samples, forked._joins, forked._is_fork = 0, 0, True
+        forked.begin_fork(self)
         return forked
 
-    def join(self, forked: "Node") -> None:
+    def begin_fork(self, parent: Node) -> None:
+        """Start as a fork of ``parent``: its name, phase, dims and checks; no samples yet.
+
+        :meth:`fork` calls it on what ``_fork`` made.
+        """
+        self.name = parent.name
+        self._phase, self._training = parent.phase, parent.is_training()
+        self._input_dim, self._dtype = parent.input_dim, parent.dtype
+        self.check_finite = parent.check_finite
+        self._samples, self._joins, self._is_fork = 0, 0, True
+
+    @property
+    def joined(self) -> bool:
+        """Whether this fork was joined (its statistics are in the node it joined)."""
+        return getattr(self, "_joined", False)
+
+    def partial(self) -> Partial:
+        """What joining this fork merges: where it is in training and its statistics."""
+        return Partial(
+            phase=self._phase,
+            input_dim=self._input_dim,
+            dtype=self._dtype,
+            samples=self._samples,
+            statistics=self._partial(),
+        )
+
+    def join(self, forked: Node) -> None:
         """Merge the statistics of ``forked`` into this node."""
-        self._check_fork(forked)
-        for attr, what in (("_input_dim", "input dim"), ("_dtype", "dtype")):
-            mine, theirs = getattr(self, attr), getattr(forked, attr)
+        self.check_fork(forked)
+        partial = forked.partial()
+        self._adopt_dims(partial)
+        with self._hook("_join"):
+            self._join(partial.statistics)
+        # its statistics are in here now: joining it again would count them twice
+        forked.mark_joined()
+        self._samples += partial.samples
+        self._joins += 1
+
+    def mark_joined(self) -> None:
+        """Note that this fork's statistics were joined: a second join is refused."""
+        self._joined = True
+
+    def _adopt_dims(self, partial: Partial) -> None:
+        """Take the fork's input dim and dtype where unknown here; refuse others."""
+        for attr, theirs, what in (
+            ("_input_dim", partial.input_dim, "input dim"),
+            ("_dtype", partial.dtype, "dtype"),
+        ):
+            mine = getattr(self, attr)
             if mine is None:
                 setattr(self, attr, theirs)
             elif theirs is not None and mine != theirs:
@@ -330,34 +305,28 @@ class Node:
                     node_name=self.name,
                     phase=self._phase,
                 )
-        with self._hook("_join"):
-            self._join(forked)
-        # its statistics are in here now: joining it again would count them twice
-        forked._joined = True
-        self._samples += forked._samples
-        self._joins += 1
 
-    def _check_fork(self, forked) -> None:
+    def check_fork(self, forked: object) -> None:
         """A TrainingError unless ``forked`` is a fork of this node's kind and phase, not
         joined yet."""
         related = isinstance(forked, Node) and (
             isinstance(forked, type(self)) or isinstance(self, type(forked))
         )
-        if not related:
+        if not isinstance(forked, Node) or not related:
             raise TrainingError(
                 f"{self.name}.join takes a fork of this node (node.fork()), "
                 f"got {type(forked).__name__}",
                 **self._where(),
             )
-        if getattr(forked, "_joined", False):
+        if forked.joined:
             raise TrainingError(
                 f"this fork was joined already; joining it into {self.name} "
                 "again would count its samples twice",
                 **self._where(),
             )
-        if forked._phase != self._phase:
+        if forked.phase != self._phase:
             raise TrainingError(
-                f"cannot join a fork of phase {forked._phase} into "
+                f"cannot join a fork of phase {forked.phase} into "
                 f"{self.name} at phase {self._phase}",
                 **self._where(),
             )
@@ -379,11 +348,13 @@ class Node:
         try:
             yield
         except LabkitError as err:
-            raise err.locate(**self._where())
+            err.locate(**self._where())
+            raise  # the same error, located
         except USER_EXITS as exc:  # sys.exit() in a hook fails the hook, not the worker
-            err = located(exc, f"{type(self).__name__}.{hook}", **self._where())
+            error = located(exc, f"{type(self).__name__}.{hook}", **self._where())
+            text = getattr(error, "user_traceback", None) or error.remote_traceback or ""
             # shown as the cause, as for a task's error handed to its caller (for_caller)
-            raise err from RemoteTraceback(err.user_traceback or err.remote_traceback)
+            raise error from RemoteTraceback(text)
 
     # -- views -----------------------------------------------------------------
 
@@ -413,26 +384,9 @@ class Node:
 
     # -- input checks ----------------------------------------------------------
 
-    def _check_input(self, x) -> np.ndarray:
+    def _check_input(self, x: Any) -> np.ndarray:
         """Fix input dim and dtype from the first chunk; check every later one."""
-        if not isinstance(x, np.ndarray):
-            x = self._as_array(x)
-        if x.ndim != 2:
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got shape {x.shape}",
-                node_name=self.name,
-            )
-        if x.shape[1] == 0:
-            raise InputError(
-                f"{self.name} expects at least one column (feature), got shape {x.shape}",
-                node_name=self.name,
-            )
-        if self.supported_dtypes is not None and x.dtype.name not in self.supported_dtypes:
-            raise InputError(
-                f"{self.name} does not support dtype {x.dtype} "
-                f"(supported: {', '.join(self.supported_dtypes)})",
-                node_name=self.name,
-            )
+        x = as_chunk(self.name, x, self.supported_dtypes)
         if self._input_dim is None:
             self._input_dim = x.shape[1]
         elif x.shape[1] != self._input_dim:
@@ -450,67 +404,6 @@ class Node:
             raise InputError(f"{self.name} got NaN or inf in its input", node_name=self.name)
         return x
 
-    def _as_array(self, x) -> np.ndarray:
-        """A chunk that is not an array (a list, a DataFrame) as one, or an InputError."""
-        try:
-            array = np.asarray(x)
-        except (ValueError, TypeError) as exc:  # ragged rows, say
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got a "
-                f"{type(x).__name__} that is not one ({exc})",
-                node_name=self.name,
-            ) from None
-        if array.ndim != 2:
-            raise InputError(
-                f"{self.name} expects a 2-D array (samples x features), got a "
-                f"{type(x).__name__} of shape {array.shape}",
-                node_name=self.name,
-            )
-        return array
-
-    def _check_parts(self, args: tuple) -> None:
-        """An InputError when a chunk has more (or fewer) parts than ``_train`` takes.
-
-        A chunk ``(x, y)`` for a node that learns from ``x`` alone would otherwise
-        fail inside ``_train`` with Python's own argument error, or not at all.
-        """
-        required, most = _extra_parts(type(self)._train)
-        if most is not None and len(args) > most:
-            takes = "x alone" if most == 0 else f"x and at most {most} more part(s)"
-            raise InputError(
-                f"{self.name} trains on {takes}, but the chunk has {len(args)} "
-                f"more (a tuple (x, ...)); give it "
-                f"{'plain arrays' if most == 0 else 'fewer parts'}",
-                node_name=self.name,
-            )
-        if len(args) < required:
-            raise InputError(
-                f"{self.name} needs {required} part(s) besides x in each chunk "
-                f"(a tuple (x, ...)), got {len(args)}",
-                node_name=self.name,
-            )
-
-    def _checked_dtype(self, dtype) -> np.dtype | None:
-        """``dtype`` as a numpy dtype this node supports, or an InputError naming it."""
-        if dtype is None:
-            return None
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise InputError(
-                f"{self.name} dtype must be a numpy dtype, got {dtype!r}",
-                node_name=self.name,
-                argument="dtype",
-            ) from None
-        if self.supported_dtypes is not None and dtype.name not in self.supported_dtypes:
-            raise InputError(
-                f"{self.name} does not support dtype {dtype} (supported: "
-                f"{', '.join(self.supported_dtypes)})",
-                node_name=self.name,
-                argument="dtype",
-            )
-        return dtype
-
     # -- hooks for subclasses ----------------------------------------------------
 
     def _train(self, x, *args) -> None:
@@ -524,12 +417,20 @@ class Node:
         """Process one checked chunk."""
         return x
 
-    def _fork(self) -> "Node":
+    def _fork(self) -> Node:
         """A fresh node that accumulates on its own; by default the node cannot fork."""
         raise NotForkableError(f"{self.name} cannot fork; it trains locally", node_name=self.name)
 
-    def _join(self, forked: "Node") -> None:
-        """Merge a fork's statistics (must be commutative)."""
+    def _partial(self) -> Any:
+        """This fork's statistics, as ``_join`` takes them; the fork itself by default.
+
+        A node that keeps its statistics in private attributes returns them here
+        (an object, a dict, a dataclass), so no node reads another's privates.
+        """
+        return self
+
+    def _join(self, partial: Any) -> None:
+        """Merge a fork's statistics, what its ``_partial`` gave (must be commutative)."""
         raise NotForkableError(f"{self.name} cannot join forks", node_name=self.name)
 
     def __repr__(self) -> str:

@@ -31,10 +31,11 @@ from ..runs import start
 from ..scheduling.base import Scheduler
 from ..scheduling.local import LocalScheduler
 from ..scheduling.results import OrderedResultContainer, ResultContainer
-from .callables import FlowExecuteCallable, FlowTrainCallable
+from ..scheduling.starting import chunk_nbytes
+from .callables import FlowExecuteCallable, FlowTrainCallable, join_execute_forks
+from .chunks import as_chunks, known_length, pulled
 from .flow import Flow, restore_node
 from .manual import ManualTasksMixin
-from .sources import as_chunks, known_length, pulled
 from .worker_join import JOIN_MODES, WorkerJoin, WorkerJoinCallable
 
 __all__ = ["ParallelFlow", "JoinResultContainer"]
@@ -117,7 +118,7 @@ class ParallelFlow(ManualTasksMixin, Flow):
 
     # -- training ----------------------------------------------------------------
 
-    def train(
+    def train(  # type: ignore[override]  # public since the seed: the scheduler before resume
         self,
         data_iterables,
         scheduler=None,
@@ -287,7 +288,8 @@ class ParallelFlow(ManualTasksMixin, Flow):
         try:
             node.stop_training()
         except LabkitError as err:
-            raise err.locate(node=i, node_name=node.name, phase=phase)
+            err.locate(node=i, node_name=node.name, phase=phase)
+            raise  # the same error, located
         return n_tasks
 
     @staticmethod
@@ -340,7 +342,8 @@ class ParallelFlow(ManualTasksMixin, Flow):
                 )
         except LabkitError as err:
             joiner.abandon()
-            raise err.locate(**where)
+            err.locate(**where)
+            raise  # the same error, located
         except BaseException:
             joiner.abandon()
             raise
@@ -349,8 +352,6 @@ class ParallelFlow(ManualTasksMixin, Flow):
     def _submit_for_workers(self, scheduler, batch, chunks, callable_, joiner, scope, where) -> int:
         """Submit every chunk; take forks back on the way when the client keeps too much
         or views watch."""
-        from ..scheduling.starting import chunk_nbytes
-
         count, last = 0, time.monotonic()
         for chunk in pulled(chunks, **where):
             scope.check()
@@ -386,14 +387,15 @@ class ParallelFlow(ManualTasksMixin, Flow):
                     )
                 results = batch.get_results()
         except LabkitError as err:
-            raise err.locate(**where)
+            err.locate(**where)
+            raise  # the same error, located
         if isinstance(container, JoinResultContainer) and results != count:
             raise SchedulerError(f"joined {results} of {count} chunks", **where)
         return results
 
     # -- execution ---------------------------------------------------------------
 
-    def execute(
+    def execute(  # type: ignore[override]  # public since the seed: chunks and a scheduler
         self,
         iterable,
         scheduler=None,
@@ -436,12 +438,5 @@ class ParallelFlow(ManualTasksMixin, Flow):
             scheduler, chunks, task_callable, info, OrderedResultContainer(), scope
         )
         if task_callable.forking:
-            results = [self._join_execute_forks(nodes, r) for r in results]
+            results = [join_execute_forks(nodes, r) for r in results]
         return np.concatenate(results)
-
-    @staticmethod
-    def _join_execute_forks(nodes, result):
-        y, forks = result
-        for index, forked in forks.items():
-            nodes[index].join(forked)
-        return y

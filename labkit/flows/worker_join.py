@@ -30,6 +30,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -38,7 +39,8 @@ from dataclasses import dataclass, field
 from ..errors import CancelledError, SchedulerError
 from ..scheduling.task import TaskCallable, current_task, worker_address
 from .callables import FlowTrainCallable, execute_nodes
-from .sources import split_chunk
+from .chunks import split_chunk
+from .node import Node
 
 __all__ = ["WorkerJoinCallable", "WorkerJoin", "take_forks"]
 
@@ -52,7 +54,7 @@ JOIN_MODES = ("auto", "client", "workers")
 class _Fork:
     """One worker thread's fork for a phase and the chunks trained into it."""
 
-    node: object
+    node: Node
     chunks: list = field(default_factory=list)
     busy: bool = False  # a task is training into it: not taken until it is done
     broken: bool = False  # a chunk failed half-way: never joined
@@ -169,6 +171,10 @@ class WorkerJoinCallable(TaskCallable):
     def holds_gil(self) -> bool:
         return self.inner.holds_gil
 
+    @holds_gil.setter
+    def holds_gil(self, value: bool) -> None:
+        raise AttributeError("holds_gil follows the nodes: set it on a node class")
+
     def parts(self) -> dict:
         """The nodes of the usual train callable (for messages)."""
         return self.inner.parts()
@@ -268,8 +274,6 @@ class WorkerJoin:
 
     def abandon(self) -> None:
         """End the phase on the workers without joining (after an error)."""
-        try:
+        with contextlib.suppress(Exception):  # the cluster may be gone: nothing left to free
             self.scheduler.run_on_workers(take_forks, self.key, True)
-        except Exception:  # the cluster may be gone: nothing left to free
-            pass
         self.kept.clear()

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, NotFittedError
-from ..flows.node import Node, real_number, require_finite
+from ..flows.checks import real_number, require_finite
+from ..flows.node import Node
 
 __all__ = ["GaussianClassifier"]
 
@@ -68,7 +69,7 @@ def merge_sums(mine: dict, theirs: dict) -> dict:
     out = dict(mine)
     for cls, stats in theirs.items():
         if cls in out:
-            out[cls] = [a if b is None else a + b for a, b in zip(out[cls], stats)]
+            out[cls] = [a if b is None else a + b for a, b in zip(out[cls], stats, strict=True)]
         else:
             out[cls] = list(stats)
     return out
@@ -162,6 +163,8 @@ class GaussianClassifier(Node):
                 f"{self.name} must be trained before label or prob", node_name=self.name
             )
         x = self._check_input(x).astype(np.float64, copy=False)
+        assert self.classes is not None and self.means is not None  # trained
+        assert self._whiten is not None and self._log_norm is not None
         out = np.empty((x.shape[0], len(self.classes)))
         for k in range(len(self.classes)):
             z = (x - self.means[k]) @ self._whiten[k].T
@@ -179,7 +182,9 @@ class GaussianClassifier(Node):
 
     def label(self, x) -> np.ndarray:
         """The most probable class of each row."""
-        return self.classes[np.argmax(self._log_joint(x), axis=1)]
+        joint = self._log_joint(x)
+        assert self.classes is not None  # trained: _log_joint checked
+        return self.classes[np.argmax(joint, axis=1)]
 
     def _execute(self, x):
         return x
@@ -187,8 +192,11 @@ class GaussianClassifier(Node):
     def _fork(self):
         return GaussianClassifier(reg=self.reg)
 
-    def _join(self, forked):
-        self._sums = merge_sums(self._sums, forked._sums)
+    def _partial(self):
+        return self._sums
+
+    def _join(self, partial):
+        self._sums = merge_sums(self._sums, partial)
 
     def _plot_data(self):
         try:

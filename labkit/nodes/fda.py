@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.checks import require_finite
+from ..flows.node import Node
 from .classifier import check_labels, class_sums, merge_sums, sorted_classes
 from .pca import check_output_fits, parse_output_dim
 
@@ -147,6 +148,7 @@ class FDA(Node):
             )
         centred = x - self.mean
         # Subtract each row's class mean, gathered through the sorted class index.
+        assert self.classes is not None  # phase 0 found them
         class_rows = np.searchsorted(self.classes, labels)
         means = np.array([self.class_means[c] for c in self.classes.tolist()])
         within = x - means[class_rows]
@@ -175,6 +177,7 @@ class FDA(Node):
 
     def _finish_projection(self):
         n = self.samples_seen
+        assert self._total is not None and self._within is not None and self.classes is not None
         vectors, ratios = fisher_directions(self._total / n, self._within / n)
         dim = self._requested_dim
         if dim is None:
@@ -199,12 +202,17 @@ class FDA(Node):
         forked.class_means = self.class_means
         return forked
 
-    def _join(self, forked):
+    def _partial(self):
         if self.phase == 0:
-            self._sums = merge_sums(self._sums, forked._sums)
+            return {"_sums": self._sums}
+        return {"_total": self._total, "_within": self._within}
+
+    def _join(self, partial):
+        if self.phase == 0:
+            self._sums = merge_sums(self._sums, partial["_sums"])
             return
         for attr in ("_total", "_within"):
-            mine, theirs = getattr(self, attr), getattr(forked, attr)
+            mine, theirs = getattr(self, attr), partial[attr]
             if theirs is not None:
                 setattr(self, attr, theirs if mine is None else mine + theirs)
 

@@ -26,7 +26,8 @@ import numbers
 import numpy as np
 
 from ..errors import InputError, NotFittedError
-from ..flows.node import Node, positive_int, real_number, require_finite
+from ..flows.checks import positive_int, real_number, require_finite
+from ..flows.node import Node
 
 __all__ = ["KMeans"]
 
@@ -180,6 +181,7 @@ class KMeans(Node):
         self._keys, self._rows = smallest_rows(keys, rows, self.n_clusters)
 
     def _add_assignments(self, x):
+        assert self.centers is not None  # phase 0 chose them
         dist = squared_distances(x, self.centers)
         nearest = np.argmin(dist, axis=1)
         onehot = np.zeros((self.n_clusters, x.shape[0]))
@@ -193,6 +195,7 @@ class KMeans(Node):
 
     def _stop_training(self):
         if self.phase == 0:
+            assert self._rows is not None  # a phase with samples has candidates
             if self._rows.shape[0] < self.n_clusters:
                 raise InputError(
                     f"{self.name} needs {self.n_clusters} distinct samples, "
@@ -206,6 +209,7 @@ class KMeans(Node):
         self._reset_stats()
 
     def _update_centers(self):
+        assert self._counts is not None and self._sums is not None and self.centers is not None
         filled = self._counts > 0
         # An empty cluster keeps its old centre rather than becoming NaN.
         new = self.centers.copy()
@@ -222,20 +226,27 @@ class KMeans(Node):
         forked.centers = self.centers
         return forked
 
-    def _join(self, forked):
+    def _partial(self):
         if self.phase == 0:
-            if forked._keys is not None:
-                self._add_candidates(forked._keys, forked._rows)
-        elif forked._sums is not None:
+            return {"keys": self._keys, "rows": self._rows}
+        return {"sums": self._sums, "counts": self._counts, "inertia": self._inertia}
+
+    def _join(self, partial):
+        if self.phase == 0:
+            if partial["keys"] is not None:
+                self._add_candidates(partial["keys"], partial["rows"])
+        elif partial["sums"] is not None:
+            sums, counts = partial["sums"], partial["counts"]
             if self._sums is None:
-                self._sums, self._counts = forked._sums, forked._counts
+                self._sums, self._counts = sums, counts
             else:
-                self._sums, self._counts = self._sums + forked._sums, self._counts + forked._counts
-            self._inertia += forked._inertia
+                self._sums, self._counts = self._sums + sums, self._counts + counts
+            self._inertia += partial["inertia"]
 
     # -- output ----------------------------------------------------------------
 
     def _execute(self, x):
+        assert self.centers is not None  # trained
         dist = squared_distances(x.astype(np.float64, copy=False), self.centers)
         return dist.astype(self.dtype, copy=False)
 
@@ -244,6 +255,7 @@ class KMeans(Node):
         if self.is_training():
             raise NotFittedError(f"{self.name} must be trained before label", node_name=self.name)
         x = self._check_input(x).astype(np.float64, copy=False)
+        assert self.centers is not None  # trained
         return np.argmin(squared_distances(x, self.centers), axis=1)
 
     def _plot_data(self):

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, positive_int, real_number, require_finite
+from ..flows.checks import positive_int, real_number, require_finite
+from ..flows.node import Node
 from .regression import add_bias, as_targets
 
 __all__ = ["OnlineLinearRegression"]
@@ -104,7 +105,7 @@ class OnlineLinearRegression(Node):
         # Checked before the first update: beta changes in place, row by row.
         require_finite(self, norms, "its input")
         require_finite(self, y, "its targets")
-        for row, target, norm in zip(a, y, norms):
+        for row, target, norm in zip(a, y, norms, strict=True):
             error = target - row @ beta
             sq_error += float(error @ error)
             # Sequential on purpose: each step sees the weights of the last.

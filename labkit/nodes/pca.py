@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..flows.checks import require_finite
+from ..flows.node import Node
 
 __all__ = ["PCA", "Whitening"]
 
@@ -32,10 +33,16 @@ PLOT_EIGENVALUES = 50
 class _Moments:
     """Running float64 sums of ``x`` and ``x.T @ x`` and the sample count."""
 
-    def __init__(self):
-        self.sum = None
-        self.outer = None
+    def __init__(self) -> None:
+        self.sum: np.ndarray | None = None
+        self.outer: np.ndarray | None = None
         self.n = 0
+
+    def sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(sum, outer)``; a ValueError before the first chunk."""
+        if self.sum is None or self.outer is None:
+            raise ValueError("no samples added yet")
+        return self.sum, self.outer
 
     def add(self, x: np.ndarray, node: Node) -> None:
         """Add one chunk; ``node`` names it when the chunk is not finite."""
@@ -44,34 +51,36 @@ class _Moments:
         x = np.asarray(x, dtype=np.float64)
         total = x.sum(axis=0)
         require_finite(node, total)
-        if self.sum is None:
+        if self.sum is None or self.outer is None:
             self.sum = np.zeros(x.shape[1])
             self.outer = np.zeros((x.shape[1], x.shape[1]))
         self.sum += total
         self.outer += x.T @ x
         self.n += x.shape[0]
 
-    def merge(self, other: "_Moments") -> None:
+    def merge(self, other: _Moments) -> None:
         if other.sum is None:
             return
-        if self.sum is None:
-            self.sum, self.outer = other.sum.copy(), other.outer.copy()
+        total, outer = other.sums()
+        if self.sum is None or self.outer is None:
+            self.sum, self.outer = total.copy(), outer.copy()
         else:
-            self.sum += other.sum
-            self.outer += other.outer
+            self.sum += total
+            self.outer += outer
         self.n += other.n
 
     def covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """Unbiased covariance and mean; needs ``n >= 2``."""
-        avg = self.sum / self.n
-        cov = (self.outer - np.outer(self.sum, avg)) / (self.n - 1)
+        total, outer = self.sums()
+        avg = total / self.n
+        cov = (outer - np.outer(total, avg)) / (self.n - 1)
         # BLAS need not return a bit-symmetric x.T @ x; eigh reads one triangle
         # only, so an asymmetric matrix could make serial and parallel differ.
         return (cov + cov.T) / 2, avg
 
     def second_moment(self) -> np.ndarray:
         """Mean of ``x.T @ x`` per sample, not centred."""
-        mom = self.outer / self.n
+        mom = self.sums()[1] / self.n
         return (mom + mom.T) / 2
 
 
@@ -203,8 +212,11 @@ class PCA(Node):
     def _fork(self):
         return type(self)(output_dim=self._requested_output_dim, svd=self.svd, reduce=self.reduce)
 
-    def _join(self, forked):
-        self._moments.merge(forked._moments)
+    def _partial(self):
+        return self._moments
+
+    def _join(self, partial):
+        self._moments.merge(partial)
 
     def _covariance(self):
         if self._moments.n < 2:
@@ -255,6 +267,7 @@ class PCA(Node):
 
     def _plot_data(self):
         if not self._training:
+            assert self.d is not None  # trained
             return {"eigenvalues": self.d[:PLOT_EIGENVALUES]}
         if self._moments.n < 2:
             return {}

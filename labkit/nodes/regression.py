@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from ..flows.node import Node, real_number, require_finite
+from ..flows.checks import real_number, require_finite
+from ..flows.node import Node
 
 __all__ = ["LinearRegression"]
 
@@ -124,6 +125,7 @@ class LinearRegression(Node):
         self._xty = xty if self._xty is None else self._xty + xty
 
     def _stop_training(self):
+        assert self._xtx is not None and self._xty is not None  # a phase with samples: sums
         xtx = self._xtx.copy()
         diag = np.arange(int(self.with_bias), xtx.shape[0])
         xtx[diag, diag] += self.reg
@@ -137,21 +139,26 @@ class LinearRegression(Node):
     def _fork(self):
         return LinearRegression(with_bias=self.with_bias, reg=self.reg, output_dim=self._output_dim)
 
-    def _join(self, forked):
-        if forked._xtx is None:
+    def _partial(self):
+        return {"xtx": self._xtx, "xty": self._xty, "output_dim": self._output_dim}
+
+    def _join(self, partial):
+        xtx, xty = partial["xtx"], partial["xty"]
+        if xtx is None:
             return
         if self._xtx is None:
-            self._xtx, self._xty = forked._xtx, forked._xty
-            self._output_dim = forked._output_dim
+            self._xtx, self._xty = xtx, xty
+            self._output_dim = partial["output_dim"]
             return
-        if forked._xty.shape != self._xty.shape:
+        assert self._xty is not None  # set with self._xtx
+        if xty.shape != self._xty.shape:
             raise InputError(
                 f"{self.name} expects {self._xty.shape[1]} target columns, "
-                f"a fork had {forked._xty.shape[1]}",
+                f"a fork had {xty.shape[1]}",
                 node_name=self.name,
             )
-        self._xtx = self._xtx + forked._xtx
-        self._xty = self._xty + forked._xty
+        self._xtx = self._xtx + xtx
+        self._xty = self._xty + xty
 
     def _plot_data(self):
         if self.beta is None:

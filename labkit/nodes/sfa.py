@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
-from ..flows.node import Node, require_finite
+from ..errors import InputError, NotFittedError
+from ..flows.checks import require_finite
+from ..flows.node import Node
 from .pca import _Moments, check_output_fits, fix_signs, parse_output_dim
 
 __all__ = ["SFA"]
@@ -101,6 +102,8 @@ class SFA(Node):
         ``t`` is the duration of the training series in samples' units; with
         the default 1 the values are ``sqrt(d) / (2 pi)`` per sample.
         """
+        if self.d is None:
+            raise NotFittedError(f"{self.name} must be trained first", node_name=self.name)
         return t / (2 * np.pi) * np.sqrt(np.clip(self.d, 0.0, None))
 
     def _train(self, x):
@@ -118,9 +121,13 @@ class SFA(Node):
             output_dim=self._requested_output_dim, include_last_sample=self.include_last_sample
         )
 
-    def _join(self, forked):
-        self._x.merge(forked._x)
-        self._dx.merge(forked._dx)
+    def _partial(self):
+        return self._x, self._dx
+
+    def _join(self, partial):
+        x, dx = partial
+        self._x.merge(x)
+        self._dx.merge(dx)
 
     def _stop_training(self):
         check_output_fits(self, self._output_dim)

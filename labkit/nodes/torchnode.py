@@ -23,12 +23,14 @@ import copy
 import math
 import threading
 import zlib
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import InputError, TrainingError
-from ..flows.node import Node, positive_int
+from ..flows.checks import positive_int
+from ..flows.node import Node
 
 __all__ = ["TorchNode"]
 
@@ -161,8 +163,8 @@ class TorchNode(Node):
 
     def _reset_sums(self) -> None:
         """Empty the phase accumulators."""
-        self._sums = {}  # state_dict key -> float64 sum of rows * value
-        self._maxima = {}  # non-floating state (batch counts) -> largest seen
+        self._sums: dict[str, Any] = {}  # state_dict key -> float64 sum of rows * value
+        self._maxima: dict[str, Any] = {}  # non-floating state (batch counts) -> largest seen
         self._weight = 0  # rows behind the sums
         self._loss_sum = 0.0  # sum of rows * batch loss
 
@@ -219,7 +221,8 @@ class TorchNode(Node):
 
     def _chunk_seed(self, x: np.ndarray) -> int:
         """A seed from ``seed``, the phase and the chunk's bytes (the same on any machine)."""
-        salt = zlib.crc32(np.ascontiguousarray(x).view(np.uint8).ravel())
+        data = np.ascontiguousarray(x).view(np.uint8).ravel()
+        salt = zlib.crc32(data)  # type: ignore[arg-type]  # numpy's stubs: an array is a buffer
         return zlib.crc32(f"{self.seed}/{self.phase}".encode(), salt)
 
     def _one_pass(self, replica, inputs, target) -> float:
@@ -298,19 +301,28 @@ class TorchNode(Node):
             output_dim=self._output_dim,
         )
 
-    def _join(self, forked):
-        if forked._output_dim is not None:
+    def _partial(self):
+        return {
+            "output_dim": self._output_dim,
+            "sums": self._sums,
+            "maxima": self._maxima,
+            "weight": self._weight,
+            "loss_sum": self._loss_sum,
+        }
+
+    def _join(self, partial):
+        theirs = partial["output_dim"]
+        if theirs is not None:
             if self._output_dim is None:
-                self._output_dim = forked._output_dim
-            elif forked._output_dim != self._output_dim:
+                self._output_dim = theirs
+            elif theirs != self._output_dim:
                 raise InputError(
-                    f"{self.name} expects output dim {self._output_dim}, "
-                    f"a fork had {forked._output_dim}",
+                    f"{self.name} expects output dim {self._output_dim}, a fork had {theirs}",
                     node_name=self.name,
                     phase=self.phase,
                 )
-        self._merge(forked._sums, forked._maxima, forked._weight)
-        self._loss_sum += forked._loss_sum
+        self._merge(partial["sums"], partial["maxima"], partial["weight"])
+        self._loss_sum += partial["loss_sum"]
 
     def _stop_training(self):
         averaged = {key: total / self._weight for key, total in self._sums.items()}

@@ -312,7 +312,7 @@ def test_a_checkpoint_file_holds_the_last_commit_in_the_safe_format(dask_schedul
                              scheduler=dask_scheduler) as t:
         t.fit((X, Y), batch_size=20, epochs=2, commit_every=5, checkpoint=path)
         final = {k: v.clone() for k, v in t.sync_model().state_dict().items()}
-    from labkit.flows.snapshot import load_checkpoint
+    from labkit.checkpoints import load_checkpoint
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:   # written from a thread of rank 0's worker
         if path.exists():

@@ -544,7 +544,7 @@ class Unregistered:
 
 def test_a_checkpoint_refused_at_restore_names_the_checkpoint_not_a_flow(monkeypatch):
     from labkit.experiments import checkpoints
-    from labkit.flows import snapshot_state
+    from labkit.checkpoints import allowed as snapshot_state
 
     lk.allow_in_checkpoints(Unregistered)
     blob = checkpoints.encode({"state": Unregistered(1)}, "trial 4")

@@ -5,10 +5,7 @@ import json
 import os
 import pathlib
 import pickle
-import signal
-import subprocess
 import sys
-import time
 import zipfile
 
 import numpy as np
@@ -16,7 +13,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.flows import snapshot, snapshot_state
+from labkit.checkpoints import allowed
 from tests import helpers
 from tests.flows.cases import CASES, X, chunks, input_for
 
@@ -133,8 +130,8 @@ def test_user_module_class_needs_allowing(tmp_path, monkeypatch):
     assert type(back[1].module) is TinyNet and back[1].module.note["sizes"] == (3, 4)
     assert "scale" in dict(back[1].module.named_buffers())
     np.testing.assert_array_equal(back.execute(X), flow.execute(X))
-    monkeypatch.setattr(snapshot_state, "_REGISTERED", {})
-    snapshot.allow_in_checkpoints(TinyNet)
+    monkeypatch.setattr(allowed, "_REGISTERED", {})
+    allowed.allow_in_checkpoints(TinyNet)
     np.testing.assert_array_equal(lk.Flow.load(path).execute(X), flow.execute(X))
 
 
@@ -200,7 +197,7 @@ def _crafted(tmp_path, root):
 def test_names_outside_the_allow_list_are_neither_imported_nor_called(tmp_path):
     assert "this" not in sys.modules  # importing it prints; a load must not import it
     for module, qualname in [("this", "Anything"), ("os", "system"),
-                             ("labkit.flows.snapshot", "os.system"),  # imported there, not defined
+                             ("labkit.checkpoints.format", "os.system"),  # imported there, not defined
                              # labkit code that writes files or runs commands when called:
                              ("labkit.flows.checkpoint", "CheckpointSaver"),
                              ("labkit.program.element", "Element.run"),
@@ -242,74 +239,3 @@ def test_damaged_checkpoints_are_input_errors_naming_the_path(tmp_path):
     with pytest.raises(lk.InputError, match="does not exist"):
         lk.Flow.load(tmp_path / "missing.lk")
     np.testing.assert_array_equal(lk.Flow.load(good).execute(X), flow.execute(X))
-
-
-def _dead_pid():
-    """The pid of a process that has exited (and been reaped)."""
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-def test_only_stale_temp_files_of_this_path_are_removed(tmp_path):
-    path = tmp_path / "flow.lk"
-    prefix = f".labkit-flow.lk.{snapshot._host()}-"
-    live = tmp_path / f"{prefix}{os.getpid()}.abc.tmp"       # a save this process is writing
-    dead = tmp_path / f"{prefix}{_dead_pid()}.abc.tmp"        # a killed save's leftover
-    old = tmp_path / f".labkit-flow.lk.0123abcd-{os.getpid()}.xyz.tmp"  # another host, hours old
-    other = tmp_path / f".labkit-other.lk.{snapshot._host()}-{_dead_pid()}.abc.tmp"
-    unrelated = tmp_path / ".labkit-flow.lk.notes.tmp"
-    for file in (live, dead, old, other, unrelated):
-        file.write_bytes(b"partial")
-    os.utime(old, (time.time() - 3 * 3600,) * 2)
-    lk.Flow([lk.nodes.PCA()]).save(path)
-    assert _temps(tmp_path) == sorted(f.name for f in (live, other, unrelated))
-    assert isinstance(lk.Flow.load(path)[0], lk.nodes.PCA)
-
-
-SAVER = """
-import sys, numpy as np, labkit as lk
-node = lk.nodes.PCA()
-node.train(np.random.default_rng(0).normal(size=(20, 2000)))  # 32 MB of statistics
-flow = lk.Flow([node])
-print("ready", flush=True)
-while True:
-    flow.save(sys.argv[1])
-"""
-
-
-def _kill_mid_save(path):
-    """Start saving a big flow to ``path`` in a loop and SIGKILL it while a temp file exists."""
-    folder = path.parent
-    proc = subprocess.Popen([sys.executable, "-c", SAVER, str(path)], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"ready\n"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            temps = [folder / n for n in _temps(folder)]
-            if any(t.exists() and t.stat().st_size > 0 for t in temps):
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        proc.stdout.close()
-    return proc.pid
-
-
-def test_a_killed_save_leaves_a_temp_file_the_next_save_removes(tmp_path):
-    path = tmp_path / "flow.lk"
-    for _ in range(10):  # the kill may land between two saves; then try again
-        pid = _kill_mid_save(path)
-        left = _temps(tmp_path)
-        if left:
-            break
-    assert left and all(f"-{pid}." in name for name in left), left
-    assert (tmp_path / left[0]).stat().st_size < 32 * 10**6  # cut off part-way
-    flow = lk.Flow([lk.nodes.PCA(output_dim=2)])
-    flow.train([chunks(X)])
-    flow.save(path)
-    assert _temps(tmp_path) == []
-    np.testing.assert_array_equal(lk.Flow.load(path).execute(X), flow.execute(X))

@@ -119,7 +119,7 @@ def test_a_failing_source_leaves_no_task_opened_and_never_started(threads):
 
     with threads.batch() as batch:
         with pytest.raises(lk.InputError, match="disk gone"):
-            batch.add_tasks(lk.flows.sources.pulled(source()), helpers.double, ready=True)
+            batch.add_tasks(lk.flows.chunks.pulled(source()), helpers.double, ready=True)
         assert batch.n_open_tasks == 0      # the five chunks pulled were opened, not started
         batch.add_tasks([1, 2], helpers.double, ready=True)
         assert sorted(batch.get_results()) == [2, 4]

@@ -8,7 +8,8 @@ array, or a tuple ``(x, *args)`` passed on as ``node.train(x, *args)``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 

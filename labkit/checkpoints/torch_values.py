@@ -10,18 +10,22 @@ imports torch itself: it handles torch values only where torch is loaded.
 
 from __future__ import annotations
 
+from typing import Any
+
+from .allowed import UnsavableError, is_class
+
 __all__ = ["encode_torch", "decode_torch"]
 
 #: Module internals kept apart from the plain attributes.
 _STRUCTURE = ("training", "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set")
 
 
-def _internals(torch) -> frozenset:
+def _internals(torch: Any) -> frozenset[str]:
     """Attribute names ``torch.nn.Module.__init__`` creates."""
     return frozenset(torch.nn.Module().__dict__)
 
 
-def encode_torch(encoder, value, where: str, torch):
+def encode_torch(encoder: Any, value: Any, where: str, torch: Any) -> dict[str, Any] | None:
     """Data for a torch value, or None when ``value`` is not one."""
     if isinstance(value, torch.nn.Module):
         return _encode_module(encoder, value, where, torch)
@@ -36,9 +40,7 @@ def encode_torch(encoder, value, where: str, torch):
     return None
 
 
-def _encode_tensor(encoder, value, where: str, torch):
-    from .snapshot_state import UnsavableError
-
+def _encode_tensor(encoder: Any, value: Any, where: str, torch: Any) -> dict[str, Any]:
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
         raise UnsavableError(
             f"{where} is a {type(value).__qualname__}, a tensor subclass; "
@@ -56,9 +58,7 @@ def _encode_tensor(encoder, value, where: str, torch):
     }
 
 
-def _encode_module(encoder, module, where: str, torch):
-    from .snapshot_state import UnsavableError
-
+def _encode_module(encoder: Any, module: Any, where: str, torch: Any) -> dict[str, Any]:
     name = encoder.name_of(type(module), where)
     state = module.__dict__
     internals = _internals(torch)
@@ -76,7 +76,7 @@ def _encode_module(encoder, module, where: str, torch):
         "id": number,
         "class": name,
         "training": bool(module.training),
-        "attrs": encoder._container(attrs, where, attributes=True),
+        "attrs": encoder.attributes(attrs, where),
         "parameters": _named(encoder, state["_parameters"], where),
         "buffers": _named(encoder, state["_buffers"], where),
         "non_persistent": sorted(state["_non_persistent_buffers_set"]),
@@ -84,7 +84,7 @@ def _encode_module(encoder, module, where: str, torch):
     }
 
 
-def _named(encoder, entries: dict, where: str) -> list:
+def _named(encoder: Any, entries: dict, where: str) -> list:
     """``[[name, data or None], ...]`` for a module's parameters, buffers or children."""
     return [
         [key, None if value is None else encoder.encode(value, f"{where}.{key}")]
@@ -92,7 +92,7 @@ def _named(encoder, entries: dict, where: str) -> list:
     ]
 
 
-def decode_torch(decoder, data: dict, where: str):
+def decode_torch(decoder: Any, data: dict, where: str) -> Any:
     """The torch value ``data`` stands for, or None when the entry is not a torch one."""
     tag = data["$"]
     if tag not in ("module", "tensor", "torch_dtype", "torch_device", "torch_size"):
@@ -113,7 +113,7 @@ def decode_torch(decoder, data: dict, where: str):
     return torch.Size(data["v"])
 
 
-def _decode_tensor(decoder, data: dict, torch):
+def _decode_tensor(decoder: Any, data: dict, torch: Any) -> Any:
     tensor = decoder.tensor(data["key"])
     if not isinstance(tensor, torch.Tensor):
         raise ValueError(f"entry {data['key']!r} of the tensors is not a tensor")
@@ -124,9 +124,9 @@ def _decode_tensor(decoder, data: dict, torch):
     return decoder.keep(data, tensor)
 
 
-def _decode_module(decoder, data: dict, where: str, torch):
+def _decode_module(decoder: Any, data: dict, where: str, torch: Any) -> Any:
     cls = decoder.allowed.resolve(data["class"], where)
-    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+    if not is_class(cls, torch.nn.Module):
         raise ValueError(f"{where}: {cls!r} is not a torch module class")
     module = decoder.keep(data, cls.__new__(cls))
     torch.nn.Module.__init__(module)
@@ -143,5 +143,5 @@ def _decode_module(decoder, data: dict, where: str, torch):
             if value is not None and not isinstance(value, kind):
                 raise ValueError(f"{where}.{key} is not a {kind.__name__}")
             target[key] = value
-    module._non_persistent_buffers_set = set(data["non_persistent"])
+    module.__dict__["_non_persistent_buffers_set"] = set(data["non_persistent"])
     return module
