@@ -202,7 +202,7 @@ def serve_dashboard(
     line on standard error and exit status 1 (2 for bad arguments), no traceback.
     """
     from .errors import InputError, LabkitError
-    from .scheduling.dask import DaskScheduler
+    from .scheduling import DaskScheduler
     from .views.dashboard import dashboard
 
     out = out or sys.stdout

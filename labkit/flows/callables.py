@@ -21,7 +21,7 @@ import copy
 import numpy as np
 
 from ..errors import LabkitError
-from ..scheduling.task import TaskCallable
+from ..scheduling import TaskCallable
 from .sources import split_chunk
 
 __all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes"]

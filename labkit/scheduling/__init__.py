@@ -2,10 +2,11 @@
 
 from .base import Scheduler
 from .batch import Batch
-from .dask import DaskScheduler
+from .dask_scheduler import DaskScheduler
 from .local import LocalScheduler
 from .results import ListResultContainer, OrderedResultContainer, ResultContainer
-from .task import FunctionCallable, TaskCallable, TaskOutcome
+from .callables import FunctionCallable, TaskCallable
+from .running import TaskOutcome, current_task, worker_address
 
 __all__ = [
     "Scheduler",
@@ -18,4 +19,6 @@ __all__ = [
     "ResultContainer",
     "ListResultContainer",
     "OrderedResultContainer",
+    "current_task",
+    "worker_address",
 ]

@@ -28,10 +28,11 @@ from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, lo
 from ..events import TaskInfo
 from .results import ListResultContainer, ResultContainer, check_container, discard
 from .batch_runs import BatchRun
-from .starting import OpenTask, StartsTasks
-from .task import TaskCallable
+from .open_task import OpenTask
+from .starting import StartsTasks
+from .callables import TaskCallable
 
-__all__ = ["Batch", "OpenTask"]
+__all__ = ["Batch"]
 
 
 class Batch(StartsTasks):

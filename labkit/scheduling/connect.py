@@ -29,7 +29,7 @@ import time
 from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
 from .dask_adapter import scheduler_identity
-from .pickling import cause_chain
+from .pickling import cause_chain, pickling_cause
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -213,8 +213,6 @@ def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SC
                 client, client.scatter(obj, workers=workers, hash=False, asynchronous=True), timeout
             )
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
-            from .pickling import pickling_cause
-
             cause = pickling_cause(exc)
             if cause is not None:  # no retry makes it picklable
                 raise InputError(

@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .base import OpenTask, as_labkit_error
+from . import routes  # noqa: F401  (registers the built-in routes)
+from .base import as_labkit_error
 from .connect import scatter_everywhere
+from .open_task import OpenTask
 from .pickling import unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
 

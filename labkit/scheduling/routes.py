@@ -13,7 +13,9 @@ import asyncio
 from .reference import ByReference
 from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .packing import TaskClock, clock_key, run_pack_here
-from .task import HereTask, is_delayed, lazy_chunk, run_task, run_task_here
+from .dask_adapter import is_delayed
+from .lazy_chunks import lazy_chunk
+from .running import HereTask, run_task, run_task_here
 from .transport import PASS, ClusterTraits, Transport, register, task_key
 
 __all__ = ["InProcessRoute", "SharedMemoryRoute", "DirectScatterRoute", "GraphRoute"]
@@ -51,7 +53,7 @@ class InProcessRoute(Transport):
     Dask pickles every task, also for an in-process worker; the chunk (or a
     lazy block's small graph) goes as a token instead (see :mod:`.reference`),
     and the task hands its outcome to :class:`~.outcomes.Outcomes` where it
-    ran (:func:`~.task.run_task_here`): nothing comes back through Dask.
+    ran (:func:`~.running.run_task_here`): nothing comes back through Dask.
     Tasks of one callable that are ready together start in one ``client.map``.
     """
 
@@ -66,7 +68,7 @@ class InProcessRoute(Transport):
         return traits.in_process and traits.by_reference
 
     def prepare(self, entry, data):
-        """The chunk itself, or a lazy block as a :class:`~.task.LazyChunk`; a chunk that
+        """The chunk itself, or a lazy block as a :class:`~.lazy_chunks.LazyChunk`; a chunk that
         needs data on the cluster goes by the graph route."""
         if is_delayed(data):
             data = lazy_chunk(data)
@@ -88,7 +90,7 @@ class InProcessRoute(Transport):
         return entry.reference
 
     def submit(self, entry, payload):
-        """One task: ``client.submit`` of :func:`~.task.run_task_here`."""
+        """One task: ``client.submit`` of :func:`~.running.run_task_here`."""
         shipped, key, topic, offload = _run_arguments(self, entry)
         outcomes = self.context.outcomes
         outcomes.expect([(key, entry)])  # before it starts: it may deliver at once
@@ -270,7 +272,7 @@ class GraphRoute(Transport):
     priority = 90
 
     def prepare(self, entry, data):
-        """A lazy block as a :class:`~.task.LazyChunk`; anything else as it is."""
+        """A lazy block as a :class:`~.lazy_chunks.LazyChunk`; anything else as it is."""
         if is_delayed(data):
             lazy = lazy_chunk(data)
             return lazy if lazy is not None else data

@@ -38,11 +38,12 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from .outcomes import Outcomes
-    from .starting import OpenTask
+from .connect import on_loopback
+from .open_task import OpenTask
+from .outcomes import Outcomes
 
 __all__ = [
     "Transport",
@@ -155,8 +156,6 @@ def unregister(name: str) -> None:
 
 def route_classes(traits: ClusterTraits) -> list[type[Transport]]:
     """The registered routes that serve ``traits``, in the order they are tried."""
-    from . import routes  # noqa: F401  (registers the built-in routes)
-
     return sorted(
         (cls for cls in _REGISTRY.values() if cls.usable(traits)), key=lambda cls: cls.priority
     )
@@ -201,6 +200,4 @@ def direct_bytes_for(addresses) -> int:
     >>> direct_bytes_for(["tcp://127.0.0.1:4000"]), direct_bytes_for(["tcp://10.0.0.5:4000"])
     (1048576, 65536)
     """
-    from .connect import on_loopback
-
     return 2**20 if on_loopback(addresses) else 2**16

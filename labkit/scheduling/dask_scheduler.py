@@ -20,12 +20,13 @@ from ..constraints import POSITIVE_INT, Options, check_parameters
 from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from . import dask_adapter as adapter
-from .base import OpenTask, Scheduler
+from .base import Scheduler
 from .blas import one_blas_thread
 from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
 from .connect import ADDRESS, CLIENT, SECONDS
 from .dispatch import RoutedTasks
 from .offload import OffloadPool
+from .open_task import OpenTask
 from .outcomes import Outcomes
 from .pickling import pickling_cause
 from .results import RESULT_CONTAINER
