@@ -2,10 +2,10 @@
 
 from .base import Scheduler
 from .batch import Batch
+from .callables import FunctionCallable, TaskCallable
 from .dask_scheduler import DaskScheduler
 from .local import LocalScheduler
 from .results import ListResultContainer, OrderedResultContainer, ResultContainer
-from .callables import FunctionCallable, TaskCallable
 from .running import TaskOutcome, current_task, worker_address
 
 __all__ = [

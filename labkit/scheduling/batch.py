@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, located
 from ..events import TaskInfo
-from .results import ListResultContainer, ResultContainer, check_container, discard
 from .batch_runs import BatchRun
-from .open_task import OpenTask
-from .starting import StartsTasks
 from .callables import TaskCallable
+from .open_task import OpenTask
+from .results import ListResultContainer, ResultContainer, check_container, discard
+from .starting import StartsTasks
 
 __all__ = ["Batch"]
 

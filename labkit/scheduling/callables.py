@@ -6,7 +6,8 @@ Subclass :class:`TaskCallable` (or wrap a plain function in
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import require_callable
 
@@ -39,7 +40,7 @@ class TaskCallable:
     def setup_environment(self) -> None:
         """Prepare the process the callable runs in; called once per process."""
 
-    def fork(self) -> "TaskCallable":
+    def fork(self) -> TaskCallable:
         """The callable that runs one task; ``self`` for stateless callables."""
         return self
 

@@ -118,6 +118,7 @@ def on_loopback(addresses) -> bool:
     False
     """
     import ipaddress
+
     from distributed.comm import get_address_host
 
     def local(address: str) -> bool:

@@ -25,7 +25,10 @@ class TaskOwner(Protocol):
         ...
 
     def record(
-        self, entry: OpenTask, outcome: Any = None, error: BaseException | None = None,
+        self,
+        entry: OpenTask,
+        outcome: Any = None,
+        error: BaseException | None = None,
         announce: Any = None,
     ) -> tuple[bool, BaseException | None]:
         """Record ``entry``'s outcome exactly once: ``(recorded, its error or None)``."""

@@ -30,7 +30,8 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Outcomes", "WATCH_EVERY"]
 

@@ -28,7 +28,8 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from .reference import unwrap
 from .running import run_task_here

@@ -12,8 +12,9 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import USER_EXITS, LabkitError, TaskError
 from ..events import TaskInfo

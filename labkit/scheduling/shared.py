@@ -56,10 +56,10 @@ class SharedArray:
         result) does.  Writes stay private to this process: a chunk sent again
         after a lost worker is the chunk as the client made it.
         """
+        import _posixshmem
         import mmap
         import os
 
-        import _posixshmem
         import numpy as np
 
         fd = _posixshmem.shm_open("/" + self.name, os.O_RDONLY, mode=0o600)
@@ -159,7 +159,7 @@ class SharedChunk:
         self.parts = parts
 
     @classmethod
-    def of(cls, data, segments: list, take=None) -> "SharedChunk | None":
+    def of(cls, data, segments: list, take=None) -> SharedChunk | None:
         """``data`` in shared memory, or ``None`` when it has no array big enough to share."""
         before = len(segments)
         parts = share(data, segments, take)

@@ -13,13 +13,14 @@ as open, and the error names its chunk.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
 from ..errors import InputError, LabkitError, SchedulerError, pulled
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
+from .callables import FunctionCallable, TaskCallable
 from .open_task import OpenTask, TaskOwner
 from .pickling import pickling_cause, root_cause
-from .callables import FunctionCallable, TaskCallable
 
 __all__ = ["StartsTasks", "GROUP_MAX", "chunk_nbytes"]
 
