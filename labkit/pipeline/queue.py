@@ -50,13 +50,11 @@ class Queue:
     def put(self, record, timeout: float | None = None) -> bool:
         """Add ``record``, waiting while full; ``False`` (record dropped) once closed."""
         with self._lock:
-            if (
-                len(self._items) >= self.capacity
-            ):  # only a full queue waits (the fast path skips it)
-                if not self._not_full.wait_for(
-                    lambda: self._closed or len(self._items) < self.capacity, timeout
-                ):
-                    raise TimeoutError(f"queue still full after {timeout} s")
+            # only a full queue waits (the fast path skips it)
+            if len(self._items) >= self.capacity and not self._not_full.wait_for(
+                lambda: self._closed or len(self._items) < self.capacity, timeout
+            ):
+                raise TimeoutError(f"queue still full after {timeout} s")
             if self._closed:
                 return False
             self._items.append(record)
@@ -70,9 +68,12 @@ class Queue:
         raising it).
         """
         with self._lock:
-            if not self._items and not self._closed:
-                if not self._not_empty.wait_for(lambda: self._items or self._closed, timeout):
-                    raise TimeoutError(f"queue still empty after {timeout} s")
+            if (
+                not self._items
+                and not self._closed
+                and not self._not_empty.wait_for(lambda: self._items or self._closed, timeout)
+            ):
+                raise TimeoutError(f"queue still empty after {timeout} s")
             if self._items:  # what was written before the failure is read before its error
                 record = self._items.popleft()
                 self._not_full.notify()

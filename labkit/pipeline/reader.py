@@ -38,12 +38,14 @@ class ProcessingReader:
                 except StopIteration:
                     return
                 except USER_EXITS as exc:
-                    raise source_error(exc, self.name, index)  # chained to exc
+                    error = source_error(exc, self.name, index)
+                    raise error from error.__cause__  # chained to exc
                 t0 = time.perf_counter()
                 try:
                     result = self.processor(record)
                 except USER_EXITS as exc:
-                    raise as_error(exc, self.name, index)  # chained to exc
+                    error = as_error(exc, self.name, index)
+                    raise error from error.__cause__  # chained to exc
                 records, busy = records + 1, busy + time.perf_counter() - t0
                 if time.monotonic() - last >= STATS_INTERVAL:
                     last = time.monotonic()

@@ -86,7 +86,8 @@ def iterate(input, stage: str):
             raise InputError(
                 f"pipe input must be iterable, got {type(input).__name__}", stage=stage
             ) from None
-        raise source_error(exc, stage, 0)  # an __iter__ of the user's that raises
+        error = source_error(exc, stage, 0)  # an __iter__ of the user's that raises
+        raise error from error.__cause__
 
 
 def send_stats(on_event: Any, stats: StageStats) -> None:

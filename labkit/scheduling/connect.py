@@ -22,6 +22,7 @@ labkit.errors.InputError: address must be a Dask scheduler address (a str) such 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
@@ -223,10 +224,9 @@ def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SC
             time.sleep(min(0.1 * 2**attempt, 1.0))  # the scheduler notices the death
             continue
         if len(workers) > 1:
-            try:
+            # a worker that dies meanwhile misses its copy: those that need it fetch it
+            with contextlib.suppress(Exception):
                 _on_loop(client, client.replicate([future], asynchronous=True), timeout)
-            except Exception:  # a worker died meanwhile: those that need it fetch it
-                pass
         return future
     reason = (
         f"{type(last).__name__}: {last}" if last is not None else f"the client is {client.status}"

@@ -14,6 +14,7 @@ workers is shipped again by the task's route, at most ``max_attempts`` times.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from ..constraints import POSITIVE_INT, Options, check_parameters
@@ -222,10 +223,8 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
     def _close(self) -> None:
         self.outcomes.close()
         if self._topic:
-            try:
+            with contextlib.suppress(Exception):
                 self.client.unsubscribe_topic(self._topic)
-            except Exception:
-                pass
         self._opened.close()
         if self._offload is not None:
             self._offload.close()

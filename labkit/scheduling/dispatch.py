@@ -17,6 +17,7 @@ Routes are tried in order; the first that takes a chunk sends it::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -110,10 +111,8 @@ class RoutedTasks:
                 entry.route.release(entry)
         handles = [e.handle for e in entries if e.handle is not None] + list(handles)
         if handles:
-            try:
+            with contextlib.suppress(Exception):  # the cluster may already be gone at shutdown
                 self.client.cancel(handles)
-            except Exception:  # the cluster may already be gone at shutdown
-                pass
 
     def _resubmit(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.
@@ -125,10 +124,10 @@ class RoutedTasks:
         """
         if not entry.is_open():
             return
-        try:  # shipped again first if it was lost (a wait on the cluster), outside the lock
+        # shipped again first if it was lost (a wait on the cluster), outside the lock; if it
+        # fails, the route's own attempt below fails again, and is recorded
+        with contextlib.suppress(Exception):
             entry.batch.shipped_callable(entry)
-        except Exception:  # the route's own attempt below fails again, and is recorded
-            pass
         with self.window.lock:  # type: ignore[attr-defined]
             if not entry.is_open():
                 return

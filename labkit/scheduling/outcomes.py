@@ -245,4 +245,4 @@ class Outcomes:
             for item in items:
                 found.update(self._gather([item]))
             return found
-        return {f.key: value for (_, f), value in zip(items, values)}
+        return {f.key: value for (_, f), value in zip(items, values, strict=True)}

@@ -77,7 +77,7 @@ def run_pack_here(helds: list, infos: list, keys: list, task_callable, topic, of
 
     A task whose batch no longer holds it open (a cancel) is passed over.
     """
-    for held, info, key in zip(helds, infos, keys):
+    for held, info, key in zip(helds, infos, keys, strict=True):
         here: Any = unwrap(held)
         if here.is_open():
             run_task_here(here, info, task_callable, topic, offload=offload, key=key)

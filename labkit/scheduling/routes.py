@@ -119,10 +119,10 @@ class InProcessRoute(Transport):
         keys = [task_key(entry) for entry, _ in group]
         held = [
             self._held(entry, payload, key)
-            for (entry, _), payload, key in zip(group, payloads, keys)
+            for (entry, _), payload, key in zip(group, payloads, keys, strict=True)
         ]
         outcomes = self.context.outcomes
-        outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys)])
+        outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys, strict=True)])
         size = self.clock.pack_size(clock_key(first.callable), len(group))
         if size > 1:
             return self._submit_packs(group, held, keys, size, (shipped, topic, offload))
@@ -155,9 +155,9 @@ class InProcessRoute(Transport):
             pure=False,
         )
         self.context.outcomes.watch_keys(
-            [(key, pack) for pack, span in zip(packs, spans) for key in keys[span]]
+            [(key, pack) for pack, span in zip(packs, spans, strict=True) for key in keys[span]]
         )
-        return [pack for pack, span in zip(packs, spans) for _ in keys[span]]
+        return [pack for pack, span in zip(packs, spans, strict=True) for _ in keys[span]]
 
     def release(self, entry, outcome=None) -> None:
         """Drop the reference: the token no longer resolves.  Time the task for packing."""

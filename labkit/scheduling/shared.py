@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 __all__ = [
@@ -141,14 +142,10 @@ def room() -> int:
 def unlink(segments: list) -> None:
     """The creator's end of segments: close and remove them (mappings elsewhere stay valid)."""
     for segment in segments:
-        try:
+        with contextlib.suppress(BufferError):  # the client still uses a view of it
             segment.close()
-        except BufferError:  # the client still uses a view of it
-            pass
-        try:
+        with contextlib.suppress(FileNotFoundError):
             segment.unlink()
-        except FileNotFoundError:
-            pass
     segments.clear()
 
 
