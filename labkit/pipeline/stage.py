@@ -61,7 +61,12 @@ class Stage:
         if isinstance(output, Queue):
             return output.put
         if isinstance(output, list):
-            return lambda r: output.append(r) or True
+
+            def append(record):
+                output.append(record)
+                return True
+
+            return append
         if callable(output):
 
             def write(record):

@@ -147,10 +147,22 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             self.inputs_by_reference,
             local if shared_memory is None else bool(shared_memory),
         )
-        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads))
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
+        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads), self._run_options)
         if self._topic:  # start events from the workers, for live views
             self.client.subscribe_topic(self._topic, self._on_started)
+
+    def _run_options(self) -> tuple:
+        """``(topic, offload)`` for a task: where to report its start (only while someone
+        listens), and the pool for GIL-holding callables."""
+        topic = self._topic if self.has_subscribers else None
+        offload = self._offload
+        return topic, offload.token if offload else None
+
+    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None) -> None:
+        """Give back what the task's route holds, then record it in its batch."""
+        self.release_route(entry, outcome, error)
+        super().record(entry, outcome, error)
 
     def _on_started(self, event) -> None:
         _, msg = event

@@ -16,6 +16,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, cast
 
+from ..constraints import Callable as IsCallable
+from ..constraints import InstanceOf, check_argument
 from ..errors import InputError, LabkitError, SchedulerError, pulled
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
 from .callables import FunctionCallable, TaskCallable
@@ -23,6 +25,9 @@ from .open_task import OpenTask, TaskOwner
 from .pickling import pickling_cause, root_cause
 
 __all__ = ["StartsTasks", "GROUP_MAX", "chunk_nbytes"]
+
+#: What a batch's ``task_callable`` may be.
+TASK_CALLABLE = [InstanceOf(TaskCallable, "a TaskCallable"), IsCallable()]
 
 #: Most tasks :meth:`StartsTasks.add_tasks` starts in one call to the backend.
 GROUP_MAX = 64
@@ -240,11 +245,7 @@ class StartsTasks:
         """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
         if isinstance(fn, TaskCallable):
             return fn
-        if not callable(fn):
-            raise InputError(
-                f"task_callable must be a TaskCallable or a callable taking the "
-                f"chunk, got {type(fn).__name__}"
-            )
+        check_argument("task_callable", fn, TASK_CALLABLE)
         current = self._callable
         if isinstance(current, FunctionCallable) and current.fn is fn:
             return current  # so it is not shipped again with every task
