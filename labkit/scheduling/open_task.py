@@ -9,7 +9,7 @@ below them all, so none of them imports another for it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ..events import TaskInfo
 from .callables import TaskCallable
@@ -17,6 +17,7 @@ from .callables import TaskCallable
 __all__ = ["OpenTask", "TaskOwner"]
 
 
+@runtime_checkable
 class TaskOwner(Protocol):
     """What an open task asks of its batch (:class:`~labkit.scheduling.Batch` is one)."""
 

@@ -8,11 +8,12 @@ module sits below both :mod:`.offload` (which registers its pools) and
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["RunsTasks", "register_pool", "unregister_pool", "offload_pool"]
 
 
+@runtime_checkable
 class RunsTasks(Protocol):
     """What :func:`~.running.run_task` asks of a pool: run one task, return its outcome."""
 
