@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import USER_EXITS, InputError, LabkitError
 from ..events import StageStats
+from .final import Final
 from .queue import Queue
 from .stream import STATS_INTERVAL, STOP, as_error, closable, iterate, send_stats, source_error
 
@@ -29,7 +30,17 @@ class Stage:
     Only a consumer closing the output drops what is left.
     """
 
-    def __init__(self, input, output, num_threads, processor, name, ordered, on_event, final):
+    def __init__(
+        self,
+        input: Any,
+        output: Any,
+        num_threads: int,
+        processor: Callable[[Any], Any],
+        name: str,
+        ordered: bool,
+        on_event: Callable[[StageStats], Any] | None,
+        final: Final,
+    ):
         self._source = iterate(input, name)  # here, so a bad input fails in the caller
         self.name, self.output, self.final = name, output, final
         self._input, self._processor, self._ordered = input, processor, ordered
