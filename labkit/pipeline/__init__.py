@@ -22,6 +22,13 @@ record.  Each stage reports
 :class:`StageStats` (records/s, busy time, queue fill) to ``on_event`` at most
 every :data:`STATS_INTERVAL` seconds and once at the end.
 
+The room: ``pipe.py`` (the two verbs and their arguments), ``stage.py``
+(the threads of one stage), ``reader.py`` (the lazy stage), ``queue.py``,
+``final.py`` and ``stream.py`` (what stages share: STOP, the errors, stats).
+It imports labkit.errors, labkit.events and labkit.constraints; never
+labkit.scheduling, labkit.flows or labkit.views (a scheduler or event bus
+given as ``on_event`` is only called through its ``emit``).
+
 Examples
 --------
 >>> doubled = pipe(range(5), processor=lambda x: 2 * x, num_threads=2, ordered=True)
@@ -30,13 +37,6 @@ Examples
 >>> out, final = pipe_and_output(range(4), final_outputs={"total": (0, lambda a, r: a + r)})
 >>> list(out), final.result(timeout=5)
 ([0, 1, 2, 3], {'count': 4, 'total': 6})
-
-The room: ``pipe.py`` (the two verbs and their arguments), ``stage.py``
-(the threads of one stage), ``reader.py`` (the lazy stage), ``queue.py``,
-``final.py`` and ``stream.py`` (what stages share: STOP, the errors, stats).
-It imports labkit.errors, labkit.events and labkit.constraints; never
-labkit.scheduling, labkit.flows or labkit.views (a scheduler or event bus
-given as ``on_event`` is only called through its ``emit``).
 """
 
 from ..events import StageStats
