@@ -674,3 +674,56 @@ def test_sys_exit_in_user_code_fails_the_stream_at_its_record(num_threads, where
         err = info.value
         assert err.where == {"stage": "sink", "record": 7}
     assert "SystemExit" in str(err)
+
+
+# -- the parts' contracts (a stage uses them only through these) ------------------------------
+
+
+def test_a_queue_ends_when_its_last_producer_ends():
+    q, stopped = Queue(4), []
+    q.add_producer(lambda: stopped.append("a"))
+    q.add_producer(lambda: stopped.append("b"))
+    q.put(1)
+    q.producer_ended(None)
+    assert not q.closed
+    q.producer_ended(None)
+    assert q.closed and list(q) == [1] and stopped == ["a", "b"]  # closing stops them all
+
+
+def test_a_failing_producer_fails_the_queue_at_once_and_a_closed_one_stops_a_new_producer():
+    q = Queue()
+    q.add_producer(lambda: None)
+    q.add_producer(lambda: None)
+    q.producer_ended(PipelineError("disk full", stage="w"))
+    with pytest.raises(PipelineError, match="disk full"):
+        q.get(timeout=1)
+    stopped = []
+    q.add_producer(lambda: stopped.append(True))
+    assert stopped == [True]
+
+
+def test_a_queue_keeps_the_stats_its_stage_sets():
+    q = Queue()
+    stats = StageStats("s", 3, 30.0, 0.1, 0.5, True)
+    q.set_stats(stats)
+    assert q.stats() is stats
+
+
+def test_final_values_are_reduced_record_by_record_and_ready_at_the_end():
+    final = lk.pipeline.Final({"total": (0, lambda acc, r: acc + r)})
+    assert final.reduces
+    for record in (1, 2, 3):
+        final.add(record)
+    with pytest.raises(TimeoutError):
+        final.result(timeout=0.01)
+    final.end(None, 3)
+    assert final.result(timeout=1) == {"count": 3, "total": 6}
+
+
+def test_every_argument_a_stage_checks_is_declared_once():
+    import inspect
+
+    from labkit.pipeline.pipe import ARGUMENTS
+
+    checked = set(inspect.signature(pipe).parameters) - {"input", "output"}
+    assert set(ARGUMENTS) == checked

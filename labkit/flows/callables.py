@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import LabkitError
-from ..scheduling.task import TaskCallable
+from ..scheduling import TaskCallable
 from .chunks import split_chunk
 
 __all__ = ["FlowTrainCallable", "FlowExecuteCallable", "execute_nodes", "join_execute_forks"]

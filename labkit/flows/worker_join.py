@@ -37,7 +37,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ..errors import CancelledError, SchedulerError
-from ..scheduling.task import TaskCallable, current_task, worker_address
+from ..scheduling import TaskCallable, current_task, worker_address
 from .callables import FlowTrainCallable, execute_nodes
 from .chunks import split_chunk
 from .node import Node

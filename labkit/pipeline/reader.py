@@ -6,8 +6,8 @@ import itertools
 import time
 
 from ..errors import USER_EXITS, InputError
-from .queue import STOP, _closable
-from .stage import STATS_INTERVAL, StageStats, _as_error, _iterate, _send, _source_error
+from ..events import StageStats
+from .stream import STATS_INTERVAL, STOP, as_error, closable, iterate, send_stats, source_error
 
 __all__ = ["ProcessingReader"]
 
@@ -31,19 +31,21 @@ class ProcessingReader:
         started = last = time.monotonic()
         records, busy = 0, 0.0
         try:
-            source = _iterate(self.input, self.name)
+            source = iterate(self.input, self.name)
             for index in itertools.count():
                 try:
                     record = next(source)
                 except StopIteration:
                     return
                 except USER_EXITS as exc:
-                    raise _source_error(exc, self.name, index)  # chained to exc
+                    error = source_error(exc, self.name, index)
+                    raise error from error.__cause__  # chained to exc
                 t0 = time.perf_counter()
                 try:
                     result = self.processor(record)
                 except USER_EXITS as exc:
-                    raise _as_error(exc, self.name, index)  # chained to exc
+                    error = as_error(exc, self.name, index)
+                    raise error from error.__cause__  # chained to exc
                 records, busy = records + 1, busy + time.perf_counter() - t0
                 if time.monotonic() - last >= STATS_INTERVAL:
                     last = time.monotonic()
@@ -64,9 +66,9 @@ class ProcessingReader:
         self._stats = StageStats(
             self.name, records, records / max(elapsed, 1e-9), busy, None, final
         )
-        _send(self._on_event, self._stats)
+        send_stats(self._on_event, self._stats)
 
-    def __enter__(self) -> "ProcessingReader":
+    def __enter__(self) -> ProcessingReader:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -74,5 +76,5 @@ class ProcessingReader:
 
     def close(self) -> None:
         """Stop whoever produces the input (a Queue's stage)."""
-        if _closable(self.input):
+        if closable(self.input):
             self.input.close()

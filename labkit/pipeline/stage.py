@@ -2,66 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
-import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from ..errors import USER_EXITS, InputError, LabkitError, located
+from ..errors import USER_EXITS, InputError, LabkitError
 from ..events import StageStats
-from .queue import STOP, PipelineError, Queue, _closable
+from .final import Final
+from .queue import Queue
+from .stream import STATS_INTERVAL, STOP, as_error, closable, iterate, send_stats, source_error
 
-__all__ = ["STATS_INTERVAL", "PipelineError", "StageStats", "Stage"]
-
-logger = logging.getLogger("labkit.pipeline")
-
-#: Least number of seconds between two StageStats of one stage.
-STATS_INTERVAL = 0.1
-
-
-def _as_error(exc: BaseException, stage: str, record: int | None) -> LabkitError:
-    """``exc`` as a labkit error located at ``stage`` and ``record``, ``exc`` chained to it."""
-    if isinstance(exc, LabkitError):
-        if exc.remote_traceback is None:
-            # an upstream error keeps its own stage and record, and gains where it surfaced
-            exc.remote_traceback = "".join(
-                traceback.format_exception(type(exc), exc, exc.__traceback__)
-            )
-        return exc.locate(stage=stage, record=record)
-    error = located(exc, f"stage {stage!r}", PipelineError, stage=stage, record=record)
-    error.__cause__ = exc  # raised in the consumer, it still shows the processor's own frames
-    return error
-
-
-def _source_error(exc: BaseException, stage: str, record: int) -> LabkitError:
-    """An exception of a stage's input as an InputError naming stage and record, chained.
-
-    An upstream stage's labkit error keeps its own stage and record.
-    """
-    if isinstance(exc, LabkitError):
-        return _as_error(exc, stage, record)
-    error = InputError(
-        f"the input of stage {stage!r} raised {type(exc).__name__}: {exc} "
-        f"while reading record {record}",
-        stage=stage,
-        record=record,
-    )
-    error.__cause__ = exc
-    return error
-
-
-def _iterate(input, stage: str):
-    """``iter(input)``; an InputError naming the stage for what is not iterable."""
-    try:
-        return iter(input)
-    except Exception as exc:
-        if isinstance(exc, TypeError) and not hasattr(input, "__iter__"):
-            raise InputError(
-                f"pipe input must be iterable, got {type(input).__name__}", stage=stage
-            ) from None
-        raise _source_error(exc, stage, 0)  # an __iter__ of the user's that raises
+__all__ = ["Stage"]
 
 
 class Stage:
@@ -77,8 +30,18 @@ class Stage:
     Only a consumer closing the output drops what is left.
     """
 
-    def __init__(self, input, output, num_threads, processor, name, ordered, on_event, final):
-        self._source = _iterate(input, name)  # here, so a bad input fails in the caller
+    def __init__(
+        self,
+        input: Any,
+        output: Any,
+        num_threads: int,
+        processor: Callable[[Any], Any],
+        name: str,
+        ordered: bool,
+        on_event: Callable[[StageStats], Any] | None,
+        final: Final,
+    ):
+        self._source = iterate(input, name)  # here, so a bad input fails in the caller
         self.name, self.output, self.final = name, output, final
         self._input, self._processor, self._ordered = input, processor, ordered
         self._on_event = on_event
@@ -102,14 +65,19 @@ class Stage:
             for i in range(num_threads)
         ]
         if isinstance(output, Queue):
-            output._attach(self._output_closed)  # last: a closed queue stops the stage at once
+            output.add_producer(self._output_closed)  # last: a closed queue stops the stage at once
 
     def _writer(self, output) -> Callable[[Any], bool]:
         """A function writing one record into ``output``; ``False`` once it is closed."""
         if isinstance(output, Queue):
             return output.put
         if isinstance(output, list):
-            return lambda r: output.append(r) or True
+
+            def append(record):
+                output.append(record)
+                return True
+
+            return append
         if callable(output):
 
             def write(record):
@@ -123,7 +91,7 @@ class Stage:
             stage=self.name,
         )
 
-    def start(self) -> "Stage":
+    def start(self) -> Stage:
         """Start the threads."""
         for thread in self._threads:
             thread.start()
@@ -134,7 +102,7 @@ class Stage:
         self._ended = True
         with self._turn:
             self._turn.notify_all()
-        if _closable(self._input):
+        if closable(self._input):
             self._input.close()
 
     def _output_closed(self) -> None:
@@ -165,7 +133,7 @@ class Stage:
                     break
                 self._handle(*item)
         except BaseException as exc:  # a bug here must still end the stream
-            self._end_at(None, _as_error(exc, self.name, None))
+            self._end_at(None, as_error(exc, self.name, None))
         finally:
             with self._state:
                 self._alive -= 1
@@ -185,7 +153,7 @@ class Stage:
                 self._ended = True
                 return None
             except USER_EXITS as exc:  # the reader thread must end the stream, not die
-                self._end_at(index, _source_error(exc, self.name, index))
+                self._end_at(index, source_error(exc, self.name, index))
                 return None
             self._next_in += 1
             return index, record
@@ -196,7 +164,7 @@ class Stage:
         try:
             result = self._processor(record)
         except BaseException as exc:  # SystemExit too: nothing above this thread would see it
-            return self._end_at(index, _as_error(exc, self.name, index))
+            return self._end_at(index, as_error(exc, self.name, index))
         ended = time.perf_counter()
         written = False
         if result is STOP:
@@ -229,10 +197,10 @@ class Stage:
                 self._output_closed()
                 return False
             if self.final.reduces:
-                self.final._add(result)
+                self.final.add(result)
             return True
         except USER_EXITS as exc:  # the user's writer or reducer
-            self._end_at(index, _as_error(exc, self.name, index))
+            self._end_at(index, as_error(exc, self.name, index))
             return False
 
     def _end_at(self, index: int | None, error: LabkitError | None = None) -> None:
@@ -254,8 +222,8 @@ class Stage:
         """Last thread out: final stats, then end the output and the final values."""
         self._publish(final=True)
         if isinstance(self.output, Queue):
-            self.output._detach(self._error)
-        self.final._end(self._error, self._written)
+            self.output.producer_ended(self._error)
+        self.final.end(self._error, self._written)
         self._done.set()
 
     # -- statistics ---------------------------------------------------------------
@@ -282,14 +250,5 @@ class Stage:
         stats = StageStats(self.name, records, records / elapsed, busy, fill, final)
         self._stats = stats
         if isinstance(out, Queue):
-            out._stats = stats
-        _send(self._on_event, stats)
-
-
-def _send(on_event, stats: StageStats) -> None:
-    """Give ``stats`` to ``on_event``; a failing listener is logged, never stops a stream."""
-    if on_event is not None:
-        try:
-            on_event(stats)
-        except Exception:
-            logger.exception("labkit pipeline on_event %r failed", on_event)
+            out.set_stats(stats)
+        send_stats(self._on_event, stats)

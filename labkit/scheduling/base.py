@@ -22,18 +22,20 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import CancelledError, SchedulerError, located, require_callable
 from ..events import Observable, TaskFailed, TaskFinished, TaskInfo
-from .batch import Batch, OpenTask
+from .batch import Batch
+from .callables import TaskCallable
 from .connect import check_limit
 from .dask_adapter import is_cancelled
+from .open_task import OpenTask
 from .results import ListResultContainer, ResultContainer, check_container
-from .task import TaskCallable
 from .window import Window
 
-__all__ = ["Scheduler", "OpenTask", "as_labkit_error"]
+__all__ = ["Scheduler", "as_labkit_error"]
 
 logger = logging.getLogger("labkit.scheduling")
 

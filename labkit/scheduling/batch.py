@@ -22,16 +22,18 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, located
 from ..events import TaskInfo
-from .results import ListResultContainer, ResultContainer, check_container, discard
 from .batch_runs import BatchRun
-from .starting import OpenTask, StartsTasks
-from .task import TaskCallable
+from .callables import TaskCallable
+from .open_task import OpenTask
+from .results import ListResultContainer, ResultContainer, check_container, discard
+from .starting import StartsTasks
 
-__all__ = ["Batch", "OpenTask"]
+__all__ = ["Batch"]
 
 
 class Batch(StartsTasks):

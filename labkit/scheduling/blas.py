@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from typing import Any
 
 __all__ = ["one_blas_thread", "blas_controller"]
 
 _lock = threading.Lock()
 _active = 0
-_saved: list[tuple[object, int]] = []
+_saved: list[tuple[Any, int]] = []  # (a threadpoolctl LibController, its threads)
 _controller = None
 
 

@@ -34,6 +34,7 @@ import dataclasses
 import inspect
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import dask
@@ -269,6 +270,7 @@ class ClusterFacts:
     _offload: Any
     closed: bool
     total_open_tasks: int
+    check_usable: Callable[[], None]
 
     @property
     def in_process(self) -> bool:
@@ -292,7 +294,7 @@ class ClusterFacts:
 
     def run_on_workers(self, fn, *args) -> dict:
         """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
-        self.check_usable()  # type: ignore[attr-defined]
+        self.check_usable()
         return run_on_workers(self._opened.client, fn, *args)
 
     def __repr__(self):

@@ -22,6 +22,7 @@ labkit.errors.InputError: address must be a Dask scheduler address (a str) such 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import time
@@ -29,7 +30,7 @@ import time
 from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
 from .dask_adapter import scheduler_identity
-from .pickling import cause_chain
+from .pickling import cause_chain, pickling_cause
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -118,6 +119,7 @@ def on_loopback(addresses) -> bool:
     False
     """
     import ipaddress
+
     from distributed.comm import get_address_host
 
     def local(address: str) -> bool:
@@ -213,8 +215,6 @@ def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SC
                 client, client.scatter(obj, workers=workers, hash=False, asynchronous=True), timeout
             )
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
-            from .pickling import pickling_cause
-
             cause = pickling_cause(exc)
             if cause is not None:  # no retry makes it picklable
                 raise InputError(
@@ -224,10 +224,9 @@ def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SC
             time.sleep(min(0.1 * 2**attempt, 1.0))  # the scheduler notices the death
             continue
         if len(workers) > 1:
-            try:
+            # a worker that dies meanwhile misses its copy: those that need it fetch it
+            with contextlib.suppress(Exception):
                 _on_loop(client, client.replicate([future], asynchronous=True), timeout)
-            except Exception:  # a worker died meanwhile: those that need it fetch it
-                pass
         return future
     reason = (
         f"{type(last).__name__}: {last}" if last is not None else f"the client is {client.status}"

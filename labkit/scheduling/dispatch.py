@@ -17,13 +17,18 @@ Routes are tried in order; the first that takes a chunk sends it::
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from .base import OpenTask, as_labkit_error
+from . import routes  # noqa: F401  (registers the built-in routes)
+from .base import as_labkit_error
 from .connect import scatter_everywhere
+from .open_task import OpenTask
 from .pickling import unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
+from .window import Window
 
 __all__ = ["RoutedTasks"]
 
@@ -33,15 +38,22 @@ logger = logging.getLogger("labkit.scheduling")
 class RoutedTasks:
     """Starts, records, cancels and resubmits tasks through ``self.routes`` (a mixin)."""
 
+    # What the scheduler holds, declared for the type checker.
     client: Any
     outcomes: Any
+    window: Window
+    record: Callable[..., None]  # the scheduler's: records a task's outcome in its batch
     routes: list[Transport]
     _context: RouteContext
 
-    def open_routes(self, traits: ClusterTraits, direct_bytes: int) -> None:
-        """Choose the routes for a cluster of ``traits``, once, when the scheduler opens."""
-        options = self._run_options
-        self._context = RouteContext(self.client, self.outcomes, options, direct_bytes)
+    def open_routes(
+        self, traits: ClusterTraits, direct_bytes: int, run_options: Callable[[], tuple]
+    ) -> None:
+        """Choose the routes for a cluster of ``traits``, once, when the scheduler opens.
+
+        ``run_options() -> (start topic or None, offload token or None)`` for each task.
+        """
+        self._context = RouteContext(self.client, self.outcomes, run_options, direct_bytes)
         #: The routes tasks take, in the order they are tried.
         self.routes = open_routes(traits, self._context)
 
@@ -57,13 +69,6 @@ class RoutedTasks:
     def route(self, name: str) -> Transport | None:
         """The route called ``name`` (see :mod:`.transport`), or ``None`` if unused here."""
         return next((r for r in self.routes if r.name == name), None)
-
-    def _run_options(self) -> tuple:
-        """``(topic, offload)`` for a task: where to report its start (only while someone
-        listens), and the pool for GIL-holding callables."""
-        topic = self._topic if self.has_subscribers else None  # type: ignore[attr-defined]
-        offload = self._offload  # type: ignore[attr-defined]
-        return topic, offload.token if offload else None
 
     def ship_callable(self, task_callable):
         # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts);
@@ -97,10 +102,10 @@ class RoutedTasks:
                 entry.data, entry.route = data, first
         return futures
 
-    def record(self, entry: OpenTask, outcome=None, error=None) -> None:
+    def release_route(self, entry: OpenTask, outcome=None, error=None) -> None:
+        """Give back what ``entry``'s route holds for it (it is done: recorded next)."""
         if entry.route is not None:
             entry.route.release(entry, outcome if error is None else None)
-        super().record(entry, outcome, error)  # type: ignore[misc]
 
     def cancel_tasks(self, entries: list, handles: list) -> None:
         for entry in entries:
@@ -108,10 +113,8 @@ class RoutedTasks:
                 entry.route.release(entry)
         handles = [e.handle for e in entries if e.handle is not None] + list(handles)
         if handles:
-            try:
+            with contextlib.suppress(Exception):  # the cluster may already be gone at shutdown
                 self.client.cancel(handles)
-            except Exception:  # the cluster may already be gone at shutdown
-                pass
 
     def _resubmit(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.
@@ -123,11 +126,11 @@ class RoutedTasks:
         """
         if not entry.is_open():
             return
-        try:  # shipped again first if it was lost (a wait on the cluster), outside the lock
+        # shipped again first if it was lost (a wait on the cluster), outside the lock; if it
+        # fails, the route's own attempt below fails again, and is recorded
+        with contextlib.suppress(Exception):
             entry.batch.shipped_callable(entry)
-        except Exception:  # the route's own attempt below fails again, and is recorded
-            pass
-        with self.window.lock:  # type: ignore[attr-defined]
+        with self.window.lock:
             if not entry.is_open():
                 return
             entry.attempts += 1

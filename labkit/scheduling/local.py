@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import LabkitError
 from ..events import TaskStarted
 from .base import Scheduler, as_labkit_error
-from .task import is_delayed, is_future, run_task
+from .dask_adapter import is_delayed, is_future
+from .running import run_task
 
 __all__ = ["LocalScheduler", "resolve_local"]
 

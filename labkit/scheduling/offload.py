@@ -28,23 +28,26 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import multiprocessing
 import os
 import threading
-from typing import Any
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 import cloudpickle
 
-from ..errors import WorkerLostError
+from ..errors import InputError, WorkerLostError
 from .lifeline import hold_lifeline
+from .pickling import pickling_cause, root_cause, unpicklable_part
+from .pools import offload_pool, register_pool, unregister_pool
+from .running import run_task
 from .shared import SharedChunks
 
 __all__ = ["OffloadPool", "offload_pool"]
 
 logger = logging.getLogger("labkit.scheduling")
 
-_POOLS: dict[str, "OffloadPool"] = {}  # token -> pool; tasks name their pool by token
 _tokens = itertools.count()
 _CALLABLES: dict[int, Any] = {}  # in a pool process: callable token -> callable
 
@@ -65,7 +68,7 @@ class OffloadPool:
         self._pickled: dict[int, tuple[object, int, bytes]] = {}
         self._closed = False
         self._shared = SharedChunks()  # chunk segments, reused from task to task
-        _POOLS[self.token] = self
+        register_pool(self.token, self)
 
     def run(self, task_callable, data, info, worker: str):
         """Run one task in a pool process; its outcome, or its error raised here.
@@ -115,7 +118,7 @@ class OffloadPool:
             self._closed = True
             executor, self._executor = self._executor, None
             self._pickled.clear()
-        _POOLS.pop(self.token, None)
+        unregister_pool(self.token)
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
         self._shared.drop_all()
@@ -149,8 +152,6 @@ class OffloadPool:
             if self._closed:
                 raise RuntimeError("the offload pool is closed")
             if self._executor is None:
-                import multiprocessing
-
                 self._executor = ProcessPoolExecutor(
                     self.size,
                     mp_context=multiprocessing.get_context("spawn"),
@@ -171,9 +172,6 @@ def _dumps(task_callable) -> bytes:
     try:
         return cloudpickle.dumps(task_callable)
     except Exception as exc:
-        from ..errors import InputError
-        from .pickling import pickling_cause, root_cause, unpicklable_part
-
         root = pickling_cause(exc) or root_cause(exc)
         raise InputError(
             f"{unpicklable_part(task_callable)} cannot be sent to a process for GIL-holding "
@@ -181,23 +179,16 @@ def _dumps(task_callable) -> bytes:
         ) from exc
 
 
-def offload_pool(token: str | None) -> OffloadPool | None:
-    """The live pool registered under ``token`` (``None`` when there is none)."""
-    return _POOLS.get(token) if token else None
-
-
 def _init_process(parent: int) -> None:
     """In a pool process, first: end with ``parent``; one BLAS thread."""
     hold_lifeline(parent)
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # only in a pool process
 
     threadpool_limits(limits=1)  # as Dask's nanny does for its worker processes
 
 
 def _run_there(token: int, blob: bytes, data, info, worker: str):
     """In a pool process: the callable of ``token`` (unpickled once here), run on the chunk."""
-    from .task import run_task
-
     task_callable = _CALLABLES.get(token)
     if task_callable is None:
         if len(_CALLABLES) > 64:

@@ -30,7 +30,8 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Outcomes", "WATCH_EVERY"]
 
@@ -244,4 +245,4 @@ class Outcomes:
             for item in items:
                 found.update(self._gather([item]))
             return found
-        return {f.key: value for (_, f), value in zip(items, values)}
+        return {f.key: value for (_, f), value in zip(items, values, strict=True)}

@@ -28,7 +28,11 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
+
+from .reference import unwrap
+from .running import run_task_here
 
 __all__ = ["PACK_SECONDS", "MIN_PACKS", "TaskClock", "clock_key", "run_pack_here"]
 
@@ -69,14 +73,11 @@ def clock_key(task_callable) -> int:
 
 
 def run_pack_here(helds: list, infos: list, keys: list, task_callable, topic, offload) -> None:
-    """Run the tasks of one pack in turn, each as :func:`~.task.run_task_here` would.
+    """Run the tasks of one pack in turn, each as :func:`~.running.run_task_here` would.
 
     A task whose batch no longer holds it open (a cancel) is passed over.
     """
-    from .reference import unwrap
-    from .task import run_task_here
-
-    for held, info, key in zip(helds, infos, keys):
+    for held, info, key in zip(helds, infos, keys, strict=True):
         here: Any = unwrap(held)
         if here.is_open():
             run_task_here(here, info, task_callable, topic, offload=offload, key=key)

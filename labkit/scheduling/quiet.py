@@ -1,7 +1,7 @@
 """Keep Dask workers from logging the failures of labkit's own tasks.
 
 A failing task reaches its caller as a located labkit error (see
-:mod:`labkit.scheduling.task`); the worker's "Compute Failed" block for the same
+:mod:`labkit.scheduling.running`); the worker's "Compute Failed" block for the same
 failure, printed in red in a notebook by every worker a task failed on, says it
 again without the location.  So does a worker closed under a running task (a
 scheduler shut down mid-run): its "Async instruction for <Task cancelled
@@ -33,6 +33,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+
+from .pickling import cause_chain
 
 __all__ = [
     "LabkitTaskFailures",
@@ -78,8 +80,6 @@ class LabkitObjectsUnpicklable(logging.Filter):
         if record.msg == "Failed to serialize %s." and isinstance(record.args, tuple):
             return not type(record.args[0]).__module__.startswith("labkit.")
         if record.exc_info and record.exc_info[1] is not None:  # "Failed to Serialize"
-            from .pickling import cause_chain
-
             return not any(
                 isinstance(arg, str) and arg.startswith("<labkit.")
                 for err in cause_chain(record.exc_info[1])

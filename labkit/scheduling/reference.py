@@ -28,7 +28,7 @@ import weakref
 
 __all__ = ["ByReference", "unwrap"]
 
-_registry: "weakref.WeakValueDictionary[int, ByReference]" = weakref.WeakValueDictionary()
+_registry: weakref.WeakValueDictionary[int, ByReference] = weakref.WeakValueDictionary()
 _tokens = itertools.count()
 _lock = threading.Lock()
 

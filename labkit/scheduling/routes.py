@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from .reference import ByReference
-from .shared import SHARE_BYTES, SharedChunk, SharedChunks
+from .dask_adapter import is_delayed
+from .lazy_chunks import lazy_chunk
 from .packing import TaskClock, clock_key, run_pack_here
-from .task import HereTask, is_delayed, lazy_chunk, run_task, run_task_here
+from .reference import ByReference
+from .running import HereTask, run_task, run_task_here
+from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .transport import PASS, ClusterTraits, Transport, register, task_key
 
 __all__ = ["InProcessRoute", "SharedMemoryRoute", "DirectScatterRoute", "GraphRoute"]
@@ -51,7 +53,7 @@ class InProcessRoute(Transport):
     Dask pickles every task, also for an in-process worker; the chunk (or a
     lazy block's small graph) goes as a token instead (see :mod:`.reference`),
     and the task hands its outcome to :class:`~.outcomes.Outcomes` where it
-    ran (:func:`~.task.run_task_here`): nothing comes back through Dask.
+    ran (:func:`~.running.run_task_here`): nothing comes back through Dask.
     Tasks of one callable that are ready together start in one ``client.map``.
     """
 
@@ -66,7 +68,7 @@ class InProcessRoute(Transport):
         return traits.in_process and traits.by_reference
 
     def prepare(self, entry, data):
-        """The chunk itself, or a lazy block as a :class:`~.task.LazyChunk`; a chunk that
+        """The chunk itself, or a lazy block as a :class:`~.lazy_chunks.LazyChunk`; a chunk that
         needs data on the cluster goes by the graph route."""
         if is_delayed(data):
             data = lazy_chunk(data)
@@ -88,7 +90,7 @@ class InProcessRoute(Transport):
         return entry.reference
 
     def submit(self, entry, payload):
-        """One task: ``client.submit`` of :func:`~.task.run_task_here`."""
+        """One task: ``client.submit`` of :func:`~.running.run_task_here`."""
         shipped, key, topic, offload = _run_arguments(self, entry)
         outcomes = self.context.outcomes
         outcomes.expect([(key, entry)])  # before it starts: it may deliver at once
@@ -117,10 +119,10 @@ class InProcessRoute(Transport):
         keys = [task_key(entry) for entry, _ in group]
         held = [
             self._held(entry, payload, key)
-            for (entry, _), payload, key in zip(group, payloads, keys)
+            for (entry, _), payload, key in zip(group, payloads, keys, strict=True)
         ]
         outcomes = self.context.outcomes
-        outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys)])
+        outcomes.expect([(key, entry) for (entry, _), key in zip(group, keys, strict=True)])
         size = self.clock.pack_size(clock_key(first.callable), len(group))
         if size > 1:
             return self._submit_packs(group, held, keys, size, (shipped, topic, offload))
@@ -153,9 +155,9 @@ class InProcessRoute(Transport):
             pure=False,
         )
         self.context.outcomes.watch_keys(
-            [(key, pack) for pack, span in zip(packs, spans) for key in keys[span]]
+            [(key, pack) for pack, span in zip(packs, spans, strict=True) for key in keys[span]]
         )
-        return [pack for pack, span in zip(packs, spans) for _ in keys[span]]
+        return [pack for pack, span in zip(packs, spans, strict=True) for _ in keys[span]]
 
     def release(self, entry, outcome=None) -> None:
         """Drop the reference: the token no longer resolves.  Time the task for packing."""
@@ -270,7 +272,7 @@ class GraphRoute(Transport):
     priority = 90
 
     def prepare(self, entry, data):
-        """A lazy block as a :class:`~.task.LazyChunk`; anything else as it is."""
+        """A lazy block as a :class:`~.lazy_chunks.LazyChunk`; anything else as it is."""
         if is_delayed(data):
             lazy = lazy_chunk(data)
             return lazy if lazy is not None else data

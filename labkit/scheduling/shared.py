@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 __all__ = [
@@ -56,10 +57,10 @@ class SharedArray:
         result) does.  Writes stay private to this process: a chunk sent again
         after a lost worker is the chunk as the client made it.
         """
+        import _posixshmem
         import mmap
         import os
 
-        import _posixshmem
         import numpy as np
 
         fd = _posixshmem.shm_open("/" + self.name, os.O_RDONLY, mode=0o600)
@@ -141,14 +142,10 @@ def room() -> int:
 def unlink(segments: list) -> None:
     """The creator's end of segments: close and remove them (mappings elsewhere stay valid)."""
     for segment in segments:
-        try:
+        with contextlib.suppress(BufferError):  # the client still uses a view of it
             segment.close()
-        except BufferError:  # the client still uses a view of it
-            pass
-        try:
+        with contextlib.suppress(FileNotFoundError):
             segment.unlink()
-        except FileNotFoundError:
-            pass
     segments.clear()
 
 
@@ -159,7 +156,7 @@ class SharedChunk:
         self.parts = parts
 
     @classmethod
-    def of(cls, data, segments: list, take=None) -> "SharedChunk | None":
+    def of(cls, data, segments: list, take=None) -> SharedChunk | None:
         """``data`` in shared memory, or ``None`` when it has no array big enough to share."""
         before = len(segments)
         parts = share(data, segments, take)

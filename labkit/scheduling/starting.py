@@ -13,40 +13,24 @@ as open, and the error names its chunk.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, cast
+from collections.abc import Callable
+from typing import Any, cast
 
+from ..constraints import Callable as IsCallable
+from ..constraints import InstanceOf, check_argument
 from ..errors import InputError, LabkitError, SchedulerError, pulled
 from ..events import TaskFailed, TaskInfo, TaskSubmitted
+from .callables import FunctionCallable, TaskCallable
+from .open_task import OpenTask, TaskOwner
 from .pickling import pickling_cause, root_cause
-from .task import FunctionCallable, TaskCallable
 
-if TYPE_CHECKING:
-    from .batch import Batch
+__all__ = ["StartsTasks", "GROUP_MAX", "chunk_nbytes"]
 
-__all__ = ["StartsTasks", "OpenTask", "GROUP_MAX", "chunk_nbytes"]
+#: What a batch's ``task_callable`` may be.
+TASK_CALLABLE = [InstanceOf(TaskCallable, "a TaskCallable"), IsCallable()]
 
 #: Most tasks :meth:`StartsTasks.add_tasks` starts in one call to the backend.
 GROUP_MAX = 64
-
-
-@dataclasses.dataclass(eq=False)
-class OpenTask:
-    """Book-keeping of one open task."""
-
-    info: TaskInfo
-    batch: "Batch"
-    callable: TaskCallable
-    shipped: Any = None  # the callable as the backend shipped it
-    nbytes: int = 0
-    handle: Any = None  # the backend's handle, for cancelling
-    data: Any = None  # kept by backends that may have to send the chunk again
-    reference: Any = None  # the input handed by reference, held until the task is done
-    route: Any = None  # the transport that carries it (see .transport)
-    attempts: int = 1
-
-    def is_open(self) -> bool:
-        """Whether this task still waits for its outcome (not recorded, not cancelled)."""
-        return self.batch.is_open(self)
 
 
 class StartsTasks:
@@ -193,7 +177,7 @@ class StartsTasks:
                 self._template = dataclasses.replace(
                     self._template, run=run, node_name=self.as_run.name
                 )
-        batch = cast("Batch", self)  # the mixin is only ever a Batch
+        batch = cast(TaskOwner, self)  # the mixin is only ever a Batch
         entry = OpenTask(self._next_info(info), batch, self._callable, self._shipped, nbytes)
         with window.lock:
             window.open(self._share, entry.info.task, entry, nbytes)
@@ -261,11 +245,7 @@ class StartsTasks:
         """``fn`` as a TaskCallable; the same plain function keeps the same wrapper."""
         if isinstance(fn, TaskCallable):
             return fn
-        if not callable(fn):
-            raise InputError(
-                f"task_callable must be a TaskCallable or a callable taking the "
-                f"chunk, got {type(fn).__name__}"
-            )
+        check_argument("task_callable", fn, TASK_CALLABLE)
         current = self._callable
         if isinstance(current, FunctionCallable) and current.fn is fn:
             return current  # so it is not shipped again with every task

@@ -38,11 +38,12 @@ Examples
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from .outcomes import Outcomes
-    from .starting import OpenTask
+from .connect import on_loopback
+from .open_task import OpenTask
+from .outcomes import Outcomes
 
 __all__ = [
     "Transport",
@@ -77,7 +78,7 @@ class RouteContext:
     """What the routes need of their scheduler."""
 
     client: Any
-    outcomes: "Outcomes"
+    outcomes: Outcomes
     run_options: Callable[[], tuple]  # () -> (start topic or None, offload token or None)
     direct_bytes: int  # chunks from this size on go straight to a worker
 
@@ -108,11 +109,11 @@ class Transport:
         """Whether this route serves a cluster with ``traits``."""
         return True
 
-    def prepare(self, entry: "OpenTask", data) -> Any:
+    def prepare(self, entry: OpenTask, data) -> Any:
         """What this route sends for ``entry``'s chunk, or :data:`PASS` when it does not carry it."""
         return data
 
-    def submit(self, entry: "OpenTask", payload) -> Any:
+    def submit(self, entry: OpenTask, payload) -> Any:
         """Start ``entry`` with its prepared chunk; its Dask future, or ``None`` until known."""
         raise NotImplementedError
 
@@ -120,14 +121,14 @@ class Transport:
         """Start ``[(entry, data), ...]`` in one call; their futures, or ``None`` if it cannot."""
         return None
 
-    def resubmit(self, entry: "OpenTask") -> Any:
+    def resubmit(self, entry: OpenTask) -> Any:
         """Start ``entry`` again (its inputs were lost with a worker): a new key, same chunk."""
         payload = self.prepare(entry, entry.data)
         if payload is PASS:  # a route takes the same chunk every time; only a bug gets here
             raise RuntimeError(f"the {self.name} route no longer carries chunk {entry.info.chunk}")
         return self.submit(entry, payload)
 
-    def release(self, entry: "OpenTask", outcome=None) -> None:
+    def release(self, entry: OpenTask, outcome=None) -> None:
         """Give back what the route holds for ``entry`` (done, failed or cancelled)."""
 
     def close(self) -> None:
@@ -155,8 +156,6 @@ def unregister(name: str) -> None:
 
 def route_classes(traits: ClusterTraits) -> list[type[Transport]]:
     """The registered routes that serve ``traits``, in the order they are tried."""
-    from . import routes  # noqa: F401  (registers the built-in routes)
-
     return sorted(
         (cls for cls in _REGISTRY.values() if cls.usable(traits)), key=lambda cls: cls.priority
     )
@@ -167,12 +166,12 @@ def open_routes(traits: ClusterTraits, context: RouteContext) -> list[Transport]
     return [cls(context) for cls in route_classes(traits)]
 
 
-def task_key(entry: "OpenTask") -> str:
+def task_key(entry: OpenTask) -> str:
     """The Dask key of ``entry``'s current attempt: ``labkit-{kind}-{run}-{task}-{attempt}``."""
     return f"{task_key_prefix(entry)}{entry.attempts}"
 
 
-def task_key_prefix(entry: "OpenTask") -> str:
+def task_key_prefix(entry: OpenTask) -> str:
     """What the Dask keys of all ``entry``'s attempts begin with."""
     info = entry.info
     return f"labkit-{info.kind}-{info.run}-{info.task}-"
@@ -201,6 +200,4 @@ def direct_bytes_for(addresses) -> int:
     >>> direct_bytes_for(["tcp://127.0.0.1:4000"]), direct_bytes_for(["tcp://10.0.0.5:4000"])
     (1048576, 65536)
     """
-    from .connect import on_loopback
-
     return 2**20 if on_loopback(addresses) else 2**16

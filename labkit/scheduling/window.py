@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Window", "Share"]
 
@@ -39,7 +40,7 @@ __all__ = ["Window", "Share"]
 class Share:
     """One batch's part of a :class:`Window`: its open tasks and their bytes.
 
-    Only the window reads and changes it; its owner passes it back to the
+    The window changes it, under its lock; its owner passes it back to the
     window's methods.
     """
 
@@ -49,6 +50,47 @@ class Share:
         self._owner = weakref.ref(owner) if owner is not None else (lambda: None)
         self._open: dict[int, tuple[Any, int]] = {}  # task id -> (entry, its bytes)
         self._bytes = 0
+
+    @property
+    def owner(self) -> Any:
+        """The batch that holds this share, ``None`` once it is gone."""
+        return self._owner()
+
+    @property
+    def n_open(self) -> int:
+        """Open tasks."""
+        return len(self._open)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of chunks held by the open tasks."""
+        return self._bytes
+
+    def add(self, task: int, entry: Any, nbytes: int) -> None:
+        """Count ``entry`` open as task ``task``."""
+        self._open[task] = (entry, nbytes)
+        self._bytes += nbytes
+
+    def holds(self, task: int, entry: Any) -> bool:
+        """Whether ``entry`` is the open task ``task``."""
+        held = self._open.get(task)
+        return held is not None and held[0] is entry
+
+    def remove(self, task: int, entry: Any) -> bool:
+        """Take task ``task`` out if ``entry`` is still it; whether it was."""
+        held = self._open.get(task)
+        if held is None or held[0] is not entry:
+            return False
+        del self._open[task]
+        self._bytes -= held[1]
+        return True
+
+    def clear(self) -> list:
+        """Take every open task out; their entries."""
+        entries = [entry for entry, _ in self._open.values()]
+        self._open.clear()
+        self._bytes = 0
+        return entries
 
 
 class Window:
@@ -88,7 +130,7 @@ class Window:
     def owners(self) -> list:
         """The owners of every share still in the window."""
         with self.lock:
-            owners = [share._owner() for share in self._shares]
+            owners = [share.owner for share in self._shares]
         return [owner for owner in owners if owner is not None]
 
     # -- room -------------------------------------------------------------------------------
@@ -100,12 +142,12 @@ class Window:
         large enough to leave it (so that a full window refills in groups).
         """
         with self.lock:
-            if not share._open:
+            if not share.n_open:
                 return True  # every batch may always have one task open
-            active = sum(1 for s in self._shares if s._open) or 1
+            active = sum(1 for s in self._shares if s.n_open) or 1
             part = max(1, self.max_in_flight // active)
             spare = min(spare, part // 8)
-            return len(share._open) + spare < part and share._bytes + nbytes <= max(
+            return share.n_open + spare < part and share.nbytes + nbytes <= max(
                 1, self.max_bytes_in_flight // active
             )
 
@@ -125,43 +167,36 @@ class Window:
     def open(self, share: Share, task: int, entry: Any, nbytes: int) -> None:
         """Count ``entry`` (task id ``task``, ``nbytes`` of chunk) as open in ``share``."""
         with self.lock:
-            share._open[task] = (entry, nbytes)
-            share._bytes += nbytes
+            share.add(task, entry, nbytes)
 
     def is_open(self, share: Share, task: int, entry: Any) -> bool:
         """Whether ``entry`` is the open task ``task`` of ``share`` (not closed, not cleared)."""
-        held = share._open.get(task)
-        return held is not None and held[0] is entry
+        return share.holds(task, entry)
 
     def close(self, share: Share, task: int, entry: Any) -> bool:
         """Close task ``task`` if ``entry`` is still it; whether this call closed it."""
         with self.lock:
-            held = share._open.get(task)
-            if held is None or held[0] is not entry:
+            if not share.remove(task, entry):
                 return False
-            del share._open[task]
-            share._bytes -= held[1]
             self.lock.notify_all()
             return True
 
     def clear(self, share: Share) -> list:
         """Close every open task of ``share``; the entries that were open."""
         with self.lock:
-            entries = [entry for entry, _ in share._open.values()]
-            share._open.clear()
-            share._bytes = 0
+            entries = share.clear()
             self.lock.notify_all()
         return entries
 
     def n_open(self, share: Share) -> int:
         """Open tasks of ``share``."""
-        return len(share._open)
+        return share.n_open
 
     def nbytes(self, share: Share) -> int:
         """Bytes of chunks held by the open tasks of ``share``."""
-        return share._bytes
+        return share.nbytes
 
     def total_open(self) -> int:
         """Open tasks of every share."""
         with self.lock:
-            return sum(len(s._open) for s in self._shares)
+            return sum(s.n_open for s in self._shares)

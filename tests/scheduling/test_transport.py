@@ -17,8 +17,8 @@ import labkit as lk
 from labkit.events import TaskInfo
 from labkit.scheduling.routes import DirectScatterRoute, GraphRoute, InProcessRoute
 from labkit.scheduling.shared import SHARE_BYTES, SharedChunk
-from labkit.scheduling.starting import OpenTask
-from labkit.scheduling.task import LazyChunk
+from labkit.scheduling.open_task import OpenTask
+from labkit.scheduling.lazy_chunks import LazyChunk
 from labkit.scheduling.transport import (
     PASS, ClusterTraits, RouteContext, Transport, direct_bytes_for, open_routes, register,
     route_classes, task_key, task_key_prefix, task_of_key, unregister,

@@ -14,18 +14,20 @@ workers is shipped again by the task's route, at most ``max_attempts`` times.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from ..constraints import POSITIVE_INT, Options, check_parameters
 from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ..events import TaskStarted
 from . import dask_adapter as adapter
-from .base import OpenTask, Scheduler
+from .base import Scheduler
 from .blas import one_blas_thread
 from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
 from .connect import ADDRESS, CLIENT, SECONDS
 from .dispatch import RoutedTasks
 from .offload import OffloadPool
+from .open_task import OpenTask
 from .outcomes import Outcomes
 from .pickling import pickling_cause
 from .results import RESULT_CONTAINER
@@ -145,10 +147,22 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             self.inputs_by_reference,
             local if shared_memory is None else bool(shared_memory),
         )
-        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads))
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
+        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads), self._run_options)
         if self._topic:  # start events from the workers, for live views
             self.client.subscribe_topic(self._topic, self._on_started)
+
+    def _run_options(self) -> tuple:
+        """``(topic, offload)`` for a task: where to report its start (only while someone
+        listens), and the pool for GIL-holding callables."""
+        topic = self._topic if self.has_subscribers else None
+        offload = self._offload
+        return topic, offload.token if offload else None
+
+    def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None) -> None:
+        """Give back what the task's route holds, then record it in its batch."""
+        self.release_route(entry, outcome, error)
+        super().record(entry, outcome, error)
 
     def _on_started(self, event) -> None:
         _, msg = event
@@ -221,10 +235,8 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
     def _close(self) -> None:
         self.outcomes.close()
         if self._topic:
-            try:
+            with contextlib.suppress(Exception):
                 self.client.unsubscribe_topic(self._topic)
-            except Exception:
-                pass
         self._opened.close()
         if self._offload is not None:
             self._offload.close()

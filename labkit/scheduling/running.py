@@ -1,4 +1,4 @@
-"""Task callables and the wrapper that runs one task wherever it lands.
+"""Running one task wherever it lands: on a Dask worker, a thread here, a pool process.
 
 :func:`run_task` is what actually executes on a Dask worker (or in-process for
 the local scheduler): it forks the shipped callable, runs it on one chunk,
@@ -12,28 +12,25 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from ..errors import USER_EXITS, LabkitError, TaskError, require_callable
+from ..errors import USER_EXITS, LabkitError, TaskError
 from ..events import TaskInfo
-from .dask_adapter import is_delayed, is_future, is_task_graph, task_graph
+from .callables import TaskCallable
+from .lazy_chunks import LazyChunk
+from .pools import offload_pool
 from .quiet import install as _quiet_worker_log
 from .reference import unwrap
 from .shared import SharedChunk, unmap
 
 __all__ = [
-    "TaskCallable",
-    "FunctionCallable",
     "TaskOutcome",
     "run_task",
     "run_task_here",
     "HereTask",
     "n_samples",
-    "is_delayed",
-    "is_future",
-    "LazyChunk",
-    "lazy_chunk",
     "current_task",
     "worker_address",
 ]
@@ -56,82 +53,6 @@ def current_task() -> TaskInfo | None:
     return getattr(_running, "info", None)
 
 
-class TaskCallable:
-    """Work that a scheduler applies to each chunk of data.
-
-    A scheduler ships the callable to the workers once (not with every task)
-    and calls ``fork()`` before each task, so a callable that accumulates
-    state must return a fresh copy from ``fork``.
-
-    ``holds_gil`` says that the work is pure Python (it holds the GIL): on an
-    in-process cluster such tasks run in worker processes instead of threads
-    (see :mod:`labkit.scheduling.offload`).  numpy, BLAS, scikit-learn and
-    torch work releases the GIL and runs best on threads.
-
-    Examples
-    --------
-    >>> class Square(TaskCallable):
-    ...     def __call__(self, data):
-    ...         return data * data
-    >>> Square().fork()(3)
-    9
-    """
-
-    holds_gil: bool = False
-
-    def setup_environment(self) -> None:
-        """Prepare the process the callable runs in; called once per process."""
-
-    def fork(self) -> "TaskCallable":
-        """The callable that runs one task; ``self`` for stateless callables."""
-        return self
-
-    def parts(self) -> dict[str, Any]:
-        """The user's objects it carries, by how a message should name them.
-
-        An error about the callable (it cannot be sent to the workers, say)
-        names the part at fault (``"estimator 'svm' (SVC)"``), never labkit's
-        own wrapper.  None by default.
-        """
-        return {}
-
-    def __call__(self, data) -> Any:
-        raise NotImplementedError
-
-
-class FunctionCallable(TaskCallable):
-    """A plain function as a task callable.
-
-    Parameters
-    ----------
-    fn : callable
-    holds_gil : bool
-        The function is pure Python: run it in processes beside an
-        in-process cluster (see :class:`TaskCallable`).
-
-    Examples
-    --------
-    >>> FunctionCallable(len)([1, 2])
-    2
-    """
-
-    def __init__(self, fn: Callable[[Any], Any], holds_gil: bool = False):
-        require_callable(fn, "fn", "FunctionCallable")
-        self.fn = fn
-        self.holds_gil = holds_gil
-
-    def __call__(self, data):
-        return self.fn(data)
-
-    def parts(self) -> dict[str, Any]:
-        """The function, named as its code names it."""
-        name = getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
-        return {f"the task function {name}": self.fn}
-
-    def __repr__(self):
-        return f"FunctionCallable({getattr(self.fn, '__name__', self.fn)!r})"
-
-
 @dataclass(frozen=True)
 class TaskOutcome:
     """What a task sends back: its result, where it ran and when."""
@@ -149,81 +70,6 @@ def n_samples(data) -> int | None:
     first = data[0] if isinstance(data, tuple) and data else data
     shape = getattr(first, "shape", None)
     return int(shape[0]) if shape else None
-
-
-class LazyChunk:
-    """A chunk not computed yet: its own small task graph, computed inside the task.
-
-    A block of a lazy Dask array (say ``from_delayed`` or ``da.random``) would
-    otherwise be a task of its own whose output the training task then takes:
-    two tasks a chunk, the block kept in the worker's memory between them.
-    Computing it inside the training task makes one task a chunk, and the
-    chunk never leaves the thread that made it.
-    """
-
-    def __init__(self, graph: dict, key):
-        self.graph, self.key = graph, key
-
-    def materialize(self):
-        """The chunk, computed here: node by node, or by Dask's synchronous scheduler.
-
-        A culled block graph holds a task or two; walking it directly costs a
-        third of ``get_sync`` (about 50 µs against 140 µs a chunk).
-        """
-        graph = self.graph
-        if len(graph) <= 64 and is_task_graph(graph):
-            return _evaluate(graph, self.key, {})
-        from dask.local import get_sync
-
-        return get_sync(self.graph, self.key)
-
-
-def _evaluate(graph: dict, key, cache: dict):
-    """``graph[key]`` computed depth first, each node once (``cache`` holds results)."""
-    node = graph[key]
-    for dependency in node.dependencies:
-        if dependency not in cache:
-            _evaluate(graph, dependency, cache)
-    cache[key] = value = node(cache)
-    return value
-
-
-def lazy_chunk(delayed) -> LazyChunk | None:
-    """``delayed`` as a :class:`LazyChunk`, or ``None`` when it needs data already on a cluster.
-
-    A persisted array's blocks (and chunks built on futures) have keys that
-    live on the cluster: they are trained as dependent tasks, where they lie.
-    """
-    from dask.optimization import cull
-
-    try:
-        graph, converted = _as_dicts(delayed.__dask_graph__())
-        if delayed.key not in graph:
-            return None
-        culled, dependencies = cull(graph, [delayed.key])
-    except Exception:  # an unusual graph: let Dask handle it as a task of its own
-        return None
-    if any(d not in culled for deps in dependencies.values() for d in deps) or any(
-        is_future(value) for value in culled.values()
-    ):
-        return None
-    return LazyChunk({key: converted[key] for key in culled}, delayed.key)
-
-
-# The blocks of one array share one graph: convert it once.  One tuple, swapped whole,
-# so threads submitting different arrays never see one graph's dicts for another's.
-_last_graph: tuple = (None, None, None)
-
-
-def _as_dicts(graph) -> tuple[dict, dict]:
-    """``graph`` as a dict, and as a dict of task specs (old-style tuples converted)."""
-    global _last_graph
-    held, as_dict, converted = _last_graph
-    if held is not graph:
-        as_dict = dict(graph)
-        converted = task_graph(as_dict)
-        _last_graph = (graph, as_dict, converted)
-    return as_dict, converted
 
 
 def worker_address() -> str:
@@ -249,7 +95,7 @@ def _ensure_environment(task_callable: TaskCallable) -> None:
     with _env_lock:
         if getattr(task_callable, "_labkit_env_ready", None) != _PROCESS:
             task_callable.setup_environment()
-            setattr(task_callable, "_labkit_env_ready", _PROCESS)
+            setattr(task_callable, "_labkit_env_ready", _PROCESS)  # noqa: B010  (a mark on the user's object)
 
 
 def _report_start(topic: str, info: TaskInfo, worker: str, start: float, key=None) -> None:
@@ -283,8 +129,6 @@ def run_task(
         _report_start(topic, info, worker, start, key)
     pool = None
     if offload is not None and getattr(task_callable, "holds_gil", False):
-        from .offload import offload_pool
-
         pool = offload_pool(offload)
     mapped: list = []
     data = unwrap(data)
