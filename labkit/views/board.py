@@ -22,11 +22,10 @@ import logging
 
 from ..errors import CancelledError
 from .busy_kernel import serve_while_busy
-from .labels import bucket_lines
 from .live import LiveView, State, clock_html
 from .parts import FitPart, PhaseRows, RunRows
-from .sources import check_source
-from .words import stage_table
+from .subjects import check_source
+from .words import bucket_lines, stage_table
 
 __all__ = ["Board", "board"]
 

@@ -49,7 +49,7 @@ from .components import Components
 from .priority import lower_this_thread
 from .run_panel import RunPanel
 from .sampler import ClusterSampler
-from .sources import check_source
+from .subjects import check_source, client_of
 from . import writer
 from .live import LiveView
 
@@ -138,17 +138,6 @@ def _lifetime_owners(source) -> list:
     ]
 
 
-def _client_of(source):
-    """The Dask client behind ``source`` (a scheduler's, a run's or a trainer's), or None."""
-    client = getattr(source, "client", None)
-    if client is not None:
-        return client
-    for s in getattr(source, "schedulers", []):
-        if getattr(s, "client", None) is not None:
-            return s.client
-    return None
-
-
 def _origins(allowed) -> list[str]:
     """``allow_websocket_origin`` as a list of ``host[:port]`` strings, or an InputError."""
     if allowed is None:
@@ -216,7 +205,7 @@ class _DashboardServer:
         # own pace on the server's loop, where Bokeh documents may be changed.
         self.feed = LiveView(scheduler)
         self.tracker = self.feed.tracker
-        client = _client_of(scheduler)
+        client = client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
         self._requested = (port, origins)
         self._ready = threading.Event()

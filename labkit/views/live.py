@@ -41,7 +41,7 @@ import weakref
 import numpy as np  # noqa: F401  (used by the doctest)
 
 from ..events import RunFinished, run_of
-from .sources import check_source
+from .subjects import check_source
 from .tracker import Tracker
 from .writer import Writer, check_rate, state_every
 

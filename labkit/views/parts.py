@@ -18,9 +18,16 @@ from __future__ import annotations
 
 import html
 
-from .labels import phase_label
 from .progress import PhaseProgress, RunProgress
-from .words import epoch_table, fit_progress, run_line, search_groups, search_line, search_table
+from .words import (
+    epoch_table,
+    fit_progress,
+    phase_label,
+    run_line,
+    search_groups,
+    search_line,
+    search_table,
+)
 
 __all__ = ["PhaseRows", "FitPart", "RunRows", "LABEL_CSS"]
 
