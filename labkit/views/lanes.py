@@ -1,7 +1,8 @@
 """Task lanes: one horizontal lane per worker, a coloured block per finished task.
 
 :class:`TaskLanes` is an `anywidget <https://anywidget.dev>`_ whose front-end
-(plain ESM and CSS, no build step) ships as ``labkit._widgets``.  The Python
+(plain ESM and CSS, no build step) lives in ``labkit/views/assets/`` and ships
+as package data of ``labkit.views``.  The Python
 side streams: :meth:`TaskLanes.update` pulls the spans finished since the
 last call from a :class:`~labkit.views.tracker.Tracker` and sends only those,
 as one custom message ``{"kind": "spans", "spans": [...]}``.  The synced
@@ -20,7 +21,7 @@ from importlib.resources import files
 import anywidget
 import traitlets
 
-__all__ = ["TaskLanes", "span_dict"]
+__all__ = ["TaskLanes", "span_dict", "asset"]
 
 # One hue per node, as in the Bokeh components (Category10 without red, which marks
 # failed tasks, and grey, which marks tasks outside any node); phases alternate in strength.
@@ -29,9 +30,9 @@ FAILED = "#d62728"
 PLAIN = "#7f7f7f"
 
 
-def _asset(name: str) -> str:
-    """The text of a front-end file shipped in ``labkit._widgets``."""
-    return (files("labkit._widgets") / name).read_text(encoding="utf-8")
+def asset(name: str) -> str:
+    """The text of a front-end file shipped in ``labkit/views/assets/``."""
+    return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
 
 
 def _colour(span) -> tuple[str, float]:
@@ -80,8 +81,8 @@ class TaskLanes(anywidget.AnyWidget):
         Trait values (``lane_height``, ``title`` ...).
     """
 
-    _esm = _asset("lanes.js")
-    _css = _asset("lanes.css")
+    _esm = asset("lanes.js")
+    _css = asset("lanes.css")
 
     workers = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)  # shown names

@@ -26,8 +26,8 @@ def _finish(tracker, i, worker="tcp://w1", node=0, ok=True):
 
 
 def test_front_end_files_ship_as_package_resources():
-    js = (files("labkit._widgets") / "lanes.js").read_text()
-    css = (files("labkit._widgets") / "lanes.css").read_text()
+    js = (files("labkit.views") / "assets" / "lanes.js").read_text()
+    css = (files("labkit.views") / "assets" / "lanes.css").read_text()
     assert "export default" in js and "render" in js and "import " not in js
     assert ".labkit-lanes" in css
     assert TaskLanes._esm == js and TaskLanes._css == css
@@ -157,7 +157,7 @@ console.log(JSON.stringify({ className: root.className, counts, sent, names, tip
 def test_the_esm_renders_lanes_and_skips_spans_it_has(tmp_path):
     harness = tmp_path / "harness.mjs"
     harness.write_text(_NODE_HARNESS)
-    esm = (files("labkit._widgets") / "lanes.js")
+    esm = (files("labkit.views") / "assets" / "lanes.js")
 
     def span(seq, lane=0, ok=True):
         return {"seq": seq, "lane": lane, "start": seq * 0.5, "end": seq * 0.5 + 0.4,
