@@ -21,10 +21,13 @@ import html
 import logging
 
 from ..errors import CancelledError
+from ..experiments.result import SweepResult
+from ..experiments.sweep import finished_run
 from .busy_kernel import serve_while_busy
 from .live import LiveView, State, clock_html
 from .parts import FitPart, PhaseRows, RunRows
-from .subjects import check_source
+from .subjects import SweepRun, check_source
+from .sweep_board import SweepBoard
 from .words import bucket_lines, stage_table
 
 __all__ = ["Board", "board"]
@@ -34,8 +37,13 @@ logger = logging.getLogger("labkit.views")
 
 def board(
     source, dashboard_url: str | None = None, bokeh: bool = True, lanes: bool = True
-) -> "Board":
+) -> LiveView:
     """The live board of a Scheduler, a Run or a trainer.
+
+    Which board is declared by the source (:mod:`.subjects`): a sweep's run
+    (:class:`~labkit.views.subjects.SweepRun`, one that carries its sweep) and
+    a sweep's result get the sweep's comparison board; anything else that can
+    be followed gets a :class:`Board`.
 
     Parameters
     ----------
@@ -49,17 +57,10 @@ def board(
     lanes : bool
         Show the per-worker task lanes.
     """
-    from ..experiments.result import SweepResult
-
-    if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its board
-        from ..experiments.sweep import finished_run
-        from .sweep_board import SweepBoard
-
-        return SweepBoard(finished_run(source))
+    if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its run
+        source = finished_run(source)
     check_source(source, "lk.board")
-    if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):  # a sweep's run
-        from .sweep_board import SweepBoard
-
+    if isinstance(source, SweepRun):
         return SweepBoard(source)
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
