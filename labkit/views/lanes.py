@@ -21,27 +21,13 @@ from importlib.resources import files
 import anywidget
 import traitlets
 
+from .task_colours import node_color
+
 __all__ = ["TaskLanes", "span_dict", "asset"]
-
-# One hue per node, as in the Bokeh components (Category10 without red, which marks
-# failed tasks, and grey, which marks tasks outside any node); phases alternate in strength.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-FAILED = "#d62728"
-PLAIN = "#7f7f7f"
-
 
 def asset(name: str) -> str:
     """The text of a front-end file shipped in ``labkit/views/assets/``."""
     return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
-
-
-def _colour(span) -> tuple[str, float]:
-    """Colour and opacity: red when failed, else a hue per node, paler on odd phases."""
-    if not span.ok:
-        return FAILED, 1.0
-    if span.node is None:
-        return PLAIN, 0.8
-    return PALETTE[span.node % len(PALETTE)], 0.9 if (span.phase or 0) % 2 == 0 else 0.55
 
 
 def _label(span) -> str:
@@ -57,7 +43,7 @@ def span_dict(span, t0: float, lane: int) -> dict:
 
     The worker's name is sent once, in ``workers``; a span only says which lane.
     """
-    colour, alpha = _colour(span)
+    colour, alpha = node_color(span.node, span.phase, span.ok)
     return {
         "seq": span.seq,
         "lane": lane,
