@@ -37,7 +37,7 @@ logger = logging.getLogger("labkit.views")
 
 def board(
     source, dashboard_url: str | None = None, bokeh: bool = True, lanes: bool = True
-) -> LiveView:
+) -> Board | SweepBoard:
     """The live board of a Scheduler, a Run or a trainer.
 
     Which board is declared by the source (:mod:`.subjects`): a sweep's run
@@ -209,10 +209,13 @@ class Board(LiveView):
 
     def _on_cancel(self, _button=None) -> None:
         """The Cancel button: cancel the run, say so, redraw."""
-        with self.cancel_button.hold_sync():
+        button = self.cancel_button
+        if button is None:  # a scheduler's board has no Cancel button
+            return
+        with button.hold_sync():
             if self.run is not None and self.run.cancel():
-                self.cancel_button.description = "Cancelled"
-            self.cancel_button.disabled = True
+                button.description = "Cancelled"
+            button.disabled = True
         if self.writer is not None:
             self.writer.poke(force=True)
 

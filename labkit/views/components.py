@@ -46,7 +46,15 @@ from __future__ import annotations
 import threading
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, DataRange1d, FactorRange, HoverTool, LabelSet, Range1d
+from bokeh.models import (
+    BasicTickFormatter,
+    ColumnDataSource,
+    DataRange1d,
+    FactorRange,
+    HoverTool,
+    Range1d,
+)
+from bokeh.models.annotations import LabelSet
 from bokeh.plotting import figure
 
 from .node_panel import AXES, MAX_SERIES, NodePanel
@@ -85,6 +93,8 @@ _SPAN_COLUMNS = (
     "color",
     "alpha",
 )
+
+
 def _lane(worker: str) -> str:
     """A short lane label: the address without its protocol."""
     return worker.split("://", 1)[-1]
@@ -94,11 +104,12 @@ def _bytes(n: int | None) -> str:
     """Bytes as a short human string."""
     if n is None:
         return ""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+        if size < 1024:
+            return f"{size:.0f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
 
 
 class Components:
@@ -172,7 +183,7 @@ class Components:
         fig = figure(
             title="Device load (busy fraction)",
             height=120,
-            x_range=Range1d(0, 1),
+            x_range=Range1d(start=0, end=1),
             y_range=FactorRange(factors=[]),
             tools="",
             toolbar_location=None,
@@ -207,7 +218,9 @@ class Components:
                 ]
             )
         )
-        fig.xaxis.formatter.use_scientific = False
+        for axis in fig.xaxis:  # fractions, never 1e-1
+            if isinstance(axis.formatter, BasicTickFormatter):
+                axis.formatter.use_scientific = False
         return _named(fig, "labkit-device-load")
 
     def _make_task_stream(self, follow_seconds: float):
@@ -356,6 +369,7 @@ class Components:
             "color": color,
             "alpha": alpha,
         }
+
 
 def _patch(source: ColumnDataSource, rows: list[dict], columns) -> None:
     """Patch only the cells that changed (same rows, same order)."""

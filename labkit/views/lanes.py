@@ -25,6 +25,7 @@ from .task_colours import node_color
 
 __all__ = ["TaskLanes", "span_dict", "asset"]
 
+
 def asset(name: str) -> str:
     """The text of a front-end file shipped in ``labkit/views/assets/``."""
     return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
@@ -171,7 +172,9 @@ class TaskLanes(anywidget.AnyWidget):
         """Spans as dicts; remembers the last seq and the recent ones."""
         lanes = {w: i for i, w in enumerate(workers)}
         batch = [span_dict(s, t0, lanes[s.worker]) for s in spans]
-        for s, d in zip(spans, batch):  # a colour a kind of task: the legend says which
+        for s, d in zip(
+            spans, batch, strict=True
+        ):  # a colour a kind of task: the legend says which
             key = (d["color"], d["alpha"] > 0.7) if d["ok"] else ("failed",)
             if key not in self._legend:
                 what = (

@@ -132,7 +132,7 @@ class LiveView:
         """What the view's source emits through: a run's schedulers and trainers, or itself."""
         return list(self._run.sources) if self._run is not None else [self.source]
 
-    def start(self) -> "LiveView":
+    def start(self) -> LiveView:
         """Start drawing (the first frame at once); returns the view."""
         if self.writer is None:
             with self._lock:  # stopped before its first draw: that draw is its last

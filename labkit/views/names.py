@@ -109,4 +109,3 @@ def _fallback(address: str) -> str:
     if address.startswith("inproc://"):
         return "this process"
     return address.split("://", 1)[-1]
-

@@ -28,7 +28,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Div, HoverTool
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models.annotations import Title
+from bokeh.models.renderers import DataRenderer
+from bokeh.models.widgets import Div
 from bokeh.plotting import figure
 
 from .task_colours import node_color
@@ -115,10 +118,16 @@ class NodePanel:
     @staticmethod
     def _make_node_plot() -> tuple[Any, list[ColumnDataSource]]:
         """One small plot of up to :data:`MAX_SERIES` lines, for any node (a legend when two)."""
-        fig = figure(height=170, width=340, tools="", toolbar_location=None)
-        fig.title.text_font_size = "9pt"  # long names (GaussianClassifier: class_counts) fit
+        # a small title: long names (GaussianClassifier: class_counts) fit
+        fig = figure(
+            height=170,
+            width=340,
+            tools="",
+            toolbar_location=None,
+            title=Title(text_font_size="9pt"),
+        )
         sources = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_SERIES)]
-        lines = []
+        lines: list[DataRenderer] = []
         for i, source in enumerate(sources):
             lines.append(
                 fig.line(
@@ -145,7 +154,6 @@ class NodePanel:
         return fig, sources
 
     @staticmethod
-
     def _show_node_plot(plot, view: NodeView, key: str) -> None:
         """Make ``plot`` (new, or freed by a node no longer shown) the plot of ``view``."""
         fig, sources = plot
@@ -205,7 +213,7 @@ class NodePanel:
             free = [plot for k, plot in old.items() if k not in keys] + self._spare_plots
             self._spare_plots = []
             self._node_plots = {}
-            for key, view in zip(keys, views):
+            for key, view in zip(keys, views, strict=True):
                 plot = old.get(key)
                 if plot is None:  # a figure costs ~10 ms to make and send: reuse one
                     plot = free.pop() if free else self._make_node_plot()
@@ -214,9 +222,10 @@ class NodePanel:
             self.node_plots.children = [fig for fig, _ in self._node_plots.values()] or [
                 self._no_plots
             ]
-        for key, view in zip(keys, views):
+        for key, view in zip(keys, views, strict=True):
             _, sources = self._node_plots[key]
-            for source, values in zip(sources, list(view.plots.values())[:MAX_SERIES]):
+            # a node may plot fewer series than the figure has lines
+            for source, values in zip(sources, list(view.plots.values()), strict=False):
                 _update_series(source, *_series(values))
 
 

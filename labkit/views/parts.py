@@ -17,6 +17,7 @@ rather than being cut: every word shows at a 700-px output width.
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from .progress import PhaseProgress, RunProgress
 from .words import (
@@ -244,7 +245,7 @@ class RunRows:
 
     def __init__(self, W, max_rows: int = 8):
         self.W, self.max_rows = W, max_rows
-        self.rows: dict[str, tuple[_Row, object]] = {}
+        self.rows: dict[str, tuple[_Row, Any]] = {}
         self.folded = W.HTML("", _dom_classes=["labkit-runs-folded"])
         self.widget = W.VBox([], _dom_classes=["labkit-runs"], layout=W.Layout(width="100%"))
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 __all__ = ["ProgramTracker", "ProgramSnapshot", "status_word", "REPR_CHARS"]
 

@@ -18,6 +18,7 @@ from .program_tracker import ProgramSnapshot, ProgramTracker
 
 __all__ = ["Runner", "runner"]
 
+
 def runner(program, start: bool = True, interval: float = 0.0, max_rate: float | None = None):
     """A runner panel for ``program``; with ``start`` it also begins background stepping.
 

@@ -82,7 +82,7 @@ def bucket_lines(nodes) -> str:
 def _what(p: PhaseProgress) -> str:
     """What the phase is, in the words of its run's kind."""
     if p.kind == "fit":
-        return f"epoch {p.phase + 1}"
+        return f"epoch {(p.phase or 0) + 1}"
     if p.kind == "ensemble":
         return f"layer {p.node_name}"
     if p.kind == "evaluate" or p.node is None:
@@ -207,7 +207,7 @@ def fit_progress(run: RunProgress, phases: list[PhaseProgress], now: float) -> F
         rate_now = current.samples / max((current.finished or now) - current.started, 1e-9)
     fp = FitProgress(
         epochs,
-        (current.phase + 1) if current is not None else 1,
+        (current.phase or 0) + 1 if current is not None else 1,
         done,
         batch,
         batches or _batches_of(current),
