@@ -22,6 +22,8 @@ from typing import Any
 from .progress import PhaseProgress, RunProgress
 from .words import (
     epoch_table,
+    fit_inner,
+    fit_outer,
     fit_progress,
     phase_label,
     run_line,
@@ -224,7 +226,7 @@ class FitPart:
             f.done,
             f.epochs or max(f.done, 1),
             outer_style,
-            _text(f.outer(), status, "labkit-fit-outer-label"),
+            _text(fit_outer(f), status, "labkit-fit-outer-label"),
         )
         current_done = f.batch if f.batches else 0
         inner_style = "success" if f.batches and f.batch >= f.batches else ""
@@ -232,7 +234,7 @@ class FitPart:
             current_done,
             f.batches or 1,
             inner_style,
-            _text(f.inner(), None, "labkit-fit-inner-label"),
+            _text(fit_inner(f), None, "labkit-fit-inner-label"),
         )
         self.epochs.value = epoch_table(f.records)
 
