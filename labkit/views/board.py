@@ -10,8 +10,10 @@ run's detail.  Below: the errors, a pipe's stages, the Bokeh components
 (device load, node state) and the task lanes.  The live-view base does the
 subscribing, pacing and stopping; this module only draws.
 
-UI libraries are imported here, lazily by whoever imports this module; the
-engine never imports it.
+UI libraries are imported here, never by the engine: ipywidgets when a board
+is made, and each optional part (the Bokeh components, the task lanes, the
+dashboard's link) when it is used, so a board without Bokeh or anywidget
+installed still shows the rest.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..experiments.result import SweepResult
 from ..experiments.sweep import finished_run
 from .busy_kernel import serve_while_busy
 from .live import LiveView, State, clock_html
+from .names import DeviceNames
 from .parts import FitPart, PhaseRows, RunRows
 from .subjects import SweepRun, check_source
 from .sweep_board import SweepBoard
@@ -167,9 +170,7 @@ class Board(LiveView):
             self.tracker, task_stream=not self._with_lanes, spare_plot=False, names=self._names()
         )
 
-    def _names(self):
-        from .names import DeviceNames
-
+    def _names(self) -> DeviceNames:
         return DeviceNames(self.sources)
 
     def _bokeh_model(self):
