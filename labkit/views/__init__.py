@@ -8,7 +8,7 @@ The room is built of three kinds of parts, named so you can tell which is which:
   :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_progress` (a
   sweep's trials).
 * **Renderers** draw snapshots, one medium each: the notebook widgets
-  (:mod:`.board`, its :mod:`.parts`, the task :mod:`.lanes`, the program
+  (:mod:`.board`, its :mod:`.board_parts`, the task :mod:`.lanes`, the program
   :mod:`.runner`, the sweep's :mod:`.sweep_board`); Bokeh (:mod:`.components`,
   :mod:`.node_panel`, :mod:`.run_panel`, the served :mod:`.dashboard`,
   :mod:`.sweep_plots`, and :mod:`.bokeh_widget` that puts Bokeh in a
@@ -18,8 +18,8 @@ The room is built of three kinds of parts, named so you can tell which is which:
   draw, stop) over :mod:`.writer` (the one drawing thread and its pace) and
   :mod:`.priority`; :mod:`.subjects` (what a view follows and which board it
   gets, as protocols); :mod:`.words` (the one module of words: every label,
-  line and table a view shows); :mod:`.task_colours`, :mod:`.names` (what
-  workers are called), :mod:`.sampler` (the cluster's own numbers) and
+  line and table a view shows); :mod:`.task_colours`, :mod:`.device_names` (what
+  workers are called), :mod:`.cluster_sampler` (the cluster's own numbers) and
   :mod:`.busy_kernel` (widgets that answer while a cell runs).  The front-end
   of the custom widgets (plain ESM and CSS) is in ``assets/``.
 

@@ -3,7 +3,7 @@
 ``board(source)`` is a :class:`~labkit.views.live.LiveView` whose ``draw``
 builds and updates one ipywidgets ``VBox`` (class ``labkit-board``): a status
 line with a Cancel button (runs only), a dashboard link, then the run in its
-own words (:mod:`.parts`): a fit's epochs and batches, a flow's phases, an
+own words (:mod:`.board_parts`): a fit's epochs and batches, a flow's phases, an
 ensemble's layers, your own batches; a scheduler's or a trainer's board lists
 its runs as rows (a search over an ensemble folded into one) above the newest
 run's detail.  Below: the errors, a pipe's stages, the Bokeh components
@@ -25,10 +25,10 @@ import logging
 from ..errors import CancelledError
 from ..experiments.result import SweepResult
 from ..experiments.sweep import finished_run
+from .board_parts import FitPart, PhaseRows, RunRows
 from .busy_kernel import serve_while_busy
+from .device_names import DeviceNames
 from .live import LiveView, State, clock_html
-from .names import DeviceNames
-from .parts import FitPart, PhaseRows, RunRows
 from .subjects import SweepRun, check_source
 from .sweep_board import SweepBoard
 from .words import bucket_lines, stage_table

@@ -121,7 +121,7 @@ class Components:
         What to draw; subscribe it to a scheduler or run yourself.
     sampler : ClusterSampler, optional
         Adds the cluster's own count of executing tasks per worker (see
-        :mod:`labkit.views.sampler`); without labkit task events for a worker,
+        :mod:`labkit.views.cluster_sampler`); without labkit task events for a worker,
         its busy bar shows executing / threads instead.
     max_spans : int
         Rollover bound of the task-stream source (rows kept in the browser).
@@ -141,7 +141,7 @@ class Components:
         than in the middle of one (a dashboard's session, opened beforehand).
     names : callable, optional
         ``names(address)``: what a worker or device is called (see
-        :class:`~labkit.views.names.DeviceNames`); its address by default.
+        :class:`~labkit.views.device_names.DeviceNames`); its address by default.
     """
 
     def __init__(

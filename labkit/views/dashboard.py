@@ -48,11 +48,11 @@ from tornado.web import ErrorHandler
 from ..constraints import Interval, check_argument
 from ..errors import InputError, SchedulerError
 from . import writer
+from .cluster_sampler import ClusterSampler
 from .components import Components
 from .live import LiveView
 from .priority import lower_this_thread
 from .run_panel import RunPanel
-from .sampler import ClusterSampler
 from .subjects import check_source, client_of
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
