@@ -45,7 +45,7 @@ from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 from tornado.web import ErrorHandler
 
-from ..constraints import Interval, check_argument
+from ..constraints import Interval, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
 from . import writer
 from .cluster_sampler import ClusterSampler
@@ -140,18 +140,22 @@ def _lifetime_owners(source) -> list:
     ]
 
 
-def _origins(allowed) -> list[str]:
+def _is_origins(value: object) -> bool:
+    """Whether ``value`` is a ``host[:port]`` string or a list (or tuple) of them."""
+    listed = [value] if isinstance(value, str) else value
+    return isinstance(listed, (list, tuple)) and all(isinstance(o, str) and o for o in listed)
+
+
+#: What ``allow_websocket_origin`` may be.
+ORIGIN_RULES = [Satisfies(_is_origins, "a 'host[:port]' string or a list of them"), None]
+
+
+def _origins(allowed: str | list[str] | tuple[str, ...] | None) -> list[str]:
     """``allow_websocket_origin`` as a list of ``host[:port]`` strings, or an InputError."""
+    check_argument("allow_websocket_origin", allowed, ORIGIN_RULES)
     if allowed is None:
         return []
-    listed = [allowed] if isinstance(allowed, str) else allowed
-    if not isinstance(listed, (list, tuple)) or not all(isinstance(o, str) and o for o in listed):
-        raise InputError(
-            f"allow_websocket_origin must be a 'host[:port]' string or a list of "
-            f"them, got {allowed!r:.60}",
-            argument="allow_websocket_origin",
-        )
-    return list(listed)
+    return [allowed] if isinstance(allowed, str) else list(allowed)
 
 
 #: What ``port`` may be: 0 (any free port) or a TCP port number.
