@@ -33,6 +33,23 @@ def test_front_end_files_ship_as_package_resources():
     assert TaskLanes._esm == js and TaskLanes._css == css
 
 
+def test_every_front_end_file_is_declared_package_data_of_the_views():
+    """The wheel takes what pyproject declares: each asset matches a package-data glob."""
+    import fnmatch
+
+    from tests.conftest import ROOT
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    with open(f"{ROOT}/pyproject.toml", "rb") as f:
+        setuptools = tomllib.load(f)["tool"]["setuptools"]
+    assert "labkit.views" in setuptools["packages"]
+    globs = setuptools["package-data"]["labkit.views"]
+    assets = [f"assets/{p.name}" for p in files("labkit.views").joinpath("assets").iterdir()]
+    assert {"assets/lanes.js", "assets/lanes.css"} <= set(assets)
+    assert all(any(fnmatch.fnmatch(a, g) for g in globs) for a in assets), (assets, globs)
+
+
 def test_only_new_spans_are_sent_and_a_new_view_gets_the_recent_ones(comms):
     tracker = Tracker()
     _finish(tracker, 0)
