@@ -1,9 +1,36 @@
-"""Views: trackers turn events into snapshots; renderers draw them.
+"""Views: what a scheduler, a run, a trainer, a sweep or a program is doing, shown as it happens.
 
-The engine never imports this package; views subscribe to its events.  The
-names here import no UI library; the renderers that do live in their own
-modules, imported on use: ``board`` (ipywidgets), ``lanes`` (anywidget),
-``components`` and ``dashboard`` (Bokeh).
+The room is built of three kinds of parts, named so you can tell which is which:
+
+* **Trackers** turn events into frozen snapshots and import no UI library and
+  no renderer: :mod:`.tracker` (a scheduler's, run's or trainer's load,
+  nodes and task spans), :mod:`.progress` (its runs, phases and fits),
+  :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_progress` (a
+  sweep's trials).
+* **Renderers** draw snapshots, one medium each: the notebook widgets
+  (:mod:`.board`, its :mod:`.board_parts`, the task :mod:`.lanes`, the program
+  :mod:`.runner`, the sweep's :mod:`.sweep_board`); Bokeh (:mod:`.components`,
+  :mod:`.node_panel`, :mod:`.run_panel`, the served :mod:`.dashboard`,
+  :mod:`.sweep_plots`, and :mod:`.bokeh_widget` that puts Bokeh in a
+  notebook); the console (:mod:`.console`); HTML (:mod:`.cards` and the
+  notebook formatters of :mod:`.display`).
+* **Shared plumbing**: :mod:`.live` (the one live loop: subscribe, pace,
+  draw, stop) over :mod:`.writer` (the one drawing thread and its pace) and
+  :mod:`.priority`; :mod:`.subjects` (what a view follows and which board it
+  gets, as protocols); :mod:`.words` (the one module of words: every label,
+  line and table a view shows); :mod:`.task_colours`, :mod:`.device_names` (what
+  workers are called), :mod:`.cluster_sampler` (the cluster's own numbers) and
+  :mod:`.busy_kernel` (widgets that answer while a cell runs).  The front-end
+  of the custom widgets (plain ESM and CSS) is in ``assets/``.
+
+What it may import: the engine's public API (``labkit.events``,
+``labkit.runs``, ``labkit.errors``, ``labkit.constraints``,
+``labkit.scheduling.connect``, ``labkit.experiments``' results and sweeps)
+and UI libraries (ipywidgets, anywidget, Bokeh, tqdm), the latter only in
+renderers.  The engine never imports views (``tests/test_layering.py``
+checks it): views subscribe to its events.  The names here import no UI
+library; the renderers that do are imported on use (``lk.board``,
+``lk.dashboard``, ``lk.runner``).
 """
 
 from .console import ConsoleProgress, format_phase

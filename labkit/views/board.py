@@ -3,15 +3,17 @@
 ``board(source)`` is a :class:`~labkit.views.live.LiveView` whose ``draw``
 builds and updates one ipywidgets ``VBox`` (class ``labkit-board``): a status
 line with a Cancel button (runs only), a dashboard link, then the run in its
-own words (:mod:`.parts`): a fit's epochs and batches, a flow's phases, an
+own words (:mod:`.board_parts`): a fit's epochs and batches, a flow's phases, an
 ensemble's layers, your own batches; a scheduler's or a trainer's board lists
 its runs as rows (a search over an ensemble folded into one) above the newest
 run's detail.  Below: the errors, a pipe's stages, the Bokeh components
 (device load, node state) and the task lanes.  The live-view base does the
 subscribing, pacing and stopping; this module only draws.
 
-UI libraries are imported here, lazily by whoever imports this module; the
-engine never imports it.
+UI libraries are imported here, never by the engine: ipywidgets when a board
+is made, and each optional part (the Bokeh components, the task lanes, the
+dashboard's link) when it is used, so a board without Bokeh or anywidget
+installed still shows the rest.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ import html
 import logging
 
 from ..errors import CancelledError
+from ..experiments.result import SweepResult
+from ..experiments.sweep import finished_run
+from .board_parts import FitPart, PhaseRows, RunRows
 from .busy_kernel import serve_while_busy
-from .labels import bucket_lines
+from .device_names import DeviceNames
 from .live import LiveView, State, clock_html
-from .parts import FitPart, PhaseRows, RunRows
-from .sources import check_source
-from .words import stage_table
+from .subjects import SweepRun, check_source
+from .sweep_board import SweepBoard
+from .words import bucket_lines, stage_table
 
 __all__ = ["Board", "board"]
 
@@ -35,8 +40,13 @@ logger = logging.getLogger("labkit.views")
 
 def board(
     source, dashboard_url: str | None = None, bokeh: bool = True, lanes: bool = True
-) -> "Board":
+) -> Board | SweepBoard:
     """The live board of a Scheduler, a Run or a trainer.
+
+    Which board is declared by the source (:mod:`.subjects`): a sweep's run
+    (:class:`~labkit.views.subjects.SweepRun`, one that carries its sweep) and
+    a sweep's result get the sweep's comparison board; anything else that can
+    be followed gets a :class:`Board`.
 
     Parameters
     ----------
@@ -50,17 +60,10 @@ def board(
     lanes : bool
         Show the per-worker task lanes.
     """
-    from ..experiments.result import SweepResult
-
-    if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its board
-        from ..experiments.sweep import finished_run
-        from .sweep_board import SweepBoard
-
-        return SweepBoard(finished_run(source))
+    if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its run
+        source = finished_run(source)
     check_source(source, "lk.board")
-    if getattr(source, "kind", None) == "sweep" and hasattr(source, "done"):  # a sweep's run
-        from .sweep_board import SweepBoard
-
+    if isinstance(source, SweepRun):
         return SweepBoard(source)
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
@@ -167,9 +170,7 @@ class Board(LiveView):
             self.tracker, task_stream=not self._with_lanes, spare_plot=False, names=self._names()
         )
 
-    def _names(self):
-        from .names import DeviceNames
-
+    def _names(self) -> DeviceNames:
         return DeviceNames(self.sources)
 
     def _bokeh_model(self):
@@ -209,10 +210,13 @@ class Board(LiveView):
 
     def _on_cancel(self, _button=None) -> None:
         """The Cancel button: cancel the run, say so, redraw."""
-        with self.cancel_button.hold_sync():
+        button = self.cancel_button
+        if button is None:  # a scheduler's board has no Cancel button
+            return
+        with button.hold_sync():
             if self.run is not None and self.run.cancel():
-                self.cancel_button.description = "Cancelled"
-            self.cancel_button.disabled = True
+                button.description = "Cancelled"
+            button.disabled = True
         if self.writer is not None:
             self.writer.poke(force=True)
 

@@ -44,10 +44,7 @@ def _kernel():
 
 def kernel_subshell(kernel, timeout: float = 5.0) -> str | None:
     """The id of labkit's subshell of ``kernel``, made on first use; ``None`` if it has none."""
-    if (
-        not getattr(kernel, "_supports_kernel_subshells", False)
-        or getattr(kernel, "control_thread", None) is None
-    ):
+    if not _has_subshells(kernel) or getattr(kernel, "control_thread", None) is None:
         return None
     with _lock:
         if id(kernel) in _subshells:
@@ -79,11 +76,36 @@ def serve_while_busy(widget) -> bool:
     """Route ``widget``'s front-end messages to labkit's kernel subshell; whether it could."""
     comm = getattr(widget, "comm", None)
     kernel = _kernel()
-    if comm is None or kernel is None or not hasattr(comm, "_reply_subshell_for"):
+    if comm is None or kernel is None or not _can_route(comm):
         return False
     subshell = kernel_subshell(kernel)
     if subshell is None:
         return False
-    # ipykernel asks the comm where its messages go; this one always says the subshell.
-    comm._reply_subshell_for = lambda data, default: subshell
+    _route_to_subshell(comm, subshell)
     return True
+
+
+# -- the adapter to ipykernel's private members ---------------------------------------------
+#
+# ipykernel 7 has no public way to ask whether a kernel runs subshells, nor to say which
+# subshell a comm's messages go to: each message asks the comm's
+# ``_reply_subshell_for(data, default)``.  These three functions are the only place labkit
+# touches them; when ipykernel offers a public way, change them.
+
+_IPYKERNEL_SUBSHELL_FLAG = "_supports_kernel_subshells"
+_IPYKERNEL_SUBSHELL_HOOK = "_reply_subshell_for"
+
+
+def _has_subshells(kernel) -> bool:
+    """Whether ``kernel`` (an ipykernel 7 kernel) runs subshells."""
+    return bool(getattr(kernel, _IPYKERNEL_SUBSHELL_FLAG, False))
+
+
+def _can_route(comm) -> bool:
+    """Whether ``comm`` is an ipykernel comm that asks where its messages go."""
+    return hasattr(comm, _IPYKERNEL_SUBSHELL_HOOK)
+
+
+def _route_to_subshell(comm, subshell: str) -> None:
+    """Make ``comm`` send its front-end messages to ``subshell``, whatever they are."""
+    setattr(comm, _IPYKERNEL_SUBSHELL_HOOK, lambda data, default: subshell)

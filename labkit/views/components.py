@@ -21,7 +21,7 @@ each panel also carries its name as a CSS class on its host element:
 ``labkit-task-stream-spans``
     the glyph renderer of the spans; ``.data_source`` holds one row per span
 ``labkit-node-state``
-    column: the node table and the per-node plots
+    column: the node table and the per-node plots (:mod:`.node_panel`)
 ``labkit-node-table``
     a Div whose ``text`` is an HTML table of the nodes, one row (class
     ``labkit-node-row``) per node
@@ -43,48 +43,27 @@ Examples
 
 from __future__ import annotations
 
-import html
 import threading
-from typing import Any
 
 from bokeh.layouts import column
 from bokeh.models import (
+    BasicTickFormatter,
     ColumnDataSource,
     DataRange1d,
-    Div,
     FactorRange,
     HoverTool,
-    LabelSet,
     Range1d,
 )
+from bokeh.models.annotations import LabelSet
 from bokeh.plotting import figure
 
-from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
+from .node_panel import AXES, MAX_SERIES, NodePanel
+from .node_panel import named as _named
+from .task_colours import FAILED_COLOR, node_color
+from .tracker import DeviceLoad, Snapshot, TaskSpan, Tracker
 
 __all__ = ["Components", "node_color", "FAILED_COLOR", "AXES", "MAX_SERIES"]
 
-#: Lines a node's plot draws (its state's first plot arrays), with a legend when more than one.
-MAX_SERIES = 3
-SERIES_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c")
-
-#: The axes of the arrays nodes plot, by name: ``(x label, y label)``.
-AXES = {
-    "eigenvalues": ("component", "eigenvalue"),
-    "loss": ("step", "loss"),
-    "epoch loss": ("step", "loss"),
-    "inertia": ("iteration", "inertia"),
-    "errors": ("sample", "error"),
-    "ratios": ("component", "ratio"),
-    "slowness": ("component", "slowness"),
-    "eta": ("component", "eta"),
-    "class_counts": ("class", "samples"),
-    "coefficient_norm": ("output", "norm"),
-}
-
-# Category10 without its red (kept for failures) and grey (kept for plain tasks).
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-FAILED_COLOR = "#d62728"
-PLAIN_COLOR = "#7f7f7f"
 WORKER_COLOR, DEVICE_COLOR = "#1f77b4", "#2ca02c"
 
 _DEVICE_COLUMNS = (
@@ -114,16 +93,6 @@ _SPAN_COLUMNS = (
     "color",
     "alpha",
 )
-_NODE_COLUMNS = ("key", "run", "node", "name", "phase", "training", "samples", "joins")
-
-
-def node_color(node: int | None, phase: int | None, ok: bool = True) -> tuple[str, float]:
-    """Colour and alpha of a task: one hue per node, phases alternate in strength."""
-    if not ok:
-        return FAILED_COLOR, 1.0
-    if node is None:
-        return PLAIN_COLOR, 0.8
-    return PALETTE[node % len(PALETTE)], 0.9 if (phase or 0) % 2 == 0 else 0.55
 
 
 def _lane(worker: str) -> str:
@@ -135,19 +104,12 @@ def _bytes(n: int | None) -> str:
     """Bytes as a short human string."""
     if n is None:
         return ""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def _named(model, name: str):
-    """Give a model its name and the same CSS class (for DOM tests and styling)."""
-    model.name = name
-    if hasattr(model, "css_classes"):
-        model.css_classes = [name]
-    return model
+        if size < 1024:
+            return f"{size:.0f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
 
 
 class Components:
@@ -159,7 +121,7 @@ class Components:
         What to draw; subscribe it to a scheduler or run yourself.
     sampler : ClusterSampler, optional
         Adds the cluster's own count of executing tasks per worker (see
-        :mod:`labkit.views.sampler`); without labkit task events for a worker,
+        :mod:`labkit.views.cluster_sampler`); without labkit task events for a worker,
         its busy bar shows executing / threads instead.
     max_spans : int
         Rollover bound of the task-stream source (rows kept in the browser).
@@ -179,7 +141,7 @@ class Components:
         than in the middle of one (a dashboard's session, opened beforehand).
     names : callable, optional
         ``names(address)``: what a worker or device is called (see
-        :class:`~labkit.views.names.DeviceNames`); its address by default.
+        :class:`~labkit.views.device_names.DeviceNames`); its address by default.
     """
 
     def __init__(
@@ -203,10 +165,11 @@ class Components:
         self._lock = threading.Lock()  # update() may be called from several threads
         self._last_seq = -1
         self._lanes: list[str] = []
-        self._node_plots: dict[tuple, Any] = {}
         self.device_load = self._make_device_load()
         self.task_stream = self._make_task_stream(follow_seconds) if task_stream else None
-        self.node_state = self._make_node_state(spare_plot)
+        self.nodes = NodePanel(max_node_plots, run_filter, spare_plot)
+        self.node_state = self.nodes.layout
+        self.node_table, self.node_plots = self.nodes.node_table, self.nodes.node_plots
         panels = [p for p in (self.device_load, self.task_stream, self.node_state) if p]
         self.layout = _named(column(*panels, sizing_mode="stretch_width"), "labkit-components")
 
@@ -220,7 +183,7 @@ class Components:
         fig = figure(
             title="Device load (busy fraction)",
             height=120,
-            x_range=Range1d(0, 1),
+            x_range=Range1d(start=0, end=1),
             y_range=FactorRange(factors=[]),
             tools="",
             toolbar_location=None,
@@ -255,7 +218,9 @@ class Components:
                 ]
             )
         )
-        fig.xaxis.formatter.use_scientific = False
+        for axis in fig.xaxis:  # fractions, never 1e-1
+            if isinstance(axis.formatter, BasicTickFormatter):
+                axis.formatter.use_scientific = False
         return _named(fig, "labkit-device-load")
 
     def _make_task_stream(self, follow_seconds: float):
@@ -296,82 +261,10 @@ class Components:
         )
         return _named(fig, "labkit-task-stream")
 
-    def _make_node_state(self, spare_plot: bool):
-        """A table of nodes (HTML: one property to send a change) and small per-node plots."""
-        self.node_rows = {c: [] for c in _NODE_COLUMNS}
-        self.node_table = _named(
-            Div(text=_node_table(self.node_rows), sizing_mode="stretch_width"), "labkit-node-table"
-        )
-        # a placeholder child: Bokeh warns about an empty layout
-        self._no_plots = Div(text="<i>node plots appear as forks are joined</i>")
-        # One plot made now and sent with the document, hidden: the first node's plot
-        # then costs a property change, not a new figure in the middle of a run.
-        self._spare_plots = [self._make_node_plot()] if spare_plot else []
-        for fig, _ in self._spare_plots:
-            fig.visible = False
-        self.node_plots = _named(
-            column(self._no_plots, *[f for f, _ in self._spare_plots], sizing_mode="stretch_width"),
-            "labkit-node-plots",
-        )
-        return _named(
-            column(self.node_table, self.node_plots, sizing_mode="stretch_width", visible=False),
-            "labkit-node-state",
-        )
-
-    def _make_node_plot(self):
-        """One small plot of up to :data:`MAX_SERIES` lines, for any node (a legend when two)."""
-        fig = figure(height=170, width=340, tools="", toolbar_location=None)
-        fig.title.text_font_size = "9pt"  # long names (GaussianClassifier: class_counts) fit
-        sources = [ColumnDataSource({"x": [], "y": []}) for _ in range(MAX_SERIES)]
-        lines = []
-        for i, source in enumerate(sources):
-            lines.append(
-                fig.line(
-                    x="x",
-                    y="y",
-                    source=source,
-                    line_width=2 if i == 0 else 1.5,
-                    line_dash="solid" if i == 0 else "dashed",
-                    legend_label=f"series {i}",
-                )
-            )
-            fig.scatter(
-                x="x",
-                y="y",
-                source=source,
-                size=4 if i == 0 else 6,
-                marker="circle" if i == 0 else "diamond",
-            )
-        fig.add_tools(HoverTool(renderers=lines, tooltips=[("", "@x"), ("value", "@y{0.0000}")]))
-        fig.legend.visible = False
-        fig.legend.label_text_font_size = "8pt"
-        fig.legend.location = "top_right"
-        fig.axis.axis_label_text_font_size = "8pt"
-        return fig, sources
-
-    @staticmethod
-    def _show_node_plot(plot, view: NodeView, key: str) -> None:
-        """Make ``plot`` (new, or freed by a node no longer shown) the plot of ``view``."""
-        fig, sources = plot
-        names = list(view.plots)[:MAX_SERIES]
-        what = names[0] if names else ""
-        fig.visible = True
-        fig.title.text = f"node {view.node} {view.name}: {what}"
-        fig.xaxis.axis_label, fig.yaxis.axis_label = AXES.get(what, ("index", what))
-        color = node_color(view.node, 0)[0]
-        for i, renderer in enumerate(fig.renderers):
-            series = i // 2
-            shade = color if series == 0 else SERIES_COLORS[series % len(SERIES_COLORS)]
-            renderer.glyph.update(
-                **{k: shade for k in ("line_color", "fill_color") if hasattr(renderer.glyph, k)}
-            )
-        for i, item in enumerate(fig.legend.items):
-            item.label = {"value": names[i] if i < len(names) else ""}
-            item.visible = i < len(names)
-        fig.legend.visible = len(names) > 1
-        for source in sources:
-            source.data = {"x": [], "y": []}
-        _named(fig, f"labkit-node-plot-{key}")
+    @property
+    def node_rows(self) -> dict[str, list]:
+        """The node table's rows, column by column (as last sent)."""
+        return self.nodes.node_rows
 
     # -- updating ----------------------------------------------------------------
 
@@ -384,7 +277,7 @@ class Components:
             snap = self.tracker.snapshot() if snap is None else snap
             self._update_devices(snap)
             self._update_spans()
-            self._update_nodes(snap)
+            self.nodes.update(snap)
 
     def _update_devices(self, snap: Snapshot) -> None:
         """Patch the bars; replace the rows when the set of devices changed."""
@@ -476,119 +369,6 @@ class Components:
             "color": color,
             "alpha": alpha,
         }
-
-    def _update_nodes(self, snap: Snapshot) -> None:
-        """Refresh the node table when a row changed; grow or redraw the node plots.
-
-        With no node to show (an ensemble, a pipeline) the panel stays hidden.
-        """
-        nodes = [n for n in snap.nodes if self.run_filter is None or self.run_filter(n.run)]
-        if self.node_state.visible != bool(nodes):
-            self.node_state.visible = bool(nodes)
-        fits = {r.run for r in snap.runs if r.kind == "fit"}
-        rows = [
-            {
-                "key": f"{n.run}-{n.node}",
-                "run": n.run,
-                "node": n.node,
-                "name": n.name,
-                "phase": _where(n, n.run in fits),
-                "training": "training" if n.training else "trained",
-                "samples": int(n.samples),
-                "joins": f"{int(n.joins):,} {'steps' if n.run in fits else 'joins'}",
-            }
-            for n in nodes
-        ]
-        data = {c: [r[c] for r in rows] for c in _NODE_COLUMNS}
-        if data != self.node_rows:
-            self.node_rows = data
-            self.node_table.text = _node_table(data)
-        self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots :])
-
-    def _update_node_plots(self, views: list[NodeView]) -> None:
-        """One plot per shown node; stream points that extend it, else replace."""
-        keys = [(v.run, v.node) for v in views]
-        if keys != list(self._node_plots):
-            old = self._node_plots
-            free = [plot for k, plot in old.items() if k not in keys] + self._spare_plots
-            self._spare_plots = []
-            self._node_plots = {}
-            for key, view in zip(keys, views):
-                plot = old.get(key)
-                if plot is None:  # a figure costs ~10 ms to make and send: reuse one
-                    plot = free.pop() if free else self._make_node_plot()
-                    self._show_node_plot(plot, view, f"{key[0]}-{key[1]}")
-                self._node_plots[key] = plot
-            self.node_plots.children = [fig for fig, _ in self._node_plots.values()] or [
-                self._no_plots
-            ]
-        for key, view in zip(keys, views):
-            _, sources = self._node_plots[key]
-            for source, values in zip(sources, list(view.plots.values())[:MAX_SERIES]):
-                _update_series(source, *_series(values))
-
-
-def _series(values) -> tuple[list, list]:
-    """``(x, y)`` of a plotted value: a list (x its index) or ``{"x": [...], "y": [...]}``."""
-    if isinstance(values, dict):
-        return [float(x) for x in values.get("x", [])], [float(y) for y in values.get("y", [])]
-    ys = [float(y) for y in values]
-    return list(range(len(ys))), ys
-
-
-def _update_series(source: ColumnDataSource, xs: list, ys: list) -> None:
-    """Stream the points that extend the line; replace it otherwise (x and y together)."""
-    old_x, old_y = list(source.data["x"]), list(source.data["y"])
-    if xs == old_x and ys == old_y:
-        return
-    n = len(old_y)
-    if len(ys) > n and ys[:n] == old_y and xs[:n] == old_x:
-        source.stream({"x": xs[n:], "y": ys[n:]})
-    else:
-        source.data = {"x": xs, "y": ys}
-
-
-_TABLE_HEAD = ("#", "node", "at", "state", "samples", "merged", "run")
-
-
-def _where(n, fit: bool) -> str:
-    """Where a node is, in its run's words: ``epoch 6`` of a fit, ``phase 1/2`` of a flow."""
-    if fit:  # a trainer counts its epochs from 1, as fit's records do
-        return f"epoch {n.phase + 1}"
-    if n.phases is not None:  # a trained node has passed its last phase
-        return f"phase {min(n.phase + 1, n.phases)}/{n.phases}"
-    return f"phase {n.phase + 1}"
-
-
-_TABLE_STYLE = "border-collapse:collapse;font-size:9pt;width:100%;font-variant-numeric:tabular-nums"
-
-
-def _node_table(data: dict) -> str:
-    """The nodes as an HTML table: one ``labkit-node-row`` a node."""
-    cell = "<td style='padding:1px 8px 1px 0'>{}</td>"
-    head = "".join(
-        f"<th style='text-align:left;padding:1px 8px 1px 0'>{h}</th>" for h in _TABLE_HEAD
-    )
-    rows = []
-    for i in range(len(data["key"])):
-        values = (
-            data["node"][i],
-            data["name"][i],
-            data["phase"][i],
-            data["training"][i],
-            f"{data['samples'][i]:,}",
-            data["joins"][i],
-            data["run"][i],
-        )
-        rows.append(
-            "<tr class='labkit-node-row'>"
-            + "".join(cell.format(html.escape(str(v))) for v in values)
-            + "</tr>"
-        )
-    return (
-        f"<table style='{_TABLE_STYLE}'><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
 
 
 def _patch(source: ColumnDataSource, rows: list[dict], columns) -> None:

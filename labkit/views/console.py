@@ -33,7 +33,7 @@ from tqdm import tqdm
 from ..errors import InputError
 from .live import LiveView
 from .progress import PhaseProgress, ProgressTracker
-from .sources import check_source
+from .subjects import check_source
 
 __all__ = ["ConsoleProgress", "format_phase"]
 

@@ -25,6 +25,7 @@ no thread or port is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -44,14 +45,15 @@ from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 from tornado.web import ErrorHandler
 
+from ..constraints import Interval, Satisfies, check_argument
 from ..errors import InputError, SchedulerError
+from . import writer
+from .cluster_sampler import ClusterSampler
 from .components import Components
+from .live import LiveView
 from .priority import lower_this_thread
 from .run_panel import RunPanel
-from .sampler import ClusterSampler
-from .sources import check_source
-from . import writer
-from .live import LiveView
+from .subjects import check_source, client_of
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
 
@@ -61,7 +63,7 @@ APP_PATH = "/labkit"
 _HOST = "127.0.0.1"
 
 _lock = threading.Lock()
-_running: dict[int, "_DashboardServer"] = {}  # id(scheduler) -> its server
+_running: dict[int, _DashboardServer] = {}  # id(scheduler) -> its server
 
 
 def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str = "labkit") -> str:
@@ -138,37 +140,31 @@ def _lifetime_owners(source) -> list:
     ]
 
 
-def _client_of(source):
-    """The Dask client behind ``source`` (a scheduler's, a run's or a trainer's), or None."""
-    client = getattr(source, "client", None)
-    if client is not None:
-        return client
-    for s in getattr(source, "schedulers", []):
-        if getattr(s, "client", None) is not None:
-            return s.client
-    return None
+def _is_origins(value: object) -> bool:
+    """Whether ``value`` is a ``host[:port]`` string or a list (or tuple) of them."""
+    listed = [value] if isinstance(value, str) else value
+    return isinstance(listed, (list, tuple)) and all(isinstance(o, str) and o for o in listed)
 
 
-def _origins(allowed) -> list[str]:
+#: What ``allow_websocket_origin`` may be.
+ORIGIN_RULES = [Satisfies(_is_origins, "a 'host[:port]' string or a list of them"), None]
+
+
+def _origins(allowed: str | list[str] | tuple[str, ...] | None) -> list[str]:
     """``allow_websocket_origin`` as a list of ``host[:port]`` strings, or an InputError."""
+    check_argument("allow_websocket_origin", allowed, ORIGIN_RULES)
     if allowed is None:
         return []
-    listed = [allowed] if isinstance(allowed, str) else allowed
-    if not isinstance(listed, (list, tuple)) or not all(isinstance(o, str) and o for o in listed):
-        raise InputError(
-            f"allow_websocket_origin must be a 'host[:port]' string or a list of "
-            f"them, got {allowed!r:.60}",
-            argument="allow_websocket_origin",
-        )
-    return list(listed)
+    return [allowed] if isinstance(allowed, str) else list(allowed)
 
 
-def _check_port(port) -> None:
+#: What ``port`` may be: 0 (any free port) or a TCP port number.
+PORT_RULES = [Interval(int, 0, 65535, name="an int from 0 (any free port) to 65535")]
+
+
+def _check_port(port: int) -> None:
     """An ``InputError`` unless ``port`` is 0 (a free one) or a TCP port number."""
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise InputError(
-            f"port must be an int from 0 (any free port) to 65535, got {port!r}", argument="port"
-        )
+    check_argument("port", port, PORT_RULES)
 
 
 def running_url(scheduler) -> str | None:
@@ -216,13 +212,13 @@ class _DashboardServer:
         # own pace on the server's loop, where Bokeh documents may be changed.
         self.feed = LiveView(scheduler)
         self.tracker = self.feed.tracker
-        client = _client_of(scheduler)
+        client = client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
         self._requested = (port, origins)
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self._loop = None
-        self._server = None
+        self._loop: IOLoop | None = None
+        self._server: BaseServer | None = None
         self.port: int | None = None
         self.url = ""
         self._thread = threading.Thread(
@@ -240,20 +236,20 @@ class _DashboardServer:
         """Thread body: bind, start the server, run its IOLoop until stopped."""
         lower_this_thread()
         asyncio.set_event_loop(asyncio.new_event_loop())
-        self._loop = IOLoop.current()
+        self._loop = loop = IOLoop.current()
         try:
-            self._start_server()
+            self._start_server(loop)
         except BaseException as exc:  # reported to the caller of dashboard()
             self._error = exc
             self._ready.set()
-            self._loop.close(all_fds=True)
+            loop.close(all_fds=True)
             return
         self._ready.set()
-        self._loop.start()
+        loop.start()
         # stopped: close every socket still registered (open websockets included)
-        self._loop.close(all_fds=True)
+        loop.close(all_fds=True)
 
-    def _start_server(self) -> None:
+    def _start_server(self, loop: IOLoop) -> None:
         """Bind 127.0.0.1 first, so the origins can name the port that was picked."""
         port, extra = self._requested
         try:
@@ -289,8 +285,8 @@ class _DashboardServer:
         )
         http = HTTPServer(app)
         http.add_sockets(sockets)
-        self._server = BaseServer(self._loop, app, http)
-        self._server.start()
+        self._server = server = BaseServer(loop, app, http)
+        server.start()
         base = f"{hub}proxy/{self.port}" if hub else f"http://{_HOST}:{self.port}"
         self.url = base + APP_PATH
 
@@ -322,19 +318,19 @@ class _DashboardServer:
                 now = time.thread_time()
                 gap = pacer.gap_after(now - last[0])
                 last[0] = now
-            try:
+            with contextlib.suppress(Exception):  # the session closed meanwhile
                 doc.add_timeout_callback(tick, int(1000 * gap))
-            except Exception:  # the session closed meanwhile
-                pass
 
         doc.add_timeout_callback(tick, int(1000 / writer.MAX_RATE))
 
     def _shutdown(self) -> None:
         """On the IOLoop: stop the server (closes the listening socket), then the loop."""
         try:
-            self._server.stop()
+            if self._server is not None:
+                self._server.stop()
         finally:
-            self._loop.stop()
+            if self._loop is not None:
+                self._loop.stop()
 
     # -- from any thread ---------------------------------------------------------
 

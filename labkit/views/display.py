@@ -17,6 +17,9 @@ True
 
 from __future__ import annotations
 
+from ..runs import Run
+from . import cards
+
 __all__ = ["register", "display_run"]
 
 _registered_in: set[int] = set()  # ids of the shells that have the formatter
@@ -24,6 +27,7 @@ _registered_in: set[int] = set()  # ids of the shells that have the formatter
 
 def display_run(run) -> None:
     """Display the live board of ``run`` (the formatter IPython calls); a sweep's is its own."""
+    # imported on the first display, not with labkit: a kernel imports this module at once
     from .board import board
 
     board(run)._ipython_display_()  # board() gives a sweep's run its SweepBoard
@@ -40,9 +44,6 @@ def register() -> bool:
         return False
     if id(shell) in _registered_in:
         return True
-    from ..runs import Run
-    from . import cards
-
     formatters = shell.display_formatter
     # By name: views know runs and events, not flows (IPython matches subclasses too).
     for module, name, card in (

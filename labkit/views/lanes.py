@@ -1,7 +1,8 @@
 """Task lanes: one horizontal lane per worker, a coloured block per finished task.
 
 :class:`TaskLanes` is an `anywidget <https://anywidget.dev>`_ whose front-end
-(plain ESM and CSS, no build step) ships as ``labkit._widgets``.  The Python
+(plain ESM and CSS, no build step) lives in ``labkit/views/assets/`` and ships
+as package data of ``labkit.views``.  The Python
 side streams: :meth:`TaskLanes.update` pulls the spans finished since the
 last call from a :class:`~labkit.views.tracker.Tracker` and sends only those,
 as one custom message ``{"kind": "spans", "spans": [...]}``.  The synced
@@ -20,27 +21,14 @@ from importlib.resources import files
 import anywidget
 import traitlets
 
-__all__ = ["TaskLanes", "span_dict"]
+from .task_colours import node_color
 
-# One hue per node, as in the Bokeh components (Category10 without red, which marks
-# failed tasks, and grey, which marks tasks outside any node); phases alternate in strength.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
-FAILED = "#d62728"
-PLAIN = "#7f7f7f"
+__all__ = ["TaskLanes", "span_dict", "asset"]
 
 
-def _asset(name: str) -> str:
-    """The text of a front-end file shipped in ``labkit._widgets``."""
-    return (files("labkit._widgets") / name).read_text(encoding="utf-8")
-
-
-def _colour(span) -> tuple[str, float]:
-    """Colour and opacity: red when failed, else a hue per node, paler on odd phases."""
-    if not span.ok:
-        return FAILED, 1.0
-    if span.node is None:
-        return PLAIN, 0.8
-    return PALETTE[span.node % len(PALETTE)], 0.9 if (span.phase or 0) % 2 == 0 else 0.55
+def asset(name: str) -> str:
+    """The text of a front-end file shipped in ``labkit/views/assets/``."""
+    return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
 
 
 def _label(span) -> str:
@@ -56,7 +44,7 @@ def span_dict(span, t0: float, lane: int) -> dict:
 
     The worker's name is sent once, in ``workers``; a span only says which lane.
     """
-    colour, alpha = _colour(span)
+    colour, alpha = node_color(span.node, span.phase, span.ok)
     return {
         "seq": span.seq,
         "lane": lane,
@@ -80,8 +68,8 @@ class TaskLanes(anywidget.AnyWidget):
         Trait values (``lane_height``, ``title`` ...).
     """
 
-    _esm = _asset("lanes.js")
-    _css = _asset("lanes.css")
+    _esm = asset("lanes.js")
+    _css = asset("lanes.css")
 
     workers = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)
     labels = traitlets.List(traitlets.Unicode(), default_value=[]).tag(sync=True)  # shown names
@@ -184,7 +172,9 @@ class TaskLanes(anywidget.AnyWidget):
         """Spans as dicts; remembers the last seq and the recent ones."""
         lanes = {w: i for i, w in enumerate(workers)}
         batch = [span_dict(s, t0, lanes[s.worker]) for s in spans]
-        for s, d in zip(spans, batch):  # a colour a kind of task: the legend says which
+        for s, d in zip(
+            spans, batch, strict=True
+        ):  # a colour a kind of task: the legend says which
             key = (d["color"], d["alpha"] > 0.7) if d["ok"] else ("failed",)
             if key not in self._legend:
                 what = (

@@ -41,11 +41,12 @@ import weakref
 import numpy as np  # noqa: F401  (used by the doctest)
 
 from ..events import RunFinished, run_of
-from .sources import check_source
+from ..runs import Run
+from .subjects import check_source
 from .tracker import Tracker
 from .writer import Writer, check_rate, state_every
 
-__all__ = ["LiveView", "State", "Frame", "clock_html"]
+__all__ = ["LiveView", "State", "Frame", "EventClock", "clock_html"]
 
 logger = logging.getLogger("labkit.views")
 
@@ -104,16 +105,16 @@ class LiveView:
         self.state = State.LIVE
         self.writer: Writer | None = None
         self._lock = threading.Lock()
-        self._pending: list = [None, None, 0]  # oldest, newest, count of undrawn events
-        self._taken: tuple = (None, None, 0)  # those of the snapshot being drawn
+        self._clock = EventClock()  # which events each snapshot is the first to show
         self.frame: Frame | None = None  # the frame being drawn, then the last
         self.frames: collections.deque = collections.deque(maxlen=2000)  # every frame's timing
         # Listen first: a run is already going, and each moment spent building loses events.
         self._unsubscribe = source.subscribe(self._on_event, state_every=state_every())
-        ref = weakref.ref(self)  # a scheduler outlives its views: do not keep them alive
+        # a scheduler outlives its views: it holds a weak reference, never the view
+        ended = weakref.WeakMethod(self._source_ended)
         for s in self.sources:
             if callable(getattr(s, "on_shutdown", None)):
-                s.on_shutdown(lambda: (v := ref()) is not None and v._source_ended())
+                s.on_shutdown(lambda: _call_if_alive(ended))
         # What ended before the view was made sends no more events nor shutdowns: the
         # view draws its final state once and stops (no writer thread stays behind).
         if self._run is not None and self._run.done():
@@ -131,14 +132,14 @@ class LiveView:
         """What the view's source emits through: a run's schedulers and trainers, or itself."""
         return list(self._run.sources) if self._run is not None else [self.source]
 
-    def start(self) -> "LiveView":
+    def start(self) -> LiveView:
         """Start drawing (the first frame at once); returns the view."""
         if self.writer is None:
             with self._lock:  # stopped before its first draw: that draw is its last
                 if self.state is State.STOPPED and not self.frames:
                     self.state = State.ENDING
             self.writer = Writer(
-                _Timed(self),
+                _Timed(self.tracker, self._clock),
                 self._frame,
                 self.max_rate,
                 heartbeat=self.heartbeat,
@@ -164,12 +165,7 @@ class LiveView:
             run = run_of(event)
             if run is not None and run != self._run.id:
                 return
-        when = getattr(event, "time", None) or time.time()
-        with self._lock:
-            pending = self._pending
-            if pending[0] is None:
-                pending[0] = when
-            pending[1], pending[2] = when, pending[2] + 1
+        self._clock.note(getattr(event, "time", None) or time.time())
         self.tracker(event)
         ending = self._run is not None and isinstance(event, RunFinished)
         if ending:
@@ -201,7 +197,7 @@ class LiveView:
         """One draw; after the last one, stop listening and end the writer."""
         if self.state is State.ENDING and self._run is not None:
             self._run.wait(5.0)  # RunFinished comes just before the run's thread ends
-        oldest, newest, n = self._taken
+        oldest, newest, n = self._clock.taken
         self.frame = Frame(oldest, newest, n, time.time())
         try:
             self.draw(snapshot)
@@ -268,22 +264,55 @@ def clock_html(frame: Frame | None) -> str:
     )
 
 
+class EventClock:
+    """Counts the events a view has not drawn yet: the oldest's and newest's time, and how many.
+
+    Taking them (:meth:`take`, just before a snapshot) starts the count afresh and
+    keeps them as :attr:`taken`, the events that snapshot is the first to show.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._oldest: float | None = None
+        self._newest: float | None = None
+        self._count = 0
+        self.taken: tuple[float | None, float | None, int] = (None, None, 0)
+
+    def note(self, when: float) -> None:
+        """One more event, sent at ``when``."""
+        with self._lock:
+            if self._oldest is None:
+                self._oldest = when
+            self._newest, self._count = when, self._count + 1
+
+    def take(self) -> None:
+        """Move the events counted so far to :attr:`taken`; count from zero again."""
+        with self._lock:
+            self.taken = (self._oldest, self._newest, self._count)
+            self._oldest, self._newest, self._count = None, None, 0
+
+
 class _Timed:
     """The tracker as the writer sees it: taking a snapshot notes which events it first shows
     (the one writer thread takes a snapshot and draws it before taking the next)."""
 
-    def __init__(self, view: LiveView):
-        self._view = view
+    def __init__(self, tracker, clock: EventClock):
+        self._tracker, self._clock = tracker, clock
 
     @property
-    def version(self):
-        return self._view.tracker.version
+    def version(self) -> int:
+        return int(self._tracker.version)
 
     def snapshot(self):
-        view = self._view
-        with view._lock:  # taken before the snapshot: every counted event is in it
-            view._taken, view._pending = tuple(view._pending), [None, None, 0]
-        return view.tracker.snapshot()
+        self._clock.take()  # before the snapshot: every counted event is in it
+        return self._tracker.snapshot()
+
+
+def _call_if_alive(method: weakref.WeakMethod) -> None:
+    """Call a weakly held method unless its object is gone."""
+    bound = method()
+    if bound is not None:
+        bound()
 
 
 def _closed(source) -> bool:
@@ -292,6 +321,4 @@ def _closed(source) -> bool:
 
 
 def _is_run(source) -> bool:
-    from ..runs import Run
-
     return isinstance(source, Run)

@@ -1,8 +1,11 @@
-"""Task progress tracker: turns events into plain per-phase snapshots.
+"""The progress tracker: events in, frozen snapshots of runs, phases and fits out.
 
-No UI imports here; renderers (console, widgets, Bokeh) draw the snapshots.
-A phase is keyed by ``(run, node, phase)``; an execute run has node and
-phase ``None``.
+:class:`ProgressTracker` keeps a :class:`RunProgress` per run and a
+:class:`PhaseProgress` per phase, keyed by ``(run, node, phase)`` (an
+execute run has node and phase ``None``).  A fit is read from its run and
+its epochs' phases (one phase an epoch): :func:`fit_progress` gives its
+:class:`FitProgress`.  No UI imports here, and no words: renderers (console,
+widgets, Bokeh) draw the snapshots, in the words of :mod:`.words`.
 
 Examples
 --------
@@ -33,7 +36,7 @@ from ..events import (
     TaskSubmitted,
 )
 
-__all__ = ["PhaseProgress", "RunProgress", "ProgressTracker"]
+__all__ = ["PhaseProgress", "RunProgress", "FitProgress", "ProgressTracker", "fit_progress"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,74 @@ class PhaseProgress:
         if self.total is None or self.finished is not None or rate == 0:
             return None
         return max(self.total - self.done, 0) / rate
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """A fit at one moment: epochs and batches done, its time, and the epochs' records."""
+
+    epochs: int | None  # epochs the fit runs (None: not said)
+    epoch: int  # the epoch under way (or the last), from 1
+    done: int  # epochs finished
+    batch: int  # batches done in the epoch under way
+    batches: int | None  # batches an epoch, when known
+    elapsed: float
+    eta: float | None  # seconds left for the whole fit
+    loss: float | None  # the latest loss reported
+    samples_per_s: float | None
+    records: tuple  # the records of finished epochs, as fit returns them
+    status: str
+
+    @property
+    def fraction(self) -> float | None:
+        """How much of the whole fit is done (None without a count of epochs)."""
+        if not self.epochs:
+            return None
+        inner = self.batch / self.batches if self.batches else 0.0
+        return min(1.0, (self.done + (0.0 if self.done >= self.epochs else inner)) / self.epochs)
+
+
+def fit_progress(run: RunProgress, phases: list[PhaseProgress], now: float) -> FitProgress:
+    """The progress of fit ``run`` from its epochs' phases (one phase an epoch)."""
+    epochs = run.detail.get("epochs")
+    mine = sorted((p for p in phases if p.run == run.run), key=lambda p: p.phase or 0)
+    records = tuple(p.record for p in mine if p.record)
+    current = mine[-1] if mine else None
+    done = sum(1 for p in mine if p.finished is not None and p.ok)
+    elapsed = (run.finished or now) - run.started
+    batch = current.steps if current is not None else 0
+    batches = run.detail.get("batches") or next(
+        (p.steps for p in reversed(mine) if p.finished is not None and p.ok), None
+    )
+    loss = current.loss if current is not None else None
+    rate_now = None
+    if current is not None and current.record:
+        rate_now = current.record["samples_per_s"]
+    elif current is not None and current.samples:
+        rate_now = current.samples / max((current.finished or now) - current.started, 1e-9)
+    fp = FitProgress(
+        epochs,
+        (current.phase or 0) + 1 if current is not None else 1,
+        done,
+        batch,
+        batches or _batches_of(current),
+        elapsed,
+        None,
+        loss,
+        rate_now,
+        records,
+        run.status,
+    )
+    fraction = fp.fraction
+    eta = elapsed * (1 - fraction) / fraction if fraction and run.finished is None else None
+    return FitProgress(**{**fp.__dict__, "eta": eta})
+
+
+def _batches_of(p: PhaseProgress | None) -> int | None:
+    """Batches of an epoch: its tasks' total over its devices, where the phase knows it."""
+    if p is None or not p.total or not p.steps or not p.done:
+        return None
+    return round(p.total * p.steps / p.done)
 
 
 @dataclass

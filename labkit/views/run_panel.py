@@ -4,7 +4,7 @@ A dashboard follows a scheduler, and a scheduler serves many runs (two
 notebooks' worth, one run after another).  :class:`RunPanel` puts a run
 selector on top (``latest``, the default, follows the newest run) and, under
 it, the chosen run's kind, status and one progress bar per phase with the
-board's words (:func:`~labkit.views.labels.phase_label`).  The node panels
+board's words (:func:`~labkit.views.words.phase_label`).  The node panels
 below show only that run (:meth:`RunPanel.run_filter`).
 
 Names for browsers and tests: ``labkit-run-select`` (the Select),
@@ -27,12 +27,11 @@ from __future__ import annotations
 import html
 
 from bokeh.layouts import column
-from bokeh.models import Div, Select
+from bokeh.models.widgets import Div, Select
 
-from .labels import phase_label
 from .progress import PhaseProgress
 from .tracker import Snapshot
-from .words import run_line
+from .words import phase_label, run_line
 
 __all__ = ["RunPanel", "LATEST"]
 
@@ -51,10 +50,11 @@ class RunPanel:
 
     def __init__(self, max_phases: int = 12):
         self.max_phases = max_phases
+        self._options: list[str | None] = [LATEST]  # what the selector offers
         self.select = Select(
             title="run",
             value=LATEST,
-            options=[LATEST],
+            options=self._options,
             width=260,
             name="labkit-run-select",
             css_classes=["labkit-run-select"],
@@ -91,8 +91,9 @@ class RunPanel:
         for run in [*(r.run for r in getattr(snap, "runs", ())), *(p.run for p in snap.phases)]:
             if run not in self._runs:
                 self._runs.append(run)
-        options = [LATEST, *reversed(self._runs)]
-        if options[1:] != self.select.options[1:]:
+        options: list[str | None] = [LATEST, *reversed(self._runs)]
+        if options != self._options:
+            self._options = options
             self.select.options = options
         phases = [p for p in snap.phases if p.run == self.run]
         run = next((r for r in getattr(snap, "runs", ()) if r.run == self.run), None)

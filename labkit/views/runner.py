@@ -11,16 +11,12 @@ thousands of steps a second costs a few widget messages.  UI libraries are impor
 from __future__ import annotations
 
 import html
-import threading
-from dataclasses import dataclass
 
 from ..errors import InputError
 from .live import LiveView
+from .program_tracker import ProgramSnapshot, ProgramTracker
 
 __all__ = ["Runner", "runner"]
-
-#: Characters of a register's repr shown.
-REPR_CHARS = 80
 
 
 def runner(program, start: bool = True, interval: float = 0.0, max_rate: float | None = None):
@@ -45,60 +41,6 @@ def _check_program(program) -> None:
             f"{type(program).__name__} {program!r:.60}",
             argument="program",
         )
-
-
-@dataclass(frozen=True)
-class _View:
-    """What the panel shows, taken at one moment."""
-
-    version: int
-    steps: int
-    status: str
-    running: bool
-    where: str
-    registers: tuple
-    error: str | None
-
-
-class _Watch:
-    """Counts the program's changes and takes :class:`_View` snapshots (the view's tracker)."""
-
-    def __init__(self, program):
-        self.program, self.version = program, 0
-        self._lock = threading.Lock()
-
-    def __call__(self, _event=None) -> None:
-        with self._lock:
-            self.version += 1
-
-    changed = __call__
-
-    def snapshot(self) -> _View:
-        p, version = self.program, self.version
-        where = p.current()._code() if p.status is not None else str(p.element)
-        values = dict(p.registers.values)  # a copy: the kernel thread may write meanwhile
-        regs = tuple((k, repr(v)[:REPR_CHARS]) for k, v in values.items())
-        error = p.error
-        return _View(
-            version,
-            p.steps,
-            _word(p),
-            p.running,
-            where,
-            regs,
-            None if error is None else f"{type(error).__name__}: {error}",
-        )
-
-
-def _word(program) -> str:
-    """The program's state in the words every labkit view uses."""
-    if program.error is not None:
-        return "failed"
-    if program.done:
-        return "finished"
-    if program.running:
-        return "running"
-    return "not started" if program.status is None else "paused"
 
 
 class Runner(LiveView):
@@ -126,7 +68,8 @@ class Runner(LiveView):
             [W.HBox(list(self.buttons.values())), self.status, self.where, self.registers]
         )
         self.widget.add_class("labkit-runner")
-        super().__init__(program, max_rate, tracker=_Watch(program))
+        self.program_tracker = ProgramTracker(program)
+        super().__init__(program, max_rate, tracker=self.program_tracker)
         self.start()
 
     @property
@@ -147,7 +90,7 @@ class Runner(LiveView):
     def pause(self) -> None:
         """Pause background stepping."""
         self.program.pause()
-        self.tracker.changed()
+        self.program_tracker.changed()
         if self.writer is not None:
             self.writer.poke()
 
@@ -158,7 +101,7 @@ class Runner(LiveView):
 
     # -- drawing -------------------------------------------------------------------------
 
-    def draw(self, view: _View) -> None:
+    def draw(self, view: ProgramSnapshot) -> None:
         """Redraw from one view; the last once the program is finished or failed."""
         self.status.value = (
             f"<b>{view.steps}</b> steps · "

@@ -4,7 +4,8 @@ A flow trains nodes in phases of chunks; a fit goes through epochs of batches
 ("epoch 3/6", the elapsed time and an ETA for the whole fit); an ensemble
 fits layers of estimators; a search over an ensemble is one row whose
 candidates fold into a small table named by their parameters; a pipe has
-stages; your own batches have tasks.  Every number here is one the engine
+stages; your own batches have tasks; a phase reads ``node 0 PCA phase 0 —
+8/8 (100%) · 12.3 tasks/s``.  Every number here is one the engine
 measured and reported (a fit's finished epochs read their record, the one
 ``fit`` returns), formatted the same way wherever it is shown.  No UI
 library is imported here.
@@ -18,20 +19,26 @@ Examples
 ...                              "seconds": 2.0, "steps": 10})
 >>> now = PhaseProgress("fit-1", 0, "MLP", 1, started=2.0, steps=5, total=10, loss=0.4)
 >>> f = fit_progress(run, [done, now], now=3.0)
->>> f.outer(), f.inner()
+>>> fit_outer(f), fit_inner(f)
 ('epoch 2/4 · 3.00 s · ETA 5.00 s', 'batch 5/10 (50%) · loss 0.4')
+>>> phase_label(PhaseProgress("r", 0, "PCA", 0, done=8, total=8, started=0.0, finished=0.5))
+'node 0 PCA phase 0 — 8/8 (100%) · 16.0 tasks/s · 0.50 s'
 """
 
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+import time
 
-from .progress import PhaseProgress, RunProgress
+from .progress import FitProgress, PhaseProgress, RunProgress, fit_progress
 
 __all__ = [
+    "phase_label",
+    "bucket_lines",
     "FitProgress",
     "fit_progress",
+    "fit_outer",
+    "fit_inner",
     "run_line",
     "epoch_table",
     "stage_table",
@@ -56,97 +63,106 @@ def rate(value: float, unit: str) -> str:
     return f"{value:,.0f} {unit}/s" if value >= 100 else f"{value:.1f} {unit}/s"
 
 
+# -- phases -------------------------------------------------------------------------------
+
+
+def bucket_lines(nodes) -> str:
+    """``Model steps per bucket: 10: 12 · 20: 8`` for each node of a bucketed trainer."""
+    lines = []
+    for n in nodes:
+        if n.buckets:
+            try:
+                keys = sorted(n.buckets)
+            except TypeError:  # keys of mixed types: the order they came in
+                keys = list(n.buckets)
+            counts = " · ".join(f"{html.escape(str(k))}: {n.buckets[k]}" for k in keys)
+            lines.append(f"<div><b>{html.escape(n.name)}</b> steps per bucket: {counts}</div>")
+    return "".join(lines)
+
+
+def _what(p: PhaseProgress) -> str:
+    """What the phase is, in the words of its run's kind."""
+    if p.kind == "fit":
+        return f"epoch {(p.phase or 0) + 1}"
+    if p.kind == "ensemble":
+        return f"layer {p.node_name}"
+    if p.kind == "evaluate" or p.node is None:
+        return p.node_name
+    return f"node {p.node} {p.node_name} phase {p.phase}"
+
+
+def _counts(p: PhaseProgress, now: float | None) -> list[str]:
+    """Done of total, and the rate, in the run's own unit."""
+    percent = f" ({100 * p.done // p.total}%)" if p.total else ""  # floor: 100% is all done
+    if p.kind == "fit":
+        elapsed = max((p.finished or now or time.time()) - p.started, 1e-9)
+        rate = p.record["samples_per_s"] if p.record else p.samples / elapsed
+        parts = [f"{p.steps} batch{'es' * (p.steps != 1)}{percent}", f"{rate:,.0f} samples/s"]
+        if p.loss is not None:
+            parts.append(f"loss {p.loss:.4g}")
+        return parts
+    fits = p.kind in ("ensemble", "evaluate")
+    return [
+        f"{p.done}/{p.total if p.total is not None else '?'}{' fits' * fits}{percent}",
+        f"{p.rate(now):.1f} {'fits' if fits else 'tasks'}/s",
+    ]
+
+
+def phase_label(p: PhaseProgress, now: float | None = None) -> str:
+    """One phase in its run's words: ``node 0 PCA phase 0 — 8/8 (100%) · 12.3 tasks/s``.
+
+    A trainer's epoch reads ``epoch 2 — 12 batches (40%) · 5,120 samples/s · loss
+    0.42``; an ensemble's layer ``layer base — 10/10 fits (100%) · ...`` with what
+    the fits are (``2 estimators × 5 folds``).
+    """
+    what = _what(p)
+    ended = " · cancelled" if p.cancelled else "" if p.ok else " · failed"
+    if p.local:
+        state = "training locally" if p.finished is None else "trained locally"
+        return f"{what} — {state}" + ended
+    parts = _counts(p, now)
+    if p.failed:
+        parts.append(f"{p.failed} failed")
+    dropped = p.submitted - p.done - p.failed  # a failed or cancelled phase's other tasks
+    if p.finished is not None and not p.ok and dropped > 0:
+        parts.append(f"{dropped} cancelled")
+    if p.running:
+        parts.append(f"{p.running} running")
+    if p.finished is not None:
+        seconds = p.record["seconds"] if p.record else p.finished - p.started
+        parts.append(f"{seconds:.2f} s" + ended)
+    elif p.eta(now) is not None:
+        parts.append(f"ETA {p.eta(now):.1f} s")
+    if p.detail:
+        parts.append(p.detail)
+    return f"{what} — " + " · ".join(parts)
+
+
 # -- fits ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FitProgress:
-    """A fit at one moment: epochs and batches done, its time, and the epochs' records."""
-
-    epochs: int | None  # epochs the fit runs (None: not said)
-    epoch: int  # the epoch under way (or the last), from 1
-    done: int  # epochs finished
-    batch: int  # batches done in the epoch under way
-    batches: int | None  # batches an epoch, when known
-    elapsed: float
-    eta: float | None  # seconds left for the whole fit
-    loss: float | None  # the latest loss reported
-    samples_per_s: float | None
-    records: tuple  # the records of finished epochs, as fit returns them
-    status: str
-
-    @property
-    def fraction(self) -> float | None:
-        """How much of the whole fit is done (None without a count of epochs)."""
-        if not self.epochs:
-            return None
-        inner = self.batch / self.batches if self.batches else 0.0
-        return min(1.0, (self.done + (0.0 if self.done >= self.epochs else inner)) / self.epochs)
-
-    def outer(self) -> str:
-        """``epoch 3/6 · 12.3 s · ETA 20.1 s``: the whole fit."""
-        of = f"/{self.epochs}" if self.epochs else ""
-        parts = [f"epoch {self.epoch}{of}", seconds(self.elapsed)]
-        if self.status != "running":
-            parts.append(self.status)
-        elif self.eta is not None:
-            parts.append(f"ETA {seconds(self.eta)}")
-        return " · ".join(parts)
-
-    def inner(self) -> str:
-        """``batch 7/14 (50%) · 3,200 samples/s · loss 0.41``: the epoch under way."""
-        if self.batches:
-            parts = [f"batch {self.batch}/{self.batches} ({100 * self.batch // self.batches}%)"]
-        else:
-            parts = [f"batch {self.batch}"]
-        if self.samples_per_s:
-            parts.append(rate(self.samples_per_s, "samples"))
-        if self.loss is not None:
-            parts.append(f"loss {self.loss:.4g}")
-        return " · ".join(parts)
+def fit_outer(f: FitProgress) -> str:
+    """``epoch 3/6 · 12.3 s · ETA 20.1 s``: the whole fit."""
+    of = f"/{f.epochs}" if f.epochs else ""
+    parts = [f"epoch {f.epoch}{of}", seconds(f.elapsed)]
+    if f.status != "running":
+        parts.append(f.status)
+    elif f.eta is not None:
+        parts.append(f"ETA {seconds(f.eta)}")
+    return " · ".join(parts)
 
 
-def fit_progress(run: RunProgress, phases: list[PhaseProgress], now: float) -> FitProgress:
-    """The progress of fit ``run`` from its epochs' phases (one phase an epoch)."""
-    epochs = run.detail.get("epochs")
-    mine = sorted((p for p in phases if p.run == run.run), key=lambda p: p.phase or 0)
-    records = tuple(p.record for p in mine if p.record)
-    current = mine[-1] if mine else None
-    done = sum(1 for p in mine if p.finished is not None and p.ok)
-    elapsed = (run.finished or now) - run.started
-    batch = current.steps if current is not None else 0
-    batches = run.detail.get("batches") or next(
-        (p.steps for p in reversed(mine) if p.finished is not None and p.ok), None
-    )
-    loss = current.loss if current is not None else None
-    rate_now = None
-    if current is not None and current.record:
-        rate_now = current.record["samples_per_s"]
-    elif current is not None and current.samples:
-        rate_now = current.samples / max((current.finished or now) - current.started, 1e-9)
-    fp = FitProgress(
-        epochs,
-        (current.phase + 1) if current is not None else 1,
-        done,
-        batch,
-        batches or _batches_of(current),
-        elapsed,
-        None,
-        loss,
-        rate_now,
-        records,
-        run.status,
-    )
-    fraction = fp.fraction
-    eta = elapsed * (1 - fraction) / fraction if fraction and run.finished is None else None
-    return FitProgress(**{**fp.__dict__, "eta": eta})
-
-
-def _batches_of(p: PhaseProgress | None) -> int | None:
-    """Batches of an epoch: its tasks' total over its devices, where the phase knows it."""
-    if p is None or not p.total or not p.steps or not p.done:
-        return None
-    return round(p.total * p.steps / p.done)
+def fit_inner(f: FitProgress) -> str:
+    """``batch 7/14 (50%) · 3,200 samples/s · loss 0.41``: the epoch under way."""
+    if f.batches:
+        parts = [f"batch {f.batch}/{f.batches} ({100 * f.batch // f.batches}%)"]
+    else:
+        parts = [f"batch {f.batch}"]
+    if f.samples_per_s:
+        parts.append(rate(f.samples_per_s, "samples"))
+    if f.loss is not None:
+        parts.append(f"loss {f.loss:.4g}")
+    return " · ".join(parts)
 
 
 def epoch_table(records) -> str:
@@ -205,7 +221,7 @@ def run_line(run: RunProgress, phases: list[PhaseProgress], now: float) -> str:
     mine = [p for p in phases if p.run == run.run]
     if run.kind == "fit":
         f = fit_progress(run, phases, now)
-        words = f"{f.outer()} · {f.inner()}" if run.finished is None else f.outer()
+        words = f"{fit_outer(f)} · {fit_inner(f)}" if run.finished is None else fit_outer(f)
         return f"fit {name} — {words}"
     if run.kind == "tasks":
         done = sum(p.done for p in mine)

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import numbers
 import threading
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from ..errors import InputError
+from ..constraints import Interval, check_argument
 from .priority import lower_this_thread
 
 __all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP", "check_rate", "settled"]
@@ -59,7 +59,11 @@ MAX_RATE = 4.0
 CPU_SHARE = 0.02
 
 
-def check_rate(max_rate) -> float:
+#: What ``max_rate`` may be, declared once (:mod:`labkit.constraints`).
+RATE_RULES = [Interval(float, 0, closed="neither", name="a positive number of redraws a second")]
+
+
+def check_rate(max_rate: float | None) -> float:
     """``max_rate`` (``MAX_RATE`` for None) if it is a positive number, else an InputError.
 
     Views check it before they subscribe to anything, so a refused view leaves
@@ -67,12 +71,7 @@ def check_rate(max_rate) -> float:
     """
     if max_rate is None:
         return MAX_RATE
-    if isinstance(max_rate, bool) or not isinstance(max_rate, numbers.Real) or not max_rate > 0:
-        raise InputError(
-            f"max_rate must be a positive number of redraws a second, got {max_rate!r}",
-            argument="max_rate",
-        )
-    return max_rate
+    return float(check_argument("max_rate", max_rate, RATE_RULES))
 
 
 def state_every() -> float:
@@ -249,7 +248,7 @@ class Writer:
         return f"<labkit Writer {self._thread.name}: {state}, {self.draws} draws>"
 
 
-_WRITERS: "weakref.WeakSet[Writer]" = weakref.WeakSet()  # every writer, for settled()
+_WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()  # every writer, for settled()
 
 
 def settled(timeout: float = 30.0) -> bool:

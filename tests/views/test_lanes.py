@@ -26,11 +26,28 @@ def _finish(tracker, i, worker="tcp://w1", node=0, ok=True):
 
 
 def test_front_end_files_ship_as_package_resources():
-    js = (files("labkit._widgets") / "lanes.js").read_text()
-    css = (files("labkit._widgets") / "lanes.css").read_text()
+    js = (files("labkit.views") / "assets" / "lanes.js").read_text()
+    css = (files("labkit.views") / "assets" / "lanes.css").read_text()
     assert "export default" in js and "render" in js and "import " not in js
     assert ".labkit-lanes" in css
     assert TaskLanes._esm == js and TaskLanes._css == css
+
+
+def test_every_front_end_file_is_declared_package_data_of_the_views():
+    """The wheel takes what pyproject declares: each asset matches a package-data glob."""
+    import fnmatch
+
+    from tests.conftest import ROOT
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    with open(f"{ROOT}/pyproject.toml", "rb") as f:
+        setuptools = tomllib.load(f)["tool"]["setuptools"]
+    assert "labkit.views" in setuptools["packages"]
+    globs = setuptools["package-data"]["labkit.views"]
+    assets = [f"assets/{p.name}" for p in files("labkit.views").joinpath("assets").iterdir()]
+    assert {"assets/lanes.js", "assets/lanes.css"} <= set(assets)
+    assert all(any(fnmatch.fnmatch(a, g) for g in globs) for a in assets), (assets, globs)
 
 
 def test_only_new_spans_are_sent_and_a_new_view_gets_the_recent_ones(comms):
@@ -157,7 +174,7 @@ console.log(JSON.stringify({ className: root.className, counts, sent, names, tip
 def test_the_esm_renders_lanes_and_skips_spans_it_has(tmp_path):
     harness = tmp_path / "harness.mjs"
     harness.write_text(_NODE_HARNESS)
-    esm = (files("labkit._widgets") / "lanes.js")
+    esm = (files("labkit.views") / "assets" / "lanes.js")
 
     def span(seq, lane=0, ok=True):
         return {"seq": seq, "lane": lane, "start": seq * 0.5, "end": seq * 0.5 + 0.4,

@@ -10,7 +10,7 @@ import pytest
 
 import labkit as lk
 from labkit.views.board import Board
-from labkit.views.live import Frame, LiveView, State, clock_html
+from labkit.views.live import EventClock, Frame, LiveView, State, clock_html
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
@@ -123,3 +123,17 @@ def test_a_view_stopped_before_it_started_draws_once_and_leaves_no_thread():
         view.stop()
         view.start()
         assert _writer_ends(view) and view.state is State.STOPPED and len(view.frames) >= 1
+
+
+def test_the_event_clock_says_which_events_a_snapshot_is_the_first_to_show():
+    clock = EventClock()
+    assert clock.taken == (None, None, 0)
+    clock.note(1.0)
+    clock.note(2.5)
+    clock.take()                                   # the writer, just before a snapshot
+    assert clock.taken == (1.0, 2.5, 2)
+    clock.note(3.0)
+    clock.take()
+    assert clock.taken == (3.0, 3.0, 1)
+    clock.take()                                   # nothing new: an empty count
+    assert clock.taken == (None, None, 0)

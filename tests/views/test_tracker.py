@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 import labkit as lk
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, TaskFailed, TaskFinished,
                            TaskInfo, TaskStarted)
@@ -103,3 +105,37 @@ def test_a_shut_down_source_shows_no_load_even_with_a_task_told_open():
     assert t.version > before
     [device] = t.snapshot().devices
     assert device.busy == 0 and device.running == 0 and device.samples_per_s == 0
+
+
+#: The trackers of the views (events in, frozen snapshots out) and what they may import of
+#: the room: other trackers only, never a renderer, the words or the live loop.
+TRACKERS = ("tracker", "progress", "program_tracker")
+UI_LIBRARIES = {"ipywidgets", "anywidget", "bokeh", "jupyter_bokeh", "tqdm", "IPython"}
+
+
+def _imports(module: str) -> set[str]:
+    """What ``labkit/views/<module>.py`` imports: ``.name`` for the room's own, else top names."""
+    import ast
+    from pathlib import Path
+
+    import labkit.views
+
+    tree = ast.parse(Path(labkit.views.__file__).with_name(f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1:
+                found |= {f".{node.module}"} if node.module else {f".{a.name}" for a in node.names}
+            elif node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("module", TRACKERS)
+def test_a_tracker_imports_no_renderer_and_no_ui_library(module):
+    imported = _imports(module)
+    own = {name for name in imported if name.startswith(".")}
+    assert own <= {f".{t}" for t in TRACKERS}, own
+    assert not imported & UI_LIBRARIES, imported & UI_LIBRARIES

@@ -17,10 +17,20 @@ rather than being cut: every word shows at a 700-px output width.
 from __future__ import annotations
 
 import html
+from typing import Any
 
-from .labels import phase_label
 from .progress import PhaseProgress, RunProgress
-from .words import epoch_table, fit_progress, run_line, search_groups, search_line, search_table
+from .words import (
+    epoch_table,
+    fit_inner,
+    fit_outer,
+    fit_progress,
+    phase_label,
+    run_line,
+    search_groups,
+    search_line,
+    search_table,
+)
 
 __all__ = ["PhaseRows", "FitPart", "RunRows", "LABEL_CSS"]
 
@@ -216,7 +226,7 @@ class FitPart:
             f.done,
             f.epochs or max(f.done, 1),
             outer_style,
-            _text(f.outer(), status, "labkit-fit-outer-label"),
+            _text(fit_outer(f), status, "labkit-fit-outer-label"),
         )
         current_done = f.batch if f.batches else 0
         inner_style = "success" if f.batches and f.batch >= f.batches else ""
@@ -224,7 +234,7 @@ class FitPart:
             current_done,
             f.batches or 1,
             inner_style,
-            _text(f.inner(), None, "labkit-fit-inner-label"),
+            _text(fit_inner(f), None, "labkit-fit-inner-label"),
         )
         self.epochs.value = epoch_table(f.records)
 
@@ -237,7 +247,7 @@ class RunRows:
 
     def __init__(self, W, max_rows: int = 8):
         self.W, self.max_rows = W, max_rows
-        self.rows: dict[str, tuple[_Row, object]] = {}
+        self.rows: dict[str, tuple[_Row, Any]] = {}
         self.folded = W.HTML("", _dom_classes=["labkit-runs-folded"])
         self.widget = W.VBox([], _dom_classes=["labkit-runs"], layout=W.Layout(width="100%"))
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..events import DeviceStats
 from ..scheduling.connect import scheduler_identity
@@ -60,7 +61,7 @@ class ClusterSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "ClusterSampler":
+    def start(self) -> ClusterSampler:
         """Poll in a daemon thread until :meth:`stop`."""
         if self._thread is None:
             self._thread = threading.Thread(

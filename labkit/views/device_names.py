@@ -20,6 +20,9 @@ from __future__ import annotations
 import threading
 import time
 
+from ..scheduling.connect import scheduler_identity
+from .subjects import client_of
+
 __all__ = ["DeviceNames"]
 
 #: Least seconds between two questions to the cluster.
@@ -30,7 +33,7 @@ class DeviceNames:
     """Labels of workers and devices for ``sources`` (schedulers, runs, trainers)."""
 
     def __init__(self, sources):
-        self._client = _client_of(sources)
+        self._client = client_of(*sources)
         self._labels: dict[str, str] = {}
         self._short: dict[str, str] = {}  # the names alone, without where they run
         self._asked = -REFRESH
@@ -56,8 +59,6 @@ class DeviceNames:
         """Ask the cluster for its workers' names and threads (never raises)."""
         self._asked = time.monotonic()
         try:
-            from ..scheduling.connect import scheduler_identity
-
             workers = scheduler_identity(self._client).get("workers", {})
         except Exception:  # the cluster is busy or gone: keep the addresses
             return
@@ -108,15 +109,3 @@ def _fallback(address: str) -> str:
     if address.startswith("inproc://"):
         return "this process"
     return address.split("://", 1)[-1]
-
-
-def _client_of(sources):
-    """The Dask client behind the first source that has one, else None."""
-    for source in sources:
-        client = getattr(source, "client", None)
-        if client is not None:
-            return client
-        for s in getattr(source, "schedulers", []) or []:
-            if getattr(s, "client", None) is not None:
-                return s.client
-    return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import labkit as lk
-from labkit.views.names import DeviceNames
+from labkit.views.device_names import DeviceNames
 
 
 def test_an_in_process_worker_is_this_process_with_its_threads_and_a_lane_its_name():

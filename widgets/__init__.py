@@ -1,1 +1,0 @@
-"""Front-end sources of labkit's custom widget views (plain ESM + CSS), shipped as labkit._widgets."""
