@@ -28,9 +28,9 @@ from ..errors import InputError, located
 from ..runs import start
 from ..scheduling import TaskCallable
 from .cache import as_scheduler, choose_mode
+from .fold_fits import run_phase
 from .layer import _named
 from .splitters import as_indexer
-from .tasks import run_phase
 from .validation import check_inputs, is_classifier_like, n_rows
 
 __all__ = ["ParallelEvaluation", "Table"]
@@ -218,7 +218,7 @@ class ParallelEvaluation:
             detail=f"{len(candidates)} candidates × {len(folds[0])} folds",
         )
         scores: dict = {}
-        for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
+        for c, _fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))
         return scores
 
@@ -228,7 +228,8 @@ def _folds(cv, classifier: bool, X, y, groups) -> list:
     try:
         return as_indexer(cv, what="cv", classifier=classifier).folds(n_rows(X), y, groups)
     except InputError as err:
-        raise err.locate(argument="cv")
+        err.locate(argument="cv")
+        raise
 
 
 def _expand(grid, name: str = "") -> list[dict]:
@@ -244,7 +245,9 @@ def _expand(grid, name: str = "") -> list[dict]:
                     estimator=name,
                 )
         keys = list(grid)
-        return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+        return [
+            dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())
+        ]
     try:
         return [dict(p) for p in grid]
     except (TypeError, ValueError):

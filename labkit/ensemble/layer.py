@@ -71,7 +71,8 @@ class Layer:
                 2 if indexer is None else indexer, what="indexer", classifier=self.classifies
             )
         except InputError as err:
-            raise err.locate(layer=self.name)
+            err.locate(layer=self.name)
+            raise
         self.propagate_features = _columns(propagate_features, self.name)
         #: ``{estimator name: partition}``: a subsemble's estimators fit one partition's rows.
         self.partition_of: dict[str, int] = {}

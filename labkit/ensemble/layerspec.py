@@ -22,11 +22,16 @@ from __future__ import annotations
 
 from sklearn.base import BaseEstimator
 
+from ..constraints import Options
+
 __all__ = ["LayerSpec", "KINDS"]
 
 #: Layer kinds: out-of-fold (k-fold), blend (fit one part, predict the rest), subsemble
 #: (per partition of the rows), full (fit and predict every row).
 KINDS = ("stack", "blend", "subsemble", "full")
+
+#: What a layer's ``kind`` may be.
+KIND_RULE = [Options(KINDS)]
 
 
 class LayerSpec(BaseEstimator):

@@ -1,4 +1,10 @@
-"""Ensemble tasks: a layer's task callable, and one phase of tasks run as a batch."""
+"""Fits of estimator chains on folds: a layer's task callable, and a phase of tasks as a batch.
+
+A task fits one ``(estimator, fold)`` pair (:class:`FitCallable`), and
+:func:`run_phase` runs a list of such tasks (or ParallelEvaluation's) as one
+batch over inputs sent once.  (Named for what it holds: labkit has scheduler
+tasks and experiment tasks elsewhere.)
+"""
 
 from __future__ import annotations
 
@@ -163,7 +169,7 @@ def run_phase(
     except BaseException as exc:
         s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks), ok=False))
         if where and isinstance(exc, LabkitError):
-            raise exc.locate(**where)
+            exc.locate(**where)  # the same error, now located
         raise
     s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks)))
     return results
