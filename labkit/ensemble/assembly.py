@@ -94,7 +94,7 @@ def layer_scores(
     scorer: Callable[[Any, Any], Any],
     layer: Layer,
     out: np.ndarray,
-    targets: np.ndarray,
+    targets: Any,
     decode: np.ndarray | None,
 ) -> dict[str, float]:
     """``{estimator: scorer(y, its out-of-fold predictions)}`` of a fitted layer.

@@ -67,6 +67,13 @@ class BaseEnsemble(BaseEstimator):
 
     _kind = "stack"
 
+    # the parameters every ensemble has (set by the subclasses' __init__)
+    layers: Any  # a list of LayerSpec once checked at fit
+    meta_estimator: Any
+    scheduler: Any
+    scorer: Any
+    cache: str
+
     # -- building ------------------------------------------------------------------------
 
     def add(
@@ -184,7 +191,7 @@ class BaseEnsemble(BaseEstimator):
             tags.regressor_tags = RegressorTags()
         return tags
 
-    def _first_steps(self) -> list[tuple[str, object]]:
+    def _first_steps(self) -> list[tuple[str, Any]]:
         """``(name, what sees X first)`` in the first layer's spec; nothing for junk."""
         specs = self._specs()
         if not specs:
@@ -289,7 +296,7 @@ class BaseEnsemble(BaseEstimator):
             if meta is not None:
                 pp.fit_layer(scope, len(layers), meta, out, targets)
             into.layers_ = layers
-            into.meta_ = None if meta is None else meta.fitted_["meta"][1]
+            into.meta_ = None if meta is None else meta.final_estimator("meta")
             if self.scorer is not None:
                 into.scores_ = scores
 

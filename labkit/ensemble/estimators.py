@@ -217,7 +217,9 @@ class SequentialEnsemble(BaseEnsemble):
         self.layers = layers
         self.meta_estimator = meta_estimator
 
-    def add(
+    # The kind comes first here (ML-Ensemble's SequentialEnsemble.add), a public signature
+    # kept as it is, where BaseEnsemble.add takes the kind from the class.
+    def add(  # type: ignore[override]
         self,
         kind,
         estimators,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from typing import Any
 
 import numpy as np
 
@@ -172,20 +173,7 @@ class ParallelEvaluation:
         -------
         Table
         """
-        named = _named(estimators, "evaluation")
-        if not named:
-            raise InputError("evaluate needs at least one estimator", argument="estimators")
-        names = [n for n, _ in named]
-        if len(set(names)) != len(names):
-            raise InputError(f"duplicate estimator names {names}: name them with pairs")
-        if param_grid is not None and not isinstance(param_grid, dict):
-            raise InputError(
-                f"param_grid must be a dict {{estimator name: grid}}, got {param_grid!r}",
-                argument="param_grid",
-            )
-        unknown = set(param_grid or {}) - set(names)
-        if unknown:
-            raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
+        named = _check_estimators(estimators, param_grid)
         classifier = {n: is_classifier_like(est) for n, est in named}
         X, y, groups = check_inputs(
             X, y, groups, steps=named, needs_y=True, classifier=any(classifier.values())
@@ -221,6 +209,25 @@ class ParallelEvaluation:
         for c, _fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))
         return scores
+
+
+def _check_estimators(estimators, param_grid) -> list[tuple[str, Any]]:
+    """``estimators`` as ``(name, estimator)`` pairs, and ``param_grid`` keyed by their names."""
+    named = _named(estimators, "evaluation")
+    if not named:
+        raise InputError("evaluate needs at least one estimator", argument="estimators")
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        raise InputError(f"duplicate estimator names {names}: name them with pairs")
+    if param_grid is not None and not isinstance(param_grid, dict):
+        raise InputError(
+            f"param_grid must be a dict {{estimator name: grid}}, got {param_grid!r}",
+            argument="param_grid",
+        )
+    unknown = set(param_grid or {}) - set(names)
+    if unknown:
+        raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
+    return named
 
 
 def _folds(cv, classifier: bool, X, y, groups) -> list:
@@ -260,8 +267,10 @@ def _expand(grid, name: str = "") -> list[dict]:
 def _check_candidates(candidates) -> None:
     """Every parameter set names parameters its estimator has, checked before any fit."""
     for name, estimator, params in candidates:
-        known = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else None
-        unknown = sorted(set(params) - set(known)) if known is not None else []
+        if not hasattr(estimator, "get_params"):
+            continue
+        known = estimator.get_params(deep=True)
+        unknown = sorted(set(params) - set(known))
         if unknown:
             raise InputError(
                 f"{name} has no parameter(s) {unknown}; it has "

@@ -159,9 +159,10 @@ def run_phase(
     s = scheduler
     s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks), detail=detail))
     info = TaskInfo(scope.id, -1, -1, "train", index, name, 0)
+    X, y, mode, cache_dir = inputs
     try:
         with (
-            open_inputs(*inputs, client=getattr(s, "client", None)) as opened,
+            open_inputs(X, y, mode, cache_dir, client=getattr(s, "client", None)) as opened,
             s.batch(None, info, scope.control) as batch,
         ):
             batch.add_tasks(tasks, make_callable(opened), ready=True, check=scope.check)

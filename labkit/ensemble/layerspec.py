@@ -20,6 +20,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 from sklearn.base import BaseEstimator
 
 from ..constraints import Options
@@ -72,7 +74,7 @@ class LayerSpec(BaseEstimator):
         self.propagate_features = propagate_features
         self.indexer = indexer
 
-    def named(self) -> list[tuple[str, object]]:
+    def named(self) -> list[tuple[str, Any]]:
         """``(name, estimator)`` of every estimator, cases in order; lenient (no checks)."""
         return [(name, est) for _, items in _cases(self.estimators) for name, est in items]
 
@@ -124,14 +126,14 @@ class LayerSpec(BaseEstimator):
         )
 
 
-def _cases(estimators) -> list[tuple[object, list[tuple[str, object]]]]:
+def _cases(estimators) -> list[tuple[object, list[tuple[str, Any]]]]:
     """``[(case, [(name, estimator)])]``; None is the case of a plain list; nothing for junk."""
     if isinstance(estimators, dict):
         return [(case, _pairs(items)) for case, items in estimators.items()]
     return [(None, _pairs(estimators))]
 
 
-def _pairs(items) -> list[tuple[str, object]]:
+def _pairs(items) -> list[tuple[str, Any]]:
     """Pairs or bare estimators as ``(name, estimator)``, named as :class:`Layer` names them."""
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         return []

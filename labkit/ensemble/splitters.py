@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constraints import check_argument
 from ..errors import InputError
-from .indexers import FoldIndex, _Indexer
+from .indexers import N_SPLITS, FoldIndex, _Indexer
 
 __all__ = ["SplitterIndex", "as_indexer"]
 
@@ -97,8 +98,7 @@ def as_indexer(
     if isinstance(cv, _Indexer):
         return cv
     if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
-        if cv < 2:
-            raise InputError(f"{what} must be at least 2, got {cv!r}", argument=what)
+        check_argument(what, cv, [N_SPLITS])
         return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state, stratify=classifier)
     if callable(getattr(cv, "split", None)) and not isinstance(cv, (str, bytes, type)):
         return SplitterIndex(cv)
