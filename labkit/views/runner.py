@@ -75,7 +75,7 @@ class _Watch:
 
     def snapshot(self) -> _View:
         p, version = self.program, self.version
-        where = p.current()._code() if p.status is not None else str(p.element)
+        where = p.current().code() if p.status is not None else str(p.element)
         values = dict(p.registers.values)  # a copy: the kernel thread may write meanwhile
         regs = tuple((k, repr(v)[:REPR_CHARS]) for k, v in values.items())
         error = p.error
