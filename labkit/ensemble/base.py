@@ -43,7 +43,7 @@ from .assembly import build_layer, layer_scores, meta_layer
 from .cache import as_scheduler
 from .indexers import BlendIndex, FullIndex
 from .layer import Layer
-from .layerspec import LayerSpec, _cases
+from .layerspec import LayerSpec, case_pairs
 from .processing import ParallelProcessing, predict_layers
 from .splitters import as_indexer
 from .subsets import SubsetIndex
@@ -201,7 +201,7 @@ class BaseEnsemble(BaseEstimator):
         try:
             return [
                 (name, (list(pre.get(case) or []) or [est])[0])
-                for case, items in _cases(spec.estimators)
+                for case, items in case_pairs(spec.estimators)
                 for name, est in items
             ]
         except TypeError:

@@ -30,7 +30,7 @@ from ..runs import start
 from ..scheduling import TaskCallable
 from .cache import as_scheduler, choose_mode
 from .fold_fits import run_phase
-from .layer import _named
+from .layer import named_estimators
 from .splitters import as_indexer
 from .validation import check_inputs, is_classifier_like, n_rows
 
@@ -213,7 +213,7 @@ class ParallelEvaluation:
 
 def _check_estimators(estimators, param_grid) -> list[tuple[str, Any]]:
     """``estimators`` as ``(name, estimator)`` pairs, and ``param_grid`` keyed by their names."""
-    named = _named(estimators, "evaluation")
+    named = named_estimators(estimators, "evaluation")
     if not named:
         raise InputError("evaluate needs at least one estimator", argument="estimators")
     names = [n for n, _ in named]

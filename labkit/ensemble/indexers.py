@@ -37,7 +37,7 @@ from ..constraints import Interval, check_argument
 from ..errors import InputError
 from .validation import class_labels
 
-__all__ = ["FullIndex", "FoldIndex", "BlendIndex"]
+__all__ = ["Indexer", "FullIndex", "FoldIndex", "BlendIndex", "N_SPLITS", "TEST_SIZE"]
 
 #: A number of folds (``FoldIndex(n_splits)``, an int ``cv``).
 N_SPLITS = Interval(int, 2, name="at least 2")
@@ -49,7 +49,7 @@ TEST_SIZE = [
 ]
 
 
-class _Indexer:
+class Indexer:
     """The contract: ``folds(n)``, ``output_rows(n)`` and whether a final fit is needed."""
 
     #: Whether the one fold's fit serves new data (no separate final fit).
@@ -75,7 +75,7 @@ class _Indexer:
         return f"{type(self).__name__}({args})"
 
 
-class FullIndex(_Indexer):
+class FullIndex(Indexer):
     """Fit on every row and predict every row."""
 
     single_fit = True
@@ -85,7 +85,7 @@ class FullIndex(_Indexer):
         return [(rows, rows)]
 
 
-class FoldIndex(_Indexer):
+class FoldIndex(Indexer):
     """k-fold out-of-fold predictions, and a final fit on every row.
 
     Parameters
@@ -129,7 +129,7 @@ class FoldIndex(_Indexer):
         return out
 
 
-class BlendIndex(_Indexer):
+class BlendIndex(Indexer):
     """Fit on the first ``1 - test_size`` of the rows, predict (and output) the rest.
 
     Parameters

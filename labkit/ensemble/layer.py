@@ -31,7 +31,7 @@ from .layerspec import default_name
 from .splitters import as_indexer
 from .validation import is_classifier_like
 
-__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex"]
+__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex", "named_estimators"]
 
 
 class Layer:
@@ -128,9 +128,9 @@ class Layer:
 def _cases(estimators, layer: str) -> dict:
     """``{case: [(name, estimator)]}``, checked; the case is None for a plain list."""
     if isinstance(estimators, dict):
-        cases = {case: _named(items, layer) for case, items in estimators.items()}
+        cases = {case: named_estimators(items, layer) for case, items in estimators.items()}
     else:
-        cases = {None: _named(estimators, layer)}
+        cases = {None: named_estimators(estimators, layer)}
     names = [n for items in cases.values() for n, _ in items]
     if not names:
         raise InputError("a layer needs at least one estimator", layer=layer)
@@ -144,7 +144,7 @@ def _cases(estimators, layer: str) -> dict:
     return cases
 
 
-def _named(items, layer: str) -> list[tuple[str, Any]]:
+def named_estimators(items, layer: str) -> list[tuple[str, Any]]:
     """``[(name, estimator)]`` from pairs or bare estimators; each must fit and predict."""
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         raise InputError(f"estimators must be a list, got {items!r}", layer=layer)

@@ -26,7 +26,7 @@ from sklearn.base import BaseEstimator
 
 from ..constraints import Options
 
-__all__ = ["LayerSpec", "KINDS"]
+__all__ = ["LayerSpec", "KINDS", "KIND_RULE", "case_pairs"]
 
 #: Layer kinds: out-of-fold (k-fold), blend (fit one part, predict the rest), subsemble
 #: (per partition of the rows), full (fit and predict every row).
@@ -76,7 +76,7 @@ class LayerSpec(BaseEstimator):
 
     def named(self) -> list[tuple[str, Any]]:
         """``(name, estimator)`` of every estimator, cases in order; lenient (no checks)."""
-        return [(name, est) for _, items in _cases(self.estimators) for name, est in items]
+        return [(name, est) for _, items in case_pairs(self.estimators) for name, est in items]
 
     def get_params(self, deep=True):
         out = super().get_params(deep=False)
@@ -113,7 +113,7 @@ class LayerSpec(BaseEstimator):
 
     def _replace(self, name: str, estimator) -> None:
         """Put ``estimator`` in the place of the one called ``name`` (pairs from then on)."""
-        cases = _cases(self.estimators)
+        cases = case_pairs(self.estimators)
         if name not in {n for _, items in cases for n, _ in items}:
             raise ValueError(f"Invalid parameter {name!r} for layer {self!r}")
         rebuilt = {
@@ -126,7 +126,7 @@ class LayerSpec(BaseEstimator):
         )
 
 
-def _cases(estimators) -> list[tuple[object, list[tuple[str, Any]]]]:
+def case_pairs(estimators) -> list[tuple[object, list[tuple[str, Any]]]]:
     """``[(case, [(name, estimator)])]``; None is the case of a plain list; nothing for junk."""
     if isinstance(estimators, dict):
         return [(case, _pairs(items)) for case, items in estimators.items()]

@@ -35,12 +35,12 @@ import numpy as np
 
 from ..constraints import check_argument
 from ..errors import InputError
-from .indexers import N_SPLITS, FoldIndex, _Indexer
+from .indexers import N_SPLITS, FoldIndex, Indexer
 
 __all__ = ["SplitterIndex", "as_indexer"]
 
 
-class SplitterIndex(_Indexer):
+class SplitterIndex(Indexer):
     """The folds of a scikit-learn splitter; a final fit on every row serves new data.
 
     Parameters
@@ -95,7 +95,7 @@ def as_indexer(
     indexer or splitter given as such is used as it is.  Errors name ``what``
     (the argument).
     """
-    if isinstance(cv, _Indexer):
+    if isinstance(cv, Indexer):
         return cv
     if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
         check_argument(what, cv, [N_SPLITS])

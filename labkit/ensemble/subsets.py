@@ -28,9 +28,9 @@ from sklearn.base import clone
 
 from ..constraints import Interval, check_argument
 from ..errors import InputError
-from .indexers import _Indexer, stratified_folds
+from .indexers import Indexer, stratified_folds
 from .layer import Layer
-from .layerspec import _cases
+from .layerspec import case_pairs
 from .validation import class_labels
 
 __all__ = ["SubsetIndex", "subsemble_layer"]
@@ -39,7 +39,7 @@ __all__ = ["SubsetIndex", "subsemble_layer"]
 _COUNTS = {"partitions": Interval(int, 1), "folds": Interval(int, 2)}
 
 
-class SubsetIndex(_Indexer):
+class SubsetIndex(Indexer):
     """``partitions`` parts of the rows, each cut into ``folds`` folds.
 
     Parameters
@@ -125,7 +125,7 @@ def subsemble_layer(
             for n, e in items
             for j in range(indexer.partitions)
         ]
-        for case, items in _cases(estimators)
+        for case, items in case_pairs(estimators)
     }
     layer = Layer(
         expanded[None] if list(expanded) == [None] else expanded,

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..constraints import Interval, check_argument
 from ..errors import InputError, LabkitError
-from .element import Element, Target, _as_list, _List, _target, code_of
+from .element import Element, ListElement, Target, as_list, as_target, code_of
 from .registers import Ref, resolve
 from .status import BREAK, DONE, INCOMPLETE, Break, ProgramError, Status
 
@@ -61,11 +61,11 @@ class Print(Call):
         return [code_of(self.args[0])]
 
 
-class Seq(_List):
+class Seq(ListElement):
     """Run the elements one after the other."""
 
     def __init__(self, elements: Iterable[Element], store_to: Target = None):
-        super().__init__(_as_list(elements, "Seq"), store_to)
+        super().__init__(as_list(elements, "Seq"), store_to)
 
     def _start(self) -> None:
         self._live["i"] = 0
@@ -99,7 +99,7 @@ class Repeat(Element):
         n = None if n is None else _int(n, f"{type(self).__name__} count", 0)
         super().__init__(store_to=store_to)
         self._adopt(element, f"{type(self).__name__} element (argument 2)")
-        self.n, self.counter = n, _target(counter, f"{type(self).__name__} counter")
+        self.n, self.counter = n, as_target(counter, f"{type(self).__name__} counter")
 
     def _start(self) -> None:
         self._live["i"] = 0
@@ -163,13 +163,13 @@ class BufferRepeat(Repeat):
         self._live["result"].append(value)
 
 
-class Weave(_List):
+class Weave(ListElement):
     """Step the elements round-robin, one step each; done when ``n_required`` are done."""
 
     def __init__(
         self, n_required: int | None, elements: Iterable[Element], store_to: Target = None
     ):
-        elements = _as_list(elements, "Weave")
+        elements = as_list(elements, "Weave")
         n_required = len(elements) if n_required is None else n_required
         n_required = _int(n_required, "Weave n_required", 0, len(elements))
         _shared_between(elements, InputError)  # when the program is made

@@ -14,7 +14,7 @@ from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import Observable, ProgramStepped
 from ..runs import start
 from .copying import copied
-from .element import Element, _check_steps
+from .element import Element, check_steps
 from .registers import Registers
 from .status import DONE, INCOMPLETE, ProgramError, Status
 
@@ -84,7 +84,7 @@ class Program(Observable):
         is returned at once; ``run.cancel()`` stops it between two steps (and
         cancels what the program started: subprocesses, spawned tasks).
         """
-        _check_steps(n_steps)
+        check_steps(n_steps)
 
         def job(scope):
             try:

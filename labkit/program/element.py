@@ -20,7 +20,16 @@ from .copying import SelfChecking, check_picklable, copied
 from .registers import Ref, Registers
 from .status import INCOMPLETE, ProgramError, Status
 
-__all__ = ["Element", "Holder", "Target", "code_of"]
+__all__ = [
+    "Element",
+    "ListElement",
+    "Holder",
+    "Target",
+    "code_of",
+    "as_list",
+    "as_target",
+    "check_steps",
+]
 
 
 #: A register to write (``store_to``, ``counter``): a Ref, a register name, or None.
@@ -69,7 +78,7 @@ class Element(SelfChecking):
         self.parents: list[Holder] = []
         for i, child in enumerate(children):
             self._adopt(child, f"{type(self).__name__} item {i}")
-        self.store_to = _target(store_to, f"{type(self).__name__} store_to")
+        self.store_to = as_target(store_to, f"{type(self).__name__} store_to")
 
     def _adopt(self, child: Any, where: str) -> None:
         """Append ``child`` to the children, checking that it is an element."""
@@ -126,7 +135,7 @@ class Element(SelfChecking):
 
     def run(self, n_steps: float = float("inf")) -> Status:
         """Step until done or ``n_steps`` were taken; returns the last status."""
-        _check_steps(n_steps)
+        check_steps(n_steps)
         status, taken = INCOMPLETE, 0
         while taken < n_steps and status is INCOMPLETE:
             status, taken = self.step(), taken + 1
@@ -248,14 +257,14 @@ class Element(SelfChecking):
 _STRUCTURE = ("children", "parents", "registers")
 
 
-def _target(target: Any, what: str) -> Any:
+def as_target(target: Any, what: str) -> Any:
     """A register to write (``store_to``, ``counter``): None, a Ref or a register name."""
     if target is not None and not isinstance(target, (Ref, str)):
         raise InputError(f"{what} must be a register: reg('name') or a name, got {target!r}")
     return target
 
 
-def _check_steps(n_steps: float) -> None:
+def check_steps(n_steps: float) -> None:
     """An InputError unless ``n_steps`` is a number of steps >= 0 (inf: to the end)."""
     if isinstance(n_steps, bool) or not isinstance(n_steps, numbers.Real) or not n_steps >= 0:
         raise InputError(
@@ -263,7 +272,7 @@ def _check_steps(n_steps: float) -> None:
         )
 
 
-class _List(Element):
+class ListElement(Element):
     """An element whose children are written as a list."""
 
     def code(self, indent: int = 0) -> str:
@@ -281,7 +290,7 @@ class _List(Element):
         return self
 
 
-def _as_list(elements: Any, owner: str) -> list[Any]:
+def as_list(elements: Any, owner: str) -> list[Any]:
     """``elements`` as a list (a clear error for a single non-list)."""
     if isinstance(elements, Element) or not hasattr(elements, "__iter__"):
         raise InputError(f"{owner} needs a list of elements, got {elements!r}")
