@@ -73,20 +73,21 @@ class Seq(ListElement):
             self.children[0].start()
 
     def _step(self) -> Status:
+        state = self._live
         if not self.children:
             return DONE
-        child = self.children[self._live["i"]]
+        child = self.children[state["i"]]
         status = child.step()
         if status is INCOMPLETE:
             return INCOMPLETE
-        self._live["result"] = child.result
+        state["result"] = child.result
         if status is BREAK:
             return BREAK
-        self._live["i"] += 1
-        if self._live["i"] == len(self.children):
-            self._live["i"] -= 1
+        state["i"] += 1
+        if state["i"] == len(self.children):
+            state["i"] -= 1
             return DONE
-        self.children[self._live["i"]].start()
+        self.children[state["i"]].start()
         return INCOMPLETE
 
 
@@ -112,6 +113,7 @@ class Repeat(Element):
         self.children[0].start()
 
     def _step(self) -> Status:
+        state = self._live
         if self.n == 0:
             return DONE
         child = self.children[0]
@@ -121,8 +123,8 @@ class Repeat(Element):
         self._collect(child.result)
         if status is BREAK:
             return DONE
-        self._live["i"] += 1
-        if self.n is not None and self._live["i"] >= self.n:
+        state["i"] += 1
+        if self.n is not None and state["i"] >= self.n:
             return DONE
         self._begin()
         return INCOMPLETE
@@ -183,14 +185,15 @@ class Weave(ListElement):
             child.start()
 
     def _step(self) -> Status:
-        finished, n = self._live["finished"], len(self.children)
+        state = self._live
+        finished, n = state["finished"], len(self.children)
         if sum(finished) >= self.n_required:
             return DONE
-        i = self._live["i"]
+        i = state["i"]
         while finished[i]:
             i = (i + 1) % n
         status = self.children[i].step()
-        self._live["i"] = (i + 1) % n
+        state["i"] = (i + 1) % n
         if status is BREAK:
             self.cancel()
             return BREAK
@@ -198,7 +201,7 @@ class Weave(ListElement):
             finished[i] = True
             if sum(finished) >= self.n_required:
                 self.cancel()
-                self._live["result"] = [c.result for c in self.children]
+                state["result"] = [c.result for c in self.children]
                 return DONE
         return INCOMPLETE
 

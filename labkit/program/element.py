@@ -120,9 +120,8 @@ class Element(SelfChecking):
 
     def step(self) -> Status:
         """Run one step; returns INCOMPLETE, DONE or BREAK."""
-        if self.state is None:
-            self.start()
-        if self._live["done"]:
+        state = self.state if self.state is not None else self.start()._live
+        if state["done"]:
             raise ProgramError(
                 f"step() on a finished {type(self).__name__}; call start() to run it again"
             )

@@ -146,6 +146,7 @@ class Spawn(Element):
 
     def _payload(self) -> bytes:
         """The element and a copy of the named registers, pickled; where results go."""
+        state = self._live
         refs = [self._ref(n) for n in self.names]
         parents = {id(r.registers) for r in refs}
         regs = Registers({r.name: r.get() for r in refs})
@@ -153,8 +154,8 @@ class Spawn(Element):
         memo[id(self)] = None
         body = copy.deepcopy(self.children[0], memo)
         body.parents = []
-        self._live["targets"] = {r.name: r for r in refs}
-        self._live["home"] = refs[0].registers if refs else self.registers
+        state["targets"] = {r.name: r for r in refs}
+        state["home"] = refs[0].registers if refs else self.registers
         return pickle.dumps((body, regs))
 
     def cancel(self) -> None:
