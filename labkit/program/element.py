@@ -120,7 +120,9 @@ class Element(SelfChecking):
 
     def step(self) -> Status:
         """Run one step; returns INCOMPLETE, DONE or BREAK."""
-        state = self.state if self.state is not None else self.start()._live
+        if self.state is None:
+            self.start()
+        state = self._live
         if state["done"]:
             raise ProgramError(
                 f"step() on a finished {type(self).__name__}; call start() to run it again"
