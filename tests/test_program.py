@@ -491,3 +491,72 @@ def test_a_replace_with_that_weaves_an_element_with_itself_fails_before_a_step()
     b.replace_with(a)
     with pytest.raises(ProgramError, match="same element"):
         program.run()
+
+
+# -- the element contract --------------------------------------------------------------------
+
+def contract_program():
+    """A program with one element of each kind (Spawn has no scheduler: it is not run)."""
+    reg = Registers({"k": "a"})
+    root = Seq([Call(add_one, 1, store_to="x"), Print(reg("x")),
+                Repeat(2, Call(add_one, 2)), BufferRepeat(2, Call(add_one, 3)),
+                Loop(Call(lambda_free_break)), Weave(None, [Call(add_one, 4), Call(add_one, 5)]),
+                Switch("k", {"a": Call(add_one, 6)}), Popen(["true"]),
+                Spawn(["x"], Call(add_one, 7))])
+    return Program(root, reg), root
+
+
+def lambda_free_break():
+    return BREAK
+
+
+def test_every_element_honours_the_public_contract():
+    """What a parent asks of a child is public: parents, registers, code(), where(), bind()."""
+    from labkit.program.element import Element
+    program, root = contract_program()
+    kinds = set()
+    for element in root.walk():
+        kinds.add(type(element))
+        assert element.registers is program.registers            # bound by the Program
+        holders = [p for p in element.parents if any(c is element for c in p.children)]
+        assert holders == element.parents and len(holders) == 1  # linked both ways
+        assert element.code() == str(element) and element.code().startswith(type(element).__name__)
+        assert element.where() == {"element": element.code()[:200]}
+    assert root.parents == [program]
+    assert kinds == {Seq, Call, Print, Repeat, BufferRepeat, Loop, Weave, Switch, Popen, Spawn}
+    assert all(issubclass(kind, Element) for kind in kinds)
+    other = Registers()
+    loose = Call(add_one, 1)
+    loose.bind(other)
+    assert loose.registers is other
+    loose.bind(Registers())                                       # the first binding stays
+    assert loose.registers is other
+
+
+def test_copying_knows_elements_and_registers_only_as_self_checking():
+    """copying.py sits below element.py and registers.py (no import circle): it stops a trial
+    pickle at anything SelfChecking, which elements and registers are."""
+    import labkit.program.copying as copying
+    from labkit.program.element import Element
+    assert issubclass(Element, copying.SelfChecking)
+    assert issubclass(Registers, copying.SelfChecking)
+    assert not any(name in vars(copying) for name in ("Element", "Registers"))
+
+
+class ThirdPartyPickler(pickle.Pickler):
+    """A pickler of another module (as cloudpickle's): it decides about functions itself."""
+
+    def dump(self, obj):
+        return super().dump(obj)                                  # Python code, as cloudpickle's
+
+
+def test_only_pickles_own_picklers_are_checked_for_functions_by_name():
+    import io
+    program = Program(Call(lambda: 1))
+    with pytest.raises(ProgramError, match="lambda"):
+        pickle.dumps(program)
+    with pytest.raises(ProgramError, match="lambda"):
+        pickle._Pickler(io.BytesIO()).dump(program)               # pickle's Python pickler
+    with pytest.raises(Exception) as info:                        # pickle's own error, not ours
+        ThirdPartyPickler(io.BytesIO()).dump(program)
+    assert not isinstance(info.value, ProgramError)

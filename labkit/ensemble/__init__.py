@@ -3,15 +3,21 @@
 After ML-Ensemble's backend, on labkit's schedulers: :mod:`.indexers` (full,
 k-fold, blend), :mod:`.layer` (estimators, preprocessing cases, output
 columns), :mod:`.cache` (inputs sent once; a memory-mapped cache folder that
-is always removed), :mod:`.tasks` (fit one estimator on one fold),
-:mod:`.processing` (``map``/``stack``/``predict``) and :mod:`.evaluation`
-(cross-validated scores of parameter grids).
+is always removed), :mod:`.fold_fits` (fit one estimator on one fold; a phase
+of such tasks as one batch), :mod:`.processing` (``map``/``stack``/``predict``)
+and :mod:`.evaluation` (cross-validated scores of parameter grids);
+:mod:`.validation` checks every ``X``, ``y`` and ``groups`` on the way in.
 
 On top, scikit-learn estimators (ML-Ensemble's front end): :mod:`.estimators`
 (:class:`SuperLearner`, :class:`BlendEnsemble`, :class:`SequentialEnsemble`),
-:mod:`.subsemble` (:class:`Subsemble`), built on :mod:`.base` and
-:mod:`.layerspec` (a layer as a parameter); :mod:`.splitters` turns an int, an
-indexer or a scikit-learn splitter into folds.
+:mod:`.subsemble` (:class:`Subsemble`), built on :mod:`.base`, which makes its
+layers with :mod:`.assembly` from :mod:`.layerspec` (a layer as a parameter)
+and :mod:`.subsets` (a subsemble's partitions); :mod:`.splitters` turns an
+int, an indexer or a scikit-learn splitter into folds.
+
+The room imports labkit.errors, labkit.constraints, labkit.events, labkit.runs
+and labkit.scheduling (task callables, the local scheduler), and scikit-learn;
+never labkit.views, labkit.flows, labkit.experiments or labkit.program.
 """
 
 from .base import BaseEnsemble

@@ -25,26 +25,37 @@ pickled ensemble forgets it (refitting an unpickled one runs serially).
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier, is_regressor
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags, TransformerTags
 from sklearn.utils.metaestimators import available_if
-from sklearn.exceptions import NotFittedError as SklearnNotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from ..constraints import Satisfies, check_argument
 from ..errors import InputError, NotFittedError
 from ..runs import start
+from .assembly import build_layer, layer_scores, meta_layer
 from .cache import as_scheduler
 from .indexers import BlendIndex, FullIndex
-from .layer import Layer, check_estimator
-from .layerspec import KINDS, LayerSpec, _cases
+from .layer import Layer
+from .layerspec import LayerSpec, case_pairs
 from .processing import ParallelProcessing, predict_layers
 from .splitters import as_indexer
-from .validation import check_inputs, is_classifier_like, refuses_nan, takes_sparse
+from .subsets import SubsetIndex
+from .validation import check_inputs, refuses_nan, takes_sparse
 
 __all__ = ["BaseEnsemble"]
+
+#: What ``scorer`` may be.
+SCORER_RULE = [Satisfies(callable, "a callable scorer(y_true, y_pred)"), None]
+
+#: scikit-learn's ``set_output`` state, which a clone carries over (as ``sklearn.base.clone``).
+_OUTPUT_CONFIG = "_sklearn_output_config"
 
 
 class BaseEnsemble(BaseEstimator):
@@ -55,6 +66,13 @@ class BaseEnsemble(BaseEstimator):
     """
 
     _kind = "stack"
+
+    # the parameters every ensemble has (set by the subclasses' __init__)
+    layers: Any  # a list of LayerSpec once checked at fit
+    meta_estimator: Any
+    scheduler: Any
+    scorer: Any
+    cache: str
 
     # -- building ------------------------------------------------------------------------
 
@@ -126,8 +144,8 @@ class BaseEnsemble(BaseEstimator):
         new = type(self)(
             scheduler=scheduler, **{k: clone(v, safe=False) for k, v in params.items()}
         )
-        if hasattr(self, "_sklearn_output_config"):
-            new._sklearn_output_config = copy.deepcopy(self._sklearn_output_config)
+        if hasattr(self, _OUTPUT_CONFIG):
+            setattr(new, _OUTPUT_CONFIG, copy.deepcopy(getattr(self, _OUTPUT_CONFIG)))
         return new
 
     def __deepcopy__(self, memo):
@@ -173,7 +191,7 @@ class BaseEnsemble(BaseEstimator):
             tags.regressor_tags = RegressorTags()
         return tags
 
-    def _first_steps(self) -> list[tuple[str, object]]:
+    def _first_steps(self) -> list[tuple[str, Any]]:
         """``(name, what sees X first)`` in the first layer's spec; nothing for junk."""
         specs = self._specs()
         if not specs:
@@ -183,7 +201,7 @@ class BaseEnsemble(BaseEstimator):
         try:
             return [
                 (name, (list(pre.get(case) or []) or [est])[0])
-                for case, items in _cases(spec.estimators)
+                for case, items in case_pairs(spec.estimators)
                 for name, est in items
             ]
         except TypeError:
@@ -214,7 +232,7 @@ class BaseEnsemble(BaseEstimator):
         """
         twin = type(self).__new__(type(self))
         twin.__dict__.update({k: v for k, v in vars(self).items() if k not in _fitted(self)})
-        scheduler, job, n_nodes = twin._fit_job(X, y, groups)
+        scheduler, job, n_nodes = self._fit_job(X, y, groups, twin)
 
         def fit_then_take_over(scope):
             job(scope)
@@ -232,13 +250,61 @@ class BaseEnsemble(BaseEstimator):
             "ensemble", [scheduler], fit_then_take_over, wait=wait, n_nodes=n_nodes, detail=detail
         )
 
-    def _fit_job(self, X, y, groups):
+    def _fit_job(self, X, y, groups, into: BaseEnsemble) -> tuple[Any, Callable[[Any], None], int]:
         """Check everything and build the layers; ``(scheduler, job fitting them, nodes)``.
 
-        Sets ``n_features_in_`` and ``classes_`` on this (unfitted) ensemble.
+        ``into`` is the unfitted twin the fit goes into: it gets ``n_features_in_``
+        and ``classes_`` now, ``layers_``, ``meta_`` and ``scores_`` from the job.
         """
         name = type(self).__name__
-        specs = [s for _, s in self._specs()]
+        self._check_params(name)
+        kind = self._estimator_type
+        meta = meta_layer(self.meta_estimator, name)
+        layers = [self._layer(s, i, kind) for i, s in enumerate(self._layer_specs(), 1)]
+        X, y, groups = check_inputs(
+            X,
+            y,
+            groups,
+            steps=layers[0].first_steps(),
+            classifier=kind == "classifier",
+            needs_y=kind is not None,
+            owner=into,
+            min_rows=2,
+            y_numeric=kind == "regressor",
+            estimator=name,
+        )
+        codes = None
+        if kind == "classifier":
+            into.classes_, y = np.unique(y, return_inverse=True)  # labels as 0..K-1
+            codes = np.arange(len(into.classes_))  # every proba layer's columns
+        try:
+            scheduler = as_scheduler(self.scheduler)  # None: a serial, in-process LocalScheduler
+            pp = ParallelProcessing(scheduler, cache=self.cache)
+        except InputError as err:
+            err.locate(estimator=name)
+            raise
+        decode = into.classes_ if kind == "classifier" else None
+
+        def job(scope):
+            out, targets, labels, scores = X, y, groups, {}
+            for i, layer in enumerate(layers):
+                out, rows = pp.fit_layer(scope, i, layer, out, targets, labels, codes)
+                targets = None if targets is None else targets[rows]  # a blend: fewer rows
+                labels = None if labels is None else labels[rows]
+                if self.scorer is not None:
+                    scores[layer.name] = layer_scores(self.scorer, layer, out, targets, decode)
+            if meta is not None:
+                pp.fit_layer(scope, len(layers), meta, out, targets)
+            into.layers_ = layers
+            into.meta_ = None if meta is None else meta.final_estimator("meta")
+            if self.scorer is not None:
+                into.scores_ = scores
+
+        return scheduler, job, len(layers) + (meta is not None)
+
+    def _check_params(self, name: str) -> None:
+        """An InputError naming the parameter unless ``layers`` and ``scorer`` can fit."""
+        specs = self._layer_specs()
         if not specs or len(specs) != len(self.layers):
             raise InputError(
                 "an ensemble needs layers: add them with .add(estimators) "
@@ -246,104 +312,15 @@ class BaseEnsemble(BaseEstimator):
                 estimator=name,
                 argument="layers",
             )
-        if self.scorer is not None and not callable(self.scorer):
-            raise InputError(
-                f"scorer must be a callable scorer(y_true, y_pred), got {self.scorer!r}",
-                estimator=name,
-                argument="scorer",
-            )
-        kind = self._estimator_type
-        classifier = kind == "classifier"
-        meta = self._meta_layer()
-        layers = [self._layer(s, i, kind) for i, s in enumerate(specs, 1)]
-        X, y, groups = check_inputs(
-            X,
-            y,
-            groups,
-            steps=layers[0].first_steps(),
-            classifier=classifier,
-            needs_y=kind is not None,
-            owner=self,
-            min_rows=2,
-            y_numeric=kind == "regressor",
-            estimator=name,
-        )
-        codes = None
-        if classifier:
-            self.classes_, y = np.unique(y, return_inverse=True)  # labels as 0..K-1
-            codes = np.arange(len(self.classes_))  # every proba layer's columns
-        try:
-            scheduler = as_scheduler(self.scheduler)  # None: a serial, in-process LocalScheduler
-            pp = ParallelProcessing(scheduler, cache=self.cache)
-        except InputError as err:
-            raise err.locate(estimator=name)
+        check_argument("scorer", self.scorer, SCORER_RULE, estimator=name)
 
-        def job(scope):
-            out, targets, labels, scores = X, y, groups, {}
-            for i, layer in enumerate(layers):
-                out, rows = pp._fit_layer(scope, i, layer, out, targets, labels, codes)
-                targets = None if targets is None else targets[rows]  # a blend: fewer rows
-                labels = None if labels is None else labels[rows]
-                scores[layer.name] = self._scores(layer, out, targets)
-            if meta is not None:
-                pp._fit_layer(scope, len(layers), meta, out, targets)
-            self.layers_ = layers
-            self.meta_ = None if meta is None else meta.fitted_["meta"][1]
-            if self.scorer is not None:
-                self.scores_ = scores
+    def _layer_specs(self) -> list[LayerSpec]:
+        """The layer specs, in order."""
+        return [s for _, s in self._specs()]
 
-        return scheduler, job, len(layers) + (meta is not None)
-
-    def _meta_layer(self):
-        """The meta estimator as a one-fit layer (a clone), or None."""
-        if self.meta_estimator is None:
-            return None
-        check_estimator(
-            self.meta_estimator, "meta", estimator=type(self).__name__, argument="meta_estimator"
-        )
-        return Layer([("meta", clone(self.meta_estimator, safe=False))], FullIndex(), name="meta")
-
-    def _layer(self, spec: LayerSpec, i: int, kind=None) -> Layer:
-        """The backend layer of ``spec`` (estimators cloned: the params stay unfitted).
-
-        ``kind`` is the ensemble's (``"classifier"``...): an int number of folds (and a
-        blend or subsemble split) is stratified for a classifier, as ``check_cv`` does;
-        without a meta estimator, when the layer itself classifies.
-        """
-        name = f"layer-{i}"
-        if spec.kind not in KINDS:
-            raise InputError(f"layer kind must be one of {KINDS}, got {spec.kind!r}", layer=name)
-        try:
-            estimators = clone(spec.estimators, safe=False)
-            stratify = kind == "classifier" or (kind is None and _classifies(spec))
-            indexer = (
-                as_indexer(spec.indexer, what="indexer", classifier=stratify)
-                if spec.indexer is not None
-                else self._default_indexer(spec.kind, stratify)
-            )
-        except InputError as err:
-            raise err.locate(layer=name)
-        except (TypeError, ValueError) as exc:
-            raise InputError(str(exc), layer=name) from None
-        if spec.kind == "subsemble":
-            from .subsemble import subsemble_layer  # (subsemble builds on this module)
-
-            return subsemble_layer(
-                estimators,
-                indexer,
-                clone(spec.preprocessing, safe=False),
-                spec.proba,
-                spec.propagate_features,
-                name,
-            )
-        return Layer(
-            estimators,
-            indexer,
-            clone(spec.preprocessing, safe=False),
-            proba=spec.proba,
-            propagate_features=spec.propagate_features,
-            name=name,
-        )
+    def _layer(self, spec: LayerSpec, i: int, kind: str | None = None) -> Layer:
+        """The backend layer of ``spec`` (see :func:`~.assembly.build_layer`)."""
+        return build_layer(spec, i, kind, self._default_indexer)
 
     def _default_indexer(self, kind, stratify=False):
         """The split of a ``kind`` layer from the ensemble's settings."""
@@ -352,35 +329,10 @@ class BaseEnsemble(BaseEstimator):
         if kind == "full":
             return FullIndex()
         if kind == "subsemble":
-            from .subsemble import SubsetIndex
-
             return SubsetIndex(
                 self.partitions, self.folds, self.shuffle, self.random_state, stratify=stratify
             )
         return as_indexer(self.folds, self.shuffle, self.random_state, classifier=stratify)
-
-    def _scores(self, layer, out, targets) -> dict:
-        """``{estimator: scorer(y, its out-of-fold predictions)}`` when a scorer is set."""
-        if self.scorer is None:
-            return {}
-        k, per = len(layer.propagate_features), out.shape[1] - len(layer.propagate_features)
-        per //= len(layer.estimators())
-        decode = (
-            self.classes_
-            if hasattr(self, "classes_") and self._estimator_type == "classifier"
-            else None
-        )
-        scores = {}
-        for j, (name, _) in enumerate(layer.estimators()):
-            cols = out[:, k + j * per : k + (j + 1) * per]
-            pred = cols.argmax(1) if layer.proba else cols[:, 0]
-            if decode is not None:
-                scores[name] = float(
-                    self.scorer(decode[targets], decode[np.rint(pred).astype(int)])
-                )
-            else:
-                scores[name] = float(self.scorer(targets, pred))
-        return scores
 
     # -- predict -----------------------------------------------------------------------------
 
@@ -452,12 +404,6 @@ class BaseEnsemble(BaseEstimator):
 def _fitted(estimator) -> list[str]:
     """Names of the fitted attributes (``name_``, scikit-learn's convention) set on it."""
     return [k for k in vars(estimator) if k.endswith("_") and not k.startswith("__")]
-
-
-def _classifies(spec: LayerSpec) -> bool:
-    """Whether a layer spec outputs probabilities or holds only classifiers."""
-    named = spec.named()
-    return bool(spec.proba) or (bool(named) and all(is_classifier_like(e) for _, e in named))
 
 
 def _plain_params(estimator) -> dict:

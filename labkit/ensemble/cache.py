@@ -36,10 +36,15 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from ..constraints import Options, check_argument
 from ..errors import InputError
+from ..scheduling import LocalScheduler, Scheduler
 from ..scheduling.connect import on_loopback, scheduler_identity
 
 __all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
+
+#: What ``cache`` may be.
+CACHE_RULE = [Options(("auto", "memory", "memmap"))]
 
 _MAPPED: dict[str, np.ndarray] = {}  # per process: path -> read-only memory map
 _MAPPED_LOCK = threading.Lock()  # in-process workers map while the client forgets
@@ -102,8 +107,6 @@ def _mapped(path: str) -> np.ndarray:
 
 def as_scheduler(scheduler):
     """``scheduler``, checked; a :class:`LocalScheduler` for ``None``."""
-    from ..scheduling import LocalScheduler, Scheduler
-
     if scheduler is None:
         return LocalScheduler()
     if not isinstance(scheduler, Scheduler):
@@ -121,10 +124,7 @@ def as_scheduler(scheduler):
 
 def choose_mode(scheduler, mode: str) -> str:
     """``"memory"`` or ``"memmap"`` for ``mode="auto"``: memmap when Dask workers share this machine."""
-    if mode not in ("auto", "memory", "memmap"):
-        raise InputError(
-            f"cache must be 'auto', 'memory' or 'memmap', got {mode!r}", argument="cache"
-        )
+    check_argument("cache", mode, CACHE_RULE)
     if mode != "auto":
         return mode
     client = getattr(scheduler, "client", None)
@@ -148,10 +148,8 @@ def open_inputs(X, y, mode: str = "memory", cache_dir: str | None = None, client
         yield Inputs(X, y, folder)
     finally:
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):  # a closed client has no workers holding maps
                 client.run(forget, folder, on_error="ignore")
-            except Exception:  # a closed client has no workers holding maps
-                pass
         forget(folder)
         _remove(folder)
 

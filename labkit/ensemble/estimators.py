@@ -22,8 +22,9 @@ Examples
 
 from __future__ import annotations
 
+from ..constraints import check_argument
 from .base import BaseEnsemble
-from .layerspec import KINDS, LayerSpec
+from .layerspec import KIND_RULE, LayerSpec
 
 __all__ = ["SuperLearner", "BlendEnsemble", "SequentialEnsemble"]
 
@@ -216,7 +217,9 @@ class SequentialEnsemble(BaseEnsemble):
         self.layers = layers
         self.meta_estimator = meta_estimator
 
-    def add(
+    # The kind comes first here (ML-Ensemble's SequentialEnsemble.add), a public signature
+    # kept as it is, where BaseEnsemble.add takes the kind from the class.
+    def add(  # type: ignore[override]
         self,
         kind,
         estimators,
@@ -229,13 +232,7 @@ class SequentialEnsemble(BaseEnsemble):
 
         The other parameters are those of :meth:`SuperLearner.add`; returns ``self``.
         """
-        if kind not in KINDS:
-            from ..errors import InputError
-
-            raise InputError(
-                f"layer kind must be one of {KINDS}, got {kind!r}",
-                layer=f"layer-{len(self.layers or []) + 1}",
-            )
+        check_argument("layer kind", kind, KIND_RULE, layer=f"layer-{len(self.layers or []) + 1}")
         return self._append(
             LayerSpec(estimators, kind, preprocessing, proba, propagate_features, indexer)
         )

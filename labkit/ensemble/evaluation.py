@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import itertools
 import time
+from typing import Any
 
 import numpy as np
 
@@ -28,9 +29,9 @@ from ..errors import InputError, located
 from ..runs import start
 from ..scheduling import TaskCallable
 from .cache import as_scheduler, choose_mode
-from .layer import _named
+from .fold_fits import run_phase
+from .layer import named_estimators
 from .splitters import as_indexer
-from .tasks import run_phase
 from .validation import check_inputs, is_classifier_like, n_rows
 
 __all__ = ["ParallelEvaluation", "Table"]
@@ -172,20 +173,7 @@ class ParallelEvaluation:
         -------
         Table
         """
-        named = _named(estimators, "evaluation")
-        if not named:
-            raise InputError("evaluate needs at least one estimator", argument="estimators")
-        names = [n for n, _ in named]
-        if len(set(names)) != len(names):
-            raise InputError(f"duplicate estimator names {names}: name them with pairs")
-        if param_grid is not None and not isinstance(param_grid, dict):
-            raise InputError(
-                f"param_grid must be a dict {{estimator name: grid}}, got {param_grid!r}",
-                argument="param_grid",
-            )
-        unknown = set(param_grid or {}) - set(names)
-        if unknown:
-            raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
+        named = _check_estimators(estimators, param_grid)
         classifier = {n: is_classifier_like(est) for n, est in named}
         X, y, groups = check_inputs(
             X, y, groups, steps=named, needs_y=True, classifier=any(classifier.values())
@@ -218,9 +206,28 @@ class ParallelEvaluation:
             detail=f"{len(candidates)} candidates × {len(folds[0])} folds",
         )
         scores: dict = {}
-        for c, fold, score, seconds in sorted(results):  # fold order, whatever finished first
+        for c, _fold, score, seconds in sorted(results):  # fold order, whatever finished first
             scores.setdefault(c, []).append((score, seconds))
         return scores
+
+
+def _check_estimators(estimators, param_grid) -> list[tuple[str, Any]]:
+    """``estimators`` as ``(name, estimator)`` pairs, and ``param_grid`` keyed by their names."""
+    named = named_estimators(estimators, "evaluation")
+    if not named:
+        raise InputError("evaluate needs at least one estimator", argument="estimators")
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        raise InputError(f"duplicate estimator names {names}: name them with pairs")
+    if param_grid is not None and not isinstance(param_grid, dict):
+        raise InputError(
+            f"param_grid must be a dict {{estimator name: grid}}, got {param_grid!r}",
+            argument="param_grid",
+        )
+    unknown = set(param_grid or {}) - set(names)
+    if unknown:
+        raise InputError(f"param_grid names unknown estimator(s) {sorted(unknown)}")
+    return named
 
 
 def _folds(cv, classifier: bool, X, y, groups) -> list:
@@ -228,7 +235,8 @@ def _folds(cv, classifier: bool, X, y, groups) -> list:
     try:
         return as_indexer(cv, what="cv", classifier=classifier).folds(n_rows(X), y, groups)
     except InputError as err:
-        raise err.locate(argument="cv")
+        err.locate(argument="cv")
+        raise
 
 
 def _expand(grid, name: str = "") -> list[dict]:
@@ -244,7 +252,9 @@ def _expand(grid, name: str = "") -> list[dict]:
                     estimator=name,
                 )
         keys = list(grid)
-        return [dict(zip(keys, values)) for values in itertools.product(*grid.values())]
+        return [
+            dict(zip(keys, values, strict=True)) for values in itertools.product(*grid.values())
+        ]
     try:
         return [dict(p) for p in grid]
     except (TypeError, ValueError):
@@ -257,8 +267,10 @@ def _expand(grid, name: str = "") -> list[dict]:
 def _check_candidates(candidates) -> None:
     """Every parameter set names parameters its estimator has, checked before any fit."""
     for name, estimator, params in candidates:
-        known = estimator.get_params(deep=True) if hasattr(estimator, "get_params") else None
-        unknown = sorted(set(params) - set(known)) if known is not None else []
+        if not hasattr(estimator, "get_params"):
+            continue
+        known = estimator.get_params(deep=True)
+        unknown = sorted(set(params) - set(known))
         if unknown:
             raise InputError(
                 f"{name} has no parameter(s) {unknown}; it has "

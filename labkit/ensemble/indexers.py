@@ -29,15 +29,27 @@ array([2, 4, 5])
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
+from ..constraints import Interval, check_argument
 from ..errors import InputError
 from .validation import class_labels
 
-__all__ = ["FullIndex", "FoldIndex", "BlendIndex"]
+__all__ = ["Indexer", "FullIndex", "FoldIndex", "BlendIndex", "N_SPLITS", "TEST_SIZE"]
+
+#: A number of folds (``FoldIndex(n_splits)``, an int ``cv``).
+N_SPLITS = Interval(int, 2, name="at least 2")
+
+#: A blend's ``test_size``: a fraction of the rows, or a number of them.
+TEST_SIZE = [
+    Interval(float, 0, 1, closed="neither", name="a fraction in (0, 1)"),
+    Interval(int, 1, name="a positive row count"),
+]
 
 
-class _Indexer:
+class Indexer:
     """The contract: ``folds(n)``, ``output_rows(n)`` and whether a final fit is needed."""
 
     #: Whether the one fold's fit serves new data (no separate final fit).
@@ -63,7 +75,7 @@ class _Indexer:
         return f"{type(self).__name__}({args})"
 
 
-class FullIndex(_Indexer):
+class FullIndex(Indexer):
     """Fit on every row and predict every row."""
 
     single_fit = True
@@ -73,7 +85,7 @@ class FullIndex(_Indexer):
         return [(rows, rows)]
 
 
-class FoldIndex(_Indexer):
+class FoldIndex(Indexer):
     """k-fold out-of-fold predictions, and a final fit on every row.
 
     Parameters
@@ -93,11 +105,7 @@ class FoldIndex(_Indexer):
     def __init__(
         self, n_splits: int = 2, shuffle: bool = False, random_state=None, stratify: bool = False
     ):
-        if (
-            isinstance(n_splits, bool)
-            or not isinstance(n_splits, (int, np.integer))
-            or n_splits < 2
-        ):
+        if not N_SPLITS.accepts(n_splits):  # in the words FoldIndex has always used
             raise InputError(f"FoldIndex needs n_splits >= 2, got {n_splits!r}")
         self.n_splits, self.shuffle, self.random_state = int(n_splits), shuffle, random_state
         self.stratify = bool(stratify)
@@ -121,7 +129,7 @@ class FoldIndex(_Indexer):
         return out
 
 
-class BlendIndex(_Indexer):
+class BlendIndex(Indexer):
     """Fit on the first ``1 - test_size`` of the rows, predict (and output) the rest.
 
     Parameters
@@ -137,23 +145,16 @@ class BlendIndex(_Indexer):
     single_fit = True
 
     def __init__(self, test_size=0.5, stratify: bool = False):
-        if (
-            isinstance(test_size, bool)
-            or not isinstance(test_size, (int, float))
-            or test_size <= 0
-            or (isinstance(test_size, float) and test_size >= 1)
-        ):
-            raise InputError(
-                f"BlendIndex test_size must be a fraction in (0, 1) or a "
-                f"positive row count, got {test_size!r}"
-            )
+        check_argument("test_size", test_size, TEST_SIZE, "BlendIndex")
         self.test_size = test_size
         self.stratify = bool(stratify)
 
     def _split(self, n: int) -> int:
         """The first predicted row."""
         n_test = (
-            int(round(self.test_size * n)) if isinstance(self.test_size, float) else self.test_size
+            int(self.test_size)  # a row count (any int, NumPy's too)
+            if isinstance(self.test_size, numbers.Integral)
+            else int(round(self.test_size * n))
         )
         start = n - n_test
         if n_test < 1 or start < 1:

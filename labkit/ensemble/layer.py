@@ -21,6 +21,8 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import InputError
@@ -29,7 +31,7 @@ from .layerspec import default_name
 from .splitters import as_indexer
 from .validation import is_classifier_like
 
-__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex"]
+__all__ = ["Layer", "FullIndex", "FoldIndex", "BlendIndex", "named_estimators"]
 
 
 class Layer:
@@ -71,14 +73,15 @@ class Layer:
                 2 if indexer is None else indexer, what="indexer", classifier=self.classifies
             )
         except InputError as err:
-            raise err.locate(layer=self.name)
+            err.locate(layer=self.name)
+            raise
         self.propagate_features = _columns(propagate_features, self.name)
         #: ``{estimator name: partition}``: a subsemble's estimators fit one partition's rows.
         self.partition_of: dict[str, int] = {}
-        self.fitted_: dict[str, object] | None = None
+        self.fitted_: dict[str, Any] | None = None
         self.classes_: np.ndarray | None = None
 
-    def estimators(self) -> list[tuple[str, object]]:
+    def estimators(self) -> list[tuple[str, Any]]:
         """Every ``(name, estimator)``, cases in order; names are unique in the layer."""
         return [(name, est) for case in self.cases.values() for name, est in case]
 
@@ -87,7 +90,7 @@ class Layer:
         """Whether the layer outputs probabilities or all its estimators are classifiers."""
         return bool(self.proba) or all(is_classifier_like(est) for _, est in self.estimators())
 
-    def first_steps(self) -> list[tuple[str, object]]:
+    def first_steps(self) -> list[tuple[str, Any]]:
         """``(name, what sees X first)``: each estimator, or its case's first transformer."""
         return [
             (name, (self.preprocessing.get(self.case_of(name)) or [est])[0])
@@ -103,8 +106,19 @@ class Layer:
 
     def n_columns(self, n_classes: int | None = None) -> int:
         """Output columns: propagated features, then one (or one per class) an estimator."""
-        per = n_classes if self.proba else 1
+        if not self.proba:
+            per = 1
+        elif n_classes is None:
+            raise InputError("a proba layer's columns need its number of classes", layer=self.name)
+        else:
+            per = n_classes
         return len(self.propagate_features) + per * len(self.estimators())
+
+    def final_estimator(self, name: str) -> Any:
+        """The estimator ``name`` of the final fit (its chain's last step), once fitted."""
+        if self.fitted_ is None:
+            raise InputError("the layer is not fitted yet", layer=self.name)
+        return self.fitted_[name][1]
 
     def __repr__(self):
         names = ", ".join(n for n, _ in self.estimators())
@@ -114,9 +128,9 @@ class Layer:
 def _cases(estimators, layer: str) -> dict:
     """``{case: [(name, estimator)]}``, checked; the case is None for a plain list."""
     if isinstance(estimators, dict):
-        cases = {case: _named(items, layer) for case, items in estimators.items()}
+        cases = {case: named_estimators(items, layer) for case, items in estimators.items()}
     else:
-        cases = {None: _named(estimators, layer)}
+        cases = {None: named_estimators(estimators, layer)}
     names = [n for items in cases.values() for n, _ in items]
     if not names:
         raise InputError("a layer needs at least one estimator", layer=layer)
@@ -130,7 +144,7 @@ def _cases(estimators, layer: str) -> dict:
     return cases
 
 
-def _named(items, layer: str) -> list[tuple[str, object]]:
+def named_estimators(items, layer: str) -> list[tuple[str, Any]]:
     """``[(name, estimator)]`` from pairs or bare estimators; each must fit and predict."""
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         raise InputError(f"estimators must be a list, got {items!r}", layer=layer)

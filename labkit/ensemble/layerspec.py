@@ -20,13 +20,20 @@ Examples
 
 from __future__ import annotations
 
+from typing import Any
+
 from sklearn.base import BaseEstimator
 
-__all__ = ["LayerSpec", "KINDS"]
+from ..constraints import Options
+
+__all__ = ["LayerSpec", "KINDS", "KIND_RULE", "case_pairs"]
 
 #: Layer kinds: out-of-fold (k-fold), blend (fit one part, predict the rest), subsemble
 #: (per partition of the rows), full (fit and predict every row).
 KINDS = ("stack", "blend", "subsemble", "full")
+
+#: What a layer's ``kind`` may be.
+KIND_RULE = [Options(KINDS)]
 
 
 class LayerSpec(BaseEstimator):
@@ -67,9 +74,9 @@ class LayerSpec(BaseEstimator):
         self.propagate_features = propagate_features
         self.indexer = indexer
 
-    def named(self) -> list[tuple[str, object]]:
+    def named(self) -> list[tuple[str, Any]]:
         """``(name, estimator)`` of every estimator, cases in order; lenient (no checks)."""
-        return [(name, est) for _, items in _cases(self.estimators) for name, est in items]
+        return [(name, est) for _, items in case_pairs(self.estimators) for name, est in items]
 
     def get_params(self, deep=True):
         out = super().get_params(deep=False)
@@ -106,7 +113,7 @@ class LayerSpec(BaseEstimator):
 
     def _replace(self, name: str, estimator) -> None:
         """Put ``estimator`` in the place of the one called ``name`` (pairs from then on)."""
-        cases = _cases(self.estimators)
+        cases = case_pairs(self.estimators)
         if name not in {n for _, items in cases for n, _ in items}:
             raise ValueError(f"Invalid parameter {name!r} for layer {self!r}")
         rebuilt = {
@@ -119,14 +126,14 @@ class LayerSpec(BaseEstimator):
         )
 
 
-def _cases(estimators) -> list[tuple[object, list[tuple[str, object]]]]:
+def case_pairs(estimators) -> list[tuple[object, list[tuple[str, Any]]]]:
     """``[(case, [(name, estimator)])]``; None is the case of a plain list; nothing for junk."""
     if isinstance(estimators, dict):
         return [(case, _pairs(items)) for case, items in estimators.items()]
     return [(None, _pairs(estimators))]
 
 
-def _pairs(items) -> list[tuple[str, object]]:
+def _pairs(items) -> list[tuple[str, Any]]:
     """Pairs or bare estimators as ``(name, estimator)``, named as :class:`Layer` names them."""
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         return []

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import InputError
 from ..runs import start
 from .cache import as_scheduler, choose_mode
-from .tasks import FINAL, FitCallable, predict_columns, run_phase
+from .fold_fits import FINAL, FitCallable, predict_columns, run_phase
 from .validation import check_inputs, dense_columns, n_rows
 
 __all__ = ["ParallelProcessing", "predict_layers"]
@@ -70,7 +70,7 @@ class ParallelProcessing:
         classes = _all_classes([layer], y)
 
         def job(scope):
-            preds, _ = self._fit_layer(scope, 0, layer, X, y, groups, classes)
+            preds, _ = self.fit_layer(scope, 0, layer, X, y, groups, classes)
             return preds if return_preds else layer
 
         return self._start(job, 1, wait)
@@ -97,7 +97,7 @@ class ParallelProcessing:
         def job(scope):
             kept, out, targets, labels = {}, X, y, groups
             for i, layer in enumerate(layers):
-                out, rows = self._fit_layer(scope, i, layer, out, targets, labels, classes)
+                out, rows = self.fit_layer(scope, i, layer, out, targets, labels, classes)
                 targets = None if targets is None else targets[rows]
                 labels = None if labels is None else labels[rows]
                 if layer.name in wanted:
@@ -140,9 +140,9 @@ class ParallelProcessing:
             detail={"nodes": n_layers},
         )
 
-    # -- one layer ---------------------------------------------------------------------
+    # -- one layer (the step map, stack and the ensembles repeat) ---------------------------------------------------------------------
 
-    def _fit_layer(self, scope, index: int, layer, X, y, groups=None, classes=None):
+    def fit_layer(self, scope, index: int, layer, X, y, groups=None, classes=None):
         """Fit one layer as one batch; ``(output, rows of X the output holds)``.
 
         ``classes`` are the probability columns of a ``proba`` layer (all the
@@ -154,7 +154,8 @@ class ParallelProcessing:
             rows = layer.indexer.output_rows(n, folds)
             restrict = _partitions(layer, n, y)
         except InputError as err:
-            raise err.locate(layer=layer.name)
+            err.locate(layer=layer.name)
+            raise
         classes = _classes(layer, y, classes)
         out, offsets = _allocate(layer, X, rows, classes)
         position = np.full(n, -1)

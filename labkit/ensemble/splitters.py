@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..constraints import check_argument
 from ..errors import InputError
-from .indexers import FoldIndex, _Indexer
+from .indexers import N_SPLITS, FoldIndex, Indexer
 
 __all__ = ["SplitterIndex", "as_indexer"]
 
 
-class SplitterIndex(_Indexer):
+class SplitterIndex(Indexer):
     """The folds of a scikit-learn splitter; a final fit on every row serves new data.
 
     Parameters
@@ -94,11 +95,10 @@ def as_indexer(
     indexer or splitter given as such is used as it is.  Errors name ``what``
     (the argument).
     """
-    if isinstance(cv, _Indexer):
+    if isinstance(cv, Indexer):
         return cv
     if isinstance(cv, (int, np.integer)) and not isinstance(cv, bool):
-        if cv < 2:
-            raise InputError(f"{what} must be at least 2, got {cv!r}", argument=what)
+        check_argument(what, cv, [N_SPLITS])
         return FoldIndex(int(cv), shuffle=shuffle, random_state=random_state, stratify=classifier)
     if callable(getattr(cv, "split", None)) and not isinstance(cv, (str, bytes, type)):
         return SplitterIndex(cv)

@@ -29,6 +29,8 @@ labkit.errors.InputError: X must be 2-D (rows, columns), got shape (4,). ... [ar
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
@@ -94,22 +96,25 @@ def check_inputs(
     """
     n = _check_shape(X, min_rows, where)
     if y is None and (needs_y or classifier):
-        raise InputError(
-            "requires y to be passed, but the target y is None: pass the targets (one a row of X)",
-            argument="y",
-            **where,
-        )
-    if y is not None:
-        _check_length("y", y, n, where)
-    if groups is not None:
-        _check_length("groups", groups, n, where)
-        groups = np.asarray(groups)
+        _no_y(where)
+    for name, values in (("y", y), ("groups", groups)):
+        if values is not None:
+            _check_length(name, values, n, where)
     X = _check_X(X, steps, owner, reset, min_rows, where)
     if y is not None:
         y = _check_y(y, one_column=owner is not None or classifier, numeric=y_numeric, where=where)
         if classifier:
             _check_classes(y, where)
-    return X, y, groups
+    return X, y, None if groups is None else np.asarray(groups)
+
+
+def _no_y(where: dict) -> NoReturn:
+    """The error for a fit without targets."""
+    raise InputError(
+        "requires y to be passed, but the target y is None: pass the targets (one a row of X)",
+        argument="y",
+        **where,
+    )
 
 
 def _check_shape(X, min_rows: int, where: dict) -> int:

@@ -8,6 +8,14 @@ program stopped after any step can be deep-copied or pickled and resumed with
 the same outcome.  Values flow through :class:`Registers`: ``reg("x")`` is a
 reference resolved when a call runs, and ``store_to=reg("x")`` writes a result.
 
+The room: :mod:`.status` (step statuses, errors) and :mod:`.copying` (copy and
+pickle checks) at the bottom, then :mod:`.registers`, :mod:`.element` (the
+element contract: what a parent may ask of a child), the elements
+(:mod:`.control`, :mod:`.processes`) and :mod:`.driver` (the Program).  It
+imports labkit.errors, labkit.constraints, labkit.events and labkit.runs;
+a Spawn is handed its scheduler, so never labkit.scheduling, and never
+labkit.views (the runner view reads a program, not the reverse).
+
 What cannot be copied or pickled is named: ``pickle.dumps(program)`` of a
 program holding a lambda raises a :class:`ProgramError` naming the element
 (or register) and field, why, and the fix: a function defined at module

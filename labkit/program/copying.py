@@ -17,9 +17,24 @@ import pickle
 import sys
 import threading
 import types
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import LabkitError
 from .status import ProgramError
+
+__all__ = ["SelfChecking", "Describe", "check_picklable", "copied"]
+
+#: ``describe()`` of :func:`check_picklable` and :func:`copied`: ``(owner, where, root)``.
+Describe = Callable[[], "tuple[str, dict[str, Any], Any]"]
+
+
+class SelfChecking:
+    """Checks its own fields when pickled (elements, registers): a trial pickle stops at it.
+
+    Elements and registers derive from it, so this module needs neither of them.
+    """
+
 
 _checking = threading.local()  # .on: a trial pickle runs; elements it meets do not try again
 
@@ -30,16 +45,21 @@ _PASSING = ("__getstate__", "__reduce_ex__", "__reduce__")
 class _Sink:
     """A file that forgets what is written: a trial pickle only needs to succeed."""
 
-    def write(self, data) -> int:
+    def write(self, data: bytes) -> int:
         return len(data)
 
 
-def _forget(buffer) -> None:
+def _forget(buffer: pickle.PickleBuffer) -> None:
     """Take an out-of-band buffer (a NumPy array's data) without copying it."""
 
 
-def _cut():
+def _cut() -> None:
     """Stands in, in a trial pickle, for an element or registers: they try themselves."""
+
+
+def _stand_in(obj: object) -> tuple[Callable[[], None], tuple[()]]:
+    """How a trial pickle reduces a :class:`SelfChecking` object: to :func:`_cut`."""
+    return _cut, ()
 
 
 def _plain_pickler() -> bool:
@@ -51,7 +71,7 @@ def _plain_pickler() -> bool:
     our ``__getstate__`` is then whoever called it.  A copy (``copy.copy``)
     does not pickle at all.
     """
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and (
         frame.f_globals is globals()
         or frame.f_code.co_name in _PASSING
@@ -60,14 +80,31 @@ def _plain_pickler() -> bool:
         frame = frame.f_back
     if frame is None or frame.f_globals.get("__name__") == "copy":
         return False
-    owner = frame.f_locals.get("self")
-    plain = (pickle.Pickler, pickle._Pickler)
-    return not isinstance(owner, plain) or type(owner) in plain
+    return _plain(frame.f_locals.get("self"))
+
+
+def _plain(owner: object) -> bool:
+    """Whether ``owner`` (``self`` of the frame that called pickle) stores functions by name.
+
+    pickle's own picklers (the C one and its Python twin) do; a pickler class of
+    another module (cloudpickle's, dill's: a subclass of either) may not.
+    Anything that is no pickler called ``pickle.dumps``.
+    """
+    kind = type(owner)
+    if kind.__module__ in ("pickle", "_pickle"):
+        return True
+    return not (isinstance(owner, pickle.Pickler) or _pickler_like(owner))
+
+
+def _pickler_like(owner: object) -> bool:
+    """Whether ``owner`` looks like a pickler written in Python (dill's derives from pickle's)."""
+    return all(callable(getattr(owner, name, None)) for name in ("dump", "save", "memoize"))
 
 
 def _kinds(base: type) -> set[type]:
     """``base`` and every subclass of it (a trial pickle stops at all of them)."""
-    found, todo = set(), [base]
+    found: set[type] = set()
+    todo = [base]
     while todo:
         kind = todo.pop()
         if kind not in found:
@@ -76,7 +113,7 @@ def _kinds(base: type) -> set[type]:
     return found
 
 
-def _items(fields: dict):
+def _items(fields: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """``(label, value)`` of each field, a list's, tuple's or dict's items one by one."""
     for name, value in fields.items():
         if isinstance(value, (list, tuple)) and value:
@@ -87,7 +124,7 @@ def _items(fields: dict):
             yield name, value
 
 
-def check_picklable(fields: dict, describe) -> None:
+def check_picklable(fields: dict[str, Any], describe: Describe) -> None:
     """Raise a ProgramError naming the first of ``fields`` that pickle cannot store.
 
     Only under a plain pickler and outside another check.  A trial does not
@@ -98,12 +135,7 @@ def check_picklable(fields: dict, describe) -> None:
     """
     if getattr(_checking, "on", False) or not _plain_pickler():
         return
-    from .element import Element  # they import this module
-    from .registers import Registers
-
-    table = {
-        kind: (lambda obj: (_cut, ())) for base in (Element, Registers) for kind in _kinds(base)
-    }
+    table = {kind: _stand_in for kind in _kinds(SelfChecking)}
     _checking.on = True
     try:
         for label, value in _items(fields):
@@ -120,7 +152,7 @@ def check_picklable(fields: dict, describe) -> None:
         _checking.on = False
 
 
-def _message(owner: str, label: str, value, exc: Exception, root) -> str:
+def _message(owner: str, label: str, value: Any, exc: Exception, root: Any) -> str:
     """What cannot be pickled, why, and what to do instead."""
     if isinstance(value, (types.FunctionType, type)) and not _by_name(value):
         kind = "function" if isinstance(value, types.FunctionType) else "class"
@@ -141,7 +173,7 @@ def _message(owner: str, label: str, value, exc: Exception, root) -> str:
     if root is None:
         tried, what = value, "it"
     else:
-        tried, what = root, "program" if not hasattr(root, "_parents") else "element"
+        tried, what = root, "element" if isinstance(root, SelfChecking) else "program"
     if _cloudpickles(tried):
         how = (
             f", or pickle with cloudpickle, which stores functions by value: "
@@ -155,15 +187,15 @@ def _message(owner: str, label: str, value, exc: Exception, root) -> str:
     return f"{owner} cannot be pickled: its {label} {why}. {fix}{how}"
 
 
-def _by_name(obj) -> bool:
+def _by_name(obj: Any) -> bool:
     """Whether pickle finds function or class ``obj`` again by its module and name."""
-    target = sys.modules.get(getattr(obj, "__module__", None) or "")
+    target: Any = sys.modules.get(getattr(obj, "__module__", None) or "")
     for part in obj.__qualname__.split("."):
         target = getattr(target, part, None)
     return target is obj
 
 
-def _cloudpickles(obj) -> bool:
+def _cloudpickles(obj: Any) -> bool:
     """Whether cloudpickle pickles ``obj`` (said in the hint; a cost paid only on failure)."""
     try:
         import cloudpickle
@@ -174,12 +206,12 @@ def _cloudpickles(obj) -> bool:
     return True
 
 
-def copied(fields: dict, memo: dict, describe) -> dict:
+def copied(fields: dict[str, Any], memo: dict[int, Any], describe: Describe) -> dict[str, Any]:
     """``fields`` deep-copied one by one; a ProgramError names the one that cannot be.
 
     ``describe()`` gives ``(owner, where, root)`` as for :func:`check_picklable`.
     """
-    new = {}
+    new: dict[str, Any] = {}
     for name, value in fields.items():
         try:
             new[name] = copy.deepcopy(value, memo)

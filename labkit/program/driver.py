@@ -8,14 +8,15 @@ every step (and when background stepping starts, pauses or stops), and
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from ..errors import USER_EXITS, InputError, LabkitError, located
 from ..events import Observable, ProgramStepped
 from ..runs import start
 from .copying import copied
-from .element import Element, _check_steps
+from .element import Element, check_steps
 from .registers import Registers
-from .status import DONE, INCOMPLETE, ProgramError
+from .status import DONE, INCOMPLETE, ProgramError, Status
 
 __all__ = ["Program"]
 
@@ -23,19 +24,21 @@ __all__ = ["Program"]
 class Program(Observable):
     """An element with its registers, driven by ``start()``/``step()``/``run()``."""
 
-    def __init__(self, element, registers=None):
+    def __init__(self, element: Element, registers: Registers | None = None):
         if not isinstance(element, Element):
             raise InputError(f"Program needs a program element, got {element!r}")
         if registers is not None and not isinstance(registers, Registers):
             raise InputError(f"Program registers must be a Registers, got {registers!r}")
         self.registers = Registers() if registers is None else registers
-        self.children, self.steps, self.status = [element], 0, None
-        element._parents.append(self)
-        element._bind(self.registers)
-        self._ui = {}
+        self.children: list[Element] = [element]
+        self.steps = 0
+        self.status: Status | None = None
+        element.parents.append(self)
+        element.bind(self.registers)
+        self._ui: dict[str, Any] = {}
 
     @property
-    def element(self):
+    def element(self) -> Element:
         """The root element."""
         return self.children[0]
 
@@ -81,7 +84,7 @@ class Program(Observable):
         is returned at once; ``run.cancel()`` stops it between two steps (and
         cancels what the program started: subprocesses, spawned tasks).
         """
-        _check_steps(n_steps)
+        check_steps(n_steps)
 
         def job(scope):
             try:
@@ -104,7 +107,7 @@ class Program(Observable):
     def replace(self, old, new):
         """Put ``new`` where ``old`` is; returns ``new``."""
         if not isinstance(old, Element) or not any(e is old for e in self.element.walk()):
-            what = old._code()[:200] if isinstance(old, Element) else repr(old)
+            what = old.code()[:200] if isinstance(old, Element) else repr(old)
             raise InputError(f"replace needs an element of this program to replace, got {what}")
         return old.replace_with(new)
 
@@ -192,9 +195,9 @@ class Program(Observable):
             self.emit(ProgramStepped(self.steps, status, self.running))
 
 
-def _located(exc: BaseException, element, step: int) -> LabkitError:
+def _located(exc: BaseException, element: Element, step: int) -> LabkitError:
     """``exc`` as a labkit error naming the element and the step it failed in.
 
     The element keeps its state, so stepping again retries the failed call.
     """
-    return located(exc, **element._where(), step=step)
+    return located(exc, **element.where(), step=step)

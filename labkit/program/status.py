@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import LabkitError
 
-__all__ = ["ProgramError", "Break", "INCOMPLETE", "DONE", "BREAK"]
+__all__ = ["ProgramError", "Break", "Status", "INCOMPLETE", "DONE", "BREAK"]
 
 
 class ProgramError(LabkitError, RuntimeError):
@@ -15,19 +15,19 @@ class Break(Exception):
     """Raised by a called function to end the innermost Loop/Repeat (like returning BREAK)."""
 
 
-class _Status:
-    """A step status; pickles and copies as the same module-level object."""
+class Status:
+    """A step status (INCOMPLETE, DONE, BREAK); pickles and copies as the same object."""
 
-    def __init__(self, name):
+    def __init__(self, name: str):
         self.name = name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return self.name
 
-    def __reduce__(self):
+    def __reduce__(self) -> str:
         return self.name
 
 
-INCOMPLETE = _Status("INCOMPLETE")
-DONE = _Status("DONE")
-BREAK = _Status("BREAK")
+INCOMPLETE = Status("INCOMPLETE")
+DONE = Status("DONE")
+BREAK = Status("BREAK")

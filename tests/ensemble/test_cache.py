@@ -78,8 +78,8 @@ def test_no_cache_left_after_success_error_and_cancel(dask_scheduler, tmp_path):
                 return cm.__exit__(*exc)
         return Watch()
 
-    import labkit.ensemble.tasks as tasks  # where each phase opens its inputs
-    tasks.open_inputs = watching
+    import labkit.ensemble.fold_fits as fold_fits  # where each phase opens its inputs
+    fold_fits.open_inputs = watching
     try:
         pp.map(Layer([Ridge()], FoldIndex(2)), X, Y)                       # success
         with pytest.raises(lk.TaskError, match="boom"):
@@ -95,7 +95,7 @@ def test_no_cache_left_after_success_error_and_cancel(dask_scheduler, tmp_path):
         worker.join(30)
         assert not worker.is_alive() and isinstance(errors[0], lk.CancelledError)
     finally:
-        tasks.open_inputs = original
+        fold_fits.open_inputs = original
     assert len(seen) == 3
     assert list(tmp_path.iterdir()) == [] and not any(os.path.exists(f) for f in seen)
     assert pp.map(Layer([Ridge()], FoldIndex(2)), X, Y).shape == (2000, 1)  # usable after

@@ -20,7 +20,7 @@ import labkit as lk
 from labkit.ensemble import (BlendEnsemble, BlendIndex, FoldIndex, Layer, ParallelEvaluation,
                              ParallelProcessing, SequentialEnsemble, Subsemble, SubsetIndex,
                              SuperLearner, as_indexer)
-from labkit.ensemble.tasks import class_columns
+from labkit.ensemble.fold_fits import class_columns
 
 X_IRIS, Y_IRIS = load_iris(return_X_y=True)      # as loaded: ordered by class
 X_REG, Y_REG = make_regression(n_samples=60, n_features=3, noise=1.0, random_state=0)

@@ -1,4 +1,10 @@
-"""Ensemble tasks: a layer's task callable, and one phase of tasks run as a batch."""
+"""Fits of estimator chains on folds: a layer's task callable, and a phase of tasks as a batch.
+
+A task fits one ``(estimator, fold)`` pair (:class:`FitCallable`), and
+:func:`run_phase` runs a list of such tasks (or ParallelEvaluation's) as one
+batch over inputs sent once.  (Named for what it holds: labkit has scheduler
+tasks and experiment tasks elsewhere.)
+"""
 
 from __future__ import annotations
 
@@ -153,9 +159,10 @@ def run_phase(
     s = scheduler
     s.emit(PhaseStarted(scope.id, index, name, 0, False, len(tasks), detail=detail))
     info = TaskInfo(scope.id, -1, -1, "train", index, name, 0)
+    X, y, mode, cache_dir = inputs
     try:
         with (
-            open_inputs(*inputs, client=getattr(s, "client", None)) as opened,
+            open_inputs(X, y, mode, cache_dir, client=getattr(s, "client", None)) as opened,
             s.batch(None, info, scope.control) as batch,
         ):
             batch.add_tasks(tasks, make_callable(opened), ready=True, check=scope.check)
@@ -163,7 +170,7 @@ def run_phase(
     except BaseException as exc:
         s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks), ok=False))
         if where and isinstance(exc, LabkitError):
-            raise exc.locate(**where)
+            exc.locate(**where)  # the same error, now located
         raise
     s.emit(PhaseFinished(scope.id, index, name, 0, len(tasks)))
     return results
