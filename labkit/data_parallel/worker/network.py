@@ -30,7 +30,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from ..errors import InputError, SchedulerError
+from ...errors import InputError, SchedulerError
 
 __all__ = [
     "VARIABLES",

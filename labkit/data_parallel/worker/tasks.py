@@ -24,14 +24,14 @@ import cloudpickle
 import numpy as np
 import torch
 
-from ..scheduling.shared import SharedChunk, unmap
-from .groups import open_group
-from .guards import NonFiniteLossError
-from .interfaces import binding, bound
-from .plan import EpochPlan
-from .rank import RANKS, Rank, rank_error, train_step
-from .reports import ReportStream, StepReport, batch_number
-from .split import row_weights
+from ...scheduling.shared import SharedChunk, unmap
+from ..groups import open_group
+from ..guards import NonFiniteLossError
+from ..interfaces import binding, bound
+from ..plan import EpochPlan
+from ..rank import RANKS, Rank, rank_error, train_step
+from ..reports import ReportStream, StepReport, batch_number
+from ..split import row_weights
 
 __all__ = [
     "free_port",
@@ -302,7 +302,7 @@ def _tensor(value):
 
 def _is_user_error(exc: BaseException) -> bool:
     """Errors of the step itself come out located (labkit errors), peers' losses do not."""
-    from ..errors import LabkitError
+    from ...errors import LabkitError
 
     return isinstance(exc, LabkitError)
 
@@ -422,8 +422,8 @@ class _WorkerBatches:
         self.batches, self.length = batches, len(batches)
 
     def steps(self, spec: dict, rank: Rank):
-        from .loops import pair
-        from .split import shares as split_counts
+        from ..loops import pair
+        from ..split import shares as split_counts
 
         start, shares = 0, spec["shares"]
         for step, shares_then in spec.get("resumes", []):
@@ -565,7 +565,7 @@ def _maybe_commit(rank: Rank, spec: dict, next_step: int, last: bool = False) ->
 
 def _write_checkpoint(commit: dict, path: str) -> None:
     """Write ``commit`` to ``path`` (labkit's safe format) from a thread of its own."""
-    from ..flows.flow import atomic_dump
+    from ...flows.flow import atomic_dump
 
     snapshot = to_cpu(commit)
 

@@ -24,11 +24,11 @@ import logging
 import queue
 import time
 
-from ..errors import CancelledError, SchedulerError, WorkerLostError
-from . import rank_tasks as w
-from .reports import StepReport
-from .sources import DaskArrays, WorkerDataset
-from .worker_data import WorkerBlocks, assign
+from ...errors import CancelledError, SchedulerError, WorkerLostError
+from .. import rank_tasks as w
+from ..reports import StepReport
+from ..sources import DaskArrays, WorkerDataset
+from ..worker_data import WorkerBlocks, assign
 
 __all__ = ["EpochRunner", "epoch_runner", "COMMIT_EVERY", "MAX_FAILURES"]
 
@@ -152,7 +152,7 @@ class EpochRunner:
             ],
             "making the dataset",
         )
-        from ..errors import InputError
+        from ...errors import InputError
 
         lengths = dict(zip(group.names, map(tuple, found)))
         values = set(lengths.values())
@@ -288,8 +288,8 @@ class EpochRunner:
             elif f.status == "error" and group.names[r] in alive:
                 errors.append((r, f))
         for r, f in errors:
-            from .distributed import _client_error
-            from ..errors import for_caller
+            from ..distributed import _client_error
+            from ...errors import for_caller
 
             err = _client_error(f, r, group.names[r])
             if not isinstance(err, WorkerLostError):
@@ -411,7 +411,7 @@ def common_commit(held: list, run: str, epoch: int) -> dict | None:
     step, and commit after it (at an epoch's end: a commit of the next epoch),
     while others did not; going back to the commit all hold redoes that step.
     """
-    from .rank import same_position
+    from ..rank import same_position
 
     mine = [p for p in held[0] if p.get("run") == run and p.get("epoch") == epoch]
     common = [p for p in mine if all(any(same_position(p, q) for q in h) for h in held[1:])]

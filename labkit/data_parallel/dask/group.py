@@ -38,7 +38,7 @@ import uuid
 import cloudpickle
 from distributed.comm import get_address_host
 
-from ..errors import (
+from ...errors import (
     InputError,
     LabkitError,
     SchedulerError,
@@ -47,13 +47,13 @@ from ..errors import (
     WorkerLostError,
     for_caller,
 )
-from ..events import TaskInfo
-from ..scheduling.connect import on_loopback, scheduler_identity
-from ..scheduling.pickling import dumps
-from ..scheduling.shared import SharedChunks
-from . import rank_tasks as w
-from .interfaces import check_reach
-from .split import row_weights
+from ...events import TaskInfo
+from ...scheduling.connect import on_loopback, scheduler_identity
+from ...scheduling.pickling import dumps
+from ...scheduling.shared import SharedChunks
+from .. import rank_tasks as w
+from ..interfaces import check_reach
+from ..split import row_weights
 
 __all__ = ["DaskReplicaGroup"]
 
@@ -513,7 +513,7 @@ class DaskReplicaGroup:
     def steps(self, planned, done, check=None, policy: str = "raise") -> None:
         """Client-fed steps, sent ahead several to a command (see :mod:`.dask_steps`)."""
         __tracebackhide__ = True
-        from .dask_steps import CommandPipe
+        from ..dask_steps import CommandPipe
 
         self.check_open()
         with self.call("step"):
@@ -522,7 +522,7 @@ class DaskReplicaGroup:
     def fit_epoch(self, source, epoch: int, done, check=None, **options) -> dict:
         """One epoch over data that lives on the workers (see :mod:`.dask_epochs`)."""
         __tracebackhide__ = True
-        from .dask_epochs import epoch_runner
+        from ..dask_epochs import epoch_runner
 
         self.check_open()
         with self.call("fit"):
@@ -534,7 +534,7 @@ class DaskReplicaGroup:
         Returns the batch's loss and, per rank, ``rows`` and ``seconds``.
         """
         __tracebackhide__ = True
-        from .sources import PlannedStep
+        from ..sources import PlannedStep
 
         counts = self._counts(x, y, counts)
         reports = []
@@ -589,7 +589,7 @@ class DaskReplicaGroup:
     def evaluate_source(self, source, metrics=None) -> dict:
         """Mean loss and metrics over every row of data on the workers."""
         __tracebackhide__ = True
-        from .dask_epochs import EpochRunner
+        from ..dask_epochs import EpochRunner
 
         self.check_open()
         # a runner of its own: a fit's validation leaves the fit's blocks placed, and

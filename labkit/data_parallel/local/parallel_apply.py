@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..errors import LabkitError, TrainingError, located
+from ...errors import LabkitError, TrainingError, located
 
 __all__ = ["ReplicaThreads", "replica_error", "thread_modes"]
 

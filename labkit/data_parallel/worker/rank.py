@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import LabkitError, located
-from .bucketing import BucketModules
-from .guards import check_loss
-from .monitors import ReplicaStep
+from ...errors import LabkitError, located
+from ..batchnorm import BatchNormJoin
+from ..bucketing import BucketModules
+from ..guards import check_loss
+from ..monitors import ReplicaStep
 from .overlap import OverlappedReducer
-from .reduce import BatchNormJoin
 
 __all__ = ["Rank", "RANKS", "StepOutcome", "train_step", "rank_error"]
 
@@ -330,7 +330,7 @@ def _batchnorm_part(rank: Rank) -> list[torch.Tensor]:
     parts = []
     for name, size in zip(rank.bn.layers, rank.bn_sizes):
         part = torch.zeros(1 + 2 * size, dtype=torch.float64)
-        seen = rank.bn._seen.get((0, name))
+        seen = rank.bn.seen(0, name)
         if seen is not None:
             count, mean, var = seen
             mean, var = mean.double().cpu(), var.double().cpu()
@@ -351,9 +351,10 @@ def _pool_batchnorm(rank: Rank, summed: torch.Tensor) -> None:
         part = summed[offset : offset + 1 + 2 * c].double()
         offset += 1 + 2 * c
         n = float(part[0])
-        if n < 1 or name not in rank.bn._before:
+        before = rank.bn.before(name)
+        if n < 1 or before is None:
             continue
-        mean0, var0, tracked = rank.bn._before[name]
+        mean0, var0, tracked = before
         m = module.momentum if module.momentum is not None else 1.0 / (tracked + 1)
         mean = part[1 : 1 + c] / n
         unbiased = (part[1 + c :] / n - mean * mean).clamp_min(0) * n / max(n - 1, 1.0)

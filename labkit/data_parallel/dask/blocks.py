@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError, SchedulerError
+from ...errors import InputError, SchedulerError
 
 __all__ = ["WorkerBlocks", "assign", "TOLERANCE"]
 

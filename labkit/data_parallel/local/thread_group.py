@@ -20,17 +20,18 @@ import weakref
 
 import torch
 
-from ..errors import SchedulerError, TrainingError
-from ..events import TaskInfo
-from .bucketing import BucketModules
-from .devices import as_devices, default_devices, memory
-from .guards import NonFiniteLossError, check_loss, first_nonfinite
-from .monitors import Monitors, ReplicaStep
+from ...errors import SchedulerError, TrainingError
+from ...events import TaskInfo
+from ..batchnorm import BatchNormJoin
+from ..bucketing import BucketModules
+from ..devices import as_devices, default_devices, memory
+from ..guards import NonFiniteLossError, check_loss, first_nonfinite
+from ..monitors import Monitors, ReplicaStep
 from .parallel_apply import ReplicaThreads
-from .reduce import BatchNormJoin, GradientReducer, average_buffers
+from .reduce import GradientReducer, average_buffers
 from .replicate import broadcast, replicate
-from .reports import StepReport, batch_number
-from .split import row_weights
+from ..reports import StepReport, batch_number
+from ..split import row_weights
 
 __all__ = ["ThreadGroup", "SchedulerThreadGroup", "thread_devices"]
 
@@ -130,7 +131,7 @@ class ThreadGroup:
             )
         except BaseException as exc:
             self._undo(before)
-            from ..errors import LabkitError
+            from ...errors import LabkitError
 
             if isinstance(exc, LabkitError):
                 exc.locate(**where)

@@ -26,10 +26,10 @@ import collections
 import itertools
 import uuid
 
-from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
-from ..scheduling import shared
-from . import rank_tasks as w
-from .reports import StepReport, batch_number
+from ...errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
+from ...scheduling import shared
+from .. import rank_tasks as w
+from ..reports import StepReport, batch_number
 
 __all__ = ["CommandPipe", "IN_FLIGHT", "COMMAND_SECONDS"]
 
