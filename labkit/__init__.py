@@ -98,7 +98,7 @@ def __getattr__(name):
 
         return getattr(bucketing, name)
     if name == "on_workers":
-        from .data_parallel.sources import on_workers
+        from .data_parallel.fit_data import on_workers
 
         return on_workers
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

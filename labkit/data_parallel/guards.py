@@ -16,6 +16,8 @@ from collections.abc import Iterable
 import torch
 
 from ..errors import InputError, TrainingError
+from .bucketing import BucketBatch
+from .reports import batch_number
 
 __all__ = [
     "NonFiniteLossError",
@@ -28,6 +30,7 @@ __all__ = [
     "check_loss",
     "first_nonfinite",
     "warn_skipped",
+    "pair",
 ]
 
 POLICIES = ("raise", "skip")
@@ -158,3 +161,26 @@ def check_batches(batches, epochs: int = 1, what: str = "fit") -> None:
             "(a list or a DataLoader), not a one-shot iterator",
             argument="batches",
         )
+
+
+def pair(batch, epoch, b):
+    """``(x, y, bucket key)`` of batch index ``b`` (a pair or a BucketBatch), or a clear error."""
+    if isinstance(batch, BucketBatch):
+        return batch.x, batch.y, batch.key
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise InputError(
+            f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
+            epoch=epoch,
+            batch=batch_number(b),
+        )
+    x, y = batch
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(
+                f"a batch needs torch tensors: {name} is a {type(t).__name__} "
+                "(convert it with torch.as_tensor)",
+                argument=name,
+                epoch=epoch,
+                batch=batch_number(b),
+            )
+    return x, y, None

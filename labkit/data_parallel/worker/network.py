@@ -1,4 +1,4 @@
-"""Which network interface a replica's process group uses, and a check that ranks meet.
+"""Which network interface a rank's process group uses, and the worker's side of the probe.
 
 gloo and NCCL open their sockets on one interface per process.  Left alone,
 gloo takes the address its host name resolves to, which on most Debian and
@@ -11,7 +11,8 @@ the user's choice and is kept.
 
 Before the process group forms, every rank opens a listening socket on the
 address its backend will use and every other rank connects to it, with a
-short timeout: ranks that cannot reach each other are reported in seconds,
+short timeout: ranks that cannot reach each other are reported in seconds
+(:mod:`labkit.data_parallel.dask.reach`, the client's side of the probe),
 naming the ranks, their addresses and the setting to change, instead of a
 rendezvous that hangs until its timeout.
 
@@ -41,7 +42,7 @@ __all__ = [
     "listen",
     "reach",
     "close_probe",
-    "check_reach",
+    "PROBE_TIMEOUT",
 ]
 
 #: The environment variable through which each backend is told its interface.
@@ -199,68 +200,3 @@ def close_probe(gid: str) -> None:
     """Close this rank's probe sockets (run on every worker; idempotent)."""
     for s in _PROBES.pop(gid, []):
         s.close()
-
-
-# ---------------------------------------------------------------- the probe (client side)
-
-
-def check_reach(group, hosts: list[str], store_host: str | None) -> None:
-    """Raise a ``SchedulerError`` naming every pair of ranks that cannot connect.
-
-    ``group`` is a :class:`~labkit.data_parallel.distributed.DaskReplicaGroup`
-    being set up; ``hosts[r]`` is rank *r*'s worker host and ``store_host``
-    the rendezvous store's host (rank 0's), ``None`` for a file rendezvous.
-    """
-    ranks = range(len(hosts))
-    try:
-        opened = group._run(
-            [
-                group._submit(
-                    r, listen, group._gid, group.backend, hosts[r], store_host if r == 0 else None
-                )
-                for r in ranks
-            ],
-            "set-up",
-        )
-        targets = [
-            [
-                (p, a, port)
-                for p in ranks
-                if p != r
-                for a, port in opened[p]["ports"].items()
-                if a == opened[p]["binding"].address or a == store_host
-            ]
-            for r in ranks
-        ]
-        failed = group._run([group._submit(r, reach, targets[r]) for r in ranks], "set-up")
-    finally:
-        group._client.run(close_probe, group._gid, on_error="ignore", workers=list(group.names))
-    problems = [(r, *f) for r in ranks for f in failed[r]]
-    if problems:
-        raise _unreachable(group, [o["binding"] for o in opened], problems, sum(map(len, targets)))
-
-
-def _unreachable(group, bindings, problems, tried) -> SchedulerError:
-    """The error for ranks that cannot connect: who, where, and the setting to use."""
-
-    def what(p, address):  # the peer's own listening address, or rank 0's store only
-        return bindings[p].describe() if address == bindings[p].address else "the rendezvous store"
-
-    lines = [
-        f"rank {r} (worker {group.names[r]}) cannot connect to rank {p} at "
-        f"{address}:{port}, {what(p, address)}: {error}"
-        for r, p, address, port, error in problems
-    ]
-    variable = VARIABLES.get(group.backend, "the backend's interface variable")
-    advice = (
-        f"each rank must listen on an address its peers can reach: set {variable} on "
-        f"each worker to the interface that holds its Dask address, or leave it unset "
-        f"and labkit picks that interface itself"
-    )
-    first = problems[0]
-    return SchedulerError(
-        f"the replicas cannot connect to each other ({len(problems)} of "
-        f"{tried} connections failed): " + "; ".join(lines) + f"; {advice}",
-        replica=first[0],
-        device=group.names[first[0]],
-    )
