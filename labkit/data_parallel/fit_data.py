@@ -5,7 +5,7 @@
 * ``(X, y)`` with ``batch_size=``: a global batch of ``batch_size`` rows a
   step, every row once an epoch, shuffled by ``seed``.  Dask arrays (rows x
   features and rows, chunked by rows) are read by each replica on its own
-  worker (:mod:`.worker_data`); numpy arrays or tensors are split by the
+  worker (:mod:`.dask.blocks`); numpy arrays or tensors are split by the
   client as batches would be;
 * :func:`on_workers` ``(make_dataset)``: a ``torch.utils.data.Dataset``
   made on every worker (or once, in-process), each sample once an epoch

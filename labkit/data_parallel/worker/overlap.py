@@ -21,7 +21,7 @@ Examples
 On one rank, through a file store:
 
 >>> import os, tempfile, torch
->>> from labkit.data_parallel.groups import open_group
+>>> from labkit.data_parallel.worker.process_group import open_group
 >>> group = open_group("file://" + os.path.join(tempfile.mkdtemp(), "s"), 0, 1, "gloo",
 ...                    10.0, "doc")
 >>> layer = torch.nn.Linear(3, 1)
