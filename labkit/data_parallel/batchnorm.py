@@ -103,9 +103,9 @@ def _pooled(seen, device):
     counts = [c for c, _, _ in seen]
     n = sum(counts)
     means = [m.to(device, torch.float64) for _, m, _ in seen]
-    mean = sum(c * m for c, m in zip(counts, means)) / n
+    mean = sum(c * m for c, m in zip(counts, means, strict=True)) / n
     m2 = sum(
         c * (v.to(device, torch.float64) + (mu - mean) ** 2)
-        for c, mu, (_, _, v) in zip(counts, means, seen)
+        for c, mu, (_, _, v) in zip(counts, means, seen, strict=True)
     )
     return mean, m2 / n, n

@@ -50,7 +50,7 @@ class NonFiniteLossError(TrainingError):
         self.loss = loss
 
     @classmethod
-    def of(cls, loss: float, replica: int, device: str) -> "NonFiniteLossError":
+    def of(cls, loss: float, replica: int, device: str) -> NonFiniteLossError:
         """The error for replica ``replica`` (on ``device``) whose loss was ``loss``."""
         return cls(
             f"the loss of replica {replica} is {loss}: the step was not taken (the "

@@ -215,10 +215,15 @@ class EpochLoops:
         tally = EpochTally(epoch)
         self._reporter.epoch_started(epoch, source.epoch_batches, len(self.names), epochs)
         if self._group.runs_epochs and source.on_workers:  # the epoch runs on the workers
+
+            def took(report: StepReport) -> None:
+                self._take(report)
+                tally.add(report)
+
             summary = self._group.fit_epoch(
                 source,
                 epoch,
-                lambda r: (self._take(r), tally.add(r)),
+                took,
                 scope.check,
                 run=scope.id,
                 shares=self._loads.shares,

@@ -42,16 +42,25 @@ class EpochOptions:
 class ReplicaGroup(Protocol):
     """Replicas of one model that take planned steps and report each (see the module doc)."""
 
-    #: Capability: fits over data on the workers run their epochs there.
-    runs_epochs: bool
-    #: The replicas' names (devices or worker addresses), in rank order.
-    names: list[str]
-    #: Each replica's device (a ``torch.device`` here, a description on a worker).
-    devices: list
-    #: The replicas in this process (``[]`` when they live on workers).
-    replicas: list
-    #: Per rank, the network interface its process group uses (``[]`` on threads).
-    interfaces: list[str]
+    @property
+    def runs_epochs(self) -> bool:
+        """Capability: fits over data on the workers run their epochs there."""
+
+    @property
+    def names(self) -> list[str]:
+        """The replicas' names (devices or worker addresses), in rank order."""
+
+    @property
+    def devices(self) -> list:
+        """Each replica's device (a ``torch.device`` here, a description on a worker)."""
+
+    @property
+    def replicas(self) -> list:
+        """The replicas in this process (``[]`` when they live on workers)."""
+
+    @property
+    def interfaces(self) -> list[str]:
+        """Per rank, the network interface its process group uses (``[]`` on threads)."""
 
     @property
     def scheduler(self) -> Any:

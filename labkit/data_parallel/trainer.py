@@ -276,7 +276,8 @@ class DataParallelTrainer(EpochLoops, Observable):
                 if rank is not None
                 else NonFiniteLossError(loss=loss)
             )
-            warn_skipped(error.locate(step=self.steps), self.skipped_batches)
+            error.locate(step=self.steps)
+            warn_skipped(error, self.skipped_batches)
             return
         self.steps += 1
         if self.balancer is not None:

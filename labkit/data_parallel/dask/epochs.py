@@ -60,7 +60,8 @@ class EpochRunner:
         self.shares: Callable[[], list] | None = None
         self.policy = "raise"
         self.options = EpochOptions()
-        self.redone, self.recoveries = 0, []  # of the epoch now (see its record)
+        self.redone = 0  # steps done again in the epoch now (see its record)
+        self.recoveries: list[dict] = []  # its recoveries from lost workers
         self._asked = 0.0  # when the scheduler was last asked which workers live
         self.ended: tuple | None = None  # (run, epoch) whose last report was handed on
         if isinstance(source, DaskArrays):
@@ -264,7 +265,7 @@ class EpochRunner:
             return False
         self._asked = now
         alive = self.group.alive()
-        pairs = list(zip(self.group.names, futures))
+        pairs = list(zip(self.group.names, futures, strict=True))
         if not any(n not in alive and not f.done() for n, f in pairs):
             return False
         broken = any(f.status == "finished" and f.result().get("status") == "broken" for f in ended)

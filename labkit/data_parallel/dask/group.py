@@ -23,6 +23,7 @@ share a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import shutil
@@ -45,7 +46,7 @@ from ..worker import lifecycle as life
 from ..worker.training import evaluate as evaluate_on_rank
 from .epochs import EpochRunner
 from .reach import check_reach
-from .setup import check_devices, choose_workers, payload
+from .setup import check_devices, check_scheduler, choose_workers, payload
 from .steps import CommandPipe
 from .tasks import RankTasks
 
@@ -96,7 +97,7 @@ class DaskReplicaGroup:
         rendezvous="auto",
         bucket_model=None,
     ):
-        _check_scheduler(scheduler, rendezvous)
+        check_scheduler(scheduler, rendezvous)
         self.rendezvous = rendezvous
         self.gid, self._scheduler = uuid.uuid4().hex, scheduler
         # The replicas' tasks go through a batch of the scheduler, so that cancelling
@@ -118,7 +119,8 @@ class DaskReplicaGroup:
         #: the median step time of the last client-fed command (see .steps)
         self.step_seconds: float | None = None
         #: reports streamed by rank 0 (see ..reports), and completions of long tasks
-        self.topic, self.inbox = f"labkit-fit-{self.gid[:12]}", queue.SimpleQueue()
+        self.topic = f"labkit-fit-{self.gid[:12]}"
+        self.inbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         #: client-fed steps' shares in shared memory, where the scheduler sends chunks so
         #: (worker processes of this machine); None: they travel through sockets
         self.segments = SharedChunks() if scheduler.route("shared-memory") is not None else None
@@ -238,10 +240,8 @@ class DaskReplicaGroup:
 
     def stop(self, run: str) -> None:
         """Ask every rank to stop ``run`` after its current step (they stop at the same one)."""
-        try:
+        with contextlib.suppress(Exception):  # the client is closing: nothing runs any more
             self.tasks.beside(life.request_stop, self.gid, run)
-        except Exception:  # the client is closing: nothing runs any more
-            pass
 
     def memory(self, index: int) -> tuple[int | None, int | None]:
         """``(bytes in use, limit)`` of rank ``index``'s device: not read on workers."""
@@ -433,10 +433,8 @@ class DaskReplicaGroup:
         if self._closed:
             return
         self._closed = True
-        try:
+        with contextlib.suppress(Exception):
             self.client.unsubscribe_topic(self.topic)
-        except Exception:
-            pass
         try:
             self.tasks.beside(life.teardown, self.gid)
         except Exception:  # a closed client leaves nothing to tear down
@@ -446,23 +444,6 @@ class DaskReplicaGroup:
                 shutil.rmtree(folder, ignore_errors=True)
             if self.segments is not None:
                 self.segments.drop_all()
-            try:
+            # the scheduler may have shut down first: nothing left to release then
+            with contextlib.suppress(Exception):
                 self.tasks.batch.close()
-            except Exception:  # the scheduler was shut down first: nothing left to release
-                pass
-
-
-def _check_scheduler(scheduler, rendezvous) -> None:
-    """A rendezvous labkit knows, and a scheduler with worker processes."""
-    if rendezvous not in ("auto", "tcp", "file"):
-        raise InputError(
-            f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
-            argument="rendezvous",
-        )
-    if getattr(scheduler, "in_process", False):
-        raise InputError(
-            "data-parallel replicas on Dask need worker processes (one torch.distributed "
-            f"rank each), but this DaskScheduler runs tasks on threads (mode "
-            f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
-            "cluster, or train in-process with devices=[...]"
-        )

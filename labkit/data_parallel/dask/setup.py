@@ -16,7 +16,7 @@ from ...scheduling.connect import scheduler_identity
 from ...scheduling.pickling import dumps
 from ..worker.lifecycle import to_cpu
 
-__all__ = ["choose_workers", "payload", "check_devices"]
+__all__ = ["check_scheduler", "choose_workers", "payload", "check_devices"]
 
 
 def choose_workers(client, workers) -> tuple[list[str], bool]:
@@ -82,3 +82,19 @@ def check_devices(names, hosts, devices) -> None:
                     device=name,
                 )
             seen[where] = name
+
+
+def check_scheduler(scheduler, rendezvous) -> None:
+    """A rendezvous labkit knows, and a scheduler with worker processes."""
+    if rendezvous not in ("auto", "tcp", "file"):
+        raise InputError(
+            f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
+            argument="rendezvous",
+        )
+    if getattr(scheduler, "in_process", False):
+        raise InputError(
+            "data-parallel replicas on Dask need worker processes (one torch.distributed "
+            f"rank each), but this DaskScheduler runs tasks on threads (mode "
+            f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
+            "cluster, or train in-process with devices=[...]"
+        )

@@ -72,9 +72,9 @@ class CommandPipe:
                     break
                 in_flight.append(self._send(command))
                 if len(in_flight) >= IN_FLIGHT:
-                    self._collect(*in_flight.popleft(), done)
+                    self._collect(in_flight.popleft(), done)
             while in_flight:
-                self._collect(*in_flight.popleft(), done)
+                self._collect(in_flight.popleft(), done)
         except BaseException:
             self._halt(in_flight)
             raise
@@ -88,7 +88,9 @@ class CommandPipe:
     def _send(self, command: list) -> tuple:
         """Submit the command to every rank, after its previous one:
         ``(futures, command, keys)``, ``keys`` its parts' segments in ``_segments``."""
-        group, futures, keys = self.group, [], []
+        group = self.group
+        futures: list = []
+        keys: list[int] = []
         try:
             for r, part in enumerate(self._parts(command)):
                 shipped = self._ship(r, part, keys)
@@ -157,15 +159,18 @@ class CommandPipe:
         ):  # ranks whose part went by socket have no key
             self._segments.drop([key], reuse=res.get("unmapped") is True)
 
-    def _collect(self, futures: list, command: list, keys: list, done) -> None:
-        """Wait for a command on every rank; its reports to ``done``; raise what failed."""
+    def _collect(self, sent: tuple[list, list, list], done) -> None:
+        """Wait for a command ``sent`` (see :meth:`_send`) on every rank; its reports to
+        ``done``; raise what failed."""
         __tracebackhide__ = True
+        futures, command, keys = sent
         group = self.group
         try:
             results = group.tasks.run(futures, "step", collective=True)
         except LabkitError as err:  # a lost worker, a cancel: at the command's first step
             self._drop(keys)
-            raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
+            err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
+            raise
         except BaseException:
             self._drop(keys)
             raise
@@ -181,8 +186,8 @@ class CommandPipe:
             walls = sorted(r.wall for r in reports)
             self._step_seconds = self.group.step_seconds = walls[len(walls) // 2]
         if failed:  # a rank's own step error, after the steps before it were reported
-            rank, err = failed[0]
-            raise for_caller(err.locate(replica=rank, device=group.names[rank]))
+            rank, error = failed[0]
+            raise for_caller(error.locate(replica=rank, device=group.names[rank]))
         if "broken" in statuses:
             raise self._broken(results, command)
         if "stopped" in statuses:

@@ -31,7 +31,7 @@ class GradientReducer:
         """Set each model gradient to ``sum(w_i * grad_i)`` over the active replicas."""
         for k, p in enumerate(self.params):
             total = None
-            for i, w in zip(active, weights):
+            for i, w in zip(active, weights, strict=True):
                 g = self.replica_params[i][k].grad
                 if g is None:  # a parameter this replica's forward did not use
                     continue
@@ -53,7 +53,7 @@ def average_buffers(
         return
     per_replica = [dict(r.named_buffers()) for r in replicas]
     for name, target in targets.items():
-        total = sum(
-            w * b[name].to(target.device, torch.float64) for w, b in zip(weights, per_replica)
-        )
+        total = torch.zeros_like(target, dtype=torch.float64)
+        for w, b in zip(weights, per_replica, strict=True):
+            total += w * b[name].to(target.device, torch.float64)
         target.copy_(total.to(target.dtype))

@@ -21,6 +21,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -48,8 +49,8 @@ class ThreadGroup:
     #: Data always comes through the client here: fits are steps of planned batches.
     runs_epochs = False
     #: No scheduler holds these replicas, and no Dask client (see SchedulerThreadGroup).
-    scheduler = None
-    client = None
+    scheduler: Any = None
+    client: Any = None
 
     def __init__(self, model, loss_fn, optimizer, devices=None, bucket_model=None):
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
@@ -167,7 +168,7 @@ class ThreadGroup:
 
     def _report(self, planned, active, counts, seconds, loss, wall, losses, skipped=False):
         rows, secs, own = [0] * len(self.names), [0.0] * len(self.names), [0.0] * len(self.names)
-        for i, c, t, v in zip(active, counts, seconds, losses):
+        for i, c, t, v in zip(active, counts, seconds, losses, strict=True):
             rows[i], secs[i], own[i] = c, t, v
         total = max(sum(planned.counts), 1)
         return StepReport(
@@ -221,7 +222,7 @@ class ThreadGroup:
         """Put every replica back as before a failed step: no gradients, the old buffers."""
         for replica in self.replicas:
             replica.zero_grad(set_to_none=True)
-        for b, old in zip(self._own_buffers, before):
+        for b, old in zip(self._own_buffers, before, strict=True):
             b.copy_(old)
         if len(self.replicas) > 1 or self.replicas[0] is not self.model:
             broadcast(self.model, self.replicas)
@@ -250,7 +251,7 @@ class ThreadGroup:
         try:
             results = self._threads.run(calls)
         finally:
-            for r, mode in zip(self.replicas, modes):
+            for r, mode in zip(self.replicas, modes, strict=True):
                 r.train(mode)
         total = max(sum(counts), 1)
         return {name: sum(r[name] for r in results) / total for name in fns}
@@ -391,10 +392,9 @@ class SchedulerThreadGroup(ThreadGroup):
         if self.closed:
             return
         super().close()
-        try:
+        # the scheduler may have shut down first: nothing left to release then
+        with contextlib.suppress(Exception):
             self._batch.close()
-        except Exception:  # the scheduler was shut down first: nothing left to release
-            pass
 
 
 def _scheduler_ended(group_ref) -> None:

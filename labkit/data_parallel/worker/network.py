@@ -77,7 +77,7 @@ class Binding:
 def _ip_of(host: str) -> str:
     """``host`` as an IP address (names resolved; the scope of an IPv6 address dropped)."""
     try:
-        return socket.getaddrinfo(host, None)[0][4][0].split("%")[0]
+        return str(socket.getaddrinfo(host, None)[0][4][0]).split("%")[0]
     except OSError:
         return host
 
@@ -127,9 +127,9 @@ def binding(backend: str, worker_host: str) -> Binding:
                 argument=variable,
             )
         return Binding(variable, interface, address, True)
-    interface = interface_of(worker_host)
-    if interface is not None and variable:
-        return Binding(variable, interface, _ip_of(worker_host), False)
+    holding = interface_of(worker_host)
+    if holding is not None and variable:
+        return Binding(variable, holding, _ip_of(worker_host), False)
     # what gloo does unaided: the address of the host name
     return Binding(variable, None, _ip_of(socket.gethostname()), False)
 
@@ -164,8 +164,8 @@ def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> 
     thread accepts them.  Returns what peers need: the addresses and ports.
     """
     choice = binding(backend, worker_host)
-    out = {"binding": choice, "ports": {}}
-    socks = []
+    ports: dict[str, int] = {}
+    socks: list[socket.socket] = []
     for address in dict.fromkeys(a for a in (choice.address, store_host) if a):
         s = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
         try:
@@ -179,9 +179,9 @@ def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> 
                 f"cannot listen on {address} for the process group ({choice.describe()}): {exc}"
             ) from None
         socks.append(s)
-        out["ports"][address] = s.getsockname()[1]
+        ports[address] = s.getsockname()[1]
     _PROBES[gid] = socks
-    return out
+    return {"binding": choice, "ports": ports}
 
 
 def reach(targets: list[tuple[int, str, int]], timeout: float = PROBE_TIMEOUT) -> list:

@@ -12,9 +12,11 @@ then re-forms the group from the last commit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,10 +39,9 @@ logger = logging.getLogger("labkit.data_parallel")
 
 def _leave_pool() -> None:
     """Free this worker thread's slot: a loop is long, other tasks may run beside it."""
-    try:
+    # not in a worker task (tests call it directly): nothing to leave
+    with contextlib.suppress(ValueError, KeyError, ImportError):
         secede()
-    except (ValueError, KeyError, ImportError):  # not in a worker task (tests call it directly)
-        pass
 
 
 def _stream(rank: Rank, topic, run: str):
@@ -57,11 +58,10 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
     wall = time.perf_counter() - started
     if outcome.error is not None:
         raise outcome.error.locate(epoch=epoch, batch=batch_number(step))
-    if outcome.nonfinite and policy == "raise":
-        if not np.isfinite(outcome.local_loss):
-            raise NonFiniteLossError.of(outcome.local_loss, rank.rank, rank.name).locate(
-                epoch=epoch, batch=batch_number(step)
-            )
+    if outcome.nonfinite and policy == "raise" and not np.isfinite(outcome.local_loss):
+        raise NonFiniteLossError.of(outcome.local_loss, rank.rank, rank.name).locate(
+            epoch=epoch, batch=batch_number(step)
+        )
     stream.add(
         StepReport(
             epoch,
@@ -110,7 +110,8 @@ def _run_commands(rank: Rank, commands, policy: str) -> dict:
     stream = ReportStream(
         "commands", lambda topic, message: kept.append(message), every=float("inf")
     )
-    done, status, extra = 0, "done", {}
+    done, status = 0, "done"
+    extra: dict[str, Any] = {}
     try:
         for epoch, step, x, y, weight, key, shares in commands:
             x, y = _tensor(x), None if y is None else _tensor(y)
