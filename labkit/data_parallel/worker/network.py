@@ -31,6 +31,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+import psutil  # a dependency of distributed
+
 from ...errors import InputError, SchedulerError
 
 __all__ = [
@@ -84,8 +86,6 @@ def _ip_of(host: str) -> str:
 
 def _addresses() -> dict[str, list[str]]:
     """Interface name -> its IPv4 and IPv6 addresses."""
-    import psutil  # a dependency of distributed
-
     families = (socket.AF_INET, socket.AF_INET6)
     return {
         name: [a.address.split("%")[0] for a in addrs if a.family in families]
