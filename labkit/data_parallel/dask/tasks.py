@@ -223,7 +223,20 @@ class RankTasks:
                     # a rank's own error (located) leaves the ranks agreed; others do not
                     self._broken_by(collective, f"a {what} failed")
                 raise for_caller(client_error(f, rank, name))
-        return [f.result() for f in futures]
+        deadline = time.monotonic() + self.timeout + GRACE
+        while True:
+            try:
+                return [f.result(timeout=1.0) for f in futures]
+            except (TimeoutError, asyncio.TimeoutError):
+                # a result held by a worker that died since is lost (its future went back
+                # to pending, and a task bound to that worker never runs again)
+                stuck = [a for a, f in zip(names, futures, strict=True) if not f.done()]
+                self.check_lost(what, collective, ranks, stuck, self.alive())
+                if time.monotonic() > deadline:
+                    self._broken_by(collective, f"a {what} lost its results")
+                    raise SchedulerError(
+                        f"{what} results were lost", device=", ".join(stuck)
+                    ) from None
 
     def _broken_by(self, collective: bool, why: str) -> None:
         """A collective cut short breaks the group (its ranks no longer agree)."""
