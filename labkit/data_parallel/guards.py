@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 import torch
 
+from ..constraints import POSITIVE_INT, Options, check_argument
 from ..errors import InputError, TrainingError
 from .bucketing import BucketBatch
 from .reports import batch_number
@@ -71,11 +72,7 @@ class NonFiniteLossWarning(RuntimeWarning):
 
 def check_policy(on_nonfinite) -> str:
     """``on_nonfinite``, checked."""
-    if on_nonfinite not in POLICIES:
-        raise InputError(
-            f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}", argument="on_nonfinite"
-        )
-    return on_nonfinite
+    return check_argument("on_nonfinite", on_nonfinite, [Options(POLICIES)])
 
 
 def first_nonfinite(losses: list[float]) -> int | None:
@@ -142,9 +139,7 @@ def check_loss(loss) -> None:
 
 def check_epochs(epochs) -> int:
     """``epochs`` of ``fit``, checked: a positive int."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise InputError(f"epochs must be a positive int, got {epochs!r}", argument="epochs")
-    return epochs
+    return int(check_argument("epochs", epochs, [POSITIVE_INT]))
 
 
 def check_batches(batches, epochs: int = 1, what: str = "fit") -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..constraints import Interval, check_arguments
 from ..errors import InputError, LabkitError, TrainingError
 from ..runs import start
 from .balance import WorkLoads
@@ -31,6 +32,9 @@ from .reporting import Reporter
 from .reports import EpochTally, StepReport, batch_number
 
 __all__ = ["EpochLoops", "OneCall"]
+
+#: What a fit's options on the workers may be (None: the default).
+_EPOCH_RULES = {"commit_every": [Interval(int, 0), None], "max_failures": [Interval(int, 0), None]}
 
 #: Errors whose epoch already counts from 1 (an error may pass through two fits' loops).
 _COUNTED: weakref.WeakSet = weakref.WeakSet()
@@ -303,11 +307,7 @@ def _epoch_from_one(err: LabkitError) -> LabkitError:
 
 def epoch_options(commit_every, checkpoint, max_failures) -> EpochOptions:
     """The options of a fit on the workers, checked."""
-    for name, value in (("commit_every", commit_every), ("max_failures", max_failures)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise InputError(f"{name} must be an int >= 0, got {value!r}", argument=name)
+    check_arguments(_EPOCH_RULES, commit_every=commit_every, max_failures=max_failures)
     if checkpoint is not None:
         from ..flows.snapshot import check_writable
 

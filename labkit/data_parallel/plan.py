@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ..constraints import POSITIVE_INT, check_argument
 from ..errors import InputError
 from .split import shares as split_counts
 
@@ -46,14 +47,7 @@ __all__ = ["EpochPlan", "PlannedEpoch", "epoch_order", "check_batch_size"]
 
 def check_batch_size(batch_size, rows: int) -> int:
     """``batch_size`` checked: a positive int (at most ``rows`` is not required)."""
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, (int, np.integer))
-        or batch_size < 1
-    ):
-        raise InputError(
-            f"batch_size must be a positive int, got {batch_size!r}", argument="batch_size"
-        )
+    check_argument("batch_size", batch_size, [POSITIVE_INT])
     if rows < 1:
         raise InputError("there are no rows to train on", argument="X")
     return int(batch_size)

@@ -11,6 +11,7 @@ import copy
 
 import cloudpickle
 
+from ...constraints import Options, check_argument
 from ...errors import InputError, SchedulerError
 from ...scheduling.connect import scheduler_identity
 from ...scheduling.pickling import dumps
@@ -86,11 +87,7 @@ def check_devices(names, hosts, devices) -> None:
 
 def check_scheduler(scheduler, rendezvous) -> None:
     """A rendezvous labkit knows, and a scheduler with worker processes."""
-    if rendezvous not in ("auto", "tcp", "file"):
-        raise InputError(
-            f"rendezvous must be 'auto', 'tcp' or 'file', got {rendezvous!r}",
-            argument="rendezvous",
-        )
+    check_argument("rendezvous", rendezvous, [Options(("auto", "tcp", "file"))])
     if getattr(scheduler, "in_process", False):
         raise InputError(
             "data-parallel replicas on Dask need worker processes (one torch.distributed "
