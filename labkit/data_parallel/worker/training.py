@@ -228,17 +228,33 @@ def _maybe_commit(rank: Rank, epoch: PlannedEpoch, next_step: int, last: bool = 
         _write_checkpoint(rank.commit, epoch.checkpoint)
 
 
+#: path -> the number of the newest checkpoint asked for (guarded by _ASKED)
+_NEWEST: dict[str, int] = {}
+_ASKED = threading.Lock()
+_WRITING = threading.Lock()  # one checkpoint write at a time on this worker
+
+
 def _write_checkpoint(commit: dict, path: str) -> None:
-    """Write ``commit`` to ``path`` (labkit's safe format) from a thread of its own."""
+    """Write ``commit`` to ``path`` (labkit's safe format) from a thread of its own.
+
+    The writes are one at a time and an older commit is never written after a
+    newer one (threads may start out of order on a busy machine): the file
+    always ends with the last commit.
+    """
     from ...flows.flow import atomic_dump
 
     snapshot = to_cpu(commit)
+    with _ASKED:
+        number = _NEWEST[path] = _NEWEST.get(path, 0) + 1
 
     def write():
-        try:
-            atomic_dump(snapshot, path)
-        except Exception as exc:  # a failed checkpoint must not stop the training
-            logger.warning("labkit: could not write the checkpoint %s: %s", path, exc)
+        with _WRITING:
+            if _NEWEST.get(path) != number:  # a newer commit came: it is written instead
+                return
+            try:
+                atomic_dump(snapshot, path)
+            except Exception as exc:  # a failed checkpoint must not stop the training
+                logger.warning("labkit: could not write the checkpoint %s: %s", path, exc)
 
     threading.Thread(target=write, name="labkit-checkpoint", daemon=True).start()
 
