@@ -1,25 +1,30 @@
 """Data-parallel torch training across devices, in-process or on Dask workers.
 
-One concept a module, after ``torch.nn.parallel``: :mod:`.split` (work-load
-slices), :mod:`.devices`, :mod:`.replicate` (persistent replicas, broadcast),
-:mod:`.parallel_apply` (replicas on threads), :mod:`.reduce` (weighted
-gradients, exact batch-norm statistics), :mod:`.balance` (the "auto" work
-load), :mod:`.reporting` (events for the views), :mod:`.monitors` (user
-functions after each replica's backward), :mod:`.bucketing` (variable-length
-batches by bucket key), :mod:`.guards` (argument checks, the non-finite loss
-policy); the replica groups, one contract for both: :mod:`.thread_group`
-(devices of this process) and :mod:`.distributed` (Dask workers, with their
-process groups :mod:`.groups`, the overlapped reduction :mod:`.overlap`, the
-rank and its tasks :mod:`.rank` and :mod:`.rank_tasks`, client-fed commands
-:mod:`.dask_steps`, epochs on the workers :mod:`.dask_epochs` over the plan
-:mod:`.plan` and the blocks :mod:`.worker_data`); what fit takes
-(:mod:`.sources`), the step reports (:mod:`.reports`) and the loops
-(:mod:`.loops`), composed by :mod:`.trainer`.
+The room is split by where the code runs:
+
+* :mod:`.local`: replicas on threads of this process, as named steps (split,
+  replicate, apply, reduce, after ``torch.nn.parallel``);
+* :mod:`.dask`: the client's side of a group on Dask workers (set-up, its
+  tasks, client-fed steps, epochs on the workers, recovery);
+* :mod:`.worker`: what runs on each worker (the rank, its process group, the
+  overlapped reducer, the rank's loops and inputs).
+
+Shared by all three, at the top: :mod:`.trainer` (the one public trainer)
+over :mod:`.loops` (``fit`` and ``evaluate``), the declared contract of a
+replica group (:mod:`.replica_group`), what fit takes (:mod:`.fit_data`),
+an epoch's plan (:mod:`.plan`), the work load (:mod:`.split`,
+:mod:`.balance`), :mod:`.devices`, :mod:`.batchnorm`, :mod:`.bucketing`,
+:mod:`.monitors`, the step reports and their events (:mod:`.reports`,
+:mod:`.reporting`) and the argument checks (:mod:`.guards`).
 
 ``split_batch`` needs no torch; everything else imports it when first used.
+The top modules import :mod:`.local` (the trainer), :mod:`.dask` only lazily (the trainer's factory)
+and never :mod:`.worker`; nothing here imports labkit.views.
 """
 
 from __future__ import annotations
+
+import importlib
 
 from .split import split_batch
 
@@ -41,19 +46,18 @@ _LAZY = {
     "DataParallelTrainer": "trainer",
     "ReplicaStep": "monitors",
     "Balancer": "balance",
-    "DaskReplicaGroup": "distributed",
+    "DaskReplicaGroup": "dask.group",
     "NonFiniteLossError": "guards",
     "NonFiniteLossWarning": "guards",
     "bucket_batches": "bucketing",
     "BucketBatch": "bucketing",
     "BucketBatches": "bucketing",
-    "on_workers": "sources",
+    "on_workers": "fit_data",
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str):
+    """The public names but ``split_batch``, imported when first used (they need torch)."""
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

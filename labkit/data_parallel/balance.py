@@ -82,18 +82,19 @@ class Balancer:
 
     def update(self, rows: list[int], seconds: list[float]) -> list[float]:
         """Take one step's rows and compute seconds per device; returns the new shares."""
-        for i, (r, t) in enumerate(zip(rows, seconds)):
+        for i, (r, t) in enumerate(zip(rows, seconds, strict=True)):
             if r > 0 and t > 0:
                 speed = r / t
                 old = self.speeds[i]
                 self.speeds[i] = (
                     speed if old is None else self.smoothing * speed + (1 - self.smoothing) * old
                 )
-        if any(s is None for s in self.speeds):
+        speeds = [s for s in self.speeds if s is not None]
+        if len(speeds) < len(self.speeds):
             return self.shares
-        total = sum(self.speeds)
+        total = sum(speeds)
         moved = []
-        for share, speed in zip(self.shares, self.speeds):
+        for share, speed in zip(self.shares, speeds, strict=True):
             change = self.gain * (speed / total - share)
             change = max(-self.max_step, min(self.max_step, change))
             moved.append(max(0.0, share + change))
@@ -108,13 +109,13 @@ def _floored(shares: list[float], floor: float) -> list[float]:
     shares = [s / total for s in shares]
     low = [s < floor for s in shares]
     while True:
-        rest = sum(s for s, lo in zip(shares, low) if not lo)
+        rest = sum(s for s, lo in zip(shares, low, strict=True) if not lo)
         scale = (1.0 - floor * sum(low)) / rest
-        out = [floor if lo else s * scale for s, lo in zip(shares, low)]
-        newly = [not lo and o < floor for o, lo in zip(out, low)]
+        out = [floor if lo else s * scale for s, lo in zip(shares, low, strict=True)]
+        newly = [not lo and o < floor for o, lo in zip(out, low, strict=True)]
         if not any(newly):
             return out
-        low = [a or b for a, b in zip(low, newly)]
+        low = [a or b for a, b in zip(low, newly, strict=True)]
 
 
 class WorkLoads:
@@ -126,7 +127,9 @@ class WorkLoads:
 
     def __init__(self, names: list[str], work_load=None, balancer: Balancer | None = None):
         n = len(names)
-        self.balancer, self.work_load, self._fixed = None, None, None
+        self.balancer: Balancer | None = None
+        self.work_load: list[float] | None = None
+        self._fixed: list[float] = []
         if isinstance(work_load, str):
             if work_load != "auto":
                 raise InputError(
@@ -166,12 +169,14 @@ class WorkLoads:
         """The shares of each bucket key that has its own balancer."""
         return {key: list(b.shares) for key, b in self._buckets.items()}
 
-    def regrouped(self, names: list[str], old: list[str]) -> "WorkLoads":
+    def regrouped(self, names: list[str], old: list[str]) -> WorkLoads:
         """The loads of the devices ``names`` left of ``old``: their shares, made whole again."""
         keep = [old.index(n) for n in names]
         if self.balancer is None:
+            assert self.work_load is not None  # a fixed work load
             return WorkLoads(names, [self.work_load[i] for i in keep])
         fresh = WorkLoads(names, "auto", Balancer(len(names)))
+        assert fresh.balancer is not None  # "auto"
         fresh.balancer.shares = normalised([max(self.balancer.shares[i], 1e-9) for i in keep])
         return fresh
 
@@ -182,4 +187,6 @@ class WorkLoads:
         if shares is not None:
             self.balancer.shares = list(shares)
         for key, values in (bucket_shares or {}).items():
-            self._balancer(key).shares = list(values)
+            balancer = self._balancer(key)
+            if balancer is not None:  # every key's is, "auto" being on
+                balancer.shares = list(values)

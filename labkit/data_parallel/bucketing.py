@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import bisect
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -99,19 +99,19 @@ class BucketBatches:
     def __iter__(self) -> Iterator[BucketBatch]:
         rng = np.random.default_rng(None if self.seed is None else [self.seed, self.passes])
         self.passes += 1
-        plan = []
+        plan: list[tuple[int, torch.Tensor]] = []
         for key in self.buckets:
-            rows = np.arange(len(self._padded[key][2]))
+            order = np.arange(len(self._padded[key][2]))
             if self.shuffle:
-                rows = rng.permutation(rows)
-            for start in range(0, len(rows), self.batch_size):
-                part = rows[start : start + self.batch_size]
+                order = rng.permutation(order)
+            for start in range(0, len(order), self.batch_size):
+                part = order[start : start + self.batch_size]
                 if len(part) == self.batch_size or not self.drop_last:
                     plan.append((key, torch.as_tensor(part)))
         if self.shuffle:
             plan = [plan[k] for k in rng.permutation(len(plan))]
-        for key, rows in plan:
-            yield self._batch(key, rows)
+        for key, taken in plan:
+            yield self._batch(key, taken)
 
     def _batch(self, key: int, rows: torch.Tensor) -> BucketBatch:
         """The batch of rows ``rows`` of bucket ``key``."""
@@ -232,7 +232,7 @@ def _as_sequences(sequences) -> list[torch.Tensor]:
         )
     if len(sequences) == 0:
         raise InputError("no sequences to bucket: sequences is empty", argument="sequences")
-    out = []
+    out: list[torch.Tensor] = []
     for i, s in enumerate(sequences):
         try:
             t = torch.as_tensor(s)

@@ -15,7 +15,10 @@ from collections.abc import Iterable
 
 import torch
 
+from ..constraints import POSITIVE_INT, Options, check_argument
 from ..errors import InputError, TrainingError
+from .bucketing import BucketBatch
+from .reports import batch_number
 
 __all__ = [
     "NonFiniteLossError",
@@ -28,6 +31,7 @@ __all__ = [
     "check_loss",
     "first_nonfinite",
     "warn_skipped",
+    "pair",
 ]
 
 POLICIES = ("raise", "skip")
@@ -47,7 +51,7 @@ class NonFiniteLossError(TrainingError):
         self.loss = loss
 
     @classmethod
-    def of(cls, loss: float, replica: int, device: str) -> "NonFiniteLossError":
+    def of(cls, loss: float, replica: int, device: str) -> NonFiniteLossError:
         """The error for replica ``replica`` (on ``device``) whose loss was ``loss``."""
         return cls(
             f"the loss of replica {replica} is {loss}: the step was not taken (the "
@@ -68,11 +72,7 @@ class NonFiniteLossWarning(RuntimeWarning):
 
 def check_policy(on_nonfinite) -> str:
     """``on_nonfinite``, checked."""
-    if on_nonfinite not in POLICIES:
-        raise InputError(
-            f"on_nonfinite must be 'raise' or 'skip', got {on_nonfinite!r}", argument="on_nonfinite"
-        )
-    return on_nonfinite
+    return check_argument("on_nonfinite", on_nonfinite, [Options(POLICIES)])
 
 
 def first_nonfinite(losses: list[float]) -> int | None:
@@ -139,9 +139,7 @@ def check_loss(loss) -> None:
 
 def check_epochs(epochs) -> int:
     """``epochs`` of ``fit``, checked: a positive int."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-        raise InputError(f"epochs must be a positive int, got {epochs!r}", argument="epochs")
-    return epochs
+    return int(check_argument("epochs", epochs, [POSITIVE_INT]))
 
 
 def check_batches(batches, epochs: int = 1, what: str = "fit") -> None:
@@ -158,3 +156,26 @@ def check_batches(batches, epochs: int = 1, what: str = "fit") -> None:
             "(a list or a DataLoader), not a one-shot iterator",
             argument="batches",
         )
+
+
+def pair(batch, epoch, b):
+    """``(x, y, bucket key)`` of batch index ``b`` (a pair or a BucketBatch), or a clear error."""
+    if isinstance(batch, BucketBatch):
+        return batch.x, batch.y, batch.key
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+        raise InputError(
+            f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
+            epoch=epoch,
+            batch=batch_number(b),
+        )
+    x, y = batch
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(
+                f"a batch needs torch tensors: {name} is a {type(t).__name__} "
+                "(convert it with torch.as_tensor)",
+                argument=name,
+                epoch=epoch,
+                batch=batch_number(b),
+            )
+    return x, y, None

@@ -3,7 +3,8 @@
 A fit is a :class:`~labkit.Run` whose epochs either hand planned steps to the
 replica group (batches from the client, or global batches drawn from arrays
 here) or, where the group runs epochs itself and the data lives on its
-workers, one epoch at a time to the group (:mod:`.dask_epochs`).  Either way
+workers, one epoch at a time to the group (:mod:`.dask.epochs`): which, the
+group's capability flag says (:class:`~.replica_group.ReplicaGroup`).  Either way
 each step comes back as a :class:`~.reports.StepReport`, and the history
 ``fit`` returns is summed from the same reports the views draw.
 """
@@ -13,17 +14,31 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..checkpoints import check_writable
+from ..constraints import Interval, check_arguments
 from ..errors import InputError, LabkitError, TrainingError
 from ..runs import start
+from .balance import WorkLoads
 from .bucketing import BucketBatch
+from .fit_data import Source, WorkerDataset, as_source
 from .guards import check_batch, check_epochs
-from .reports import EpochTally, batch_number
-from .sources import DaskArrays, WorkerDataset, as_source
+from .replica_group import COMMIT_EVERY, MAX_FAILURES, EpochOptions, ReplicaGroup
+from .reporting import Reporter
+from .reports import EpochTally, StepReport, batch_number
 
-__all__ = ["EpochLoops", "OneCall", "pair"]
+__all__ = ["EpochLoops", "OneCall"]
+
+#: What a fit's options on the workers may be (None: the default).
+_EPOCH_RULES = {"commit_every": [Interval(int, 0), None], "max_failures": [Interval(int, 0), None]}
+
+#: Errors whose epoch already counts from 1 (an error may pass through two fits' loops).
+_COUNTED: weakref.WeakSet = weakref.WeakSet()
 
 
 class OneCall:
@@ -35,7 +50,7 @@ class OneCall:
     run that holds the trainer.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holder: list | None = None  # [what, since], the same list is the token
 
@@ -65,7 +80,7 @@ class OneCall:
                 self._holder = None
 
     @contextlib.contextmanager
-    def held(self, what: str):
+    def held(self, what: str) -> Iterator[None]:
         """Hold the trainer for the block's call."""
         token = self.enter(what)
         try:
@@ -76,6 +91,25 @@ class OneCall:
 
 class EpochLoops:
     """``fit`` and ``evaluate`` over batches or data, for a trainer with a replica group."""
+
+    # what the trainer gives its loops
+    _group: ReplicaGroup
+    _reporter: Reporter
+    _calls: OneCall
+    _loads: WorkLoads
+    names: list[str]
+    model: torch.nn.Module
+    on_nonfinite: str
+
+    if TYPE_CHECKING:
+
+        def _check_open(self) -> None: ...
+
+        def _run(self, planned: Any, done: Callable, check: Callable | None = None) -> None: ...
+
+        def _take(self, report: StepReport) -> None: ...
+
+        def _split(self, rows: int, key: Any = None) -> list[int]: ...
 
     def fit(
         self,
@@ -112,12 +146,11 @@ class EpochLoops:
             With data on Dask workers: steps between two commits (a lost worker
             costs at most that many again), a file each commit is also written
             to (labkit's safe format), and how many workers may be lost.
-        validation : optional
-            Data as :meth:`evaluate` takes it (``(X, y)`` arrays are evaluated in
-            batches of ``batch_size``), evaluated after every epoch: each record
-            gets ``val_loss`` and ``val_<metric>`` for every entry of ``metrics``.
-        metrics : dict, optional
-            ``name -> fn(outputs, targets)`` for the validation (see :meth:`evaluate`).
+        validation, metrics : optional
+            Data as :meth:`evaluate` takes it (``(X, y)`` arrays in batches of
+            ``batch_size``), evaluated after every epoch: each record gets
+            ``val_loss`` and ``val_<name>`` for every ``name -> fn(outputs,
+            targets)`` of ``metrics``.
 
         Returns
         -------
@@ -126,49 +159,32 @@ class EpochLoops:
             ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
             ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
             after a lost worker; ``val_...`` with a validation.  An error names the
-            epoch and the batch, both from 1 as the board counts them ("epoch 1,
-            batch 1" is the first batch); the steps before it are kept.
+            epoch and the batch, both from 1 ("epoch 1, batch 1" is the first
+            batch); the steps before it are kept.
         """
         __tracebackhide__ = True
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
         self._check_open()
-        options = _epoch_options(commit_every, checkpoint, max_failures)
+        options = epoch_options(commit_every, checkpoint, max_failures)
         if validation is not None:  # checked now, not after the first epoch
             validation = _validation(validation, batch_size, metrics)
+        return self._start_fit(source, epochs, options, validation, wait)
+
+    def _start_fit(self, source: Source, epochs: int, options, validation, wait: bool):
+        """The fit as a run of its own, holding the trainer until it ends."""
         token = self._calls.enter("fit")
 
         def job(scope):
             self._calls.rename(token, f"fit run {scope.id!r}")
             try:
-                return fitted(scope)
+                return self._fitted(scope, source, epochs, options, validation)
             finally:
                 self._calls.leave(token)
-
-        def fitted(scope):
-            self._reporter.fit_started(scope.id)
-            history = []
-            try:
-                for epoch in range(epochs):
-                    record = self._epoch(source, epoch, epochs, scope, options, validation)
-                    history.append(record)
-            except LabkitError as err:
-                self._reporter.epoch_finished(ok=False)
-                raise _epoch_from_one(err)
-            except BaseException:
-                self._reporter.epoch_finished(ok=False)
-                raise
-            finally:
-                runner = getattr(self._group, "_epochs", None)
-                if runner is not None and runner.source is source:
-                    runner.release()
-                    self._group._epochs = None
-            self._reporter.fit_finished()
-            return history
 
         detail = {
             "name": type(self.model).__name__,
             "epochs": epochs,
-            "batches": _length(source),
+            "batches": source.epoch_batches,
             "devices": list(self.names),
         }
         try:
@@ -177,40 +193,57 @@ class EpochLoops:
             self._calls.leave(token)
             raise
 
+    def _fitted(self, scope, source: Source, epochs: int, options, validation) -> list[dict]:
+        """Every epoch of a fit in its run ``scope``: the history."""
+        self._reporter.fit_started(scope.id)
+        history = []
+        try:
+            for epoch in range(epochs):
+                history.append(self._epoch(source, epoch, epochs, scope, options, validation))
+        except LabkitError as err:
+            self._reporter.epoch_finished(ok=False)
+            _epoch_from_one(err)
+            raise
+        except BaseException:
+            self._reporter.epoch_finished(ok=False)
+            raise
+        finally:
+            self._group.end_fit(source)
+        self._reporter.fit_finished()
+        return history
+
     def _epoch(
-        self, source, epoch: int, epochs: int, scope, options: dict, validation=None
+        self, source: Source, epoch: int, epochs: int, scope, options: EpochOptions, validation=None
     ) -> dict:
         """One pass; its record, from its step reports."""
         __tracebackhide__ = True
         tally = EpochTally(epoch)
-        self._reporter.epoch_started(epoch, _length(source), len(self.names), epochs)
+        self._reporter.epoch_started(epoch, source.epoch_batches, len(self.names), epochs)
+        if self._group.runs_epochs and source.on_workers:  # the epoch runs on the workers
 
-        def done(report):
-            tally.add(report)
+            def took(report: StepReport) -> None:
+                self._take(report)
+                tally.add(report)
 
-        seconds = None
-        if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
             summary = self._group.fit_epoch(
                 source,
                 epoch,
-                lambda r: (self._take(r), done(r)),
+                took,
                 scope.check,
                 run=scope.id,
                 shares=self._loads.shares,
                 policy=self.on_nonfinite,
-                **options,
+                options=options,
             )
             tally.redone, tally.recoveries = summary["redone"], summary["recoveries"]
         else:
-            local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
-            self._run(local.steps(epoch, self._loads.shares), done, scope.check)
+            self._run(source.local().steps(epoch, self._loads.shares), tally.add, scope.check)
         if tally.steps == 0 and not tally.skipped:
             raise InputError("no batches to train on", epoch=epoch, argument="batches")
-        record = tally.record(seconds, with_skipped=self.on_nonfinite == "skip")
+        record = tally.record(None, with_skipped=self.on_nonfinite == "skip")
         if validation is not None:
             data, size, metrics = validation
-            source_v = as_source(data, size, False, None, what="validation")
-            values = self._evaluate(source_v, metrics)
+            values = self._evaluate(as_source(data, size, False, None, what="validation"), metrics)
             record.update({f"val_{k}": v for k, v in values.items()})
         self._reporter.epoch_finished(record=record)
         return record
@@ -230,14 +263,14 @@ class EpochLoops:
         with self._calls.held("evaluate"):
             return self._evaluate(source, metrics)
 
-    def _evaluate(self, source, metrics: dict | None = None) -> dict[str, float]:
+    def _evaluate(self, source: Source, metrics: dict | None = None) -> dict[str, float]:
         """:meth:`evaluate` of a checked source, in a call that holds the trainer."""
         __tracebackhide__ = True
-        if self._group.runs_epochs and isinstance(source, (DaskArrays, WorkerDataset)):
+        if self._group.runs_epochs and source.on_workers:
             return self._group.evaluate_source(source, metrics)
-        local = source.local() if isinstance(source, (DaskArrays, WorkerDataset)) else source
-        sums, rows = {}, 0
-        for planned in local.steps(None, self._loads.shares):
+        sums: dict[str, float] = {}
+        rows = 0
+        for planned in source.local().steps(None, self._loads.shares):
             check_batch(planned.x, planned.y, what="evaluate", batch=batch_number(planned.batch))
             counts = self._split(len(planned.x), planned.key)
             values = self._group.evaluate(planned.x, planned.y, counts, metrics, planned.key)
@@ -267,60 +300,19 @@ def _validation(data, batch_size, metrics) -> tuple:
 
 def _epoch_from_one(err: LabkitError) -> LabkitError:
     """``err`` naming its epoch as a board counts it (the first is epoch 1)."""
-    if isinstance(err.where.get("epoch"), int) and not getattr(err, "_epoch_counted", False):
+    if isinstance(err.where.get("epoch"), int) and err not in _COUNTED:
         err.where["epoch"] += 1
-        err._epoch_counted = True
+        _COUNTED.add(err)
     return err
 
 
-def _epoch_options(commit_every, checkpoint, max_failures) -> dict:
-    """The keywords of a fit on the workers, checked."""
-    from .dask_epochs import COMMIT_EVERY, MAX_FAILURES
-
-    options = {
-        "commit_every": COMMIT_EVERY if commit_every is None else commit_every,
-        "checkpoint": None if checkpoint is None else str(checkpoint),
-        "max_failures": MAX_FAILURES if max_failures is None else max_failures,
-    }
-    for name in ("commit_every", "max_failures"):
-        value = options[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InputError(f"{name} must be an int >= 0, got {value!r}", argument=name)
-    if options["checkpoint"] is not None:
-        from ..checkpoints import check_writable
-
-        options["checkpoint"] = check_writable(options["checkpoint"])
-    return options
-
-
-def _length(source) -> int | None:
-    """Batches an epoch, when known."""
-    batches = getattr(source, "batches", None)
-    if batches is not None:
-        return len(batches) if hasattr(batches, "__len__") else None
-    rows = getattr(source, "rows", None)
-    size = getattr(source, "batch_size", None)
-    return -(-rows // size) if rows and size else None
-
-
-def pair(batch, epoch, b):
-    """``(x, y, bucket key)`` of batch index ``b`` (a pair or a BucketBatch), or a clear error."""
-    if isinstance(batch, BucketBatch):
-        return batch.x, batch.y, batch.key
-    if not isinstance(batch, (tuple, list)) or len(batch) != 2:
-        raise InputError(
-            f"a batch must be an (x, y) pair or an lk.BucketBatch, got {type(batch).__name__}",
-            epoch=epoch,
-            batch=batch_number(b),
-        )
-    x, y = batch
-    for name, t in (("x", x), ("y", y)):
-        if not isinstance(t, torch.Tensor):
-            raise InputError(
-                f"a batch needs torch tensors: {name} is a {type(t).__name__} "
-                "(convert it with torch.as_tensor)",
-                argument=name,
-                epoch=epoch,
-                batch=batch_number(b),
-            )
-    return x, y, None
+def epoch_options(commit_every, checkpoint, max_failures) -> EpochOptions:
+    """The options of a fit on the workers, checked."""
+    check_arguments(_EPOCH_RULES, commit_every=commit_every, max_failures=max_failures)
+    if checkpoint is not None:
+        checkpoint = check_writable(str(checkpoint))
+    return EpochOptions(
+        COMMIT_EVERY if commit_every is None else commit_every,
+        checkpoint,
+        MAX_FAILURES if max_failures is None else max_failures,
+    )

@@ -9,8 +9,9 @@ replica, naming replica and device.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -44,7 +45,12 @@ class Monitors:
         """Call ``fn(record)`` for replicas on ``devices`` (default all); returns a remover."""
         entry = (fn, None if devices is None else {str(d) for d in devices})
         self._entries.append(entry)
-        return lambda: entry in self._entries and self._entries.remove(entry)
+
+        def remove() -> None:
+            if entry in self._entries:
+                self._entries.remove(entry)
+
+        return remove
 
     def __call__(self, record: ReplicaStep) -> None:
         """Give ``record`` to every monitor of its device."""

@@ -32,26 +32,22 @@ Two ranks holding 6 and 2 rows, batches of 4:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from ..constraints import POSITIVE_INT, check_argument
 from ..errors import InputError
 from .split import shares as split_counts
 
-__all__ = ["EpochPlan", "epoch_order", "check_batch_size"]
+__all__ = ["EpochPlan", "PlannedEpoch", "epoch_order", "check_batch_size"]
 
 
 def check_batch_size(batch_size, rows: int) -> int:
     """``batch_size`` checked: a positive int (at most ``rows`` is not required)."""
-    if (
-        isinstance(batch_size, bool)
-        or not isinstance(batch_size, (int, np.integer))
-        or batch_size < 1
-    ):
-        raise InputError(
-            f"batch_size must be a positive int, got {batch_size!r}", argument="batch_size"
-        )
+    check_argument("batch_size", batch_size, [POSITIVE_INT])
     if rows < 1:
         raise InputError("there are no rows to train on", argument="X")
     return int(batch_size)
@@ -92,7 +88,7 @@ class EpochPlan:
         seed=None,
         epoch: int = 0,
         start: int = 0,
-    ) -> "EpochPlan":
+    ) -> EpochPlan:
         """The plan of an epoch in which rank ``holders[i]`` holds row ``i``."""
         holders = np.asarray(holders, dtype=np.int64)
         drawn = epoch_order(len(holders), shuffle, seed, epoch)
@@ -108,7 +104,7 @@ class EpochPlan:
         seed=None,
         epoch: int = 0,
         start: int = 0,
-    ) -> "EpochPlan":
+    ) -> EpochPlan:
         """The plan of an epoch whose rows every rank holds: each step split by ``shares``.
 
         >>> plan = EpochPlan.shared(5, 4, [1, 1], shuffle=False)
@@ -118,7 +114,7 @@ class EpochPlan:
         return cls._split(epoch_order(rows, shuffle, seed, epoch), batch_size, shares, start)
 
     @classmethod
-    def _split(cls, rows: np.ndarray, batch_size: int, shares, start: int) -> "EpochPlan":
+    def _split(cls, rows: np.ndarray, batch_size: int, shares, start: int) -> EpochPlan:
         """Rows in order, each window of ``batch_size`` split by ``shares``."""
         owners = np.empty(len(rows), dtype=np.int64)
         for begin in range(0, len(rows), batch_size):
@@ -129,7 +125,7 @@ class EpochPlan:
     @classmethod
     def _spread(
         cls, rows: np.ndarray, owners: np.ndarray, batch_size: int, start: int
-    ) -> "EpochPlan":
+    ) -> EpochPlan:
         """Rows drawn in order, ``owners[i]`` holding ``rows[i]``: each rank's spread evenly."""
         times = np.empty(len(rows), dtype=np.float64)
         for rank in np.unique(owners):
@@ -162,12 +158,12 @@ class EpochPlan:
         """The rows of the steps before ``step`` (all of them trained once ``step`` starts)."""
         return self.order[: max(0, step - self.start) * self.batch_size]
 
-    def resume_shared(self, step: int, shares) -> "EpochPlan":
+    def resume_shared(self, step: int, shares) -> EpochPlan:
         """The rest of the epoch from ``step`` on, each step split by the new ``shares``."""
         left = self.order[max(0, step - self.start) * self.batch_size :]
-        return EpochPlan._split(left, self.batch_size, shares, step)
+        return type(self)._split(left, self.batch_size, shares, step)
 
-    def resume(self, step: int, holders) -> "EpochPlan":
+    def resume(self, step: int, holders) -> EpochPlan:
         """The rest of the epoch from ``step`` on, row ``i`` now held by ``holders[i]``.
 
         Rows trained before ``step`` are not trained again; the others keep
@@ -180,4 +176,80 @@ class EpochPlan:
         """
         holders = np.asarray(holders, dtype=np.int64)
         left = self.order[max(0, step - self.start) * self.batch_size :]
-        return EpochPlan._spread(left, holders[left], self.batch_size, step)
+        return type(self)._spread(left, holders[left], self.batch_size, step)
+
+
+@dataclass(frozen=True)
+class PlannedEpoch:
+    """One epoch as every rank plans it alike: what the client sends each rank's task.
+
+    Rows in Dask blocks: ``first_table`` and ``table`` give ``(start, stop,
+    rank)`` of every block when the epoch began and now, ``mine`` and ``keys``
+    the blocks the receiving rank reads and their Dask keys.  A dataset made on
+    every worker (:func:`~labkit.on_workers`): ``dataset`` (``make_dataset``
+    pickled), its ``dataset_id`` and the ranks' ``shares`` of a step.
+    ``resumes`` lists ``(step, table or shares)`` after each lost worker.
+    """
+
+    run: str
+    epoch: int
+    rows: int
+    batch_size: int
+    shuffle: bool = True
+    seed: Any = None
+    policy: str = "raise"
+    commit_every: int = 0
+    checkpoint: str | None = None
+    topic: str | None = None
+    dataset: bytes | None = None
+    dataset_id: str | None = None
+    shares: tuple = ()
+    first_table: tuple = ()
+    table: tuple = ()
+    resumes: tuple = ()
+    mine: tuple = ()
+    keys: tuple = ()
+
+    @property
+    def made_on_workers(self) -> bool:
+        """Whether the rows come from a dataset every worker made (else from Dask blocks)."""
+        return self.dataset is not None
+
+    def for_rank(self, mine, keys) -> PlannedEpoch:
+        """This epoch as one rank gets it: the blocks it reads and their Dask keys."""
+        return dataclasses.replace(self, mine=tuple(mine), keys=tuple(keys))
+
+    def resumed(self, step: int, now) -> PlannedEpoch:
+        """The epoch going on from ``step``: blocks by the new ``table``, or new ``shares``."""
+        now = tuple(now)
+        if self.made_on_workers:
+            return dataclasses.replace(self, resumes=(*self.resumes, (step, now)))
+        return dataclasses.replace(self, table=now, resumes=(*self.resumes, (step, now)))
+
+    def plan(self) -> EpochPlan:
+        """The plan of the epoch (every rank computes the same one), resumes applied."""
+        if self.made_on_workers:
+            plan = EpochPlan.shared(
+                self.rows, self.batch_size, self.shares, self.shuffle, self.seed, self.epoch
+            )
+            for step, shares in self.resumes:
+                plan = plan.resume_shared(step, shares)
+            return plan
+        plan = EpochPlan.make(
+            _holders(self.rows, self.first_table),
+            self.batch_size,
+            self.shuffle,
+            self.seed,
+            self.epoch,
+        )
+        for step, table in self.resumes:
+            plan = plan.resume(step, _holders(self.rows, table))
+        return plan
+
+
+def _holders(rows: int, table) -> np.ndarray:
+    """Row -> rank, from ``table``: one ``(start, stop, rank)`` per block."""
+    holders = np.empty(rows, dtype=np.int64)
+    for start, stop, rank in table:
+        holders[start:stop] = rank
+    return holders

@@ -49,8 +49,8 @@ class Reporter:
         self.bucket_steps: dict = {}  # bucket key -> steps taken with it
         self._tasks = itertools.count()
         self._epoch_tasks = 0
-        self._last = None
-        self._unreported = None  # the last step's device stats, if not reported yet
+        self._last: float | None = None
+        self._unreported: tuple | None = None  # the last step's device stats, if not reported
 
     def report(self, report, shares: list[float]) -> None:
         """One step's :class:`~labkit.data_parallel.reports.StepReport`, as events.
@@ -93,7 +93,7 @@ class Reporter:
             self.bucket_steps[key] = self.bucket_steps.get(key, 0) + 1
         if not self.bus.has_subscribers:
             return
-        for i, n, (start, end) in zip(active, counts, spans):
+        for i, n, (start, end) in zip(active, counts, spans, strict=True):
             info = TaskInfo(
                 self.run, next(self._tasks), self.batch, "train", 0, self.model_name, self.epoch
             )
@@ -113,7 +113,7 @@ class Reporter:
             self._report(*last)
 
     def _report(self, active, counts, spans, computed, shares) -> None:
-        for i, n, (start, end), busy in zip(active, counts, spans, computed):
+        for i, n, (start, end), busy in zip(active, counts, spans, computed, strict=True):
             step = max(end - start, 1e-9)
             used, limit = self._device_memory(i)
             self.bus.emit(
@@ -155,7 +155,7 @@ class Reporter:
         if any(v is not None for v in self.epoch_points["val"]):
             points = [
                 (x, v)
-                for x, v in zip(self.epoch_points["x"], self.epoch_points["val"])
+                for x, v in zip(self.epoch_points["x"], self.epoch_points["val"], strict=False)
                 if v is not None
             ]
             plots["validation loss"] = {"x": [x for x, _ in points], "y": [v for _, v in points]}

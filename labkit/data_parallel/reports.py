@@ -65,9 +65,9 @@ class StepReport:
         ]
 
     @classmethod
-    def from_wire(cls, values: list) -> "StepReport":
+    def from_wire(cls, values: list) -> StepReport:
         names = [f.name for f in dataclasses.fields(cls)]
-        kwargs = dict(zip(names, values))
+        kwargs = dict(zip(names, values, strict=False))
         for name in ("rows", "seconds", "shares", "losses"):
             kwargs[name] = tuple(kwargs[name])
         return cls(**kwargs)
@@ -135,9 +135,10 @@ class EpochTally:
     def record(self, seconds: float | None = None, with_skipped: bool = False) -> dict:
         """``epoch``, mean ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``."""
         if seconds is None:
-            seconds = (self.last - self.first) if self.first is not None else 0.0
+            first, last = self.first, self.last
+            seconds = (last - first) if first is not None and last is not None else 0.0
         seconds = max(seconds, 1e-9)
-        out = {
+        out: dict = {
             "epoch": self.epoch + 1,  # from 1, as a board counts epochs
             "loss": self.loss_sum / self.rows if self.rows else math.nan,
             "seconds": seconds,

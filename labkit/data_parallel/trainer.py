@@ -3,10 +3,11 @@
 Composes the other modules of :mod:`labkit.data_parallel`: each batch is split
 by the work load (:mod:`.split`, re-balanced by :mod:`.balance` with
 ``work_load="auto"``) and handed to a replica group: the devices of this
-process (:mod:`.thread_group`), or, with ``scheduler=``, Dask workers that
-reduce with ``torch.distributed`` and run the training loops themselves
-(:mod:`.distributed`).  Both groups keep one contract, so the trainer holds
-the guards, the balancing and the reporting once, with no branch per backend.
+process (:mod:`.local`), or, with ``scheduler=``, Dask workers that reduce
+with ``torch.distributed`` and run the training loops themselves
+(:mod:`.dask`).  Both groups keep one declared contract
+(:class:`~.replica_group.ReplicaGroup`), so the trainer holds the guards, the
+balancing and the reporting once, with no branch per backend.
 A step may carry a bucket key: each replica then runs the module that
 ``bucket_model`` built for that key around its own parameters (:mod:`.bucketing`).
 """
@@ -15,7 +16,8 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -23,11 +25,14 @@ from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer, WorkLoads
 from .bucketing import check_key
+from .fit_data import PlannedStep
 from .guards import NonFiniteLossError, check_batch, check_policy, warn_skipped
+from .local.thread_group import SchedulerThreadGroup, ThreadGroup
 from .loops import EpochLoops, OneCall
 from .monitors import Monitors, ReplicaStep
+from .replica_group import ReplicaGroup
 from .reporting import Reporter
-from .sources import PlannedStep
+from .reports import StepReport
 from .split import shares
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
@@ -104,15 +109,18 @@ class DataParallelTrainer(EpochLoops, Observable):
             raise InputError(f"loss_fn must be callable, got {loss_fn!r}", argument="loss_fn")
         self.on_nonfinite = on_nonfinite
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
-        self.steps, self.last_split, self.closed = 0, [], False
+        self.steps, self.closed = 0, False
+        self.last_split: list[slice] = []
         self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
         self._monitors = Monitors()
         self._calls = OneCall()  # one call (fit, evaluate, step) at a time
         self._on_shutdown: list[Callable] = []
-        self._group = _group(model, loss_fn, optimizer, devices, scheduler, bucket_model)
+        self._group: ReplicaGroup = _group(
+            model, loss_fn, optimizer, devices, scheduler, bucket_model
+        )
         self.names = list(self._group.names)
-        self.devices = getattr(self._group, "devices", [None] * len(self.names))
-        self.replicas = getattr(self._group, "replicas", [])
+        self.devices = self._group.devices
+        self.replicas = self._group.replicas
         if bucket_model is not None and not callable(bucket_model):
             self._group.close()
             raise InputError(
@@ -131,7 +139,7 @@ class DataParallelTrainer(EpochLoops, Observable):
             self.names,
             self.devices,
             type(model).__name__,
-            memory=getattr(self._group, "memory", None),
+            memory=self._group.memory,
         )
 
     @property
@@ -159,12 +167,12 @@ class DataParallelTrainer(EpochLoops, Observable):
 
         Its views see the trainer's fits (runs, steps, each replica's load) too.
         """
-        return getattr(getattr(self, "_group", None), "scheduler", None)
+        return self._group.scheduler
 
     @property
     def client(self):
         """The Dask client of the workers that hold the replicas (None on threads)."""
-        return getattr(self._group, "client", None)
+        return self._group.client
 
     # -- events: the trainer's subscribers, and its scheduler's ------------------------------
 
@@ -190,13 +198,13 @@ class DataParallelTrainer(EpochLoops, Observable):
         """How often the trainer's or its scheduler's subscribers want node state (the least)."""
         scheduler = self.scheduler
         wanted = [super().state_every, scheduler.state_every if scheduler is not None else None]
-        wanted = [w for w in wanted if w is not None]
-        return min(wanted) if wanted else None
+        known = [w for w in wanted if w is not None]
+        return min(known) if known else None
 
     @property
     def interfaces(self) -> list[str]:
         """Per Dask replica: the network interface its process group uses (``[]`` in-process)."""
-        return list(getattr(self._group, "interfaces", []))
+        return list(self._group.interfaces)
 
     @property
     def bucket_steps(self) -> dict:
@@ -223,7 +231,7 @@ class DataParallelTrainer(EpochLoops, Observable):
             )
         key = check_key(bucket_key, self.steps)
         n = check_batch(x, y, self.steps)
-        reports: list = []
+        reports: list[StepReport] = []
         with self._calls.held("step"):
             self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
         return reports[-1].loss
@@ -251,14 +259,15 @@ class DataParallelTrainer(EpochLoops, Observable):
         try:
             self._group.steps(numbered(), take, check, self.on_nonfinite)
         except NonFiniteLossError as exc:
-            raise exc.locate(step=self.steps)
+            exc.locate(step=self.steps)
+            raise
 
     def _take(self, report) -> None:
         """One step's report: the count, the split, the balance, the views, skipped batches."""
         if list(self._group.names) != self.names:  # the group went on without a lost worker
             self._regroup()
         ends = [sum(report.rows[: i + 1]) for i in range(len(report.rows))]
-        self.last_split = [slice(e - c, e) for c, e in zip(report.rows, ends) if c]
+        self.last_split = [slice(e - c, e) for c, e in zip(report.rows, ends, strict=True) if c]
         if report.skipped:
             self.skipped_batches += 1
             rank, loss = report.nonfinite() or (None, report.loss)
@@ -267,7 +276,8 @@ class DataParallelTrainer(EpochLoops, Observable):
                 if rank is not None
                 else NonFiniteLossError(loss=loss)
             )
-            warn_skipped(error.locate(step=self.steps), self.skipped_batches)
+            error.locate(step=self.steps)
+            warn_skipped(error, self.skipped_batches)
             return
         self.steps += 1
         if self.balancer is not None:
@@ -280,7 +290,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         self._loads = self._loads.regrouped(names, self.names)
         self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
         self.names = names
-        self.devices = getattr(self._group, "devices", [None] * len(names))
+        self.devices = self._group.devices
         self._reporter.names, self._reporter.devices = names, self.devices
 
     # -- monitors and events ----------------------------------------------------------
@@ -380,11 +390,11 @@ class DataParallelTrainer(EpochLoops, Observable):
         self._group.check_open()
 
     def __repr__(self):
-        shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares))
+        shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares, strict=False))
         return f"<DataParallelTrainer {type(self.model).__name__} on {shares_}; {self.steps} steps>"
 
 
-def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
+def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model) -> ReplicaGroup:
     """The replica group: Dask workers with a scheduler, else this process's devices.
 
     A scheduler whose tasks run on threads of this process (the embedded
@@ -392,13 +402,11 @@ def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model):
     threads: no worker process to start, and faster on a few cores (issue 38).
     """
     if scheduler is not None and getattr(scheduler, "in_process", False):
-        from .thread_group import SchedulerThreadGroup
-
         return SchedulerThreadGroup(model, loss_fn, optimizer, scheduler, devices, bucket_model)
     if scheduler is not None:
-        from .distributed import DaskReplicaGroup
+        # imported here: ``distributed`` costs a second to import, and a trainer on
+        # threads never needs it
+        from .dask.group import DaskReplicaGroup
 
         return DaskReplicaGroup(model, loss_fn, optimizer, scheduler, bucket_model=bucket_model)
-    from .thread_group import ThreadGroup
-
     return ThreadGroup(model, loss_fn, optimizer, devices, bucket_model)

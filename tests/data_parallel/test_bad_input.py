@@ -196,7 +196,7 @@ def test_a_batch_smaller_than_the_device_count_is_trained_not_refused():
 def _holds_a_group() -> bool:
     import torch.distributed as dist
 
-    from labkit.data_parallel import rank
+    from labkit.data_parallel.worker import rank
     return dist.is_initialized() or bool(rank.RANKS)
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import labkit as lk
-from labkit.data_parallel.distributed import DaskReplicaGroup
+from labkit.data_parallel.dask.group import DaskReplicaGroup
 
 from .models import batch, mlp, sgd
 

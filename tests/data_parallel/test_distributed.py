@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from labkit.data_parallel.distributed import DaskReplicaGroup
+from labkit.data_parallel.dask.group import DaskReplicaGroup
 from labkit.errors import CancelledError, InputError, TaskError, TrainingError
 from labkit.scheduling.connect import scheduler_identity
 
@@ -93,7 +93,7 @@ def _worker_state():
     """``(open process groups, replicas held)`` in one worker process; the default group
     of torch.distributed stays untouched (labkit's groups are objects of their own)."""
     import torch.distributed as dist
-    from labkit.data_parallel import rank
+    from labkit.data_parallel.worker import rank
     assert not dist.is_initialized()
     held = list(rank.RANKS.values())
     return sum(1 for r in held if r.group is not None and not r.group.closed), len(held)

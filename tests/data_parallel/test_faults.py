@@ -236,5 +236,5 @@ def _holds_a_group() -> bool:
     """Whether this worker process still holds a torch.distributed group or a replica."""
     import torch.distributed as dist
 
-    from labkit.data_parallel import rank
+    from labkit.data_parallel.worker import rank
     return dist.is_initialized() or bool(rank.RANKS)

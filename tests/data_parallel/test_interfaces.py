@@ -10,8 +10,8 @@ import socket
 
 import pytest
 
-from labkit.data_parallel import interfaces
-from labkit.data_parallel.interfaces import Binding, binding, bound, interface_of, listen, reach
+from labkit.data_parallel.worker import network as interfaces
+from labkit.data_parallel.worker.network import Binding, binding, bound, interface_of, listen, reach
 from labkit.errors import InputError
 
 

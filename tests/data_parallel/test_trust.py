@@ -437,7 +437,7 @@ def _full_batch_fit_with_a_kill(killable, where, flag):
 
 
 def test_the_ranks_left_go_back_to_the_latest_commit_of_the_epoch_they_all_hold():
-    from labkit.data_parallel.dask_epochs import common_commit
+    from labkit.data_parallel.dask.epochs import common_commit
 
     def at(epoch, step):
         return {"run": "r", "epoch": epoch, "step": step, "steps": 10 * epoch + step}

@@ -237,7 +237,7 @@ def test_a_worker_killed_mid_fit_costs_a_few_steps_and_every_row_is_trained_once
 
 
 def test_each_rank_says_which_device_it_got_and_two_ranks_never_share_a_gpu(dask_scheduler):
-    from labkit.data_parallel.distributed import _check_devices
+    from labkit.data_parallel.dask.setup import check_devices as _check_devices
     model = mlp()
     with DataParallelTrainer(model, nn.functional.cross_entropy,
                              torch.optim.SGD(model.parameters(), lr=0.1),

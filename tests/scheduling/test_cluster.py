@@ -164,7 +164,7 @@ def test_the_blas_limit_is_counted_and_restored():
 def test_the_dask_replica_group_refuses_a_threaded_scheduler_clearly():
     """The trainer trains there on thread replicas (issue 38); the Dask group itself refuses."""
     import torch
-    from labkit.data_parallel.distributed import DaskReplicaGroup
+    from labkit.data_parallel.dask.group import DaskReplicaGroup
     model = torch.nn.Linear(3, 1)
     with lk.DaskScheduler(mode="threads") as s:
         with pytest.raises(lk.InputError, match="need worker processes"):

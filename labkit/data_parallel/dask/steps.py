@@ -1,7 +1,7 @@
 """Client-fed steps on Dask workers: batches split and sent ahead, several steps a command.
 
 Steps the trainer planned (each batch split into the ranks' shares) are sent
-as *commands* of several steps to every rank (:func:`~.rank_tasks.run_steps`),
+as *commands* of several steps to every rank (:func:`~labkit.data_parallel.worker.training.run_steps`),
 each rank's command after its previous one, and up to :data:`IN_FLIGHT`
 commands ahead: while the workers train one command, the next one's shares
 travel.  A command holds as many steps as take about :data:`COMMAND_SECONDS`,
@@ -26,10 +26,10 @@ import collections
 import itertools
 import uuid
 
-from ..errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
-from ..scheduling import shared
-from . import rank_tasks as w
-from .reports import StepReport, batch_number
+from ...errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
+from ...scheduling import shared
+from ..reports import StepReport, batch_number
+from ..worker.training import run_steps
 
 __all__ = ["CommandPipe", "IN_FLIGHT", "COMMAND_SECONDS"]
 
@@ -51,12 +51,12 @@ class CommandPipe:
     def __init__(self, group, policy: str = "raise"):
         self.group, self.policy = group, policy
         self.run_id = uuid.uuid4().hex[:12]
-        self._last = [None] * len(group.names)  # each rank's previous command
+        self._last: list = [None] * len(group.names)  # each rank's previous command
         self._segments = group.segments  # None: the shares travel through sockets
         self._keys = itertools.count()  # of each rank's part of each command in _segments
         # the last call's step time: a new call sends full commands from its first step on
         # (one step a command until it is known cost a short fit round-trips)
-        self._step_seconds: float | None = getattr(group, "step_seconds", None)
+        self._step_seconds: float | None = group.step_seconds
 
     def run(self, planned, done, check=None) -> None:
         """Train every step of ``planned``; ``done(report)`` for each, in order."""
@@ -72,9 +72,9 @@ class CommandPipe:
                     break
                 in_flight.append(self._send(command))
                 if len(in_flight) >= IN_FLIGHT:
-                    self._collect(*in_flight.popleft(), done)
+                    self._collect(in_flight.popleft(), done)
             while in_flight:
-                self._collect(*in_flight.popleft(), done)
+                self._collect(in_flight.popleft(), done)
         except BaseException:
             self._halt(in_flight)
             raise
@@ -88,18 +88,20 @@ class CommandPipe:
     def _send(self, command: list) -> tuple:
         """Submit the command to every rank, after its previous one:
         ``(futures, command, keys)``, ``keys`` its parts' segments in ``_segments``."""
-        group, futures, keys = self.group, [], []
+        group = self.group
+        futures: list = []
+        keys: list[int] = []
         try:
             for r, part in enumerate(self._parts(command)):
-                part = self._ship(r, part, keys)
+                shipped = self._ship(r, part, keys)
                 futures.append(
-                    group._submit(
+                    group.tasks.submit(
                         r,
-                        w.run_steps,
-                        group._gid,
+                        run_steps,
+                        group.gid,
                         r,
                         self.run_id,
-                        part,
+                        shipped,
                         self.policy,
                         after=self._last[r],
                     )
@@ -119,7 +121,8 @@ class CommandPipe:
 
     def _parts(self, command: list) -> list:
         """Each rank's part of ``command``: ``(epoch, step, x, y, weight, key, shares)`` a step."""
-        sum_loss, parts = self.group.sum_loss, [[] for _ in self.group.names]
+        sum_loss = self.group.sum_loss
+        parts: list[list] = [[] for _ in self.group.names]
         for planned in command:
             total = max(sum(planned.counts), 1)
             shares = [c / total for c in planned.counts]
@@ -151,18 +154,23 @@ class CommandPipe:
             return
         if results is None:
             return self._segments.drop(keys)
-        for key, res in zip(keys, results):
+        for key, res in zip(
+            keys, results, strict=False
+        ):  # ranks whose part went by socket have no key
             self._segments.drop([key], reuse=res.get("unmapped") is True)
 
-    def _collect(self, futures: list, command: list, keys: list, done) -> None:
-        """Wait for a command on every rank; its reports to ``done``; raise what failed."""
+    def _collect(self, sent: tuple[list, list, list], done) -> None:
+        """Wait for a command ``sent`` (see :meth:`_send`) on every rank; its reports to
+        ``done``; raise what failed."""
         __tracebackhide__ = True
+        futures, command, keys = sent
         group = self.group
         try:
-            results = group._run(futures, "step", collective=True)
+            results = group.tasks.run(futures, "step", collective=True)
         except LabkitError as err:  # a lost worker, a cancel: at the command's first step
             self._drop(keys)
-            raise err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
+            err.locate(epoch=command[0].epoch, batch=batch_number(command[0].batch))
+            raise
         except BaseException:
             self._drop(keys)
             raise
@@ -178,8 +186,8 @@ class CommandPipe:
             walls = sorted(r.wall for r in reports)
             self._step_seconds = self.group.step_seconds = walls[len(walls) // 2]
         if failed:  # a rank's own step error, after the steps before it were reported
-            rank, err = failed[0]
-            raise for_caller(err.locate(replica=rank, device=group.names[rank]))
+            rank, error = failed[0]
+            raise for_caller(error.locate(replica=rank, device=group.names[rank]))
         if "broken" in statuses:
             raise self._broken(results, command)
         if "stopped" in statuses:
@@ -192,7 +200,7 @@ class CommandPipe:
         where = {"epoch": step.epoch, "batch": batch_number(step.batch)}
         lost = [n for n in group.names if n not in group.alive()]
         if lost:
-            group._broken = f"a worker was lost during a step ({', '.join(lost)})"
+            group.tasks.broken = f"a worker was lost during a step ({', '.join(lost)})"
             return WorkerLostError(
                 f"a worker of the replica group was lost during a step ({', '.join(lost)}); "
                 "client-fed steps cannot go on without it: close the trainer and start a new "
@@ -203,7 +211,7 @@ class CommandPipe:
             )
         rank = next(r for r, res in enumerate(results) if res["status"] == "broken")
         reason = results[rank].get("reason", "a collective failed")
-        group._broken = f"a collective of a step failed ({reason})"
+        group.tasks.broken = f"a collective of a step failed ({reason})"
         return TaskError(
             f"replica {rank} failed in a collective with {reason}; the group is "
             "broken: close the trainer",
@@ -222,7 +230,7 @@ class CommandPipe:
         while in_flight:
             futures, _, keys = in_flight.popleft()
             try:
-                self.group._run(futures, "step", collective=True)
+                self.group.tasks.run(futures, "step", collective=True)
             except LabkitError:
                 pass
             finally:  # done, or lost with its worker: its segments go

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError, SchedulerError
+from ...errors import InputError, SchedulerError
 
 __all__ = ["WorkerBlocks", "assign", "TOLERANCE"]
 
@@ -66,7 +66,7 @@ class WorkerBlocks:
     y: list  # a future per block of y
 
     @classmethod
-    def of(cls, client, x, y) -> "WorkerBlocks":
+    def of(cls, client, x, y) -> WorkerBlocks:
         """Persist ``x`` and ``y`` (rows aligned, whole rows a block) and take their blocks."""
         if x.ndim > 1 and len(x.chunks[1]) > 1:
             x = x.rechunk({i: -1 for i in range(1, x.ndim)})  # a replica needs whole rows
@@ -105,7 +105,7 @@ class WorkerBlocks:
 
     def table(self, ranks: list) -> list:
         """``(start, stop, rank)`` of every block."""
-        return [(a, b, r) for (a, b), r in zip(self.spans, ranks)]
+        return [(a, b, r) for (a, b), r in zip(self.spans, ranks, strict=True)]
 
     def of_rank(self, ranks: list, rank: int) -> tuple:
         """``(block numbers, X futures, y futures)`` of ``rank``."""

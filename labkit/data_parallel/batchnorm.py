@@ -1,17 +1,11 @@
-"""Reduction: replicas' gradients summed by weight, buffers joined back into the model.
+"""Batch-norm running statistics joined exactly, as one device seeing the whole batch would.
 
-Each replica computes the mean loss over its share of the batch, so the
-gradient of the whole batch's mean loss is ``sum_i (n_i / n) * grad_i``; with
-these weights one step over uneven shares equals one step on a single device
-over the whole batch.
-
-BatchNorm running statistics are joined exactly: every replica records the
-mean, variance and element count of its batch-norm input (a forward pre-hook),
-the pooled mean and variance of the whole batch are computed from them (the
-parallel-variance formula), and the running statistics are updated from the
-state before the step as a single device seeing the whole batch would.
-Other floating buffers are averaged weighted by rows; integer ones keep the
-model's value.
+Every replica records the mean, variance and element count of its batch-norm
+input (a forward pre-hook); the pooled mean and variance of the whole batch
+come from them (the parallel-variance formula), and the running statistics
+are updated from the state before the step.  Shared by the replicas on
+threads (:mod:`.local.thread_group`, joined in this process) and by a rank on
+a Dask worker (:mod:`.worker.rank`, which sums the records with its peers).
 """
 
 from __future__ import annotations
@@ -19,33 +13,7 @@ from __future__ import annotations
 import torch
 from torch.nn.modules.batchnorm import _BatchNorm
 
-__all__ = ["GradientReducer", "BatchNormJoin", "average_buffers"]
-
-
-class GradientReducer:
-    """Sums the replicas' gradients into the model's, weighted by each replica's share."""
-
-    def __init__(self, model: torch.nn.Module, replicas: list[torch.nn.Module]):
-        self.model = model
-        self.params = list(model.parameters())
-        self.replica_params = [list(r.parameters()) for r in replicas]
-        self.is_model = [r is model for r in replicas]
-
-    @torch.no_grad()
-    def __call__(self, active: list[int], weights: list[float]) -> None:
-        """Set each model gradient to ``sum(w_i * grad_i)`` over the active replicas."""
-        for k, p in enumerate(self.params):
-            total = None
-            for i, w in zip(active, weights):
-                g = self.replica_params[i][k].grad
-                if g is None:  # a parameter this replica's forward did not use
-                    continue
-                if total is None:
-                    # the model's own gradient may be scaled in place; a replica's is copied
-                    total = g.mul_(w) if self.is_model[i] else g.to(p.device) * w
-                else:
-                    total.add_(g.to(p.device, non_blocking=True), alpha=w)
-            p.grad = total
+__all__ = ["BatchNormJoin"]
 
 
 class BatchNormJoin:
@@ -56,7 +24,7 @@ class BatchNormJoin:
         self.layers = [name for name, m in model.named_modules() if _tracks(m)]
         self._seen: dict[tuple[int, str], tuple] = {}
         self._before: dict[str, tuple] = {}
-        self._handles = []
+        self._handles: list = []
         for i, replica in enumerate(replicas):
             modules = dict(replica.named_modules())
             for name in self.layers:
@@ -84,6 +52,14 @@ class BatchNormJoin:
                 )
 
         return record
+
+    def seen(self, replica: int, name: str) -> tuple | None:
+        """``(count, mean, variance)`` of layer ``name``'s input on ``replica`` this step."""
+        return self._seen.get((replica, name))
+
+    def before(self, name: str) -> tuple | None:
+        """``(running mean, running variance, batches tracked)`` of ``name`` before this step."""
+        return self._before.get(name)
 
     def start(self) -> None:
         """Forget the last step's records."""
@@ -127,25 +103,9 @@ def _pooled(seen, device):
     counts = [c for c, _, _ in seen]
     n = sum(counts)
     means = [m.to(device, torch.float64) for _, m, _ in seen]
-    mean = sum(c * m for c, m in zip(counts, means)) / n
+    mean = sum(c * m for c, m in zip(counts, means, strict=True)) / n
     m2 = sum(
         c * (v.to(device, torch.float64) + (mu - mean) ** 2)
-        for c, mu, (_, _, v) in zip(counts, means, seen)
+        for c, mu, (_, _, v) in zip(counts, means, seen, strict=True)
     )
     return mean, m2 / n, n
-
-
-@torch.no_grad()
-def average_buffers(
-    model: torch.nn.Module, replicas: list[torch.nn.Module], weights: list[float], skip: set[str]
-) -> None:
-    """Weighted average of the replicas' floating buffers not in ``skip``, into the model."""
-    targets = {n: b for n, b in model.named_buffers() if b.is_floating_point() and n not in skip}
-    if not targets:
-        return
-    per_replica = [dict(r.named_buffers()) for r in replicas]
-    for name, target in targets.items():
-        total = sum(
-            w * b[name].to(target.device, torch.float64) for w, b in zip(weights, per_replica)
-        )
-        target.copy_(total.to(target.dtype))

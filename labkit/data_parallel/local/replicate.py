@@ -48,8 +48,8 @@ def broadcast(
     for replica in replicas:
         if replica is model:
             continue
-        for dst, src in zip(replica.parameters(), source):
+        for dst, src in zip(replica.parameters(), source, strict=True):
             dst.copy_(src, non_blocking=True)
         if buffers:
-            for dst, src in zip(replica.buffers(), source_buffers):
-                dst.copy_(src, non_blocking=True)
+            for dst_buffer, src_buffer in zip(replica.buffers(), source_buffers, strict=True):
+                dst_buffer.copy_(src_buffer, non_blocking=True)

@@ -21,7 +21,7 @@ Examples
 On one rank, through a file store:
 
 >>> import os, tempfile, torch
->>> from labkit.data_parallel.groups import open_group
+>>> from labkit.data_parallel.worker.process_group import open_group
 >>> group = open_group("file://" + os.path.join(tempfile.mkdtemp(), "s"), 0, 1, "gloo",
 ...                    10.0, "doc")
 >>> layer = torch.nn.Linear(3, 1)
@@ -37,7 +37,8 @@ On one rank, through a file store:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -60,13 +61,13 @@ class _Bucket:
         first = params[0]
         self.flat = torch.zeros(self.size + extra, dtype=first.dtype, device=first.device)
         self.extra = extra
-        self.offsets = {}
+        self.offsets: dict[torch.Tensor, int] = {}
         offset = 0
         for p in params:
             self.offsets[p] = offset
             offset += p.numel()
         self.pending = len(params)
-        self.work = None
+        self.work: Any = None  # the all-reduce in flight (a torch Work)
 
     def put(self, p: torch.Tensor) -> None:
         """Copy ``p``'s gradient (zeros if it has none) into the buffer."""
@@ -94,7 +95,7 @@ class OverlappedReducer:
     ----------
     params : list of torch.Tensor
         The rank's parameters (in the model's order).
-    group : labkit.data_parallel.groups.ProcessGroup
+    group : labkit.data_parallel.worker.process_group.ProcessGroup
     extra : int
         Length of the vector summed with the last bucket (see :meth:`start`).
     first_bucket_bytes, bucket_bytes : int
@@ -114,13 +115,15 @@ class OverlappedReducer:
         self.buckets = _make_buckets(self.params, first_bucket_bytes, bucket_bytes)
         last = self.buckets[-1] if self.buckets else None
         self._ride = extra > 0 and last is not None and last.flat.dtype in _EXACT
-        if self._ride:  # room for the vector in the last bucket's buffer
+        if self._ride and last is not None:  # room for the vector in the last bucket's buffer
             self.buckets[-1] = _Bucket(last.params, extra)
         self._bucket_of = {p: b for b in self.buckets for p in b.params}
         self._index = {p: k for k, p in enumerate(self.params)}
         self._hooks = [p.register_post_accumulate_grad_hook(self._ready) for p in self.params]
         self._armed = False
-        self._weight, self._extra_fn, self._extra = 1.0, None, None
+        self._weight = 1.0
+        self._extra_fn: Callable[[list[bool]], torch.Tensor] | None = None
+        self._extra: torch.Tensor | None = None
         self._present: list[bool] = []
         self._next = 0
 
@@ -162,7 +165,7 @@ class OverlappedReducer:
 
     def drop_unused(self, present_sums) -> None:
         """Take the gradient away from parameters that had none on any rank."""
-        for p, count in zip(self.params, present_sums):
+        for p, count in zip(self.params, present_sums, strict=True):
             if count < 0.5:
                 p.grad = None
 
@@ -207,7 +210,9 @@ class OverlappedReducer:
 
 def _make_buckets(params: list, first: int, cap: int) -> list[_Bucket]:
     """Buckets of parameters of one dtype and device, last parameters first."""
-    buckets, current, size, limit = [], [], 0, first
+    buckets: list[_Bucket] = []
+    current: list = []
+    size, limit = 0, first
     for p in reversed(params):
         if current and (
             size >= limit or (p.dtype, p.device) != (current[0].dtype, current[0].device)

@@ -1,4 +1,4 @@
-"""Which network interface a replica's process group uses, and a check that ranks meet.
+"""Which network interface a rank's process group uses, and the worker's side of the probe.
 
 gloo and NCCL open their sockets on one interface per process.  Left alone,
 gloo takes the address its host name resolves to, which on most Debian and
@@ -11,7 +11,8 @@ the user's choice and is kept.
 
 Before the process group forms, every rank opens a listening socket on the
 address its backend will use and every other rank connects to it, with a
-short timeout: ranks that cannot reach each other are reported in seconds,
+short timeout: ranks that cannot reach each other are reported in seconds
+(:mod:`labkit.data_parallel.dask.reach`, the client's side of the probe),
 naming the ranks, their addresses and the setting to change, instead of a
 rendezvous that hangs until its timeout.
 
@@ -30,7 +31,9 @@ import os
 import socket
 from dataclasses import dataclass
 
-from ..errors import InputError, SchedulerError
+import psutil  # a dependency of distributed
+
+from ...errors import InputError, SchedulerError
 
 __all__ = [
     "VARIABLES",
@@ -41,7 +44,7 @@ __all__ = [
     "listen",
     "reach",
     "close_probe",
-    "check_reach",
+    "PROBE_TIMEOUT",
 ]
 
 #: The environment variable through which each backend is told its interface.
@@ -76,15 +79,13 @@ class Binding:
 def _ip_of(host: str) -> str:
     """``host`` as an IP address (names resolved; the scope of an IPv6 address dropped)."""
     try:
-        return socket.getaddrinfo(host, None)[0][4][0].split("%")[0]
+        return str(socket.getaddrinfo(host, None)[0][4][0]).split("%")[0]
     except OSError:
         return host
 
 
 def _addresses() -> dict[str, list[str]]:
     """Interface name -> its IPv4 and IPv6 addresses."""
-    import psutil  # a dependency of distributed
-
     families = (socket.AF_INET, socket.AF_INET6)
     return {
         name: [a.address.split("%")[0] for a in addrs if a.family in families]
@@ -126,9 +127,9 @@ def binding(backend: str, worker_host: str) -> Binding:
                 argument=variable,
             )
         return Binding(variable, interface, address, True)
-    interface = interface_of(worker_host)
-    if interface is not None and variable:
-        return Binding(variable, interface, _ip_of(worker_host), False)
+    holding = interface_of(worker_host)
+    if holding is not None and variable:
+        return Binding(variable, holding, _ip_of(worker_host), False)
     # what gloo does unaided: the address of the host name
     return Binding(variable, None, _ip_of(socket.gethostname()), False)
 
@@ -163,8 +164,8 @@ def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> 
     thread accepts them.  Returns what peers need: the addresses and ports.
     """
     choice = binding(backend, worker_host)
-    out = {"binding": choice, "ports": {}}
-    socks = []
+    ports: dict[str, int] = {}
+    socks: list[socket.socket] = []
     for address in dict.fromkeys(a for a in (choice.address, store_host) if a):
         s = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET)
         try:
@@ -178,9 +179,9 @@ def listen(gid: str, backend: str, worker_host: str, store_host: str | None) -> 
                 f"cannot listen on {address} for the process group ({choice.describe()}): {exc}"
             ) from None
         socks.append(s)
-        out["ports"][address] = s.getsockname()[1]
+        ports[address] = s.getsockname()[1]
     _PROBES[gid] = socks
-    return out
+    return {"binding": choice, "ports": ports}
 
 
 def reach(targets: list[tuple[int, str, int]], timeout: float = PROBE_TIMEOUT) -> list:
@@ -199,68 +200,3 @@ def close_probe(gid: str) -> None:
     """Close this rank's probe sockets (run on every worker; idempotent)."""
     for s in _PROBES.pop(gid, []):
         s.close()
-
-
-# ---------------------------------------------------------------- the probe (client side)
-
-
-def check_reach(group, hosts: list[str], store_host: str | None) -> None:
-    """Raise a ``SchedulerError`` naming every pair of ranks that cannot connect.
-
-    ``group`` is a :class:`~labkit.data_parallel.distributed.DaskReplicaGroup`
-    being set up; ``hosts[r]`` is rank *r*'s worker host and ``store_host``
-    the rendezvous store's host (rank 0's), ``None`` for a file rendezvous.
-    """
-    ranks = range(len(hosts))
-    try:
-        opened = group._run(
-            [
-                group._submit(
-                    r, listen, group._gid, group.backend, hosts[r], store_host if r == 0 else None
-                )
-                for r in ranks
-            ],
-            "set-up",
-        )
-        targets = [
-            [
-                (p, a, port)
-                for p in ranks
-                if p != r
-                for a, port in opened[p]["ports"].items()
-                if a == opened[p]["binding"].address or a == store_host
-            ]
-            for r in ranks
-        ]
-        failed = group._run([group._submit(r, reach, targets[r]) for r in ranks], "set-up")
-    finally:
-        group._client.run(close_probe, group._gid, on_error="ignore", workers=list(group.names))
-    problems = [(r, *f) for r in ranks for f in failed[r]]
-    if problems:
-        raise _unreachable(group, [o["binding"] for o in opened], problems, sum(map(len, targets)))
-
-
-def _unreachable(group, bindings, problems, tried) -> SchedulerError:
-    """The error for ranks that cannot connect: who, where, and the setting to use."""
-
-    def what(p, address):  # the peer's own listening address, or rank 0's store only
-        return bindings[p].describe() if address == bindings[p].address else "the rendezvous store"
-
-    lines = [
-        f"rank {r} (worker {group.names[r]}) cannot connect to rank {p} at "
-        f"{address}:{port}, {what(p, address)}: {error}"
-        for r, p, address, port, error in problems
-    ]
-    variable = VARIABLES.get(group.backend, "the backend's interface variable")
-    advice = (
-        f"each rank must listen on an address its peers can reach: set {variable} on "
-        f"each worker to the interface that holds its Dask address, or leave it unset "
-        f"and labkit picks that interface itself"
-    )
-    first = problems[0]
-    return SchedulerError(
-        f"the replicas cannot connect to each other ({len(problems)} of "
-        f"{tried} connections failed): " + "; ".join(lines) + f"; {advice}",
-        replica=first[0],
-        device=group.names[first[0]],
-    )

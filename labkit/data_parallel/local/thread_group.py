@@ -1,36 +1,44 @@
 """Replicas on devices of this process, one thread each: the in-process replica group.
 
-After ``torch.nn.DataParallel``: one persistent replica per device
-(:mod:`.replicate`), forward and backward side by side (:mod:`.parallel_apply`),
-gradients reduced into the model weighted by each device's share
-(:mod:`.reduce`), the optimizer stepped once and the parameters broadcast
-back.  It keeps the same contract as the Dask group
-(:class:`~.distributed.DaskReplicaGroup`): ``steps`` of planned batches
-reported as :class:`~.reports.StepReport` s, ``evaluate``, state, monitors,
-``close``, so that the trainer has no branch per backend.
+After ``torch.nn.DataParallel``, a step is four named steps: *split* the batch
+by the planned counts (:meth:`ThreadGroup._split`), one persistent replica per
+device (*replicate*, :mod:`.replicate`), forward and backward side by side
+(*apply*, :mod:`.parallel_apply`), gradients *reduced* into the model weighted
+by each device's share (:mod:`.reduce`), the optimizer stepped once and the
+parameters broadcast back.  It keeps the contract of every replica group
+(:class:`~labkit.data_parallel.replica_group.ReplicaGroup`), as the Dask group
+does: ``steps`` of planned batches reported as
+:class:`~labkit.data_parallel.reports.StepReport` s, ``evaluate``, state,
+monitors, ``close``, so that the trainer has no branch per backend.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 import uuid
 import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
-from ..errors import SchedulerError, TrainingError
-from ..events import TaskInfo
-from .bucketing import BucketModules
-from .devices import as_devices, default_devices, memory
-from .guards import NonFiniteLossError, check_loss, first_nonfinite
-from .monitors import Monitors, ReplicaStep
+from ...errors import LabkitError, SchedulerError, TrainingError
+from ...events import TaskInfo
+from ..batchnorm import BatchNormJoin
+from ..bucketing import BucketModules
+from ..devices import as_devices, default_devices, memory
+from ..fit_data import PlannedStep
+from ..guards import NonFiniteLossError, check_loss, first_nonfinite
+from ..monitors import Monitors, ReplicaStep
+from ..replica_group import EpochOptions
+from ..reports import StepReport, batch_number
+from ..split import row_weights
 from .parallel_apply import ReplicaThreads
-from .reduce import BatchNormJoin, GradientReducer, average_buffers
+from .reduce import GradientReducer, average_buffers
 from .replicate import broadcast, replicate
-from .reports import StepReport, batch_number
-from .split import row_weights
 
 __all__ = ["ThreadGroup", "SchedulerThreadGroup", "thread_devices"]
 
@@ -40,6 +48,9 @@ class ThreadGroup:
 
     #: Data always comes through the client here: fits are steps of planned batches.
     runs_epochs = False
+    #: No scheduler holds these replicas, and no Dask client (see SchedulerThreadGroup).
+    scheduler: Any = None
+    client: Any = None
 
     def __init__(self, model, loss_fn, optimizer, devices=None, bucket_model=None):
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
@@ -59,15 +70,23 @@ class ThreadGroup:
         # the model's own buffers move in its forward when it is replica 0
         self._own_buffers = list(model.buffers()) if self.replicas[0] is model else []
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
+        self.interfaces: list[str] = []  # no process group: the replicas share this process
         self.closed = False
 
     def check_open(self) -> None:
+        """Raise when the group is closed."""
         if self.closed:
             raise TrainingError("the trainer is closed")
 
     # -- steps ----------------------------------------------------------------------------
 
-    def steps(self, planned, done, check=None, policy: str = "raise") -> None:
+    def steps(
+        self,
+        planned: Iterable[PlannedStep],
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None = None,
+        policy: str = "raise",
+    ) -> None:
         """Train each planned step; ``done(report)`` after each."""
         __tracebackhide__ = True
         for step in planned:
@@ -75,22 +94,51 @@ class ThreadGroup:
                 check()
             done(self._step(step, policy))
 
-    def _step(self, planned, policy) -> StepReport:
+    def _step(self, planned: PlannedStep, policy: str) -> StepReport:
+        """One step, as named steps: split the batch, apply the replicas, reduce, step once."""
         __tracebackhide__ = True
         active = [i for i, c in enumerate(planned.counts) if c > 0]  # a small batch skips devices
         counts = [planned.counts[i] for i in active]
-        key = planned.key
         where = {"epoch": planned.epoch, "batch": batch_number(planned.batch)}
+        calls = self._split(planned, active, counts, where)
+        before = [b.detach().clone() for b in self._own_buffers]
+        started = time.perf_counter()
+        try:
+            results = self._threads.run(calls)
+            losses = [float(r[0]) for r in results]  # the one sync a replica a step
+        except BaseException as exc:
+            self._undo(before)  # nothing of the failed step reaches the model
+            if isinstance(exc, LabkitError):
+                exc.locate(**where)
+            raise
+        bad = first_nonfinite(losses)
+        if bad is not None:
+            self._undo(before)
+            error = NonFiniteLossError.of(losses[bad], active[bad], self.names[active[bad]])
+            if policy == "raise":
+                raise error.locate(**where)
+            seconds = [0.0] * len(active)
+            wall = time.perf_counter() - started
+            return self._report(planned, active, counts, seconds, math.nan, wall, losses, True)
+        weights = self._weights(counts)
+        self._reduce_and_step(active, weights)
+        loss = sum(w * v for w, v in zip(weights, losses, strict=True))
+        seconds = [r[1] for r in results]
+        wall = time.perf_counter() - started
+        return self._report(planned, active, counts, seconds, loss, wall, losses)
+
+    def _split(self, planned: PlannedStep, active: list, counts: list, where: dict) -> list:
+        """Split: each active replica's call on its rows of the batch, through its module."""
+        key = planned.key
         modules = [
             self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
             for i in active
         ]
-        weights = self._weights(counts)
         if self._bn:
             self._bn.start()
         whole = len(active) == 1  # no slicing: a view costs more than the step's bookkeeping
         starts = [sum(counts[:k]) for k in range(len(counts))]
-        calls = [
+        return [
             (
                 i,
                 self._replica_call(
@@ -103,51 +151,10 @@ class ThreadGroup:
                     planned.number,
                 ),
             )
-            for i, m, s, c in zip(active, modules, starts, counts)
+            for i, m, s, c in zip(active, modules, starts, counts, strict=True)
         ]
-        before = [b.detach().clone() for b in self._own_buffers]
-        started = time.perf_counter()
-        losses: list = []
-        try:
-            results = self._threads.run(calls)
-            losses = [float(r[0]) for r in results]  # the one sync a replica a step
-            bad = first_nonfinite(losses)
-            if bad is not None:
-                raise NonFiniteLossError.of(losses[bad], active[bad], self.names[active[bad]])
-        except NonFiniteLossError as exc:
-            self._undo(before)  # nothing of the failed step reaches the model
-            if policy == "raise":
-                raise exc.locate(**where)
-            return self._report(
-                planned,
-                active,
-                counts,
-                [0.0] * len(active),
-                float("nan"),
-                time.perf_counter() - started,
-                losses,
-                skipped=True,
-            )
-        except BaseException as exc:
-            self._undo(before)
-            from ..errors import LabkitError
 
-            if isinstance(exc, LabkitError):
-                exc.locate(**where)
-            raise
-        self._apply(active, weights)
-        loss = sum(w * v for w, v in zip(weights, losses))
-        return self._report(
-            planned,
-            active,
-            counts,
-            [r[1] for r in results],
-            loss,
-            time.perf_counter() - started,
-            losses,
-        )
-
-    def _apply(self, active, weights) -> None:
+    def _reduce_and_step(self, active: list, weights: list) -> None:
         """Reduce into the model, step the optimizer once, broadcast back."""
         model_only = len(active) == 1 and self.replicas[active[0]] is self.model
         if not model_only:
@@ -161,7 +168,7 @@ class ThreadGroup:
 
     def _report(self, planned, active, counts, seconds, loss, wall, losses, skipped=False):
         rows, secs, own = [0] * len(self.names), [0.0] * len(self.names), [0.0] * len(self.names)
-        for i, c, t, v in zip(active, counts, seconds, losses):
+        for i, c, t, v in zip(active, counts, seconds, losses, strict=True):
             rows[i], secs[i], own[i] = c, t, v
         total = max(sum(planned.counts), 1)
         return StepReport(
@@ -215,7 +222,7 @@ class ThreadGroup:
         """Put every replica back as before a failed step: no gradients, the old buffers."""
         for replica in self.replicas:
             replica.zero_grad(set_to_none=True)
-        for b, old in zip(self._own_buffers, before):
+        for b, old in zip(self._own_buffers, before, strict=True):
             b.copy_(old)
         if len(self.replicas) > 1 or self.replicas[0] is not self.model:
             broadcast(self.model, self.replicas)
@@ -244,27 +251,53 @@ class ThreadGroup:
         try:
             results = self._threads.run(calls)
         finally:
-            for r, mode in zip(self.replicas, modes):
+            for r, mode in zip(self.replicas, modes, strict=True):
                 r.train(mode)
         total = max(sum(counts), 1)
         return {name: sum(r[name] for r in results) / total for name in fns}
 
-    def memory(self, index: int):
+    def fit_epoch(
+        self,
+        source,
+        epoch: int,
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None,
+        *,
+        run: str,
+        shares: Callable[[], list],
+        policy: str,
+        options: EpochOptions,
+    ) -> dict:
+        """Not here (``runs_epochs`` is False): the client plans every step (:meth:`steps`)."""
+        raise TrainingError("replicas on threads run no epochs of their own: use steps()")
+
+    def evaluate_source(self, source, metrics: dict | None = None) -> dict[str, float]:
+        """Not here (``runs_epochs`` is False): the client plans every batch (:meth:`evaluate`)."""
+        raise TrainingError("replicas on threads read no data of their own: use evaluate()")
+
+    def end_fit(self, source) -> None:
+        """Nothing to let go of: a fit leaves nothing on threads."""
+
+    def memory(self, index: int) -> tuple[int | None, int | None]:
         """``(bytes in use, limit)`` of device ``index``."""
         return memory(self.devices[index])
 
     def set_monitors(self, monitors) -> None:
+        """Call ``monitors`` after each replica's backward, in its thread."""
         self.monitors = monitors
 
     def state_dict(self) -> dict:
+        """The model's and the optimizer's state (live: the trainer copies it)."""
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict()}
 
-    def load_state_dict(self, state) -> None:
+    def load_state_dict(self, state: dict) -> None:
+        """Load ``state`` into the model and optimizer, and every replica."""
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         broadcast(self.model, self.replicas)
 
     def last_state(self) -> dict:
+        """The state at close: the model's own (it is replica 0 or the reduce target)."""
         return self.state_dict()
 
     def close(self) -> None:
@@ -328,6 +361,7 @@ class SchedulerThreadGroup(ThreadGroup):
         self._threads.close()
 
     def check_open(self) -> None:
+        """Raise when the group is closed or its scheduler shut down."""
         if self.scheduler.closed:
             raise SchedulerError(
                 "the scheduler of this trainer was shut down: its replica threads are "
@@ -335,7 +369,13 @@ class SchedulerThreadGroup(ThreadGroup):
             )
         super().check_open()
 
-    def steps(self, planned, done, check=None, policy: str = "raise") -> None:
+    def steps(
+        self,
+        planned: Iterable[PlannedStep],
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None = None,
+        policy: str = "raise",
+    ) -> None:
         """Train each planned step, raising the scheduler's cancel or shutdown between steps."""
         __tracebackhide__ = True
 
@@ -352,10 +392,9 @@ class SchedulerThreadGroup(ThreadGroup):
         if self.closed:
             return
         super().close()
-        try:
+        # the scheduler may have shut down first: nothing left to release then
+        with contextlib.suppress(Exception):
             self._batch.close()
-        except Exception:  # the scheduler was shut down first: nothing left to release
-            pass
 
 
 def _scheduler_ended(group_ref) -> None:

@@ -26,6 +26,7 @@ A group of one, through a file store:
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -73,6 +74,7 @@ def open_group(
     store, rank, world = next(dist.rendezvous(init_method, rank, world, timeout=wait))
     store.set_timeout(wait)
     store = dist.PrefixStore(f"labkit/{name}/", store)
+    made: Any  # the backend object: gloo's or NCCL's
     if backend == "gloo":
         made = dist.ProcessGroupGloo(store, rank, world, wait)
     elif backend == "nccl":

@@ -12,12 +12,13 @@ as a labkit error naming both.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from ..errors import LabkitError, TrainingError, located
+from ...errors import LabkitError, TrainingError, located
 
 __all__ = ["ReplicaThreads", "replica_error", "thread_modes"]
 
@@ -92,9 +93,9 @@ class ReplicaThreads:
                 outcomes.append((i, future.result(), None))
             except Exception as exc:
                 outcomes.append((i, None, exc))
-        for i, _, exc in outcomes:
-            if exc is not None:
-                raise replica_error(exc, i, self.names[i]) from exc
+        for i, _, error in outcomes:
+            if error is not None:
+                raise replica_error(error, i, self.names[i]) from error
         return [value for _, value, _ in outcomes]
 
     def close(self) -> None:

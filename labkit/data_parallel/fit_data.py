@@ -5,7 +5,7 @@
 * ``(X, y)`` with ``batch_size=``: a global batch of ``batch_size`` rows a
   step, every row once an epoch, shuffled by ``seed``.  Dask arrays (rows x
   features and rows, chunked by rows) are read by each replica on its own
-  worker (:mod:`.worker_data`); numpy arrays or tensors are split by the
+  worker (:mod:`.dask.blocks`); numpy arrays or tensors are split by the
   client as batches would be;
 * :func:`on_workers` ``(make_dataset)``: a ``torch.utils.data.Dataset``
   made on every worker (or once, in-process), each sample once an epoch
@@ -21,18 +21,25 @@ Examples
 
 from __future__ import annotations
 
+import math
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, ClassVar
 
 import cloudpickle
+import dask
 import numpy as np
 import torch
+from torch.utils.data import default_collate
 
-from ..errors import InputError
+from ..errors import InputError, pulled
+from ..scheduling.dask_adapter import is_dask_array
 from .bucketing import BucketBatch
-from .guards import check_batches
+from .guards import check_batch, check_batches, pair
 from .plan import EpochPlan, check_batch_size
+from .reports import batch_number
+from .split import shares as split_counts
 
 __all__ = [
     "on_workers",
@@ -42,7 +49,11 @@ __all__ = [
     "Batches",
     "as_source",
     "PlannedStep",
+    "Source",
 ]
+
+#: ``shares_of(bucket key)``: each device's current fraction of a batch.
+SharesOf = Callable[..., list]
 
 
 @dataclass
@@ -58,36 +69,55 @@ class PlannedStep:
     number: int | None = None  # the trainer's count of steps when it is taken
 
 
+class Source:
+    """What every source of a fit offers the loops (see the module docstring).
+
+    ``on_workers``: the data lives on (or is made by) the workers, so a replica
+    group that runs epochs there trains on it in place; :meth:`local` gives the
+    same data in this process, for replicas that are threads here.
+    """
+
+    on_workers: ClassVar[bool] = False
+
+    def local(self) -> Any:
+        """The source in this process: an object whose ``steps(epoch, shares_of)`` plans steps."""
+        return self
+
+    @property
+    def epoch_batches(self) -> int | None:
+        """Batches an epoch, when known."""
+        return None
+
+
 @dataclass
-class WorkerDataset:
+class WorkerDataset(Source):
     """A dataset made by ``make`` on each worker (see :func:`on_workers`)."""
+
+    on_workers: ClassVar[bool] = True
 
     make: Callable
     batch_size: int | None = None
     shuffle: bool = True
     seed: Any = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    _made: Any = field(default=None, init=False, repr=False, compare=False)
 
     def pickled(self) -> bytes:
+        """``make``, pickled for the workers."""
         return cloudpickle.dumps(self.make)
 
-    def local(self):
+    def local(self) -> LocalDataset | Batches:
         """The dataset (or batches) made in this process, for replicas that are threads here."""
-        made = getattr(self, "_made", None)
-        if made is None:
+        if self._made is None:
             obj = self.make()
-            made = self._made = (
-                LocalDataset(obj, self) if hasattr(obj, "__getitem__") else Batches(obj)
-            )
-        return made
+            self._made = LocalDataset(obj, self) if hasattr(obj, "__getitem__") else Batches(obj)
+        return self._made
 
 
 class LocalDataset:
     """A dataset made here, drawn in global batches of its source's ``batch_size``."""
 
     def __init__(self, dataset, source: WorkerDataset):
-        from torch.utils.data import default_collate
-
         if source.batch_size is None:
             raise InputError(
                 "a dataset made by on_workers needs batch_size=", argument="batch_size"
@@ -101,8 +131,10 @@ class LocalDataset:
                 argument="make_dataset",
             ) from exc
 
-    def steps(self, epoch, shares_of: Callable[[], list]):
+    def steps(self, epoch: int | None, shares_of: SharesOf) -> Iterator[PlannedStep]:
+        """The epoch's planned steps, each batch collated from the dataset's samples."""
         source = self.source
+        assert source.batch_size is not None  # checked when made
         plan = EpochPlan.shared(
             self.rows, source.batch_size, [1.0], source.shuffle, source.seed, epoch or 0
         )
@@ -139,7 +171,7 @@ def on_workers(make_dataset: Callable[[], Any]) -> WorkerDataset:
 
 
 @dataclass
-class LocalArrays:
+class LocalArrays(Source):
     """``(X, y)`` in this process (numpy arrays or tensors), drawn in global batches."""
 
     x: Any
@@ -150,9 +182,15 @@ class LocalArrays:
 
     @property
     def rows(self) -> int:
+        """Rows of ``X``."""
         return len(self.x)
 
-    def steps(self, epoch: int, shares_of: Callable[[], list]):
+    @property
+    def epoch_batches(self) -> int | None:
+        """Batches an epoch: every row once."""
+        return -(-self.rows // self.batch_size) if self.rows else None
+
+    def steps(self, epoch: int | None, shares_of: SharesOf) -> Iterator[PlannedStep]:
         """The epoch's planned steps, each batch split by the shares at its start."""
         plan = EpochPlan.shared(
             self.rows, self.batch_size, [1.0], self.shuffle, self.seed, epoch or 0
@@ -164,44 +202,51 @@ class LocalArrays:
 
 
 @dataclass
-class DaskArrays:
+class DaskArrays(Source):
     """``(X, y)`` as Dask arrays chunked by rows: each replica reads its own worker's blocks."""
+
+    on_workers: ClassVar[bool] = True
 
     x: Any
     y: Any
     batch_size: int
     shuffle: bool = True
     seed: Any = None
+    _local: LocalArrays | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def rows(self) -> int:
+        """Rows of ``X``."""
         return int(self.x.shape[0])
+
+    @property
+    def epoch_batches(self) -> int | None:
+        """Batches an epoch: every row once."""
+        return -(-self.rows // self.batch_size) if self.rows else None
 
     def local(self) -> LocalArrays:
         """The same rows in this process (for replicas that are threads here)."""
-        made = getattr(self, "_local", None)
-        if made is None:
-            import dask
-
+        if self._local is None:
             x, y = dask.compute(self.x, self.y)
-            made = self._local = LocalArrays(
+            self._local = LocalArrays(
                 torch.as_tensor(x), torch.as_tensor(y), self.batch_size, self.shuffle, self.seed
             )
-        return made
+        return self._local
 
 
 @dataclass
-class Batches:
+class Batches(Source):
     """Batches the client hands out: ``(x, y)`` pairs or bucket batches."""
 
     batches: Any
 
-    def steps(self, epoch: int, shares_of: Callable[[Any], list]):
-        from ..errors import pulled
-        from .guards import check_batch
-        from .loops import pair
-        from .reports import batch_number
+    @property
+    def epoch_batches(self) -> int | None:
+        """Batches an epoch, when they have a length."""
+        return len(self.batches) if hasattr(self.batches, "__len__") else None
 
+    def steps(self, epoch: int | None, shares_of: SharesOf) -> Iterator[PlannedStep]:
+        """The batches as planned steps, each split by its bucket's shares at its start."""
         batches = pulled(self.batches, "batch", "the batches", first=1, epoch=epoch)
         for b, batch in enumerate(batches):
             x, y, key = pair(batch, epoch, b)
@@ -210,14 +255,12 @@ class Batches:
 
 
 def _split(rows: int, shares: list) -> list:
-    from .split import shares as counts
-
-    return counts(rows, shares) if rows else [0] * len(shares)
+    return split_counts(rows, shares) if rows else [0] * len(shares)
 
 
 def as_source(
     data, batch_size=None, shuffle: bool = True, seed=None, epochs: int = 1, what: str = "fit"
-):
+) -> Source:
     """The source ``data`` stands for (see the module docstring), checked."""
     if isinstance(data, WorkerDataset):  # batches made on the workers need no batch_size
         # a copy for this call: the same object given as a fit's data and as its
@@ -252,17 +295,7 @@ def _arrays(x, y, batch_size, shuffle, seed, what: str = "fit"):
     if dask_x != dask_y:
         raise InputError("X and y must both be Dask arrays, or neither", argument="y")
     if dask_x:
-        _known_rows(x, "X", what)
-        _known_rows(y, "y", what)
-        if x.ndim < 2 or y.ndim < 1:
-            raise InputError(
-                f"X must have rows and features (got shape {x.shape}) and y rows "
-                f"(got shape {y.shape})",
-                argument="X",
-            )
-        if x.shape[0] != y.shape[0]:
-            raise InputError(f"X has {x.shape[0]} rows but y has {y.shape[0]}", argument="y")
-        return DaskArrays(x, y, check_batch_size(batch_size, int(x.shape[0])), shuffle, seed)
+        return _dask_arrays(x, y, batch_size, shuffle, seed, what)
     x, y = _tensor(x, "X"), _tensor(y, "y")
     if x.dim() < 2 or len(x) != len(y):
         raise InputError(
@@ -273,9 +306,22 @@ def _arrays(x, y, batch_size, shuffle, seed, what: str = "fit"):
     return LocalArrays(x, y, check_batch_size(batch_size, len(x)), shuffle, seed)
 
 
+def _dask_arrays(x, y, batch_size, shuffle, seed, what: str) -> DaskArrays:
+    """Dask arrays ``(X, y)`` checked: known row blocks, rows and features, as many rows."""
+    _known_rows(x, "X", what)
+    _known_rows(y, "y", what)
+    if x.ndim < 2 or y.ndim < 1:
+        raise InputError(
+            f"X must have rows and features (got shape {x.shape}) and y rows (got shape {y.shape})",
+            argument="X",
+        )
+    if x.shape[0] != y.shape[0]:
+        raise InputError(f"X has {x.shape[0]} rows but y has {y.shape[0]}", argument="y")
+    return DaskArrays(x, y, check_batch_size(batch_size, int(x.shape[0])), shuffle, seed)
+
+
 def _known_rows(array, name: str, what: str) -> None:
     """A Dask array whose row blocks have known lengths (``X[mask]`` does not), or a clear error."""
-    import math
 
     sizes = [n for axis in array.chunks for n in axis]
     if any(isinstance(n, float) and math.isnan(n) for n in sizes):
@@ -289,6 +335,7 @@ def _known_rows(array, name: str, what: str) -> None:
 
 
 def _tensor(value, name: str) -> torch.Tensor:
+    """``value`` as a tensor, or an error naming it."""
     if isinstance(value, torch.Tensor):
         return value
     try:
@@ -301,6 +348,5 @@ def _tensor(value, name: str) -> torch.Tensor:
 
 
 def _is_dask(value) -> bool:
-    from ..scheduling.dask_adapter import is_dask_array
-
-    return is_dask_array(value)
+    """Whether ``value`` is a Dask array."""
+    return bool(is_dask_array(value))

@@ -20,19 +20,21 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from ..errors import LabkitError, located
-from .bucketing import BucketModules
-from .guards import check_loss
-from .monitors import ReplicaStep
+from ...errors import LabkitError, located
+from ..batchnorm import BatchNormJoin
+from ..bucketing import BucketModules
+from ..guards import check_loss
+from ..monitors import ReplicaStep
 from .overlap import OverlappedReducer
-from .reduce import BatchNormJoin
+from .process_group import ProcessGroup
 
 __all__ = ["Rank", "RANKS", "StepOutcome", "train_step", "rank_error"]
 
-RANKS: dict = {}  # group id -> this worker's Rank of it
+RANKS: dict[str, Rank] = {}  # group id -> this worker's Rank of it
 
 # the agreement vector: its fixed head, then rows, seconds, losses and a non-finite loss's
 # kind per rank, which parameters had a gradient, the batch-norm statistics
@@ -55,7 +57,7 @@ class StepOutcome:
     failed: bool = False  # some rank raised: the step was undone everywhere
     nonfinite: bool = False  # some rank's loss was NaN or infinite: undone everywhere
     stop: bool = False  # some rank was asked to stop after this step
-    error: BaseException | None = None  # this rank's own error, if it raised
+    error: LabkitError | None = None  # this rank's own error, if it raised (located)
     local_loss: float = 0.0
     losses: list = field(default_factory=list)  # each rank's own loss
 
@@ -76,12 +78,12 @@ class Rank:
     name: str
     device: torch.device
     model: torch.nn.Module
-    loss_fn: object
+    loss_fn: Any
     optimizer: torch.optim.Optimizer
-    bucket_model: object = None
+    bucket_model: Any = None
     rank: int = 0
     world: int = 1
-    group: object = None
+    group: ProcessGroup | None = None
     reducer: OverlappedReducer | None = None
     monitors: list = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -175,6 +177,8 @@ class Rank:
             )
             if chosen is self.earlier:  # what came after it is undone
                 self.commit, self.earlier = self.earlier, None
+        if chosen is None:
+            raise LookupError("this rank holds no commit to go back to")
         self.model.load_state_dict(chosen["model"])
         self.optimizer.load_state_dict(_copy(chosen["optimizer"]))
         self.steps = chosen["position"].get("steps", self.steps)
@@ -206,7 +210,13 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
     rank.bn.start()
     before = [b.detach().clone() for b in rank.buffers]
     rank.optimizer.zero_grad(set_to_none=True)
-    state = {"error": None, "loss": 0.0, "seconds": 0.0, "output": None, "changed": False}
+    state: dict[str, Any] = {
+        "error": None,
+        "loss": 0.0,
+        "seconds": 0.0,
+        "output": None,
+        "changed": False,
+    }
     start, rows = time.perf_counter(), len(x)
 
     # the reducer keeps this until the next step: it must not keep x (a mapped share
@@ -217,20 +227,23 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
         state["changed"] = any(not torch.equal(before[k], rank.buffers[k]) for k in rank.floating)
         return _agreement(rank, state, present, rows)
 
-    rank.reducer.start(weight, numbers)
+    reducer = rank.reducer
+    assert reducer is not None, "a step needs the rank to have joined its group"
+    reducer.start(weight, numbers)
     try:
         model = rank.buckets.get(0, key, replica=rank.rank, device=rank.name, step=step)
         if len(x):
             _forward_backward(rank, model, x, y, state)
     except Exception as exc:  # still take part in every collective below
         state["error"] = exc
-    summed = rank.reducer.finish()
+    summed = reducer.finish()
+    assert summed is not None  # the agreement vector always rides along
     outcome = _outcome(rank, summed, state)
     if not outcome.ok:
         _undo(rank, before)
         return outcome
     present = _HEAD + 4 * rank.world
-    rank.reducer.drop_unused(summed[present : present + len(rank.params)])
+    reducer.drop_unused(summed[present : present + len(rank.params)])
     with torch.no_grad():
         rank.optimizer.step()
         _pool_batchnorm(rank, summed[present + len(rank.params) :])
@@ -293,7 +306,8 @@ def _agreement(rank: Rank, state: dict, present: list[bool], rows: int) -> torch
         )
     ]
     parts += _batchnorm_part(rank)
-    dtype = rank.reducer.buckets[-1].flat.dtype if rank.reducer.buckets else torch.float64
+    buckets = rank.reducer.buckets if rank.reducer is not None else []
+    dtype = buckets[-1].flat.dtype if buckets else torch.float64
     return torch.cat(parts).to(dtype)
 
 
@@ -308,7 +322,7 @@ def _outcome(rank: Rank, summed: torch.Tensor, state: dict) -> StepOutcome:
     rows = [int(round(v)) for v in values[_HEAD : _HEAD + w]]
     losses = [
         v if k < 0.5 else float(_KINDS[int(round(k))])
-        for v, k in zip(values[_HEAD + 2 * w : _HEAD + 3 * w], values[_HEAD + 3 * w :])
+        for v, k in zip(values[_HEAD + 2 * w : _HEAD + 3 * w], values[_HEAD + 3 * w :], strict=True)
     ]
     loss = values[_LOSS] if rank.sum_loss else values[_LOSS] / max(sum(rows), 1)
     error = state["error"]
@@ -328,9 +342,9 @@ def _outcome(rank: Rank, summed: torch.Tensor, state: dict) -> StepOutcome:
 def _batchnorm_part(rank: Rank) -> list[torch.Tensor]:
     """Count, sum and sum of squares of each batch norm's input on this rank (zeros if none)."""
     parts = []
-    for name, size in zip(rank.bn.layers, rank.bn_sizes):
+    for name, size in zip(rank.bn.layers, rank.bn_sizes, strict=True):
         part = torch.zeros(1 + 2 * size, dtype=torch.float64)
-        seen = rank.bn._seen.get((0, name))
+        seen = rank.bn.seen(0, name)
         if seen is not None:
             count, mean, var = seen
             mean, var = mean.double().cpu(), var.double().cpu()
@@ -346,14 +360,15 @@ def _pool_batchnorm(rank: Rank, summed: torch.Tensor) -> None:
     """Running statistics of every batch norm as if one device had seen the whole batch."""
     modules = dict(rank.model.named_modules())
     offset = 0
-    for name, c in zip(rank.bn.layers, rank.bn_sizes):
+    for name, c in zip(rank.bn.layers, rank.bn_sizes, strict=True):
         module = modules[name]
         part = summed[offset : offset + 1 + 2 * c].double()
         offset += 1 + 2 * c
         n = float(part[0])
-        if n < 1 or name not in rank.bn._before:
+        before = rank.bn.before(name)
+        if n < 1 or before is None:
             continue
-        mean0, var0, tracked = rank.bn._before[name]
+        mean0, var0, tracked = before
         m = module.momentum if module.momentum is not None else 1.0 / (tracked + 1)
         mean = part[1 : 1 + c] / n
         unbiased = (part[1 + c :] / n - mean * mean).clamp_min(0) * n / max(n - 1, 1.0)
@@ -368,6 +383,7 @@ def _average_buffers(rank: Rank, weight: float) -> None:
     for k in rank.floating:
         buffer = rank.buffers[k]
         scaled = buffer.double() * weight
+        assert rank.group is not None  # a step runs in a joined group
         rank.group.all_reduce(scaled)
         buffer.copy_(scaled.to(buffer.dtype))
 
@@ -376,5 +392,5 @@ def _average_buffers(rank: Rank, weight: float) -> None:
 def _undo(rank: Rank, before: list) -> None:
     """Back to the state before the step: no gradients, the old buffers."""
     rank.optimizer.zero_grad(set_to_none=True)
-    for b, old in zip(rank.buffers, before):
+    for b, old in zip(rank.buffers, before, strict=True):
         b.copy_(old)

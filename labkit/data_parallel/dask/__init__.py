@@ -1,0 +1,14 @@
+"""The client's side of a replica group on Dask workers: one rank a worker.
+
+:mod:`.group` (the :class:`~labkit.data_parallel.replica_group.ReplicaGroup`
+on Dask: set-up, state, close), :mod:`.tasks` (its tasks on the workers:
+submitted, awaited, located), :mod:`.setup` (workers, payload, devices),
+:mod:`.reach` (ranks that cannot reach each other, found in seconds),
+:mod:`.steps` (client-fed steps sent ahead in commands), :mod:`.epochs`
+(whole epochs on the workers, recovering from a lost worker) and
+:mod:`.blocks` (which rank reads which block of a Dask array).
+
+May import labkit.errors, labkit.events, labkit.scheduling, the shared modules
+at the top of :mod:`labkit.data_parallel`, and :mod:`labkit.data_parallel.worker`
+(the functions it sends to the workers); never :mod:`labkit.data_parallel.local`.
+"""

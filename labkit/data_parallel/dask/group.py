@@ -1,0 +1,449 @@
+"""Replicas on Dask workers that reduce gradients with ``torch.distributed``.
+
+:class:`DaskReplicaGroup` keeps one persistent replica (model, optimizer, loss)
+per Dask worker; rank *i* lives on ``names[i]``.  Dask places, pins and watches
+the tasks (:mod:`.tasks`); each group has a process group of its own (gloo on
+CPU, NCCL on GPUs, see :mod:`..worker.process_group`), so several trainers
+share a cluster.
+
+* Set-up: the replicas are built from one pickled payload (:mod:`.setup`),
+  ranks that cannot reach each other are found in seconds (:mod:`.reach`),
+  then every rank joins the process group.
+* Training runs in loops on the workers (:mod:`..worker.training`): a whole
+  epoch over the rows each rank holds (:mod:`.epochs`), or commands of several
+  client-fed steps sent ahead (:mod:`.steps`).  Gradients are reduced during
+  backward (:mod:`..worker.overlap`) and the ranks agree on every step
+  (:mod:`..worker.rank`); rank 0 streams the step reports (:mod:`..reports`).
+* A lost worker: an epoch loop re-forms the group on the workers left and
+  goes on from the last commit (:mod:`.epochs`); elsewhere a
+  :class:`~labkit.errors.WorkerLostError` names the worker.  The client gives
+  up on a rank whose worker left, or that lags its finished peers by more
+  than ``timeout``.  A group that lost a collective is broken: close it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable
+
+from distributed.comm import get_address_host
+
+from ...errors import InputError, SchedulerError, TrainingError
+from ...events import TaskInfo
+from ...scheduling.connect import on_loopback
+from ...scheduling.pickling import dumps
+from ...scheduling.shared import SharedChunks
+from ..fit_data import PlannedStep, Source
+from ..replica_group import EpochOptions
+from ..reports import StepReport
+from ..split import row_weights
+from ..worker import lifecycle as life
+from ..worker.training import evaluate as evaluate_on_rank
+from .epochs import EpochRunner
+from .reach import check_reach
+from .setup import check_devices, check_scheduler, choose_workers, payload
+from .steps import CommandPipe
+from .tasks import RankTasks
+
+__all__ = ["DaskReplicaGroup"]
+
+
+class DaskReplicaGroup:
+    """One persistent torch replica per Dask worker, reducing gradients with torch.distributed.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Copied to every worker; training does not change it (see :meth:`state_dict`).
+    loss_fn : callable
+        ``loss_fn(output, y)``: a mean over rows unless its ``reduction`` is ``"sum"``.
+    optimizer : torch.optim.Optimizer
+        Over ``model``'s parameters; rebuilt on each worker from its type,
+        defaults, parameter groups and state.
+    scheduler : labkit.DaskScheduler
+        Its ``client`` runs the tasks.
+    workers : list of str, optional
+        Worker addresses in rank order; by default all workers (those with a
+        ``GPU`` resource, if any has one), sorted.
+    backend : str, optional
+        ``"nccl"`` on GPU workers, else ``"gloo"``; ``"gloo"`` keeps replicas on the CPU.
+    timeout : float
+        Seconds a rank waits for its peers in the rendezvous or a collective.
+    rendezvous : {"auto", "tcp", "file"}
+        How ranks meet: ``"auto"`` uses a file when every worker is on
+        loopback (no socket open to the network), else torch's TCP store.
+    bucket_model : callable, optional
+        ``bucket_model(model, key)``: shipped to the workers, where each
+        replica builds (and keeps) the module of a bucket key on first use.
+    """
+
+    #: Fits run their epochs as loops on the workers, over data that lives there.
+    runs_epochs = True
+
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        optimizer,
+        scheduler,
+        workers=None,
+        backend=None,
+        timeout=60.0,
+        rendezvous="auto",
+        bucket_model=None,
+    ):
+        check_scheduler(scheduler, rendezvous)
+        self.rendezvous = rendezvous
+        self.gid, self._scheduler = uuid.uuid4().hex, scheduler
+        # The replicas' tasks go through a batch of the scheduler, so that cancelling
+        # or shutting down the scheduler reaches them as it reaches every other task.
+        batch = scheduler.batch(info=TaskInfo(f"replicas-{self.gid[:8]}", -1, -1))
+        self._closed, self.generation = False, 0
+        self.timeout = float(timeout)
+        names, gpu = choose_workers(scheduler.client, workers)
+        #: the group's tasks on its workers: submitted, awaited, released
+        self.tasks = RankTasks(scheduler.client, self.gid, batch, names, self.timeout)
+        self.backend = backend or ("nccl" if gpu else "gloo")
+        self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
+        self._store_dirs: list[str] = []
+        self.replicas: list = []  # they live on the workers
+        self.interfaces: list[str] = []
+        self.devices: list[str] = []
+        self._device_of: dict[str, str] = {}
+        self._epochs: EpochRunner | None = None  # the runner of the fit now, between its epochs
+        #: the median step time of the last client-fed command (see .steps)
+        self.step_seconds: float | None = None
+        #: reports streamed by rank 0 (see ..reports), and completions of long tasks
+        self.topic = f"labkit-fit-{self.gid[:12]}"
+        self.inbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        #: client-fed steps' shares in shared memory, where the scheduler sends chunks so
+        #: (worker processes of this machine); None: they travel through sockets
+        self.segments = SharedChunks() if scheduler.route("shared-memory") is not None else None
+        if self.segments is not None:  # a shutdown without close() leaves no segment either
+            scheduler.on_shutdown(self.segments.drop_all)
+        shipped = payload(model, loss_fn, optimizer, bucket_model)
+        self._local = on_loopback(names)
+        try:
+            with self.tasks.call("set-up"):
+                self._set_up(shipped, gpu)
+        except BaseException:
+            self.close()
+            raise
+
+    def _set_up(self, shipped: bytes, gpu: bool) -> None:
+        """Build a replica on every worker and form the process group over them."""
+        self.client.subscribe_topic(self.topic, lambda event: self.inbox.put(("report", event[1])))
+        names = self.names
+        hosts = [get_address_host(a) for a in names]
+        # the k-th chosen worker on a host takes that host's k-th GPU
+        local = [
+            hosts[:r].count(h) if gpu and self.backend != "gloo" else None
+            for r, h in enumerate(hosts)
+        ]
+        #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
+        self.devices = self.tasks.run(
+            [
+                self.tasks.submit(r, life.build, self.gid, r, names[r], shipped, local[r])
+                for r in range(len(names))
+            ],
+            "set-up",
+        )
+        check_devices(names, hosts, self.devices)
+        self._device_of = dict(zip(names, self.devices, strict=True))
+        self.form(names, check=True)
+
+    # -- forming the process group ---------------------------------------------------------
+
+    def form(self, names: list, check: bool = False) -> None:
+        """(Re-)form the process group over ``names`` (rank order), a new generation each time."""
+        hosts = [get_address_host(a) for a in names]
+        self.tasks.names, self.generation = list(names), self.generation + 1
+        if self._device_of:
+            self.devices = [self._device_of[n] for n in names]
+        url = self._rendezvous(hosts)
+        if check:  # ranks that cannot reach each other fail here in seconds, not at the timeout
+            check_reach(
+                self.tasks, self.backend, hosts, hosts[0] if url.startswith("tcp://") else None
+            )
+        world = len(names)
+        #: per rank, the interface its process group uses and how it was chosen
+        self.interfaces = self.tasks.run(
+            [
+                self.tasks.submit(
+                    r,
+                    life.join,
+                    self.gid,
+                    r,
+                    world,
+                    url,
+                    self.backend,
+                    self.timeout,
+                    hosts[r],
+                    self.generation,
+                )
+                for r in range(world)
+            ],
+            "set-up",
+        )
+        self.tasks.broken = None
+
+    def _rendezvous(self, hosts) -> str:
+        """Where the ranks meet: a file when every worker is on this machine's loopback.
+
+        torch's TCP store listens on every interface whatever host it is given,
+        so a cluster on 127.0.0.1 (the embedded one) meets through a file in a
+        private temporary folder instead and opens no socket beyond loopback.
+        """
+        if self.rendezvous == "file" or (self.rendezvous == "auto" and self._local):
+            folder = tempfile.mkdtemp(prefix="labkit-dist-")
+            self._store_dirs.append(folder)
+            return "file://" + os.path.join(folder, "store")
+        port = self.tasks.run([self.tasks.submit(0, life.free_port, hosts[0])], "set-up")[0]
+        return f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- what the group's parts share ------------------------------------------------------
+
+    @property
+    def names(self) -> list[str]:
+        """The workers of the ranks, in rank order (fewer after a lost worker)."""
+        return self.tasks.names
+
+    @property
+    def scheduler(self):
+        """The scheduler whose workers hold the replicas."""
+        return self._scheduler
+
+    @property
+    def client(self):
+        """The Dask client of the workers that hold the replicas."""
+        return self.tasks.client
+
+    @property
+    def broken(self) -> str | None:
+        """Why the group is broken (a collective failed or a worker was lost), else None."""
+        return self.tasks.broken
+
+    def alive(self) -> set:
+        """Addresses of the cluster's workers now."""
+        return self.tasks.alive()
+
+    def stop(self, run: str) -> None:
+        """Ask every rank to stop ``run`` after its current step (they stop at the same one)."""
+        with contextlib.suppress(Exception):  # the client is closing: nothing runs any more
+            self.tasks.beside(life.request_stop, self.gid, run)
+
+    def memory(self, index: int) -> tuple[int | None, int | None]:
+        """``(bytes in use, limit)`` of rank ``index``'s device: not read on workers."""
+        return None, None
+
+    # -- the contract every replica group keeps ---------------------------------------------
+
+    def check_open(self) -> None:
+        """Raise when the group cannot take a call: closed, broken, or its scheduler gone."""
+        if self._scheduler.closed or self.client.status in ("closing", "closed"):
+            raise SchedulerError(
+                "the scheduler of this trainer was shut down (or its Dask "
+                "client closed): the replicas are gone; open a new "
+                "scheduler and a new trainer"
+            )
+        if self._closed:
+            raise TrainingError("the replica group is closed")
+        if self.broken:
+            raise TrainingError(f"the replica group is broken ({self.broken}); close it")
+
+    def steps(
+        self,
+        planned: Iterable[PlannedStep],
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None = None,
+        policy: str = "raise",
+    ) -> None:
+        """Client-fed steps, sent ahead several to a command (see :mod:`.steps`)."""
+        __tracebackhide__ = True
+        self.check_open()
+        with self.tasks.call("step"):
+            CommandPipe(self, policy).run(planned, done, check)
+
+    def fit_epoch(
+        self,
+        source: Source,
+        epoch: int,
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None,
+        *,
+        run: str,
+        shares: Callable[[], list],
+        policy: str,
+        options: EpochOptions,
+    ) -> dict:
+        """One epoch over data that lives on the workers (see :mod:`.epochs`).
+
+        The fit's runner (its blocks placed on the workers) is kept between its
+        epochs until :meth:`end_fit`.
+        """
+        __tracebackhide__ = True
+        self.check_open()
+        with self.tasks.call("fit"):
+            runner = self._epochs
+            if runner is None or runner.source is not source:
+                self.end_fit(None)
+                runner = self._epochs = EpochRunner(self, source)
+            runner.configure(run=run, shares=shares, policy=policy, options=options)
+            return runner.run(epoch, done, check)
+
+    def end_fit(self, source: Source | None) -> None:
+        """Let go of what the fit over ``source`` placed on the workers (any fit's: None)."""
+        runner = self._epochs
+        if runner is not None and (source is None or runner.source is source):
+            runner.release()
+            self._epochs = None
+
+    def step(self, x, y, counts, bucket_key=None):
+        """One optimizer step on ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
+
+        Returns the batch's loss and, per rank, ``rows`` and ``seconds``.
+        """
+        __tracebackhide__ = True
+        counts = self._counts(x, y, counts)
+        reports: list[StepReport] = []
+        self.steps([PlannedStep(x, y, counts, bucket_key)], reports.append)
+        report = reports[-1]
+        return report.loss, [
+            {"rows": r, "seconds": s, "memory": None}
+            for r, s in zip(report.rows, report.seconds, strict=True)
+        ]
+
+    def _counts(self, x, y, counts) -> list[int]:
+        """``counts`` checked: one a rank, splitting the batch ``(x, y)``."""
+        counts = [int(c) for c in counts]
+        if len(counts) != len(self.names):
+            raise InputError(f"{len(counts)} counts for {len(self.names)} replicas")
+        if min(counts) < 0 or sum(counts) != len(x) or not len(x):
+            raise InputError(f"counts {counts} do not split a batch of {len(x)} rows")
+        if y is not None and len(y) != len(x):
+            raise InputError(f"x has {len(x)} rows but y has {len(y)}")
+        return counts
+
+    def evaluate(self, x, y, counts, metrics=None, bucket_key=None) -> dict[str, float]:
+        """``{"loss": ..., name: ...}`` in eval mode, weighted by rows like :meth:`step`.
+
+        ``metrics`` maps names to ``f(output, y)``, a mean over the rows it is given.
+        """
+        __tracebackhide__ = True
+        self.check_open()
+        counts = self._counts(x, y, counts)
+        ends = [sum(counts[: i + 1]) for i in range(len(counts))]
+        spans = [(e - c, e) for c, e in zip(counts, ends, strict=True)]
+        ranks = [r for r, c in enumerate(counts) if c]
+        with self.tasks.call("evaluation"):
+            futures = [
+                self.tasks.submit(
+                    r,
+                    evaluate_on_rank,
+                    self.gid,
+                    r,
+                    x[slice(*spans[r])].clone(),
+                    None if y is None else y[slice(*spans[r])].clone(),
+                    dict(metrics or {}),
+                    bucket_key,
+                )
+                for r in ranks
+            ]
+            results = self.tasks.run(futures, "evaluation", ranks=ranks)
+        weights = {key: row_weights(counts, key == "loss" and self.sum_loss) for key in results[0]}
+        return {
+            key: float(
+                sum(weights[key][r] * res[key] for r, res in zip(ranks, results, strict=True))
+            )
+            for key in results[0]
+        }
+
+    def evaluate_source(self, source: Source, metrics: dict | None = None) -> dict[str, float]:
+        """Mean loss and metrics over every row of data on the workers."""
+        __tracebackhide__ = True
+        self.check_open()
+        # a runner of its own: a fit's validation leaves the fit's blocks placed, and
+        # the blocks placed for this evaluation go as soon as it ends
+        with self.tasks.call("evaluation"):
+            runner = EpochRunner(self, source)
+            try:
+                return runner.evaluate(dict(metrics or {}))
+            finally:
+                runner.release()
+
+    def set_monitors(self, monitors) -> None:
+        """Run ``monitors`` on every rank after its backward (on the workers)."""
+        self.check_open()
+        blob = dumps(list(monitors), "monitor")
+        self.client.run(life.set_monitors, self.gid, blob, workers=list(self.names))
+
+    def state_dict(self) -> dict:
+        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors."""
+        self.check_open()
+        with self.tasks.call("state_dict"):
+            return self.tasks.run([self.tasks.submit(0, life.get_state, self.gid)], "state_dict")[0]
+
+    def load_state_dict(self, state: dict) -> None:
+        """Load a :meth:`state_dict`-shaped mapping into every rank."""
+        self.check_open()
+        with self.tasks.call("load_state_dict"):
+            self.tasks.run(
+                [
+                    self.tasks.submit(r, life.set_state, self.gid, r, state)
+                    for r in range(len(self.names))
+                ],
+                "load_state_dict",
+            )
+
+    def last_state(self) -> dict | None:
+        """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.
+
+        Read beside the task threads (``client.run``), so it never waits behind a
+        stuck task.  None when no rank survived.
+        """
+        if self._closed:
+            raise TrainingError("the replica group is closed")
+        if not self.broken:
+            return self.state_dict()
+        alive = self.alive()
+        for name in [a for a in self.names if a in alive]:
+            try:
+                return self.client.run(life.get_state, self.gid, workers=[name])[name]
+            except Exception:  # that worker left too, or lost the replica: try the next
+                continue
+        return None
+
+    def close(self) -> None:
+        """Drop the replicas and their process group on every surviving worker; idempotent.
+
+        Never raises: a lost worker took its rank with it, and the others are
+        torn down (their process group closed) whatever happened.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.client.unsubscribe_topic(self.topic)
+        try:
+            self.tasks.beside(life.teardown, self.gid)
+        except Exception:  # a closed client leaves nothing to tear down
+            pass
+        finally:
+            for folder in self._store_dirs:
+                shutil.rmtree(folder, ignore_errors=True)
+            if self.segments is not None:
+                self.segments.drop_all()
+            # the scheduler may have shut down first: nothing left to release then
+            with contextlib.suppress(Exception):
+                self.tasks.batch.close()

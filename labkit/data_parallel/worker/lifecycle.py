@@ -1,0 +1,190 @@
+"""A rank's life on its Dask worker: built, joined to its process group, its state, torn down.
+
+Each function runs on one worker, for one rank of group ``gid`` (its
+:class:`~labkit.data_parallel.worker.rank.Rank` in ``RANKS``).  Functions meant
+for ``client.run`` (:func:`request_stop`, :func:`commit_of`, :func:`teardown`,
+:func:`set_monitors`) run beside the task threads, so they never queue behind a
+loop (:mod:`.training`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+
+import cloudpickle
+import torch
+
+from .inputs import dataset_of
+from .network import binding, bound
+from .process_group import open_group
+from .rank import RANKS, Rank, rank_error
+
+__all__ = [
+    "free_port",
+    "build",
+    "join",
+    "teardown",
+    "teardown_group",
+    "request_stop",
+    "set_monitors",
+    "commit_of",
+    "commits_held",
+    "restore_commit",
+    "get_state",
+    "set_state",
+    "dataset_length",
+    "to_cpu",
+]
+
+
+def free_port(host: str) -> int:
+    """A free port on ``host``, for the rendezvous store."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def to_cpu(obj):
+    """``obj`` with every tensor in it copied to the CPU."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return type(obj)((k, to_cpu(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_cpu(v) for v in obj)
+    return obj
+
+
+# -- set-up and tear-down ---------------------------------------------------------------
+
+
+def _keep_freed_memory() -> None:
+    """Let this worker's allocator keep freed memory for the next step (glibc only).
+
+    Dask's nanny starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which
+    also stops glibc from raising its mmap threshold: every activation and
+    gradient buffer of a step is then mapped and unmapped afresh, a page
+    fault per 4 KiB, 5-12% of a small model's step (``bench_worker_loops``).
+    A rank reuses the same buffers every step, so it keeps them.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 256 * 2**20)  # M_TRIM_THRESHOLD: keep up to 256 MiB free on top
+        libc.mallopt(-3, 64 * 2**20)  # M_MMAP_THRESHOLD: below 64 MiB, from the heap
+    except (OSError, AttributeError):  # not glibc: its own allocator decides
+        pass
+
+
+def build(gid, rank, name, payload, cuda_index) -> str:
+    """Make this worker's replica from the shipped payload; the device it got, described."""
+    _keep_freed_memory()
+    try:
+        device = torch.device("cpu")
+        if cuda_index is not None:  # launchers that set CUDA_VISIBLE_DEVICES put our GPU first
+            index = 0 if os.environ.get("CUDA_VISIBLE_DEVICES") else cuda_index
+            device = torch.device("cuda", index % torch.cuda.device_count())
+            torch.cuda.set_device(device)
+        parts = cloudpickle.loads(payload)
+        model = parts["model"].to(device)
+        opt_type, defaults, groups, opt_state = parts["optimizer"]
+        params = list(model.parameters())
+        optimizer = opt_type([{"params": [params[j] for j in g]} for g in groups], **defaults)
+        optimizer.load_state_dict(opt_state)
+        RANKS[gid] = Rank(
+            name, device, model, parts["loss_fn"], optimizer, parts["bucket_model"], rank=rank
+        )
+    except BaseException as exc:
+        raise rank_error(exc, rank, name) from None
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
+def join(gid, rank, world, init_method, backend, timeout, host, generation=0):
+    """Join the group's process group (a new one per generation); the interface it uses."""
+    me = RANKS[gid]
+    try:
+        choice = binding(backend, host)
+        with bound(choice):  # the backend reads its interface from the environment
+            group = open_group(init_method, rank, world, backend, timeout, f"{gid}-{generation}")
+    except BaseException as exc:
+        raise rank_error(exc, rank, me.name) from None
+    if RANKS.get(gid) is not me:  # closed while this rank waited for its peers
+        group.close()
+        return choice.describe()
+    me.join(group, rank, world)
+    me.stop.clear()
+    return choice.describe()
+
+
+def teardown(gid):
+    """Drop this worker's rank of ``gid`` (its process group only; other groups live on)."""
+    rank = RANKS.pop(gid, None)
+    if rank is not None:
+        rank.stop.set()
+        rank.close()
+
+
+def teardown_group(gid):
+    """Close this worker's process group of ``gid`` (a peer was lost); the replica stays."""
+    rank = RANKS.get(gid)
+    if rank is not None:
+        rank.close_group()
+
+
+def request_stop(gid, run) -> bool:
+    """Ask this worker's rank to stop ``run`` after its current step (all ranks stop at one)."""
+    rank = RANKS.get(gid)
+    if rank is not None and rank.run == run:
+        rank.stop.set()
+    return rank is not None
+
+
+def commit_of(gid):
+    """The position of this rank's last commit (``None`` without one)."""
+    rank = RANKS.get(gid)
+    return None if rank is None or rank.commit is None else dict(rank.commit["position"])
+
+
+def commits_held(gid) -> list:
+    """The positions of the commits this rank holds, the last first."""
+    return RANKS[gid].commits()
+
+
+def restore_commit(gid, position=None):
+    """Back to the commit at ``position`` (the last by default); its position."""
+    return RANKS[gid].restore_commit(position)
+
+
+def get_state(gid: str) -> dict:
+    """The state of this worker's rank of ``gid``, as CPU tensors."""
+    rank = RANKS[gid]
+    return {
+        "model": to_cpu(rank.model.state_dict()),
+        "optimizer": to_cpu(rank.optimizer.state_dict()),
+    }
+
+
+def set_state(gid: str, rank_no: int, state: dict) -> None:
+    """Load ``state`` (a :func:`get_state`-shaped mapping) into this worker's rank."""
+    rank = RANKS[gid]
+    try:
+        rank.model.load_state_dict(state["model"])
+        rank.optimizer.load_state_dict(state["optimizer"])
+    except Exception as exc:
+        raise rank_error(exc, rank_no, rank.name) from None
+
+
+def set_monitors(gid: str, blob: bytes) -> None:
+    """The monitors this worker's rank of ``gid`` calls after backward (pickled in ``blob``)."""
+    rank = RANKS.get(gid)
+    if rank is not None:
+        rank.monitors = cloudpickle.loads(blob)
+
+
+def dataset_length(gid: str, blob: bytes, dataset_id: str) -> list:
+    """What this worker's rank made (``"dataset"`` or ``"batches"``) and its length."""
+    made = dataset_of(RANKS[gid], blob, dataset_id)
+    return [made.kind, made.length]
