@@ -143,7 +143,7 @@ class TaskError(LabkitError):
 
     @classmethod
     def from_exception(
-        cls, exc: BaseException, traceback_text: str, what: str = "task", **where: Any
+        cls, exc: BaseException, traceback_text: str | None, what: str = "task", **where: Any
     ) -> TaskError:
         """Describe ``exc`` as a TaskError: ``<what> failed with <type>: <message>``."""
         kind = type(exc)
