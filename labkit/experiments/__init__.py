@@ -11,9 +11,12 @@ everything to a SQLite store (:mod:`.store`, checkpoints in
 :mod:`.result` is what comes back, and what ``lk.load_sweep`` reads back.
 """
 
-from .result import SweepResult, TrialRecord, load_sweep
+from .loading import load_sweep
+from .record import TrialRecord
+from .result import SweepResult
 from .rules import ASHA, History, Median, Rule
 from .space import Grid, Space, choice, grid, loguniform, randint, uniform
+from .status import Status
 from .sweep import LiveSweep, live_sweep, sweep
 from .trial import Trial, TrialStopped
 
@@ -37,4 +40,5 @@ __all__ = [
     "TrialRecord",
     "LiveSweep",
     "live_sweep",
+    "Status",
 ]

@@ -13,7 +13,7 @@ happen.  One per kind of scheduler:
   runs in the scheduler's offload pool of processes instead, as ``"auto"``
   does for every GIL-holding task.
 * :class:`RemoteLauncher` (worker processes, or a cluster reached by
-  address): each trial is one task of its own (:func:`~.tasks.run_remote`);
+  address): each trial is one task of its own (:func:`~.execution.run_remote`);
   its reports come back through Dask's event stream on a topic of the sweep.
   Slots are the cluster's threads; as many trials again wait in Dask's queue
   so a slot never idles while the client answers.  A worker that dies under a
@@ -40,7 +40,7 @@ import weakref
 from ..events import TaskInfo
 from ..scheduling.dask_adapter import forget_on_scheduler
 from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
-from .tasks import OffloadTrial, execute, run_offloaded, run_remote, watch_ctrl_c
+from .execution import OffloadTrial, execute, run_offloaded, run_remote, watch_ctrl_c
 from .trial import Trial
 
 __all__ = ["launcher_for", "InlineLauncher", "ThreadLauncher", "RemoteLauncher"]
