@@ -82,7 +82,9 @@ class SweepCall:
     """The arguments of one call of ``lk.sweep``, by name (``call.trials``, ``call["trials"]``)."""
 
     def __init__(self, arguments: Mapping[str, Any]):
-        self.arguments = MappingProxyType(dict(arguments))
+        # the function's locals at its start: its arguments (and __tracebackhide__, not one)
+        own = {k: v for k, v in arguments.items() if not k.startswith("__")}
+        self.arguments = MappingProxyType(own)
 
     def __getattr__(self, name: str) -> Any:
         try:

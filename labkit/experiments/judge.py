@@ -106,7 +106,9 @@ class Judge:
         try:
             return self.rule.decide(trial, step, value, history)
         except Exception:
-            logger.exception("labkit: the early-stopping rule %r failed; the trial goes on", self.rule)
+            logger.exception(
+                "labkit: the early-stopping rule %r failed; the trial goes on", self.rule
+            )
             return None
 
     def _hook(self, name: str, *args: Any) -> None:

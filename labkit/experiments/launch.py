@@ -39,8 +39,8 @@ import weakref
 
 from ..events import TaskInfo
 from ..scheduling.dask_adapter import forget_on_scheduler
-from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
 from .execution import OffloadTrial, execute, run_offloaded, run_remote, watch_ctrl_c
+from .sinks import DirectSink, clear_stops, metadata_keys, new_execution, request_stop
 from .trial import Trial
 
 __all__ = ["launcher_for", "InlineLauncher", "ThreadLauncher", "RemoteLauncher"]

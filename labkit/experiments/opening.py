@@ -57,9 +57,13 @@ def _build(
     if row is not None:
         seed = _check_resumable(row, space, call, store, name)
     else:
-        seed = call.seed if call.seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "little")
+        seed = (
+            call.seed if call.seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "little")
+        )
     known = store.records(name) if row is not None else []
-    total = call.trials or (row["settings"].get("trials") if row is not None else None) or space.size
+    total = (
+        call.trials or (row["settings"].get("trials") if row is not None else None) or space.size
+    )
     total = max(total, len(known))
     spec = SweepSpec(
         name=name,
@@ -75,7 +79,9 @@ def _build(
     )
     check_room(space, total)
     if row is None:
-        store.create_sweep(name, space.key(), spec.metric, spec.mode, seed, spec.settings(), now=False)
+        store.create_sweep(
+            name, space.key(), spec.metric, spec.mode, seed, spec.settings(), now=False
+        )
     else:
         store.update_sweep(name, spec.settings())
     engine = SweepEngine(spec, store)

@@ -2,7 +2,8 @@
 
 :class:`Status` is a ``str`` enum (Optuna's ``TrialState`` is the model): a
 status compares, hashes and prints as its word (``Status.COMPLETED ==
-"completed"``), so rows, stored columns and tables hold plain words.
+"completed"``) and prints as its word, so rows, stored columns and tables
+hold plain words.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class Status(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+    def __repr__(self) -> str:  # rows and counts print as they always did: plain words
+        return repr(self.value)
 
     def __format__(self, spec: str) -> str:
         return self.value.__format__(spec)

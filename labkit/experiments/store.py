@@ -77,7 +77,11 @@ class Store(WriteQueue):
         where = None if path is None else os.path.abspath(os.fspath(path))
         self.readonly = readonly and where is not None
         # in memory, this connection keeps the database alive (and is the writer's)
-        conn = open_readonly(where) if where is not None and self.readonly else open_writable(where, uri)
+        conn = (
+            open_readonly(where)
+            if where is not None and self.readonly
+            else open_writable(where, uri)
+        )
         super().__init__(conn, where)
 
     # -- sweeps --------------------------------------------------------------------------

@@ -87,9 +87,7 @@ def _check_path(path: str | None) -> None:
             "the store path is a folder; give a file path such as 'experiments.db'", path=path
         )
     if not os.path.isdir(folder):
-        raise StorageError(
-            f"cannot open the store: the folder {folder} does not exist", path=path
-        )
+        raise StorageError(f"cannot open the store: the folder {folder} does not exist", path=path)
 
 
 def open_writable(path: str | None, uri: str | None) -> sqlite3.Connection:

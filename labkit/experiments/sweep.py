@@ -164,7 +164,9 @@ def sweep(
     return run
 
 
-def _run(engine: SweepEngine, scheduler: Any, scope: Any, fn: Any, holds_gil: bool, call: SweepCall) -> None:
+def _run(
+    engine: SweepEngine, scheduler: Any, scope: Any, fn: Any, holds_gil: bool, call: SweepCall
+) -> None:
     """Run every trial of ``engine`` on ``scheduler`` as the run ``scope``."""
     engine.scope = scope
     launcher = launcher_for(

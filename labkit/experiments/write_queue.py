@@ -147,7 +147,9 @@ class WriteQueue:
         if error is not None:
             if isinstance(error, StorageError):
                 raise error
-            raise StorageError(f"writing the sweep store failed: {error}", path=self.where) from error
+            raise StorageError(
+                f"writing the sweep store failed: {error}", path=self.where
+            ) from error
 
     def close(self) -> None:
         """Commit what is queued and stop the writer; idempotent (:meth:`check` says how it went)."""

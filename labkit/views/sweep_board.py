@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..experiments.live import live_sweep
 from . import sweep_draw as draw_html
 from .busy_kernel import serve_while_busy
 from .live import LiveView, State
@@ -46,11 +47,9 @@ class SweepBoard(LiveView):
     thread_name = "labkit-writer-sweep"
 
     def __init__(self, run, max_rate: float | None = None):
-        from ..experiments.sweep import live_sweep
-
         super().__init__(run, max_rate, tracker=SweepTracker(run.id))
         try:
-            self.live_sweep = getattr(run, "sweep", None) or live_sweep(run.id)
+            self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
                 self.tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             import ipywidgets as W

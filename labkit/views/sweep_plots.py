@@ -20,6 +20,7 @@ from bokeh.layouts import column
 from bokeh.models import ColumnDataSource, Div, HoverTool, Select
 from bokeh.plotting import figure
 
+from ..experiments.live import live_sweep
 from . import sweep_draw
 from .components import _named
 from .sweep_progress import SweepTracker
@@ -90,8 +91,6 @@ class SweepPlots:
 
     def _live(self):
         """The newest sweep run's live sweep (a new one: a new tracker), or None."""
-        from ..experiments.sweep import live_sweep
-
         runs = [r for r in self.tracker.progress.runs() if r.kind == "sweep"]
         for r in reversed(runs):
             live = live_sweep(r.run)
