@@ -9,23 +9,16 @@ as a :class:`~labkit.Run` (``wait=False``) or here (``wait=True``).  See
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-from ..errors import InputError, TaskError
-from ..events import SweepStarted
+from ..errors import InputError
 from ..runs import start
-from ..scheduling import LocalScheduler
-from .arguments import SWEEP_CONSTRAINTS, SweepCall, check_pickles, declared, function_of
-from .engine import SweepEngine
-from .launch import launcher_for
-from .live import LiveSweep, StoredSweep, finished_run, live_sweep, result_of
-from .loop import drive
-from .opening import open_sweep
+from .arguments import SWEEP_CONSTRAINTS, SweepCall, declared
+from .job import SweepJob
+from .live import LiveSweep, StoredSweep, finished_run, live_sweep
 from .result import Again, SweepResult
 from .space import Space
 from .spec import SweepSpec
-from .store import Store
 
 __all__ = [
     "sweep",
@@ -63,146 +56,46 @@ def sweep(
 ):
     """Run ``fn(config, trial)`` for many configurations of ``space`` in parallel; compare them.
 
+    ``fn`` trains with ``config``, calls ``trial.report(step, **metrics)`` (which raises
+    ``lk.TrialStopped`` once the sweep stopped it), ``trial.checkpoint(obj)`` and
+    ``trial.restore()``; it returns final metrics (a dict), the metric's value, or None (the
+    last report's metrics count).  Wrap a pure-Python ``fn`` as ``lk.FunctionCallable(fn,
+    holds_gil=True)``: beside an in-process cluster it then runs in processes.
+
     Parameters
     ----------
-    fn : callable
-        ``fn(config, trial)``: trains with ``config``, calls
-        ``trial.report(step, **metrics)`` (raises ``lk.TrialStopped`` once the
-        sweep stopped it), ``trial.checkpoint(obj)`` and ``trial.restore()``;
-        returns final metrics (a dict), the metric's value, or None (the last
-        report's metrics count).  Wrap it as ``lk.FunctionCallable(fn,
-        holds_gil=True)`` when it is pure Python: beside an in-process cluster
-        (``mode="auto"``) it then runs in processes, not threads.
-    space : dict, lk.grid(...) or list of dicts
-        Parameters to distributions (``lk.loguniform``, ``lk.uniform``,
-        ``lk.randint``, ``lk.choice``) or constants; a grid; or configurations.
-    trials : int
-        How many trials (every point of a grid or list by default).  Larger on
-        a resumed sweep: it is extended.
-    metric : str
-        The reported (or returned) metric that ranks trials and early stopping
-        uses; a trial's first report must hold it (one whose first report does
-        not fails there, naming both).
-    mode : {"min", "max"}
-        Whether lower or higher ``metric`` is better.
-    scheduler : Scheduler, optional
-        Where trials run; one at a time in this process when None.  A trial
-        is one long task and takes ``workers_per_trial`` of the cluster's
-        threads; the sweep keeps every slot busy.
-    seed : int, optional
-        The same seed draws the same configurations (one is drawn and stored otherwise).
-    early_stop : lk.ASHA, lk.Median or a rule, optional
-        Decides on the client, from the reports, which trials stop early.  The
-        sweep works on a copy: a rule's records belong to its sweep.
-    store : path or None
-        The SQLite file everything is kept in (``"experiments.db"``); None
-        keeps the sweep in memory only.
-    name : str, optional
-        The sweep's name in the store (``<fn>-<date>-<time>`` by default); a
-        name already there needs ``resume=True``.  One sweep at a time owns a
-        name: another one running it (any thread or process) is an InputError.
-    resume : bool
-        Go on with the stored sweep ``name``: completed, stopped and failed
-        trials are not run again, interrupted ones go on from their last
-        checkpoint, new ones (``trials`` larger) run too.
-    wait : bool
-        False returns a :class:`~labkit.Run` at once (``run.sweep`` is the live
-        sweep: ``snapshot()``, ``stop(trial)``, ``add(n)``).
-    max_failures : int
-        Workers a trial may lose (it restarts elsewhere from its checkpoint) before it fails.
-    max_concurrent : int, optional
-        Most trials running at once (the cluster's slots by default).
-    workers_per_trial : int
-        Threads (slots) of the cluster one trial takes: give a trial that is
-        parallel itself (a trainer over several devices) the room it needs.
+    space : parameters to ``lk.loguniform``, ``lk.uniform``, ``lk.randint``, ``lk.choice``
+        or constants (a dict); ``lk.grid(...)``; or a list of configurations.
+    trials : how many (every point of a grid or list by default); larger on a resume: more.
+    metric : the reported (or returned) metric that ranks trials; a trial's first report
+        must hold it.  ``mode``: ``"min"`` or ``"max"``, whether lower or higher is better.
+    scheduler : where trials run (one at a time here when None); each trial is one long
+        task taking ``workers_per_trial`` of the cluster's threads (give a trial that is
+        parallel itself room); the sweep keeps every slot busy, ``max_concurrent`` at most.
+    seed : the same seed draws the same configurations (one is drawn and stored otherwise).
+    early_stop : ``lk.ASHA``, ``lk.Median`` or a rule (:mod:`.rules`), deciding on the
+        client from the reports; the sweep works on a copy of it.
+    store : the SQLite file everything is kept in; None keeps the sweep in memory only.
+    name : the sweep's name in the store (``<fn>-<date>-<time>`` by default); one sweep
+        at a time, in any thread or process, owns a name.
+    resume : go on with the stored sweep ``name``: trials that ended are not run again,
+        interrupted ones go on from their last checkpoint, new ones (more ``trials``) run.
+    wait : False returns a :class:`~labkit.Run` at once; ``run.sweep`` is the live sweep
+        (``snapshot()``, ``stop(trial)``, ``add(n)``).
+    max_failures : workers a trial may lose (it restarts from its checkpoint) before it fails.
 
     Returns
     -------
-    SweepResult or Run
-        ``result.best``, ``result.trials``, ``result.table()``; raised instead:
-        a labkit error when no trial completed and some failed.
+    SweepResult (``best``, ``trials``, ``table()``, ``extend(n)``), or a Run; a labkit error
+    is raised instead when no trial completed and some failed.
     """
     __tracebackhide__ = True
-    call = SweepCall(locals())
-    fn, holds_gil = function_of(fn)
-    space, rule = call.checked()
-    owned = scheduler is None
-    if scheduler is None:
-        scheduler = LocalScheduler()
-    if hasattr(scheduler, "client") and (not scheduler.in_process or holds_gil):
-        check_pickles(fn)
-    the_store = Store(store)
-    owner = uuid.uuid4().hex
-    try:
-        spec, engine = open_sweep(the_store, owner, fn, call, space, rule)
-    except BaseException:
-        the_store.close()
-        if owned:
-            scheduler.shutdown()
-        raise
-    live = LiveSweep(engine, spec)
-    again = _again(call, spec, scheduler)
-
-    def job(scope: Any) -> SweepResult:
-        live.running(scope.id)
-        try:
-            _run(engine, scheduler, scope, fn, holds_gil, call)
-            result = result_of(engine, again)
-        finally:
-            the_store.release(spec.name, owner)
-            the_store.close()  # commits what is queued
-            if owned:
-                scheduler.shutdown()
-        the_store.check()
-        _raise_if_all_failed(result)
-        return result
-
+    job = SweepJob.open(SweepCall(locals()), _again)
     if wait:
-        return start("sweep", [scheduler], job, wait=True)
-    run = start("sweep", [scheduler], job, wait=False)
-    run.sweep = live
+        return start("sweep", [job.scheduler], job, wait=True)
+    run = start("sweep", [job.scheduler], job, wait=False)
+    run.sweep = job.live
     return run
-
-
-def _run(
-    engine: SweepEngine, scheduler: Any, scope: Any, fn: Any, holds_gil: bool, call: SweepCall
-) -> None:
-    """Run every trial of ``engine`` on ``scheduler`` as the run ``scope``."""
-    engine.scope = scope
-    launcher = launcher_for(
-        scheduler, engine, fn, holds_gil, call.workers_per_trial, call.max_concurrent
-    )
-    if scope.sources and any(source.has_subscribers for source in scope.sources):
-        spec = engine.sweep
-        scope.emit(
-            SweepStarted(
-                scope.id,
-                spec.name,
-                spec.metric,
-                spec.mode,
-                spec.space.describe(),
-                tuple(engine.snapshot()),
-                launcher.slots(),
-                spec.rule_words(),
-                engine.store.path,
-            )
-        )
-    drive(engine, launcher, scope)
-
-
-def _raise_if_all_failed(result: SweepResult) -> None:
-    """A sweep none of whose trials completed, and some failed: raise the first failure."""
-    counts = result.counts()
-    others = ("completed", "stopped", "cancelled", "pending")
-    if counts.get("failed") and not any(counts.get(status) for status in others):
-        first = result.by_status("failed")[0]
-        err = TaskError(
-            f"no trial of sweep {result.name!r} completed: {counts['failed']} "
-            f"failed; trial {first.id} {first.config}: {first.error}",
-            user_traceback=first.traceback or "",
-        )
-        err.result = result  # the records, for a look at every failure
-        raise err
 
 
 def _again(call: SweepCall, spec: SweepSpec, scheduler: Any) -> Again:

@@ -1,0 +1,130 @@
+"""A sweep's run: what ``lk.sweep`` set up (store, engine, scheduler), then the job that runs it.
+
+:meth:`SweepJob.open` does what comes before any trial runs (the function
+unwrapped and checked, the store opened, the name claimed, a resumed sweep
+found); calling the job (``job(scope)``, in the sweep's
+:class:`~labkit.Run`) starts the launcher, drives the loop and returns the
+result, releasing the name and the store whatever happens.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import TaskError
+from ..events import SweepStarted
+from ..scheduling import LocalScheduler
+from .arguments import SweepCall, check_pickles, function_of
+from .engine import SweepEngine
+from .launch import launcher_for
+from .live import LiveSweep, result_of
+from .loop import drive
+from .opening import open_sweep
+from .result import Again, SweepResult
+from .spec import SweepSpec
+from .store import Store
+
+__all__ = ["SweepJob"]
+
+#: ``extend(call, spec, scheduler)``: how the result runs more trials of the sweep.
+Extender = Callable[[SweepCall, SweepSpec, Any], Again]
+
+
+class SweepJob:
+    """One sweep, set up and ready to run as ``job(scope)``."""
+
+    def __init__(self, call: SweepCall, extend: Extender):
+        self.call = call
+        self.fn, self.holds_gil = function_of(call.fn)
+        self.space, self.rule = call.checked()
+        self.owned = call.scheduler is None  # a LocalScheduler of its own, shut down at the end
+        self.scheduler = LocalScheduler() if self.owned else call.scheduler
+        self._extend = extend
+
+    @classmethod
+    def open(cls, call: SweepCall, extend: Extender) -> SweepJob:
+        """Check and set up the sweep of ``call``; nothing runs yet."""
+        job = cls(call, extend)
+        scheduler = job.scheduler
+        if hasattr(scheduler, "client") and (not scheduler.in_process or job.holds_gil):
+            check_pickles(job.fn)
+        job.store = Store(call.store)
+        job.owner = uuid.uuid4().hex
+        try:
+            job.spec, job.engine = open_sweep(
+                job.store, job.owner, job.fn, call, job.space, job.rule
+            )
+        except BaseException:
+            job.store.close()
+            if job.owned:
+                scheduler.shutdown()
+            raise
+        job.live = LiveSweep(job.engine, job.spec)
+        return job
+
+    store: Store
+    owner: str
+    spec: SweepSpec
+    engine: SweepEngine
+    live: LiveSweep
+
+    def __call__(self, scope: Any) -> SweepResult:
+        """Run every trial as the run ``scope``; the result (raised when every trial failed)."""
+        self.live.running(scope.id)
+        try:
+            self._drive(scope)
+            result = result_of(self.engine, self._extend(self.call, self.spec, self.scheduler))
+        finally:
+            self.store.release(self.spec.name, self.owner)
+            self.store.close()  # commits what is queued
+            if self.owned:
+                self.scheduler.shutdown()
+        self.store.check()
+        _raise_if_all_failed(result)
+        return result
+
+    def _drive(self, scope: Any) -> None:
+        """Start the launcher, tell the views, and run the loop."""
+        engine, call = self.engine, self.call
+        engine.scope = scope
+        launcher = launcher_for(
+            self.scheduler,
+            engine,
+            self.fn,
+            self.holds_gil,
+            call.workers_per_trial,
+            call.max_concurrent,
+        )
+        if scope.sources and any(source.has_subscribers for source in scope.sources):
+            spec = self.spec
+            scope.emit(
+                SweepStarted(
+                    scope.id,
+                    spec.name,
+                    spec.metric,
+                    spec.mode,
+                    spec.space.describe(),
+                    tuple(engine.snapshot()),
+                    launcher.slots(),
+                    spec.rule_words(),
+                    self.store.path,
+                )
+            )
+        drive(engine, launcher, scope)
+
+
+def _raise_if_all_failed(result: SweepResult) -> None:
+    """A sweep none of whose trials completed, and some failed: raise the first failure."""
+    counts = result.counts()
+    others = ("completed", "stopped", "cancelled", "pending")
+    if counts.get("failed") and not any(counts.get(status) for status in others):
+        first = result.by_status("failed")[0]
+        err = TaskError(
+            f"no trial of sweep {result.name!r} completed: {counts['failed']} "
+            f"failed; trial {first.id} {first.config}: {first.error}",
+            user_traceback=first.traceback or "",
+        )
+        err.result = result  # the records, for a look at every failure
+        raise err
