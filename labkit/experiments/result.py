@@ -114,7 +114,7 @@ class SweepResult:
         lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
         return "\n".join(lines)
 
-    def extend(self, n: int, fn=None, scheduler=None, space=None, **options) -> "SweepResult":
+    def extend(self, n: int, fn=None, scheduler=None, space=None, **options) -> SweepResult:
         """Run ``n`` more trials of this sweep (new configurations drawn as if asked from the start).
 
         In the kernel that ran the sweep, ``fn`` and the space are known; for a

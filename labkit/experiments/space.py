@@ -157,7 +157,7 @@ class Space:
         self.kind, self.entries, self.grid, self.configs = kind, entries, grid_, configs
 
     @classmethod
-    def of(cls, space) -> "Space":
+    def of(cls, space) -> Space:
         """``space`` (a dict, a :class:`Grid` or a list of dicts) checked, as a Space."""
         if isinstance(space, Space):
             return space
@@ -191,7 +191,7 @@ class Space:
         )
 
     @classmethod
-    def from_description(cls, description: dict) -> "Space":
+    def from_description(cls, description: dict) -> Space:
         """The space a stored description describes, where its values are plain data."""
         if "list" in description and len(description) == 1:
             return cls.of(description["list"])
