@@ -126,5 +126,6 @@ def _raise_if_all_failed(result: SweepResult) -> None:
             f"failed; trial {first.id} {first.config}: {first.error}",
             user_traceback=first.traceback or "",
         )
-        err.result = result  # the records, for a look at every failure
+        # the records, for a look at every failure (TaskError, of labkit.errors, declares none)
+        err.result = result  # type: ignore[attr-defined]
         raise err

@@ -51,6 +51,7 @@ def launcher_for(
     scheduler, engine, fn, holds_gil: bool, workers_per_trial: int, max_concurrent: int | None
 ):
     """The launcher that suits ``scheduler``."""
+    kind: type[Launcher]
     if not hasattr(scheduler, "client"):
         kind = InlineLauncher
     elif scheduler.in_process:
@@ -84,7 +85,7 @@ class ThreadLauncher(Launcher):
         self._futures: dict = {}  # runner number -> its future
         self._numbers = 0
         self.token = uuid.uuid4().hex
-        self._offload = None
+        self._offload: OffloadTrial | None = None
         if self.holds_gil and self.scheduler.offload_pool is not None:
             self._offload = OffloadTrial(self.fn)
 
@@ -142,7 +143,7 @@ class ThreadLauncher(Launcher):
                     self.runners -= 1
                     break
             if self._offload is not None:
-                self._run_offloaded(state, worker)
+                self._run_offloaded(state, worker, self._offload)
             else:
                 self.run_here(state, worker)
         future = self._futures.pop(number, None)
@@ -150,7 +151,7 @@ class ThreadLauncher(Launcher):
             self.batch.untrack([future])
         self.engine.wake()
 
-    def _run_offloaded(self, state, worker: str) -> None:
+    def _run_offloaded(self, state, worker: str, offload: OffloadTrial) -> None:
         engine = self.engine
         spec = {
             "trial": state.id,
@@ -161,7 +162,7 @@ class ThreadLauncher(Launcher):
         info = TaskInfo(engine.scope.id, state.id, state.id, kind="trial")
         try:
             execution, outcome = run_offloaded(
-                engine, self.scheduler.offload_pool, self._offload, spec, info, worker
+                engine, self.scheduler.offload_pool, offload, spec, info, worker
             )
         except Exception as exc:
             logger.exception("labkit: running trial %d in a process failed", state.id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from ..events import TaskInfo
 from .execution import execute
@@ -29,7 +30,7 @@ class Launcher:
         self.scheduler, self.engine, self.fn = scheduler, engine, fn
         self.holds_gil = holds_gil
         self.workers_per_trial, self.max_concurrent = workers_per_trial, max_concurrent
-        self.batch = None
+        self.batch: Any = None  # the scheduler's batch of the sweep's tasks, once open
 
     def open(self, scope) -> None:
         """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""

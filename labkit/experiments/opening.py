@@ -61,10 +61,8 @@ def _build(
             call.seed if call.seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "little")
         )
     known = store.records(name) if row is not None else []
-    total = (
-        call.trials or (row["settings"].get("trials") if row is not None else None) or space.size
-    )
-    total = max(total, len(known))
+    stored = row["settings"].get("trials") if row is not None else None
+    total: int = max(call.trials or stored or space.size or 0, len(known))
     spec = SweepSpec(
         name=name,
         space=space,

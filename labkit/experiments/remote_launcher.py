@@ -131,7 +131,7 @@ class RemoteLauncher(Launcher):
 
     def _done(self, trial: int, future) -> None:
         """A trial's task ended: its result waits for its last message, a fault restarts it."""
-        if self.inflight.get(trial) is not future:
+        if trial not in self.inflight or self.inflight[trial] is not future:
             return  # a task of an execution given up
         self.batch.untrack([future])
         if future.status == "finished":

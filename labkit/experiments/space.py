@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -154,7 +156,16 @@ class Space:
         grid_: Grid | None = None,
         configs: list | None = None,
     ):
-        self.kind, self.entries, self.grid, self.configs = kind, entries, grid_, configs
+        self.kind, self.grid = kind, grid_
+        self.entries: dict = entries if entries is not None else {}
+        self.configs: list = configs if configs is not None else []
+
+    @property
+    def points(self) -> Grid:
+        """The grid of a grid space (an error for the other kinds)."""
+        if self.grid is None:
+            raise TypeError(f"a {self.kind} space has no grid")
+        return self.grid
 
     @classmethod
     def of(cls, space) -> Space:
@@ -203,7 +214,7 @@ class Space:
     def size(self) -> int | None:
         """Configurations of a grid or list; ``None`` for a random space (endless)."""
         if self.kind == "grid":
-            return len(self.grid.points)
+            return len(self.points.points)
         if self.kind == "list":
             return len(self.configs)
         return None
@@ -214,7 +225,7 @@ class Space:
         entries = (
             self.entries
             if self.kind == "random"
-            else (self.grid.rest if self.kind == "grid" else {})
+            else (self.points.rest if self.kind == "grid" else {})
         )
         return any(isinstance(v, Distribution) for v in entries.values())
 
@@ -224,14 +235,14 @@ class Space:
             return dict(self.configs[i])
         rng = np.random.default_rng([int(seed), int(i)])
         if self.kind == "grid":
-            point = self.grid.points[i % len(self.grid.points)]
-            return {**_draw(self.grid.rest, rng), **point}
+            point = self.points.points[i % len(self.points.points)]
+            return {**_draw(self.points.rest, rng), **point}
         return _draw(self.entries, rng)
 
     def describe(self) -> dict:
         """The space as JSON data: ``{parameter: {"type": ..., ...}}`` (lists: ``{"list": [...]}``)."""
         if self.kind == "grid":
-            return self.grid.describe()
+            return self.points.describe()
         if self.kind == "list":
             return {"list": [describe_value(c) for c in self.configs]}
         return {name: _describe_entry(v) for name, v in self.entries.items()}
@@ -255,20 +266,20 @@ class Space:
                     argument=name,
                 ) from None
 
-    def _plain_values(self):
+    def _plain_values(self) -> Iterator[tuple[str, Any]]:
         """``(parameter, value)`` of every value a configuration may hold besides numbers."""
         if self.kind == "list":
             for config in self.configs:
                 yield from config.items()
             return
-        entries = self.entries if self.kind == "random" else self.grid.rest
+        entries = self.entries if self.kind == "random" else self.points.rest
         for name, value in entries.items():
             if isinstance(value, Distribution):
                 yield from ((name, v) for v in value.values())
             else:
                 yield name, value
         if self.kind == "grid":
-            for name, values in self.grid.axes.items():
+            for name, values in self.points.axes.items():
                 yield from ((name, v) for v in values)
 
 

@@ -47,11 +47,12 @@ class SweepBoard(LiveView):
     thread_name = "labkit-writer-sweep"
 
     def __init__(self, run, max_rate: float | None = None):
-        super().__init__(run, max_rate, tracker=SweepTracker(run.id))
+        self.sweep_tracker = SweepTracker(run.id)
+        super().__init__(run, max_rate, tracker=self.sweep_tracker)
         try:
             self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
-                self.tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
+                self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             import ipywidgets as W
 
             self._W = W
@@ -243,10 +244,10 @@ class SweepBoard(LiveView):
     def _on_show(self, _button=None) -> None:
         """Show the selected trial's reports, and its error or why it stopped."""
         trial = self.trial.value
-        snap = self.tracker.snapshot()
+        snap = self.sweep_tracker.snapshot()
         view = next((t for t in snap.trials if t.id == trial), None)
         self.detail.value = (
-            draw_html.history(view, self.tracker.history(trial)) if view is not None else ""
+            draw_html.history(view, self.sweep_tracker.history(trial)) if view is not None else ""
         )
 
     def _on_add(self, _button=None) -> None:

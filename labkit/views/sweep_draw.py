@@ -96,10 +96,11 @@ def sort_trials(snap, key: str = "rank", descending: bool = False) -> list:
         )
         if key not in SORT_KEYS:
             v = t.config.get(key)
-        missing = v is None or (isinstance(v, float) and math.isnan(v))
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return (True, 0 if key == "rank" else (0, 0), t.id)
         if key == "rank":
-            return (missing, sign * v if not missing else 0, t.id)
-        return (missing, (0, v) if isinstance(v, (int, float)) else (1, str(v)), t.id)
+            return (False, sign * v, t.id)
+        return (False, (0, v) if isinstance(v, (int, float)) else (1, str(v)), t.id)
 
     rows = sorted(snap.trials, key=value)
     if descending:

@@ -17,7 +17,12 @@ import math
 import time
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Div, HoverTool, Select
+from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
+    ColumnDataSource,
+    Div,
+    HoverTool,
+    Select,
+)
 from bokeh.plotting import figure
 
 from ..experiments.live import live_sweep
@@ -110,8 +115,11 @@ class SweepPlots:
         live, run = self._live()
         if live is None:
             return
-        self.sweep_tracker.seed(live)
-        snap = self.sweep_tracker.snapshot()
+        tracker = self.sweep_tracker
+        if tracker is None:
+            return
+        tracker.seed(live)
+        snap = tracker.snapshot()
         key = tuple((t.id, t.status, t.reports, t.value) for t in snap.trials)
         if key == self._drawn:
             return
@@ -124,7 +132,7 @@ class SweepPlots:
 
     def _draw_lines(self, snap) -> None:
         best = snap.best.id if snap.best is not None else None
-        data = {c: [] for c in _LINE_COLUMNS}
+        data: dict[str, list] = {c: [] for c in _LINE_COLUMNS}
         for t in snap.trials:
             if not t.curve:
                 continue

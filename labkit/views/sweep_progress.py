@@ -105,11 +105,15 @@ class SweepTracker:
 
     def __init__(self, run: str | None = None, window: float = 5.0):
         self.run, self.window = run, window
-        self.name = self.metric = self.rule = self.slots = None
-        self.mode, self.space = "max", {}
+        self.name: str | None = None
+        self.metric: str | None = None
+        self.rule: str | None = None
+        self.slots: int | None = None
+        self.mode: str = "max"
+        self.space: dict = {}
         self.ended = False
         self._trials: dict[int, TrialRecord] = {}
-        self._reports: dict[str, list] = {}  # worker -> report times in the window
+        self._reports: dict[str, deque] = {}  # worker -> report times in the window
         self._done: dict[str, int] = {}
         self._lock = threading.Lock()
         self._version = 0
@@ -294,7 +298,7 @@ class SweepTracker:
         names = sorted(set(running) | set(self._done) | set(self._reports))
         out = []
         for name in names:
-            times = self._reports.get(name, deque())
+            times: deque = self._reports.get(name, deque())
             while times and times[0] < now - self.window:
                 times.popleft()
             rate = 0.0 if self.ended else len(times) / self.window
