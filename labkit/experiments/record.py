@@ -77,8 +77,17 @@ class TrialRecord:
             object.__setattr__(self, "status", Status(self.status))
 
     def replace(self, **changes: Any) -> TrialRecord:
-        """A copy with ``changes``."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` (the engine's hot path: no ``__init__`` run again)."""
+        unknown = changes.keys() - _FIELDS
+        if unknown:
+            raise TypeError(f"TrialRecord has no field {sorted(unknown)[0]!r}")
+        if "status" in changes and not isinstance(changes["status"], Status):
+            changes["status"] = Status(changes["status"])
+        new = object.__new__(TrialRecord)
+        fields = new.__dict__  # a frozen dataclass's fields live in its __dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
 
     def row(self, history: bool = True) -> dict:
         """The record as a plain row (``history``: with a copy of its reports)."""
@@ -108,6 +117,9 @@ class TrialRecord:
     def seconds(self) -> float | None:
         """How long the trial ran (wall time), when it ended."""
         return None if self.started is None or self.ended is None else self.ended - self.started
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TrialRecord))
 
 
 def better(value: float | None, than: float | None, mode: str) -> bool:
