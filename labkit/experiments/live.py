@@ -11,7 +11,7 @@ that sees only ids in events (the dashboard).
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ..constraints import check_argument
 from ..errors import InputError
@@ -22,11 +22,38 @@ from .engine import SweepEngine
 from .result import Again, SweepResult
 from .spec import SweepSpec
 
-__all__ = ["LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
+__all__ = ["SweepSource", "LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
 
 # Sweeps running now, by their run's id: the dashboard sees a sweep's run only as an id in
 # events (weak: a sweep that ended and nobody holds goes)
 _RUNNING: weakref.WeakValueDictionary[str, LiveSweep] = weakref.WeakValueDictionary()
+
+
+@runtime_checkable
+class SweepSource(Protocol):
+    """What a view reads of a sweep, running or ended (``run.sweep``)."""
+
+    name: str
+    metric: str
+    mode: str
+    space: dict
+    rule: str | None
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``TrialRecord.row``), in id order."""
+        ...
+
+    def stop(self, trial: int) -> bool:
+        """Stop one trial; whether it was running."""
+        ...
+
+    def add(self, n: int) -> list[int]:
+        """Add ``n`` trials; their ids."""
+        ...
+
+    def result(self) -> SweepResult:
+        """The sweep so far (or as it ended), as a result."""
+        ...
 
 
 def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
@@ -147,7 +174,7 @@ def finished_run(result: SweepResult) -> Any:
     return run
 
 
-def live_sweep(run: Any) -> LiveSweep | StoredSweep | None:
+def live_sweep(run: Any) -> SweepSource | None:
     """The sweep of ``run`` (a sweep's Run), or of the running sweep whose run has id ``run``."""
     if isinstance(run, str):
         return _RUNNING.get(run)

@@ -60,3 +60,20 @@ def test_engine_store_events_result_and_views_share_the_record(tmp_path):
         dataclasses.replace(t, history=[(s, m) for s, m, _ in t.history]) for t in result.trials]
     rows = run.sweep.snapshot(history=True)
     assert [TrialRecord.of(row) for row in rows] == result.trials
+
+
+def test_a_live_and_a_stored_sweep_honour_the_sweep_source_protocol(tmp_path):
+    from labkit.experiments.live import SweepSource
+    from labkit.experiments.sweep import finished_run
+
+    run = lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
+                   store=None, wait=False)
+    result = run.result(timeout=60)
+    stored = finished_run(result).sweep
+    for source in (run.sweep, stored):
+        assert isinstance(source, SweepSource)
+        assert lk.experiments.live_sweep(run) is run.sweep
+        rows = source.snapshot(history=True)
+        assert [TrialRecord.of(r) for r in rows] == result.trials
+        assert source.result().counts() == {"completed": 2}
+    assert lk.experiments.live_sweep(run.id) is run.sweep   # by id, for views that see only ids
