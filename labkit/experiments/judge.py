@@ -31,6 +31,8 @@ class Judge:
         self.history = History(mode)
         self._save = save  # save(state): queue the rule's state for the store
         self._revision = getattr(rule, "revision", None)
+        # only a rule that keeps a state, in a sweep that keeps it, is asked after each decision
+        self._keeps = save is not None and callable(getattr(rule, "state", None))
 
     def resume(self, records: list[TrialRecord], state: dict | None) -> None:
         """Know the trials of a resumed sweep: their curves, and the rule's records.
@@ -91,12 +93,13 @@ class Judge:
 
     def saved(self) -> None:
         """Queue the rule's state for the store if it changed since last time."""
+        if not self._keeps:
+            return
         revision = getattr(self.rule, "revision", None)
-        state = getattr(self.rule, "state", None)
-        if self._save is None or revision == self._revision or not callable(state):
+        if revision == self._revision:
             return
         self._revision = revision
-        self._save({"rule": self._words(), "state": state()})
+        self._save({"rule": self._words(), "state": self.rule.state()})
 
     def _words(self) -> str:
         """The rule in words: a state is taken back only by the rule that kept it."""

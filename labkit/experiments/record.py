@@ -78,9 +78,8 @@ class TrialRecord:
 
     def replace(self, **changes: Any) -> TrialRecord:
         """A copy with ``changes`` (the engine's hot path: no ``__init__`` run again)."""
-        unknown = changes.keys() - _FIELDS
-        if unknown:
-            raise TypeError(f"TrialRecord has no field {sorted(unknown)[0]!r}")
+        if not _FIELDS.issuperset(changes):
+            raise TypeError(f"TrialRecord has no field {sorted(changes.keys() - _FIELDS)[0]!r}")
         if "status" in changes and not isinstance(changes["status"], Status):
             changes["status"] = Status(changes["status"])
         new = object.__new__(TrialRecord)
