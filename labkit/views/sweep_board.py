@@ -1,7 +1,7 @@
 """The live comparison board of a sweep: table, curves, parallel coordinates and controls.
 
 ``SweepBoard(run)`` follows a sweep's run (``lk.sweep(..., wait=False)``) as
-a :class:`~labkit.views.live.LiveView`: a :class:`~.sweep_progress.SweepTracker`
+a :class:`~labkit.views.live.LiveView`: a :class:`~.sweep_tracker.SweepTracker`
 folds the sweep's events, and each draw sets a few ipywidgets from its
 snapshot (HTML drawn by :mod:`.sweep_draw`): the status line (counts by
 status, the best trial so far), the table (sorted by the "sort by"
@@ -21,7 +21,7 @@ from ..experiments.live import live_sweep
 from . import sweep_draw as draw_html
 from .busy_kernel import serve_while_busy
 from .live import LiveView, State
-from .sweep_progress import SweepTracker
+from .sweep_tracker import SweepTracker
 
 __all__ = ["SweepBoard", "sweep_board"]
 

@@ -2,7 +2,7 @@
 
 The curves and the parallel axes (SVG) are :mod:`.sweep_svg`'s, also reached here.
 
-Plain functions of a :class:`~labkit.views.sweep_progress.SweepSnapshot`,
+Plain functions of a :class:`~labkit.views.sweep_tracker.SweepSnapshot`,
 each returning one HTML string that fits any width (SVGs scale with their
 ``viewBox``; tables wrap their cells).  Every element a test or a reader
 looks for has a class (``labkit-sweep-...``) and the table's rows carry
@@ -10,7 +10,7 @@ their numbers in ``data-`` attributes, exactly.
 
 Examples
 --------
->>> from labkit.views.sweep_progress import SweepSnapshot, TrialView
+>>> from labkit.views.sweep_tracker import SweepSnapshot, TrialView
 >>> t = TrialView(0, {"lr": 0.01}, "completed", 3, 0.9, 0.9, ((0, 0.5), (3, 0.9)))
 >>> snap = SweepSnapshot(0.0, 1, "demo", "acc", "max", {}, None, 1, (t,), {"completed": 1}, t)
 >>> 'data-trial="0"' in table(snap) and "<polyline" in curves(snap)
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from .sweep_progress import STATUSES
+from .sweep_tracker import STATUSES
 from .sweep_style import COLOURS, PALETTE, config_words, escape, finite, fmt, params
 from .sweep_svg import curves, parallel
 

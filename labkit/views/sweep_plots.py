@@ -5,7 +5,7 @@ a figure of the metric against the step, one line a trial (stopped ones
 faded, the best one bold, a hover per line), and a table of the trials
 (sorted by a menu; the best row highlighted).  It reads the live sweep
 (:func:`~labkit.experiments.live_sweep`) through a
-:class:`~.sweep_progress.SweepTracker` while a browser session is open, at
+:class:`~.sweep_tracker.SweepTracker` while a browser session is open, at
 most twice a second and within the share of a core a board's writer takes;
 with no sweep it shows nothing.  :func:`attach` adds it to a dashboard
 document in one call.
@@ -28,7 +28,7 @@ from bokeh.plotting import figure
 from ..experiments.live import live_sweep
 from . import sweep_draw
 from .components import _named
-from .sweep_progress import SweepTracker
+from .sweep_tracker import SweepTracker
 from .writer import Pacer
 
 __all__ = ["SweepPlots", "attach"]
