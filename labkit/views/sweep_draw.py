@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import math
 
-from .sweep_tracker import STATUSES
 from .sweep_style import COLOURS, PALETTE, config_words, escape, finite, fmt, params
 from .sweep_svg import curves, parallel
+from .sweep_tracker import STATUSES
 
 __all__ = [
     "status_line",
