@@ -1,15 +1,13 @@
 """Experiments: many trials of one function on the cluster, stopped early, kept across restarts.
 
-What the room is for
---------------------
 ``lk.sweep(fn, space, trials=, metric=, mode=, scheduler=, early_stop=, store=)``
 runs ``fn(config, trial)`` for configurations drawn from ``space``, each trial
 one long task on the cluster; the client decides from the reports which trials
 go on, keeps everything in a SQLite store, and hands back a result (or a live
 ``Run``).  ``lk.load_sweep`` reads a sweep back in any kernel.
 
-The parts, bottom up
---------------------
+The parts, bottom up:
+
 * the trial model: :mod:`.status` (``Status``, one spelling of a trial's
   status) and :mod:`.record` (``TrialRecord``: one frozen, keyword-built record
   of a trial, shared by the engine, the store, the events, the result and the
@@ -32,9 +30,7 @@ The parts, bottom up
   run), :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),
   :mod:`.result` and :mod:`.loading` (``lk.load_sweep``).
 
-What it may import
-------------------
-``labkit.errors``, ``labkit.constraints``, ``labkit.events``, ``labkit.runs``,
+What it may import: ``labkit.errors``, ``labkit.constraints``, ``labkit.events``, ``labkit.runs``,
 ``labkit.scheduling`` (schedulers, task callables, the Dask adapter) and
 labkit's checkpoint format; never ``labkit.views`` (views import this room,
 and find a run's sweep through ``run.sweep``), ``labkit.data_parallel`` or

@@ -62,32 +62,28 @@ def sweep(
     last report's metrics count).  Wrap a pure-Python ``fn`` as ``lk.FunctionCallable(fn,
     holds_gil=True)``: beside an in-process cluster it then runs in processes.
 
-    Parameters
-    ----------
-    space : parameters to ``lk.loguniform``, ``lk.uniform``, ``lk.randint``, ``lk.choice``
-        or constants (a dict); ``lk.grid(...)``; or a list of configurations.
-    trials : how many (every point of a grid or list by default); larger on a resume: more.
-    metric : the reported (or returned) metric that ranks trials; a trial's first report
-        must hold it.  ``mode``: ``"min"`` or ``"max"``, whether lower or higher is better.
-    scheduler : where trials run (one at a time here when None); each trial is one long
-        task taking ``workers_per_trial`` of the cluster's threads (give a trial that is
-        parallel itself room); the sweep keeps every slot busy, ``max_concurrent`` at most.
-    seed : the same seed draws the same configurations (one is drawn and stored otherwise).
-    early_stop : ``lk.ASHA``, ``lk.Median`` or a rule (:mod:`.rules`), deciding on the
-        client from the reports; the sweep works on a copy of it.
-    store : the SQLite file everything is kept in; None keeps the sweep in memory only.
-    name : the sweep's name in the store (``<fn>-<date>-<time>`` by default); one sweep
-        at a time, in any thread or process, owns a name.
-    resume : go on with the stored sweep ``name``: trials that ended are not run again,
-        interrupted ones go on from their last checkpoint, new ones (more ``trials``) run.
-    wait : False returns a :class:`~labkit.Run` at once; ``run.sweep`` is the live sweep
-        (``snapshot()``, ``stop(trial)``, ``add(n)``).
-    max_failures : workers a trial may lose (it restarts from its checkpoint) before it fails.
+    * ``space``: a dict of parameters to ``lk.loguniform``, ``lk.uniform``, ``lk.randint``,
+      ``lk.choice`` or constants; ``lk.grid(...)``; or a list of configurations.
+    * ``trials``: how many (every point of a grid or list by default); more on a resume.
+    * ``metric``: the reported (or returned) metric that ranks trials; a trial's first report
+      must hold it.  ``mode``: ``"min"`` or ``"max"``, whether lower or higher is better.
+    * ``scheduler``: where trials run (one at a time here when None); a trial is one long task
+      taking ``workers_per_trial`` of the cluster's threads (room for a trial that is parallel
+      itself); the sweep keeps every slot busy, ``max_concurrent`` trials at most.
+    * ``seed``: the same seed draws the same configurations (one is drawn and stored otherwise).
+    * ``early_stop``: ``lk.ASHA``, ``lk.Median`` or a rule (:mod:`~labkit.experiments.rules`),
+      deciding on the client from the reports; the sweep works on a copy of it.
+    * ``store``: the SQLite file everything is kept in; None keeps the sweep in memory only.
+    * ``name``: the sweep's name in the store (``<fn>-<date>-<time>`` by default); one sweep at
+      a time, in any thread or process, owns a name.
+    * ``resume``: go on with the stored sweep ``name``: trials that ended do not run again,
+      interrupted ones go on from their last checkpoint, new ones (more ``trials``) run.
+    * ``wait``: False returns a :class:`~labkit.Run` at once; ``run.sweep`` is the live sweep
+      (``snapshot()``, ``stop(trial)``, ``add(n)``).
+    * ``max_failures``: workers a trial may lose (it restarts from its checkpoint) before it fails.
 
-    Returns
-    -------
-    SweepResult (``best``, ``trials``, ``table()``, ``extend(n)``), or a Run; a labkit error
-    is raised instead when no trial completed and some failed.
+    Returns a :class:`~labkit.experiments.SweepResult` (``best``, ``trials``, ``table()``,
+    ``extend(n)``) or a Run; a labkit error when no trial completed and some failed.
     """
     __tracebackhide__ = True
     job = SweepJob.open(SweepCall(locals()), _again)
