@@ -29,12 +29,9 @@ import numbers
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from .errors import InputError, require_callable
-
-if TYPE_CHECKING:  # the record is the experiments' own; events only carry it
-    from .experiments.record import TrialRecord
 
 __all__ = [
     "Event",
@@ -283,7 +280,7 @@ class TrialReported(Event):
 
 @dataclass(frozen=True)
 class TrialFinished(Event):
-    """A trial ended: ``record`` is the trial as it ended (a frozen ``lk.TrialRecord``).
+    """A trial ended: ``record`` is the trial as it ended (a frozen ``lk.experiments.TrialRecord``).
 
     Its ``status`` is completed, stopped, failed or cancelled; ``reason`` says
     why a trial was stopped (the rule's words, "stopped by hand"); ``error``
@@ -292,7 +289,7 @@ class TrialFinished(Event):
     """
 
     run: str
-    record: TrialRecord
+    record: Any  # a labkit.experiments.TrialRecord (the ground floor names no room above it)
     time: float = field(default_factory=_now)
 
     @property

@@ -1,6 +1,6 @@
 """A sweep's run: what ``lk.sweep`` set up (store, engine, scheduler), then the job that runs it.
 
-:meth:`SweepJob.open` does what comes before any trial runs (the function
+Making a :class:`SweepJob` does what comes before any trial runs (the function
 unwrapped and checked, the store opened, the name claimed, a resumed sweep
 found); calling the job (``job(scope)``, in the sweep's
 :class:`~labkit.Run`) starts the launcher, drives the loop and returns the
@@ -17,7 +17,6 @@ from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
 from .arguments import SweepCall, check_pickles, function_of
-from .engine import SweepEngine
 from .launch import launcher_for
 from .live import LiveSweep, result_of
 from .loop import drive
@@ -33,42 +32,29 @@ Extender = Callable[[SweepCall, SweepSpec, Any], Again]
 
 
 class SweepJob:
-    """One sweep, set up and ready to run as ``job(scope)``."""
+    """One sweep, checked and set up (its store open, its name claimed); run it as ``job(scope)``."""
 
     def __init__(self, call: SweepCall, extend: Extender):
-        self.call = call
+        """Check and set up the sweep of ``call``; nothing runs yet."""
+        self.call, self._extend = call, extend
         self.fn, self.holds_gil = function_of(call.fn)
         self.space, self.rule = call.checked()
         self.owned = call.scheduler is None  # a LocalScheduler of its own, shut down at the end
         self.scheduler = LocalScheduler() if self.owned else call.scheduler
-        self._extend = extend
-
-    @classmethod
-    def open(cls, call: SweepCall, extend: Extender) -> SweepJob:
-        """Check and set up the sweep of ``call``; nothing runs yet."""
-        job = cls(call, extend)
-        scheduler = job.scheduler
-        if hasattr(scheduler, "client") and (not scheduler.in_process or job.holds_gil):
-            check_pickles(job.fn)
-        job.store = Store(call.store)
-        job.owner = uuid.uuid4().hex
+        if hasattr(self.scheduler, "client") and (not self.scheduler.in_process or self.holds_gil):
+            check_pickles(self.fn)
+        self.store = Store(call.store)
+        self.owner = uuid.uuid4().hex
         try:
-            job.spec, job.engine = open_sweep(
-                job.store, job.owner, job.fn, call, job.space, job.rule
+            self.spec, self.engine = open_sweep(
+                self.store, self.owner, self.fn, call, self.space, self.rule
             )
         except BaseException:
-            job.store.close()
-            if job.owned:
-                scheduler.shutdown()
+            self.store.close()
+            if self.owned:
+                self.scheduler.shutdown()
             raise
-        job.live = LiveSweep(job.engine, job.spec)
-        return job
-
-    store: Store
-    owner: str
-    spec: SweepSpec
-    engine: SweepEngine
-    live: LiveSweep
+        self.live = LiveSweep(self.engine, self.spec)
 
     def __call__(self, scope: Any) -> SweepResult:
         """Run every trial as the run ``scope``; the result (raised when every trial failed)."""

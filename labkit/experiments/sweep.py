@@ -86,7 +86,7 @@ def sweep(
     ``extend(n)``) or a Run; a labkit error when no trial completed and some failed.
     """
     __tracebackhide__ = True
-    job = SweepJob.open(SweepCall(locals()), _again)
+    job = SweepJob(SweepCall(locals()), _again)
     if wait:
         return start("sweep", [job.scheduler], job, wait=True)
     run = start("sweep", [job.scheduler], job, wait=False)
