@@ -54,7 +54,7 @@ STATUSES = tuple(str(s) for s in ORDER)
 
 @dataclass(frozen=True)
 class TrialView:
-    """One trial as a board shows it."""
+    """One trial as a board shows it: its record's row, with the curve of the sweep's metric."""
 
     id: int
     config: dict
@@ -69,6 +69,26 @@ class TrialView:
     traceback: str | None = None
     reason: str | None = None
     reports: int = 0
+
+    @classmethod
+    def of(cls, t: TrialRecord, metric: str | None) -> TrialView:
+        """The view of the record ``t`` (its status a plain word)."""
+        curve = tuple((s, m[metric]) for s, m, _ in t.history if metric in m)
+        return cls(
+            id=t.id,
+            config=dict(t.config),
+            status=str(t.status),
+            step=t.step,
+            value=t.value,
+            best=t.best,
+            curve=curve,
+            worker=t.worker,
+            attempts=t.attempts,
+            error=t.error,
+            traceback=t.traceback,
+            reason=t.reason,
+            reports=len(t.history),
+        )
 
 
 @dataclass(frozen=True)
@@ -243,7 +263,7 @@ class SweepTracker:
         """The sweep now, as frozen data."""
         now = time.time() if now is None else now
         with self._lock:
-            trials = tuple(self._view(self._trials[i]) for i in sorted(self._trials))
+            trials = tuple(TrialView.of(self._trials[i], self.metric) for i in sorted(self._trials))
             workers = self._workers(now)
             version = self._version
         counts: dict[str, int] = {}
@@ -270,25 +290,6 @@ class SweepTracker:
         with self._lock:
             t = self._trials.get(trial)
             return [(s, dict(m)) for s, m, _ in t.history] if t is not None else []
-
-    def _view(self, t: TrialRecord) -> TrialView:
-        metric = self.metric
-        curve = tuple((s, m[metric]) for s, m, _ in t.history if metric in m)
-        return TrialView(
-            t.id,
-            dict(t.config),
-            t.status,
-            t.step,
-            t.value,
-            t.best,
-            curve,
-            t.worker,
-            t.attempts,
-            t.error,
-            t.traceback,
-            t.reason,
-            len(t.history),
-        )
 
     def _workers(self, now: float) -> tuple:
         running: dict[str, int] = {}
