@@ -28,7 +28,8 @@ The parts, bottom up:
   full, winds down cleanly);
 * on top: :mod:`.opening` (a new or resumed sweep), :mod:`.job` (the sweep's
   run), :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),
-  :mod:`.result` and :mod:`.loading` (``lk.load_sweep``).
+  :mod:`.sweep_result`, :mod:`.loading` (``lk.load_sweep``) and their public
+  face :mod:`.result`.
 
 What it may import: ``labkit.errors``, ``labkit.constraints``, ``labkit.events``, ``labkit.runs``,
 ``labkit.scheduling`` (schedulers, task callables, the Dask adapter) and
@@ -39,11 +40,11 @@ and find a run's sweep through ``run.sweep``), ``labkit.data_parallel`` or
 
 from .loading import load_sweep
 from .record import TrialRecord
-from .result import SweepResult
 from .rules import ASHA, History, Median, Rule
 from .space import Grid, Space, choice, grid, loguniform, randint, uniform
 from .status import Status
 from .sweep import LiveSweep, live_sweep, sweep
+from .sweep_result import SweepResult
 from .trial import Trial, TrialStopped
 
 __all__ = [

@@ -21,9 +21,9 @@ from .launch import launcher_for
 from .live import LiveSweep, result_of
 from .loop import drive
 from .opening import open_sweep
-from .result import Again, SweepResult
 from .spec import SweepSpec
 from .store import Store
+from .sweep_result import Again, SweepResult
 
 __all__ = ["SweepJob"]
 

@@ -19,8 +19,8 @@ from ..events import Observable, SweepStarted
 from ..runs import start
 from .arguments import count
 from .engine import SweepEngine
-from .result import Again, SweepResult
 from .spec import SweepSpec
+from .sweep_result import Again, SweepResult
 
 __all__ = ["SweepSource", "LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
 

@@ -7,9 +7,9 @@ import os
 from typing import Any
 
 from ..errors import InputError
-from .result import SweepResult
 from .store import Store
 from .sweep import extend_stored
+from .sweep_result import SweepResult
 
 __all__ = ["load_sweep", "result_from_store"]
 

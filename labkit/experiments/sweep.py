@@ -16,9 +16,10 @@ from ..runs import start
 from .arguments import SWEEP_CONSTRAINTS, SweepCall, declared
 from .job import SweepJob
 from .live import LiveSweep, StoredSweep, finished_run, live_sweep
-from .result import Again, SweepResult
 from .space import Space
 from .spec import SweepSpec
+from .sweep_result import Again, SweepResult
+from .trial_state import TrialState
 
 __all__ = [
     "sweep",
@@ -27,6 +28,7 @@ __all__ = [
     "live_sweep",
     "finished_run",
     "extend_stored",
+    "new_states",
     "DEFAULT_STORE",
     "SWEEP_CONSTRAINTS",
 ]
@@ -115,6 +117,11 @@ def _again(call: SweepCall, spec: SweepSpec, scheduler: Any) -> Again:
         return sweep(**arguments)
 
     return again
+
+
+def new_states(spec: SweepSpec, first: int, n: int) -> list[TrialState]:
+    """Trials ``first .. first + n - 1`` of ``spec``, pending, as the engine holds them."""
+    return [TrialState(record) for record in spec.new_records(first, n)]
 
 
 def extend_stored(path: str | None, row: dict, space: dict) -> Again:
