@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from urllib.parse import quote
 
 from ..errors import InputError, StorageError
@@ -45,8 +46,13 @@ CREATE TABLE IF NOT EXISTS rule_states (
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    """The store's ``PRAGMA user_version``."""
-    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    """The store's ``PRAGMA user_version``.
+
+    Read to the end (``fetchall``): a statement left open keeps its read
+    snapshot, and a write after another connection's then fails at once
+    ("database is locked") instead of waiting its turn.
+    """
+    return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
 
 
 def _check_version(conn: sqlite3.Connection, where: str) -> int:
@@ -69,12 +75,29 @@ def _connect(path: str | None, uri: str | None) -> sqlite3.Connection:
         return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
     conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.Error:
         conn.close()  # now, not when a cycle is collected: the file stays open else
         raise
     return conn
+
+
+def _wal(conn: sqlite3.Connection, tries: int = 100) -> None:
+    """Switch to the WAL journal, again while another connection does it on a new file.
+
+    SQLite's busy handler does not cover the switch: two connections opening a
+    new file at once may see "database is locked" at once; the switch is tried
+    again, for up to five seconds.
+    """
+    for attempt in range(tries):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05)
 
 
 def _check_path(path: str | None) -> None:
