@@ -288,24 +288,67 @@ class TrialReported(Event):
 
 @dataclass(frozen=True)
 class TrialFinished(Event):
-    """A trial ended: ``status`` is completed, stopped, failed or cancelled.
+    """A trial ended: ``record`` is the trial as it ended (a frozen ``lk.experiments.TrialRecord``).
 
-    ``reason`` says why a trial was stopped (the rule's words, "stopped by
-    hand"); ``error`` and ``traceback`` why one failed.
+    Its ``status`` is completed, stopped, failed or cancelled; ``reason`` says
+    why a trial was stopped (the rule's words, "stopped by hand"); ``error``
+    and ``traceback`` why one failed.  The record's fields read on the event
+    too (``event.status``, ``event.value``), and ``event.trial`` is its id.
     """
 
     run: str
-    trial: int
-    status: str
-    metrics: dict | None = None  # final metrics
-    value: float | None = None  # the metric's final value
-    best: float | None = None
-    step: int | float | None = None  # the last step reported
-    attempts: int = 1
-    error: str | None = None
-    traceback: str | None = None
-    reason: str | None = None
+    record: Any  # a labkit.experiments.TrialRecord (the ground floor names no room above it)
     time: float = field(default_factory=_now)
+
+    @property
+    def trial(self) -> int:
+        """The trial's id."""
+        return self.record.id
+
+    @property
+    def status(self) -> str:
+        """completed, stopped, failed or cancelled."""
+        return self.record.status
+
+    @property
+    def metrics(self) -> dict | None:
+        """The final metrics."""
+        return self.record.metrics
+
+    @property
+    def value(self) -> float | None:
+        """The metric's final value."""
+        return self.record.value
+
+    @property
+    def best(self) -> float | None:
+        """The metric's best value reported."""
+        return self.record.best
+
+    @property
+    def step(self) -> int | float | None:
+        """The last step reported."""
+        return self.record.step
+
+    @property
+    def attempts(self) -> int:
+        """Executions of the trial started."""
+        return self.record.attempts
+
+    @property
+    def error(self) -> str | None:
+        """Why it failed."""
+        return self.record.error
+
+    @property
+    def traceback(self) -> str | None:
+        """Where it failed, from the user's code."""
+        return self.record.traceback
+
+    @property
+    def reason(self) -> str | None:
+        """Why it was stopped."""
+        return self.record.reason
 
 
 def run_of(event) -> str | None:

@@ -5,121 +5,95 @@ whatever carries their reports (:mod:`.sinks`) calls the same few methods,
 from any thread: :meth:`~SweepEngine.take` (the next trial to run),
 :meth:`~SweepEngine.started`, :meth:`~SweepEngine.reported` (returns whether
 the trial must stop), :meth:`~SweepEngine.checkpointed` and
-:meth:`~SweepEngine.finished`.  Each updates the trial's state under one
+:meth:`~SweepEngine.finished`.  Each updates the trial's record under one
 lock, queues the store's writes (never waiting on the disk) and emits the
 events views draw (:class:`~labkit.events.TrialStarted`,
 :class:`~labkit.events.TrialReported`, :class:`~labkit.events.TrialFinished`).
+The loop (:mod:`.loop`) winds a sweep down through :meth:`~SweepEngine.cancel`
+and :meth:`~SweepEngine.cancel_launched`.
 
 A run of a trial's function is an *execution*; a trial whose worker died
 runs again (a new execution, from its latest checkpoint), and messages of an
-execution that is no longer the trial's are ignored.  The loop that drives
-it all is :mod:`.loop`.
+execution that is no longer the trial's are ignored.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import math
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from typing import Any
 
-from ..events import TrialFinished, TrialReported, TrialStarted, TrialsAdded
-from .result import trial_row
-from .rules import History
+from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
+from .judge import Judge
+from .record import TrialRecord, better
+from .spec import SweepSpec
+from .status import ENDED, TERMINAL, Status
+from .trial_state import TrialState
+from .verdict import verdict
 
-__all__ = ["SweepEngine", "TrialState", "TERMINAL"]
+__all__ = ["SweepEngine", "TrialState", "TERMINAL", "ENDED"]
 
 logger = logging.getLogger("labkit.experiments")
-
-#: Statuses a trial does not leave (a resumed sweep runs none of them again).
-TERMINAL = ("completed", "stopped", "failed")
-#: Statuses a trial does not leave within one run ("cancelled" runs again when resumed).
-ENDED = (*TERMINAL, "cancelled")
-
-
-@dataclass
-class TrialState:
-    """What the client knows of one trial."""
-
-    id: int
-    config: dict
-    status: str = "pending"  # pending, running, completed, stopped, failed, cancelled
-    attempts: int = 0  # executions started
-    failures: int = 0  # workers lost under it
-    execution: str | None = None
-    fresh: bool = False  # no report yet from the current execution
-    launched: bool = False  # handed to a launcher and not finished
-    worker: str | None = None
-    history: list = field(default_factory=list)  # [(step, {metric: value}, time), ...]
-    metrics: dict | None = None  # final metrics
-    value: float | None = None  # the metric's latest (final) value
-    best: float | None = None  # the metric's best value so far
-    error: str | None = None
-    traceback: str | None = None
-    reason: str | None = None
-    stop: tuple | None = None  # (kind, reason) once the sweep stopped it
-    blob: bytes | None = None  # latest checkpoint, kept while the trial may restart
-    seq: int = 0  # checkpoints taken
-    started: float | None = None
-    ended: float | None = None
-
-    @property
-    def step(self):
-        return self.history[-1][0] if self.history else None
-
-    def row(self, with_history: bool = False) -> dict:
-        """The trial as plain data (a board's table row; ``history`` for its curve)."""
-        return trial_row(self, with_history)
 
 
 class SweepEngine:
     """The state of one sweep, changed from any thread; see the module's docstring."""
 
-    def __init__(self, sweep, store, rule=None, max_failures: int = 3):
-        self.sweep, self.store, self.rule = sweep, store, rule
-        self.name, self.metric, self.mode = sweep.name, sweep.metric, sweep.mode
-        self.max_failures = max_failures
+    def __init__(self, spec: SweepSpec, store: Any):
+        self.sweep, self.store = spec, store
+        self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
+        self.max_failures = spec.max_failures
         self.lock = threading.RLock()
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
-        self.history = History(self.mode)
-        self.scope = None  # the run's scope, once running
-        self.launcher = None
+        self.judge = Judge(
+            spec.rule, spec.mode, spec.metric, lambda state: store.save_rule_state(spec.name, state)
+        )
+        self.scope: Any = None  # the run's scope, once running
+        self.launcher: Any = None
         self.cancelling = False
         #: what the loop waits on: wake-ups, and the launcher's messages
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
 
     # -- set-up ----------------------------------------------------------------------------
 
-    def add(self, state: TrialState, run: bool = True) -> None:
-        """Know ``state`` (from the store or new); queue it when ``run``."""
+    def resume(self, records: list[TrialRecord], rule_state: dict | None) -> None:
+        """Know the stored trials of a resumed sweep; queue those that did not end for good."""
         with self.lock:
-            self.states[state.id] = state
-            for step, metrics, _ in state.history:
-                if self.metric in metrics:
-                    self.history.add(state.id, step, metrics[self.metric])
-                    if self.rule is not None:  # rebuild the rule's records (ASHA's rungs)
-                        _safe_decide(self.rule, state.id, step, metrics[self.metric], self.history)
-            if run:
-                self.pending.append(state.id)
+            self.judge.resume(records, rule_state)
+            for record in records:
+                if record.status not in TERMINAL:
+                    if record.status != Status.PENDING:  # interrupted: it runs again
+                        self.store.trial_pending(self.name, record.id)
+                    record = record.replace(status=Status.PENDING)
+                self._know(record)
+
+    def add(self, records: list[TrialRecord]) -> None:
+        """Know new pending trials (stored with the next commit) and queue them."""
+        with self.lock:
+            self.store.add_trials(self.name, [(r.id, r.config) for r in records])
+            for record in records:
+                self.judge.added(record.id)
+                self._know(record)
+
+    def _know(self, record: TrialRecord) -> None:
+        self.states[record.id] = TrialState(record)
+        if record.status not in TERMINAL:
+            self.pending.append(record.id)
 
     def add_trials(self, n: int) -> list[int]:
         """``n`` more trials, run after those pending; their ids."""
-        from .sweep import new_states  # the sweep knows how configurations are drawn
-
         with self.lock:
-            states = new_states(self.sweep, len(self.states), n)
-            self.store.add_trials(self.name, [(s.id, s.config) for s in states])
-            for s in states:
-                self.add(s)
+            records = self.sweep.new_records(len(self.states), n)
+            self.add(records)
             self.sweep.trials = len(self.states)
             self.store.update_sweep(self.name, self.sweep.settings())
-        self._emit(TrialsAdded(self._run, tuple(s.row() for s in states)))
+        self.emit(TrialsAdded(self.run_id, tuple(r.row(history=False) for r in records)))
         self.wake()
-        return [s.id for s in states]
+        return [r.id for r in records]
 
     # -- what launchers and sinks call -------------------------------------------------------
 
@@ -139,72 +113,88 @@ class SweepEngine:
             s = self.states[trial]
             if s.status in ENDED:
                 return
-            if s.execution is not None and s.status == "running":  # rerun after a lost worker
-                s.failures += 1
-                logger.warning(
-                    "labkit: trial %d runs again on %s (a worker was lost under it, %d time(s))",
-                    trial,
-                    worker,
-                    s.failures,
-                )
-                if s.failures > self.max_failures:
-                    self._request_stop(
-                        s,
-                        "lost",
-                        f"its worker was lost {s.failures} times "
-                        f"(max_failures={self.max_failures})",
-                    )
-            s.execution, s.fresh, s.worker = execution, True, worker
-            s.status, s.attempts = "running", s.attempts + 1
-            s.started = s.started or time.time()
+            if s.execution is not None and s.status == Status.RUNNING:  # a lost worker's rerun
+                self._lost_under(s, worker)
+            s.execution, s.fresh = execution, True
+            s.update(
+                status=Status.RUNNING,
+                attempts=s.attempts + 1,
+                worker=worker,
+                started=s.started or time.time(),
+            )
             self.store.trial_started(self.name, trial, s.attempts, worker, s.started)
             event = TrialStarted(
-                self._run,
+                self.run_id,
                 trial,
                 dict(s.config),
                 worker,
                 s.attempts - 1,
                 s.step if s.attempts > 1 else None,
             )
-        self._emit(event)
+        self.emit(event)
+
+    def _lost_under(self, s: TrialState, worker: str) -> None:
+        """A worker was lost under ``s`` (it runs again); too many times: it must stop."""
+        s.failures += 1
+        logger.warning(
+            "labkit: trial %d runs again on %s (a worker was lost under it, %d time(s))",
+            s.id,
+            worker,
+            s.failures,
+        )
+        if s.failures > self.max_failures:
+            why = f"its worker was lost {s.failures} times (max_failures={self.max_failures})"
+            self.request_stop(s, "lost", why)
 
     def reported(self, trial: int, execution: str, reports: list) -> bool:
         """Reports ``[(step, metrics, time), ...]`` of one execution; whether it must stop."""
         with self.lock:
             s = self.states[trial]
-            if s.execution != execution or s.status != "running":
+            if s.execution != execution or s.status != Status.RUNNING:
                 return True  # an execution the sweep gave up (its trial ended or ran again)
             if s.fresh and s.history and reports[0][0] <= s.history[-1][0]:
                 self._forget_from(s, reports[0][0])  # a restart reports these steps again
             s.fresh = False
             s.history.extend(reports)
-            for step, metrics, _ in reports:
-                if self.metric in metrics:
-                    self._judge(s, step, metrics[self.metric])
+            self._judge(s, reports)
             self.store.trial_reports(
-                self.name, trial, s.attempts, reports, (s.value, s.best, s.step)
+                self.name, trial, s.attempts, reports, (s.record.value, s.record.best, s.step)
             )
             if self.check_cancel() and s.stop is None:
-                self._request_stop(s, "cancel", "the sweep was cancelled")
+                self.request_stop(s, "cancel", "the sweep was cancelled")
             stop = s.stop is not None
             if not self._listened():  # the hot path: no event for nobody
                 return stop
             event = TrialReported(
-                self._run,
+                self.run_id,
                 trial,
                 tuple(r[0] for r in reports),
                 tuple(r[1] for r in reports),
-                s.value,
-                s.best,
+                s.record.value,
+                s.record.best,
             )
-        self._emit(event)
+        self.emit(event)
         return stop
+
+    def _judge(self, s: TrialState, reports: list) -> None:
+        """The metric's latest and best value from ``reports``, and the rule's decisions."""
+        value, best = s.record.value, s.record.best
+        for step, metrics, _ in reports:
+            if self.metric not in metrics:
+                continue
+            value = metrics[self.metric]
+            if better(value, best, self.mode):
+                best = value
+            reason = self.judge.judge(s.id, step, value, stopping=s.stop is not None)
+            if reason:
+                self.request_stop(s, "rule", reason)
+        s.update(value=value, best=best, step=s.history[-1][0] if s.history else None)
 
     def checkpointed(self, trial: int, execution: str, step, blob: bytes) -> None:
         """``blob`` is the trial's latest checkpoint (taken at ``step``)."""
         with self.lock:
             s = self.states[trial]
-            if s.execution != execution or s.status != "running":
+            if s.execution != execution or s.status != Status.RUNNING:
                 return
             s.seq += 1
             s.blob = blob
@@ -234,12 +224,12 @@ class SweepEngine:
         """Whether this execution of ``trial`` must stop."""
         with self.lock:
             s = self.states[trial]
-            if self.check_cancel() and s.stop is None and s.status == "running":
-                self._request_stop(s, "cancel", "the sweep was cancelled")
+            if self.check_cancel() and s.stop is None and s.status == Status.RUNNING:
+                self.request_stop(s, "cancel", "the sweep was cancelled")
             return s.stop is not None or s.execution != execution
 
     def finished(self, trial: int, execution: str | None, outcome: dict) -> None:
-        """An execution of ``trial`` ended with ``outcome`` (see :func:`.tasks.execute`)."""
+        """An execution of ``trial`` ended with ``outcome`` (see :func:`.execution.execute`)."""
         with self.lock:
             s = self.states[trial]
             if s.status in ENDED or (
@@ -249,39 +239,19 @@ class SweepEngine:
             if outcome["status"] == "lost" and self._restart(s, outcome.get("error")):
                 self.wake()
                 return
-            status, fields = self._verdict(s, outcome)
-            event = self._end(s, status, **fields)
+            status, fields = verdict(s.id, s.history, s.stop, outcome, self.metric)
+            event = self.end(s, status, **fields)
             # runners that pull trials need no loop to start the next; the loop is woken
             # when there is nothing left to pull (to end), or for launchers it feeds
             wake = not self.pending or self.launcher is None or not self.launcher.pulls
-        self._emit(event)
+        self.emit(event)
         if wake:
             self.wake()
 
     # -- decisions -------------------------------------------------------------------------
 
-    def _judge(self, s: TrialState, step, value: float) -> None:
-        """A value of the metric: the trial's latest and best, and the rule's decision."""
-        s.value = value
-        if not math.isnan(value) and (
-            s.best is None or self.history.score(value) > self.history.score(s.best)
-        ):
-            s.best = value
-        if self.rule is None:
-            return
-        self.history.add(s.id, step, value)
-        if s.stop is None:
-            reason = _safe_decide(self.rule, s.id, step, value, self.history)
-            if reason:
-                self._request_stop(
-                    s,
-                    "rule",
-                    reason
-                    if isinstance(reason, str)
-                    else f"{type(self.rule).__name__} at step {step}",
-                )
-
-    def _request_stop(self, s: TrialState, kind: str, reason: str) -> None:
+    def request_stop(self, s: TrialState, kind: str, reason: str) -> None:
+        """Ask ``s`` to stop (``kind``: rule, hand, lost or cancel); call under the lock."""
         s.stop = (kind, reason)
         if self.launcher is not None:
             self.launcher.stop(s)
@@ -292,12 +262,12 @@ class SweepEngine:
             s = self.states.get(trial)
             if s is None or s.status in ENDED:
                 return False
-            if s.status == "pending" and not s.launched:
-                event = self._end(s, "stopped", reason=reason)
+            if s.status == Status.PENDING and not s.launched:
+                event = self.end(s, Status.STOPPED, reason=reason)
             else:
-                self._request_stop(s, "hand", reason)
+                self.request_stop(s, "hand", reason)
                 return True
-        self._emit(event)
+        self.emit(event)
         self.wake()
         return True
 
@@ -314,106 +284,76 @@ class SweepEngine:
             s.failures,
             self.max_failures,
         )
-        s.launched, s.execution, s.status = False, None, "pending"
+        s.launched, s.execution = False, None
+        s.update(status=Status.PENDING)
         self.pending.appendleft(s.id)
         return True
 
-    def _verdict(self, s: TrialState, outcome: dict) -> tuple[str, dict]:
-        """The final status of ``s`` and the fields that go with it."""
-        kind = outcome["status"]
-        last = dict(s.history[-1][1]) if s.history else {}
-        if kind == "lost" or (s.stop and s.stop[0] == "lost"):
-            why = s.stop[1] if s.stop else outcome.get("error") or "its worker was lost"
-            return "failed", {
-                "error": f"WorkerLostError: trial {s.id} failed: {why}",
-                "metrics": last or None,
-            }
-        if kind == "failed":
-            return "failed", {
-                "error": outcome.get("error"),
-                "traceback": outcome.get("traceback"),
-                "metrics": last or None,
-            }
-        if kind == "stopped":
-            status = "cancelled" if s.stop is None or s.stop[0] == "cancel" else "stopped"
-            return status, {"metrics": last or None, "reason": s.stop[1] if s.stop else "stopped"}
-        metrics = outcome.get("metrics") or last
-        if "value" in outcome:
-            metrics = {**metrics, self.metric: outcome["value"]}
-        if self.metric not in metrics:
-            seen = sorted({k for _, m, _ in s.history for k in m} | set(metrics))
-            return "failed", {
-                "metrics": metrics or None,
-                "error": (
-                    f"InputError: trial {s.id} finished without reporting the metric "
-                    f"{self.metric!r} (it reported {', '.join(map(repr, seen)) or 'nothing'}); "
-                    f"report it with trial.report(step, {self.metric}=...) or return "
-                    f"{{{self.metric!r}: ...}}"
-                ),
-            }
-        return "completed", {"metrics": metrics}
+    def end(self, s: TrialState, status: Status, **fields: Any) -> TrialFinished:
+        """Record the end of ``s`` (call under the lock); its event, for the caller to emit.
 
-    def _end(
-        self, s: TrialState, status: str, metrics=None, error=None, traceback=None, reason=None
-    ) -> TrialFinished:
-        """Record the end of ``s``; its event (emitted by the caller, outside the lock)."""
-        s.status, s.metrics, s.error, s.traceback, s.reason = (
-            status,
-            metrics,
-            error,
-            traceback,
-            reason,
-        )
+        ``fields``: ``metrics``, ``error``, ``traceback``, ``reason``.
+        """
+        metrics = fields.get("metrics")
+        value, best = s.record.value, s.record.best
         if metrics and self.metric in metrics:
-            s.value = metrics[self.metric]
-            if not math.isnan(s.value) and (
-                s.best is None or self.history.score(s.value) > self.history.score(s.best)
-            ):
-                s.best = s.value
-        s.launched, s.blob, s.ended = False, None, time.time()
+            value = metrics[self.metric]
+            if better(value, best, self.mode):
+                best = value
+        s.launched, s.blob = False, None
+        s.update(
+            status=status,
+            metrics=metrics,
+            error=fields.get("error"),
+            traceback=fields.get("traceback"),
+            reason=fields.get("reason"),
+            value=value,
+            best=best,
+            ended=time.time(),
+        )
         if self.launcher is not None:
             self.launcher.ended(s)
-        self.store.trial_finished(
-            self.name,
-            s.id,
-            status,
-            metrics,
-            s.value,
-            s.best,
-            s.step,
-            error,
-            traceback,
-            reason,
-            s.ended,
-        )
-        return TrialFinished(
-            self._run,
-            s.id,
-            status,
-            metrics,
-            s.value,
-            s.best,
-            s.step,
-            s.attempts,
-            error,
-            traceback,
-            reason,
-        )
+        self.judge.ended(s.id, status)
+        self.store.trial_ended(self.name, s.record)
+        return TrialFinished(self.run_id, s.record.replace(history=list(s.history)))
 
     def _forget_from(self, s: TrialState, step) -> None:
         """Drop ``s``'s reports from ``step`` on: its restart reports them again."""
-        s.history = [r for r in s.history if r[0] < step]
-        self.history.truncate(s.id, step)
+        history = [r for r in s.history if r[0] < step]
+        self.judge.restarted(s.id, step)
         self.store.drop_reports(self.name, s.id, step)
-        values = [m[self.metric] for _, m, _ in s.history if self.metric in m]
-        s.value = values[-1] if values else None
-        finite = [v for v in values if not math.isnan(v)]
-        s.best = (max if self.mode == "max" else min)(finite) if finite else None
+        value = best = None
+        for _, metrics, _ in history:
+            if self.metric in metrics:
+                value = metrics[self.metric]
+                best = value if better(value, best, self.mode) else best
+        s.update(history=history, value=value, best=best, step=history[-1][0] if history else None)
 
-    # -- the loop's helpers ------------------------------------------------------------------
+    # -- the loop's verbs --------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Wind down: run nothing more, ask every launched trial to stop."""
+        with self.lock:
+            self.cancelling = True
+            self.pending.clear()  # they stay pending in the store: a resume runs them
+            for state in self.states.values():
+                if state.launched and state.stop is None:
+                    self.request_stop(state, "cancel", "the sweep was cancelled")
+
+    def cancel_launched(self) -> None:
+        """Record every trial still launched as cancelled (a resume runs it again)."""
+        with self.lock:
+            events = [
+                self.end(s, Status.CANCELLED, reason="the sweep was cancelled")
+                for s in self.states.values()
+                if s.launched
+            ]
+        for event in events:
+            self.emit(event)
 
     @property
-    def _run(self) -> str:
+    def run_id(self) -> str:
+        """The id of the sweep's run ("" before it runs)."""
         return self.scope.id if self.scope is not None else ""
 
     def _listened(self) -> bool:
@@ -422,7 +362,8 @@ class SweepEngine:
             source.has_subscribers for source in self.scope.sources
         )
 
-    def _emit(self, event) -> None:
+    def emit(self, event: Any) -> None:
+        """Send ``event`` to the run's listeners (call outside the lock)."""
         if self.scope is not None:
             self.scope.emit(event)
 
@@ -442,15 +383,14 @@ class SweepEngine:
             return bool(self.pending) or any(s.launched for s in self.states.values())
 
     def snapshot(self, history: bool = False) -> list[dict]:
-        """Every trial as plain data (see :meth:`TrialState.row`), in id order."""
+        """Every trial as a plain row (see :meth:`TrialRecord.row`), in id order."""
         with self.lock:
-            return [self.states[i].row(history) for i in sorted(self.states)]
+            return [self.states[i].record.row(history) for i in sorted(self.states)]
 
-
-def _safe_decide(rule, trial, step, value, history):
-    """The rule's decision; a rule that raises is logged and lets the trial go on."""
-    try:
-        return rule.decide(trial, step, value, history)
-    except Exception:
-        logger.exception("labkit: the early-stopping rule %r failed; the trial goes on", rule)
-        return None
+    def records(self) -> list[TrialRecord]:
+        """Every trial's record (its history copied), in id order."""
+        with self.lock:
+            return [
+                self.states[i].record.replace(history=list(self.states[i].history))
+                for i in sorted(self.states)
+            ]

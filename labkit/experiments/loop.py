@@ -72,28 +72,14 @@ def _pump(engine, launcher, timeout: float) -> None:
 
 def _wind_down(engine, launcher) -> None:
     """Stop every running trial, wait a little for them, record the rest as cancelled."""
-    with engine.lock:
-        engine.cancelling = True
-        engine.pending.clear()  # they stay pending in the store: a resume runs them
-        running = [s for s in engine.states.values() if s.launched]
-        for state in running:
-            if state.stop is None:
-                engine._request_stop(state, "cancel", "the sweep was cancelled")
+    engine.cancel()
     deadline = time.monotonic() + CANCEL_WAIT
     while engine.active() and time.monotonic() < deadline:
         try:
             _pump(engine, launcher, TICK)
         except BaseException:  # a second Ctrl-C: stop waiting
             break
-    events = []
-    with engine.lock:
-        for state in engine.states.values():
-            if state.launched:
-                events.append(
-                    engine._end(state, "cancelled", metrics=None, reason="the sweep was cancelled")
-                )
-    for event in events:
-        engine._emit(event)
+    engine.cancel_launched()
     try:
         engine.store.flush()
     except Exception:  # the store's own failure is what is being raised, or will be

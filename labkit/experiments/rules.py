@@ -17,6 +17,18 @@ documentation, or not)::
             if step >= 3 and history.score(value) < history.score(0.5):
                 return f"below 0.5 at step {step}"
 
+A rule may also follow each trial's life, as Ray Tune's schedulers do: the
+sweep calls ``on_trial_add(trial)`` when a trial is added,
+``on_trial_restart(trial, from_step)`` when a trial runs again from a
+checkpoint (it reports from ``from_step`` again), and ``on_trial_end(trial,
+status)`` when it ends.  :class:`Rule` gives each hook a default that does
+nothing, and a rule without them works too.  What a rule keeps across
+reports (ASHA's rungs) it returns from ``state()`` (plain data) and takes
+back in ``load_state(state)``; the sweep keeps that in its store whenever
+``revision`` changed, so a resumed sweep goes on without replaying the
+history.  A rule without ``state`` is rebuilt, on resume, by replaying the
+stored reports through ``decide``.
+
 Steps are the numbers trials report (``trial.report(step, ...)``), in any
 unit (epochs, batches), increasing within a trial.
 
@@ -41,7 +53,7 @@ import statistics
 from ..constraints import Interval, check_parameters
 from ..errors import InputError
 
-__all__ = ["Rule", "ASHA", "Median", "History", "check_rule", "own_rule"]
+__all__ = ["Rule", "ASHA", "Median", "History", "check_rule", "own_rule", "describe_rule"]
 
 
 class History:
@@ -108,11 +120,23 @@ class History:
 
 
 class Rule:
-    """Base of early-stopping rules: one method, :meth:`decide`."""
+    """Base of early-stopping rules: :meth:`decide`, and lifecycle hooks that do nothing."""
+
+    #: Changes whenever :meth:`state` would (the sweep stores the state then).
+    revision: int = 0
 
     def decide(self, trial: int, step, value: float, history: History) -> str | None:
         """``None`` to let ``trial`` go on after reporting ``value`` at ``step``; a reason to stop it."""
         raise NotImplementedError
+
+    def on_trial_add(self, trial: int) -> None:
+        """``trial`` joined the sweep (new, or known to a resumed sweep)."""
+
+    def on_trial_restart(self, trial: int, from_step) -> None:
+        """``trial`` runs again from a checkpoint: it reports from ``from_step`` again."""
+
+    def on_trial_end(self, trial: int, status: str) -> None:
+        """``trial`` ended with ``status`` (completed, stopped, failed, cancelled)."""
 
     def describe(self) -> str:
         """The rule in words (stored with the sweep, shown on a board)."""
@@ -155,6 +179,7 @@ class ASHA(Rule):
         check_parameters(self, locals(), "lk.ASHA")
         self.min_steps, self.reduction, self.max_steps = min_steps, reduction, max_steps
         self._recorded: list[dict[int, float]] = []  # per rung: trial -> score
+        self.revision = 0
 
     def rung(self, k: int) -> float:
         """The step of rung ``k``."""
@@ -169,6 +194,7 @@ class ASHA(Rule):
             recorded = self._recorded[k]
             if trial not in recorded:
                 recorded[trial] = score
+                self.revision += 1
                 better = sum(1 for s in recorded.values() if s > score)
                 keep = math.ceil(len(recorded) / self.reduction)
                 if better >= keep:
@@ -179,10 +205,25 @@ class ASHA(Rule):
             k += 1
         return None
 
-    def forget(self, trial: int) -> None:
-        """Drop ``trial``'s records (it restarts from an earlier step)."""
-        for recorded in self._recorded:
-            recorded.pop(trial, None)
+    def forget(self, trial: int, from_step=None) -> None:
+        """Drop ``trial``'s records at rungs from ``from_step`` on (all of them by default)."""
+        for k, recorded in enumerate(self._recorded):
+            if (from_step is None or self.rung(k) >= from_step) and trial in recorded:
+                del recorded[trial]
+                self.revision += 1
+
+    def on_trial_restart(self, trial: int, from_step) -> None:
+        """A restart reports the rungs from ``from_step`` on again: they are recorded anew."""
+        self.forget(trial, from_step)
+
+    def state(self) -> dict:
+        """The rung records, as plain data (kept in the sweep's store)."""
+        return {"rungs": [{str(t): s for t, s in r.items()} for r in self._recorded]}
+
+    def load_state(self, state: dict) -> None:
+        """Take back the records :meth:`state` gave."""
+        self._recorded = [{int(t): float(s) for t, s in r.items()} for r in state["rungs"]]
+        self.revision += 1
 
     def describe(self):
         extra = "" if self.max_steps is None else f", max_steps={self.max_steps}"
@@ -253,12 +294,18 @@ def check_rule(rule) -> Rule | None:
     )
 
 
+def describe_rule(rule) -> str:
+    """A rule in words: its ``describe()``, else its repr."""
+    describe = getattr(rule, "describe", None)
+    return str(describe()) if callable(describe) else repr(rule)
+
+
 def own_rule(rule):
     """A copy of ``rule`` for one sweep: a rule's records (ASHA's rungs) belong to its sweep.
 
     So one rule object given to several sweeps, or to a sweep and its extension,
-    starts each with nothing recorded (a resumed sweep rebuilds its records from
-    the stored reports).
+    starts each with nothing recorded (a resumed sweep takes its records back
+    from the store).
     """
     if rule is None:
         return None

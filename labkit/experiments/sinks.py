@@ -23,6 +23,7 @@ import time
 import uuid
 
 __all__ = [
+    "forget_stop",
     "MemorySink",
     "DirectSink",
     "EventSink",
@@ -58,6 +59,12 @@ def clear_stops(token: str) -> None:
     with _STOPS_LOCK:
         for key in [k for k in _STOPS if k[0] == token]:
             _STOPS.discard(key)
+
+
+def forget_stop(token: str, trial: int) -> None:
+    """Forget a stop asked of ``trial`` of the sweep ``token`` (its task ended)."""
+    with _STOPS_LOCK:
+        _STOPS.discard((token, trial))
 
 
 def metadata_keys(token: str, trial: int) -> list:

@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import numbers
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..errors import InputError
+from .distributions import Distribution, choice, describe_value, loguniform, randint, uniform
 
 __all__ = [
     "Distribution",
@@ -51,168 +51,6 @@ __all__ = [
     "Space",
     "describe_value",
 ]
-
-
-class Distribution:
-    """One parameter's values: drawn with ``sample(rng)``, described as plain data.
-
-    ``problem`` says what is wrong with the arguments it was made with (``None``
-    when nothing is); the space raises it naming the parameter.
-    """
-
-    kind = "distribution"
-    problem: str | None = None
-
-    def sample(self, rng: np.random.Generator):
-        """One value drawn with ``rng``."""
-        raise NotImplementedError
-
-    def describe(self) -> dict:
-        """The distribution as JSON-able data (stored with the sweep; a board draws its axis)."""
-        raise NotImplementedError
-
-    def values(self) -> list:
-        """Values that must pickle (choices); none for numeric ranges."""
-        return []
-
-    def __eq__(self, other):
-        return type(other) is type(self) and other.describe() == self.describe()
-
-    def __hash__(self):
-        return hash(json.dumps(self.describe(), sort_keys=True))
-
-    def __repr__(self):
-        d = self.describe()
-        args = ", ".join(f"{v!r}" for k, v in d.items() if k != "type")
-        return f"lk.{d['type']}({args})"
-
-
-def _range_problem(lo, hi, what: str, integer: bool = False) -> str | None:
-    """What is wrong with the range ``lo, hi`` of ``what`` (``None``: nothing)."""
-    for name, v in (("lo", lo), ("hi", hi)):
-        if integer and (isinstance(v, bool) or not isinstance(v, numbers.Integral)):
-            return f"{what} needs integers, got {name}={v!r}"
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            return f"{what} needs finite numbers, got {name}={v!r}"
-        if not integer and not _finite_float(v):
-            return f"{what} needs finite numbers a float holds, got {name}={v!r:.40}"
-    if lo == hi:
-        return f"{what} needs lo < hi, got the empty range lo={lo!r}, hi={hi!r}"
-    if lo > hi:
-        return f"{what} needs lo < hi, got the reversed range lo={lo!r}, hi={hi!r}"
-    if integer and not (_INT64[0] <= lo and hi <= _INT64[1]):
-        return (
-            f"{what} needs bounds a 64-bit int holds (-2**63 <= lo < hi <= 2**63), "
-            f"got lo={lo!r:.40}, hi={hi!r:.40}"
-        )
-    if not integer and not math.isfinite(float(hi) - float(lo)):
-        return (
-            f"{what} needs a range narrower than the largest float (hi - lo finite), "
-            f"got lo={lo!r:.40}, hi={hi!r:.40}"
-        )
-    return None
-
-
-def _finite_float(v) -> bool:
-    """Whether ``v`` is a finite float (an int too large for one is not)."""
-    try:
-        return math.isfinite(float(v))
-    except OverflowError:
-        return False
-
-
-#: The bounds numpy's ``integers`` draws between (``hi`` exclusive).
-_INT64 = (-(2**63), 2**63)
-
-
-class _Uniform(Distribution):
-    kind = "uniform"
-
-    def __init__(self, lo, hi):
-        self.lo, self.hi = lo, hi
-        self.problem = _range_problem(lo, hi, "uniform(lo, hi)")
-
-    def sample(self, rng):
-        return float(rng.uniform(self.lo, self.hi))
-
-    def describe(self):
-        return {"type": "uniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
-
-
-class _LogUniform(Distribution):
-    kind = "loguniform"
-
-    def __init__(self, lo, hi):
-        self.lo, self.hi = lo, hi
-        self.problem = _range_problem(lo, hi, "loguniform(lo, hi)")
-        if self.problem is None and lo <= 0:
-            self.problem = f"loguniform(lo, hi) needs 0 < lo (a log scale), got lo={lo!r}"
-
-    def sample(self, rng):
-        return float(math.exp(rng.uniform(math.log(self.lo), math.log(self.hi))))
-
-    def describe(self):
-        return {"type": "loguniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
-
-
-class _RandInt(Distribution):
-    kind = "randint"
-
-    def __init__(self, lo, hi):
-        self.lo, self.hi = lo, hi
-        self.problem = _range_problem(lo, hi, "randint(lo, hi)", integer=True)
-
-    def sample(self, rng):
-        return int(rng.integers(self.lo, self.hi))
-
-    def describe(self):
-        return {"type": "randint", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
-
-
-class _Choice(Distribution):
-    kind = "choice"
-
-    def __init__(self, options):
-        try:
-            self.options = list(options)
-        except TypeError:
-            self.options = []
-            self.problem = (
-                f"choice(options) needs a list of options, got "
-                f"{type(options).__name__} {options!r:.60}"
-            )
-            return
-        if not self.options:
-            self.problem = "choice(options) needs at least one option, got an empty list"
-
-    def sample(self, rng):
-        return self.options[int(rng.integers(len(self.options)))]
-
-    def values(self):
-        return self.options
-
-    def describe(self):
-        return {"type": "choice", "values": [describe_value(v) for v in self.options]}
-
-
-def loguniform(lo: float, hi: float) -> Distribution:
-    """A float between ``lo`` and ``hi``, uniform on a log scale (learning rates); ``0 < lo < hi``."""
-    return _LogUniform(lo, hi)
-
-
-def uniform(lo: float, hi: float) -> Distribution:
-    """A float uniform between ``lo`` and ``hi`` (``lo < hi``)."""
-    return _Uniform(lo, hi)
-
-
-def randint(lo: int, hi: int) -> Distribution:
-    """An int from ``lo`` up to but not including ``hi``, as numpy's ``integers``."""
-    return _RandInt(lo, hi)
-
-
-def choice(options) -> Distribution:
-    """One of ``options`` (any values that pickle), each equally likely."""
-    return _Choice(options)
 
 
 class Grid:
@@ -299,21 +137,6 @@ def _check_entries(entries: dict) -> None:
 _MAKERS = (loguniform, uniform, randint, choice)
 
 
-def describe_value(value) -> Any:
-    """``value`` as JSON data where it is plain (numbers, strings, lists), else its repr."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value) if math.isfinite(value) else repr(float(value))
-    if isinstance(value, (list, tuple)):
-        return [describe_value(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: describe_value(v) for k, v in value.items()}
-    return {"repr": repr(value)}
-
-
 def _describe_entry(value) -> dict:
     if isinstance(value, Distribution):
         return value.describe()
@@ -333,10 +156,19 @@ class Space:
         grid_: Grid | None = None,
         configs: list | None = None,
     ):
-        self.kind, self.entries, self.grid, self.configs = kind, entries, grid_, configs
+        self.kind, self.grid = kind, grid_
+        self.entries: dict = entries if entries is not None else {}
+        self.configs: list = configs if configs is not None else []
+
+    @property
+    def points(self) -> Grid:
+        """The grid of a grid space (an error for the other kinds)."""
+        if self.grid is None:
+            raise TypeError(f"a {self.kind} space has no grid")
+        return self.grid
 
     @classmethod
-    def of(cls, space) -> "Space":
+    def of(cls, space) -> Space:
         """``space`` (a dict, a :class:`Grid` or a list of dicts) checked, as a Space."""
         if isinstance(space, Space):
             return space
@@ -370,7 +202,7 @@ class Space:
         )
 
     @classmethod
-    def from_description(cls, description: dict) -> "Space":
+    def from_description(cls, description: dict) -> Space:
         """The space a stored description describes, where its values are plain data."""
         if "list" in description and len(description) == 1:
             return cls.of(description["list"])
@@ -382,7 +214,7 @@ class Space:
     def size(self) -> int | None:
         """Configurations of a grid or list; ``None`` for a random space (endless)."""
         if self.kind == "grid":
-            return len(self.grid.points)
+            return len(self.points.points)
         if self.kind == "list":
             return len(self.configs)
         return None
@@ -393,7 +225,7 @@ class Space:
         entries = (
             self.entries
             if self.kind == "random"
-            else (self.grid.rest if self.kind == "grid" else {})
+            else (self.points.rest if self.kind == "grid" else {})
         )
         return any(isinstance(v, Distribution) for v in entries.values())
 
@@ -403,14 +235,14 @@ class Space:
             return dict(self.configs[i])
         rng = np.random.default_rng([int(seed), int(i)])
         if self.kind == "grid":
-            point = self.grid.points[i % len(self.grid.points)]
-            return {**_draw(self.grid.rest, rng), **point}
+            point = self.points.points[i % len(self.points.points)]
+            return {**_draw(self.points.rest, rng), **point}
         return _draw(self.entries, rng)
 
     def describe(self) -> dict:
         """The space as JSON data: ``{parameter: {"type": ..., ...}}`` (lists: ``{"list": [...]}``)."""
         if self.kind == "grid":
-            return self.grid.describe()
+            return self.points.describe()
         if self.kind == "list":
             return {"list": [describe_value(c) for c in self.configs]}
         return {name: _describe_entry(v) for name, v in self.entries.items()}
@@ -434,20 +266,20 @@ class Space:
                     argument=name,
                 ) from None
 
-    def _plain_values(self):
+    def _plain_values(self) -> Iterator[tuple[str, Any]]:
         """``(parameter, value)`` of every value a configuration may hold besides numbers."""
         if self.kind == "list":
             for config in self.configs:
                 yield from config.items()
             return
-        entries = self.entries if self.kind == "random" else self.grid.rest
+        entries = self.entries if self.kind == "random" else self.points.rest
         for name, value in entries.items():
             if isinstance(value, Distribution):
                 yield from ((name, v) for v in value.values())
             else:
                 yield name, value
         if self.kind == "grid":
-            for name, values in self.grid.axes.items():
+            for name, values in self.points.axes.items():
                 yield from ((name, v) for v in values)
 
 

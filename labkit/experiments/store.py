@@ -8,15 +8,17 @@ checkpoint, inline up to :data:`~.checkpoints.INLINE_BYTES` and in a file of
 the folder ``<store>-checkpoints`` beyond.
 
 Writes never wait on the disk in a trial's path: they queue for one writer
-thread, which comes by every :data:`COMMIT_EVERY` seconds (a queued write
-wakes nobody) and commits what it finds in one transaction.  A killed kernel thus loses at most the
+thread (:mod:`.write_queue`), which commits what it finds every
+:data:`COMMIT_EVERY` seconds.  A killed kernel thus loses at most the
 last fraction of a second of reports (WAL with ``synchronous=NORMAL``
 survives a killed process; only a power cut can cost the last commits).
 A notebook can read a sweep while another kernel writes it (WAL: readers
 never wait for the writer); ``lk.load_sweep`` opens the file read-only, so an
 archived store on a read-only disk reads too.  One sweep at a time owns a
 name (:meth:`Store.claim`): a second one, in any thread or process sharing
-the file, is refused before it writes anything.
+the file, is refused before it writes anything (:mod:`.claims`).  The
+schema carries a version (:mod:`.store_schema`); what an early-stopping rule
+keeps is stored with its sweep (:meth:`Store.rule_state`).
 
 Examples
 --------
@@ -27,291 +29,60 @@ Examples
 >>> store.flush()
 >>> [(t["id"], t["status"], t["metrics"]) for t in store.trials("demo")]
 [(0, 'completed', {'loss': 0.5})]
+>>> store.records("demo")[0].value
+0.5
 >>> store.close()
 """
 
 from __future__ import annotations
 
-import collections
 import hashlib
 import json
-import logging
 import math
 import os
 import re
-import socket
 import sqlite3
-import threading
 import time
 import uuid
+from typing import Any
 
-from ..errors import InputError, StorageError
+from ..errors import InputError
+from . import claims
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
+from .record import TrialRecord
+from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable
+from .write_queue import COMMIT_EVERY, WriteQueue
 
-__all__ = ["Store", "COMMIT_EVERY", "SCHEMA"]
-
-logger = logging.getLogger("labkit.experiments")
-
-#: Most seconds a queued write waits for its commit.
-COMMIT_EVERY = 0.25
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS sweeps (
-    name TEXT PRIMARY KEY, space TEXT NOT NULL, metric TEXT NOT NULL, mode TEXT NOT NULL,
-    seed INTEGER, settings TEXT, created REAL, updated REAL);
-CREATE TABLE IF NOT EXISTS trials (
-    sweep TEXT NOT NULL, id INTEGER NOT NULL, config TEXT NOT NULL,
-    status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
-    error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    worker TEXT, started REAL, ended REAL, PRIMARY KEY (sweep, id));
-CREATE TABLE IF NOT EXISTS reports (
-    sweep TEXT NOT NULL, trial INTEGER NOT NULL, step INTEGER NOT NULL, metrics TEXT NOT NULL,
-    time REAL NOT NULL, attempt INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS reports_of_trial ON reports (sweep, trial, step);
-CREATE TABLE IF NOT EXISTS checkpoints (
-    sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
-    time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
-    PRIMARY KEY (sweep, trial));
-CREATE TABLE IF NOT EXISTS owners (
-    sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
-"""
-
-#: Owner tokens of the sweeps this process runs now (a claim of this process that is not
-#: among them was left by a sweep that ended without releasing it).
-_OWNED: set = set()
-
-_STOP = object()
+__all__ = ["Store", "COMMIT_EVERY", "SCHEMA", "SCHEMA_VERSION"]
 
 
-class Store:
+class Store(WriteQueue):
     """A sweep store at ``path`` (``None``: in memory, for this process only).
 
     Opening checks that the file can be written; a store that cannot be is a
     :class:`~labkit.errors.StorageError` naming the path, raised here, before
-    anything runs.  ``readonly`` opens an existing store to read it only.
+    anything runs; one written by a newer labkit (a newer schema version) is
+    an InputError naming it.  ``readonly`` opens an existing store to read it only.
     """
 
-    def __init__(self, path, readonly: bool = False):
+    def __init__(self, path: Any, readonly: bool = False):
+        uri = None
         if path is None:
-            self.path = None
-            self._uri = f"file:labkit-sweeps-{uuid.uuid4().hex}?mode=memory&cache=shared"
-        else:
-            if not isinstance(path, (str, os.PathLike)):
-                raise InputError(
-                    f"store must be a file path or None, got {type(path).__name__} {path!r:.60}",
-                    argument="store",
-                )
-            self.path = os.path.abspath(os.fspath(path))
-            self._uri = None
-        self._ops: collections.deque = collections.deque()  # appends are thread-safe
-        self._due = threading.Event()
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._conn_lock = threading.Lock()  # the writer's connection, shared in memory
-        self._closed = False
-        self.readonly = readonly and path is not None
+            uri = f"file:labkit-sweeps-{uuid.uuid4().hex}?mode=memory&cache=shared"
+        elif not isinstance(path, (str, os.PathLike)):
+            raise InputError(
+                f"store must be a file path or None, got {type(path).__name__} {path!r:.60}",
+                argument="store",
+            )
+        where = None if path is None else os.path.abspath(os.fspath(path))
+        self.readonly = readonly and where is not None
         # in memory, this connection keeps the database alive (and is the writer's)
-        self._conn = self._open_readonly() if self.readonly else self._open_checked()
-
-    # -- connections ---------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        """A new connection (autocommit off, WAL, waits up to 30 s for a lock)."""
-        if self._uri is not None:
-            conn = sqlite3.connect(self._uri, uri=True, check_same_thread=False, timeout=30)
-        else:
-            conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-            try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error:
-                conn.close()  # now, not when a cycle is collected: the file stays open else
-                raise
-        return conn
-
-    def _open_readonly(self) -> sqlite3.Connection:
-        """A connection that reads only, so an archived store on a read-only disk opens.
-
-        SQLite's ``mode=ro`` still needs the WAL's shared-memory file beside a
-        WAL store; where that cannot be made (a read-only folder), the file is
-        opened ``immutable`` (nobody may be writing it then anyway).  A file
-        that is not a sweep store is a StorageError naming it.
-        """
-        from urllib.parse import quote
-
-        base = "file:" + quote(self.path)
-        last: sqlite3.Error | None = None
-        for query in ("?mode=ro", "?mode=ro&immutable=1"):
-            conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=30)
-            try:
-                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-            except sqlite3.Error as exc:
-                conn.close()
-                last = exc
-                if isinstance(exc, sqlite3.OperationalError):
-                    continue  # cannot open it so: try the next way
-                break  # not a database at all
-            if "sweeps" not in tables:
-                conn.close()
-                raise StorageError(
-                    "the file is an SQLite database but not a labkit sweep store "
-                    "(it has no table of sweeps)",
-                    path=self.path,
-                )
-            return conn
-        raise StorageError(
-            f"cannot read the sweep store: {last} (a corrupt file, or not a sweep store)",
-            path=self.path,
-        ) from last
-
-    def _open_checked(self) -> sqlite3.Connection:
-        """The writer's connection, the schema made and a write tried; StorageError if not."""
-        if self.path is not None:
-            folder = os.path.dirname(self.path)
-            if os.path.isdir(self.path):
-                raise StorageError(
-                    "the store path is a folder; give a file path such as 'experiments.db'",
-                    path=self.path,
-                )
-            if not os.path.isdir(folder):
-                raise StorageError(
-                    f"cannot open the store: the folder {folder} does not exist", path=self.path
-                )
-        conn = None
-        try:
-            conn = self._connect()
-            conn.executescript(SCHEMA)  # a new file is written here (a full disk fails)
-            conn.execute("BEGIN IMMEDIATE")  # the write lock: another writer would wait here
-            conn.execute("DELETE FROM sweeps WHERE 0")  # a read-only file fails here
-            conn.rollback()  # nothing written
-        except sqlite3.Error as exc:
-            if conn is not None:
-                conn.close()
-            raise StorageError(
-                f"the store cannot be written: {exc}", path=self.path or "<memory>"
-            ) from exc
-        return conn
-
-    def read(self, sql: str, params=()) -> list:
-        """Rows of a query (any thread): on the writer's connection, between its commits.
-
-        Another kernel reads the same file on a connection of its own (WAL lets it).
-        """
-        with self._conn_lock:
-            return self._rows(self._conn, sql, params)
-
-    def _rows(self, conn, sql: str, params) -> list:
-        try:
-            cursor = conn.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        except sqlite3.Error as exc:
-            raise StorageError(
-                f"reading the store failed: {exc}", path=self.path or "<memory>"
-            ) from exc
-
-    # -- the writer ----------------------------------------------------------------------
-
-    def put(self, sql: str, params=(), many: bool = False) -> None:
-        """Queue one write (``many``: ``params`` is a list of rows)."""
-        self._ops.append((sql, params, many))  # wakes nobody: the writer comes by on its own
-        if self._thread is None:
-            self._start()
-
-    def call(self, fn) -> None:
-        """Queue ``fn(connection)``, run by the writer inside its transaction."""
-        self._ops.append(fn)
-        if self._thread is None:
-            self._start()
-
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._write_loop, daemon=True, name="labkit-store-writer"
-                )
-                self._thread.start()
-
-    def _write_loop(self) -> None:
-        """Every :data:`COMMIT_EVERY` seconds (at once when asked), commit what is queued."""
-        while True:
-            self._due.wait(COMMIT_EVERY)
-            self._due.clear()
-            batch = []
-            while self._ops:
-                batch.append(self._ops.popleft())
-            if not batch:
-                continue
-            with self._conn_lock:
-                self._commit(batch)
-            for op in batch:
-                if isinstance(op, threading.Event):
-                    op.set()
-            if any(op is _STOP for op in batch):
-                return
-
-    def _commit(self, batch: list) -> None:
-        """Run the writes of ``batch`` in one transaction; a failure is kept for :meth:`check`."""
-        after: list = []
-        try:
-            for op in batch:
-                if isinstance(op, threading.Event) or op is _STOP:
-                    continue
-                if isinstance(op, tuple):
-                    sql, params, many = op
-                    (self._conn.executemany if many else self._conn.execute)(sql, params)
-                elif callable(op):
-                    done = op(self._conn)
-                    if callable(done):
-                        after.append(done)
-            self._conn.commit()
-        except Exception as exc:  # disk full, a removed folder: the sweep is told
-            logger.error("labkit: writing the sweep store %s failed: %s", self.path, exc)
-            try:
-                self._conn.rollback()
-            except sqlite3.Error:
-                pass
-            if self._error is None:
-                self._error = exc
-            return
-        for fn in after:  # e.g. removing a checkpoint file the commit replaced
-            try:
-                fn()
-            except OSError:
-                pass
-
-    def flush(self, timeout: float | None = 30.0) -> None:
-        """Wait until every queued write is committed; raise the store's error, if any."""
-        if self._thread is not None and self._thread.is_alive():
-            done = threading.Event()
-            self._ops.append(done)
-            self._due.set()
-            done.wait(timeout)
-        self.check()
-
-    def check(self) -> None:
-        """Raise a write's failure as a StorageError naming the store."""
-        error = self._error
-        if error is not None:
-            if isinstance(error, StorageError):
-                raise error
-            raise StorageError(
-                f"writing the sweep store failed: {error}", path=self.path or "<memory>"
-            ) from error
-
-    def close(self) -> None:
-        """Commit what is queued and stop the writer; idempotent (:meth:`check` says how it went)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            thread = self._thread
-        if thread is not None:
-            self._ops.append(_STOP)
-            self._due.set()
-            thread.join(30)
-        self._conn.close()
+        conn = (
+            open_readonly(where)
+            if where is not None and self.readonly
+            else open_writable(where, uri)
+        )
+        super().__init__(conn, where)
 
     # -- sweeps --------------------------------------------------------------------------
 
@@ -332,35 +103,12 @@ class Store:
         sharing the file, exactly one gets it.  A claim whose process is gone
         (on this host) is taken over.
         """
-        with self._conn_lock:
-            conn = self._conn
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                row = conn.execute(
-                    "SELECT owner, host, pid, since FROM owners WHERE sweep = ?", (sweep,)
-                ).fetchone()
-                if row is not None and row[0] != owner and not _stale(*row):
-                    conn.rollback()
-                    return {"owner": row[0], "host": row[1], "pid": row[2], "since": row[3]}
-                conn.execute(
-                    "INSERT OR REPLACE INTO owners VALUES (?, ?, ?, ?, ?)",
-                    (sweep, owner, socket.gethostname(), os.getpid(), time.time()),
-                )
-                conn.commit()
-            except sqlite3.Error as exc:
-                try:
-                    conn.rollback()
-                except sqlite3.Error:
-                    pass
-                raise StorageError(
-                    f"the store cannot be written: {exc}", path=self.path or "<memory>"
-                ) from exc
-        _OWNED.add(owner)
-        return None
+        with self.connection() as conn:
+            return claims.claim(conn, self.where, sweep, owner)
 
     def release(self, sweep: str, owner: str) -> None:
         """Give up ``owner``'s claim on ``sweep`` (queued: committed with the last writes)."""
-        _OWNED.discard(owner)
+        claims.disowned(owner)
         self.put("DELETE FROM owners WHERE sweep = ? AND owner = ?", (sweep, owner))
 
     def sweep_names(self) -> list[str]:
@@ -478,6 +226,27 @@ class Store:
             ),
         )
 
+    def trial_ended(self, sweep: str, record: TrialRecord) -> None:
+        """The end of a trial, as its record says (queued)."""
+        self.trial_finished(
+            sweep,
+            record.id,
+            record.status,
+            record.metrics,
+            record.value,
+            record.best,
+            record.step,
+            record.error,
+            record.traceback,
+            record.reason,
+            record.ended,
+        )
+
+    def records(self, sweep: str) -> list[TrialRecord]:
+        """Every trial of ``sweep`` as a record with its history, in id order."""
+        reports = self.reports(sweep)
+        return [TrialRecord.of(row, reports.get(row["id"], [])) for row in self.trials(sweep)]
+
     def trials(self, sweep: str) -> list[dict]:
         """Every trial of ``sweep`` in id order, configuration and metrics decoded."""
         rows = self.read("SELECT * FROM trials WHERE sweep = ? ORDER BY id", (sweep,))
@@ -497,6 +266,27 @@ class Store:
         ):
             out.setdefault(r["trial"], []).append((r["step"], json.loads(r["metrics"]), r["time"]))
         return out
+
+    # -- early-stopping rules -------------------------------------------------------------
+
+    def save_rule_state(self, sweep: str, state: dict) -> None:
+        """Keep what the sweep's rule keeps (``rule.state()``; queued, encoded by the writer)."""
+        now = time.time()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)", (sweep, _json(state), now)
+            )
+
+        self.call(write)
+
+    def rule_state(self, sweep: str) -> dict | None:
+        """What the sweep's rule kept, or None (none kept, or a store of schema version 0)."""
+        tables = self.read("SELECT name FROM sqlite_master WHERE name = 'rule_states'")
+        if not tables:  # a version 0 store opened to read only
+            return None
+        rows = self.read("SELECT state FROM rule_states WHERE sweep = ?", (sweep,))
+        return json.loads(rows[0]["state"]) if rows else None
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -553,27 +343,6 @@ class Store:
 
     def __repr__(self):
         return f"<labkit sweep store {self.path or 'in memory'}>"
-
-
-def _stale(owner: str, host: str | None, pid: int | None, since: float | None) -> bool:
-    """Whether a claim's sweep has ended without releasing it (its process is gone)."""
-    if host != socket.gethostname() or pid is None:
-        return False  # another machine's process: it cannot be asked
-    if pid == os.getpid():
-        return owner not in _OWNED
-    import psutil  # Dask's own dependency
-
-    try:
-        process = psutil.Process(pid)
-        if process.status() == psutil.STATUS_ZOMBIE:  # ended, not yet reaped
-            return True
-        started = process.create_time()
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:  # alive, another user's
-        return False
-    # a process that began after the claim only got the claimer's pid again
-    return since is not None and started > since + 1.0
 
 
 def _real(value):

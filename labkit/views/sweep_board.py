@@ -1,7 +1,7 @@
 """The live comparison board of a sweep: table, curves, parallel coordinates and controls.
 
 ``SweepBoard(run)`` follows a sweep's run (``lk.sweep(..., wait=False)``) as
-a :class:`~labkit.views.live.LiveView`: a :class:`~.sweep_progress.SweepTracker`
+a :class:`~labkit.views.live.LiveView`: a :class:`~.sweep_tracker.SweepTracker`
 folds the sweep's events, and each draw sets a few ipywidgets from its
 snapshot (HTML drawn by :mod:`.sweep_draw`): the status line (counts by
 status, the best trial so far), the table (sorted by the "sort by"
@@ -17,10 +17,11 @@ from __future__ import annotations
 import logging
 import threading
 
+from ..experiments.live import live_sweep
 from . import sweep_draw as draw_html
 from .busy_kernel import serve_while_busy
 from .live import LiveView, State
-from .sweep_progress import SweepTracker
+from .sweep_tracker import SweepTracker
 
 __all__ = ["SweepBoard", "sweep_board"]
 
@@ -46,13 +47,12 @@ class SweepBoard(LiveView):
     thread_name = "labkit-writer-sweep"
 
     def __init__(self, run, max_rate: float | None = None):
-        from ..experiments.sweep import live_sweep
-
-        super().__init__(run, max_rate, tracker=SweepTracker(run.id))
+        self.sweep_tracker = SweepTracker(run.id)
+        super().__init__(run, max_rate, tracker=self.sweep_tracker)
         try:
-            self.live_sweep = getattr(run, "sweep", None) or live_sweep(run.id)
+            self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
-                self.tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
+                self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             import ipywidgets as W
 
             self._W = W
@@ -244,10 +244,10 @@ class SweepBoard(LiveView):
     def _on_show(self, _button=None) -> None:
         """Show the selected trial's reports, and its error or why it stopped."""
         trial = self.trial.value
-        snap = self.tracker.snapshot()
+        snap = self.sweep_tracker.snapshot()
         view = next((t for t in snap.trials if t.id == trial), None)
         self.detail.value = (
-            draw_html.history(view, self.tracker.history(trial)) if view is not None else ""
+            draw_html.history(view, self.sweep_tracker.history(trial)) if view is not None else ""
         )
 
     def _on_add(self, _button=None) -> None:

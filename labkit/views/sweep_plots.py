@@ -5,7 +5,7 @@ a figure of the metric against the step, one line a trial (stopped ones
 faded, the best one bold, a hover per line), and a table of the trials
 (sorted by a menu; the best row highlighted).  It reads the live sweep
 (:func:`~labkit.experiments.live_sweep`) through a
-:class:`~.sweep_progress.SweepTracker` while a browser session is open, at
+:class:`~.sweep_tracker.SweepTracker` while a browser session is open, at
 most twice a second and within the share of a core a board's writer takes;
 with no sweep it shows nothing.  :func:`attach` adds it to a dashboard
 document in one call.
@@ -17,12 +17,18 @@ import math
 import time
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, Div, HoverTool, Select
+from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
+    ColumnDataSource,
+    Div,
+    HoverTool,
+    Select,
+)
 from bokeh.plotting import figure
 
+from ..experiments.live import live_sweep
 from . import sweep_draw
 from .components import _named
-from .sweep_progress import SweepTracker
+from .sweep_tracker import SweepTracker
 from .writer import Pacer
 
 __all__ = ["SweepPlots", "attach"]
@@ -90,8 +96,6 @@ class SweepPlots:
 
     def _live(self):
         """The newest sweep run's live sweep (a new one: a new tracker), or None."""
-        from ..experiments.sweep import live_sweep
-
         runs = [r for r in self.tracker.progress.runs() if r.kind == "sweep"]
         for r in reversed(runs):
             live = live_sweep(r.run)
@@ -111,8 +115,11 @@ class SweepPlots:
         live, run = self._live()
         if live is None:
             return
-        self.sweep_tracker.seed(live)
-        snap = self.sweep_tracker.snapshot()
+        tracker = self.sweep_tracker
+        if tracker is None:
+            return
+        tracker.seed(live)
+        snap = tracker.snapshot()
         key = tuple((t.id, t.status, t.reports, t.value) for t in snap.trials)
         if key == self._drawn:
             return
@@ -125,7 +132,7 @@ class SweepPlots:
 
     def _draw_lines(self, snap) -> None:
         best = snap.best.id if snap.best is not None else None
-        data = {c: [] for c in _LINE_COLUMNS}
+        data: dict[str, list] = {c: [] for c in _LINE_COLUMNS}
         for t in snap.trials:
             if not t.curve:
                 continue

@@ -159,3 +159,22 @@ def test_a_store_on_a_read_only_disk_is_a_storage_error_at_once():
                 lk.sweep(lambda c, t: 1.0, [{"a": 1}], metric="m", mode="max", store=path)
         finally:
             subprocess.run(["mount", "-o", "remount,rw", folder], check=False)
+
+
+def test_stores_opened_at_once_on_a_new_file_all_open(tmp_path):
+    import threading
+    for k in range(20):   # the switch to WAL raced ("database is locked") now and then
+        path, barrier, errors = tmp_path / f"s{k}.db", threading.Barrier(4), []
+
+        def open_it():
+            barrier.wait()
+            try:
+                Store(path).close()
+            except Exception as err:  # noqa: BLE001 - any is the failure shown
+                errors.append(err)
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []

@@ -16,7 +16,7 @@ from labkit.views.board import board
 from labkit.views.dashboard import running_url, stop_dashboard
 from labkit.views.sweep_board import SweepBoard
 from labkit.views import sweep_draw
-from labkit.views.sweep_progress import SweepSnapshot, TrialView
+from labkit.views.sweep_tracker import SweepSnapshot, TrialView
 from tests.experiments import functions as F
 from tests.views.test_sweep_board import ROW, assert_matches_result, wait_stopped
 

@@ -4,7 +4,8 @@
 ``TrialStarted``, ``TrialReported`` and ``TrialFinished`` of one sweep run
 into a :class:`SweepSnapshot`: per trial its configuration, status, step,
 latest and best value of the sweep's metric, its curve ``(step, value)``,
-its error or the reason it stopped; the sweep's name, metric, mode and
+its error or the reason it stopped (each trial a
+:class:`~labkit.experiments.TrialRecord`, as the engine keeps it); the sweep's name, metric, mode and
 space; counts by status; the best trial; the load of each worker.  A view
 that starts after the sweep (most do) is seeded from the live sweep
 (:meth:`SweepTracker.seed`); events and the seed merge, step by step.
@@ -13,11 +14,13 @@ No UI library is imported here, and the engine never imports this module.
 Examples
 --------
 >>> from labkit.events import SweepStarted, TrialStarted, TrialReported, TrialFinished
+>>> from labkit.experiments import TrialRecord
 >>> t = SweepTracker("r")
 >>> t(SweepStarted("r", "demo", "acc", "max", {}, ({"id": 0, "config": {"x": 1}},), 2))
 >>> t(TrialStarted("r", 0, {"x": 1}, "tcp://w:1 #0"))
 >>> t(TrialReported("r", 0, (0, 1), ({"acc": 0.5}, {"acc": 0.7}), 0.7, 0.7))
->>> t(TrialFinished("r", 0, "completed", {"acc": 0.7}, 0.7, 0.7, 1))
+>>> t(TrialFinished("r", TrialRecord(id=0, config={"x": 1}, status="completed", value=0.7,
+...                                  best=0.7, step=1, attempts=1, worker="tcp://w:1 #0")))
 >>> snap = t.snapshot()
 >>> snap.trials[0].curve, snap.best.id, snap.counts, snap.workers[0].done
 (((0, 0.5), (1, 0.7)), 0, {'completed': 1}, 1)
@@ -29,7 +32,8 @@ import math
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from ..events import (
     RunFinished,
@@ -39,18 +43,18 @@ from ..events import (
     TrialsAdded,
     TrialStarted,
 )
+from ..experiments.record import TrialRecord
+from ..experiments.status import ENDED, ORDER, RANKED, Status
 
 __all__ = ["SweepTracker", "SweepSnapshot", "TrialView", "WorkerLoad", "STATUSES"]
 
 #: Statuses in the order a board counts them.
-STATUSES = ("running", "pending", "completed", "stopped", "failed", "cancelled")
-_ENDED = ("completed", "stopped", "failed", "cancelled")
-_RANKED = ("completed", "stopped")
+STATUSES = tuple(str(s) for s in ORDER)
 
 
 @dataclass(frozen=True)
 class TrialView:
-    """One trial as a board shows it."""
+    """One trial as a board shows it: its record's row, with the curve of the sweep's metric."""
 
     id: int
     config: dict
@@ -65,6 +69,26 @@ class TrialView:
     traceback: str | None = None
     reason: str | None = None
     reports: int = 0
+
+    @classmethod
+    def of(cls, t: TrialRecord, metric: str | None) -> TrialView:
+        """The view of the record ``t`` (its status a plain word)."""
+        curve = tuple((s, m[metric]) for s, m, _ in t.history if metric in m)
+        return cls(
+            id=t.id,
+            config=dict(t.config),
+            status=str(t.status),
+            step=t.step,
+            value=t.value,
+            best=t.best,
+            curve=curve,
+            worker=t.worker,
+            attempts=t.attempts,
+            error=t.error,
+            traceback=t.traceback,
+            reason=t.reason,
+            reports=len(t.history),
+        )
 
 
 @dataclass(frozen=True)
@@ -96,32 +120,20 @@ class SweepSnapshot:
     ended: bool = False  # the run ended
 
 
-@dataclass
-class _Trial:
-    id: int
-    config: dict
-    status: str = "pending"
-    step: object = None
-    value: float | None = None
-    best: float | None = None
-    history: list = field(default_factory=list)  # [(step, metrics), ...]
-    worker: str | None = None
-    attempts: int = 0
-    error: str | None = None
-    traceback: str | None = None
-    reason: str | None = None
-
-
 class SweepTracker:
     """Follows one sweep run's events (``run`` its id); :meth:`snapshot` from any thread."""
 
     def __init__(self, run: str | None = None, window: float = 5.0):
         self.run, self.window = run, window
-        self.name = self.metric = self.rule = self.slots = None
-        self.mode, self.space = "max", {}
+        self.name: str | None = None
+        self.metric: str | None = None
+        self.rule: str | None = None
+        self.slots: int | None = None
+        self.mode: str = "max"
+        self.space: dict = {}
         self.ended = False
-        self._trials: dict[int, _Trial] = {}
-        self._reports: dict[str, list] = {}  # worker -> report times in the window
+        self._trials: dict[int, TrialRecord] = {}
+        self._reports: dict[str, deque] = {}  # worker -> report times in the window
         self._done: dict[str, int] = {}
         self._lock = threading.Lock()
         self._version = 0
@@ -155,21 +167,22 @@ class SweepTracker:
 
     def _merge(self, row: dict) -> None:
         """One engine row: known steps kept, newer ones taken; an ended status wins."""
-        t = self._trials.get(row["id"])
-        if t is None:
-            t = self._trials[row["id"]] = _Trial(row["id"], dict(row.get("config") or {}))
+        t = self._trial(row["id"], row.get("config"))
         history = row.get("history") or ()
         if len(history) > len(t.history):
-            t.history = [(s, m) for s, m, *_ in history]  # the row's own copies
-        if t.status in _ENDED and row.get("status") not in _ENDED:
+            t = self._set(t, history=[(s, m, *rest) for s, m, *rest in history])  # its copies
+        status = row.get("status")
+        if (t.status in ENDED and status not in ENDED) or (
+            status == Status.PENDING and t.status == Status.RUNNING
+        ):
             return
-        if row.get("status") == "pending" and t.status == "running":
-            return
-        t.status = row.get("status") or t.status
-        for key in ("step", "value", "best", "worker", "error", "traceback", "reason"):
-            if row.get(key) is not None:
-                setattr(t, key, row[key])
-        t.attempts = max(t.attempts, row.get("attempts") or 0)
+        known = {k: row[k] for k in _MERGED if row.get(k) is not None}
+        self._set(
+            t,
+            status=status or t.status,
+            attempts=max(t.attempts, row.get("attempts") or 0),
+            **known,
+        )
 
     # -- event handlers (under the lock) --------------------------------------------------------
 
@@ -185,40 +198,63 @@ class SweepTracker:
 
     def _on_TrialStarted(self, e: TrialStarted) -> None:
         t = self._trial(e.trial, e.config)
-        if t.status in _ENDED:
+        if t.status in ENDED:
             return
-        t.status, t.worker, t.attempts = "running", e.worker, max(t.attempts, e.attempt + 1)
+        history = t.history
         if e.step is not None:  # a restart goes on from its checkpoint's step
-            t.history = [h for h in t.history if h[0] <= e.step]
+            history = [h for h in t.history if h[0] <= e.step]
+        self._set(
+            t,
+            status=Status.RUNNING,
+            worker=e.worker,
+            attempts=max(t.attempts, e.attempt + 1),
+            history=history,
+        )
 
     def _on_TrialReported(self, e: TrialReported) -> None:
         t = self._trial(e.trial)
-        if e.steps and t.history and e.steps[0] <= t.history[-1][0]:
-            t.history = [h for h in t.history if h[0] < e.steps[0]]  # reported again
-        t.history.extend(zip(e.steps, e.metrics))  # an event's dicts are never changed
-        t.step = e.steps[-1] if e.steps else t.step
-        t.value, t.best = e.value, e.best
-        if t.status == "pending":
-            t.status = "running"
-        now = time.time()
-        self._reports.setdefault(_worker(t.worker), deque()).extend([now] * len(e.steps))
+        history = t.history
+        if e.steps and history and e.steps[0] <= history[-1][0]:
+            history = [h for h in history if h[0] < e.steps[0]]  # reported again
+        # an event's dicts are never changed: kept as they are
+        history.extend(
+            (step, metrics, e.time) for step, metrics in zip(e.steps, e.metrics, strict=True)
+        )
+        status = Status.RUNNING if t.status == Status.PENDING else t.status
+        step = e.steps[-1] if e.steps else t.step
+        self._set(t, history=history, step=step, value=e.value, best=e.best, status=status)
+        self._reports.setdefault(_worker(t.worker), deque()).extend([time.time()] * len(e.steps))
 
     def _on_TrialFinished(self, e: TrialFinished) -> None:
         t = self._trial(e.trial)
-        t.status, t.value, t.best = e.status, e.value, e.best
-        t.step = e.step if e.step is not None else t.step
-        t.attempts, t.error, t.traceback, t.reason = e.attempts, e.error, e.traceback, e.reason
-        name = _worker(t.worker)
+        r = e.record
+        self._set(
+            t,
+            status=r.status,
+            value=r.value,
+            best=r.best,
+            step=r.step if r.step is not None else t.step,
+            attempts=r.attempts,
+            error=r.error,
+            traceback=r.traceback,
+            reason=r.reason,
+        )
         if t.worker is not None:
+            name = _worker(t.worker)
             self._done[name] = self._done.get(name, 0) + 1
 
     def _on_RunFinished(self, e: RunFinished) -> None:
         self.ended = True
 
-    def _trial(self, trial: int, config=None) -> _Trial:
+    def _trial(self, trial: int, config: dict | None = None) -> TrialRecord:
         t = self._trials.get(trial)
         if t is None:
-            t = self._trials[trial] = _Trial(trial, dict(config or {}))
+            t = self._trials[trial] = TrialRecord(id=trial, config=dict(config or {}))
+        return t
+
+    def _set(self, t: TrialRecord, **changes: Any) -> TrialRecord:
+        """The trial ``t`` with ``changes``, kept."""
+        t = self._trials[t.id] = t.replace(**changes)
         return t
 
     # -- reading ------------------------------------------------------------------------------
@@ -227,7 +263,7 @@ class SweepTracker:
         """The sweep now, as frozen data."""
         now = time.time() if now is None else now
         with self._lock:
-            trials = tuple(self._view(self._trials[i]) for i in sorted(self._trials))
+            trials = tuple(TrialView.of(self._trials[i], self.metric) for i in sorted(self._trials))
             workers = self._workers(now)
             version = self._version
         counts: dict[str, int] = {}
@@ -253,36 +289,17 @@ class SweepTracker:
         """Every report of ``trial``: ``[(step, metrics), ...]``."""
         with self._lock:
             t = self._trials.get(trial)
-            return [(s, dict(m)) for s, m in t.history] if t is not None else []
-
-    def _view(self, t: _Trial) -> TrialView:
-        metric = self.metric
-        curve = tuple((s, m[metric]) for s, m in t.history if metric in m)
-        return TrialView(
-            t.id,
-            dict(t.config),
-            t.status,
-            t.step,
-            t.value,
-            t.best,
-            curve,
-            t.worker,
-            t.attempts,
-            t.error,
-            t.traceback,
-            t.reason,
-            len(t.history),
-        )
+            return [(s, dict(m)) for s, m, _ in t.history] if t is not None else []
 
     def _workers(self, now: float) -> tuple:
         running: dict[str, int] = {}
         for t in self._trials.values():
-            if t.status == "running" and t.worker is not None:
+            if t.status == Status.RUNNING and t.worker is not None:
                 running[_worker(t.worker)] = running.get(_worker(t.worker), 0) + 1
         names = sorted(set(running) | set(self._done) | set(self._reports))
         out = []
         for name in names:
-            times = self._reports.get(name, deque())
+            times: deque = self._reports.get(name, deque())
             while times and times[0] < now - self.window:
                 times.popleft()
             rate = 0.0 if self.ended else len(times) / self.window
@@ -301,11 +318,15 @@ def best_trial(trials, mode: str) -> TrialView | None:
     def ok(v):
         return v is not None and not math.isnan(v)
 
-    ranked = [t for t in trials if t.status in _RANKED and ok(t.value)]
+    ranked = [t for t in trials if t.status in RANKED and ok(t.value)]
     if not ranked:
         ranked = [t for t in trials if t.status == "running" and ok(t.best)]
         return max(ranked, key=lambda t: (sign * t.best, -t.id)) if ranked else None
     return max(ranked, key=lambda t: (sign * t.value, -t.id))
+
+
+#: The fields of an engine row a tracker takes when the row has them.
+_MERGED = ("step", "value", "best", "worker", "error", "traceback", "reason")
 
 
 def _worker(worker: str | None) -> str:

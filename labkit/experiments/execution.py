@@ -23,7 +23,7 @@ import traceback
 
 from ..errors import InputError, LabkitError, TaskError, WorkerLostError
 from ..scheduling import TaskCallable
-from .sinks import EventSink, PipeSink, _STOPS, _STOPS_LOCK, new_execution
+from .sinks import EventSink, PipeSink, forget_stop, new_execution
 from .trial import Trial, TrialStopped
 
 __all__ = ["execute", "final_metrics", "run_remote", "OffloadTrial", "run_offloaded"]
@@ -174,8 +174,7 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
         outcome = execute(fn, Trial(trial_id, spec["config"], sink, attempt, spec.get("metric")))
     outcome["exec"] = execution
     sink.end(outcome)
-    with _STOPS_LOCK:
-        _STOPS.discard((token, trial_id))
+    forget_stop(token, trial_id)
     return outcome
 
 

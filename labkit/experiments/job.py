@@ -1,0 +1,117 @@
+"""A sweep's run: what ``lk.sweep`` set up (store, engine, scheduler), then the job that runs it.
+
+Making a :class:`SweepJob` does what comes before any trial runs (the function
+unwrapped and checked, the store opened, the name claimed, a resumed sweep
+found); calling the job (``job(scope)``, in the sweep's
+:class:`~labkit.Run`) starts the launcher, drives the loop and returns the
+result, releasing the name and the store whatever happens.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import TaskError
+from ..events import SweepStarted
+from ..scheduling import LocalScheduler
+from .arguments import SweepCall, check_pickles, function_of
+from .launch import launcher_for
+from .live import LiveSweep, result_of
+from .loop import drive
+from .opening import open_sweep
+from .spec import SweepSpec
+from .store import Store
+from .sweep_result import Again, SweepResult
+
+__all__ = ["SweepJob"]
+
+#: ``extend(call, spec, scheduler)``: how the result runs more trials of the sweep.
+Extender = Callable[[SweepCall, SweepSpec, Any], Again]
+
+
+class SweepJob:
+    """One sweep, checked and set up (its store open, its name claimed); run it as ``job(scope)``."""
+
+    def __init__(self, call: SweepCall, extend: Extender):
+        """Check and set up the sweep of ``call``; nothing runs yet."""
+        self.call, self._extend = call, extend
+        self.fn, self.holds_gil = function_of(call.fn)
+        self.space, self.rule = call.checked()
+        self.owned = call.scheduler is None  # a LocalScheduler of its own, shut down at the end
+        self.scheduler = LocalScheduler() if self.owned else call.scheduler
+        if hasattr(self.scheduler, "client") and (not self.scheduler.in_process or self.holds_gil):
+            check_pickles(self.fn)
+        self.store = Store(call.store)
+        self.owner = uuid.uuid4().hex
+        try:
+            self.spec, self.engine = open_sweep(
+                self.store, self.owner, self.fn, call, self.space, self.rule
+            )
+        except BaseException:
+            self.store.close()
+            if self.owned:
+                self.scheduler.shutdown()
+            raise
+        self.live = LiveSweep(self.engine, self.spec)
+
+    def __call__(self, scope: Any) -> SweepResult:
+        """Run every trial as the run ``scope``; the result (raised when every trial failed)."""
+        self.live.running(scope.id)
+        try:
+            self._drive(scope)
+            result = result_of(self.engine, self._extend(self.call, self.spec, self.scheduler))
+        finally:
+            self.store.release(self.spec.name, self.owner)
+            self.store.close()  # commits what is queued
+            if self.owned:
+                self.scheduler.shutdown()
+        self.store.check()
+        _raise_if_all_failed(result)
+        return result
+
+    def _drive(self, scope: Any) -> None:
+        """Start the launcher, tell the views, and run the loop."""
+        engine, call = self.engine, self.call
+        engine.scope = scope
+        launcher = launcher_for(
+            self.scheduler,
+            engine,
+            self.fn,
+            self.holds_gil,
+            call.workers_per_trial,
+            call.max_concurrent,
+        )
+        if scope.sources and any(source.has_subscribers for source in scope.sources):
+            spec = self.spec
+            scope.emit(
+                SweepStarted(
+                    scope.id,
+                    spec.name,
+                    spec.metric,
+                    spec.mode,
+                    spec.space.describe(),
+                    tuple(engine.snapshot()),
+                    launcher.slots(),
+                    spec.rule_words(),
+                    self.store.path,
+                )
+            )
+        drive(engine, launcher, scope)
+
+
+def _raise_if_all_failed(result: SweepResult) -> None:
+    """A sweep none of whose trials completed, and some failed: raise the first failure."""
+    counts = result.counts()
+    others = ("completed", "stopped", "cancelled", "pending")
+    if counts.get("failed") and not any(counts.get(status) for status in others):
+        first = result.by_status("failed")[0]
+        err = TaskError(
+            f"no trial of sweep {result.name!r} completed: {counts['failed']} "
+            f"failed; trial {first.id} {first.config}: {first.error}",
+            user_traceback=first.traceback or "",
+        )
+        # the records, for a look at every failure (TaskError, of labkit.errors, declares none)
+        err.result = result  # type: ignore[attr-defined]
+        raise err

@@ -1,0 +1,91 @@
+"""What every launcher does: the hooks the engine and the loop call, and running a trial here.
+
+A launcher (:mod:`.launch`, :mod:`.remote_launcher`) starts trials as slots
+free up and makes the engine's stops happen.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from ..events import TaskInfo
+from .execution import execute
+from .sinks import DirectSink, new_execution
+from .trial import Trial
+
+__all__ = ["Launcher"]
+
+logger = logging.getLogger("labkit.experiments")
+
+
+class Launcher:
+    """What every launcher does; the hooks the engine and the loop call."""
+
+    #: Whether running trials take the next one themselves (the loop need not be woken).
+    pulls = False
+
+    def __init__(self, scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent):
+        self.scheduler, self.engine, self.fn = scheduler, engine, fn
+        self.holds_gil = holds_gil
+        self.workers_per_trial, self.max_concurrent = workers_per_trial, max_concurrent
+        self.batch: Any = None  # the scheduler's batch of the sweep's tasks, once open
+
+    def open(self, scope) -> None:
+        """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""
+        self.batch = self.scheduler.batch(
+            info=TaskInfo(scope.id, -1, -1, kind="trial"), control=scope.control
+        )
+
+    def threads(self) -> int:
+        return 1
+
+    def slots(self) -> int:
+        """Trials that may run at once."""
+        n = max(1, self.threads() // self.workers_per_trial)
+        return min(n, self.max_concurrent) if self.max_concurrent else n
+
+    def fill(self) -> None:
+        """Start trials while slots are free."""
+
+    def handle(self, item) -> None:
+        """An item of the engine's inbox other than a wake-up."""
+
+    def poll(self) -> None:
+        """Now and then, on the loop's thread."""
+
+    def check(self) -> None:
+        """Raise a cancel or shutdown of the scheduler."""
+        if self.batch is not None:
+            self.batch.check()
+
+    def stop(self, state) -> None:
+        """The engine stopped ``state`` (called under its lock; direct sinks need nothing)."""
+
+    def checkpointed(self, state, seq: int, blob: bytes) -> None:
+        """``state`` took a checkpoint (under the engine's lock)."""
+
+    def ended(self, state) -> None:
+        """``state`` ended (under the engine's lock)."""
+
+    def close(self) -> None:
+        if self.batch is not None:
+            self.batch.close()
+
+    def run_here(self, state, worker: str) -> None:
+        """Run ``state`` on this thread (direct sink) and tell the engine how it ended."""
+        engine, execution = self.engine, new_execution()
+        try:
+            engine.started(state.id, execution, worker)
+            sink = DirectSink(engine, state.id, execution)
+            trial = Trial(state.id, state.config, sink, engine.attempt(state.id), engine.metric)
+            outcome = execute(self.fn, trial)
+        except Exception as exc:  # not the trial's own error (those are in the outcome)
+            logger.exception("labkit: running trial %d failed", state.id)
+            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        except BaseException as exc:
+            if threading.current_thread() is threading.main_thread():
+                raise  # the user's Ctrl-C in the sweep's own thread: the loop winds down
+            outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+        engine.finished(state.id, execution, outcome)

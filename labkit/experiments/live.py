@@ -1,0 +1,181 @@
+"""A sweep as views and controls see it: live (running) or stored (ended), and its result.
+
+:class:`LiveSweep` is ``run.sweep`` of a sweep started with ``wait=False``:
+``snapshot()``, ``stop(trial)``, ``add(n)``, ``result()``.
+:class:`StoredSweep` shows a result the same way (a board of a stored
+sweep).  Views find a run's sweep through the run (``run.sweep``);
+:func:`live_sweep` takes a run, or the id of a running sweep's run for a view
+that sees only ids in events (the dashboard).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Protocol, runtime_checkable
+
+from ..constraints import check_argument
+from ..errors import InputError
+from ..events import Observable, SweepStarted
+from ..runs import start
+from .arguments import count
+from .engine import SweepEngine
+from .spec import SweepSpec
+from .sweep_result import Again, SweepResult
+
+__all__ = ["SweepSource", "LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
+
+# Sweeps running now, by their run's id: the dashboard sees a sweep's run only as an id in
+# events (weak: a sweep that ended and nobody holds goes)
+_RUNNING: weakref.WeakValueDictionary[str, LiveSweep] = weakref.WeakValueDictionary()
+
+
+@runtime_checkable
+class SweepSource(Protocol):
+    """What a view reads of a sweep, running or ended (``run.sweep``)."""
+
+    name: str
+    metric: str
+    mode: str
+    space: dict
+    rule: str | None
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``TrialRecord.row``), in id order."""
+        ...
+
+    def stop(self, trial: int) -> bool:
+        """Stop one trial; whether it was running."""
+        ...
+
+    def add(self, n: int) -> list[int]:
+        """Add ``n`` trials; their ids."""
+        ...
+
+    def result(self) -> SweepResult:
+        """The sweep so far (or as it ended), as a result."""
+        ...
+
+
+def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
+    """The sweep's result from its engine's records (what the store holds too)."""
+    spec = engine.sweep
+    return SweepResult(
+        spec.name,
+        spec.metric,
+        spec.mode,
+        spec.seed,
+        spec.space.describe(),
+        engine.records(),
+        engine.store.path,
+        spec.rule_words(),
+        again,
+    )
+
+
+class LiveSweep:
+    """A running sweep, for views and controls: ``snapshot()``, ``stop(trial)``, ``add(n)``.
+
+    ``run.sweep`` of a sweep started with ``wait=False``; :func:`live_sweep`
+    finds one by its run's id.
+    """
+
+    def __init__(self, engine: SweepEngine, spec: SweepSpec):
+        self._engine = engine
+        self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
+        self.space = spec.space.describe()
+        self.rule = spec.rule_words()
+
+    def running(self, run_id: str) -> None:
+        """The sweep runs as the run ``run_id`` (:func:`live_sweep` finds it by that id)."""
+        _RUNNING[run_id] = self
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``history``: with its reports), in id order."""
+        return self._engine.snapshot(history)
+
+    def stop(self, trial: int) -> bool:
+        """Stop one trial (its next report raises TrialStopped); False if it had ended."""
+        return self._engine.stop_trial(trial)
+
+    def add(self, n: int) -> list[int]:
+        """Add ``n`` trials to the running sweep; their ids."""
+        check_argument("n", n, [count(1)], "add")
+        return self._engine.add_trials(n)
+
+    def result(self) -> SweepResult:
+        """The sweep so far, as a result."""
+        return result_of(self._engine)
+
+
+class StoredSweep:
+    """A sweep that has ended, as :class:`LiveSweep` shows one (a board of a stored result).
+
+    It only reads: ``stop`` stops nothing, ``add`` refuses (``result.extend`` runs more).
+    """
+
+    def __init__(self, result: SweepResult):
+        self._result = result
+        self.name, self.metric, self.mode = result.name, result.metric, result.mode
+        self.space, self.rule = dict(result.space), result.rule
+
+    def snapshot(self, history: bool = False) -> list[dict]:
+        """Every trial as a plain row (``history``: with its reports), in id order."""
+        return [t.row(history) for t in sorted(self._result.trials, key=lambda t: t.id)]
+
+    def stop(self, trial: int) -> bool:
+        """Nothing runs: False."""
+        return False
+
+    def add(self, n: int) -> list[int]:
+        """A stored sweep runs nothing here: an InputError saying how to run more."""
+        raise InputError(
+            "this sweep has ended; run more trials with result.extend(n, fn)", argument="n"
+        )
+
+    def result(self) -> SweepResult:
+        """The result shown."""
+        return self._result
+
+
+def finished_run(result: SweepResult) -> Any:
+    """A finished sweep :class:`~labkit.Run` of ``result`` (for ``lk.board(result)``).
+
+    Its ``run.sweep`` shows the result's trials, with their ids, values and
+    histories as stored; nothing runs.
+    """
+    if not isinstance(result, SweepResult):
+        raise InputError(
+            f"expected a SweepResult (lk.sweep's or lk.load_sweep's), got {type(result).__name__}",
+            argument="result",
+        )
+    stored = StoredSweep(result)
+
+    def job(scope: Any) -> SweepResult:
+        scope.emit(
+            SweepStarted(
+                scope.id,
+                result.name,
+                result.metric,
+                result.mode,
+                dict(result.space),
+                tuple(stored.snapshot()),
+                0,
+                result.rule,
+                result.store,
+            )
+        )
+        return result
+
+    # its events (the start, the trials, the end) go through a feed of its own: the run
+    # keeps them, so a board shown now replays them and knows the sweep ended
+    run = start("sweep", [Observable()], job, wait=False, detail={"name": result.name})
+    run.sweep = stored
+    run.wait()
+    return run
+
+
+def live_sweep(run: Any) -> SweepSource | None:
+    """The sweep of ``run`` (a sweep's Run), or of the running sweep whose run has id ``run``."""
+    if isinstance(run, str):
+        return _RUNNING.get(run)
+    return getattr(run, "sweep", None)

@@ -1,0 +1,121 @@
+"""A sweep's start: its name claimed in the store, a new sweep recorded or a stored one resumed.
+
+:func:`open_sweep` returns the sweep's :class:`~.spec.SweepSpec` and its
+:class:`~.engine.SweepEngine` holding every trial: those a resumed sweep
+knows (interrupted ones pending again, the rule's records taken back from
+the store) and the new ones.  One sweep at a time owns a name
+(:meth:`~.store.Store.claim`): a second one started meanwhile is refused
+before it writes anything.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from ..errors import InputError
+from .arguments import SweepCall
+from .engine import SweepEngine
+from .space import Space
+from .spec import SweepSpec, check_room
+from .store import Store
+
+__all__ = ["open_sweep"]
+
+
+def open_sweep(
+    store: Store, owner: str, fn: Any, call: SweepCall, space: Space, rule: Any
+) -> tuple[SweepSpec, SweepEngine]:
+    """The sweep's spec and engine, its name claimed by ``owner``; see the module's docstring."""
+    name = call.name or (
+        f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-"
+        f"{uuid.uuid4().hex[:4]}"
+    )
+    holder = store.claim(name, owner)
+    if holder is not None:
+        raise InputError(
+            f"another sweep named {name!r} is running on the store {store.path or 'memory'} "
+            f"right now (process {holder['pid']} on {holder['host']}, since "
+            f"{time.strftime('%H:%M:%S', time.localtime(holder['since'] or 0))}); one sweep "
+            "at a time owns a name: wait for it to end (then resume=True goes on with "
+            "it), or give another name",
+            argument="name",
+        )
+    try:
+        return _build(store, name, call, space, rule)
+    except BaseException:
+        store.release(name, owner)
+        raise
+
+
+def _build(
+    store: Store, name: str, call: SweepCall, space: Space, rule: Any
+) -> tuple[SweepSpec, SweepEngine]:
+    """:func:`open_sweep`'s work once the name is this sweep's."""
+    row = store.sweep(name)
+    if row is not None:
+        seed = _check_resumable(row, space, call, store, name)
+    else:
+        seed = (
+            call.seed if call.seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "little")
+        )
+    known = store.records(name) if row is not None else []
+    stored = row["settings"].get("trials") if row is not None else None
+    total: int = max(call.trials or stored or space.size or 0, len(known))
+    spec = SweepSpec(
+        name=name,
+        space=space,
+        seed=seed,
+        metric=call.metric,
+        mode=call.mode,
+        trials=total,
+        rule=rule,
+        max_failures=call.max_failures,
+        workers_per_trial=call.workers_per_trial,
+        max_concurrent=call.max_concurrent,
+    )
+    check_room(space, total)
+    if row is None:
+        store.create_sweep(
+            name, space.key(), spec.metric, spec.mode, seed, spec.settings(), now=False
+        )
+    else:
+        store.update_sweep(name, spec.settings())
+    engine = SweepEngine(spec, store)
+    # the configurations are drawn again from the seed: a record keeps the stored one's
+    # facts, with the configuration as the space gives it (the stored JSON loses types)
+    known = [r.replace(config=space.configuration(r.id, seed)) for r in known]
+    engine.resume(known, store.rule_state(name) if known else None)
+    engine.add(spec.new_records(len(known), total - len(known)))
+    return spec, engine
+
+
+def _check_resumable(row: dict, space: Space, call: SweepCall, store: Store, name: str) -> int:
+    """The stored sweep may go on with these arguments; its seed."""
+    where = store.path or "memory"
+    if not call.resume:
+        raise InputError(
+            f"the store {where} holds a sweep named {name!r} already; pass "
+            f"resume=True to go on with it, or give another name",
+            argument="name",
+        )
+    if row["space"] != space.key():
+        raise InputError(
+            f"the sweep {name!r} in {where} was made with another space "
+            f"({row['space'][:200]}); give its space again, or another name",
+            argument="space",
+        )
+    for argument in ("metric", "mode"):
+        if row[argument] != call[argument]:
+            raise InputError(
+                f"the sweep {name!r} in {where} has {argument}={row[argument]!r}, "
+                f"not {call[argument]!r}",
+                argument=argument,
+            )
+    if call.seed is not None and call.seed != row["seed"]:
+        raise InputError(
+            f"the sweep {name!r} in {where} was drawn with seed={row['seed']}, not {call.seed}",
+            argument="seed",
+        )
+    return int(row["seed"])

@@ -1,0 +1,130 @@
+"""One trial, as everybody sees it: the engine, the store, the events, the result and the views.
+
+:class:`TrialRecord` is frozen and built by keyword (Optuna's ``FrozenTrial``
+is the model): a change is a new record (:meth:`TrialRecord.replace`).  Its
+``history`` lists ``(step, metrics, time)`` in report order; a live trial's
+list grows as the engine appends reports to it, so readers copy it
+(:meth:`TrialRecord.row` does).  A plain row (a board's table row, a
+snapshot, what ``SweepStarted`` carries) is :meth:`TrialRecord.row`.
+
+Examples
+--------
+>>> r = TrialRecord(id=3, config={"lr": 0.1}, status="completed", metrics={"loss": 0.5},
+...                 history=[(0, {"loss": 0.5}, 0.0)], value=0.5)
+>>> r.status is Status.COMPLETED, r.row(history=False)["config"], r.curve("loss")
+(True, {'lr': 0.1}, ([0], [0.5]))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .status import Status
+
+__all__ = ["TrialRecord", "Status", "better"]
+
+#: The columns of a row, in order (the history, when asked for, comes last).
+COLUMNS = (
+    "id",
+    "config",
+    "status",
+    "value",
+    "best",
+    "step",
+    "attempts",
+    "worker",
+    "reason",
+    "error",
+    "traceback",
+    "metrics",
+    "started",
+    "ended",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialRecord:
+    """One trial: ``id``, ``config``, ``status``, final ``metrics``, its ``history`` of reports.
+
+    ``value`` is the metric's latest (final, once ended) value, ``best`` its
+    best value reported, ``step`` the last step reported; ``error`` and
+    ``traceback`` say why a trial failed, ``reason`` why one was stopped;
+    ``attempts`` counts its executions, ``worker`` is where the latest ran.
+    """
+
+    id: int
+    config: dict
+    status: Status = Status.PENDING
+    metrics: dict | None = None
+    history: list = field(default_factory=list)
+    value: float | None = None
+    best: float | None = None
+    step: int | float | None = None
+    attempts: int = 0
+    worker: str | None = None
+    error: str | None = None
+    traceback: str | None = None
+    reason: str | None = None
+    started: float | None = None
+    ended: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, Status):  # one spelling: a word becomes the enum
+            object.__setattr__(self, "status", Status(self.status))
+
+    def replace(self, **changes: Any) -> TrialRecord:
+        """A copy with ``changes`` (the engine's hot path: no ``__init__`` run again)."""
+        if not _FIELDS.issuperset(changes):
+            raise TypeError(f"TrialRecord has no field {sorted(changes.keys() - _FIELDS)[0]!r}")
+        if "status" in changes and not isinstance(changes["status"], Status):
+            changes["status"] = Status(changes["status"])
+        new = object.__new__(TrialRecord)
+        fields = new.__dict__  # a frozen dataclass's fields live in its __dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
+
+    def row(self, history: bool = True) -> dict:
+        """The record as a plain row (``history``: with a copy of its reports)."""
+        out = {name: getattr(self, name) for name in COLUMNS}
+        out["config"] = dict(self.config)
+        if history:
+            out["history"] = [(s, dict(m), t) for s, m, t in self.history]
+        return out
+
+    as_dict = row
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any], history: list | None = None) -> TrialRecord:
+        """A record from a row (the store's, a snapshot's); ``history`` its reports."""
+        known = {k: row[k] for k in COLUMNS if k in row and row[k] is not None}
+        known["config"] = dict(row.get("config") or {})
+        known.setdefault("status", Status.PENDING)
+        reports = history if history is not None else row.get("history")
+        return cls(history=list(reports or ()), **known)
+
+    def curve(self, metric: str) -> tuple[list, list]:
+        """``(steps, values)`` of ``metric`` over the history (for a plot)."""
+        points = [(s, m[metric]) for s, m, _ in self.history if metric in m]
+        return [p[0] for p in points], [p[1] for p in points]
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the trial ran (wall time), when it ended."""
+        return None if self.started is None or self.ended is None else self.ended - self.started
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TrialRecord))
+
+
+def better(value: float | None, than: float | None, mode: str) -> bool:
+    """Whether ``value`` is a finite improvement on ``than`` in ``mode`` (``than`` None: any)."""
+    if value is None or math.isnan(value):
+        return False
+    if than is None or math.isnan(than):
+        return True
+    return value > than if mode == "max" else value < than

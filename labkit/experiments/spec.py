@@ -1,0 +1,60 @@
+"""What a sweep is: its name, space, seed, metric, mode and settings; its trials' configurations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError
+from .record import TrialRecord
+from .rules import describe_rule
+from .space import Space
+
+__all__ = ["SweepSpec", "check_room"]
+
+
+@dataclass
+class SweepSpec:
+    """What a sweep is: its name, space, seed, metric, mode and settings."""
+
+    name: str
+    space: Space
+    seed: int
+    metric: str
+    mode: str
+    trials: int
+    rule: Any = None
+    max_failures: int = 3
+    workers_per_trial: int = 1
+    max_concurrent: int | None = None
+
+    def settings(self) -> dict:
+        """The settings stored with the sweep."""
+        return {
+            "trials": self.trials,
+            "early_stop": self.rule_words(),
+            "max_failures": self.max_failures,
+            "workers_per_trial": self.workers_per_trial,
+            "max_concurrent": self.max_concurrent,
+        }
+
+    def rule_words(self) -> str | None:
+        """The early-stopping rule in words (None without one)."""
+        return None if self.rule is None else describe_rule(self.rule)
+
+    def new_records(self, first: int, n: int) -> list[TrialRecord]:
+        """Trials ``first .. first + n - 1``, pending, their configurations drawn."""
+        check_room(self.space, first + n)
+        return [
+            TrialRecord(id=i, config=self.space.configuration(i, self.seed))
+            for i in range(first, first + n)
+        ]
+
+
+def check_room(space: Space, total: int) -> None:
+    """A list of configurations holds ``total`` trials; an InputError naming trials if not."""
+    if space.kind == "list" and space.size is not None and total > space.size:
+        raise InputError(
+            f"{total} trials, but the list holds {space.size} configurations",
+            argument="trials",
+        )

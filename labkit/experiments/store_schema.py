@@ -1,0 +1,167 @@
+"""The sweep store's tables, their version (``PRAGMA user_version``), and opening a file.
+
+:data:`SCHEMA_VERSION` counts the schema's changes: 0 is a store written
+before it had a version (labkit before issue 36), 1 adds ``rule_states``
+(what an early-stopping rule keeps, so a resumed sweep needs no replay).  A
+writable store is migrated to the current version when opened; a store of a
+newer version than this labkit knows is an InputError naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from urllib.parse import quote
+
+from ..errors import InputError, StorageError
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "open_writable", "open_readonly", "schema_version"]
+
+#: The version of the schema this labkit writes.
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sweeps (
+    name TEXT PRIMARY KEY, space TEXT NOT NULL, metric TEXT NOT NULL, mode TEXT NOT NULL,
+    seed INTEGER, settings TEXT, created REAL, updated REAL);
+CREATE TABLE IF NOT EXISTS trials (
+    sweep TEXT NOT NULL, id INTEGER NOT NULL, config TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
+    error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+    worker TEXT, started REAL, ended REAL, PRIMARY KEY (sweep, id));
+CREATE TABLE IF NOT EXISTS reports (
+    sweep TEXT NOT NULL, trial INTEGER NOT NULL, step INTEGER NOT NULL, metrics TEXT NOT NULL,
+    time REAL NOT NULL, attempt INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS reports_of_trial ON reports (sweep, trial, step);
+CREATE TABLE IF NOT EXISTS checkpoints (
+    sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
+    time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
+    PRIMARY KEY (sweep, trial));
+CREATE TABLE IF NOT EXISTS owners (
+    sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
+CREATE TABLE IF NOT EXISTS rule_states (
+    sweep TEXT PRIMARY KEY, state TEXT NOT NULL, time REAL NOT NULL);
+"""
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The store's ``PRAGMA user_version``.
+
+    Read to the end (``fetchall``): a statement left open keeps its read
+    snapshot, and a write after another connection's then fails at once
+    ("database is locked") instead of waiting its turn.
+    """
+    return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+
+
+def _check_version(conn: sqlite3.Connection, where: str) -> int:
+    """The store's version; a newer one than this labkit knows is an InputError naming it."""
+    version = schema_version(conn)
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise InputError(
+            f"the sweep store {where} has schema version {version}, newer than this "
+            f"labkit reads (up to {SCHEMA_VERSION}): a newer labkit wrote it; open it with "
+            "that labkit, or give another store",
+            argument="store",
+        )
+    return version
+
+
+def _connect(path: str | None, uri: str | None) -> sqlite3.Connection:
+    """A new connection (autocommit off, WAL, waits up to 30 s for a lock)."""
+    if uri is not None:
+        return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=30)
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30)
+    try:
+        _wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.Error:
+        conn.close()  # now, not when a cycle is collected: the file stays open else
+        raise
+    return conn
+
+
+def _wal(conn: sqlite3.Connection, tries: int = 100) -> None:
+    """Switch to the WAL journal, again while another connection does it on a new file.
+
+    SQLite's busy handler does not cover the switch: two connections opening a
+    new file at once may see "database is locked" at once; the switch is tried
+    again, for up to five seconds.
+    """
+    for attempt in range(tries):
+        try:
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05)
+
+
+def _check_path(path: str | None) -> None:
+    """A file path in a folder that exists; a StorageError naming it if not."""
+    if path is None:
+        return
+    folder = os.path.dirname(path)
+    if os.path.isdir(path):
+        raise StorageError(
+            "the store path is a folder; give a file path such as 'experiments.db'", path=path
+        )
+    if not os.path.isdir(folder):
+        raise StorageError(f"cannot open the store: the folder {folder} does not exist", path=path)
+
+
+def open_writable(path: str | None, uri: str | None) -> sqlite3.Connection:
+    """The writer's connection: the schema made or migrated, a write tried; StorageError if not."""
+    _check_path(path)
+    conn = None
+    try:
+        conn = _connect(path, uri)
+        version = _check_version(conn, path or "in memory")
+        conn.executescript(SCHEMA)  # a new file is written here (a full disk fails)
+        if version < SCHEMA_VERSION:  # 0 -> 1: rule_states made by the schema's script
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("BEGIN IMMEDIATE")  # the write lock: another writer would wait here
+        conn.execute("DELETE FROM sweeps WHERE 0")  # a read-only file fails here
+        conn.rollback()  # nothing written
+    except sqlite3.Error as exc:
+        if conn is not None:
+            conn.close()
+        raise StorageError(f"the store cannot be written: {exc}", path=path or "<memory>") from exc
+    return conn
+
+
+def open_readonly(path: str) -> sqlite3.Connection:
+    """A connection that reads only, so an archived store on a read-only disk opens.
+
+    SQLite's ``mode=ro`` still needs the WAL's shared-memory file beside a
+    WAL store; where that cannot be made (a read-only folder), the file is
+    opened ``immutable`` (nobody may be writing it then anyway).  A file
+    that is not a sweep store is a StorageError naming it.
+    """
+    base = "file:" + quote(path)
+    last: sqlite3.Error | None = None
+    for query in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=30)
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        except sqlite3.Error as exc:
+            conn.close()
+            last = exc
+            if isinstance(exc, sqlite3.OperationalError):
+                continue  # cannot open it so: try the next way
+            break  # not a database at all
+        if "sweeps" not in tables:
+            conn.close()
+            raise StorageError(
+                "the file is an SQLite database but not a labkit sweep store "
+                "(it has no table of sweeps)",
+                path=path,
+            )
+        _check_version(conn, path)
+        return conn
+    raise StorageError(
+        f"cannot read the sweep store: {last} (a corrupt file, or not a sweep store)", path=path
+    ) from last

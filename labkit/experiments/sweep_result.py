@@ -1,0 +1,134 @@
+"""What a sweep returns: :class:`SweepResult`, one :class:`~.record.TrialRecord` a trial.
+
+``best`` is the record with the best final value of the metric among trials
+that completed or were stopped early; ``extend(n)`` runs more trials of the
+sweep, through the sweep that made the result (it never imports the sweep:
+the sweep hands it how).  See :mod:`.result` for the public face.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..constraints import Interval, check_argument
+from ..errors import InputError
+from .record import TrialRecord
+from .status import RANKED
+
+__all__ = ["SweepResult", "Again"]
+
+#: How ``result.extend`` runs more trials: ``again(total, fn, scheduler, space, options)``.
+Again = Callable[[int, Any, Any, Any, dict], "SweepResult"]
+
+
+@dataclass
+class SweepResult:
+    """The trials of a sweep: ``trials``, ``best``, ``table()``; ``extend(n)`` runs more."""
+
+    name: str
+    metric: str
+    mode: str
+    seed: int | None
+    space: dict
+    trials: list
+    store: str | None = None
+    rule: str | None = None
+    _again: Again | None = field(default=None, repr=False, compare=False)  # runs more trials
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The completed or stopped trial with the best final value (None before any)."""
+        ranked = [
+            t
+            for t in self.trials
+            if t.status in RANKED and t.value is not None and not math.isnan(t.value)
+        ]
+        if not ranked:
+            return None
+        sign = 1 if self.mode == "max" else -1
+        return max(ranked, key=lambda t: (sign * t.value, -t.id))
+
+    def by_status(self, status: str) -> list[TrialRecord]:
+        """The trials of one status (``"completed"``, ``"stopped"``, ``"failed"``, ...)."""
+        return [t for t in self.trials if t.status == status]
+
+    def counts(self) -> dict[str, int]:
+        """How many trials have each status."""
+        out: dict[str, int] = {}
+        for t in self.trials:
+            out[t.status] = out.get(t.status, 0) + 1
+        return out
+
+    def table(self, sort: bool = False) -> list[dict]:
+        """One plain row a trial: ``trial``, ``status``, each parameter, the metric, ...
+
+        ``sort`` puts the best first (trials without a value last).
+        """
+        rows = []
+        for t in self.trials:
+            row = {
+                "trial": t.id,
+                "status": t.status,
+                **t.config,
+                self.metric: t.value,
+                "best": t.best,
+                "step": t.step,
+                "attempts": t.attempts,
+            }
+            if t.reason or t.error:
+                row["note"] = t.reason or t.error
+            rows.append(row)
+        if sort:
+            sign = -1 if self.mode == "max" else 1
+            rows.sort(
+                key=lambda r: (
+                    r[self.metric] is None or math.isnan(r[self.metric]),
+                    sign * (r[self.metric] or 0.0),
+                    r["trial"],
+                )
+            )
+        return rows
+
+    def format_table(self, limit: int | None = None, sort: bool = True) -> str:
+        """The table as text, best first (the ``limit`` best rows)."""
+        rows = self.table(sort=sort)[:limit]
+        if not rows:
+            return "(no trials)"
+        columns = list(dict.fromkeys(k for r in rows for k in r if k != "note"))
+        cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
+        lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+        return "\n".join(lines)
+
+    def extend(self, n: int, fn=None, scheduler=None, space=None, **options) -> SweepResult:
+        """Run ``n`` more trials of this sweep (new configurations drawn as if asked from the start).
+
+        In the kernel that ran the sweep, ``fn`` and the space are known; for a
+        sweep read back with :func:`load_sweep`, give ``fn`` (and ``space`` when
+        the stored one holds values that are not plain data).  Other keywords
+        go to ``lk.sweep`` (``early_stop``, ``wait``, ...).
+        """
+        check_argument("n", n, [Interval(int, 1, name="an int n >= 1")], "extend")
+        if self._again is None:
+            raise InputError("this result runs no more trials (it was not made by a sweep)")
+        return self._again(len(self.trials) + n, fn, scheduler, space, options)
+
+    def __repr__(self):
+        counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
+        best = self.best
+        shown = (
+            "none yet"
+            if best is None
+            else (f"trial {best.id} {self.metric}={_cell(best.value)} {best.config}")
+        )
+        return f"<labkit SweepResult {self.name!r}: {counts}; best {shown}>"
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
