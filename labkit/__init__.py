@@ -17,7 +17,8 @@ The ground floor imports none of the rooms:
 
 - :mod:`labkit.errors`: the error classes, located where they happened;
 - :mod:`labkit.constraints`: argument rules, declared once (imports errors);
-- :mod:`labkit.events`: event dataclasses, the bus, the ``Observable`` mixin;
+- :mod:`labkit.events`: event dataclasses; :mod:`labkit.event_bus`: the bus and the
+  ``Observable`` mixin;
 - :mod:`labkit.runs`: ``Run``, ``RunControl``, ``run_scope`` (work that takes time);
 - :mod:`labkit.checkpoints`: labkit's safe file format and atomic writes.
 

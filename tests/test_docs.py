@@ -66,7 +66,7 @@ DOCUMENTED = {
     ],
     "core": [
         "labkit.errors.LabkitError",
-        "labkit.events.EventBus",
+        "labkit.event_bus.EventBus",
         "labkit.runs.Run",
         "labkit.constraints.Interval",
         "labkit.constraints.Options",

@@ -18,7 +18,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
 ENGINE = ["labkit.checkpoints", "labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
           "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.experiments",
           "labkit.runs", "labkit.events", "labkit.errors"]
-GROUND_FLOOR = ["labkit.errors", "labkit.events", "labkit.runs"]
+GROUND_FLOOR = ["labkit.errors", "labkit.events", "labkit.event_bus", "labkit.runs"]
 
 # (who, what it must not import, why)
 RULES = [

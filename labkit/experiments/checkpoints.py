@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 
+from ..checkpoints import Allowed, Encoder, read_snapshot, write_snapshot
 from ..errors import InputError, LabkitError, StorageError
 
 __all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
@@ -41,9 +42,6 @@ ADVICE = (
 def encode(obj, who: str = "the trial") -> bytes:
     """``obj`` in the safe checkpoint format, refused now if ``trial.restore()`` could not
     load it back; the InputError names ``who`` and the field (``checkpoint['opt'].lr``)."""
-    from ..checkpoints import write_snapshot
-    from ..checkpoints import Allowed, Encoder
-
     buffer = io.BytesIO()
     try:
         # the loads of trial.restore() allow what this process allows now
@@ -59,8 +57,6 @@ def encode(obj, who: str = "the trial") -> bytes:
 
 def decode(blob: bytes, where: str = "<checkpoint>"):
     """The object in ``blob``; loading runs no code named in it."""
-    from ..checkpoints import read_snapshot
-
     return read_snapshot(io.BytesIO(blob), where, root="checkpoint")
 
 

@@ -5,7 +5,7 @@ The room is built of three kinds of parts, named so you can tell which is which:
 * **Trackers** turn events into frozen snapshots and import no UI library and
   no renderer: :mod:`.tracker` (a scheduler's, run's or trainer's load,
   nodes and task spans), :mod:`.progress` (its runs, phases and fits),
-  :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_progress` (a
+  :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_tracker` (a
   sweep's trials).
 * **Renderers** draw snapshots, one medium each: the notebook widgets
   (:mod:`.board`, its :mod:`.board_parts`, the task :mod:`.lanes`, the program
