@@ -43,7 +43,10 @@ def test_every_front_end_file_is_declared_package_data_of_the_views():
 
     with open(f"{ROOT}/pyproject.toml", "rb") as f:
         setuptools = tomllib.load(f)["tool"]["setuptools"]
-    assert "labkit.views" in setuptools["packages"]
+    import setuptools as st
+
+    found = st.find_packages(ROOT, include=setuptools["packages"]["find"]["include"])
+    assert "labkit.views" in found and "labkit.data_parallel.worker" in found
     globs = setuptools["package-data"]["labkit.views"]
     assets = [f"assets/{p.name}" for p in files("labkit.views").joinpath("assets").iterdir()]
     assert {"assets/lanes.js", "assets/lanes.css"} <= set(assets)
