@@ -117,6 +117,7 @@ class Observable:
 
     Examples
     --------
+    >>> from labkit.events import DeviceStats
     >>> class Counter(Observable):
     ...     pass
     >>> c, seen = Counter(), []
