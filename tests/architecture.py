@@ -33,20 +33,26 @@ def modules(root: pathlib.Path = PACKAGE) -> dict[str, pathlib.Path]:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
-def imports_of(path: pathlib.Path, module: str, known: set[str]) -> set[str]:
-    """The package's own modules that ``path`` imports, lazy imports included."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+def imported(source: str, module: str, is_package: bool) -> set[str]:
+    """Absolute names of every module ``source`` imports (and names it imports from them)."""
+    package = module if is_package else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
-            found.update(f"{base}.{a.name}" for a in node.names)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def imports_of(path: pathlib.Path, module: str, known: set[str]) -> set[str]:
+    """The package's own modules that ``path`` imports, lazy imports included."""
+    found = imported(path.read_text(), module, path.name == "__init__.py")
     return {name for name in found if name in known and name != module}
 
 

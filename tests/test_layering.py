@@ -8,10 +8,11 @@ import.
 
 from __future__ import annotations
 
-import ast
 import pathlib
 
 import pytest
+
+from tests.architecture import imported, module_name
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
 
@@ -39,31 +40,6 @@ RULES = [
       for other in ["labkit.scheduling", "labkit.flows", "labkit.nodes", "labkit.data_parallel",
                     "labkit.pipeline", "labkit.program", "labkit.ensemble", "labkit.views"]],
 ]
-
-
-def module_name(path: pathlib.Path, root: pathlib.Path) -> str:
-    """``labkit/flows/parallel.py`` -> ``labkit.flows.parallel``."""
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imported(source: str, module: str, is_package: bool) -> set[str]:
-    """Absolute names of every module ``source`` imports (and names it imports from them)."""
-    package = module if is_package else module.rpartition(".")[0]
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
 
 
 def within(name: str, part: str) -> bool:
