@@ -29,6 +29,9 @@ Run ``python benchmarks/bench_sweep.py`` (about three minutes on 2 cores) or
    ratio of the median wall times, and of the process's CPU time.  Target:
    board + dashboard <= 1.03x.
 
+5. **At scale**: 10,000 trials with and without the board, and the board of
+   the stored sweep (``sweep_scale.py``).
+
 Timings are medians over ``--repeat`` rounds (3; 1 with ``--quick``).
 """
 
@@ -371,7 +374,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--repeat", type=int, help="rounds (medians are printed)")
-    parser.add_argument("--only", choices=["overhead", "search", "board"], help="one part only")
+    parser.add_argument("--only", choices=["overhead", "search", "board", "scale"], help="one part only")
     args = parser.parse_args()
     size = dict(SIZES["quick" if args.quick else "full"])
     if args.repeat:
@@ -385,6 +388,9 @@ def main() -> None:
             real_search(size, folder)
         if args.only in (None, "board"):
             board_cost(size, folder)
+        if args.only in (None, "scale"):
+            from sweep_scale import SCALE_SIZES, scale
+            scale(SCALE_SIZES["quick" if args.quick else "full"], folder)
 
 
 if __name__ == "__main__":
