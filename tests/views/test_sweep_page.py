@@ -76,8 +76,9 @@ class Sweep:
         return min(values) if values else None
 
     def best(self):
-        scored = [t for t in self.trials if self.best_of(t) is not None]
-        return min(scored, key=lambda t: (self.best_of(t), t["id"]))["id"] if scored else None
+        """The trial of the lowest value (its latest), as a "min" sweep ranks them."""
+        scored = [t for t in self.trials if self.latest(t) is not None]
+        return min(scored, key=lambda t: (self.latest(t), t["id"]))["id"] if scored else None
 
     def rows(self, trials) -> dict:
         return {"id": [t["id"] for t in trials], "status": [t["status"] for t in trials],
@@ -92,8 +93,8 @@ class Sweep:
         if len(self.trials) <= LINES:
             return [t["id"] for t in self.trials]
         running = [t["id"] for t in self.trials if t["status"] == 1]
-        scored = sorted((t for t in self.trials if self.best_of(t) is not None),
-                        key=self.best_of)
+        scored = sorted((t for t in self.trials if self.latest(t) is not None),
+                        key=self.latest)
         return sorted(set(running) | {t["id"] for t in scored[:TOP_K]})
 
     def band(self, lines: set):
@@ -351,6 +352,32 @@ def test_a_seq_gap_sends_hello_and_deltas_wait_for_the_paint(open_board):
     assert len([m for m in board.sent() if m["kind"] == "hello"]) == 2
 
 
+def test_a_delta_appends_points_drops_lines_and_replaces_the_band(open_board):
+    board = open_board()
+    sweep = Sweep(400, seed=6, running=0.02)
+    board.deliver(sweep.paint())
+    lines = sweep.line_ids()
+    curves = board.data(".labkit-sweep-curves")
+    points = sum(len(sweep.trials[i]["curve"]) for i in lines)
+    assert curves["lines"] == str(len(lines)) and curves["points"] == str(points)
+    assert curves["band"] == str(400 - len(lines))
+    running = [i for i in lines if sweep.trials[i]["status"] == 1]
+    grows, ends = sweep.trials[running[0]], sweep.trials[running[1]]
+    grows["curve"] += [[len(grows["curve"]), 0.9], [len(grows["curve"]) + 1, 0.8]]
+    ends["status"] = 2
+    delta = sweep.delta([grows, ends], {str(grows["id"]): grows["curve"][-2:]})
+    band = sweep.band(set(lines) - {ends["id"]})
+    delta["curves"].update(drop=[ends["id"]], band=band)
+    board.deliver(delta)
+    curves = board.data(".labkit-sweep-curves")
+    assert curves["lines"] == str(len(lines) - 1) and curves["band"] == str(band["n"])
+    assert curves["points"] == str(points + 2 - len(ends["curve"]))
+    same = sweep.delta([], {})                 # no "band" key: the band stays as it was
+    del same["curves"]
+    board.deliver(same)
+    assert board.data(".labkit-sweep-curves")["band"] == str(band["n"])
+
+
 def test_ten_thousand_rows_virtualized_scrolled_and_sorted_by_a_header(open_board, big):
     sweep, paint = big
     board = open_board()
@@ -422,10 +449,11 @@ def test_brushing_filters_the_table_asks_for_curves_and_stops_the_running_ones(o
     ranges = brushes[-1]["ranges"]
     assert set(ranges) == {"width", "value"} and ranges["width"] == [lo, hi]
     v0, v1 = ranges["value"]
-    both = {i for i in inside if (b := sweep.best_of(sweep.trials[i])) is not None and v0 <= b <= v1}
+    both = {i for i in inside if (v := sweep.latest(sweep.trials[i])) is not None and v0 <= v <= v1}
     board.page.wait_for_function("n => document.querySelector('.labkit-sweep-board')"
                                  ".dataset.rows === n", arg=str(len(both)))
     assert 0 < len(both) < len(inside)
+    screenshot(board.page, "sweep-page-brushed")
 
     running = sorted(i for i in both if sweep.trials[i]["status"] == 1)
     assert running, "the sweep made up should have running trials in the brush"

@@ -167,7 +167,9 @@ function statusName(state, i) {
 // -- axes: a param or the metric's value, on 0..1 ------------------------------------
 
 function columnOf(state, name) {
-  return name === "value" ? state.cols.best : (state.params[name] || []);
+  // An axis's cells: a param's, or for "value" the metric's latest (final, once ended), as
+  // the kernel's brush reads it.
+  return name === "value" ? state.cols.latest : (state.params[name] || []);
 }
 
 function makeAxis(state, name) {
@@ -504,7 +506,7 @@ function drawCurves(canvas, state, src, t) {
   // src: {lines: Map(id -> [[step, value]]), band}; writes what it drew on the canvas.
   const { ctx, w, h } = fitCanvas(canvas, CURVES_H);
   const ext = curveExtent(src.lines, src.band);
-  let drawn = 0, pieces = 0;
+  let drawn = 0, pieces = 0, points = 0;
   if (!ext) {
     ctx.fillStyle = t.fg2;
     ctx.font = `12px ${t.font}`;
@@ -527,11 +529,13 @@ function drawCurves(canvas, state, src, t) {
       ctx.globalAlpha = alpha;
       pieces += strokeGappy(ctx, box, pts.map((p) => p[0]), pts.map((p) => p[1]));
       drawn += 1;
+      points += pts.length;
     }
     ctx.restore();
   }
   canvas.dataset.lines = String(drawn);
   canvas.dataset.pieces = String(pieces);
+  canvas.dataset.points = String(points);
   canvas.dataset.band = src.band ? String(src.band.n ?? "") : "";
 }
 
@@ -610,7 +614,7 @@ function drawParallel(canvas, state, axes, mask, brushes, t) {
   });
   const all = Array.from({ length: n }, (_, i) => i);
   drawDensity(ctx, geo, units, all, t.fg2, mask ? 0.006 : 0.01);
-  if (mask) drawDensity(ctx, geo, units, all.filter((i) => mask[i]), t.accent, 0.08);
+  if (mask) drawDensity(ctx, geo, units, all.filter((i) => mask[i]), t.accent, 0.05);
   const best = rowOf(state, state.best);
   if (best !== undefined) drawBestLine(ctx, geo, units, best, t);
   drawParallelAxes(ctx, geo, axes, brushes, t, w);
@@ -622,10 +626,14 @@ function drawParallel(canvas, state, axes, mask, brushes, t) {
 function drawBrush(ctx, geo, ax, x, range, t) {
   let [u0, u1] = range.map(ax.toUnit).map((u) => Math.min(Math.max(u ?? 0, 0), 1));
   if (Math.abs(geo.Y(u0) - geo.Y(u1)) < 4) { u0 -= 2 / geo.h; u1 += 2 / geo.h; }
+  const top = geo.Y(Math.max(u0, u1)), height = Math.abs(geo.Y(u0) - geo.Y(u1));
   ctx.fillStyle = t.accent;
-  ctx.globalAlpha = 0.3;
-  ctx.fillRect(x - 6, geo.Y(Math.max(u0, u1)), 12, Math.abs(geo.Y(u0) - geo.Y(u1)));
+  ctx.globalAlpha = 0.35;
+  ctx.fillRect(x - 6, top, 12, height);
   ctx.globalAlpha = 1;
+  ctx.strokeStyle = t.fg;                 // outlined: it shows over brushed lines of its colour
+  ctx.lineWidth = 1.5;
+  ctx.strokeRect(x - 6, top, 12, height);
 }
 
 function textAt(ctx, text, x, y, w) {
@@ -701,290 +709,326 @@ function layout(el) {
   return parts;
 }
 
-function render({ model, el }) {
-  const ui = layout(el);
-  const { root } = ui;
-  let state = emptyState();
-  let waiting = true;          // a hello is out: deltas wait for the paint answering it
-  let helloAt = 0;
-  let clock = null;            // the stamps of the frames applied since the last draw
-  let raf = 0;
-  const dirty = new Set(["all"]);
-  let columns = tableColumns(state);
-  let sortKey = "trial", sortDir = 1;
-  let order = [];
-  const brushes = new Map();   // axis name -> [lo, hi] in the rows' own units
-  let mask = null;
-  let brushId = 0;
-  let brushed = null;          // the kernel's answer to the latest brush: {brush, lines, band}
-  let axes = [];
-  let geo = null;
-  let picked = null;
-  const said = [];
+function drawStatus(ui, state, shown, brushed) {
+  // "name · running · 10000 trials: 40 running, ... · best: trial 17, loss 0.1 · 10000 rows"
+  const parts = [];
+  const add = (cls, text) => { parts.push(node("span", cls, text)); };
+  add("labkit-sweep-run", `${state.meta.name ? state.meta.name + " · " : ""}${state.status || "waiting"}`);
+  add("", ` · ${state.total ?? state.ids.length} trials`);
+  Object.entries(state.counts || {}).filter(([, n]) => n).forEach(([s, n], k) => {
+    add("", k ? ", " : ": ");
+    add(`labkit-st labkit-st-${s}`, `${n} ${s}`);
+  });
+  const at = rowOf(state, state.best);
+  if (at !== undefined) {
+    add("labkit-sweep-best-word",
+        ` · best: trial ${state.ids[at]}, ${state.meta.metric || "value"} ${fmt(state.cols.latest[at])}`);
+  }
+  add("labkit-sweep-rows", brushed ? ` · ${shown} of ${state.ids.length} brushed` : ` · ${shown} rows`);
+  const clock = ui.status.querySelector(".labkit-clock");      // kept until a frame brings one
+  ui.status.replaceChildren(...parts, ...(clock ? [clock] : []));
+}
 
-  const table = makeTable(sortBy, pick);
-  root.append(ui.status, ui.controls, ui.message, ui.workers, ui.plots, table.wrap, ui.detail);
+function drawWorkers(ui, load) {
+  const most = Math.max(1, ...load.map((l) => l.running || 0));
+  ui.workers.replaceChildren(...load.map((l) => {
+    const item = node("div", "labkit-sweep-worker");
+    const name = node("span", "labkit-sweep-worker-name", short(shortWorker(l.name), 24));
+    name.title = String(l.name);
+    const bar = node("span", "labkit-sweep-worker-bar");
+    const fill = node("span");
+    fill.style.width = `${(100 * (l.running || 0)) / most}%`;
+    bar.appendChild(fill);
+    const rate = typeof l.per_s === "number" ? ` · ${fmt(l.per_s)}/s` : "";
+    item.append(name, bar, node("span", "labkit-sweep-worker-words",
+                                `${l.running ?? 0} running · ${l.done ?? 0} done${rate}`));
+    return item;
+  }));
+}
 
-  function hello() {
-    waiting = true;
-    helloAt = Date.now();
-    model.send({ kind: "hello" });
+function drawControls(ui, ended, running, brushed) {
+  // After the run ended nothing acts; "stop these" only with running trials in the brush.
+  ui.stop.textContent = running ? `stop these (${running})` : "stop these";
+  ui.stop.title = brushed ? `stop the ${running} running trials the brush holds` : "brush an axis first";
+  ui.stop.disabled = ended || running === 0;
+  ui.cancel.disabled = ended;
+  ui.add.disabled = ui.addN.disabled = ended;
+  ui.root.dataset.ended = ended ? "1" : "0";
+}
+
+function writeClock(status, clock) {
+  // A new hidden span each frame, written last: the page's watcher records each span it sees.
+  const span = node("span", "labkit-clock");
+  span.style.display = "none";
+  const stamp = (v) => (v === null || v === undefined ? "" : String(v));
+  span.dataset.oldest = stamp(clock.oldest);
+  span.dataset.newest = stamp(clock.newest);
+  span.dataset.events = stamp(clock.events ?? 0);
+  span.dataset.drawn = stamp(clock.drawn ?? clock.sent);   // the kernel's draw is its encoding
+  span.dataset.sent = stamp(clock.sent);
+  status.querySelector(".labkit-clock")?.remove();
+  status.appendChild(span);
+}
+
+function brushRange(axis, geo, y0, y1) {
+  // [lo, hi] in the rows' units of a drag from y0 to y1 (a category's: the indexes inside).
+  const u = (y) => Math.min(Math.max(1 - (y - geo.top) / geo.h, 0), 1);
+  let lo = axis.fromUnit(u(Math.max(y0, y1))), hi = axis.fromUnit(u(Math.min(y0, y1)));
+  if (axis.category) { lo = Math.ceil(lo - 1e-9); hi = Math.floor(hi + 1e-9); }
+  return [lo, hi];
+}
+
+function listenBrushes(board) {
+  // Drag vertically on an axis to brush it; a click (no drag) clears it.
+  const canvas = board.ui.parallel;
+  let drag = null;
+  const at = (e) => { const r = canvas.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
+  const brush = () => board.brushes.set(drag.axis.name, brushRange(drag.axis, board.geo, drag.y0, drag.y1));
+  canvas.addEventListener("pointerdown", (e) => {
+    const geo = board.geo;
+    if (!geo) return;
+    const [x, y] = at(e);
+    const a = geo.xs.findIndex((ax) => Math.abs(ax - x) <= 12);
+    if (a < 0 || y < geo.top - 6 || y > geo.top + geo.h + 6) return;
+    drag = { axis: board.axes[a], y0: y, y1: y, moved: false };
+    canvas.setPointerCapture?.(e.pointerId);
+    e.preventDefault();
+  });
+  canvas.addEventListener("pointermove", (e) => {
+    if (!drag) return;
+    drag.y1 = at(e)[1];
+    if (!drag.moved && Math.abs(drag.y1 - drag.y0) < CLICK_PX) return;
+    drag.moved = true;
+    brush();
+    board.schedule("brush");            // the table follows the drag; the kernel asked at the end
+  });
+  const end = (e) => {
+    if (!drag) return;
+    if (e.type === "pointerup") drag.y1 = at(e)[1];
+    if (drag.moved || Math.abs(drag.y1 - drag.y0) >= CLICK_PX) brush();
+    else board.brushes.delete(drag.axis.name);
+    drag = null;
+    board.sendBrush();
+    board.schedule("brush");
+  };
+  canvas.addEventListener("pointerup", end);
+  canvas.addEventListener("pointercancel", end);
+}
+
+class Board {
+  // One view of a sweep: the state the frames built, what the user chose, the drawing.
+  constructor(model, el) {
+    this.model = model;
+    this.ui = layout(el);
+    this.state = emptyState();
+    this.waiting = true;         // a hello is out: deltas wait for the paint answering it
+    this.helloAt = 0;
+    this.clock = null;           // the stamps of the frames applied since the last draw
+    this.raf = 0;
+    this.dirty = new Set(["all"]);
+    this.columns = tableColumns(this.state);
+    this.sortKey = "trial";
+    this.sortDir = 1;
+    this.order = [];             // the rows' positions, brushed and sorted: the table
+    this.brushes = new Map();    // axis name -> [lo, hi] in the rows' own units
+    this.mask = null;
+    this.brushId = 0;
+    this.brushed = null;         // the kernel's answer to the latest brush: {brush, lines, band}
+    this.axes = [];
+    this.geo = null;
+    this.picked = null;          // the trial whose history is shown
+    this.said = [];
+    this.table = makeTable((key) => this.sortBy(key), (id) => this.pick(id));
+    const ui = this.ui;
+    ui.root.append(ui.status, ui.controls, ui.message, ui.workers, ui.plots, this.table.wrap, ui.detail);
+    this.listen();
+    this.onMessage = (msg) => this.receive(msg);
+    model.on("msg:custom", this.onMessage);
+    this.resize = new ResizeObserver(() => this.schedule("resize"));
+    this.resize.observe(ui.plots);
+    this.hello();
+    this.schedule("all");
   }
 
-  function schedule(...what) {
-    for (const w of what) dirty.add(w);
-    if (!raf) raf = requestAnimationFrame(draw);
+  close() {
+    this.model.off?.("msg:custom", this.onMessage);
+    this.resize.disconnect();
+    if (this.raf) cancelAnimationFrame(this.raf);
   }
 
-  function onMessage(msg) {
+  hello() {
+    this.waiting = true;
+    this.helloAt = Date.now();
+    this.model.send({ kind: "hello" });
+  }
+
+  schedule(...what) {
+    for (const w of what) this.dirty.add(w);
+    if (!this.raf) this.raf = requestAnimationFrame(() => this.draw());
+  }
+
+  receive(msg) {
+    // Apply one message whole; the drawing waits for the next animation frame.
     if (!msg || typeof msg !== "object") return;
     if (msg.kind === "paint") {
-      state = emptyState();
-      applyFrame(state, msg, true);
-      waiting = false;
-      clock = mergeClock(clock, msg.clock);
-      if (brushes.size) sendBrush();          // a new state: the brushed curves again
-      schedule("all");
+      this.state = emptyState();
+      applyFrame(this.state, msg, true);
+      this.waiting = false;
+      this.clock = mergeClock(this.clock, msg.clock);
+      if (this.brushes.size) this.sendBrush();     // a new state: the brushed curves again
+      this.schedule("all");
     } else if (msg.kind === "delta") {
-      if (waiting || msg.base !== state.seq) {
-        if (!waiting || Date.now() - helloAt > HELLO_AGAIN_MS) hello();
+      if (this.waiting || msg.base !== this.state.seq) {   // a frame lost: start again
+        if (!this.waiting || Date.now() - this.helloAt > HELLO_AGAIN_MS) this.hello();
         return;
       }
-      applyFrame(state, msg, false);
-      clock = mergeClock(clock, msg.clock);
-      schedule(msg.meta ? "all" : "frame");
+      applyFrame(this.state, msg, false);
+      this.clock = mergeClock(this.clock, msg.clock);
+      this.schedule(msg.meta ? "all" : "frame");
     } else if (msg.kind === "curves") {
-      if (msg.brush === brushId && brushes.size) {
-        brushed = { brush: msg.brush, lines: new Map(Object.entries(msg.lines || {})), band: msg.band ?? null };
-        schedule("curves");
-      }
+      if (msg.brush !== this.brushId || !this.brushes.size) return;   // an older brush's
+      this.brushed = { brush: msg.brush, lines: new Map(Object.entries(msg.lines || {})),
+                       band: msg.band ?? null };
+      this.schedule("curves");
     } else if (msg.kind === "history") {
-      if (String(msg.trial) === picked) showDetail(msg.html);
+      if (String(msg.trial) === this.picked) this.showDetail(msg.html);
     } else if (msg.kind === "said") {
-      said.push(String(msg.text ?? ""));
-      if (said.length > SAID_KEPT) said.shift();
-      schedule("said");
+      this.say(String(msg.text ?? ""));
     }
+  }
+
+  say(text) {
+    this.said.push(text);
+    if (this.said.length > SAID_KEPT) this.said.shift();
+    this.schedule("said");
+  }
+
+  listen() {
+    const { ui, model } = this;
+    listenBrushes(this);
+    ui.cancel.addEventListener("click", () => model.send({ kind: "cancel" }));
+    ui.stop.addEventListener("click", () => {
+      const trials = this.brushedRunning();
+      if (trials.length) model.send({ kind: "stop", trials });
+    });
+    ui.add.addEventListener("click", () => {
+      const n = Number(ui.addN.value);
+      if (Number.isInteger(n) && n >= 1) model.send({ kind: "add", n });
+      else this.say("add: give a whole number of trials, 1 or more");
+    });
+    this.table.wrap.addEventListener("scroll", () => this.schedule("table"), { passive: true });
   }
 
   // -- sorting, brushing, picking --
 
-  function rebuild() {
-    mask = passMask(state, brushes);
-    order = sortedOrder(state, mask, sortKey, sortDir);
-  }
-
-  function sortBy(key) {
+  sortBy(key) {
+    // At once, not at the next frame: the click's answer is the sorted rows.
     const t0 = performance.now();
-    if (key === sortKey) sortDir = -sortDir; else { sortKey = key; sortDir = 1; }
-    order = sortedOrder(state, mask, sortKey, sortDir);
-    table.header(columns, sortKey, sortDir);
-    table.rows(state, columns, order, bestId(), picked);
-    root.dataset.sortMs = (performance.now() - t0).toFixed(2);
+    if (key === this.sortKey) this.sortDir = -this.sortDir;
+    else { this.sortKey = key; this.sortDir = 1; }
+    this.order = sortedOrder(this.state, this.mask, this.sortKey, this.sortDir);
+    this.table.header(this.columns, this.sortKey, this.sortDir);
+    this.table.rows(this.state, this.columns, this.order, this.bestId(), this.picked);
+    this.ui.root.dataset.sortMs = (performance.now() - t0).toFixed(2);
   }
 
-  function pick(id) {
-    picked = id;
-    model.send({ kind: "show", trial: state.ids[rowOf(state, id)] ?? id });
-    showDetail(null);
-    schedule("table");
+  pick(id) {
+    this.picked = id;
+    const at = rowOf(this.state, id);
+    this.model.send({ kind: "show", trial: at === undefined ? id : this.state.ids[at] });
+    this.showDetail(null);
+    this.schedule("table");
   }
 
-  function showDetail(html) {
+  showDetail(html) {
     const close = node("button", "labkit-sweep-detail-close", "×");
     close.title = "close";
-    close.addEventListener("click", () => { picked = null; ui.detail.replaceChildren(); schedule("table"); });
+    close.addEventListener("click", () => {
+      this.picked = null;
+      this.ui.detail.replaceChildren();
+      this.schedule("table");
+    });
     const body = node("div", "labkit-sweep-detail-body");
-    if (html === null) body.textContent = `trial ${picked}: asking the kernel…`;
-    else body.innerHTML = html;       // the kernel's HTML, escaped there
-    ui.detail.replaceChildren(close, body);
+    if (html === null) body.textContent = `trial ${this.picked}: asking the kernel…`;
+    else body.innerHTML = html;        // the kernel's HTML, escaped there
+    this.ui.detail.replaceChildren(close, body);
   }
 
-  function sendBrush() {
-    brushId += 1;
-    brushed = null;
-    const ranges = Object.fromEntries(brushes);
-    model.send({ kind: "brush", brush: brushId, ranges });
+  sendBrush() {
+    this.brushId += 1;
+    this.brushed = null;
+    this.model.send({ kind: "brush", brush: this.brushId, ranges: Object.fromEntries(this.brushes) });
   }
 
-  function brushedRunning() {
-    if (!mask) return [];
+  brushedRunning() {
+    const { mask, state } = this;
     const out = [];
-    for (let i = 0; i < state.ids.length; i++) {
-      if (mask[i] && statusName(state, i) === "running") out.push(state.ids[i]);
+    if (mask) {
+      for (let i = 0; i < state.ids.length; i++) {
+        if (mask[i] && statusName(state, i) === "running") out.push(state.ids[i]);
+      }
     }
     return out;
   }
 
-  function setBrush(axis, y0, y1) {
-    const u = (y) => Math.min(Math.max(1 - (y - geo.top) / geo.h, 0), 1);
-    let lo = axis.fromUnit(u(Math.max(y0, y1))), hi = axis.fromUnit(u(Math.min(y0, y1)));
-    if (axis.category) { lo = Math.ceil(lo - 1e-9); hi = Math.floor(hi + 1e-9); }
-    brushes.set(axis.name, [lo, hi]);
+  curvesSource() {
+    // The frames' curves; with a brush the kernel's answer, and until it comes the frames'
+    // lines that pass the brush.
+    const { state, mask } = this;
+    if (!this.brushes.size) return state;
+    if (this.brushed) return this.brushed;
+    return { lines: new Map([...state.lines].filter(([id]) => mask[rowOf(state, id)])), band: null };
   }
 
-  let drag = null;
-  function pointer(e) {
-    const r = ui.parallel.getBoundingClientRect();
-    return [e.clientX - r.left, e.clientY - r.top];
+  bestId() {
+    const best = this.state.best;
+    return best === null || best === undefined ? null : String(best);
   }
-  ui.parallel.addEventListener("pointerdown", (e) => {
-    if (!geo) return;
-    const [x, y] = pointer(e);
-    const a = geo.xs.findIndex((ax) => Math.abs(ax - x) <= 12);
-    if (a < 0 || y < geo.top - 6 || y > geo.top + geo.h + 6) return;
-    drag = { axis: axes[a], y0: y, y1: y, moved: false };
-    ui.parallel.setPointerCapture?.(e.pointerId);
-    e.preventDefault();
-  });
-  ui.parallel.addEventListener("pointermove", (e) => {
-    if (!drag) return;
-    drag.y1 = pointer(e)[1];
-    if (Math.abs(drag.y1 - drag.y0) < CLICK_PX && !drag.moved) return;
-    drag.moved = true;
-    setBrush(drag.axis, drag.y0, drag.y1);
-    schedule("brush");
-  });
-  const endDrag = (e) => {
-    if (!drag) return;
-    if (e.type === "pointerup") drag.y1 = pointer(e)[1];
-    if (drag.moved || Math.abs(drag.y1 - drag.y0) >= CLICK_PX) setBrush(drag.axis, drag.y0, drag.y1);
-    else brushes.delete(drag.axis.name);          // a click: clears the axis
-    drag = null;
-    sendBrush();
-    schedule("brush");
-  };
-  ui.parallel.addEventListener("pointerup", endDrag);
-  ui.parallel.addEventListener("pointercancel", endDrag);
-
-  // -- controls --
-
-  ui.cancel.addEventListener("click", () => model.send({ kind: "cancel" }));
-  ui.stop.addEventListener("click", () => {
-    const trials = brushedRunning();
-    if (trials.length) model.send({ kind: "stop", trials });
-  });
-  ui.add.addEventListener("click", () => {
-    const n = Math.floor(Number(ui.addN.value));
-    if (!(n >= 1)) { said.push("add: give a whole number of trials, 1 or more"); schedule("said"); return; }
-    model.send({ kind: "add", n });
-  });
-  table.wrap.addEventListener("scroll", () => schedule("table"), { passive: true });
 
   // -- drawing: once an animation frame, from one state --
 
-  function bestId() {
-    return state.best === null || state.best === undefined ? null : String(state.best);
-  }
-
-  function drawStatus() {
-    const counts = Object.entries(state.counts || {}).filter(([, n]) => n);
-    const parts = [];
-    const add = (cls, text) => { parts.push(node("span", cls, text)); };
-    add("labkit-sweep-run", `${state.meta.name ? state.meta.name + " · " : ""}${state.status || "waiting"}`);
-    add("", ` · ${state.total ?? state.ids.length} trials`);
-    counts.forEach(([s, n], k) => { add("", k ? ", " : ": "); add(`labkit-st labkit-st-${s}`, `${n} ${s}`); });
-    const at = rowOf(state, state.best);
-    if (at !== undefined) {
-      add("labkit-sweep-best-word", ` · best: trial ${state.ids[at]}, ${state.meta.metric || "value"} ${fmt(state.cols.best[at])}`);
-    }
-    const passing = order.length;
-    add("labkit-sweep-rows", mask ? ` · ${passing} of ${state.ids.length} brushed` : ` · ${passing} rows`);
-    ui.status.replaceChildren(...parts);
-  }
-
-  function drawWorkers() {
-    const load = state.load || [];
-    const most = Math.max(1, ...load.map((l) => l.running || 0));
-    ui.workers.replaceChildren(...load.map((l) => {
-      const item = node("div", "labkit-sweep-worker");
-      const name = node("span", "labkit-sweep-worker-name", short(shortWorker(l.name), 24));
-      name.title = String(l.name);
-      const bar = node("span", "labkit-sweep-worker-bar");
-      const fill = node("span");
-      fill.style.width = `${(100 * (l.running || 0)) / most}%`;
-      bar.appendChild(fill);
-      const rate = typeof l.per_s === "number" ? ` · ${fmt(l.per_s)}/s` : "";
-      item.append(name, bar, node("span", "labkit-sweep-worker-words",
-                                  `${l.running ?? 0} running · ${l.done ?? 0} done${rate}`));
-      return item;
-    }));
-  }
-
-  function drawControls() {
-    const running = brushedRunning().length;
-    ui.stop.textContent = running ? `stop these (${running})` : "stop these";
-    ui.stop.title = mask ? `stop the ${running} running trials the brush holds` : "brush an axis first";
-    ui.stop.disabled = state.ended || running === 0;
-    ui.cancel.disabled = !!state.ended;
-    ui.add.disabled = ui.addN.disabled = !!state.ended;
-    root.dataset.ended = state.ended ? "1" : "0";
-  }
-
-  function curvesSource() {
-    if (!brushes.size) return state;
-    if (brushed) return brushed;
-    // until the kernel answers, the frames' lines that pass the brush
-    const lines = new Map([...state.lines].filter(([id]) => mask[rowOf(state, id)]));
-    return { lines, band: null };
-  }
-
-  function writeClock() {
-    // A new span each frame, written last: the page's watcher records each span it sees.
-    if (!clock) return;
-    const span = node("span", "labkit-clock");
-    span.style.display = "none";
-    const stamp = (v) => (v === null || v === undefined ? "" : String(v));
-    span.dataset.oldest = stamp(clock.oldest);
-    span.dataset.newest = stamp(clock.newest);
-    span.dataset.events = stamp(clock.events ?? 0);
-    span.dataset.drawn = stamp(clock.drawn ?? clock.sent);
-    span.dataset.sent = stamp(clock.sent);
-    ui.status.querySelector(".labkit-clock")?.remove();
-    ui.status.appendChild(span);
-    clock = null;
-  }
-
-  function draw() {
+  draw() {
     const started = performance.now();
-    raf = 0;
+    const { ui, state, dirty } = this;
+    this.raf = 0;
     const all = dirty.has("all"), frame = all || dirty.has("frame"), brush = dirty.has("brush");
-    const t = theme(root);
-    if (all) columns = tableColumns(state);
-    if (measure(columns, state.touched) || all) table.header(columns, sortKey, sortDir);
+    const t = theme(ui.root);
+    if (all) this.columns = tableColumns(state);
+    if (measure(this.columns, state.touched) || all) this.table.header(this.columns, this.sortKey, this.sortDir);
     state.touched = [];
-    if (frame || brush) rebuild();
-    if (frame || brush || dirty.has("table")) table.rows(state, columns, order, bestId(), picked);
+    if (frame || brush) {
+      this.mask = passMask(state, this.brushes);
+      this.order = sortedOrder(state, this.mask, this.sortKey, this.sortDir);
+    }
+    if (frame || brush || dirty.has("table")) {
+      this.table.rows(state, this.columns, this.order, this.bestId(), this.picked);
+    }
     if (frame || brush || dirty.has("curves") || dirty.has("resize")) {
-      const src = curvesSource();
-      drawCurves(ui.curves, state, src, t);
-      ui.curves.dataset.brush = brushes.size && brushed ? String(brushed.brush) : "";
+      drawCurves(ui.curves, state, this.curvesSource(), t);
+      ui.curves.dataset.brush = this.brushes.size && this.brushed ? String(this.brushed.brush) : "";
     }
     if (frame || brush || dirty.has("resize")) {
-      axes = [...(state.meta.params || []), "value"].map((name) => makeAxis(state, name));
-      geo = drawParallel(ui.parallel, state, axes, mask, brushes, t);
+      this.axes = [...(state.meta.params || []), "value"].map((name) => makeAxis(state, name));
+      this.geo = drawParallel(ui.parallel, state, this.axes, this.mask, this.brushes, t);
     }
-    if (frame) drawWorkers();
-    if (dirty.has("said")) ui.message.replaceChildren(...said.map((s) => node("div", "", s)));
-    if (frame || brush) { drawStatus(); drawControls(); }
+    if (frame) drawWorkers(ui, state.load || []);
+    if (dirty.has("said")) ui.message.replaceChildren(...this.said.map((s) => node("div", "", s)));
+    if (frame || brush) {
+      drawStatus(ui, state, this.order.length, !!this.mask);
+      drawControls(ui, !!state.ended, this.brushedRunning().length, !!this.mask);
+    }
     dirty.clear();
-    root.dataset.rows = String(order.length);
-    root.dataset.seq = state.seq === null ? "" : String(state.seq);
-    root.dataset.drawMs = (performance.now() - started).toFixed(1);
-    writeClock();                      // last: the frame is on the page when it appears
+    ui.root.dataset.rows = String(this.order.length);
+    ui.root.dataset.seq = state.seq === null ? "" : String(state.seq);
+    ui.root.dataset.drawMs = (performance.now() - started).toFixed(1);
+    if (this.clock) writeClock(ui.status, this.clock);   // last: the frame is on the page
+    this.clock = null;
   }
+}
 
-  const resize = new ResizeObserver(() => schedule("resize"));
-  resize.observe(ui.plots);
-  model.on("msg:custom", onMessage);
-  hello();
-  schedule("all");
-
-  return () => {
-    model.off?.("msg:custom", onMessage);
-    resize.disconnect();
-    if (raf) cancelAnimationFrame(raf);
-  };
+function render({ model, el }) {
+  const board = new Board(model, el);
+  return () => board.close();
 }
 
 export { render };
