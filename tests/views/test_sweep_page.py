@@ -501,6 +501,10 @@ def test_row_click_shows_history_said_lines_and_the_end_disables_the_controls(op
                                                    "html": "<b>trial 3</b>: 4 reports"})
     board.page.wait_for_function("() => document.querySelector('.labkit-sweep-detail')"
                                  ".textContent.includes('4 reports')")
+    board.page.fill(".labkit-sweep-add-n", "0")
+    board.page.click(".labkit-sweep-add")      # refused here, with a word: nothing sent
+    board.page.wait_for_function("() => document.querySelector('.labkit-sweep-message')"
+                                 ".textContent.includes('whole number')")
     board.page.click(".labkit-cancel")
     board.page.fill(".labkit-sweep-add-n", "5")
     board.page.click(".labkit-sweep-add")
@@ -559,3 +563,22 @@ def test_fits_a_700_px_output_in_both_themes(open_board, big, theme):
         "() => getComputedStyle(document.querySelector('.labkit-sweep-board')).color")
     assert colour == ("rgba(255, 255, 255, 0.87)" if theme == "dark" else "rgb(34, 34, 34)")
     screenshot(board.page, f"sweep-page-{theme}")
+
+
+def test_many_long_named_params_scroll_inside_the_table_not_the_board(open_board):
+    sweep = Sweep(50, seed=8)
+    paint = sweep.paint()
+    extra = [f"a_rather_long_parameter_name_{k}" for k in range(6)]
+    paint["meta"]["params"] = PARAMS + extra
+    paint["meta"]["kinds"] = {**KINDS, **dict.fromkeys(extra, "number")}
+    paint["rows"]["params"].update({p: [-1.23456e-12] * 50 for p in extra})
+    board = open_board()
+    board.deliver(paint)
+    assert live.clipped(board.page) == []
+    widths = board.page.evaluate("""() => {
+        const wrap = document.querySelector('.labkit-sweep-table');
+        const root = document.querySelector('.labkit-sweep-board');
+        return {root: root.scrollWidth, wrap: wrap.clientWidth, inner: wrap.scrollWidth}; }""")
+    assert widths["root"] <= live.OUTPUT_WIDTH and widths["inner"] > widths["wrap"]
+    axes = json.loads(board.data(".labkit-sweep-parallel")["axes"])
+    assert [a["name"] for a in axes] == PARAMS + extra + ["value"]

@@ -338,7 +338,8 @@ function makeTable(onSort, onPick) {
   function rows(state, columns, order, best, picked) {
     // Only the rows in view, plus OVERSCAN each way; pads stand for the rest.
     const top = wrap.scrollTop, seen = wrap.clientHeight || 10 * ROW_H;
-    const first = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
+    // (clamped: a brush may have left fewer rows than the box was scrolled past)
+    const first = Math.max(0, Math.min(Math.floor(top / ROW_H), order.length - Math.ceil(seen / ROW_H)) - OVERSCAN);
     const last = Math.min(order.length, Math.ceil((top + seen) / ROW_H) + OVERSCAN);
     const out = [pad(first * ROW_H, columns.length)];
     for (let r = first; r < last; r++) {
