@@ -582,3 +582,17 @@ def test_many_long_named_params_scroll_inside_the_table_not_the_board(open_board
     assert widths["root"] <= live.OUTPUT_WIDTH and widths["inner"] > widths["wrap"]
     axes = json.loads(board.data(".labkit-sweep-parallel")["axes"])
     assert [a["name"] for a in axes] == PARAMS + extra + ["value"]
+
+
+def test_a_theme_switch_redraws_the_canvases_in_its_colours(open_board):
+    board = open_board()
+    board.deliver(Sweep(50, seed=9).paint())
+    axis = """() => {   // the brightness of the first axis's line, half way down
+        const c = document.querySelector('.labkit-sweep-parallel');
+        const x = JSON.parse(c.dataset.axes)[0].x, p = JSON.parse(c.dataset.plot);
+        const [r, g, b] = c.getContext('2d').getImageData(Math.round(x), (p.top + p.bottom) / 2, 1, 1).data;
+        return (r + g + b) / 3;
+    }"""
+    assert board.page.evaluate(axis) < 100                # dark ink on a light page
+    board.page.evaluate("() => document.body.classList.add('dark')")   # as JupyterLab marks it
+    board.page.wait_for_function(f"() => ({axis})() > 160")

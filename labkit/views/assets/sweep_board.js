@@ -372,7 +372,7 @@ function makeTable(onSort, onPick) {
 function theme(root) {
   const css = getComputedStyle(root);
   const get = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
-  return { fg: get("--lk-fg", "#222"), fg2: get("--lk-fg2", "#666"), grid: get("--lk-grid", "#ccc"),
+  return { ink: get("--lk-ink", "#000"), fg: get("--lk-fg", "#222"), fg2: get("--lk-fg2", "#666"), grid: get("--lk-grid", "#ccc"),
            accent: get("--lk-accent", "#1f77b4"), best: get("--lk-best", "#e8590c"),
            band: get("--lk-band", "#1f77b4"), font: css.fontFamily || "sans-serif" };
 }
@@ -614,7 +614,7 @@ function drawParallel(canvas, state, axes, mask, brushes, t) {
     return out;
   });
   const all = Array.from({ length: n }, (_, i) => i);
-  drawDensity(ctx, geo, units, all, t.fg2, mask ? 0.006 : 0.01);
+  drawDensity(ctx, geo, units, all, t.ink, mask ? 0.006 : 0.01);
   if (mask) drawDensity(ctx, geo, units, all.filter((i) => mask[i]), t.accent, 0.05);
   const best = rowOf(state, state.best);
   if (best !== undefined) drawBestLine(ctx, geo, units, best, t);
@@ -847,6 +847,11 @@ class Board {
     model.on("msg:custom", this.onMessage);
     this.resize = new ResizeObserver(() => this.schedule("resize"));
     this.resize.observe(ui.plots);
+    // A canvas keeps the colours it was drawn in: a theme switch (JupyterLab marks it on the
+    // body) redraws them.
+    this.themes = new MutationObserver(() => this.schedule("resize"));
+    this.themes.observe(document.body, { attributes: true,
+                                         attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class"] });
     this.hello();
     this.schedule("all");
   }
@@ -854,6 +859,7 @@ class Board {
   close() {
     this.model.off?.("msg:custom", this.onMessage);
     this.resize.disconnect();
+    this.themes.disconnect();
     if (this.raf) cancelAnimationFrame(this.raf);
   }
 
