@@ -307,7 +307,7 @@ def test_render_says_hello_and_a_paint_then_deltas_draw_rows_counts_and_best(ope
     assert headers == ["trial", "status", "step", "latest", "best", "worker", "attempts",
                        "param:lr", "param:width", "param:opt"]
     assert cells[3] == "-1" and cells[4] == "-1" and cells[9] == CATEGORIES["opt"][t["opt"]]
-    assert cells[5] == "worker 0" if t["worker"] == 0 else "127.0.0.1:40123"
+    assert cells[5] == ("worker 0" if t["worker"] == 0 else "127.0.0.1:40123")
 
 
 def test_the_clock_span_carries_the_frames_stamps_and_is_written_last(open_board):

@@ -90,7 +90,7 @@ function emptyState() {
     seq: null,
     meta: { name: "", metric: "", mode: "min", rule: null, params: [], kinds: {},
             categories: {}, statuses: [], workers: [] },
-    ids: [], index: new Map(), touched: [],   // touched: rows changed since the last draw
+    ids: [], index: new Map(), touched: new Set(),   // rows changed since the last draw
     cols: Object.fromEntries(ROW_COLUMNS.map((c) => [c, []])), params: {},
     lines: new Map(), band: null,
     counts: {}, best: null, total: 0, status: "", ended: false, load: [], clock: null,
@@ -115,7 +115,7 @@ function mergeRows(state, rows) {
       for (const c of ROW_COLUMNS) state.cols[c].push(null);
       for (const [, col] of paramCols) col.push(null);
     }
-    state.touched.push(at);
+    state.touched.add(at);
     for (const c of ROW_COLUMNS) if (rows[c]) state.cols[c][at] = rows[c][i] ?? null;
     for (const p in given) state.params[p][at] = given[p][i] ?? null;
   }
@@ -175,7 +175,8 @@ function columnOf(state, name) {
 function makeAxis(state, name) {
   // {name, label, toUnit(v) -> 0..1 | null, fromUnit(u) -> v, ticks: [[u, label]], category}
   const kind = name === "value" ? "number" : (state.meta.kinds[name] || "number");
-  const label = name === "value" ? (state.meta.metric || "value") : kind === "log" ? `${name} (log)` : name;
+  const label = name === "value" ? (state.meta.metric || "value")
+    : kind === "log" ? `${name} (log)` : name;
   if (kind === "category") {
     const cats = state.meta.categories[name] || [];
     const span = Math.max(cats.length - 1, 0);
@@ -221,7 +222,8 @@ function passMask(state, brushes) {
 // -- the table -----------------------------------------------------------------------
 
 function tableColumns(state) {
-  // [{key, label, ch, text(i)}]: the fixed columns, then one a param.
+  // [{key, label, cap, words, fit, text(i)}]: the fixed columns, then one a param
+  // (cap: the most characters a cell shows; fit: the longest text seen, see measure).
   const m = state.meta, c = state.cols;
   const text = {
     trial: (i) => String(state.ids[i]),
@@ -230,7 +232,8 @@ function tableColumns(state) {
     worker: (i) => (c.worker[i] == null ? "–" : shortWorker(m.workers[c.worker[i]] ?? c.worker[i])),
     attempts: (i) => fmt(c.attempts[i]),
   };
-  const out = FIXED.map(([key, label, cap, words]) => ({ key, label, cap, words, fit: 0, text: text[key] }));
+  const out = FIXED.map(([key, label, cap, words]) => ({ key, label, cap, words, fit: 0,
+                                                         text: text[key] }));
   for (const p of m.params || []) {
     const cats = m.kinds[p] === "category" ? (m.categories[p] || []) : null;
     const col = () => state.params[p] || [];
@@ -339,7 +342,8 @@ function makeTable(onSort, onPick) {
     // Only the rows in view, plus OVERSCAN each way; pads stand for the rest.
     const top = wrap.scrollTop, seen = wrap.clientHeight || 10 * ROW_H;
     // (clamped: a brush may have left fewer rows than the box was scrolled past)
-    const first = Math.max(0, Math.min(Math.floor(top / ROW_H), order.length - Math.ceil(seen / ROW_H)) - OVERSCAN);
+    const inView = Math.ceil(seen / ROW_H);
+    const first = Math.max(0, Math.min(Math.floor(top / ROW_H), order.length - inView) - OVERSCAN);
     const last = Math.min(order.length, Math.ceil((top + seen) / ROW_H) + OVERSCAN);
     const out = [pad(first * ROW_H, columns.length)];
     for (let r = first; r < last; r++) {
@@ -372,8 +376,9 @@ function makeTable(onSort, onPick) {
 function theme(root) {
   const css = getComputedStyle(root);
   const get = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
-  return { ink: get("--lk-ink", "#000"), fg: get("--lk-fg", "#222"), fg2: get("--lk-fg2", "#666"), grid: get("--lk-grid", "#ccc"),
-           accent: get("--lk-accent", "#1f77b4"), best: get("--lk-best", "#e8590c"),
+  return { ink: get("--lk-ink", "#000"), fg: get("--lk-fg", "#222"), fg2: get("--lk-fg2", "#666"),
+           grid: get("--lk-grid", "#ccc"), accent: get("--lk-accent", "#1f77b4"),
+           best: get("--lk-best", "#e8590c"),
            band: get("--lk-band", "#1f77b4"), font: css.fontFamily || "sans-serif" };
 }
 
@@ -390,27 +395,30 @@ function fitCanvas(canvas, height) {
   return { ctx, w, h: height };
 }
 
-function valueRange(values) {
-  // Low and high of the values, the extreme 1% each way left out beyond 200 values.
+function valueRange(values, keep) {
+  // Low and high of the values, the extreme 1% each way left out beyond 200 values (a
+  // diverged trial would flatten the others), but every one of `keep` (the best's) shown.
   if (!values.length) return null;
   values.sort((a, b) => a - b);
   const cut = values.length > 200 ? Math.floor(values.length * 0.01) : 0;
   let lo = values[cut], hi = values[values.length - 1 - cut];
+  for (const v of keep) { if (v < lo) lo = v; if (v > hi) hi = v; }
   if (hi === lo) { lo -= Math.abs(lo) * 0.05 || 0.5; hi += Math.abs(hi) * 0.05 || 0.5; }
   const pad = (hi - lo) * 0.05;
   return [lo - pad, hi + pad];
 }
 
-function curveExtent(lines, band) {
+function curveExtent(lines, band, best) {
   let x0 = Infinity, x1 = -Infinity;
   const ys = [];
+  const keep = (lines.get(best) || []).map((p) => p[1]).filter(Number.isFinite);
   const see = (s, v) => {
     if (Number.isFinite(s)) { if (s < x0) x0 = s; if (s > x1) x1 = s; }
     if (Number.isFinite(v)) ys.push(v);
   };
   for (const [, pts] of lines) for (const p of pts) see(p[0], p[1]);
   if (band) band.steps.forEach((s, j) => { see(s, band.q10[j]); see(s, band.q90[j]); });
-  const y = valueRange(ys);
+  const y = valueRange(ys, keep);
   if (!y || x0 === Infinity) return null;
   if (x1 === x0) x1 = x0 + 1;
   return { x0, x1, y0: y[0], y1: y[1] };
@@ -506,7 +514,7 @@ function lineStyle(state, id, t) {
 function drawCurves(canvas, state, src, t) {
   // src: {lines: Map(id -> [[step, value]]), band}; writes what it drew on the canvas.
   const { ctx, w, h } = fitCanvas(canvas, CURVES_H);
-  const ext = curveExtent(src.lines, src.band);
+  const ext = curveExtent(src.lines, src.band, String(state.best));
   let drawn = 0, pieces = 0, points = 0;
   if (!ext) {
     ctx.fillStyle = t.fg2;
@@ -547,7 +555,8 @@ function binPairs(units, a, b, rows, bins) {
   for (const i of rows) {
     const x = ua[i], y = ub[i];
     if (x !== x || y !== y) continue;             // NaN: no place on an axis
-    counts[Math.min(Math.floor(x * bins), bins - 1) * bins + Math.min(Math.floor(y * bins), bins - 1)] += 1;
+    const bx = Math.min(Math.floor(x * bins), bins - 1), by = Math.min(Math.floor(y * bins), bins - 1);
+    counts[bx * bins + by] += 1;
   }
   return counts;
 }
@@ -585,7 +594,8 @@ function drawDensity(ctx, geo, units, rows, colour, least) {
 
 function parallelGeometry(w, h, n) {
   const left = 34, right = 34, top = 34, bottom = 18;
-  const xs = Array.from({ length: n }, (_, k) => left + (n > 1 ? (k * (w - left - right)) / (n - 1) : (w - left - right) / 2));
+  const span = w - left - right;
+  const xs = Array.from({ length: n }, (_, k) => left + (n > 1 ? (k * span) / (n - 1) : span / 2));
   return { xs, top, h: h - top - bottom, Y: (u) => top + (1 - u) * (h - top - bottom) };
 }
 
@@ -714,7 +724,8 @@ function drawStatus(ui, state, shown, brushed) {
   // "name · running · 10000 trials: 40 running, ... · best: trial 17, loss 0.1 · 10000 rows"
   const parts = [];
   const add = (cls, text) => { parts.push(node("span", cls, text)); };
-  add("labkit-sweep-run", `${state.meta.name ? state.meta.name + " · " : ""}${state.status || "waiting"}`);
+  const name = state.meta.name ? `${state.meta.name} · ` : "";
+  add("labkit-sweep-run", `${name}${state.status || "waiting"}`);
   add("", ` · ${state.total ?? state.ids.length} trials`);
   Object.entries(state.counts || {}).filter(([, n]) => n).forEach(([s, n], k) => {
     add("", k ? ", " : ": ");
@@ -722,10 +733,12 @@ function drawStatus(ui, state, shown, brushed) {
   });
   const at = rowOf(state, state.best);
   if (at !== undefined) {
-    add("labkit-sweep-best-word",
-        ` · best: trial ${state.ids[at]}, ${state.meta.metric || "value"} ${fmt(state.cols.latest[at])}`);
+    const metric = state.meta.metric || "value";
+    const value = fmt(state.cols.latest[at]);
+    add("labkit-sweep-best-word", ` · best: trial ${state.ids[at]}, ${metric} ${value}`);
   }
-  add("labkit-sweep-rows", brushed ? ` · ${shown} of ${state.ids.length} brushed` : ` · ${shown} rows`);
+  add("labkit-sweep-rows", brushed ? ` · ${shown} of ${state.ids.length} brushed`
+    : ` · ${shown} rows`);
   const clock = ui.status.querySelector(".labkit-clock");      // kept until a frame brings one
   ui.status.replaceChildren(...parts, ...(clock ? [clock] : []));
 }
@@ -775,7 +788,12 @@ function brushRange(axis, geo, y0, y1) {
   // [lo, hi] in the rows' units of a drag from y0 to y1 (a category's: the indexes inside).
   const u = (y) => Math.min(Math.max(1 - (y - geo.top) / geo.h, 0), 1);
   let lo = axis.fromUnit(u(Math.max(y0, y1))), hi = axis.fromUnit(u(Math.min(y0, y1)));
-  if (axis.category) { lo = Math.ceil(lo - 1e-9); hi = Math.floor(hi + 1e-9); }
+  if (axis.category) {               // the categories inside; none inside: the nearest one
+    const mid = Math.round((lo + hi) / 2);
+    lo = Math.ceil(lo - 1e-9);
+    hi = Math.floor(hi + 1e-9);
+    if (lo > hi) lo = hi = mid;
+  }
   return [lo, hi];
 }
 
@@ -783,8 +801,13 @@ function listenBrushes(board) {
   // Drag vertically on an axis to brush it; a click (no drag) clears it.
   const canvas = board.ui.parallel;
   let drag = null;
-  const at = (e) => { const r = canvas.getBoundingClientRect(); return [e.clientX - r.left, e.clientY - r.top]; };
-  const brush = () => board.brushes.set(drag.axis.name, brushRange(drag.axis, board.geo, drag.y0, drag.y1));
+  const at = (e) => {
+    const r = canvas.getBoundingClientRect();
+    return [e.clientX - r.left, e.clientY - r.top];
+  };
+  const brush = () => {
+    board.brushes.set(drag.axis.name, brushRange(drag.axis, board.geo, drag.y0, drag.y1));
+  };
   canvas.addEventListener("pointerdown", (e) => {
     const geo = board.geo;
     if (!geo) return;
@@ -850,8 +873,8 @@ class Board {
     // A canvas keeps the colours it was drawn in: a theme switch (JupyterLab marks it on the
     // body) redraws them.
     this.themes = new MutationObserver(() => this.schedule("resize"));
-    this.themes.observe(document.body, { attributes: true,
-                                         attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class"] });
+    this.themes.observe(document.body, {
+      attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class"] });
     this.hello();
     this.schedule("all");
   }
@@ -1001,8 +1024,10 @@ class Board {
     const all = dirty.has("all"), frame = all || dirty.has("frame"), brush = dirty.has("brush");
     const t = theme(ui.root);
     if (all) this.columns = tableColumns(state);
-    if (measure(this.columns, state.touched) || all) this.table.header(this.columns, this.sortKey, this.sortDir);
-    state.touched = [];
+    if (measure(this.columns, state.touched) || all) {
+      this.table.header(this.columns, this.sortKey, this.sortDir);
+    }
+    state.touched.clear();
     if (frame || brush) {
       this.mask = passMask(state, this.brushes);
       this.order = sortedOrder(state, this.mask, this.sortKey, this.sortDir);
