@@ -180,14 +180,13 @@ class FrameEncoder:
             self.words.sweep(t.name, t.metric, t.mode, t.rule)
             self.words.describe(t.space)
         self.words.absorb(state.rows)
-        sign = 1.0 if t.mode == "max" else -1.0
         for r in state.rows:
             row = self.grid.row(r.id)
             ranked = str(r.status) in ("completed", "stopped") and ok(r.value)
             values = {p: self.words.cell(p, r.config.get(p)) for p in self.words.params}
             values.update(
-                value=r.value,
-                rank=sign * r.value if ranked else None,
+                value=r.value,  # larger ranks better: a "min" sweep's values negated
+                rank=(r.value if t.mode == "max" else -r.value) if ranked else None,
                 running=str(r.status) == "running",
             )
             self.columns.set(row, values)

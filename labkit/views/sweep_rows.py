@@ -107,7 +107,7 @@ class SweepSnapshot:
 
 def ok(value) -> bool:
     """Whether ``value`` can rank: a number, not NaN (infinities rank)."""
-    return value is not None and not math.isnan(value)
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
 def worker_name(worker: str | None) -> str:
