@@ -4,7 +4,7 @@ Run ``python benchmarks/bench_board_frames.py`` (1,000 and 10,000 synthetic
 trials; about a minute on 2 cores) or ``--sizes 1000`` for one size.  It
 prints a table; it never asserts on anything.
 
-The sweep is synthetic (``tests/views/sweep_feed.py``: up to 30 reports a
+The sweep is synthetic (``tests/views/synthetic_sweep.py``: up to 30 reports a
 trial, 8 at a time, stopped at rungs 2, 6 and 18 as ASHA with
 ``min_steps=2, reduction=3`` would); its events go straight into a
 :class:`~labkit.views.sweep_tracker.SweepTracker`, no cluster.  Frames are
@@ -47,7 +47,7 @@ from jupyter_client.session import json_packer  # noqa: E402
 
 from labkit.views.sweep_frames import FrameEncoder  # noqa: E402
 from labkit.views.sweep_tracker import SweepTracker  # noqa: E402
-from tests.views.sweep_feed import synthetic_sweep  # noqa: E402
+from tests.views.synthetic_sweep import synthetic_sweep  # noqa: E402
 
 TRIALS_A_FRAME = 41  # 10,000 trials in 61 s at 4 frames a second
 

@@ -3,7 +3,7 @@
 A page brushes an axis of the parallel coordinates (``{axis: [lo, hi]}``, an
 axis a parameter or ``"value"``) and asks for the curves of the trials that
 fall in every range.  :class:`TrialColumns` keeps, a row a trial (the rows of
-a :class:`~.sweep_band.CurveGrid`), each parameter as a number (a category's
+a :class:`~.sweep_grid.CurveGrid`), each parameter as a number (a category's
 index), the latest value of the metric, a rank key (larger is better; NaN for
 a trial that does not rank) and whether it runs, written as trials change, so
 picking 10,000 trials is a few vector comparisons.  :func:`pick` then splits

@@ -7,7 +7,7 @@ the bodies of the board protocol's frames (see ``BRIEF``: one message a frame):
   paint, in a delta only the trials changed since the last frame;
 - ``curves``: lines and a band.  Up to ``lines`` (300) trials every trial is
   a line; beyond, the running trials and the best ``k`` (10) are lines and the
-  others a quantile band (q10..q90 a step, :class:`~.sweep_band.CurveGrid`),
+  others a quantile band (q10..q90 a step, :class:`~.sweep_grid.CurveGrid`),
   recomputed when the trials it covers change and at most every
   ``band_every`` seconds.  A delta carries the new points of lines the page
   has, the whole curve of a new line, ``drop`` for lines that went;
@@ -45,8 +45,8 @@ import time
 
 import numpy as np
 
-from .sweep_band import CurveGrid, r6
 from .sweep_brush import TrialColumns, pick
+from .sweep_grid import CurveGrid, r6
 from .sweep_rows import ok
 from .sweep_tracker import SweepChanges, SweepState, SweepTracker
 from .sweep_words import SweepWords

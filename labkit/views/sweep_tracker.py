@@ -392,8 +392,12 @@ class SweepTracker:
         if top:
             return top[0]
         sign = 1 if self.mode == "max" else -1
-        running = [self._trials[i] for i in self._running if ok(self._trials[i].best)]
-        return max(running, key=lambda t: (sign * t.best, -t.id)).id if running else None
+        running = [
+            (sign * best, -i)
+            for i in self._running
+            if (best := self._trials[i].best) is not None and ok(best)
+        ]
+        return -max(running)[1] if running else None
 
     def _workers(self, now: float) -> tuple:
         running: dict[str, int] = {}

@@ -26,7 +26,7 @@ True
 
 from __future__ import annotations
 
-from .sweep_band import r6
+from .sweep_grid import r6
 from .sweep_rows import worker_name
 from .sweep_tracker import STATUSES
 

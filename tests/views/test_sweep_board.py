@@ -18,8 +18,8 @@ import pytest
 
 import labkit as lk
 from labkit.views.board import board
-from labkit.views.sweep_band import r6
 from labkit.views.sweep_board import SweepBoard
+from labkit.views.sweep_grid import r6
 from labkit.views.sweep_widget import SweepBoardWidget
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of
@@ -109,7 +109,7 @@ def test_the_board_grows_while_trials_report_and_ends_as_the_result(comms, local
     assert len(page.lines) == 4                                       # few trials: all lines
     for t in result.trials:
         steps, values = t.curve("acc")
-        assert page.lines[t.id] == [[r6(s), r6(v)] for s, v in zip(steps, values)]
+        assert page.lines[t.id] == [[r6(s), r6(v)] for s, v in zip(steps, values, strict=True)]
     assert page.band is None
     meta = page.meta
     assert meta["params"] == ["q", "lr", "width"] and meta["metric"] == "acc"

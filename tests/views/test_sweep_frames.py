@@ -2,7 +2,7 @@
 lines and the band, a brush's answer, a seq gap, and the controls acting on a real live sweep.
 
 Most tests feed a synthetic sweep's events straight into a tracker
-(:mod:`tests.views.sweep_feed`, no cluster) and read the frames a
+(:mod:`tests.views.synthetic_sweep`, no cluster) and read the frames a
 :class:`~labkit.views.sweep_frames.FrameEncoder` writes, sized as a kernel
 serialises them; the last ones run real sweeps and talk to the board's widget
 as a page would.
@@ -18,15 +18,22 @@ import pytest
 import labkit as lk
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
 from labkit.experiments import TrialRecord
-from labkit.views.sweep_band import r6
 from labkit.views.sweep_board import SweepBoard
 from labkit.views.sweep_frames import LEADERS, LINES, FrameEncoder
+from labkit.views.sweep_grid import r6
 from labkit.views.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Gap, Page, answers, frames_of, size
-from tests.views.sweep_feed import synthetic_sweep
-from tests.views.test_sweep_board import (assert_matches_result, assert_one_message_a_frame,
-                                          page_of, said, tell, wait_stopped, wait_until)
+from tests.views.synthetic_sweep import synthetic_sweep
+from tests.views.test_sweep_board import (
+    assert_matches_result,
+    assert_one_message_a_frame,
+    page_of,
+    said,
+    tell,
+    wait_stopped,
+    wait_until,
+)
 
 INF, NAN = float("inf"), float("nan")
 SPACE = {"x": {"type": "uniform", "lo": 0, "hi": 1}, "act": {"type": "choice",

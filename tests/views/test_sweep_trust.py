@@ -17,14 +17,19 @@ from labkit.experiments.sweep import finished_run
 from labkit.views import sweep_draw
 from labkit.views.board import board
 from labkit.views.dashboard import running_url, stop_dashboard
-from labkit.views.sweep_band import r6
 from labkit.views.sweep_board import SweepBoard
 from labkit.views.sweep_frames import FrameEncoder
+from labkit.views.sweep_grid import r6
 from labkit.views.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of
-from tests.views.test_sweep_board import (assert_matches_result, assert_one_message_a_frame,
-                                          said, tell, wait_stopped)
+from tests.views.test_sweep_board import (
+    assert_matches_result,
+    assert_one_message_a_frame,
+    said,
+    tell,
+    wait_stopped,
+)
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
@@ -61,7 +66,7 @@ def _numbers(message) -> list:
 
 
 def test_a_trial_reporting_inf_leaves_every_frame_drawn(comms, boards, caplog):
-    configs = [{"v": v, "w": w} for v, w in zip(ODD, [INF, 1e308, NAN, -1e308, 2**80, 1.0])]
+    configs = [{"v": v, "w": w} for v, w in zip(ODD, [INF, 1e308, NAN, -1e308, 2**80, 1.0], strict=True)]
     caplog.set_level(logging.ERROR, logger="labkit")
     run = lk.sweep(odd_reports, configs, metric="loss", mode="min", store=None, wait=False)
     b = board(run)
