@@ -1,7 +1,8 @@
-"""What a sweep's tracker hands out: a trial's view, a worker's load, a snapshot, the best trials.
+"""What a sweep's tracker hands out: a trial's view, a worker's load, snapshots, the best trials.
 
 :class:`TrialView`, :class:`WorkerLoad` and :class:`SweepSnapshot` are frozen
-data for views that redraw everything; :func:`best_trial` picks the best as
+data for views that redraw everything; :class:`SweepChanges` and
+:class:`SweepState` for views that send what changed; :func:`best_trial` picks the best as
 ``SweepResult.best`` does; :class:`Leaders` keeps the best few as values come,
 so a frame never ranks every trial again.
 
@@ -30,6 +31,8 @@ __all__ = [
     "TrialView",
     "WorkerLoad",
     "SweepSnapshot",
+    "SweepChanges",
+    "SweepState",
     "Leaders",
     "best_trial",
     "ok",
@@ -103,6 +106,31 @@ class SweepSnapshot:
     best: TrialView | None
     workers: tuple = ()  # WorkerLoad, by name
     ended: bool = False  # the run ended
+
+
+@dataclass(frozen=True)
+class SweepChanges:
+    """What changed since the last :meth:`SweepTracker.take`: trials by id, and the sweep itself."""
+
+    version: int
+    trials: frozenset  # ids whose row or curve changed (new trials too)
+    sweep: bool = False  # name, metric, mode, space or rule changed
+
+
+@dataclass(frozen=True)
+class SweepState:
+    """The sweep at one moment, without its trials: what a frame's status line and plots need."""
+
+    time: float
+    version: int
+    total: int
+    counts: dict  # status -> trials
+    best: int | None  # the best trial's id (as SweepResult.best picks it)
+    leaders: tuple  # the best trials' ids, best first (at most Leaders.k)
+    running: frozenset  # ids of the running trials
+    workers: tuple  # WorkerLoad, by name
+    ended: bool
+    rows: tuple  # the TrialRecords asked for (their history lists are not to be read)
 
 
 def ok(value) -> bool:

@@ -42,7 +42,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..events import (
@@ -57,7 +56,9 @@ from ..experiments.record import TrialRecord
 from ..experiments.status import ENDED, ORDER, RANKED, Status
 from .sweep_rows import (
     Leaders,
+    SweepChanges,
     SweepSnapshot,
+    SweepState,
     TrialView,
     WorkerLoad,
     best_trial,
@@ -78,31 +79,6 @@ __all__ = [
 
 #: Statuses in the order a board counts them.
 STATUSES = tuple(str(s) for s in ORDER)
-
-
-@dataclass(frozen=True)
-class SweepChanges:
-    """What changed since the last :meth:`SweepTracker.take`: trials by id, and the sweep itself."""
-
-    version: int
-    trials: frozenset  # ids whose row or curve changed (new trials too)
-    sweep: bool = False  # name, metric, mode, space or rule changed
-
-
-@dataclass(frozen=True)
-class SweepState:
-    """The sweep at one moment, without its trials: what a frame's status line and plots need."""
-
-    time: float
-    version: int
-    total: int
-    counts: dict  # status -> trials
-    best: int | None  # the best trial's id (as SweepResult.best picks it)
-    leaders: tuple  # the best trials' ids, best first (at most Leaders.k)
-    running: frozenset  # ids of the running trials
-    workers: tuple  # WorkerLoad, by name
-    ended: bool
-    rows: tuple  # the TrialRecords asked for (their history lists are not to be read)
 
 
 class SweepTracker:
