@@ -27,8 +27,9 @@ recomputed every 8 frames, as at that pace).  For each size and front-end:
   work of finding them is labkit's column).
 
 "first paint" is the board made when the sweep starts (every trial pending);
-"stored" is the board of the whole sweep once it ended (``lk.board`` of a
-stored sweep).
+"stored" is the board of the whole sweep once it ended (the paint of a
+stored sweep); the line under each size times ``lk.board(result)`` of that
+ended sweep, from the call to its first paint sent.
 """
 
 from __future__ import annotations
@@ -193,6 +194,45 @@ def measure(n: int) -> dict:
             "labkit": ours, "bokeh": theirs}
 
 
+def stored_board(n: int) -> tuple[float, int]:
+    """Seconds from ``lk.board(result)`` of an ended ``n``-trial sweep to its first frame sent,
+    and that frame's bytes (the widget's comm is a stand-in that serialises as a kernel does)."""
+    import threading
+
+    import comm
+    from comm.base_comm import BaseComm
+
+    import labkit as lk
+    from labkit.experiments import SweepResult
+
+    tracker = SweepTracker("r")
+    for event in synthetic_sweep("r", n):
+        tracker(event)
+    records = list(tracker.state(None).rows)
+    result = SweepResult("synthetic", "acc", "max", 0, tracker.space, records, None, tracker.rule)
+    sent: list[int] = []
+    first = threading.Event()
+
+    class Recording(BaseComm):
+        def publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+            content = (data or {}).get("content") or {}
+            if content.get("kind") == "paint":
+                sent.append(len(json_packer(data)))
+                first.set()
+
+    original = comm.create_comm
+    comm.create_comm = lambda *a, **kw: Recording(*a, **kw)
+    try:
+        start = time.perf_counter()
+        board = lk.board(result)
+        first.wait(60)
+        seconds = time.perf_counter() - start
+        board.close()
+    finally:
+        comm.create_comm = original
+    return seconds, sent[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
@@ -215,6 +255,9 @@ def main() -> None:
                 f"{statistics.mean(r['ms']):.2f}", f"{max(r['ms']):.1f}"]))
         print(f"# {n} trials: {got['events']} events, the tracker folds one in "
               f"{got['fold_us']:.1f} µs")
+        seconds, size = stored_board(n)
+        print(f"# lk.board(result) of the ended {n}-trial sweep: its first paint sent after "
+              f"{seconds:.2f} s, {size / 1e3:.1f} KB")
 
 
 if __name__ == "__main__":

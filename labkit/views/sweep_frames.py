@@ -125,12 +125,15 @@ class FrameEncoder:
             }
 
     def delta(self, changes: SweepChanges, final: bool = False) -> dict:
-        """What changed since the last frame (``kind: delta``); a paint where a curve was cut back.
+        """What changed since the last frame (``kind: delta``); a paint where a curve was cut
+        back, or where the sweep's own words changed.
 
         ``changes`` is the tracker's :meth:`~.SweepTracker.take`; ``final``: the
         last frame (the band is brought up to date, whatever its pace).
         """
         with self._lock:
+            if changes.sweep and self.seq:  # its parameters or its mode anew: every row again
+                return self.paint()
             state = self.tracker.state(sorted(changes.trials))
             self._absorb(state, changes)
             drawn = self._drawn(state)
