@@ -177,7 +177,8 @@ class FrameEncoder:
     # -- the parts --------------------------------------------------------------------------------
 
     def _absorb(self, state: SweepState, changes: SweepChanges) -> None:
-        """Take the changed trials' rows, labels, columns and new points."""
+        """Take the rows of ``state`` (the changed trials; all in a paint): their labels,
+        columns and new points."""
         t = self.tracker
         if changes.sweep or self.words.name is None:
             self.words.sweep(t.name, t.metric, t.mode, t.rule)
@@ -193,7 +194,9 @@ class FrameEncoder:
                 running=str(r.status) == "running",
             )
             self.columns.set(row, values)
-        known = t.curves({i: self.grid.known(i) for i in changes.trials})
+        # the rows' curves: in a paint every trial's (what a delta that gave way to it took
+        # is not lost), in a delta the changed ones'
+        known = t.curves({r.id: self.grid.known(r.id) for r in state.rows})
         for trial, (epoch, start, points) in known.items():
             if self.grid.put(trial, epoch, start, points) and trial not in self._lines:
                 self._band_stale = True

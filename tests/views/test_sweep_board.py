@@ -67,11 +67,12 @@ def assert_matches_result(page: Page, result) -> None:
     assert page.top["best"] == (result.best.id if result.best is not None else None)
 
 
-def assert_one_message_a_frame(comms, b: SweepBoard) -> list[dict]:
-    """Every draw sent exactly one message (a paint first, then deltas); returns them."""
+def assert_one_message_a_frame(comms, b: SweepBoard, paints: int = 1) -> list[dict]:
+    """Every draw sent exactly one message (a paint first, deltas after; ``paints`` in all)."""
     frames = frames_of(comms, b.widget)
     assert len(frames) == b.sent == len(b.frames), (len(frames), b.sent, len(b.frames))
-    assert frames[0]["kind"] == "paint" and all(f["kind"] == "delta" for f in frames[1:])
+    kinds = [f["kind"] for f in frames]
+    assert kinds[0] == "paint" and kinds.count("paint") == paints, kinds[:10]
     assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
     return frames
 

@@ -11,13 +11,15 @@ as a page would.
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
+from labkit.events import Observable, SweepStarted, TrialFinished, TrialReported, TrialStarted
 from labkit.experiments import TrialRecord
+from labkit.runs import start
 from labkit.views.sweep_board import SweepBoard
 from labkit.views.sweep_frames import LEADERS, LINES, FrameEncoder
 from labkit.views.sweep_grid import r6
@@ -113,6 +115,23 @@ def test_a_restart_that_takes_back_points_is_answered_by_a_paint():
     assert again["kind"] == "paint"                                 # not an append of step 2
     page.apply(again)
     assert page.lines[1] == [[0, 0.1], [1, 0.2], [2, 0.25]]
+
+
+def test_a_delta_that_gives_way_to_a_paint_loses_none_of_its_changes():
+    tracker = SweepTracker("r", leaders=1)
+    frames = FrameEncoder(tracker, lines=1)
+    assert frames.paint()["total"] == 0                           # a board before its sweep
+    small_sweep(tracker, 3)
+    for i in range(3):
+        tracker(TrialStarted("r", i, {}, "w #0"))
+        tracker(TrialReported("r", i, (0, 1), ({"acc": i / 10}, {"acc": i / 5}), i / 5, i / 5))
+        tracker(TrialFinished("r", TrialRecord(id=i, config={}, status="completed",
+                                               value=i / 5, best=i / 5, step=1)))
+    frame = frames.delta(tracker.take())                          # the sweep's words: a paint
+    assert frame["kind"] == "paint" and frame["total"] == 3
+    assert list(frame["curves"]["lines"]) == ["2"]                # the best one
+    band = frame["curves"]["band"]
+    assert band["n"] == 2 and band["q50"] == [0.05, 0.1]          # trials 0 and 1, both steps
 
 
 def test_non_finite_values_become_null():
@@ -229,6 +248,45 @@ def test_a_brush_answers_with_the_brushed_trials_only():
     assert unbrushed["band"] == page.band
     with pytest.raises(lk.InputError, match="no such axis"):
         frames.brush({"depth": [0, 1]})
+
+
+# -- the board and its widget ----------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("no_thread_leak")
+def test_a_board_of_10000_trials_sends_one_small_message_a_frame(comms):
+    """A run that emits a synthetic 10,000-trial sweep, 1/60 of it between two frames
+    (the board's own pace, waited on): each frame one message, each delta under 100 KB."""
+    board_made, chunk = threading.Event(), []
+
+    def job(scope):
+        board_made.wait(30)
+        events = list(synthetic_sweep(scope.id, 10_000, end=False))
+        every = len(events) // 60
+        for i, event in enumerate(events):
+            scope.emit(event)
+            if i % every == every - 1:                            # a frame's worth: drawn
+                drawn = chunk[0].sent
+                wait_until("the board's next frame", lambda: chunk[0].sent > drawn, 30)
+
+    run = start("sweep", [Observable()], job, wait=False, detail={"name": "synthetic"})
+    b = SweepBoard(run, max_rate=20)
+    chunk.append(b)
+    board_made.set()
+    try:
+        run.result(timeout=300)
+        wait_stopped(b)
+        # the board came before the sweep's start: a paint of nothing, then of the sweep
+        frames = assert_one_message_a_frame(comms, b, paints=2)
+    finally:
+        b.close()
+    assert [f["total"] for f in frames if f["kind"] == "paint"] == [0, 10_000]
+    paints = [size(f) for f in frames if f["kind"] == "paint"]
+    deltas = [size(f) for f in frames if f["kind"] == "delta"]
+    assert len(deltas) >= 60 and max(paints) <= 1_000_000 and max(deltas) <= 100_000, (
+        len(deltas), paints, max(deltas))
+    page = Page.of(frames)
+    assert page.top["total"] == 10_000 and page.top["ended"] and page.band["n"] == 10_000 - LEADERS
 
 
 # -- the board and its widget on real sweeps ------------------------------------------------------
