@@ -103,9 +103,9 @@ class FrameEncoder:
     def paint(self) -> dict:
         """The whole state, as the next frame (``kind: paint``)."""
         with self._lock:
-            changes = self.tracker.take()
+            self.tracker.take()  # a paint reads everything: what changed is in it
             state = self.tracker.state(None)
-            self._absorb(state, changes)
+            self._absorb(state, words=True)
             drawn = self._drawn(state)
             known = self.tracker.curves({t: (-1, 0) for t in drawn})
             self._lines = {
@@ -135,7 +135,7 @@ class FrameEncoder:
             if changes.sweep and self.seq:  # its parameters or its mode anew: every row again
                 return self.paint()
             state = self.tracker.state(sorted(changes.trials))
-            self._absorb(state, changes)
+            self._absorb(state, words=self.words.name is None)
             drawn = self._drawn(state)
             curves = self._line_changes(drawn, changes.trials)
             if curves is None:  # a line the page holds went back in steps (a restart)
@@ -176,11 +176,11 @@ class FrameEncoder:
 
     # -- the parts --------------------------------------------------------------------------------
 
-    def _absorb(self, state: SweepState, changes: SweepChanges) -> None:
+    def _absorb(self, state: SweepState, words: bool) -> None:
         """Take the rows of ``state`` (the changed trials; all in a paint): their labels,
-        columns and new points."""
+        columns and new points; ``words``: the sweep's own words too."""
         t = self.tracker
-        if changes.sweep or self.words.name is None:
+        if words:
             self.words.sweep(t.name, t.metric, t.mode, t.rule)
             self.words.describe(t.space)
         self.words.absorb(state.rows)

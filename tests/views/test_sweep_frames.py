@@ -132,6 +132,10 @@ def test_a_delta_that_gives_way_to_a_paint_loses_none_of_its_changes():
     assert list(frame["curves"]["lines"]) == ["2"]                # the best one
     band = frame["curves"]["band"]
     assert band["n"] == 2 and band["q50"] == [0.05, 0.1]          # trials 0 and 1, both steps
+    tracker(SweepStarted("r", "s", "acc", "min", SPACE, (), 2, "ASHA"))  # resumed, new words
+    frame = frames.delta(tracker.take())
+    assert frame["kind"] == "paint" and frame["meta"]["rule"] == "ASHA"
+    assert frame["meta"]["mode"] == "min" and list(frame["curves"]["lines"]) == ["0"]
 
 
 def test_non_finite_values_become_null():
