@@ -150,23 +150,22 @@ class SweepTracker:
     def _merge(self, row: dict) -> None:
         """One engine row: known steps kept, newer ones taken; an ended status wins."""
         t = self._trial(row["id"], row.get("config"))
+        changes: dict[str, Any] = {}
         history = row.get("history") or ()
         if len(history) > len(t.history):
-            t = self._set(t, history=[(s, m, *rest) for s, m, *rest in history])  # its copies
+            changes["history"] = [(s, m, *rest) for s, m, *rest in history]  # its copies
             metric = self.metric
-            self._set_curve(t.id, [(s, m[metric]) for s, m, *_ in t.history if metric in m])
+            self._set_curve(t.id, [(s, m[metric]) for s, m, *_ in history if metric in m])
         status = row.get("status")
-        if (t.status in ENDED and status not in ENDED) or (
-            status == Status.PENDING and t.status == Status.RUNNING
+        if not (
+            (t.status in ENDED and status not in ENDED)
+            or (status == Status.PENDING and t.status == Status.RUNNING)
         ):
-            return
-        known = {k: row[k] for k in _MERGED if row.get(k) is not None}
-        self._set(
-            t,
-            status=status or t.status,
-            attempts=max(t.attempts, row.get("attempts") or 0),
-            **known,
-        )
+            changes.update({k: row[k] for k in _MERGED if row.get(k) is not None})
+            changes["status"] = status or t.status
+            changes["attempts"] = max(t.attempts, row.get("attempts") or 0)
+        if changes:
+            self._set(t, **changes)
 
     # -- event handlers (under the lock) --------------------------------------------------------
 
