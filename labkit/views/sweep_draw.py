@@ -1,6 +1,8 @@
 """A sweep's snapshot in HTML: the status line, the table, the workers, a trial's reports.
 
-The curves and the parallel axes (SVG) are :mod:`.sweep_svg`'s, also reached here.
+The notebook board sends frames (:mod:`.sweep_frames`) and draws its own
+table, curves and axes in the page; it asks this module only for a trial's
+history (:func:`history`).  The dashboard's HTML table and status line are here.
 
 Plain functions of a :class:`~labkit.views.sweep_tracker.SweepSnapshot`,
 each returning one HTML string that fits any width (SVGs scale with their
@@ -13,7 +15,7 @@ Examples
 >>> from labkit.views.sweep_tracker import SweepSnapshot, TrialView
 >>> t = TrialView(0, {"lr": 0.01}, "completed", 3, 0.9, 0.9, ((0, 0.5), (3, 0.9)))
 >>> snap = SweepSnapshot(0.0, 1, "demo", "acc", "max", {}, None, 1, (t,), {"completed": 1}, t)
->>> 'data-trial="0"' in table(snap) and "<polyline" in curves(snap)
+>>> 'data-trial="0"' in table(snap) and "completed" in status_line(snap, "demo", "finished")
 True
 >>> fmt(0.000123456), fmt(None), fmt(128), fmt(True)
 ('0.0001235', '–', '128', 'True')
@@ -24,14 +26,11 @@ from __future__ import annotations
 import math
 
 from .sweep_style import COLOURS, PALETTE, config_words, escape, finite, fmt, params
-from .sweep_svg import curves, parallel
 from .sweep_tracker import STATUSES
 
 __all__ = [
     "status_line",
     "table",
-    "curves",
-    "parallel",
     "workers",
     "history",
     "sort_trials",
@@ -144,9 +143,6 @@ def table(snap, key: str = "rank", descending: bool = False, limit: int | None =
         f'border-collapse:collapse;font-size:12px"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
-
-
-# -- SVG ------------------------------------------------------------------------------------
 
 
 def workers(snap) -> str:

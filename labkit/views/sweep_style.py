@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import math
 
-__all__ = ["PALETTE", "COLOURS", "FADED", "fmt", "escape", "config_words", "finite", "params"]
+__all__ = ["PALETTE", "COLOURS", "fmt", "escape", "config_words", "finite", "params"]
 
 PALETTE = (
     "#1f77b4",
@@ -31,7 +31,6 @@ COLOURS = {
     "running": "#1f77b4",
     "pending": "#888",
 }
-FADED = ("stopped", "failed", "cancelled")
 
 
 def fmt(value) -> str:

@@ -1,15 +1,17 @@
-"""The sweep's live comparison board after real sweeps, seen through the messages its widgets send.
+"""The sweep's live comparison board after real sweeps, seen through the messages it sends.
 
 Real sweeps on a LocalScheduler and on a Dask LocalCluster (worker
-processes): the table, curves and parallel coordinates grow while trials
-report; the final table holds the result's numbers; "Stop trial" stops the
-selected trial, "Add trials" adds some, a failed trial's error shows, the
-sort dropdown sorts.  The dashboard's sweep plots are checked in Chromium.
+processes); the board's messages are recorded by a comm stand-in (as a
+kernel would send them) and applied as a page applies them
+(:class:`tests.views.frames_page.Page`): the table and curves grow while
+trials report, one message a frame; the final table holds the result's
+numbers; "stop" stops a trial, "add" adds some, a failed trial's history
+shows, the rows carry the parameters the page sorts by.  The dashboard's
+sweep plots are checked in Chromium.
 """
 
 from __future__ import annotations
 
-import re
 import time
 
 import pytest
@@ -17,18 +19,12 @@ import pytest
 import labkit as lk
 from labkit.views.board import board
 from labkit.views.sweep_board import SweepBoard
+from labkit.views.sweep_grid import r6
+from labkit.views.sweep_widget import SweepBoardWidget
 from tests.experiments import functions as F
+from tests.views.frames_page import Page, answers, frames_of
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
-
-ROW = re.compile(r'<tr data-trial="(\d+)" data-status="(\w+)" data-step="([^"]*)" '
-                 r'data-value="([^"]*)" data-best="([^"]*)"( class="labkit-sweep-best")?')
-
-
-def rows(table_html: str) -> list[tuple]:
-    """The table's rows: (trial, status, step, value, best, highlighted), in order."""
-    return [(int(m[0]), m[1], None if m[2] == "None" else float(m[2]), eval(m[3]), eval(m[4]),
-             bool(m[5])) for m in ROW.findall(table_html)]
 
 
 def wait_stopped(b: SweepBoard, timeout: float = 20.0) -> None:
@@ -48,14 +44,37 @@ def wait_until(what: str, check, timeout: float = 20.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def assert_matches_result(table_html: str, result) -> None:
-    """The table holds exactly the result's numbers; the best row is the result's best."""
-    by_id = {r[0]: r for r in rows(table_html)}
-    assert sorted(by_id) == [t.id for t in result.trials]
+def tell(b: SweepBoard, content: dict) -> None:
+    """A message from the page, delivered to the widget's comm as a kernel delivers it."""
+    b.widget.comm.handle_msg({"content": {"data": {"method": "custom", "content": content}},
+                              "buffers": []})
+
+
+def page_of(comms, b: SweepBoard) -> Page:
+    return Page.of(frames_of(comms, b.widget))
+
+
+def said(comms, b: SweepBoard, since: int = 0) -> str:
+    return answers(comms, b.widget, "said", since)[-1]["text"]
+
+
+def assert_matches_result(page: Page, result) -> None:
+    """The table holds exactly the result's numbers (to 6 digits); the best is the result's."""
+    assert sorted(page.rows) == [t.id for t in result.trials]
     for t in result.trials:
-        _, status, step, value, best, highlighted = by_id[t.id]
-        assert (status, step, value, best) == (t.status, t.step, t.value, t.best), (by_id[t.id], t)
-        assert highlighted == (result.best is not None and t.id == result.best.id)
+        assert page.table()[t.id] == (str(t.status), r6(t.step), r6(t.value), r6(t.best)), \
+            (page.rows[t.id], t)
+    assert page.top["best"] == (result.best.id if result.best is not None else None)
+
+
+def assert_one_message_a_frame(comms, b: SweepBoard, paints: int = 1) -> list[dict]:
+    """Every draw sent exactly one message (a paint first, deltas after; ``paints`` in all)."""
+    frames = frames_of(comms, b.widget)
+    assert len(frames) == b.sent == len(b.frames), (len(frames), b.sent, len(b.frames))
+    kinds = [f["kind"] for f in frames]
+    assert kinds[0] == "paint" and kinds.count("paint") == paints, kinds[:10]
+    assert [f["seq"] for f in frames] == list(range(1, len(frames) + 1))
+    return frames
 
 
 @pytest.fixture
@@ -74,37 +93,36 @@ def test_the_board_grows_while_trials_report_and_ends_as_the_result(comms, local
                    seed=1, store=None, wait=False)
     b = board(run)                                    # lk.board gives a sweep its own board
     boards.append(b)
-    assert isinstance(b, SweepBoard)
-    assert "labkit-sweep-board" in comms.state(b.widget)["_dom_classes"]
-    seen = []
-    while not run.done():
-        state = tuple(comms.state(w).get("value", "") for w in (b.table, b.curves, b.parallel))
-        if not seen or seen[-1] != state:
-            seen.append(state)
-        time.sleep(0.03)
+    assert isinstance(b, SweepBoard) and isinstance(b.widget, SweepBoardWidget)
+    data, _ = b._repr_mimebundle_()                  # displayable as the widget
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == b.widget.model_id
     result = run.result()
     wait_stopped(b)
-    # grew: several distinct frames while running, each with more points than the one before
-    points = [(s[1].count(","), s[2].count("<polyline")) for s in seen]
-    assert len(set(points)) >= 3, points
-    assert points == sorted(points), points
-    table = comms.state(b.table)["value"]
-    assert_matches_result(table, result)
-    assert [r[0] for r in rows(table)][0] == result.best.id          # best first by default
-    curves, parallel = comms.state(b.curves)["value"], comms.state(b.parallel)["value"]
-    assert curves.count('<polyline') == 4 and curves.count("labkit-sweep-best") == 1
-    assert f'data-trial="{result.best.id}" points' in curves.split("labkit-sweep-best")[1][:40]
-    assert ">step</text>" in curves and ">acc</text>" in curves      # axes labelled
-    for name in ("q", "lr", "width", "acc"):                         # a parameter's axis each
-        assert 'labkit-sweep-axis" x="' in parallel and f">{name}</text>" in parallel
-    assert ">log</text>" in parallel and ">256</text>" in parallel   # log and categorical axes
-    assert parallel.count('class="labkit-sweep-line') == 4
-    status = comms.state(b.status)["value"]
-    assert "finished" in status and "4 completed" in status
-    assert f"(trial {result.best.id}:" in status and f"{result.best.value:.4g}" in status
-    for button in (b.stop_button, b.add_button, b.cancel_button):    # nothing left to act on
-        assert comms.state(button)["disabled"] is True
-    assert "<th" in table and "trial</th>" in table                   # headers over columns
+    frames = assert_one_message_a_frame(comms, b)
+    # grew: several distinct frames, each with at least the points of the one before
+    page, grown = Page(), []
+    for f in frames:
+        page.apply(f)
+        grown.append((sum(len(p) for p in page.lines.values()),
+                      sum(r["step"] or 0 for r in page.rows.values())))
+    assert len(set(grown)) >= 3 and grown == sorted(grown), grown
+    assert_matches_result(page, result)
+    assert len(page.lines) == 4                                       # few trials: all lines
+    for t in result.trials:
+        steps, values = t.curve("acc")
+        assert page.lines[t.id] == [[r6(s), r6(v)] for s, v in zip(steps, values, strict=True)]
+    assert page.band is None
+    meta = page.meta
+    assert meta["params"] == ["q", "lr", "width"] and meta["metric"] == "acc"
+    assert meta["kinds"] == {"q": "number", "lr": "log", "width": "category"}
+    assert meta["categories"]["width"] == ["64", "128", "256"]
+    for t in result.trials:
+        assert page.param(t.id, "width") == str(t.config["width"])
+        assert page.param(t.id, "lr") == r6(t.config["lr"])
+    assert page.top["status"] == "finished" and page.top["ended"] is True
+    assert page.top["counts"] == {"completed": 4} and page.top["total"] == 4
+    tell(b, {"kind": "add", "n": 2})                  # nothing left to act on
+    assert "the sweep has ended" in said(comms, b)
 
 
 def test_stop_and_add_trials_from_the_board_on_a_dask_cluster(comms, dask_scheduler, boards):
@@ -113,31 +131,32 @@ def test_stop_and_add_trials_from_the_board_on_a_dask_cluster(comms, dask_schedu
                    wait=False)
     b = SweepBoard(run)
     boards.append(b)
-    running = wait_until("a trial reporting", lambda: [
-        r for r in rows(comms.state(b.table)["value"]) if r[1] == "running" and r[2] is not None])
-    victim = running[0][0]
-    b.trial.value = victim                              # the user picks it in the dropdown...
-    b.stop_button.click()                               # ... and clicks "Stop trial"
-    assert "stop requested" in comms.state(b.message)["value"]
-    b.add_n.value = 2
-    b.add_button.click()                                # "Add trials" with 2 in the box
-    assert "added trials 3–4" in comms.state(b.message)["value"]
-    workers = wait_until("the workers' load", lambda: comms.state(b.workers).get("value"))
-    assert "trials running" in workers and "tcp://" in workers
+    page = wait_until("a trial reporting", lambda: (lambda p: [
+        t for t in p.rows if p.status(t) == "running" and (p.rows[t]["step"] or 0) >= 1] and p)(
+        page_of(comms, b)))
+    victim = next(t for t in page.rows if page.status(t) == "running")
+    tell(b, {"kind": "stop", "trials": [victim]})     # "stop these" with the victim brushed
+    assert f"trial {victim}: stop requested" == said(comms, b)
+    tell(b, {"kind": "add", "n": 2})                  # "add" with 2 in the box
+    assert said(comms, b) == "added trials 3–4"
+    load = wait_until("the workers' load", lambda: [
+        w for w in page_of(comms, b).top.get("load", []) if w["running"]])
+    assert all(w["name"].startswith("tcp://") for w in load)
     result = run.result(timeout=120)
     wait_stopped(b)
+    assert_one_message_a_frame(comms, b)
     stopped = next(t for t in result.trials if t.id == victim)
     assert stopped.status == "stopped" and stopped.reason == "stopped by hand"
     assert stopped.step < 149
     assert len(result.trials) == 5 and result.counts() == {"completed": 4, "stopped": 1}
-    assert_matches_result(comms.state(b.table)["value"], result)
-    curves = comms.state(b.curves)["value"]
-    faded = re.search(rf'data-trial="{victim}" points="[^"]*" fill="none" stroke="[^"]*" '
-                      rf'stroke-width="[^"]*" opacity="([^"]*)"', curves)
-    assert faded and float(faded.group(1)) < 0.5 or result.best.id == victim
+    page = page_of(comms, b)
+    assert_matches_result(page, result)
+    assert page.status(victim) == "stopped" and len(page.lines[victim]) == stopped.step + 1
+    assert page.meta["workers"] and all(w.startswith("tcp://") for w in page.meta["workers"])
 
 
-def test_a_failed_trial_shows_its_error_and_sorting_sorts(comms, local_scheduler, boards):
+def test_a_failed_trial_shows_its_history_and_the_rows_carry_what_sorting_needs(
+        comms, local_scheduler, boards):
     run = lk.sweep(F.failing, {"x": lk.uniform(0, 1)}, trials=6, metric="loss", mode="min",
                    scheduler=local_scheduler, seed=3, store=None, wait=False)
     b = SweepBoard(run)
@@ -146,25 +165,19 @@ def test_a_failed_trial_shows_its_error_and_sorting_sorts(comms, local_scheduler
     wait_stopped(b)
     failed = result.by_status("failed")
     assert failed and result.by_status("completed")
-    assert f"{len(failed)} failed" in comms.state(b.status)["value"]
-    b.trial.value = failed[0].id
-    b.show_button.click()                             # still works after the end
-    detail = comms.state(b.detail)["value"]
-    assert "is too large" in detail and "ValueError" in detail and "Traceback" in detail
-    assert f"trial {failed[0].id}</b> · failed" in detail
-    # sorting through the widgets a user has: the dropdown and the reverse box
-    b.sort_by.value = "x"
-    xs = [result.trials[r[0]].config["x"] for r in rows(comms.state(b.table)["value"])]
-    assert xs == sorted(xs)
-    b.descending.value = True
-    xs = [result.trials[r[0]].config["x"] for r in rows(comms.state(b.table)["value"])]
-    assert xs == sorted(xs, reverse=True)
-    b.descending.value = False
-    b.sort_by.value = "rank"                          # best first, failed ones (no rank) last
-    order = [r[0] for r in rows(comms.state(b.table)["value"])]
-    assert order[0] == result.best.id
-    assert set(order[-len(failed):]) == {t.id for t in failed}
-    assert_matches_result(comms.state(b.table)["value"], result)
+    page = page_of(comms, b)
+    assert page.top["counts"]["failed"] == len(failed)
+    tell(b, {"kind": "show", "trial": failed[0].id})  # still answers after the end
+    shown = answers(comms, b.widget, "history")[-1]
+    assert shown["trial"] == failed[0].id
+    assert "is too large" in shown["html"] and "ValueError" in shown["html"]
+    assert "Traceback" in shown["html"] and f"trial {failed[0].id}</b> · failed" in shown["html"]
+    # the page sorts by a header: each row carries every column it sorts by, exactly
+    xs = {t: page.param(t, "x") for t in page.rows}
+    assert xs == {t.id: r6(t.config["x"]) for t in result.trials}
+    assert sorted(xs, key=xs.get) == sorted(range(6), key=lambda i: result.trials[i].config["x"])
+    assert_matches_result(page, result)
+    assert all(page.rows[t.id]["latest"] is None for t in failed if t.value is None)
 
 
 def test_the_dashboard_shows_the_sweeps_curves_and_table(local_scheduler):

@@ -3,22 +3,33 @@ of finished ones."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
-import re
 import threading
 
 import pytest
 
 import labkit as lk
+from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
+from labkit.experiments import TrialRecord
 from labkit.experiments.sweep import finished_run
+from labkit.views import sweep_draw
 from labkit.views.board import board
 from labkit.views.dashboard import running_url, stop_dashboard
 from labkit.views.sweep_board import SweepBoard
-from labkit.views import sweep_draw
-from labkit.views.sweep_tracker import SweepSnapshot, TrialView
+from labkit.views.sweep_frames import FrameEncoder
+from labkit.views.sweep_grid import r6
+from labkit.views.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
-from tests.views.test_sweep_board import ROW, assert_matches_result, wait_stopped
+from tests.views.frames_page import Page, answers, frames_of
+from tests.views.test_sweep_board import (
+    assert_matches_result,
+    assert_one_message_a_frame,
+    said,
+    tell,
+    wait_stopped,
+)
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
@@ -42,31 +53,20 @@ def odd_reports(config, trial):
     return {"loss": config["v"]}
 
 
-def _number(text: str):
-    return eval(text, {"inf": INF, "nan": NAN})
-
-
-def _table(table_html: str) -> list[tuple]:
-    """The table's rows: (trial, status, step, value, best, highlighted), odd values too."""
-    return [(int(m[0]), m[1], None if m[2] == "None" else float(m[2]), _number(m[3]),
-             _number(m[4]), bool(m[5])) for m in ROW.findall(table_html)]
-
-
-def _same(a, b) -> bool:
-    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
-
-
-def _coordinates(svg: str) -> list[str]:
-    """Every number an SVG places something at."""
-    found = re.findall(r'points="([^"]*)"', svg) + re.findall(r' [xy]="([^"]*)"', svg)
-    return [n for text in found for n in re.split(r"[ ,]", text) if n]
+def _numbers(message) -> list:
+    """Every number in a message (bools aside)."""
+    if isinstance(message, dict):
+        return [n for v in message.values() for n in _numbers(v)]
+    if isinstance(message, list):
+        return [n for v in message for n in _numbers(v)]
+    return [message] if isinstance(message, (int, float)) and not isinstance(message, bool) else []
 
 
 # -- 12. infinite, NaN and huge values ------------------------------------------------------------
 
 
 def test_a_trial_reporting_inf_leaves_every_frame_drawn(comms, boards, caplog):
-    configs = [{"v": v, "w": w} for v, w in zip(ODD, [INF, 1e308, NAN, -1e308, 2**80, 1.0])]
+    configs = [{"v": v, "w": w} for v, w in zip(ODD, [INF, 1e308, NAN, -1e308, 2**80, 1.0], strict=True)]
     caplog.set_level(logging.ERROR, logger="labkit")
     run = lk.sweep(odd_reports, configs, metric="loss", mode="min", store=None, wait=False)
     b = board(run)
@@ -74,38 +74,47 @@ def test_a_trial_reporting_inf_leaves_every_frame_drawn(comms, boards, caplog):
     result = run.result(timeout=60)
     wait_stopped(b)
     assert not [r for r in caplog.records if r.name.startswith("labkit")], caplog.text
-    curves, parallel = comms.state(b.curves)["value"], comms.state(b.parallel)["value"]
-    assert curves.count("<polyline") == len(configs)          # every trial's finite points
-    assert parallel.count('class="labkit-sweep-line') == len(configs)
-    for number in _coordinates(curves) + _coordinates(parallel):
-        assert math.isfinite(float(number)), number             # nothing placed at nan or inf
-    shown = {r[0]: r for r in _table(comms.state(b.table)["value"])}
-    assert sorted(shown) == [t.id for t in result.trials]
-    for t in result.trials:
-        _, status, step, value, best, highlighted = shown[t.id]
-        assert status == t.status and step == t.step, (shown[t.id], t)
-        assert _same(value, t.value) and _same(best, t.best), (shown[t.id], t)
-        assert highlighted == (t.id == result.best.id)
+    frames = assert_one_message_a_frame(comms, b)
+    for f in frames:                                          # JSON a kernel can send
+        json.dumps(f, allow_nan=False)
+        assert all(math.isfinite(n) for n in _numbers(f))
+    page = Page.of(frames)
+    assert len(page.lines) == len(configs)                    # every trial's line
+    for t in result.trials:                                   # its odd point a gap (null)
+        assert page.lines[t.id] == [[0, 1.0], [1, r6(t.config["v"])], [2, 0.5]]
+        assert page.param(t.id, "v") == r6(t.config["v"])     # a parameter's too
+    assert page.meta["kinds"] == {"v": "number", "w": "number"}
+    assert_matches_result(page, result)                       # non-finite values: null
     assert result.best.config["v"] == -INF                    # as the result ranks it
-    assert _table(comms.state(b.table)["value"])[0][0] == result.best.id   # best first
+    assert page.top["best"] == result.best.id
 
 
 @pytest.mark.parametrize("values", [
     [INF, 1.0], [-INF, 1.0], [NAN, NAN], [1e308, -1e308], [1e-320, 5e-324], [INF, -INF],
     [2**2000, 1.0],
 ])
-def test_the_drawings_place_any_values_without_overflow(values):
-    trials = tuple(
-        TrialView(i, {"x": v, "c": v}, "completed", 1, v, v, ((0, v), (1, 1.0), (1e300, v)))
-        for i, v in enumerate(values))
-    space = {"x": {"type": "uniform", "lo": "-inf", "hi": "inf"}}
-    snap = SweepSnapshot(0.0, 1, "s", "loss", "min", space, None, 1, trials,
-                         {"completed": len(trials)}, trials[0])
-    for draw in (sweep_draw.curves, sweep_draw.parallel, sweep_draw.table):
-        html = draw(snap)
-        assert html
-    for number in _coordinates(sweep_draw.curves(snap)) + _coordinates(sweep_draw.parallel(snap)):
-        assert math.isfinite(float(number)), number
+def test_the_frames_place_any_values_without_overflow(values):
+    space = {"x": {"type": "uniform", "lo": "-inf", "hi": "inf"},
+             "c": {"type": "choice", "values": [repr(v) for v in values]}}
+    tracker = SweepTracker("r")
+    tracker(SweepStarted("r", "s", "loss", "min", space, tuple(
+        {"id": i, "config": {"x": v, "c": repr(v)}} for i, v in enumerate(values)), 1))
+    frames = FrameEncoder(tracker, lines=1)                   # one line, the rest a band
+    messages = [frames.paint()]
+    for i, v in enumerate(values):
+        tracker(TrialStarted("r", i, {"x": v}, "w #0"))
+        tracker(TrialReported("r", i, (0, 1, 1e300), ({"loss": v}, {"loss": 1.0}, {"loss": v}),
+                              v, v))
+        tracker(TrialFinished("r", TrialRecord(id=i, config={"x": v}, status="completed",
+                                               value=v, best=v, step=1e300, worker="w #0")))
+        messages.append(frames.delta(tracker.take(), final=True))
+    messages += [frames.paint(), frames.brush({"x": [-INF, INF]}), frames.brush({"value": [0, 2]})]
+    for m in messages:
+        json.dumps(m, allow_nan=False)
+        assert all(math.isfinite(n) for n in _numbers(m)), m
+    band = messages[-3]["curves"]["band"]
+    assert band is None or band["steps"] and all(math.isfinite(s) for s in band["steps"])
+    assert sweep_draw.table(tracker.snapshot())               # the dashboard's table too
 
 
 # -- 15. a stored sweep, and a finished run, have a board -------------------------------------------
@@ -114,21 +123,21 @@ def test_the_drawings_place_any_values_without_overflow(values):
 def _check_finished_board(comms, b, result):
     wait_stopped(b)
     assert isinstance(b, SweepBoard)
-    assert_matches_result(comms.state(b.table)["value"], result)
-    status = comms.state(b.status)["value"]
-    assert f"sweep {result.name}" in status and "finished" in status
-    counts = result.counts()
-    for name, n in counts.items():
-        assert f"{n} {name}" in status
-    if result.best is not None:
-        assert f"(trial {result.best.id}:" in status
-    curves = comms.state(b.curves)["value"]
-    assert curves.count("<polyline") == sum(1 for t in result.trials if t.curve(result.metric)[0])
-    for button in (b.stop_button, b.add_button, b.cancel_button):
-        assert comms.state(button)["disabled"] is True
-    b.trial.value = result.trials[-1].id
-    b.show_button.click()                                   # a stored history reads too
-    assert f"trial {result.trials[-1].id}</b>" in comms.state(b.detail)["value"]
+    page = Page.of(frames_of(comms, b.widget))
+    assert_matches_result(page, result)
+    assert page.meta["name"] == result.name and page.top["status"] == "finished"
+    assert page.top["counts"] == result.counts() and page.top["ended"] is True
+    assert sorted(page.lines) == [t.id for t in result.trials if t.curve(result.metric)[0]]
+    tell(b, {"kind": "stop", "trials": [result.trials[0].id]})   # nothing runs: said so
+    assert said(comms, b) == "the sweep has ended: nothing to stop"
+    tell(b, {"kind": "show", "trial": result.trials[-1].id})     # a stored history reads too
+    shown = answers(comms, b.widget, "history")[-1]["html"]
+    assert f"trial {result.trials[-1].id}</b>" in shown
+    tell(b, {"kind": "hello"})                                    # a page opened later
+    again = frames_of(comms, b.widget)[-1]
+    assert again["kind"] == "paint" and again["seq"] == page.seq + 1
+    assert Page.of([again]).table() == page.table()
+    return page
 
 
 def test_a_stored_sweep_has_a_board_with_the_result_s_numbers(comms, boards, tmp_path):
@@ -136,12 +145,14 @@ def test_a_stored_sweep_has_a_board_with_the_result_s_numbers(comms, boards, tmp
                       seed=3, store=tmp_path / "s.db", name="kept",
                       early_stop=lk.ASHA(min_steps=1, reduction=2))
     loaded = lk.load_sweep(tmp_path / "s.db", "kept")
+    pages = []
     for shown in (loaded, result):
         b = board(shown)
         boards.append(b)
-        _check_finished_board(comms, b, shown)
-    assert "ASHA" in comms.state(boards[0].status)["value"]
-    boards[0].add_button.click()                            # disabled, and does nothing
+        pages.append(_check_finished_board(comms, b, shown))
+    assert "ASHA" in pages[0].meta["rule"]
+    tell(boards[0], {"kind": "add", "n": 3})                   # refused, and adds nothing
+    assert "has ended" in said(comms, boards[0])
     assert len(lk.load_sweep(tmp_path / "s.db", "kept").trials) == 6
 
 
