@@ -74,13 +74,19 @@ class SweepBoard(LiveView):
     # -- frames --------------------------------------------------------------------------------
 
     def draw(self, snapshot) -> None:
-        """Send one frame: a paint first, then what changed (``snapshot``: the tracker's take)."""
+        """Send one frame: a paint first, then what changed (``snapshot``: the tracker's take);
+        the last one is also kept whole in the widget (:meth:`_keep`)."""
+        state = self.state
         with self._send_lock:
             if self._painted:
-                body = self.encoder.delta(snapshot, final=self.state is not State.LIVE)
+                body = self.encoder.delta(snapshot, final=state is not State.LIVE)
             else:
                 body = self.encoder.paint()
             self._send(body)
+            # the ENDING draw shows every event (the run's end came before it); the writer's
+            # draw after it keeps only where that one had begun before the end
+            if state is State.ENDING or (state is not State.LIVE and not self.widget.last):
+                self._keep(body if body["kind"] == "paint" else self.encoder.paint(kept=True))
 
     def paint(self) -> None:
         """Send the whole state now (a page said hello)."""
@@ -100,11 +106,20 @@ class SweepBoard(LiveView):
             "oldest": _stamp(frame.oldest) if frame else None,
             "newest": _stamp(frame.newest) if frame else None,
             "events": frame.events if frame else 0,
+            "drawn": _stamp(frame.drawn) if frame else None,
             "sent": _stamp(time.time()),
         }
         self.widget.send(body)
         self._painted = True
         self.sent += 1
+
+    def _keep(self, paint: dict) -> None:
+        """Keep the last frame, whole, in the widget's synced ``last``: a saved notebook
+        holds it, and a page draws it while no kernel answers its hello.  Its clock names
+        no event (a page that draws it later shows nothing new)."""
+        paint = {**paint, "status": self.run.status, "ended": self.run.done()}
+        paint["clock"] = {"oldest": None, "newest": None, "events": 0, "sent": _stamp(time.time())}
+        self.widget.last = paint
 
     def _poke(self) -> None:
         """A control acted: draw at once."""

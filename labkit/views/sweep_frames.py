@@ -100,8 +100,12 @@ class FrameEncoder:
 
     # -- frames ---------------------------------------------------------------------------------
 
-    def paint(self) -> dict:
-        """The whole state, as the next frame (``kind: paint``)."""
+    def paint(self, kept: bool = False) -> dict:
+        """The whole state, as the next frame (``kind: paint``).
+
+        ``kept``: the paint a board keeps once its sweep ended (a saved notebook's);
+        it shows what the last frame sent left on the page, under that frame's seq.
+        """
         with self._lock:
             self.tracker.take()  # a paint reads everything: what changed is in it
             state = self.tracker.state(None)
@@ -114,7 +118,7 @@ class FrameEncoder:
             lines = {str(t): _points(p) for t, (_, _, p) in known.items() if p}
             self._pace_band(drawn, state.total, now=True)
             self._meta = self.words.meta()
-            self.seq += 1
+            self.seq += 0 if kept else 1
             return {
                 "kind": "paint",
                 "seq": self.seq,

@@ -1,8 +1,11 @@
 """The sweep board's widget: one anywidget that carries the frames and answers the page.
 
-:class:`SweepBoardWidget` holds no big synced state: the board sends each
-frame as one custom message (``paint`` or ``delta``), and the page's
-messages are answered here (the board protocol, ``BRIEF``):
+:class:`SweepBoardWidget` holds no big synced state while the sweep runs: the
+board sends each frame as one custom message (``paint`` or ``delta``).  Once
+the sweep ended the last frame is kept whole in the synced ``last`` (a saved
+notebook holds it; a page draws it before its hello is answered, or when no
+kernel answers).  The page's messages are answered here (the board protocol,
+``BRIEF``):
 
 - ``hello`` (a new view, or a seq gap): the board sends a ``paint``;
 - ``brush`` with ``ranges``: ``curves`` over the trials inside them;
@@ -22,6 +25,7 @@ import logging
 from typing import Any, Protocol
 
 import anywidget
+import traitlets
 
 from ..errors import InputError
 from . import sweep_draw
@@ -67,6 +71,10 @@ class SweepBoardWidget(anywidget.AnyWidget):
 
     _esm = asset("sweep_board.js")
     _css = asset("sweep_board.css")
+
+    #: The board's last frame (a ``paint``), set once its sweep ended; the one synced state
+    #: of the widget, so a saved notebook shows the board with no kernel behind it.
+    last = traitlets.Dict(default_value={}).tag(sync=True)
 
     def __init__(self, frames: BoardFrames, run, sweep, tracker, on_change=None, **kwargs):
         super().__init__(**kwargs)

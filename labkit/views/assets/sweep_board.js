@@ -868,6 +868,8 @@ class Board {
     this.listen();
     this.onMessage = (msg) => this.receive(msg);
     model.on("msg:custom", this.onMessage);
+    this.onKept = () => this.kept();
+    model.on("change:last", this.onKept);
     this.resize = new ResizeObserver(() => this.schedule("resize"));
     this.resize.observe(ui.plots);
     // A canvas keeps the colours it was drawn in: a theme switch (JupyterLab marks it on the
@@ -875,21 +877,42 @@ class Board {
     this.themes = new MutationObserver(() => this.schedule("resize"));
     this.themes.observe(document.body, {
       attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class"] });
+    this.kept();                 // a saved notebook's last frame, until a kernel answers
     this.hello();
     this.schedule("all");
   }
 
   close() {
     this.model.off?.("msg:custom", this.onMessage);
+    this.model.off?.("change:last", this.onKept);
     this.resize.disconnect();
     this.themes.disconnect();
     if (this.raf) cancelAnimationFrame(this.raf);
   }
 
+  send(msg) {
+    try {
+      this.model.send(msg);
+    } catch (err) {              // no kernel behind the model (a saved notebook): none answers
+      console.debug(`labkit sweep board: ${msg.kind} not sent`, err);
+    }
+  }
+
   hello() {
     this.waiting = true;
     this.helloAt = Date.now();
-    this.model.send({ kind: "hello" });
+    this.send({ kind: "hello" });
+  }
+
+  kept() {
+    // The last frame the kernel kept once the sweep ended (the synced "last"): drawn while
+    // no paint has answered this view's hello; it names no new event, so no clock is written.
+    const last = this.model.get?.("last");
+    if (!this.waiting || !last || last.kind !== "paint") return;
+    this.state = emptyState();
+    applyFrame(this.state, last, true);
+    this.ui.root.dataset.kept = "1";
+    this.schedule("all");
   }
 
   schedule(...what) {
@@ -904,6 +927,7 @@ class Board {
       this.state = emptyState();
       applyFrame(this.state, msg, true);
       this.waiting = false;
+      this.ui.root.dataset.kept = "0";
       this.clock = mergeClock(this.clock, msg.clock);
       if (this.brushes.size) this.sendBrush();     // a new state: the brushed curves again
       this.schedule("all");
@@ -934,16 +958,16 @@ class Board {
   }
 
   listen() {
-    const { ui, model } = this;
+    const { ui } = this;
     listenBrushes(this);
-    ui.cancel.addEventListener("click", () => model.send({ kind: "cancel" }));
+    ui.cancel.addEventListener("click", () => this.send({ kind: "cancel" }));
     ui.stop.addEventListener("click", () => {
       const trials = this.brushedRunning();
-      if (trials.length) model.send({ kind: "stop", trials });
+      if (trials.length) this.send({ kind: "stop", trials });
     });
     ui.add.addEventListener("click", () => {
       const n = Number(ui.addN.value);
-      if (Number.isInteger(n) && n >= 1) model.send({ kind: "add", n });
+      if (Number.isInteger(n) && n >= 1) this.send({ kind: "add", n });
       else this.say("add: give a whole number of trials, 1 or more");
     });
     this.table.wrap.addEventListener("scroll", () => this.schedule("table"), { passive: true });
@@ -965,7 +989,7 @@ class Board {
   pick(id) {
     this.picked = id;
     const at = rowOf(this.state, id);
-    this.model.send({ kind: "show", trial: at === undefined ? id : this.state.ids[at] });
+    this.send({ kind: "show", trial: at === undefined ? id : this.state.ids[at] });
     this.showDetail(null);
     this.schedule("table");
   }
@@ -987,7 +1011,7 @@ class Board {
   sendBrush() {
     this.brushId += 1;
     this.brushed = null;
-    this.model.send({ kind: "brush", brush: this.brushId, ranges: Object.fromEntries(this.brushes) });
+    this.send({ kind: "brush", brush: this.brushId, ranges: Object.fromEntries(this.brushes) });
   }
 
   brushedRunning() {
@@ -1063,5 +1087,4 @@ function render({ model, el }) {
   return () => board.close();
 }
 
-export { render };
 export default { render };
