@@ -80,6 +80,7 @@ class SweepCurves:
         self._sent: list[tuple] = []  # each slot's row, as last sent
         self._band = -1  # the band's version sent (-1: none)
         self._best: int | None = None
+        self._banded = 0  # trials in the band sent
 
     @property
     def drawn(self) -> set[int]:
@@ -138,20 +139,24 @@ class SweepCurves:
         self._sent[slot] = row
 
     def _send_band(self, feed) -> None:
-        """The band, when there is one to draw and it changed since sent."""
+        """The band, when there is one to draw and it changed since sent; the title."""
         version = feed.band.version if len(feed) > LINES else -2
-        if version == self._band:
-            return
-        self._band = version
-        q = feed.band.quantiles() if version != -2 else None
-        if q is None:
-            self.band.data = {"step": [], **{name: [] for name in QUANTILES}}
-        else:
-            self.band.data = {"step": q["steps"], **{name: q[name] for name in QUANTILES}}
-        self.figure.title.text = (
-            f"metric by step · {len(self._slot)} lines"
-            + (f", {q['n']} more trials as a band (10–90th, 25–75th percentile, median)" if q else "")
+        if version != self._band:
+            self._band = version
+            q = feed.band.quantiles() if version != -2 else None
+            self._banded = q["n"] if q else 0
+            if q is None:
+                self.band.data = {"step": [], **{name: [] for name in QUANTILES}}
+            else:
+                self.band.data = {"step": q["steps"], **{name: q[name] for name in QUANTILES}}
+        n = len(self._slot)
+        title = f"metric by step · {n} line{'s' * (n != 1)}" + (
+            f", {self._banded} more trials as a band (10–90th, 25–75th percentile, median)"
+            if self._banded
+            else ""
         )
+        if title != self.figure.title.text:
+            self.figure.title.text = title
 
     @staticmethod
     def _row(t, best_id: int | None) -> tuple:

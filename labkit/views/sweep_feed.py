@@ -73,6 +73,8 @@ class _Trial:
     attempts: int = 0
     reason: str | None = None
     error: str | None = None
+    started: float | None = None  # when it began (its latest execution, once heard)
+    ended: float | None = None
     curve: list = field(default_factory=list)  # [(step, value of the metric), ...]
 
     def view(self) -> TrialView:
@@ -170,6 +172,15 @@ class SweepFeed:
         with self._lock:
             return sorted(self._running)
 
+    def timeline(self) -> list[tuple]:
+        """``(id, status, worker, started, ended)`` of each trial that ran (None: not known)."""
+        with self._lock:
+            return [
+                (t.id, t.status, t.worker, t.started, t.ended)
+                for t in self._trials.values()
+                if t.status != "pending"
+            ]
+
     # -- folding events (the engine's threads) -------------------------------------------------
 
     def __call__(self, event) -> None:
@@ -215,7 +226,7 @@ class SweepFeed:
                 status == "pending" and t.status == "running"
             ):
                 self._set_status(t, status)
-            for key in ("step", "value", "best", "worker", "error", "reason"):
+            for key in ("step", "value", "best", "worker", "error", "reason", "started", "ended"):
                 if row.get(key) is not None:
                     setattr(t, key, row[key])
             t.attempts = max(t.attempts, row.get("attempts") or 0)
@@ -246,7 +257,7 @@ class SweepFeed:
         if e.step is not None:  # a restart goes on from its checkpoint's step
             t.curve = [p for p in t.curve if p[0] <= e.step]
         self._set_status(t, "running")
-        t.worker, t.attempts = e.worker, max(t.attempts, e.attempt + 1)
+        t.worker, t.attempts, t.started = e.worker, max(t.attempts, e.attempt + 1), e.time
         self._touch(t)
 
     def _on_TrialReported(self, e: TrialReported) -> None:
@@ -263,7 +274,7 @@ class SweepFeed:
         self._set_status(t, str(r.status))
         t.value, t.best, t.attempts = r.value, r.best, r.attempts
         t.step = r.step if r.step is not None else t.step
-        t.error, t.reason = r.error, r.reason
+        t.error, t.reason, t.ended = r.error, r.reason, r.ended or e.time
         self._touch(t)
 
     def _on_RunFinished(self, e: RunFinished) -> None:

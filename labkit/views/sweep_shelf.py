@@ -130,7 +130,7 @@ class SweepShelf:
 
     def _tell(self, feed: SweepFeed, held: Any, status: str) -> None:
         """What the sink missed of a sweep begun before: its run's start, its running trials."""
-        for event in self.tasks.seed(feed.run, feed.started, held.name, feed.trials(feed.running())):
+        for event in self.tasks.seed(feed.run, feed.started, held.name, feed.timeline()):
             self._sink(event)
         if status not in ("running", "pending"):
             self._sink(RunFinished(feed.run, ok=status == "finished", cancelled=status == "cancelled"))

@@ -23,6 +23,7 @@ import math
 
 from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
     ColumnDataSource,
+    CustomJS,
     DataTable,
     HTMLTemplateFormatter,
     StringFormatter,
@@ -59,6 +60,8 @@ _VALUE = (
     ' : value %>'
 )
 
+_REDRAW = "for (const view of Bokeh.index.find(table)) view.updateGrid()"
+
 
 class SweepTable:
     """The table of one sweep's trials; :meth:`paint` it whole, then :meth:`update` changes."""
@@ -79,6 +82,9 @@ class SweepTable:
             ),
             "labkit-sweep-table",
         )
+        # A patch leaves the table's length as it was, so Bokeh's table does not redraw on
+        # its own: redraw (and sort again) the views of this table when its source is patched
+        self.source.js_on_change("patching", CustomJS(args={"table": self.table}, code=_REDRAW))
         self.params: list[str] = []
         self._row: dict[int, int] = {}  # trial -> its row in the source
         self._sent: list[tuple] = []  # each row's values, as last sent

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import NamedTuple
 
 from ..events import (
     RunStarted,
@@ -36,6 +37,17 @@ from ..events import (
 )
 
 __all__ = ["TrialTasks", "worker_of"]
+
+
+class _Ended(NamedTuple):
+    """A trial that ended, as :meth:`TrialTasks.finished` reads a record."""
+
+    id: int
+    status: str
+    worker: str | None
+    started: float | None
+    ended: float | None
+    error: str | None
 
 
 def worker_of(worker: str | None) -> str:
@@ -78,12 +90,18 @@ class TrialTasks:
             return [TaskFailed(info, worker, start, end, "TrialFailed", record.error or "", None)]
         return [TaskFinished(info, worker, start, end)]
 
-    def seed(self, run: str, started: float | None, name: str, trials) -> list:
-        """What a view opened late missed of ``run``: its start and its running trials."""
-        events: list = [RunStarted(run, "sweep", 1, time=started or time.time(), detail={"name": name})]
-        for t in trials:
-            if t.status == "running":
-                events.append(self.started(run, t.id, t.worker, time.time()))
+    def seed(self, run: str, started: float | None, name: str, timeline) -> list:
+        """What a view opened late missed of ``run``: its start, and its trials so far
+        (``timeline``: ``(id, status, worker, started, ended)`` of each that ran)."""
+        now = time.time()
+        events: list = [RunStarted(run, "sweep", 1, time=started or now, detail={"name": name})]
+        for trial, status, worker, since, until in timeline:
+            begun = self.started(run, trial, worker, since or until or now)
+            if status == "running":
+                events.append(begun)
+            else:
+                record = _Ended(trial, status, worker, since, until or now, None)
+                events.extend(self.finished(run, record))
         return events
 
     def _info(self, run: str, trial: int) -> TaskInfo:
