@@ -214,16 +214,21 @@ class SweepFeed:
             for row in rows:
                 self.merge(row)
 
-    def merge(self, row: dict) -> None:
-        """One trial's row (an engine's or a store's): known steps kept, newer ones taken."""
+    def merge(self, row: dict, exact: bool = False) -> None:
+        """One trial's row (an engine's or a store's): known steps kept, newer ones taken.
+
+        An ended status is kept against a row that says otherwise (an event may come
+        before a snapshot's row), unless the row is ``exact`` (a store's, read in order).
+        """
         with self._lock:
             t = self._trial(row["id"], row.get("config"))
             history = row.get("history")
             if history is not None and len(history) >= len(t.curve):
                 t.curve = _curve(((s, m) for s, m, *_ in history), self.metric)
             status = str(row.get("status") or t.status)
-            if not (t.status in _ENDED and status not in _ENDED) and not (
-                status == "pending" and t.status == "running"
+            if exact or (
+                not (t.status in _ENDED and status not in _ENDED)
+                and not (status == "pending" and t.status == "running")
             ):
                 self._set_status(t, status)
             for key in ("step", "value", "best", "worker", "error", "reason", "started", "ended"):
@@ -232,10 +237,13 @@ class SweepFeed:
             t.attempts = max(t.attempts, row.get("attempts") or 0)
             self._touch(t)
 
-    def report(self, trial: int, reports) -> None:
-        """Reports ``[(step, metrics), ...]`` of ``trial`` (a store's rows): its curve goes on."""
+    def report(self, trial: int, reports, replace: bool = False) -> None:
+        """Reports ``[(step, metrics), ...]`` of ``trial`` (a store's rows): its curve goes on
+        (``replace``: they are all its reports, a restarted trial's)."""
         with self._lock:
             t = self._trial(trial)
+            if replace:
+                t.curve = []
             self._extend(t, [s for s, _ in reports], [m for _, m in reports])
             self._touch(t)
 
