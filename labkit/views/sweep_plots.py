@@ -92,6 +92,10 @@ class SweepPlots:
         feed = self._picked(feeds)
         if feed is None:
             return
+        if feed.metric is None:  # its run began, the sweep has not said what it is yet
+            self.status.text = f"<i>sweep {html.escape(feed.name or feed.run)} starting</i>"
+            self.feed = None
+            return
         if feed is not self.feed:
             self._paint(feed)
         else:
