@@ -89,9 +89,10 @@ def sweep(
     """
     __tracebackhide__ = True
     job = SweepJob(SweepCall(locals()), _again)
+    detail = {"name": job.spec.name}  # what views call the run
     if wait:
-        return start("sweep", [job.scheduler], _held(job), wait=True)
-    run = start("sweep", [job.scheduler], _held(job), wait=False)
+        return start("sweep", [job.scheduler], _held(job), wait=True, detail=detail)
+    run = start("sweep", [job.scheduler], _held(job), wait=False, detail=detail)
     run.sweep = job.live
     return run
 

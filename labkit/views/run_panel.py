@@ -73,6 +73,7 @@ class RunPanel:
             css_classes=["labkit-run-panel"],
         )
         self._runs: list[str] = []
+        self._started: dict[str, float] = {}
 
     @property
     def run(self) -> str | None:
@@ -87,10 +88,14 @@ class RunPanel:
 
     def update(self, snap: Snapshot) -> None:
         """New runs into the selector; the shown run's bars (sent only when changed)."""
-        # every run, those without phases too (a sweep, a fit between epochs)
-        for run in [*(r.run for r in getattr(snap, "runs", ())), *(p.run for p in snap.phases)]:
+        # every run, those without phases too (a sweep, a fit between epochs), in the order
+        # they started (a view told late of a run hears of it after newer ones)
+        started = {r.run: r.started for r in getattr(snap, "runs", ())}
+        for run in [*started, *(p.run for p in snap.phases)]:
             if run not in self._runs:
                 self._runs.append(run)
+                self._started[run] = started.get(run, snap.time)
+                self._runs.sort(key=lambda r: self._started[r])
         options: list[str | None] = [LATEST, *reversed(self._runs)]
         if options != self._options:
             self._options = options

@@ -32,6 +32,7 @@ from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss l
 
 from .node_panel import named
 from .sweep_style import COLOURS
+from .trial_tasks import worker_of
 
 __all__ = ["SweepTable", "COLUMNS"]
 
@@ -149,7 +150,7 @@ class SweepTable:
             _number(t.step),
             _number(t.value),
             _number(t.best),
-            self.names(t.worker) if t.worker else "",
+            self.names(worker_of(t.worker)) if t.worker else "",
             t.attempts,
             *(_cell(t.config.get(p)) for p in self.params),
         )
