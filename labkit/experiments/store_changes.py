@@ -174,10 +174,7 @@ class StoreChanges:
 
     def _claimed(self) -> dict[str, bool]:
         """Each sweep's name -> whether a live process holds it (it runs now)."""
-        held = {
-            r["sweep"]: r
-            for r in self.store.read("SELECT sweep, host, pid FROM owners")
-        }
+        held = {r["sweep"]: r for r in self.store.read("SELECT sweep, host, pid FROM owners")}
         return {name: name in held and _alive(held[name]) for name in self._names}
 
 

@@ -153,14 +153,14 @@ class RunPanel:
         running = sum(p.running for p in phases)
         elapsed = (run.finished or now) - run.started
         rate = done / elapsed if elapsed > 0 else 0.0
-        name = run.name if run.name != run.kind else run.run
         words = [f"{done} trial{'s' * (done != 1)} done", f"{running} running"]
         if run.finished is None:
             words.append(f"{rate:.1f} trials/s")
         words.append(seconds(elapsed))
+        name = f"{run.name} — " if run.name != run.kind else ""
         return (
-            f"<div><b>sweep {html.escape(name)}</b> · {html.escape(run.status)}</div>"
-            f"<div class='labkit-run-sweep'>{html.escape(' · '.join(words))}</div>"
+            f"<div><b>sweep {html.escape(run.run)}</b> · {html.escape(run.status)}</div>"
+            f"<div class='labkit-run-sweep'>{html.escape(name + ' · '.join(words))}</div>"
         )
 
     @staticmethod

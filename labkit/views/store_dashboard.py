@@ -60,7 +60,9 @@ class StoreDashboard:
     def _make_document(self, doc) -> None:
         """A browser session: the store's name, then its sweeps' picker and board."""
         doc.title = self.title
-        head = Div(text=f"<b>sweep store</b> {_escape(self.shelf.path)}", sizing_mode="stretch_width")
+        head = Div(
+            text=f"<b>sweep store</b> {_escape(self.shelf.path)}", sizing_mode="stretch_width"
+        )
         doc.add_root(column(named(head, "labkit-store-path"), sizing_mode="stretch_width"))
         attach(doc, self.shelf)
 

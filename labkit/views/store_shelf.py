@@ -57,7 +57,9 @@ class StoreShelf:
     def start(self) -> StoreShelf:
         """Look again every ``interval`` seconds in a thread, until :meth:`stop`."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, daemon=True, name="labkit-store-poll")
+            self._thread = threading.Thread(
+                target=self._loop, daemon=True, name="labkit-store-poll"
+            )
             self._thread.start()
         return self
 
@@ -84,30 +86,31 @@ class StoreShelf:
     def fold(self, look: StoreLook) -> None:
         """One look's changes, into the sweeps' feeds."""
         for sweep in look.sweeps:
-            feed = SweepFeed(sweep["name"])
-            feed.describe(sweep["name"], sweep["metric"], sweep["mode"], sweep["space"], sweep["rule"])
-            feed.started = sweep["created"]
+            made = SweepFeed(sweep["name"])
+            made.describe(
+                sweep["name"], sweep["metric"], sweep["mode"], sweep["space"], sweep["rule"]
+            )
+            made.started = sweep["created"]
             for row in look.loaded.get(sweep["name"], ()):
-                feed.merge(row, exact=True)
+                made.merge(row, exact=True)
             with self._lock:
-                self._feeds[sweep["name"]] = feed
+                self._feeds[sweep["name"]] = made
+        feeds = dict(self._feeds)
         for row in look.trials:
-            feed = self._feeds.get(row["sweep"])
-            if feed is not None:
-                feed.merge(row, exact=True)
-        for (sweep, trial), reports in look.replaced.items():
-            if sweep in self._feeds:
-                self._feeds[sweep].report(trial, reports, replace=True)
+            if row["sweep"] in feeds:
+                feeds[row["sweep"]].merge(row, exact=True)
+        for (name, trial), reports in look.replaced.items():
+            if name in feeds:
+                feeds[name].report(trial, reports, replace=True)
         by_trial: dict[tuple, list] = {}
-        for sweep, trial, step, metrics in look.reports:
-            by_trial.setdefault((sweep, trial), []).append((step, metrics))
-        for (sweep, trial), reports in by_trial.items():
-            if sweep in self._feeds:
-                self._feeds[sweep].report(trial, reports)
+        for name, trial, step, metrics in look.reports:
+            by_trial.setdefault((name, trial), []).append((step, metrics))
+        for (name, trial), reports in by_trial.items():
+            if name in feeds:
+                feeds[name].report(trial, reports)
         for name, running in look.running.items():
-            feed = self._feeds.get(name)
-            if feed is not None:
-                feed.ended("running" if running else "ended")
+            if name in feeds:
+                feeds[name].ended("running" if running else "ended")
 
     def _loop(self) -> None:
         lower_this_thread()

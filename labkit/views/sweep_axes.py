@@ -45,11 +45,15 @@ class Axis:
         if self.kind == "category":
             if value not in self.labels:
                 return math.nan
-            return self.labels.index(value) / (len(self.labels) - 1) if len(self.labels) > 1 else 0.5
+            return (
+                self.labels.index(value) / (len(self.labels) - 1) if len(self.labels) > 1 else 0.5
+            )
         x = _number(value, self.kind == "log")
         if x is None or self.lo is None or self.hi is None:
             return math.nan
-        lo, hi = (math.log10(self.lo), math.log10(self.hi)) if self.kind == "log" else (self.lo, self.hi)
+        lo, hi = (
+            (math.log10(self.lo), math.log10(self.hi)) if self.kind == "log" else (self.lo, self.hi)
+        )
         if hi == lo:
             return 0.5
         return min(1.0, max(0.0, (x - lo) / (hi - lo)))
@@ -115,7 +119,11 @@ class Axes(list):
         moved = False
         for a in self[:-1]:
             value_here = config.get(a.name)
-            if a.kind != "category" and _number(value_here, False) is None and value_here is not None:
+            if (
+                a.kind != "category"
+                and _number(value_here, False) is None
+                and value_here is not None
+            ):
                 a.kind, a.lo, a.hi = "category", None, None  # words in a list's configurations
             moved = a.widen(value_here) or moved
         return self.metric.widen(value) or moved
@@ -129,8 +137,8 @@ def _axis(name: str, d: dict) -> Axis:
         return Axis(name, "log", float(d["lo"]), float(d["hi"]), fixed=True)
     values = d.get("values")
     if kind in ("choice", "grid") and values:
-        numbers = [_number(v, False) for v in values]
-        if all(n is not None for n in numbers):
+        numbers = [n for n in (_number(v, False) for v in values) if n is not None]
+        if len(numbers) == len(values):
             return Axis(name, "number", min(numbers), max(numbers), fixed=True)
         return Axis(name, "category", labels=list(values), fixed=True)
     return Axis(name)

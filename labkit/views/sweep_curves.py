@@ -43,7 +43,7 @@ from .sweep_style import PALETTE, config_words, fmt
 __all__ = ["SweepCurves"]
 
 _LINE = ("xs", "ys", "trial", "status", "color", "alpha", "width", "config", "value")
-_EMPTY = ([], [], -1, "", "#000000", 0.0, 0.0, "", "")
+_EMPTY: tuple = ([], [], -1, "", "#000000", 0.0, 0.0, "", "")
 _BAND_COLOR = "#5b7fa6"
 
 
@@ -70,7 +70,11 @@ class SweepCurves:
         fig.add_tools(
             HoverTool(
                 renderers=[drawn],
-                tooltips=[("trial", "@trial (@status)"), ("config", "@config"), ("value", "@value")],
+                tooltips=[
+                    ("trial", "@trial (@status)"),
+                    ("config", "@config"),
+                    ("value", "@value"),
+                ],
             )
         )
         fig.xaxis.axis_label = "step"
@@ -106,25 +110,25 @@ class SweepCurves:
         gone = [i for i in self._slot if i not in lines]
         patches: dict[int, list] = {}
         for trial in gone:
-            slot = self._slot.pop(trial)
-            self._free.append(slot)
-            self._patch(patches, slot, _EMPTY)
+            freed = self._slot.pop(trial)
+            self._free.append(freed)
+            self._patch(patches, freed, _EMPTY)
         came = [i for i in lines if i not in self._slot]
         redraw = {i for i in changed if i in lines} | set(came)
         if best_id != self._best:  # the old best's width and the new one's
             redraw |= {i for i in (self._best, best_id) if i in lines}
             self._best = best_id
-        new = []
+        new: list[tuple] = []
         for t in feed.trials(sorted(redraw)):
             row = self._row(t, best_id)
             slot = self._slot.get(t.id)
             if slot is None and self._free:
                 slot = self._slot[t.id] = self._free.pop()
-            if slot is None:
+            if slot is not None:
+                self._patch(patches, slot, row)
+            else:
                 self._slot[t.id] = len(self._sent) + len(new)
                 new.append(row)
-            else:
-                self._patch(patches, slot, row)
         if patches:
             self.lines.patch({_LINE[k]: cells for k, cells in patches.items()})
         if new:
@@ -163,7 +167,10 @@ class SweepCurves:
         faded = t.status in ("stopped", "failed", "cancelled") and t.id != best_id
         return (
             [s for s, _ in t.curve],
-            [v if isinstance(v, (int, float)) and math.isfinite(v) else math.nan for _, v in t.curve],
+            [
+                v if isinstance(v, (int, float)) and math.isfinite(v) else math.nan
+                for _, v in t.curve
+            ],
             t.id,
             str(t.status),
             PALETTE[t.id % len(PALETTE)],
@@ -177,6 +184,7 @@ class SweepCurves:
 def _same_floats(a: list, b: list) -> bool:
     """Equal lists of values, NaN equal to NaN."""
     return len(a) == len(b) and all(
-        x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+        x == y
+        or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
         for x, y in zip(a, b, strict=True)
     )

@@ -369,12 +369,10 @@ class SweepFeed:
             if self._ranked:
                 return self._trials[self._ranked[0][1]].view()
             sign = 1 if self.mode == "max" else -1
-            running = [
-                self._trials[i] for i in self._running if _finite(self._trials[i].best)
-            ]
+            running = [self._trials[i] for i in self._running if _finite(self._trials[i].best)]
             if not running:
                 return None
-            return max(running, key=lambda t: (sign * t.best, -t.id)).view()
+            return max(running, key=lambda t: (sign * (t.best or 0.0), -t.id)).view()
 
     def lines(self) -> set[int]:
         """The trials drawn as lines: every one up to :data:`LINES`, else the running and best."""

@@ -30,6 +30,7 @@ from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss l
     HoverTool,
     LabelSet,
     LinearColorMapper,
+    Range1d,
 )
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
@@ -48,9 +49,7 @@ class SweepParallel:
     """The parallel coordinates of one sweep; :meth:`paint` it whole, then :meth:`update`."""
 
     def __init__(self, height: int = 260):
-        self.source = ColumnDataSource(
-            {c: [] for c in _LINE}, name="labkit-sweep-parallel-lines"
-        )
+        self.source = ColumnDataSource({c: [] for c in _LINE}, name="labkit-sweep-parallel-lines")
         self.best = ColumnDataSource({"xs": [], "ys": []}, name="labkit-sweep-parallel-best")
         self.ticks = ColumnDataSource({"x": [], "y": [], "text": []})
         self.colors = LinearColorMapper(palette=Viridis256, nan_color="#b0b0b0")
@@ -59,7 +58,7 @@ class SweepParallel:
             height=height,
             tools="pan,wheel_zoom,reset",
             sizing_mode="stretch_width",
-            y_range=(-0.08, 1.08),
+            y_range=Range1d(start=-0.08, end=1.08),
         )
         self.glyph = fig.multi_line(
             xs="xs",
@@ -70,10 +69,20 @@ class SweepParallel:
             line_width=1,
         ).glyph
         fig.multi_line(xs="xs", ys="ys", source=self.best, line_color="#d62728", line_width=3.5)
-        fig.add_layout(LabelSet(x="x", y="y", text="text", source=self.ticks, text_font_size="8pt",
-                                x_offset=3, text_color="#555"))
-        fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("config", "@config"),
-                                          ("value", "@value")]))
+        fig.add_layout(
+            LabelSet(
+                x="x",
+                y="y",
+                text="text",
+                source=self.ticks,
+                text_font_size="8pt",
+                x_offset=3,
+                text_color="#555",
+            )
+        )
+        fig.add_tools(
+            HoverTool(tooltips=[("trial", "@trial"), ("config", "@config"), ("value", "@value")])
+        )
         fig.yaxis.visible = False
         fig.ygrid.visible = False
         self.figure = named(fig, "labkit-sweep-parallel")
@@ -111,7 +120,8 @@ class SweepParallel:
         if widened:
             self._draw_all(all_trials())
         else:
-            new, patches = [], {"ys": [], "value": []}
+            new: list[tuple] = []
+            patches: dict[str, list] = {"ys": [], "value": []}
             for t in trials:
                 row = self._values(t)
                 at = self._row.get(t.id)
@@ -131,8 +141,12 @@ class SweepParallel:
         self._send_best(best)
 
     def _values(self, t) -> tuple:
-        value = t.value if isinstance(t.value, (int, float)) and math.isfinite(t.value) else math.nan
-        places = [round(p, 5) if not math.isnan(p) else math.nan for p in self.axes.place(t.config, value)]
+        value = (
+            t.value if isinstance(t.value, (int, float)) and math.isfinite(t.value) else math.nan
+        )
+        places = [
+            round(p, 5) if not math.isnan(p) else math.nan for p in self.axes.place(t.config, value)
+        ]
         return (list(range(len(self.axes))), places, value, t.id, config_words(t.config))
 
     def _send_best(self, best) -> None:
@@ -141,7 +155,10 @@ class SweepParallel:
             return
         self._best = line
         n = len(self.axes)
-        self.best.data = {"xs": [list(range(n))] if line else [], "ys": [list(line[1])] if line else []}
+        self.best.data = {
+            "xs": [list(range(n))] if line else [],
+            "ys": [list(line[1])] if line else [],
+        }
 
     def _draw_axes(self) -> None:
         n = len(self.axes)
@@ -161,4 +178,3 @@ class SweepParallel:
         alpha = round(min(0.6, max(0.03, 30.0 / max(n, 1))), 2)
         if self.glyph.line_alpha != alpha:
             self.glyph.line_alpha = alpha
-

@@ -50,8 +50,9 @@ class SweepPlots:
 
     def __init__(self, sweeps: Sweeps, names=None):
         self.sweeps = sweeps
-        self.picker = named(Select(title="sweep", value="", options=[], width=420),
-                            "labkit-sweep-picker")
+        self.picker = named(
+            Select(title="sweep", value="", options=[], width=420), "labkit-sweep-picker"
+        )
         self.picker.on_change("value", self._on_pick)
         self.status = named(Div(text=NO_SWEEP, sizing_mode="stretch_width"), "labkit-sweep-status")
         self.table = SweepTable(names)

@@ -87,8 +87,8 @@ class SweepShelf:
             if event.kind == "sweep":  # followed from the start: its events will say it all
                 with self._lock:
                     self._heard.add(run)
-                    feed = self._feeds[run] = SweepFeed(run, event.detail.get("name"))
-                    feed.started = event.time
+                    begun = self._feeds[run] = SweepFeed(run, event.detail.get("name"))
+                    begun.started = event.time
             return
         feed = self._feeds.get(run)
         if feed is None:
@@ -99,17 +99,16 @@ class SweepShelf:
                 return
             feed = self._adopt(run, held)
         feed(event)
-        if self._sink is not None:
+        sink = self._sink
+        if sink is not None:
             for task_event in self.tasks(event):
-                self._sink(task_event)
+                sink(task_event)
 
     def _held(self) -> dict:
         held: dict = {}
         for s in self._schedulers:
             runs = s.runs() if callable(getattr(s, "runs", None)) else {}
-            held.update(
-                {k: v for k, v in runs.items() if self._only is None or k == self._only}
-            )
+            held.update({k: v for k, v in runs.items() if self._only is None or k == self._only})
         return held
 
     def _adopt(self, run: str, held: Any) -> SweepFeed:
@@ -130,8 +129,10 @@ class SweepShelf:
 
     def _tell(self, feed: SweepFeed, held: Any, status: str) -> None:
         """What the sink missed of a sweep begun before: its run's start, its running trials."""
+        sink = self._sink
+        if sink is None:
+            return
         for event in self.tasks.seed(feed.run, feed.started, held.name, feed.timeline()):
-            self._sink(event)
+            sink(event)
         if status not in ("running", "pending"):
-            self._sink(RunFinished(feed.run, ok=status == "finished", cancelled=status == "cancelled"))
-
+            sink(RunFinished(feed.run, ok=status == "finished", cancelled=status == "cancelled"))

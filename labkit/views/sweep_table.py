@@ -58,7 +58,7 @@ _STATUS = (
 _VALUE = (
     '<%- (typeof value === "number") ? (isNaN(value) ? "–" : '
     "(Number.isInteger(value) && Math.abs(value) < 1e6 ? String(value) : value.toPrecision(4)))"
-    ' : value %>'
+    " : value %>"
 )
 
 _REDRAW = "for (const view of Bokeh.index.find(table)) view.updateGrid()"
@@ -113,7 +113,8 @@ class SweepTable:
     def update(self, trials, best: int | None) -> None:
         """Stream the new trials, patch the changed cells (the star moves with the best)."""
         fields = self.fields
-        new, patches = [], {}
+        new: list[tuple] = []
+        patches: dict[int, list] = {}
         for t in trials:
             row = self._values(t, best)
             at = self._row.get(t.id)

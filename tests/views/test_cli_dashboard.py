@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import ROOT
 from tests.helpers import port_is_free
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

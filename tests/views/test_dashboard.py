@@ -14,7 +14,6 @@ from labkit.views.dashboard import dashboard, running_url, stop_dashboard
 from tests.browser import chromium, screenshot
 from tests.helpers import SlowPCA, port_is_free
 
-
 # Reads the number of rows of a named model's data source in the page's Bokeh document.
 ROWS_JS = """(name) => {
     if (!window.Bokeh || !Bokeh.documents.length) return -1;
