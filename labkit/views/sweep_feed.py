@@ -337,8 +337,12 @@ class SweepFeed:
             top = [i for _, i in self._ranked[:BEST_LINES]]
             moved = set(top).symmetric_difference(self._top)
             self._top = top
+            entering = {}
             for i in {*changed, *moved}:
-                self._place(self._trials[i])
+                curve = self._place(self._trials[i])
+                if curve is not None:
+                    entering[i] = curve
+            self.band.update(entering)
 
     def _rank(self, t: _Trial, sign: int) -> None:
         key = None
@@ -354,13 +358,15 @@ class SweepFeed:
             bisect.insort(self._ranked, key)
             self._keys[t.id] = key
 
-    def _place(self, t: _Trial) -> None:
-        """In the band, or out of it: ended, with a curve, and not among the best."""
+    def _place(self, t: _Trial) -> list | None:
+        """Out of the band, or the curve it enters with: ended, with a curve, not among the best."""
         inside = t.status in _ENDED and bool(t.curve) and t.id not in self._top
         if not inside:
             self.band.remove(t.id)
-        elif self.band.curve(t.id) != tuple((s, v) for s, v in t.curve if _finite(v)):
-            self.band.add(t.id, t.curve)
+            return None
+        if self.band.curve(t.id) != tuple((s, v) for s, v in t.curve if _finite(v)):
+            return t.curve
+        return None
 
     def best(self) -> TrialView | None:
         """The best trial as ``SweepResult.best`` picks it; while none ended, the best running."""

@@ -38,11 +38,12 @@ from bokeh.transform import transform
 
 from .node_panel import named
 from .sweep_axes import Axes
-from .sweep_style import config_words
 
 __all__ = ["SweepParallel"]
 
-_LINE = ("xs", "ys", "value", "trial", "config")
+# no configuration words a line: at 10,000 trials they would be a third of the first paint;
+# the table (sorted by a parameter) tells them
+_LINE = ("xs", "ys", "value", "trial")
 
 
 class SweepParallel:
@@ -80,9 +81,7 @@ class SweepParallel:
                 text_color="#555",
             )
         )
-        fig.add_tools(
-            HoverTool(tooltips=[("trial", "@trial"), ("config", "@config"), ("value", "@value")])
-        )
+        fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("value", "@value")]))
         fig.yaxis.visible = False
         fig.ygrid.visible = False
         self.figure = named(fig, "labkit-sweep-parallel")
@@ -145,9 +144,10 @@ class SweepParallel:
             t.value if isinstance(t.value, (int, float)) and math.isfinite(t.value) else math.nan
         )
         places = [
-            round(p, 5) if not math.isnan(p) else math.nan for p in self.axes.place(t.config, value)
+            round(p, 4) if not math.isnan(p) else math.nan for p in self.axes.place(t.config, value)
         ]
-        return (list(range(len(self.axes))), places, value, t.id, config_words(t.config))
+        value = float(f"{value:.6g}") if not math.isnan(value) else math.nan
+        return (list(range(len(self.axes))), places, value, t.id)
 
     def _send_best(self, best) -> None:
         line = None if best is None else (best.id, tuple(self._values(best)[1]))
