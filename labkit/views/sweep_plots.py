@@ -77,7 +77,6 @@ class SweepPlots:
         self._best: int | None = None
         self._options: list = []
         self._pacer, self._next = Pacer(), 0.0
-        self.ticks = 0  # ticks that sent something (for tests and benchmarks)
 
     def update(self) -> None:
         """Look at the sweeps and send what changed, paced as a board's writer is."""
@@ -148,7 +147,6 @@ class SweepPlots:
         self.parallel.paint(feed.space, feed.metric, feed.mode, trials, self._best)
         self.status.text = _status(feed, best)
         self.board.visible = True
-        self.ticks += 1
 
     def _send_changes(self, feed: SweepFeed) -> None:
         """What changed in the picked sweep since the last tick, and only that."""
@@ -169,7 +167,6 @@ class SweepPlots:
         text = _status(feed, best)
         if text != self.status.text:
             self.status.text = text
-        self.ticks += 1
 
 
 def _params(feed: SweepFeed, trials) -> list[str]:
