@@ -142,7 +142,8 @@ class StoreChanges:
                 continue
             r["config"] = json.loads(r["config"]) if r["config"] else {}
             r["metrics"] = json.loads(r["metrics"]) if r["metrics"] else None
-            if old is not None and (r["attempts"] or 0) > old[1]:  # restarted: reports again
+            if old is not None and (old[1] or 0) > 0 and (r["attempts"] or 0) > old[1]:
+                # it ran before and runs again: a restart dropped reports, read them whole
                 look.replaced[key] = self._reports_of(*key)
             self._remember(r["sweep"], r)
             look.trials.append(r)
