@@ -64,6 +64,20 @@ def test_each_look_returns_only_what_changed_since_the_last(tmp_path):
         reader.close()
 
 
+def _opened(path: str, name: str, run) -> Store:
+    """The store at ``path`` read-only, once the sweep ``name`` is in it."""
+    while True:
+        try:
+            reader = Store(path, readonly=True)
+        except lk.StorageError:  # not made yet
+            run.wait(0.05)
+            continue
+        if name in reader.sweep_names():
+            return reader
+        reader.close()
+        run.wait(0.05)
+
+
 def test_a_real_sweeps_looks_add_up_to_its_result(tmp_path):
     path = str(tmp_path / "real.db")
     reader = None
@@ -72,16 +86,7 @@ def test_a_real_sweeps_looks_add_up_to_its_result(tmp_path):
                        trials=10, metric="acc", mode="max", scheduler=s, store=path,
                        name="real", wait=False)
         try:
-            while reader is None:                        # the sweep made its store
-                try:
-                    reader = Store(path, readonly=True)
-                    if "real" not in reader.sweep_names():
-                        reader.close()
-                        reader = None
-                except lk.StorageError:
-                    reader = None
-                if reader is None:
-                    run.wait(0.05)
+            reader = _opened(path, "real", run)
             changes = StoreChanges(reader)
             rows, curves = {}, {}
             looks = [changes.look()]
