@@ -7,7 +7,7 @@ The room is built of three kinds of parts, named so you can tell which is which:
   nodes and task spans), :mod:`.progress` (its runs, phases and fits),
   :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_tracker` (a
   sweep's trials), :mod:`.sweep_feed` (a sweep folded so a reader asks what
-  changed since a mark; its :mod:`.sweep_band` of quantiles and the
+  changed since a mark; its :mod:`.sweep_rank`, :mod:`.sweep_band` of quantiles and the
   :mod:`.sweep_axes` of its parallel coordinates), :mod:`.sweep_shelf` and
   :mod:`.store_shelf` (the sweeps a dashboard lists: a scheduler's, a store's)
   and :mod:`.trial_tasks` (trials as the tasks a scheduler's views count).

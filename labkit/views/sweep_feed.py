@@ -30,7 +30,6 @@ Examples
 
 from __future__ import annotations
 
-import bisect
 import collections
 import math
 import threading
@@ -46,6 +45,7 @@ from ..events import (
     TrialStarted,
 )
 from .sweep_band import Band
+from .sweep_rank import Ranking
 from .sweep_tracker import TrialView
 
 __all__ = ["SweepFeed", "LINES", "BEST_LINES"]
@@ -113,9 +113,7 @@ class SweepFeed:
         self._lock = threading.RLock()
         # settled by readers (under the lock): the ranking, the lines and the band
         self._settled = 0
-        self._ranked: list[tuple] = []  # (key, id): the best first
-        self._keys: dict[int, tuple] = {}
-        self._ranked_mode = self.mode
+        self.ranking = Ranking(self.mode)
         self._top: list[int] = []
         self.band = Band()
 
@@ -325,16 +323,16 @@ class SweepFeed:
     def settle(self) -> None:
         """Bring the ranking and the band up to the trials changed since the last settling."""
         with self._lock:
-            if self.mode != self._ranked_mode:  # ranked the other way round: rank every trial
-                self._ranked_mode, self._ranked, self._keys, self._settled = self.mode, [], {}, 0
+            if self.mode != self.ranking.mode:  # ranked the other way round: rank every trial
+                self.ranking, self._settled = Ranking(self.mode), 0
             _, changed = self.changes(self._settled)
             self._settled = self._mark
             if not changed:
                 return
-            sign = 1 if self.mode == "max" else -1
             for i in changed:
-                self._rank(self._trials[i], sign)
-            top = [i for _, i in self._ranked[:BEST_LINES]]
+                t = self._trials[i]
+                self.ranking.place(i, t.value if t.status in _RANKED else None)
+            top = self.ranking.top(BEST_LINES)
             moved = set(top).symmetric_difference(self._top)
             self._top = top
             entering = {}
@@ -343,20 +341,6 @@ class SweepFeed:
                 if curve is not None:
                     entering[i] = curve
             self.band.update(entering)
-
-    def _rank(self, t: _Trial, sign: int) -> None:
-        key = None
-        if t.status in _RANKED and t.value is not None and math.isfinite(t.value):
-            key = (-sign * t.value, t.id)
-        old = self._keys.get(t.id)
-        if old == key:
-            return
-        if old is not None:
-            del self._ranked[bisect.bisect_left(self._ranked, old)]
-            del self._keys[t.id]
-        if key is not None:
-            bisect.insort(self._ranked, key)
-            self._keys[t.id] = key
 
     def _place(self, t: _Trial) -> list | None:
         """Out of the band, or the curve it enters with: ended, with a curve, not among the best."""
@@ -372,8 +356,8 @@ class SweepFeed:
         """The best trial as ``SweepResult.best`` picks it; while none ended, the best running."""
         with self._lock:
             self.settle()
-            if self._ranked:
-                return self._trials[self._ranked[0][1]].view()
+            if len(self.ranking):
+                return self._trials[self.ranking.top(1)[0]].view()
             sign = 1 if self.mode == "max" else -1
             running = [self._trials[i] for i in self._running if _finite(self._trials[i].best)]
             if not running:
