@@ -91,24 +91,29 @@ def _serve_store(path: str, port: int) -> subprocess.Popen:
 
 @pytest.mark.needs("chromium")
 def test_cli_serves_a_stores_sweeps_live_while_another_process_writes_them(tmp_path):
+    import labkit as lk
     from tests.browser import chromium, screenshot
+    from tests.experiments import functions as F
     path = str(tmp_path / "sweeps.db")
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, path], cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": ROOT})
+    lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
+             store=path, name="earlier")                 # a store with a sweep in it
     port = _free_port()
-    server = None
+    server, writer = _serve_store(path, port), None
     try:
-        deadline = time.time() + 60                       # the sweep made its store
-        while not os.path.exists(path) and writer.poll() is None and time.time() < deadline:
-            time.sleep(0.05)
-        server = _serve_store(path, port)
         url = _read_url(server)
         assert url == f"http://127.0.0.1:{port}/labkit"
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1200, "height": 1300})
             page.goto(url)
             page.wait_for_function(f"() => {{ const v = ({STATUS_JS})(); return v && "
-                                   "v.options.some(o => o.includes('written-elsewhere')); }",
+                                   "v.options.some(o => o.includes('earlier')); }",
+                                   timeout=60000)
+            writer = subprocess.Popen([sys.executable, "-c", WRITER, path], cwd=ROOT,
+                                      env={**os.environ, "PYTHONPATH": ROOT})
+            # the new sweep comes into the picker, picked (the newest), and grows
+            page.wait_for_function(f"() => {{ const v = ({STATUS_JS})(); return "
+                                   "v.options[0].includes('written-elsewhere') && "
+                                   "v.text.includes('sweep written-elsewhere'); }",
                                    timeout=60000)
             seen = []                                     # completed trials shown, over time
             while writer.poll() is None:
@@ -118,6 +123,7 @@ def test_cli_serves_a_stores_sweeps_live_while_another_process_writes_them(tmp_p
             page.wait_for_function(f"() => ({STATUS_JS})().completed == 30", timeout=60000)
             final = page.evaluate(STATUS_JS)
             assert "sweep written-elsewhere" in final["text"] and "ended" in final["text"]
+            assert len(final["options"]) == 2 and "earlier" in final["options"][1]
             table = page.evaluate("""() => Bokeh.documents[0]
                 .get_model_by_name("labkit-sweep-table-source").data.status.length""")
             assert table == 30
@@ -131,8 +137,7 @@ def test_cli_serves_a_stores_sweeps_live_while_another_process_writes_them(tmp_p
             if process is not None and process.poll() is None:
                 process.kill()
                 process.communicate()
-    grown = sorted(set(seen))
-    assert len(grown) >= 3 and seen == sorted(seen), seen  # it grew while the sweep wrote
+    assert len(set(seen)) >= 3 and seen == sorted(seen), seen  # it grew while the sweep wrote
     assert port_is_free(port)
 
 

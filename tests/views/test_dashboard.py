@@ -256,7 +256,7 @@ def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one():
                          name="first-sweep")
         reported, unsubscribe = _first_report(s)
         second = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 8},
-                          trials=6, metric="acc", mode="max", scheduler=s, store=None, seed=1,
+                          trials=8, metric="acc", mode="max", scheduler=s, store=None, seed=1,
                           name="second-sweep", wait=False)
         assert reported.wait(60)
         unsubscribe()
@@ -278,12 +278,12 @@ def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one():
             screenshot(page, "dashboard-sweep-running")
             second.result(timeout=120)
             _wait_model(page, "labkit-sweep-status", "text",
-                        "v.includes('6 completed') && v.includes('finished')")
+                        "v.includes('8 completed') && v.includes('finished')")
             _wait_model(page, "labkit-sweep-table-source", "data",
-                        "v.status.length == 6 && v.status.every(x => x == 'completed')")
+                        "v.status.length == 8 && v.status.every(x => x == 'completed')")
             lines = _model(page, "labkit-sweep-lines", "data")
-            assert sorted(t for t in lines["trial"] if t >= 0) == list(range(6))
-            assert sum(map(len, lines["ys"])) == 6 * 8           # every report, once
+            assert sorted(t for t in lines["trial"] if t >= 0) == list(range(8))
+            assert sum(map(len, lines["ys"])) == 8 * 8           # every report, once
             # a reader picks the ended one: its board, its trials
             page.locator(".labkit-sweep-picker select").select_option(label=options[1][1])
             _wait_model(page, "labkit-sweep-status", "text", "v.includes('first-sweep')")
@@ -312,7 +312,7 @@ def test_opened_before_a_sweep_its_trials_are_busy_slots_of_the_worker_named_as_
             page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
                                    timeout=30000)
             run = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 10},
-                           trials=4, metric="acc", mode="max", scheduler=s, store=None,
+                           trials=6, metric="acc", mode="max", scheduler=s, store=None,
                            name="slow-sweep", wait=False)
             source = "labkit-device-load-source"
             _wait_model(page, source, "data", "v.label.length == 1 && "
@@ -327,5 +327,5 @@ def test_opened_before_a_sweep_its_trials_are_busy_slots_of_the_worker_named_as_
             assert not run.done()                              # all of it while trials ran
             screenshot(page, "dashboard-sweep-busy")
             run.result(timeout=120)
-            _wait_model(page, "labkit-run-progress", "text", "v.includes('4 trials done')")
+            _wait_model(page, "labkit-run-progress", "text", "v.includes('6 trials done')")
             _wait_model(page, source, "data", "v.label[0].includes('0/2 threads busy')")
