@@ -2,7 +2,8 @@
 
   labkit demo        train a flow in parallel on a local Dask cluster (``--serve``: and keep
                      its live Bokeh dashboard open until Ctrl-C)
-  labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster
+  labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster, or of a
+                     sweep store (``--store STORE``)
   labkit lab         start JupyterLab on labkit's demo notebooks
 
 ``labkit COMMAND --help`` tells more about each, ``labkit --version`` prints the
@@ -26,12 +27,13 @@ import labkit
 from .constraints import Interval, Rule, check_argument
 from .demo import run_demo
 from .errors import InputError
-from .serving import serve_dashboard, serve_demo
+from .serving import serve_dashboard, serve_demo, serve_store_dashboard
 
 __all__ = [
     "main",
     "version",
     "serve_dashboard",
+    "serve_store_dashboard",
     "serve_demo",
     "lab_command",
     "default_notebooks",
@@ -115,16 +117,22 @@ def _dashboard_parser(commands: Any) -> argparse.ArgumentParser:
     """``labkit dashboard``'s parser."""
     board: argparse.ArgumentParser = commands.add_parser(
         "dashboard",
-        help="serve the live Bokeh dashboard of a Dask cluster",
+        help="serve the live Bokeh dashboard of a Dask cluster, or of a sweep store",
         description="Connect to a running Dask scheduler and serve labkit's Bokeh dashboard "
-        "of it (task progress, per-worker load, task stream) on 127.0.0.1, "
+        "of it (task progress, per-worker load, task stream, sweeps), or serve the boards "
+        "of every sweep in a sweep store (live while a sweep writes to it), on 127.0.0.1, "
         "printing 'labkit dashboard: URL', until Ctrl-C (SIGINT) or SIGTERM.",
     )
-    board.add_argument(
+    what = board.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--scheduler",
-        required=True,
         metavar="ADDRESS",
         help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786",
+    )
+    what.add_argument(
+        "--store",
+        metavar="STORE",
+        help="a sweep store (the SQLite file lk.sweep(..., store=...) writes): its sweeps' boards",
     )
     board.add_argument(
         "--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"
@@ -359,9 +367,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    """``labkit dashboard``: serve a running cluster's dashboard until SIGINT or SIGTERM."""
+    """``labkit dashboard``: serve a cluster's (or a store's) dashboard until SIGINT or SIGTERM."""
     if _refused("dashboard", port=(args.port, PORT)):
         return 2
+    if args.store is not None:
+        return serve_store_dashboard(args.store, args.port, args.allow_websocket_origin)
     return serve_dashboard(
         args.scheduler,
         args.port,
