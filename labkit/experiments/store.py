@@ -44,6 +44,7 @@ import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
@@ -279,6 +280,24 @@ class Store(WriteQueue):
             )
 
         self.call(write)
+
+    def keep_rule_state(self, sweep: str, take: Callable[[], dict | None]) -> None:
+        """Store ``take()`` as the sweep's rule state once a commit, when it gives one.
+
+        ``take`` returns the state if it changed since it was last taken, else
+        None; the writer asks it before each commit and when the store closes,
+        so a state that grows with the sweep is built and encoded a few times a
+        second at most, not at every decision.
+        """
+
+        def keeper():
+            state = take()
+            if state is None:
+                return None
+            return ("INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)",
+                    (sweep, _json(state), time.time()), False)
+
+        self.keep(keeper)
 
     def rule_state(self, sweep: str) -> dict | None:
         """What the sweep's rule kept, or None (none kept, or a store of schema version 0)."""
