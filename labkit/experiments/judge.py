@@ -44,6 +44,8 @@ class Judge:
         rule, or a store that holds none (written before rules kept theirs)
         rebuilds its records by replaying the stored reports instead.
         """
+        if self.rule is None:  # nothing decides on the curves: none to know
+            return
         for record in records:
             self._hook("on_trial_add", record.id)
             for step, metrics, _ in record.history:

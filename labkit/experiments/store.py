@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import sqlite3
@@ -47,11 +46,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, StorageError
 from . import claims
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
-from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable
+from .report_ops import Compact, Drop, Reports, coalesce, paused_gc, read_reports
+from .status import Status
+from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, schema_version
+from .store_values import real as _real
+from .store_values import to_json as _json
+from .store_values import unreal as _unreal
 from .write_queue import COMMIT_EVERY, WriteQueue
 
 __all__ = ["Store", "COMMIT_EVERY", "SCHEMA", "SCHEMA_VERSION"]
@@ -83,6 +87,8 @@ class Store(WriteQueue):
             if where is not None and self.readonly
             else open_writable(where, uri)
         )
+        #: The file's schema version (a store opened to read only is not migrated)
+        self.version = schema_version(conn)
         super().__init__(conn, where)
 
     # -- sweeps --------------------------------------------------------------------------
@@ -166,27 +172,13 @@ class Store(WriteQueue):
         self, sweep: str, trial: int, attempt: int, reports: list, progress: tuple | None = None
     ) -> None:
         """Reports ``[(step, metrics, time), ...]`` of one trial; ``progress``: its
-        ``(value, best, step)`` now.  Encoded by the writer, not the caller."""
-
-        def write(conn):
-            conn.executemany(
-                "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
-                [(sweep, trial, step, _json(m), t, attempt) for step, m, t in reports],
-            )
-            if progress is not None:
-                conn.execute(
-                    "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
-                    (*map(_real, progress), sweep, trial),
-                )
-
-        self.call(write)
+        ``(value, best, step)`` now.  Packed by the writer, not the caller: the
+        reports of a trial that one commit carries become one row (:mod:`.report_ops`)."""
+        self.call(Reports(sweep, trial, attempt, reports, progress))
 
     def drop_reports(self, sweep: str, trial: int, from_step: int) -> None:
         """Forget reports of ``trial`` from ``from_step`` on (a restart reports them again)."""
-        self.put(
-            "DELETE FROM reports WHERE sweep = ? AND trial = ? AND step >= ?",
-            (sweep, trial, from_step),
-        )
+        self.call(Drop(sweep, trial, from_step))
 
     def trial_pending(self, sweep: str, trial: int) -> None:
         """An interrupted trial waits to run again (a resumed sweep)."""
@@ -226,6 +218,8 @@ class Store(WriteQueue):
                 trial,
             ),
         )
+        if str(status) in _ENDED:  # its reports are read back as one pack from now on
+            self.call(Compact(sweep, trial))
 
     def trial_ended(self, sweep: str, record: TrialRecord) -> None:
         """The end of a trial, as its record says (queued)."""
@@ -246,27 +240,71 @@ class Store(WriteQueue):
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
         reports = self.reports(sweep)
-        return [TrialRecord.of(row, reports.get(row["id"], [])) for row in self.trials(sweep)]
+        rows = self._trial_rows(sweep)
+        with paused_gc():
+            return [
+                TrialRecord(
+                    id=t[0], config=t[1], status=t[2], metrics=t[3],
+                    history=reports.get(t[0], []), value=t[4], best=t[5], step=t[6],
+                    error=t[7], traceback=t[8], reason=t[9], attempts=t[10], worker=t[11],
+                    started=t[12], ended=t[13],
+                )  # fmt: skip
+                for t in rows
+            ]
 
     def trials(self, sweep: str) -> list[dict]:
         """Every trial of ``sweep`` in id order, configuration and metrics decoded."""
-        rows = self.read("SELECT * FROM trials WHERE sweep = ? ORDER BY id", (sweep,))
-        for row in rows:
-            row["config"] = json.loads(row["config"])
-            row["metrics"] = json.loads(row["metrics"]) if row["metrics"] else None
-            for key in ("value", "best", "step"):
-                row[key] = _unreal(row[key])
-        return rows
+        names = _TRIAL_COLUMNS.split(", ")
+        return [dict(zip(names, row, strict=True)) for row in self._trial_rows(sweep)]
+
+    def _trial_rows(self, sweep: str) -> list[tuple]:
+        """The trials' rows (:data:`_TRIAL_COLUMNS`), their JSON and NaNs decoded."""
+        with self.connection() as conn:
+            try:
+                rows = conn.execute(
+                    f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE sweep = ? ORDER BY id", (sweep,)
+                ).fetchall()
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+        with paused_gc():
+            # one JSON document for every configuration (and one for every metrics):
+            # a json.loads a trial costs more in calls than in decoding
+            configs = json.loads("[" + ",".join(r[1] for r in rows) + "]")
+            metrics = json.loads("[" + ",".join(r[3] or "null" for r in rows) + "]")
+            return [
+                (r[0], config, _STATUS.get(r[2], r[2]), final, *map(_unreal, r[4:7]), *r[7:])
+                for r, config, final in zip(rows, configs, metrics, strict=True)
+            ]
 
     def reports(self, sweep: str) -> dict[int, list]:
         """``{trial: [(step, metrics, time), ...]}`` in the order they were reported."""
-        out: dict[int, list] = {}
-        for r in self.read(
-            "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid",
-            (sweep,),
-        ):
-            out.setdefault(r["trial"], []).append((r["step"], json.loads(r["metrics"]), r["time"]))
-        return out
+        with self.connection() as conn:
+            try:
+                if self.version >= 2:
+                    return read_reports(conn, sweep)
+                return _read_legacy_reports(conn, sweep)
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+
+    def last_report_time(self, sweep: str) -> float | None:
+        """When the newest stored report of ``sweep`` was made (None: none stored)."""
+        sql = (
+            "SELECT MAX(last) FROM report_packs WHERE sweep = ?"
+            if self.version >= 2
+            else "SELECT MAX(time) FROM reports WHERE sweep = ?"
+        )
+        with self.connection() as conn:
+            try:
+                return conn.execute(sql, (sweep,)).fetchall()[0][0]
+            except sqlite3.Error as exc:
+                raise self._read_error(exc) from exc
+
+    def _read_error(self, exc: sqlite3.Error) -> StorageError:
+        return StorageError(f"reading the store failed: {exc}", path=self.where)
+
+    def _coalesce(self, batch: list) -> list:
+        """A trial's reports that one commit carries are merged into one pack."""
+        return coalesce(batch)
 
     # -- early-stopping rules -------------------------------------------------------------
 
@@ -364,31 +402,22 @@ class Store(WriteQueue):
         return f"<labkit sweep store {self.path or 'in memory'}>"
 
 
-def _real(value):
-    """A number for a REAL column: NaN as the text 'NaN' (SQLite would store NULL, read as None)."""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    return value
+#: The trials' columns a record is made of, in the order read.
+_TRIAL_COLUMNS = (
+    "id, config, status, metrics, value, best, step, error, traceback, reason, attempts, "
+    "worker, started, ended"
+)
+_STATUS = {s.value: s for s in Status}
+_ENDED = frozenset(s.value for s in Status if s.ended)
 
 
-def _unreal(value):
-    """A REAL column's value back: the text 'NaN' as NaN."""
-    return float(value) if isinstance(value, str) else value
-
-
-def _json(value) -> str:
-    """``value`` as JSON; numpy scalars as their numbers, what else JSON cannot hold as its repr."""
-    return json.dumps(value, default=_plain)
-
-
-def _plain(value):
-    """A value JSON holds for ``value``: a numpy scalar's number (reads back equal), else its repr."""
-    item = getattr(value, "item", None)
-    if callable(item) and type(value).__module__ == "numpy":
-        try:
-            plain = item()
-        except (TypeError, ValueError):  # an array of more than one value
-            return repr(value)
-        if isinstance(plain, (bool, int, float, str)):
-            return plain
-    return repr(value)
+def _read_legacy_reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
+    """Reports of a store of schema version 0 or 1 opened to read only (a JSON row a report)."""
+    out: dict[int, list] = {}
+    rows = conn.execute(
+        "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid", (sweep,)
+    ).fetchall()
+    with paused_gc():
+        for trial, step, metrics, t in rows:
+            out.setdefault(trial, []).append((step, json.loads(metrics), t))
+    return out
