@@ -44,7 +44,9 @@ class Reports:
     def __call__(self, conn: sqlite3.Connection) -> None:
         sweep, trial = self.key
         if self.reports:
-            conn.execute(_INSERT, _row(sweep, trial, self.reports, [self.attempt] * len(self.reports)))
+            conn.execute(
+                _INSERT, _row(sweep, trial, self.reports, [self.attempt] * len(self.reports))
+            )
         if self.progress is not None:
             conn.execute(
                 "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
@@ -139,16 +141,18 @@ def read_reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
 def pack_rows(rows: list) -> Iterator[tuple]:
     """Rows for ``report_packs`` from rows ``(sweep, trial, step, metrics, time, attempt)``
     (decoded, in report order: a store of schema version 1 migrated)."""
-    key, reports, attempts = None, [], []
-    for sweep, trial, step, metrics, t, attempt in rows:
-        if (sweep, trial) != key:
+    sweep, trial = None, None
+    reports: list = []
+    attempts: list = []
+    for row_sweep, row_trial, step, metrics, t, attempt in rows:
+        if (row_sweep, row_trial) != (sweep, trial):
             if reports:
-                yield _row(*key, reports, attempts)
-            key, reports, attempts = (sweep, trial), [], []
+                yield _row(sweep, trial, reports, attempts)
+            sweep, trial, reports, attempts = row_sweep, row_trial, [], []
         reports.append((step, metrics, t))
         attempts.append(attempt)
     if reports:
-        yield _row(*key, reports, attempts)
+        yield _row(sweep, trial, reports, attempts)
 
 
 @contextmanager
@@ -168,7 +172,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _row(sweep: str, trial: int, reports: list, attempts: list) -> tuple:
+def _row(sweep: Any, trial: Any, reports: list, attempts: list) -> tuple:
     """A row of ``report_packs``: sweep, trial, how many, when the last was made, the pack."""
     return (sweep, trial, len(reports), _last_time(reports), pack(reports, attempts, plain))
 

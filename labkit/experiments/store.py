@@ -5,7 +5,9 @@ sweeps by name: the sweep (its space, metric, mode, seed, settings), its
 trials (configuration, status, final metrics, error and traceback, attempts,
 worker), every report (step, metrics, time) and each trial's latest
 checkpoint, inline up to :data:`~.checkpoints.INLINE_BYTES` and in a file of
-the folder ``<store>-checkpoints`` beyond.
+the folder ``<store>-checkpoints`` beyond.  A trial's reports are packed in a
+row (:mod:`.report_ops`: about 19 bytes a report), so ten thousand trials read
+back in a few tenths of a second (:mod:`.store_reads`).
 
 Writes never wait on the disk in a trial's path: they queue for one writer
 thread (:mod:`.write_queue`), which commits what it finds every
@@ -18,7 +20,7 @@ archived store on a read-only disk reads too.  One sweep at a time owns a
 name (:meth:`Store.claim`): a second one, in any thread or process sharing
 the file, is refused before it writes anything (:mod:`.claims`).  The
 schema carries a version (:mod:`.store_schema`); what an early-stopping rule
-keeps is stored with its sweep (:meth:`Store.rule_state`).
+keeps is stored with its sweep, taken once a commit (:meth:`Store.keep_rule_state`).
 
 Examples
 --------
@@ -47,15 +49,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError, StorageError
-from . import claims
+from . import claims, store_reads
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
-from .report_ops import Compact, Drop, Reports, coalesce, paused_gc, read_reports
+from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
 from .status import Status
 from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, schema_version
 from .store_values import real as _real
 from .store_values import to_json as _json
-from .store_values import unreal as _unreal
 from .write_queue import COMMIT_EVERY, WriteQueue
 
 __all__ = ["Store", "COMMIT_EVERY", "SCHEMA", "SCHEMA_VERSION"]
@@ -239,85 +240,42 @@ class Store(WriteQueue):
 
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
-        reports = self.reports(sweep)
-        rows = self._trial_rows(sweep)
+        reports = self._reading(store_reads.reports, sweep, self.version)
+        rows = self._reading(store_reads.trial_rows, sweep)
         with paused_gc():
             return [
                 TrialRecord(
-                    id=t[0], config=t[1], status=t[2], metrics=t[3],
-                    history=reports.get(t[0], []), value=t[4], best=t[5], step=t[6],
-                    error=t[7], traceback=t[8], reason=t[9], attempts=t[10], worker=t[11],
-                    started=t[12], ended=t[13],
-                )  # fmt: skip
-                for t in rows
+                    history=reports.get(row[0], []), **dict(zip(_COLUMNS, row, strict=True))
+                )
+                for row in rows
             ]
 
     def trials(self, sweep: str) -> list[dict]:
         """Every trial of ``sweep`` in id order, configuration and metrics decoded."""
-        names = _TRIAL_COLUMNS.split(", ")
-        return [dict(zip(names, row, strict=True)) for row in self._trial_rows(sweep)]
-
-    def _trial_rows(self, sweep: str) -> list[tuple]:
-        """The trials' rows (:data:`_TRIAL_COLUMNS`), their JSON and NaNs decoded."""
-        with self.connection() as conn:
-            try:
-                rows = conn.execute(
-                    f"SELECT {_TRIAL_COLUMNS} FROM trials WHERE sweep = ? ORDER BY id", (sweep,)
-                ).fetchall()
-            except sqlite3.Error as exc:
-                raise self._read_error(exc) from exc
-        with paused_gc():
-            # one JSON document for every configuration (and one for every metrics):
-            # a json.loads a trial costs more in calls than in decoding
-            configs = json.loads("[" + ",".join(r[1] for r in rows) + "]")
-            metrics = json.loads("[" + ",".join(r[3] or "null" for r in rows) + "]")
-            return [
-                (r[0], config, _STATUS.get(r[2], r[2]), final, *map(_unreal, r[4:7]), *r[7:])
-                for r, config, final in zip(rows, configs, metrics, strict=True)
-            ]
+        rows = self._reading(store_reads.trial_rows, sweep)
+        return [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
 
     def reports(self, sweep: str) -> dict[int, list]:
         """``{trial: [(step, metrics, time), ...]}`` in the order they were reported."""
-        with self.connection() as conn:
-            try:
-                if self.version >= 2:
-                    return read_reports(conn, sweep)
-                return _read_legacy_reports(conn, sweep)
-            except sqlite3.Error as exc:
-                raise self._read_error(exc) from exc
+        return self._reading(store_reads.reports, sweep, self.version)
 
     def last_report_time(self, sweep: str) -> float | None:
         """When the newest stored report of ``sweep`` was made (None: none stored)."""
-        sql = (
-            "SELECT MAX(last) FROM report_packs WHERE sweep = ?"
-            if self.version >= 2
-            else "SELECT MAX(time) FROM reports WHERE sweep = ?"
-        )
+        return self._reading(store_reads.last_report_time, sweep, self.version)
+
+    def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
+        """``read(connection, *args)`` between the writer's commits; a StorageError if it fails."""
         with self.connection() as conn:
             try:
-                return conn.execute(sql, (sweep,)).fetchall()[0][0]
+                return read(conn, *args)
             except sqlite3.Error as exc:
-                raise self._read_error(exc) from exc
-
-    def _read_error(self, exc: sqlite3.Error) -> StorageError:
-        return StorageError(f"reading the store failed: {exc}", path=self.where)
+                raise StorageError(f"reading the store failed: {exc}", path=self.where) from exc
 
     def _coalesce(self, batch: list) -> list:
         """A trial's reports that one commit carries are merged into one pack."""
         return coalesce(batch)
 
     # -- early-stopping rules -------------------------------------------------------------
-
-    def save_rule_state(self, sweep: str, state: dict) -> None:
-        """Keep what the sweep's rule keeps (``rule.state()``; queued, encoded by the writer)."""
-        now = time.time()
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)", (sweep, _json(state), now)
-            )
-
-        self.call(write)
 
     def keep_rule_state(self, sweep: str, take: Callable[[], dict | None]) -> None:
         """Store ``take()`` as the sweep's rule state once a commit, when it gives one.
@@ -332,8 +290,11 @@ class Store(WriteQueue):
             state = take()
             if state is None:
                 return None
-            return ("INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)",
-                    (sweep, _json(state), time.time()), False)
+            return (
+                "INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)",
+                (sweep, _json(state), time.time()),
+                False,
+            )
 
         self.keep(keeper)
 
@@ -402,22 +363,5 @@ class Store(WriteQueue):
         return f"<labkit sweep store {self.path or 'in memory'}>"
 
 
-#: The trials' columns a record is made of, in the order read.
-_TRIAL_COLUMNS = (
-    "id, config, status, metrics, value, best, step, error, traceback, reason, attempts, "
-    "worker, started, ended"
-)
-_STATUS = {s.value: s for s in Status}
+_COLUMNS = store_reads.TRIAL_COLUMNS
 _ENDED = frozenset(s.value for s in Status if s.ended)
-
-
-def _read_legacy_reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
-    """Reports of a store of schema version 0 or 1 opened to read only (a JSON row a report)."""
-    out: dict[int, list] = {}
-    rows = conn.execute(
-        "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid", (sweep,)
-    ).fetchall()
-    with paused_gc():
-        for trial, step, metrics, t in rows:
-            out.setdefault(trial, []).append((step, json.loads(metrics), t))
-    return out

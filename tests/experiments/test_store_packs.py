@@ -296,4 +296,4 @@ def test_a_float_report_costs_about_seventeen_bytes_packed():
     assert 30 * 17 <= len(blob) <= 30 * 17 + 120   # step 1 byte, time and value 8 each
     with pytest.raises(ValueError, match="not a packed"):
         unpack(b"\x02" + blob[1:])
-    assert report_pack.FORMAT == blob[:1]
+    assert blob[:1] == report_pack.FORMAT
