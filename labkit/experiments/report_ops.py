@@ -30,16 +30,24 @@ class Reports:
     ``progress`` is the trial's ``(value, best, step)`` (None: unchanged).
     """
 
-    __slots__ = ("key", "attempt", "reports", "progress")
+    __slots__ = ("key", "attempt", "reports", "progress", "owned")
 
     def __init__(self, sweep: str, trial: int, attempt: int, reports: list, progress: Any):
         self.key = (sweep, trial)
         self.attempt, self.reports, self.progress = attempt, reports, progress
+        self.owned = False  # whether ``reports`` is this write's own list (else the caller's)
 
     def merged(self, later: Reports) -> Reports:
-        """These reports then ``later``'s, with the latest progress."""
-        progress = later.progress if later.progress is not None else self.progress
-        return Reports(*self.key, self.attempt, [*self.reports, *later.reports], progress)
+        """These reports then ``later``'s, with the latest progress (appended in place once
+        the list is this write's own: a trial's thousand reports in a commit cost linear time)."""
+        merged = self
+        if not self.owned:
+            merged = Reports(*self.key, self.attempt, list(self.reports), self.progress)
+            merged.owned = True
+        merged.reports.extend(later.reports)
+        if later.progress is not None:
+            merged.progress = later.progress
+        return merged
 
     def __call__(self, conn: sqlite3.Connection) -> None:
         sweep, trial = self.key
@@ -113,8 +121,7 @@ def coalesce(batch: list) -> list:
         if isinstance(op, Reports):
             at = runs.get(op.key)
             if at is not None and out[at].attempt == op.attempt:
-                op = out[at].merged(op)
-                out[at] = None
+                op, out[at] = out[at].merged(op), None
             runs[op.key] = len(out)
         elif isinstance(op, (Drop, Compact)):
             runs.pop(op.key, None)

@@ -54,7 +54,7 @@ from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
 from .status import Status
-from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, schema_version
+from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable
 from .store_values import real as _real
 from .store_values import to_json as _json
 from .write_queue import COMMIT_EVERY, WriteQueue
@@ -88,8 +88,6 @@ class Store(WriteQueue):
             if where is not None and self.readonly
             else open_writable(where, uri)
         )
-        #: The file's schema version (a store opened to read only is not migrated)
-        self.version = schema_version(conn)
         super().__init__(conn, where)
 
     # -- sweeps --------------------------------------------------------------------------
@@ -240,7 +238,7 @@ class Store(WriteQueue):
 
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
-        reports = self._reading(store_reads.reports, sweep, self.version)
+        reports = self._reading(store_reads.reports, sweep)
         rows = self._reading(store_reads.trial_rows, sweep)
         with paused_gc():
             return [
@@ -257,11 +255,11 @@ class Store(WriteQueue):
 
     def reports(self, sweep: str) -> dict[int, list]:
         """``{trial: [(step, metrics, time), ...]}`` in the order they were reported."""
-        return self._reading(store_reads.reports, sweep, self.version)
+        return self._reading(store_reads.reports, sweep)
 
     def last_report_time(self, sweep: str) -> float | None:
         """When the newest stored report of ``sweep`` was made (None: none stored)."""
-        return self._reading(store_reads.last_report_time, sweep, self.version)
+        return self._reading(store_reads.last_report_time, sweep)
 
     def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
         """``read(connection, *args)`` between the writer's commits; a StorageError if it fails."""

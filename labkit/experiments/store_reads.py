@@ -15,6 +15,7 @@ import sqlite3
 
 from .report_ops import paused_gc, read_reports
 from .status import Status
+from .store_schema import schema_version
 from .store_values import unreal
 
 __all__ = ["TRIAL_COLUMNS", "trial_rows", "reports", "last_report_time"]
@@ -53,9 +54,9 @@ def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
         ]
 
 
-def reports(conn: sqlite3.Connection, sweep: str, version: int) -> dict[int, list]:
+def reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
     """``{trial: [(step, metrics, time), ...]}`` of ``sweep``, each in report order."""
-    if version >= 2:
+    if _packed(conn):
         return read_reports(conn, sweep)
     out: dict[int, list] = {}
     rows = conn.execute(
@@ -67,11 +68,17 @@ def reports(conn: sqlite3.Connection, sweep: str, version: int) -> dict[int, lis
     return out
 
 
-def last_report_time(conn: sqlite3.Connection, sweep: str, version: int) -> float | None:
+def last_report_time(conn: sqlite3.Connection, sweep: str) -> float | None:
     """When the newest stored report of ``sweep`` was made (None: none stored)."""
     sql = (
         "SELECT MAX(last) FROM report_packs WHERE sweep = ?"
-        if version >= 2
+        if _packed(conn)
         else "SELECT MAX(time) FROM reports WHERE sweep = ?"
     )
     return conn.execute(sql, (sweep,)).fetchall()[0][0]
+
+
+def _packed(conn: sqlite3.Connection) -> bool:
+    """Whether the store keeps packed reports (schema 2) now: asked at each read, as a store
+    read by one process may be migrated by another that opens it to write meanwhile."""
+    return schema_version(conn) >= 2

@@ -152,6 +152,19 @@ def test_a_version_1_store_read_as_it_was_written(tmp_path):
     assert any(math.isnan(m["loss"]) for h in history.values() for _, m, _ in h)
 
 
+def test_a_reader_of_an_old_store_goes_on_reading_once_another_opener_migrated_it(tmp_path):
+    path = tmp_path / "old.db"
+    shutil.copy(os.path.join(DATA, "store_v1.db"), path)
+    reader = Store(path, readonly=True)   # a dashboard watching the store, say
+    try:
+        before = reader.records("asha")
+        Store(path).close()               # a resumed sweep opens it to write: migrated
+        assert_same_records(reader.records("asha"), before)
+        assert reader.last_report_time("asha") == max(t for r in before for _, _, t in r.history)
+    finally:
+        reader.close()
+
+
 def test_a_migrated_store_resumes_running_only_new_trials(tmp_path):
     path = tmp_path / "old.db"
     shutil.copy(os.path.join(DATA, "store_v1.db"), path)
@@ -185,12 +198,14 @@ def _packs(store) -> dict:
 
 
 def test_a_commit_packs_each_trials_reports_into_one_row_and_an_end_into_one(store):
+    given = []
     for k in range(50):   # one report a call, two trials interleaved, as slots report
         for trial in (0, 1):
-            store.trial_reports("s", trial, 1, [(k, {"loss": 1.0 / (k + 1)}, float(k))],
-                                (1.0 / (k + 1), 1.0 / (k + 1), k))
+            given.append([(k, {"loss": 1.0 / (k + 1)}, float(k))])
+            store.trial_reports("s", trial, 1, given[-1], (1.0 / (k + 1), 1.0 / (k + 1), k))
     store.flush()
     assert _packs(store) == {0: [50], 1: [50]}
+    assert all(len(reports) == 1 for reports in given)   # the callers' lists left alone
     store.trial_reports("s", 0, 1, [(50, {"loss": 0.01}, 50.0)], (0.01, 0.01, 50))
     store.flush()
     assert _packs(store) == {0: [50, 1], 1: [50]}
