@@ -21,6 +21,7 @@ import time
 import pytest
 
 import labkit as lk
+from labkit.experiments.store import Store
 from tests.conftest import ROOT
 from tests.experiments import functions as F
 
@@ -155,8 +156,22 @@ def test_a_store_on_a_read_only_folder_lists(tmp_path):
     assert sorted(os.listdir(folder)) == before
 
 
+@pytest.mark.parametrize("version", [0, 1])
+def test_an_older_store_lists_as_it_is_and_is_not_migrated(tmp_path, version):
+    path = tmp_path / "old.db"
+    shutil.copy(os.path.join(ROOT, "tests", "experiments", "data", f"store_v{version}.db"), path)
+    done = sweeps(path, "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {s["name"]: s for s in json.loads(done.stdout)}
+    assert listed["asha"]["counts"] == {"completed": 5, "stopped": 1}
+    assert listed["asha"]["best"]["trial"] == 4
+    assert listed["asha"]["last_written"] >= listed["asha"]["started"]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == version
+    conn.close()
+
+
 def _newer(path):
-    Store = __import__("labkit.experiments.store", fromlist=["Store"]).Store
     Store(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA user_version = 99")
@@ -196,7 +211,7 @@ def test_a_store_that_cannot_be_listed_is_one_line_naming_it(tmp_path, kind, wor
 
 def test_an_empty_store_lists_no_sweeps_and_help_names_the_options(tmp_path):
     path = tmp_path / "empty.db"
-    __import__("labkit.experiments.store", fromlist=["Store"]).Store(path).close()
+    Store(path).close()
     done = sweeps(path)
     assert done.returncode == 0 and done.stdout == f"no sweeps in {path}\n"
     assert json.loads(sweeps(path, "--json").stdout) == []
