@@ -238,8 +238,7 @@ class Store(WriteQueue):
 
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
-        reports = self._reading(store_reads.reports, sweep)
-        rows = self._reading(store_reads.trial_rows, sweep)
+        rows, reports = self._reading(store_reads.trials_and_reports, sweep)
         with paused_gc():
             return [
                 TrialRecord(

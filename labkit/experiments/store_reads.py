@@ -18,7 +18,7 @@ from .status import Status
 from .store_schema import schema_version
 from .store_values import unreal
 
-__all__ = ["TRIAL_COLUMNS", "trial_rows", "reports", "last_report_time"]
+__all__ = ["TRIAL_COLUMNS", "trials_and_reports", "trial_rows", "reports", "last_report_time"]
 
 #: The trials' columns a record is made of, in the order read.
 TRIAL_COLUMNS = (
@@ -38,6 +38,19 @@ TRIAL_COLUMNS = (
     "ended",
 )
 _STATUS = {s.value: s for s in Status}
+
+
+def trials_and_reports(conn: sqlite3.Connection, sweep: str) -> tuple[list[tuple], dict]:
+    """:func:`trial_rows` and :func:`reports` as of one commit (one read transaction: a
+    store another process writes meanwhile gives no trial ended without its last reports)."""
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        return trial_rows(conn, sweep), reports(conn, sweep)
+    finally:
+        if began:
+            conn.rollback()  # it wrote nothing: ends the read
 
 
 def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
