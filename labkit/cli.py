@@ -5,6 +5,7 @@
   labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster, or of a
                      sweep store (``--store STORE``)
   labkit lab         start JupyterLab on labkit's demo notebooks
+  labkit sweeps      list the sweeps of a sweep store (trials by status, the best, when)
 
 ``labkit COMMAND --help`` tells more about each, ``labkit --version`` prints the
 version, and a bare ``labkit`` prints the help (exit status 0, as pip does). A
@@ -24,6 +25,7 @@ from typing import Any
 
 import labkit
 
+from .cli_sweeps import run_sweeps, sweeps_parser
 from .constraints import Interval, Rule, check_argument
 from .demo import run_demo
 from .errors import InputError
@@ -40,6 +42,7 @@ __all__ = [
     "run_demo_command",
     "run_dashboard",
     "run_lab",
+    "run_sweeps",
 ]
 
 
@@ -71,6 +74,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "demo": _demo_parser(commands),
         "dashboard": _dashboard_parser(commands),
         "lab": _lab_parser(commands),
+        "sweeps": sweeps_parser(commands),
     }
 
 
@@ -314,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `labkit`: what there is to run
         parser.print_help()
         return 0
+    if args.command == "sweeps":
+        return run_sweeps(args)
     run = {"demo": run_demo_command, "dashboard": run_dashboard, "lab": run_lab}[args.command]
     return run(args)
 
