@@ -28,8 +28,17 @@ Run ``python benchmarks/bench_sweep.py`` (about three minutes on 2 cores) or
    session open (``bench_views.py --viewer``), in alternating order.  The
    ratio of the median wall times, and of the process's CPU time.  Target:
    board + dashboard <= 1.03x.
+5. **The store at 10,000 trials**: sweeps of 10,000 trials of up to 30
+   reports (no pause: the store's cost alone) written once, then
+   ``lk.load_sweep`` of each (the ASHA sweep of issue 37, ``min_steps=2,
+   reduction=3``, and one whose every trial reports 30 times), the time from
+   ``lk.sweep(..., resume=True)`` with 10 more trials to the first new
+   trial's start, and the bytes a report costs on disk: the file of 10,000 x
+   30 reports less that of 10,000 x 1, over the 290,000 reports between
+   (every write committed: the sweep closed its store).  Targets: load <= 0.5 s,
+   resume <= 2 s.
 
-5. **At scale**: 10,000 trials with and without the board, and the board of
+6. **At scale**: 10,000 trials with and without the board, and the board of
    the stored sweep (``sweep_scale.py``).
 
 Timings are medians over ``--repeat`` rounds (3; 1 with ``--quick``).
@@ -57,6 +66,8 @@ SIZES = {"full": dict(trials=60, reports=5, pause=0.02, trivial=500, optuna_sqli
                        configs=6, epochs=3, repeat=1)}
 SIZES["full"].update(board_trials=100, board_reports=40, board_pause=0.05, board_repeat=5)
 SIZES["quick"].update(board_trials=20, board_reports=5, board_pause=0.05, board_repeat=1)
+SIZES["full"].update(store_trials=10_000, store_repeat=5)
+SIZES["quick"].update(store_trials=300, store_repeat=2)
 
 
 def gil_free(config, trial):
@@ -360,6 +371,78 @@ def board_cost(size: dict, folder: str) -> None:
               f"{' (target <= 1.03)' if key == 'both' else ''}, CPU of this process {cpu:.3f}")
 
 
+# -- (5) the store at 10,000 trials --------------------------------------------------------------
+
+STORE_SPACE = {"x": lk.uniform(0, 1), "y": lk.loguniform(1e-3, 1), "k": lk.choice(["a", "b"])}
+FIRST_NEW: list = []   # when the first trial of id >= NEW_FROM[0] began
+NEW_FROM = [1 << 62]
+
+
+def thirty(config, trial):
+    """Up to 30 reports of a falling loss, no work between them (the store's cost alone)."""
+    if trial.id >= NEW_FROM[0] and not FIRST_NEW:
+        FIRST_NEW.append(time.perf_counter())
+    for step in range(config.get("steps", 30)):
+        trial.report(step, loss=config["x"] / (step + 1) + config["y"])
+
+
+def store_sweep(path: str, n: int, name: str, rule, **space):
+    """The sweep of ``n`` trials of :func:`thirty` into ``path``; its result."""
+    return lk.sweep(thirty, {**STORE_SPACE, **space}, trials=n, metric="loss", mode="min",
+                    seed=0, store=path, name=name, early_stop=rule)
+
+
+def _file_bytes(path: str) -> int:
+    return sum(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+
+
+def store_scale(size: dict, folder: str) -> None:
+    """Benchmark (5)."""
+    import shutil
+    n, repeat = size["store_trials"], size["store_repeat"]
+    asha = lambda: lk.ASHA(min_steps=2, reduction=3)   # noqa: E731 - a fresh rule a sweep
+    paths = {key: os.path.join(folder, f"store-{key}.db") for key in ("asha", "thirty", "one")}
+    began = time.perf_counter()
+    kept = store_sweep(paths["asha"], n, "asha", asha())
+    wrote = time.perf_counter() - began
+    store_sweep(paths["thirty"], n, "thirty", None)
+    store_sweep(paths["one"], n, "one", None, steps=1)
+    reports = {key: sum(len(t.history) for t in lk.load_sweep(p).trials)
+               for key, p in paths.items()}
+    print(f"\n[5] the store at {n:,} trials (ASHA min_steps=2, reduction=3: {reports['asha']:,} "
+          f"reports, {kept.counts()}; written in {wrote:.2f} s); medians of {repeat}")
+    for key in ("asha", "thirty"):
+        walls, cpus = [], []
+        for _ in range(repeat):
+            c0, t0 = time.process_time(), time.perf_counter()
+            loaded = lk.load_sweep(paths[key])
+            walls.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+        assert len(loaded.trials) == n
+        print(f"    {'lk.load_sweep, ' + f'{reports[key]:,} reports':44s} "
+              f"{_median(walls):.3f} s wall, {_median(cpus):.3f} s CPU (target <= 0.5 s)")
+    for key, rule in (("asha", asha), ("thirty", lambda: None)):
+        waits = []
+        for r in range(repeat):
+            copy = os.path.join(folder, f"resume-{key}-{r}.db")
+            shutil.copy(paths[key], copy)
+            FIRST_NEW.clear()
+            NEW_FROM[0] = n
+            t0 = time.perf_counter()
+            resumed = lk.sweep(thirty, STORE_SPACE, trials=n + 10,
+                               metric="loss", mode="min", seed=0, store=copy, name=key,
+                               resume=True, early_stop=rule())
+            waits.append(FIRST_NEW[0] - t0)
+            assert len(resumed.trials) == n + 10
+        print(f"    {'resume ' + key + ': call to first new trial':44s} "
+              f"{_median(waits):.3f} s (target <= 2 s; {', '.join(f'{w:.3f}' for w in waits)})")
+    grew = _file_bytes(paths["thirty"]) - _file_bytes(paths["one"])
+    between = reports["thirty"] - reports["one"]
+    print(f"    {'bytes a report costs on disk':44s} {grew / between:.1f} B "
+          f"({_file_bytes(paths['thirty']):,} B for {reports['thirty']:,} reports, "
+          f"{_file_bytes(paths['one']):,} B for {reports['one']:,})")
+
+
 def _median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -374,7 +457,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--repeat", type=int, help="rounds (medians are printed)")
-    parser.add_argument("--only", choices=["overhead", "search", "board", "scale"], help="one part only")
+    parser.add_argument("--only", choices=["overhead", "search", "board", "store", "scale"],
+                        help="one part only")
     args = parser.parse_args()
     size = dict(SIZES["quick" if args.quick else "full"])
     if args.repeat:
@@ -388,6 +472,8 @@ def main() -> None:
             real_search(size, folder)
         if args.only in (None, "board"):
             board_cost(size, folder)
+        if args.only in (None, "store"):
+            store_scale(size, folder)
         if args.only in (None, "scale"):
             from sweep_scale import SCALE_SIZES, scale
             scale(SCALE_SIZES["quick" if args.quick else "full"], folder)

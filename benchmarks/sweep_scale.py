@@ -92,7 +92,7 @@ def scale(size: dict, folder: str) -> None:
     finally:
         recorder.uninstall()
     none, board = statistics.median(walls["none"]), statistics.median(walls["board"])
-    print(f"\n[5] {size['trials']:,} trials x up to {size['steps']} reports of "
+    print(f"\n[6] {size['trials']:,} trials x up to {size['steps']} reports of "
           f"{size['pause'] * 1e3:.0f} ms, ASHA(min_steps=2, reduction=3), store on, default "
           f"cluster; median of {size['repeat']}")
     print(f"    no view {none:.1f} s, with lk.board(run) {board:.1f} s => {board / none:.3f}x "

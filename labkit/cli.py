@@ -2,8 +2,10 @@
 
   labkit demo        train a flow in parallel on a local Dask cluster (``--serve``: and keep
                      its live Bokeh dashboard open until Ctrl-C)
-  labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster
+  labkit dashboard   serve the live Bokeh dashboard of a running Dask cluster, or of a
+                     sweep store (``--store STORE``)
   labkit lab         start JupyterLab on labkit's demo notebooks
+  labkit sweeps      list the sweeps of a sweep store (trials by status, the best, when)
 
 ``labkit COMMAND --help`` tells more about each, ``labkit --version`` prints the
 version, and a bare ``labkit`` prints the help (exit status 0, as pip does). A
@@ -23,21 +25,24 @@ from typing import Any
 
 import labkit
 
+from .cli_sweeps import run_sweeps, sweeps_parser
 from .constraints import Interval, Rule, check_argument
 from .demo import run_demo
 from .errors import InputError
-from .serving import serve_dashboard, serve_demo
+from .serving import serve_dashboard, serve_demo, serve_store_dashboard
 
 __all__ = [
     "main",
     "version",
     "serve_dashboard",
+    "serve_store_dashboard",
     "serve_demo",
     "lab_command",
     "default_notebooks",
     "run_demo_command",
     "run_dashboard",
     "run_lab",
+    "run_sweeps",
 ]
 
 
@@ -69,6 +74,7 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
         "demo": _demo_parser(commands),
         "dashboard": _dashboard_parser(commands),
         "lab": _lab_parser(commands),
+        "sweeps": sweeps_parser(commands),
     }
 
 
@@ -115,16 +121,22 @@ def _dashboard_parser(commands: Any) -> argparse.ArgumentParser:
     """``labkit dashboard``'s parser."""
     board: argparse.ArgumentParser = commands.add_parser(
         "dashboard",
-        help="serve the live Bokeh dashboard of a Dask cluster",
+        help="serve the live Bokeh dashboard of a Dask cluster, or of a sweep store",
         description="Connect to a running Dask scheduler and serve labkit's Bokeh dashboard "
-        "of it (task progress, per-worker load, task stream) on 127.0.0.1, "
+        "of it (task progress, per-worker load, task stream, sweeps), or serve the boards "
+        "of every sweep in a sweep store (live while a sweep writes to it), on 127.0.0.1, "
         "printing 'labkit dashboard: URL', until Ctrl-C (SIGINT) or SIGTERM.",
     )
-    board.add_argument(
+    what = board.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--scheduler",
-        required=True,
         metavar="ADDRESS",
         help="address of the Dask scheduler, e.g. tcp://127.0.0.1:8786",
+    )
+    what.add_argument(
+        "--store",
+        metavar="STORE",
+        help="a sweep store (the SQLite file lk.sweep(..., store=...) writes): its sweeps' boards",
     )
     board.add_argument(
         "--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)"
@@ -306,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:  # a bare `labkit`: what there is to run
         parser.print_help()
         return 0
+    if args.command == "sweeps":
+        return run_sweeps(args)
     run = {"demo": run_demo_command, "dashboard": run_dashboard, "lab": run_lab}[args.command]
     return run(args)
 
@@ -359,9 +373,11 @@ def run_demo_command(args: argparse.Namespace) -> int:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
-    """``labkit dashboard``: serve a running cluster's dashboard until SIGINT or SIGTERM."""
+    """``labkit dashboard``: serve a cluster's (or a store's) dashboard until SIGINT or SIGTERM."""
     if _refused("dashboard", port=(args.port, PORT)):
         return 2
+    if args.store is not None:
+        return serve_store_dashboard(args.store, args.port, args.allow_websocket_origin)
     return serve_dashboard(
         args.scheduler,
         args.port,

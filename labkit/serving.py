@@ -1,8 +1,9 @@
-"""Serving until Ctrl-C: a running cluster's live dashboard, and the demo's (``--serve``).
+"""Serving until Ctrl-C: a running cluster's live dashboard, a store's, and the demo's.
 
-What ``labkit dashboard`` and ``labkit demo --serve`` do once their arguments
-are read (:mod:`labkit.cli`): serve, print the URL, and wait for SIGINT or
-SIGTERM, then shut the cluster and the dashboard down with no task in flight.
+What ``labkit dashboard`` (``--scheduler ADDRESS`` or ``--store STORE``) and
+``labkit demo --serve`` do once their arguments are read (:mod:`labkit.cli`):
+serve, print the URL, and wait for SIGINT or SIGTERM, then shut the cluster
+and the dashboard down with no task in flight.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .demo import run_demo
 from .errors import InputError, LabkitError
 from .scheduling import DaskScheduler
 
-__all__ = ["serve_dashboard", "serve_demo"]
+__all__ = ["serve_dashboard", "serve_store_dashboard", "serve_demo"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -91,6 +92,37 @@ def serve_dashboard(
         # leaving the block shuts the scheduler down, which stops the dashboard
     except LabkitError as exc:
         print(f"labkit dashboard: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) else 1
+    finally:
+        _restore_signals(previous)
+    return 0
+
+
+def serve_store_dashboard(
+    store: str, port: int = 0, origins: Iterable[str] = (), out: TextIO | None = None
+) -> int:
+    """Serve the boards of the sweeps in the store ``store`` until SIGINT or SIGTERM.
+
+    A path that is no sweep store, or a port that cannot be served, is one line
+    on standard error naming it and exit status 2 (1 for a store that cannot be
+    read), no traceback.
+    """
+    from .views.store_dashboard import store_dashboard  # Bokeh's, imported when served
+
+    out = out or sys.stdout
+    stop = threading.Event()
+    previous = _handle_signals(lambda *_: stop.set())
+    try:
+        board = store_dashboard(store, port=port, origins=list(origins))
+        try:
+            print(f"labkit dashboard: {board.url}", file=out, flush=True)
+            while not stop.wait(0.5):  # a short wait, so the signal handler gets to run
+                pass
+            print("labkit dashboard: stopping", file=out, flush=True)
+        finally:
+            board.stop()
+    except LabkitError as exc:
+        print(f"labkit dashboard: --store: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
     finally:
         _restore_signals(previous)

@@ -118,7 +118,7 @@ def test_a_commands_missing_argument_prints_its_usage(capsys):
     assert cli.main(["dashboard"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: labkit dashboard ")
-    assert "the following arguments are required: --scheduler" in err
+    assert "one of the arguments --scheduler --store is required" in err
 
 
 # -- labkit lab ------------------------------------------------------------------------

@@ -49,14 +49,19 @@ class SweepEngine:
         self.lock = threading.RLock()
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
-        self.judge = Judge(
-            spec.rule, spec.mode, spec.metric, lambda state: store.save_rule_state(spec.name, state)
-        )
+        self.judge = Judge(spec.rule, spec.mode, spec.metric)
+        if self.judge.keeps:  # the store asks for the rule's state once a commit
+            store.keep_rule_state(spec.name, self._rule_state)
         self.scope: Any = None  # the run's scope, once running
         self.launcher: Any = None
         self.cancelling = False
         #: what the loop waits on: wake-ups, and the launcher's messages
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def _rule_state(self) -> dict | None:
+        """The rule's state if it changed since the store last took it (the store's thread)."""
+        with self.lock:
+            return self.judge.take_state()
 
     # -- set-up ----------------------------------------------------------------------------
 

@@ -3,11 +3,12 @@
 One :class:`Judge` a sweep, called by the engine under its lock.  It keeps
 every trial's curve (:class:`~.rules.History`), asks the rule for a decision
 on each value of the metric (a rule that raises is logged and lets the trial
-go on), calls the rule's lifecycle hooks where it has them, and queues the
-rule's ``state()`` for the store whenever its ``revision`` changed.  A
-resumed sweep gives the stored state back (:meth:`Judge.resume`); only a
-rule that keeps no state, or a store written before rules kept theirs, is
-rebuilt by replaying the stored reports.
+go on), calls the rule's lifecycle hooks where it has them, and hands the
+rule's ``state()`` to the store when asked (:meth:`Judge.take_state`: the
+store asks once a commit, so the state, whose size grows with the sweep, is
+not built again at every decision).  A resumed sweep gives the stored state
+back (:meth:`Judge.resume`); only a rule that keeps no state, or a store
+written before rules kept theirs, is rebuilt by replaying the stored reports.
 """
 
 from __future__ import annotations
@@ -26,13 +27,15 @@ logger = logging.getLogger("labkit.experiments")
 class Judge:
     """The rule of one sweep (``None``: no early stopping) and the history it decides on."""
 
-    def __init__(self, rule: Any, mode: str, metric: str, save=None):
+    def __init__(self, rule: Any, mode: str, metric: str):
         self.rule, self.metric = rule, metric
         self.history = History(mode)
-        self._save = save  # save(state): queue the rule's state for the store
         self._revision = getattr(rule, "revision", None)
-        # only a rule that keeps a state, in a sweep that keeps it, is asked after each decision
-        self._keeps = save is not None and callable(getattr(rule, "state", None))
+
+    @property
+    def keeps(self) -> bool:
+        """Whether the rule keeps a state to store (``state()``)."""
+        return callable(getattr(self.rule, "state", None))
 
     def resume(self, records: list[TrialRecord], state: dict | None) -> None:
         """Know the trials of a resumed sweep: their curves, and the rule's records.
@@ -41,6 +44,8 @@ class Judge:
         rule, or a store that holds none (written before rules kept theirs)
         rebuilds its records by replaying the stored reports instead.
         """
+        if self.rule is None:  # nothing decides on the curves: none to know
+            return
         for record in records:
             self._hook("on_trial_add", record.id)
             for step, metrics, _ in record.history:
@@ -51,8 +56,7 @@ class Judge:
             load(state["state"])
         elif self.rule is not None:  # a rule that keeps no state: its records rebuilt
             self._replay(records)
-        self._revision = None  # the state taken back (or rebuilt) is saved once more
-        self.saved()
+        self._revision = None  # the state taken back (or rebuilt) is stored once more
 
     def _replay(self, records: list[TrialRecord]) -> None:
         """Rebuild the rule's records from the stored reports (in trial, then step order)."""
@@ -75,7 +79,6 @@ class Judge:
         if stopping:
             return None
         reason = self._decide(trial, step, value, self.history)
-        self.saved()
         if not reason:
             return None
         return reason if isinstance(reason, str) else f"{type(self.rule).__name__} at step {step}"
@@ -84,22 +87,20 @@ class Judge:
         """``trial`` reports from ``from_step`` again (it restarted from a checkpoint)."""
         self.history.truncate(trial, from_step)
         self._hook("on_trial_restart", trial, from_step)
-        self.saved()
 
     def ended(self, trial: int, status: str) -> None:
         """``trial`` ended."""
         self._hook("on_trial_end", trial, str(status))
-        self.saved()
 
-    def saved(self) -> None:
-        """Queue the rule's state for the store if it changed since last time."""
-        if not self._keeps:
-            return
+    def take_state(self) -> dict | None:
+        """The rule's state to store if it changed since last taken (its ``revision``), or None."""
+        if not self.keeps:
+            return None
         revision = getattr(self.rule, "revision", None)
-        if revision == self._revision:
-            return
+        if revision == self._revision and revision is not None:
+            return None
         self._revision = revision
-        self._save({"rule": self._words(), "state": self.rule.state()})
+        return {"rule": self._words(), "state": self.rule.state()}
 
     def _words(self) -> str:
         """The rule in words: a state is taken back only by the rule that kept it."""

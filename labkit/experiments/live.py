@@ -3,14 +3,15 @@
 :class:`LiveSweep` is ``run.sweep`` of a sweep started with ``wait=False``:
 ``snapshot()``, ``stop(trial)``, ``add(n)``, ``result()``.
 :class:`StoredSweep` shows a result the same way (a board of a stored
-sweep).  Views find a run's sweep through the run (``run.sweep``);
-:func:`live_sweep` takes a run, or the id of a running sweep's run for a view
-that sees only ids in events (the dashboard).
+sweep).  Views find a run's sweep through the run (``run.sweep``), or, seeing
+only a run's id in events (the dashboard), through the scheduler it ran on:
+a sweep registers its run there when it starts (``scheduler.runs()``), and
+:func:`live_sweep` looks it up.
 """
 
 from __future__ import annotations
 
-import weakref
+import time
 from typing import Any, Protocol, runtime_checkable
 
 from ..constraints import check_argument
@@ -23,10 +24,6 @@ from .spec import SweepSpec
 from .sweep_result import Again, SweepResult
 
 __all__ = ["SweepSource", "LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
-
-# Sweeps running now, by their run's id: the dashboard sees a sweep's run only as an id in
-# events (weak: a sweep that ended and nobody holds goes)
-_RUNNING: weakref.WeakValueDictionary[str, LiveSweep] = weakref.WeakValueDictionary()
 
 
 @runtime_checkable
@@ -75,8 +72,11 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
 class LiveSweep:
     """A running sweep, for views and controls: ``snapshot()``, ``stop(trial)``, ``add(n)``.
 
-    ``run.sweep`` of a sweep started with ``wait=False``; :func:`live_sweep`
-    finds one by its run's id.
+    ``run.sweep`` of a sweep started with ``wait=False``; its scheduler holds
+    it by its run's id while the scheduler lives (:func:`live_sweep`).
+    ``run_id``, ``started`` and ``status`` (``running``, then ``finished``,
+    ``failed`` or ``cancelled``) say where its run is, for a view that knows
+    only the sweep.
     """
 
     def __init__(self, engine: SweepEngine, spec: SweepSpec):
@@ -84,10 +84,18 @@ class LiveSweep:
         self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
         self.space = spec.space.describe()
         self.rule = spec.rule_words()
+        self.run_id: str | None = None
+        self.started: float | None = None
+        self.status = "pending"
 
     def running(self, run_id: str) -> None:
-        """The sweep runs as the run ``run_id`` (:func:`live_sweep` finds it by that id)."""
-        _RUNNING[run_id] = self
+        """The sweep runs now, as the run ``run_id``."""
+        if self.run_id != run_id:
+            self.run_id, self.started, self.status = run_id, time.time(), "running"
+
+    def ended(self, status: str) -> None:
+        """The sweep's run ended: ``finished``, ``failed`` or ``cancelled``."""
+        self.status = status
 
     def snapshot(self, history: bool = False) -> list[dict]:
         """Every trial as a plain row (``history``: with its reports), in id order."""
@@ -117,6 +125,9 @@ class StoredSweep:
         self._result = result
         self.name, self.metric, self.mode = result.name, result.metric, result.mode
         self.space, self.rule = dict(result.space), result.rule
+        self.run_id: str | None = None
+        self.started: float | None = None
+        self.status = "finished"
 
     def snapshot(self, history: bool = False) -> list[dict]:
         """Every trial as a plain row (``history``: with its reports), in id order."""
@@ -174,8 +185,20 @@ def finished_run(result: SweepResult) -> Any:
     return run
 
 
-def live_sweep(run: Any) -> SweepSource | None:
-    """The sweep of ``run`` (a sweep's Run), or of the running sweep whose run has id ``run``."""
-    if isinstance(run, str):
-        return _RUNNING.get(run)
-    return getattr(run, "sweep", None)
+def live_sweep(run: Any, scheduler: Any = None) -> SweepSource | None:
+    """The sweep of ``run`` (a sweep's Run), or of the run with id ``run`` on ``scheduler``.
+
+    A view that sees only a run's id (in events) finds its sweep through the
+    scheduler the sweep ran on, which holds it until it shuts down; None when
+    the scheduler holds no sweep by that id.
+    """
+    if not isinstance(run, str):
+        return getattr(run, "sweep", None)
+    if scheduler is None or not callable(getattr(scheduler, "runs", None)):
+        raise InputError(
+            f"live_sweep({run!r}) needs the scheduler the sweep ran on: "
+            f"live_sweep(run_id, scheduler)",
+            argument="scheduler",
+        )
+    held = scheduler.runs().get(run)
+    return held if isinstance(held, SweepSource) else None

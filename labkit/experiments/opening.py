@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import InputError
 from .arguments import SweepCall
 from .engine import SweepEngine
+from .report_ops import paused_gc
 from .space import Space
 from .spec import SweepSpec, check_room
 from .store import Store
@@ -83,11 +84,14 @@ def _build(
     else:
         store.update_sweep(name, spec.settings())
     engine = SweepEngine(spec, store)
-    # the configurations are drawn again from the seed: a record keeps the stored one's
-    # facts, with the configuration as the space gives it (the stored JSON loses types)
-    known = [r.replace(config=space.configuration(r.id, seed)) for r in known]
-    engine.resume(known, store.rule_state(name) if known else None)
-    engine.add(spec.new_records(len(known), total - len(known)))
+    # a resumed sweep of 10,000 trials makes a few objects a report and a trial here, none
+    # of them in a cycle: the collector would scan the hundreds of thousands again and again
+    with paused_gc():
+        # the configurations are drawn again from the seed: a record keeps the stored one's
+        # facts, with the configuration as the space gives it (the stored JSON loses types)
+        known = [r.replace(config=space.configuration(r.id, seed)) for r in known]
+        engine.resume(known, store.rule_state(name) if known else None)
+        engine.add(spec.new_records(len(known), total - len(known)))
     return spec, engine
 
 

@@ -5,7 +5,9 @@ sweeps by name: the sweep (its space, metric, mode, seed, settings), its
 trials (configuration, status, final metrics, error and traceback, attempts,
 worker), every report (step, metrics, time) and each trial's latest
 checkpoint, inline up to :data:`~.checkpoints.INLINE_BYTES` and in a file of
-the folder ``<store>-checkpoints`` beyond.
+the folder ``<store>-checkpoints`` beyond.  A trial's reports are packed in a
+row (:mod:`.report_ops`: about 19 bytes a report), so ten thousand trials read
+back in a few tenths of a second (:mod:`.store_reads`).
 
 Writes never wait on the disk in a trial's path: they queue for one writer
 thread (:mod:`.write_queue`), which commits what it finds every
@@ -18,7 +20,7 @@ archived store on a read-only disk reads too.  One sweep at a time owns a
 name (:meth:`Store.claim`): a second one, in any thread or process sharing
 the file, is refused before it writes anything (:mod:`.claims`).  The
 schema carries a version (:mod:`.store_schema`); what an early-stopping rule
-keeps is stored with its sweep (:meth:`Store.rule_state`).
+keeps is stored with its sweep, taken once a commit (:meth:`Store.keep_rule_state`).
 
 Examples
 --------
@@ -38,19 +40,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
-from . import claims
+from ..errors import InputError, StorageError
+from . import claims, store_reads
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
+from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
+from .status import Status
 from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable
+from .store_values import real as _real
+from .store_values import to_json as _json
 from .write_queue import COMMIT_EVERY, WriteQueue
 
 __all__ = ["Store", "COMMIT_EVERY", "SCHEMA", "SCHEMA_VERSION"]
@@ -165,27 +171,13 @@ class Store(WriteQueue):
         self, sweep: str, trial: int, attempt: int, reports: list, progress: tuple | None = None
     ) -> None:
         """Reports ``[(step, metrics, time), ...]`` of one trial; ``progress``: its
-        ``(value, best, step)`` now.  Encoded by the writer, not the caller."""
-
-        def write(conn):
-            conn.executemany(
-                "INSERT INTO reports VALUES (?, ?, ?, ?, ?, ?)",
-                [(sweep, trial, step, _json(m), t, attempt) for step, m, t in reports],
-            )
-            if progress is not None:
-                conn.execute(
-                    "UPDATE trials SET value = ?, best = ?, step = ? WHERE sweep = ? AND id = ?",
-                    (*map(_real, progress), sweep, trial),
-                )
-
-        self.call(write)
+        ``(value, best, step)`` now.  Packed by the writer, not the caller: the
+        reports of a trial that one commit carries become one row (:mod:`.report_ops`)."""
+        self.call(Reports(sweep, trial, attempt, reports, progress))
 
     def drop_reports(self, sweep: str, trial: int, from_step: int) -> None:
         """Forget reports of ``trial`` from ``from_step`` on (a restart reports them again)."""
-        self.put(
-            "DELETE FROM reports WHERE sweep = ? AND trial = ? AND step >= ?",
-            (sweep, trial, from_step),
-        )
+        self.call(Drop(sweep, trial, from_step))
 
     def trial_pending(self, sweep: str, trial: int) -> None:
         """An interrupted trial waits to run again (a resumed sweep)."""
@@ -225,6 +217,8 @@ class Store(WriteQueue):
                 trial,
             ),
         )
+        if str(status) in _ENDED:  # its reports are read back as one pack from now on
+            self.call(Compact(sweep, trial))
 
     def trial_ended(self, sweep: str, record: TrialRecord) -> None:
         """The end of a trial, as its record says (queued)."""
@@ -244,41 +238,62 @@ class Store(WriteQueue):
 
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
-        reports = self.reports(sweep)
-        return [TrialRecord.of(row, reports.get(row["id"], [])) for row in self.trials(sweep)]
+        rows, reports = self._reading(store_reads.trials_and_reports, sweep)
+        with paused_gc():
+            return [
+                TrialRecord(
+                    history=reports.get(row[0], []), **dict(zip(_COLUMNS, row, strict=True))
+                )
+                for row in rows
+            ]
 
     def trials(self, sweep: str) -> list[dict]:
         """Every trial of ``sweep`` in id order, configuration and metrics decoded."""
-        rows = self.read("SELECT * FROM trials WHERE sweep = ? ORDER BY id", (sweep,))
-        for row in rows:
-            row["config"] = json.loads(row["config"])
-            row["metrics"] = json.loads(row["metrics"]) if row["metrics"] else None
-            for key in ("value", "best", "step"):
-                row[key] = _unreal(row[key])
-        return rows
+        rows = self._reading(store_reads.trial_rows, sweep)
+        return [dict(zip(_COLUMNS, row, strict=True)) for row in rows]
 
     def reports(self, sweep: str) -> dict[int, list]:
         """``{trial: [(step, metrics, time), ...]}`` in the order they were reported."""
-        out: dict[int, list] = {}
-        for r in self.read(
-            "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid",
-            (sweep,),
-        ):
-            out.setdefault(r["trial"], []).append((r["step"], json.loads(r["metrics"]), r["time"]))
-        return out
+        return self._reading(store_reads.reports, sweep)
+
+    def last_report_time(self, sweep: str) -> float | None:
+        """When the newest stored report of ``sweep`` was made (None: none stored)."""
+        return self._reading(store_reads.last_report_time, sweep)
+
+    def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
+        """``read(connection, *args)`` between the writer's commits; a StorageError if it fails."""
+        with self.connection() as conn:
+            try:
+                return read(conn, *args)
+            except sqlite3.Error as exc:
+                raise StorageError(f"reading the store failed: {exc}", path=self.where) from exc
+
+    def _coalesce(self, batch: list) -> list:
+        """A trial's reports that one commit carries are merged into one pack."""
+        return coalesce(batch)
 
     # -- early-stopping rules -------------------------------------------------------------
 
-    def save_rule_state(self, sweep: str, state: dict) -> None:
-        """Keep what the sweep's rule keeps (``rule.state()``; queued, encoded by the writer)."""
-        now = time.time()
+    def keep_rule_state(self, sweep: str, take: Callable[[], dict | None]) -> None:
+        """Store ``take()`` as the sweep's rule state once a commit, when it gives one.
 
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)", (sweep, _json(state), now)
+        ``take`` returns the state if it changed since it was last taken, else
+        None; the writer asks it before each commit and when the store closes,
+        so a state that grows with the sweep is built and encoded a few times a
+        second at most, not at every decision.
+        """
+
+        def keeper():
+            state = take()
+            if state is None:
+                return None
+            return (
+                "INSERT OR REPLACE INTO rule_states VALUES (?, ?, ?)",
+                (sweep, _json(state), time.time()),
+                False,
             )
 
-        self.call(write)
+        self.keep(keeper)
 
     def rule_state(self, sweep: str) -> dict | None:
         """What the sweep's rule kept, or None (none kept, or a store of schema version 0)."""
@@ -345,31 +360,5 @@ class Store(WriteQueue):
         return f"<labkit sweep store {self.path or 'in memory'}>"
 
 
-def _real(value):
-    """A number for a REAL column: NaN as the text 'NaN' (SQLite would store NULL, read as None)."""
-    if isinstance(value, float) and math.isnan(value):
-        return "NaN"
-    return value
-
-
-def _unreal(value):
-    """A REAL column's value back: the text 'NaN' as NaN."""
-    return float(value) if isinstance(value, str) else value
-
-
-def _json(value) -> str:
-    """``value`` as JSON; numpy scalars as their numbers, what else JSON cannot hold as its repr."""
-    return json.dumps(value, default=_plain)
-
-
-def _plain(value):
-    """A value JSON holds for ``value``: a numpy scalar's number (reads back equal), else its repr."""
-    item = getattr(value, "item", None)
-    if callable(item) and type(value).__module__ == "numpy":
-        try:
-            plain = item()
-        except (TypeError, ValueError):  # an array of more than one value
-            return repr(value)
-        if isinstance(plain, (bool, int, float, str)):
-            return plain
-    return repr(value)
+_COLUMNS = store_reads.TRIAL_COLUMNS
+_ENDED = frozenset(s.value for s in Status if s.ended)

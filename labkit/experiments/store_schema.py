@@ -2,24 +2,30 @@
 
 :data:`SCHEMA_VERSION` counts the schema's changes: 0 is a store written
 before it had a version (labkit before issue 36), 1 adds ``rule_states``
-(what an early-stopping rule keeps, so a resumed sweep needs no replay).  A
-writable store is migrated to the current version when opened; a store of a
-newer version than this labkit knows is an InputError naming the file.
+(what an early-stopping rule keeps, so a resumed sweep needs no replay), 2
+keeps reports in ``report_packs``, a trial's reports packed in a row
+(:mod:`.report_ops`), where 0 and 1 kept a row of JSON a report in
+``reports`` (issue 37: a fifth of the bytes, read back ten times faster).  A
+writable store is migrated to the current version when opened, in one
+transaction; a store opened to read only is read as its version wrote it; a
+store of a newer version than this labkit knows is an InputError naming the file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
 from urllib.parse import quote
 
 from ..errors import InputError, StorageError
+from .report_ops import pack_rows, paused_gc
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "open_writable", "open_readonly", "schema_version"]
 
 #: The version of the schema this labkit writes.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -30,10 +36,10 @@ CREATE TABLE IF NOT EXISTS trials (
     status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
     error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     worker TEXT, started REAL, ended REAL, PRIMARY KEY (sweep, id));
-CREATE TABLE IF NOT EXISTS reports (
-    sweep TEXT NOT NULL, trial INTEGER NOT NULL, step INTEGER NOT NULL, metrics TEXT NOT NULL,
-    time REAL NOT NULL, attempt INTEGER NOT NULL DEFAULT 0);
-CREATE INDEX IF NOT EXISTS reports_of_trial ON reports (sweep, trial, step);
+CREATE TABLE IF NOT EXISTS report_packs (
+    sweep TEXT NOT NULL, trial INTEGER NOT NULL, n INTEGER NOT NULL, last REAL,
+    data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS report_packs_of_trial ON report_packs (sweep, trial);
 CREATE TABLE IF NOT EXISTS checkpoints (
     sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
     time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
@@ -121,8 +127,8 @@ def open_writable(path: str | None, uri: str | None) -> sqlite3.Connection:
         conn = _connect(path, uri)
         version = _check_version(conn, path or "in memory")
         conn.executescript(SCHEMA)  # a new file is written here (a full disk fails)
-        if version < SCHEMA_VERSION:  # 0 -> 1: rule_states made by the schema's script
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        if version < SCHEMA_VERSION:
+            _migrate(conn)
         conn.execute("BEGIN IMMEDIATE")  # the write lock: another writer would wait here
         conn.execute("DELETE FROM sweeps WHERE 0")  # a read-only file fails here
         conn.rollback()  # nothing written
@@ -131,6 +137,37 @@ def open_writable(path: str | None, uri: str | None) -> sqlite3.Connection:
             conn.close()
         raise StorageError(f"the store cannot be written: {exc}", path=path or "<memory>") from exc
     return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring an older store to :data:`SCHEMA_VERSION`, in one transaction (all or nothing).
+
+    0 -> 1: ``rule_states``, made by the schema's script.  1 -> 2: every
+    report of ``reports`` packed into ``report_packs``, then ``reports`` dropped.
+    """
+    conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it: one does
+    try:
+        if schema_version(conn) < 2 and _has_table(conn, "reports"):
+            rows = conn.execute(
+                "SELECT sweep, trial, step, metrics, time, attempt FROM reports "
+                "ORDER BY sweep, trial, rowid"
+            ).fetchall()
+            with paused_gc():
+                decoded = [(s, t, step, json.loads(m), w, a) for s, t, step, m, w, a in rows]
+            conn.executemany(
+                "INSERT INTO report_packs (sweep, trial, n, last, data) VALUES (?, ?, ?, ?, ?)",
+                pack_rows(decoded),
+            )
+            conn.execute("DROP TABLE reports")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchall())
 
 
 def open_readonly(path: str) -> sqlite3.Connection:

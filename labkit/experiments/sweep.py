@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InputError
-from ..runs import start
+from ..errors import CancelledError, InputError
+from ..runs import RunScope, start
 from .arguments import SWEEP_CONSTRAINTS, SweepCall, declared
 from .job import SweepJob
 from .live import LiveSweep, StoredSweep, finished_run, live_sweep
@@ -89,10 +89,30 @@ def sweep(
     """
     __tracebackhide__ = True
     job = SweepJob(SweepCall(locals()), _again)
+    detail = {"name": job.spec.name}  # what views call the run
     if wait:
-        return start("sweep", [job.scheduler], job, wait=True)
-    run = start("sweep", [job.scheduler], job, wait=False)
+        return start("sweep", [job.scheduler], _held(job), wait=True, detail=detail)
+    run = start("sweep", [job.scheduler], _held(job), wait=False, detail=detail)
     run.sweep = job.live
+    return run
+
+
+def _held(job: SweepJob) -> Any:
+    """``job`` as a run's job whose scheduler holds the sweep by the run's id (a dashboard
+    opened later finds it there), and whose sweep knows how its run ended."""
+
+    def run(scope: RunScope) -> Any:
+        job.live.running(scope.id)
+        job.scheduler.hold_run(scope.id, job.live)  # before any trial: views miss nothing
+        try:
+            result = job(scope)
+        except BaseException as err:
+            cancelled = isinstance(err, CancelledError) or scope.control.cancelled
+            job.live.ended("cancelled" if cancelled else "failed")
+            raise
+        job.live.ended("finished")
+        return result
+
     return run
 
 

@@ -5,6 +5,10 @@ thread, which comes by every :data:`COMMIT_EVERY` seconds (a queued write
 wakes nobody) and commits what it finds in one transaction.  Reads take the
 same connection between commits.  A failed commit is kept and raised by
 :meth:`WriteQueue.check` as a :class:`~labkit.errors.StorageError` naming the file.
+
+What is only worth its latest value (an early-stopping rule's state) is not
+queued at each change: a *keeper* (:meth:`WriteQueue.keep`) is asked once a
+commit, so a thousand changes between two commits cost one write.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class WriteQueue:
         self._lock = threading.Lock()
         self._conn_lock = threading.Lock()  # the writer's connection, shared with readers
         self._closed = False
+        self._keepers: list[Callable[[], Any]] = []
 
     @property
     def where(self) -> str:
@@ -82,6 +87,20 @@ class WriteQueue:
         if self._thread is None:
             self._start()
 
+    def keep(self, keeper: Callable[[], Any]) -> None:
+        """Ask ``keeper()`` once a commit, before it, for a write to add (or None: nothing new).
+
+        It is called on the writer thread holding none of this queue's locks (it
+        may take locks of its own), and a last time when the queue closes.
+        """
+        self._keepers.append(keeper)
+        if self._thread is None:
+            self._start()
+
+    def _coalesce(self, batch: list) -> list:
+        """The writes of ``batch`` to run (a store merges some); here as they are."""
+        return batch
+
     def _start(self) -> None:
         with self._lock:
             if self._thread is None and not self._closed:
@@ -98,15 +117,31 @@ class WriteQueue:
             batch = []
             while self._ops:
                 batch.append(self._ops.popleft())
+            batch += self._kept()
             if not batch:
                 continue
             with self._conn_lock:
-                self._commit(batch)
+                self._commit(self._coalesce(batch))
             for op in batch:
                 if isinstance(op, threading.Event):
                     op.set()
             if any(op is _STOP for op in batch):
+                with self._conn_lock:  # here, never under a writer still at work
+                    self._conn.close()
                 return
+
+    def _kept(self) -> list:
+        """What the keepers have new (asked outside the locks: they take their own)."""
+        ops = []
+        for keeper in self._keepers:
+            try:
+                op = keeper()
+            except Exception:  # a keeper's failure must not stop the other writes
+                logger.exception("labkit: a keeper of the sweep store %s failed", self.path)
+                continue
+            if op is not None:
+                ops.append(op)
+        return ops
 
     def _commit(self, batch: list) -> None:
         """Run the writes of ``batch`` in one transaction; a failure is kept for :meth:`check`."""
@@ -158,8 +193,9 @@ class WriteQueue:
                 return
             self._closed = True
             thread = self._thread
-        if thread is not None:
-            self._ops.append(_STOP)
-            self._due.set()
-            thread.join(30)
-        self._conn.close()
+        if thread is None:
+            self._conn.close()
+            return
+        self._ops.append(_STOP)
+        self._due.set()
+        thread.join()  # the writer closes the connection: never under its feet

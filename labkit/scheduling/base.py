@@ -22,7 +22,8 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import CancelledError, SchedulerError, located, require_callable
@@ -84,6 +85,7 @@ class Scheduler(Observable):
         self._task_ids = itertools.count()
         self._closed = False
         self._shutdown_callbacks: list[Callable[[], Any]] = []
+        self._runs: dict[str, Any] = {}  # run id -> what views read of it, in start order
         self._container_class = (
             type(result_container) if result_container is not None else ListResultContainer
         )
@@ -214,6 +216,36 @@ class Scheduler(Observable):
         require_callable(fn, "fn", "on_shutdown")
         self._shutdown_callbacks.append(fn)
 
+    # -- the runs it carries --------------------------------------------------------------
+
+    def hold_run(self, run_id: str, handle: Any) -> None:
+        """Keep ``handle`` (what views read of the run ``run_id``: a sweep's live sweep).
+
+        A run registers itself when it starts on this scheduler; views that see
+        only a run's id in events (a dashboard) find it in :meth:`runs`, ended
+        runs too, until the scheduler shuts down.  Nothing is kept once shut down.
+        """
+        with self.window.lock:
+            if not self._closed:
+                self._runs[run_id] = handle
+
+    def runs(self) -> Mapping[str, Any]:
+        """The runs started on this scheduler, by id, in start order, ended ones too (read-only).
+
+        Empty once the scheduler is shut down.
+
+        Examples
+        --------
+        >>> from labkit.scheduling import LocalScheduler
+        >>> s = LocalScheduler()
+        >>> s.hold_run("sweep-1", "its sweep"); dict(s.runs())
+        {'sweep-1': 'its sweep'}
+        >>> s.shutdown(); dict(s.runs())
+        {}
+        """
+        with self.window.lock:
+            return MappingProxyType(dict(self._runs))
+
     def shutdown(self) -> None:
         """Cancel every batch (their owners raise ``SchedulerError``), release the backend."""
         with self.window.lock:
@@ -221,6 +253,7 @@ class Scheduler(Observable):
                 return
             self._closed = True
             batches = self.window.owners()
+            self._runs.clear()  # what it held goes with it: ended sweeps are not kept alive
             self.window.lock.notify_all()
         for b in batches:
             b.cancel(

@@ -6,12 +6,18 @@ The room is built of three kinds of parts, named so you can tell which is which:
   no renderer: :mod:`.tracker` (a scheduler's, run's or trainer's load,
   nodes and task spans), :mod:`.progress` (its runs, phases and fits),
   :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_tracker` (a
-  sweep's trials).
+  sweep's trials), :mod:`.sweep_feed` (a sweep folded so a reader asks what
+  changed since a mark; its :mod:`.sweep_rank`, :mod:`.sweep_band` of quantiles and the
+  :mod:`.sweep_axes` of its parallel coordinates), :mod:`.sweep_shelf` and
+  :mod:`.store_shelf` (the sweeps a dashboard lists: a scheduler's, a store's)
+  and :mod:`.trial_tasks` (trials as the tasks a scheduler's views count).
 * **Renderers** draw snapshots, one medium each: the notebook widgets
   (:mod:`.board`, its :mod:`.board_parts`, the task :mod:`.lanes`, the program
   :mod:`.runner`, the sweep's :mod:`.sweep_board`); Bokeh (:mod:`.components`,
-  :mod:`.node_panel`, :mod:`.run_panel`, the served :mod:`.dashboard`,
-  :mod:`.sweep_plots`, and :mod:`.bokeh_widget` that puts Bokeh in a
+  :mod:`.node_panel`, :mod:`.run_panel`, the served :mod:`.dashboard` and
+  :mod:`.store_dashboard` over :mod:`.bokeh_server`, the sweeps'
+  :mod:`.sweep_plots` (:mod:`.sweep_table`, :mod:`.sweep_curves`,
+  :mod:`.sweep_parallel`), and :mod:`.bokeh_widget` that puts Bokeh in a
   notebook); the console (:mod:`.console`); HTML (:mod:`.cards` and the
   notebook formatters of :mod:`.display`).
 * **Shared plumbing**: :mod:`.live` (the one live loop: subscribe, pace,

@@ -296,7 +296,9 @@ class Components:
         busy = d.busy
         executing = ""
         if cluster is not None:
-            executing = f"{cluster[0]}/{cluster[1]}"
+            # a task the cluster does not count as executing (a sweep's slot, long
+            # seceded) still holds its thread while labkit knows it runs
+            executing = f"{min(max(cluster[0], d.running), cluster[1] or d.running)}/{cluster[1]}"
             if not (d.done or d.running or d.failed) and cluster[1]:
                 busy = min(cluster[0] / cluster[1], 1.0)
         memory = _bytes(d.memory) + (f" / {_bytes(d.memory_limit)}" if d.memory_limit else "")

@@ -1,22 +1,18 @@
 """The Bokeh dashboard: a Bokeh server inside this process, one per scheduler.
 
-:func:`dashboard` starts a Bokeh server on 127.0.0.1 (a free port unless one
-is given) in a daemon thread with its own Tornado IOLoop, serving the app
-``/labkit``.  Every browser session gets its own document and
-:class:`~labkit.views.components.Components`, all drawing one shared
-:class:`~labkit.views.tracker.Tracker` subscribed to the scheduler; a periodic
-callback per document (:data:`~labkit.views.writer.MAX_RATE` a second) sends
-the changes.  BokehJS comes from the server itself, so it works offline.
-
-Pages are served only to requests whose ``Host`` is one of those origins
-(others get 403, against DNS rebinding), and websockets are accepted only from the origins the server is reached at
-(``127.0.0.1:PORT``, ``localhost:PORT``), from origins given explicitly, and,
-behind JupyterHub or Binder (``JUPYTERHUB_SERVICE_PREFIX`` set), from the
-hub's public host when the environment names it (``JUPYTERHUB_PUBLIC_URL``,
-``JUPYTERHUB_PUBLIC_HUB_URL`` or ``JUPYTERHUB_HOST``).  Behind a hub the
-returned link goes through jupyter-server-proxy:
-``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/labkit``; that proxy strips its
-prefix, so BokehJS is linked (and also served) under it.
+:func:`dashboard` serves the app ``/labkit`` on 127.0.0.1
+(:mod:`.bokeh_server`: a free port unless one is given, only its own
+origins).  Every browser session gets its own document: the run picker
+(:class:`~.run_panel.RunPanel`), the workers' load and the task stream
+(:class:`~.components.Components`), and the sweeps (:mod:`.sweep_plots`: a
+picker of every sweep the scheduler holds, those started before the
+dashboard too, and the picked one's board).  They all draw one
+:class:`~.tracker.Tracker` and one :class:`~.sweep_shelf.SweepShelf`
+subscribed to the scheduler; a sweep's trials count as tasks of their
+workers (:mod:`.trial_tasks`), and workers are named as the notebook's
+board names them (:class:`~.device_names.DeviceNames`).  Each session sends
+its changes at its own pace (:data:`~labkit.views.writer.MAX_RATE` a second
+at most).  BokehJS comes from the server itself, so it works offline.
 
 The server stops when the scheduler shuts down, or with :func:`stop_dashboard`;
 no thread or port is left.
@@ -24,46 +20,30 @@ no thread or port is left.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
-import os
-import re
 import threading
 import time
-from urllib.parse import urlparse
 
-from bokeh.application import Application
-from bokeh.application.handlers.function import FunctionHandler
 from bokeh.layouts import column
-from bokeh.resources import Resources
-from bokeh.server.server import BaseServer
-from bokeh.server.tornado import BokehTornado
-from bokeh.server.util import bind_sockets
-from bokeh.server.views.static_handler import StaticHandler
-from tornado.httpserver import HTTPServer
-from tornado.ioloop import IOLoop
-from tornado.web import ErrorHandler
 
 from ..constraints import Interval, Satisfies, check_argument
-from ..errors import InputError, SchedulerError
+from ..errors import SchedulerError
 from . import writer
+from .bokeh_server import APP_PATH, BokehServer
 from .cluster_sampler import ClusterSampler
 from .components import Components
+from .device_names import DeviceNames
 from .live import LiveView
-from .priority import lower_this_thread
 from .run_panel import RunPanel
 from .subjects import check_source, client_of
+from .sweep_plots import attach as attach_sweeps
+from .sweep_shelf import SweepShelf
+from .tracker import Tracker
 
-__all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH"]
-
-logger = logging.getLogger("labkit.views")
-
-APP_PATH = "/labkit"
-_HOST = "127.0.0.1"
+__all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH", "ORIGIN_RULES", "PORT_RULES"]
 
 _lock = threading.Lock()
-_running: dict[int, _DashboardServer] = {}  # id(scheduler) -> its server
+_running: dict[int, _Dashboard] = {}  # id(scheduler) -> its server
 
 
 def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str = "labkit") -> str:
@@ -102,7 +82,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
         server = _running.get(id(scheduler))
         if server is not None:
             return server.url
-        server = _DashboardServer(scheduler, port, origins, title)
+        server = _Dashboard(scheduler, port, origins, title)
         _running[id(scheduler)] = server
     try:
         for owner in owners:
@@ -183,117 +163,57 @@ def stop_dashboard(scheduler) -> bool:
     return True
 
 
-def _hub_prefix() -> str | None:
-    """JupyterHub's per-user prefix (``/user/name/``), when running behind one."""
-    prefix = os.environ.get("JUPYTERHUB_SERVICE_PREFIX")
-    if not prefix:
-        return None
-    return prefix if prefix.endswith("/") else prefix + "/"
+class _Fold:
+    """What the dashboard's one subscription feeds: the tracker, and the sweeps' shelf."""
+
+    def __init__(self, tracker: Tracker, shelf: SweepShelf):
+        self.tracker, self.shelf = tracker, shelf
+
+    @property
+    def version(self) -> int:
+        return self.tracker.version
+
+    def __call__(self, event) -> None:
+        self.tracker(event)
+        self.shelf(event)
+
+    def snapshot(self):
+        return self.tracker.snapshot()
+
+    def source_ended(self) -> None:
+        self.tracker.source_ended()
 
 
-def _hub_origins() -> list[str]:
-    """The hub's public host(s) named by the environment (its pages open the websocket)."""
-    hosts = []
-    for var in ("JUPYTERHUB_PUBLIC_URL", "JUPYTERHUB_PUBLIC_HUB_URL", "JUPYTERHUB_HOST"):
-        value = os.environ.get(var, "")
-        host = urlparse(value).netloc if "://" in value else value.strip("/")
-        if host and host not in hosts:
-            hosts.append(host)
-    return hosts
-
-
-class _DashboardServer:
-    """One Bokeh server in its own thread, over one tracker of one scheduler."""
+class _Dashboard:
+    """The dashboard of one scheduler: one tracker and shelf, a document a browser session."""
 
     def __init__(self, scheduler, port: int, origins: list[str], title: str):
         self.title = title
-        # The scheduler's events feed one tracker through the live-view base (subscribed
-        # with the views' state pace, unsubscribed once); each session draws it at its
-        # own pace on the server's loop, where Bokeh documents may be changed.
-        self.feed = LiveView(scheduler)
-        self.tracker = self.feed.tracker
+        # The scheduler's events feed one tracker and one shelf of sweeps through the
+        # live-view base (subscribed with the views' state pace, unsubscribed once); each
+        # session draws them at its own pace on the server's loop, where Bokeh documents
+        # may be changed.
+        self.tracker = Tracker()
+        self.shelf = SweepShelf(scheduler, sink=self.tracker)
+        self.feed = LiveView(scheduler, tracker=_Fold(self.tracker, self.shelf))
+        self.names = DeviceNames([scheduler])
         client = client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
-        self._requested = (port, origins)
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._loop: IOLoop | None = None
-        self._server: BaseServer | None = None
-        self.port: int | None = None
-        self.url = ""
-        self._thread = threading.Thread(
-            target=self._serve, daemon=True, name="labkit-dashboard-bokeh"
-        )
-        self._thread.start()
-        self._ready.wait()
-        if self._error is not None:
+        self.shelf.refresh()  # the sweeps begun before: their runs and trials told
+        self.server = BokehServer(self._make_document, port, origins)
+        try:
+            self.server.start()
+        except BaseException:
             self._release()
-            raise self._error
-
-    # -- in the server thread ----------------------------------------------------
-
-    def _serve(self) -> None:
-        """Thread body: bind, start the server, run its IOLoop until stopped."""
-        lower_this_thread()
-        asyncio.set_event_loop(asyncio.new_event_loop())
-        self._loop = loop = IOLoop.current()
-        try:
-            self._start_server(loop)
-        except BaseException as exc:  # reported to the caller of dashboard()
-            self._error = exc
-            self._ready.set()
-            loop.close(all_fds=True)
-            return
-        self._ready.set()
-        loop.start()
-        # stopped: close every socket still registered (open websockets included)
-        loop.close(all_fds=True)
-
-    def _start_server(self, loop: IOLoop) -> None:
-        """Bind 127.0.0.1 first, so the origins can name the port that was picked."""
-        port, extra = self._requested
-        try:
-            sockets, self.port = bind_sockets(_HOST, port)
-        except OSError as exc:
-            raise InputError(
-                f"cannot serve the dashboard on {_HOST}:{port} "
-                f"({exc.strerror or exc}); choose another port, or port=0 for "
-                f"any free one",
-                port=port,
-            ) from exc
-        origins = [f"{_HOST}:{self.port}", f"localhost:{self.port}", *extra]
-        hub = _hub_prefix()
-        static_root = "/"
-        patterns = []
-        if hub:
-            # jupyter-server-proxy strips "{hub}proxy/{port}", so the page's
-            # root-relative links to BokehJS must carry it; serve them there too.
-            static_root = f"{hub}proxy/{self.port}/"
-            patterns.append((re.escape(static_root) + "static/(.*)", StaticHandler))
-            origins += _hub_origins()
-        # Pages only for the hosts it was told about (no DNS rebinding); behind a hub,
-        # jupyter-server-proxy authenticates every request before it forwards it.
-        hosts = None if hub or "*" in extra else origins
-        app = _LabkitTornado(
-            {APP_PATH: Application(FunctionHandler(self._make_document))},
-            static_root=static_root,
-            hosts=hosts,
-            extra_websocket_origins=origins,
-            extra_patterns=patterns,
-            use_index=False,
-            redirect_root=False,
-        )
-        http = HTTPServer(app)
-        http.add_sockets(sockets)
-        self._server = server = BaseServer(loop, app, http)
-        server.start()
-        base = f"{hub}proxy/{self.port}" if hub else f"http://{_HOST}:{self.port}"
-        self.url = base + APP_PATH
+            raise
+        self.url, self.port = self.server.url, self.server.port
 
     def _make_document(self, doc) -> None:
-        """A new browser session: its own run panel and components, redrawn at a self-set pace."""
+        """A new browser session: its own run panel, components and sweeps, at a self-set pace."""
         panel = RunPanel()
-        components = Components(self.tracker, sampler=self.sampler, run_filter=panel.run_filter)
+        components = Components(
+            self.tracker, sampler=self.sampler, run_filter=panel.run_filter, names=self.names
+        )
 
         def update():
             panel.update(self.tracker.snapshot())  # first: the components follow its run
@@ -302,9 +222,7 @@ class _DashboardServer:
         update()
         doc.title = self.title
         doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
-        from .sweep_plots import attach as attach_sweep_plots
-
-        attach_sweep_plots(doc, self.tracker)  # the newest sweep's curves and table
+        attach_sweeps(doc, self.shelf, self.names.short)
         pacer = writer.Pacer()
         last = [time.thread_time()]
 
@@ -323,52 +241,12 @@ class _DashboardServer:
 
         doc.add_timeout_callback(tick, int(1000 / writer.MAX_RATE))
 
-    def _shutdown(self) -> None:
-        """On the IOLoop: stop the server (closes the listening socket), then the loop."""
-        try:
-            if self._server is not None:
-                self._server.stop()
-        finally:
-            if self._loop is not None:
-                self._loop.stop()
-
-    # -- from any thread ---------------------------------------------------------
-
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server and its thread, the sampler, and the subscription."""
-        if self._loop is not None and self._thread.is_alive():
-            self._loop.add_callback(self._shutdown)
-            if self._thread is not threading.current_thread():
-                self._thread.join(timeout)
+        self.server.stop(timeout)
         self._release()
 
     def _release(self) -> None:
         self.feed.stop()
         if self.sampler is not None:
             self.sampler.stop()
-
-
-class _LabkitTornado(BokehTornado):
-    """BokehTornado that answers only its own hosts, with BokehJS under a chosen root.
-
-    ``hosts`` lists the ``Host`` headers (``host:port``) it serves; others get
-    403 (``None``: any).  The root is a proxy's prefix behind JupyterHub.
-    """
-
-    def __init__(self, applications, *, static_root: str = "/", hosts=None, **kw):
-        self._static_root = static_root
-        self._hosts = None if hosts is None else {h.lower() for h in hosts}
-        super().__init__(applications, **kw)
-
-    def find_handler(self, request, **kwargs):
-        """403 for a request whose ``Host`` header names another host."""
-        if self._hosts is not None and request.host.lower() not in self._hosts:
-            logger.warning("labkit dashboard: refused a request for host %r", request.host)
-            return self.get_handler_delegate(request, ErrorHandler, {"status_code": 403})
-        return super().find_handler(request, **kwargs)
-
-    def resources(self, absolute_url=None) -> Resources:
-        """Server-mode resources: BokehJS from this server, never a CDN."""
-        return Resources(
-            mode="server", root_url=self._static_root, path_versioner=StaticHandler.append_version
-        )

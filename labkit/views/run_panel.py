@@ -31,7 +31,7 @@ from bokeh.models.widgets import Div, Select
 
 from .progress import PhaseProgress
 from .tracker import Snapshot
-from .words import phase_label, run_line
+from .words import phase_label, run_line, seconds
 
 __all__ = ["RunPanel", "LATEST"]
 
@@ -73,6 +73,7 @@ class RunPanel:
             css_classes=["labkit-run-panel"],
         )
         self._runs: list[str] = []
+        self._started: dict[str, float] = {}
 
     @property
     def run(self) -> str | None:
@@ -87,21 +88,26 @@ class RunPanel:
 
     def update(self, snap: Snapshot) -> None:
         """New runs into the selector; the shown run's bars (sent only when changed)."""
-        # every run, those without phases too (a sweep, a fit between epochs)
-        for run in [*(r.run for r in getattr(snap, "runs", ())), *(p.run for p in snap.phases)]:
+        # every run, those without phases too (a sweep, a fit between epochs), in the order
+        # they started (a view told late of a run hears of it after newer ones)
+        started = {r.run: r.started for r in getattr(snap, "runs", ())}
+        for run in [*started, *(p.run for p in snap.phases)]:
             if run not in self._runs:
                 self._runs.append(run)
+                self._started[run] = started.get(run, snap.time)
+                self._runs.sort(key=lambda r: self._started[r])
         options: list[str | None] = [LATEST, *reversed(self._runs)]
         if options != self._options:
             self._options = options
             self.select.options = options
         phases = [p for p in snap.phases if p.run == self.run]
         run = next((r for r in getattr(snap, "runs", ()) if r.run == self.run), None)
-        text = (
-            self._text(phases, snap.time)
-            if phases or run is None
-            else self._run_text(run, snap.time)
-        )
+        if run is not None and run.kind == "sweep":
+            text = self._sweep_text(run, phases, snap.time)
+        elif phases or run is None:
+            text = self._text(phases, snap.time)
+        else:
+            text = self._run_text(run, snap.time)
         if text != self.progress.text:
             self.progress.text = text
 
@@ -138,6 +144,23 @@ class RunPanel:
         return (
             f"<div><b>{html.escape(run.kind)} {html.escape(run.run)}</b> · "
             f"{html.escape(run.status)}</div><div>{html.escape(run_line(run, [], now))}</div>"
+        )
+
+    @staticmethod
+    def _sweep_text(run, phases: list[PhaseProgress], now: float) -> str:
+        """A sweep: its trials (counted as its workers' tasks) done and running, and their pace."""
+        done = sum(p.done + p.failed for p in phases)
+        running = sum(p.running for p in phases)
+        elapsed = (run.finished or now) - run.started
+        rate = done / elapsed if elapsed > 0 else 0.0
+        words = [f"{done} trial{'s' * (done != 1)} done", f"{running} running"]
+        if run.finished is None:
+            words.append(f"{rate:.1f} trials/s")
+        words.append(seconds(elapsed))
+        name = f"{run.name} — " if run.name != run.kind else ""
+        return (
+            f"<div><b>sweep {html.escape(run.run)}</b> · {html.escape(run.status)}</div>"
+            f"<div class='labkit-run-sweep'>{html.escape(name + ' · '.join(words))}</div>"
         )
 
     @staticmethod

@@ -1,44 +1,44 @@
-"""A sweep on the Bokeh dashboard: the curves of every trial and the table of trials.
+"""The sweeps on the Bokeh dashboard: a picker of every sweep, and the picked one's board.
 
-:class:`SweepPlots` draws the newest sweep a dashboard's tracker has seen:
-a figure of the metric against the step, one line a trial (stopped ones
-faded, the best one bold, a hover per line), and a table of the trials
-(sorted by a menu; the best row highlighted).  It reads the live sweep
-(:func:`~labkit.experiments.live_sweep`) through a
-:class:`~.sweep_tracker.SweepTracker` while a browser session is open, at
-most twice a second and within the share of a core a board's writer takes;
-with no sweep it shows nothing.  :func:`attach` adds it to a dashboard
-document in one call.
+:class:`SweepPlots` lists the sweeps a dashboard knows (a scheduler's,
+:mod:`.sweep_shelf`; a store's, :mod:`.store_shelf`) in a picker
+(``labkit-sweep-picker``, the newest first and picked until a reader picks
+another) and shows the picked one with the parts of the notebook board: the
+status line (``labkit-sweep-status``: counts by status, the best trial),
+the table (:mod:`.sweep_table`), the curves (:mod:`.sweep_curves`) and the
+parallel coordinates (:mod:`.sweep_parallel`).  A sweep picked is painted
+whole once; after that each tick asks its feed what changed since the last
+one and sends only that (streams and patches), at most ``MAX_RATE`` times a
+second and within the share of a core a board's writer takes.  With no
+sweep it says so.  :func:`attach` adds it to a dashboard's document.
 """
 
 from __future__ import annotations
 
-import math
+import html
 import time
 
 from bokeh.layouts import column
-from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
-    ColumnDataSource,
-    Div,
-    HoverTool,
-    Select,
-)
-from bokeh.plotting import figure
+from bokeh.models import Div, Select  # type: ignore[attr-defined]  # bokeh's stubs
 
-from ..experiments.live import live_sweep
-from . import sweep_draw
-from .components import _named
-from .sweep_tracker import SweepTracker
+from .node_panel import named
+from .sweep_curves import SweepCurves
+from .sweep_feed import SweepFeed
+from .sweep_parallel import SweepParallel
+from .sweep_shelf import Sweeps
+from .sweep_style import COLOURS, config_words, fmt
+from .sweep_table import SweepTable
 from .writer import Pacer
 
-__all__ = ["SweepPlots", "attach"]
+__all__ = ["SweepPlots", "attach", "NO_SWEEP"]
 
-_LINE_COLUMNS = ("xs", "ys", "color", "alpha", "width", "trial", "status", "config", "value")
+NO_SWEEP = "<i>no sweep yet</i>"
+_ORDER = ("running", "pending", "completed", "stopped", "failed", "cancelled")
 
 
-def attach(doc, tracker, period_ms: int = 500) -> SweepPlots:
-    """Add the plots of ``tracker``'s newest sweep to ``doc``, looked at every ``period_ms``."""
-    plots = SweepPlots(tracker)
+def attach(doc, sweeps: Sweeps, names=None, period_ms: int = 250) -> SweepPlots:
+    """Add the sweeps' picker and board to ``doc``, looked at every ``period_ms``."""
+    plots = SweepPlots(sweeps, names)
     plots.update()
     doc.add_root(plots.layout)
     doc.add_periodic_callback(plots.update, period_ms)
@@ -46,130 +46,166 @@ def attach(doc, tracker, period_ms: int = 500) -> SweepPlots:
 
 
 class SweepPlots:
-    """The curves and the table of the newest sweep that ``tracker`` (a Tracker) has seen."""
+    """The picker and the board of the picked sweep, for one browser session."""
 
-    def __init__(self, tracker):
-        self.tracker = tracker
-        self.run: str | None = None
-        self.sweep_tracker: SweepTracker | None = None
-        self._drawn = None
-        self._pacer, self._next = Pacer(), 0.0
-        self.title = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-title")
-        self.lines = ColumnDataSource({c: [] for c in _LINE_COLUMNS}, name="labkit-sweep-lines")
-        self.figure = figure(
-            title="Sweep: metric by step",
-            height=260,
-            tools="pan,wheel_zoom,reset",
-            sizing_mode="stretch_width",
+    def __init__(self, sweeps: Sweeps, names=None):
+        self.sweeps = sweeps
+        self.picker = named(
+            Select(title="sweep", value="", options=[], width=420), "labkit-sweep-picker"
         )
-        _named(self.figure, "labkit-sweep-curves")
-        renderer = self.figure.multi_line(
-            xs="xs", ys="ys", color="color", alpha="alpha", line_width="width", source=self.lines
-        )
-        self.figure.add_tools(
-            HoverTool(
-                renderers=[renderer],
-                tooltips=[
-                    ("trial", "@trial (@status)"),
-                    ("config", "@config"),
-                    ("value", "@value"),
-                ],
-            )
-        )
-        self.figure.xaxis.axis_label = "step"
-        self._snap = None
-        self.sort = _named(
-            Select(title="sort by", value="rank", options=[("rank", "best first")], width=200),
-            "labkit-sweep-sort",
-        )
-        self.sort.on_change("value", self._on_sort)
-        self.table = _named(Div(text="", sizing_mode="stretch_width"), "labkit-sweep-table")
-        self.layout = column(
-            self.title,
-            self.figure,
-            self.sort,
-            self.table,
+        self.picker.on_change("value", self._on_pick)
+        self.status = named(Div(text=NO_SWEEP, sizing_mode="stretch_width"), "labkit-sweep-status")
+        self.table = SweepTable(names)
+        self.curves = SweepCurves()
+        self.parallel = SweepParallel()
+        self.board = column(
+            self.table.table,
+            self.curves.figure,
+            self.parallel.figure,
             visible=False,
             sizing_mode="stretch_width",
         )
-        _named(self.layout, "labkit-sweep-plots")
-
-    def _live(self):
-        """The newest sweep run's live sweep (a new one: a new tracker), or None."""
-        runs = [r for r in self.tracker.progress.runs() if r.kind == "sweep"]
-        for r in reversed(runs):
-            live = live_sweep(r.run)
-            if live is not None:
-                if r.run != self.run:
-                    self.run, self.sweep_tracker, self._drawn = r.run, SweepTracker(r.run), None
-                return live, r
-        return None, None
+        self.layout = named(
+            column(self.picker, self.status, self.board, sizing_mode="stretch_width"),
+            "labkit-sweep-plots",
+        )
+        self.feed: SweepFeed | None = None  # the sweep shown
+        self._chosen: str | None = None  # the run a reader picked (None: the newest)
+        self._picking = False
+        self._mark = 0
+        self._meta = -1
+        self._best: int | None = None
+        self._options: list = []
+        self._pacer, self._next = Pacer(), 0.0
 
     def update(self) -> None:
-        """Read the newest sweep and redraw, paced as the board's writer is (rate, CPU share)."""
+        """Look at the sweeps and send what changed, paced as a board's writer is."""
         if time.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self._pacer.timed(self._update)
+        self._next = time.monotonic() + self._pacer.timed(self.tick)
 
-    def _update(self) -> None:
-        live, run = self._live()
-        if live is None:
+    def tick(self) -> None:
+        """One look: new sweeps into the picker, the picked one's changes sent."""
+        self.sweeps.refresh()
+        feeds = self.sweeps.feeds()
+        self._list(feeds)
+        feed = self._picked(feeds)
+        if feed is None:
             return
-        tracker = self.sweep_tracker
-        if tracker is None:
+        if feed.metric is None:  # its run began, the sweep has not said what it is yet
+            self.status.text = f"<i>sweep {html.escape(feed.name or feed.run)} starting</i>"
+            self.feed = None
             return
-        tracker.seed(live)
-        snap = tracker.snapshot()
-        key = tuple((t.id, t.status, t.reports, t.value) for t in snap.trials)
-        if key == self._drawn:
+        if feed is not self.feed:
+            self._paint(feed)
+        else:
+            self._send_changes(feed)
+
+    # -- the picker ------------------------------------------------------------------------
+
+    def _list(self, feeds: list[SweepFeed]) -> None:
+        options = [(f.run, _label(f)) for f in reversed(feeds)]
+        if options != self._options:
+            self._options = options
+            self._set(options=options)
+
+    def _picked(self, feeds: list[SweepFeed]) -> SweepFeed | None:
+        by_run = {f.run: f for f in feeds}
+        feed = by_run.get(self._chosen) if self._chosen else None
+        feed = feed or (feeds[-1] if feeds else None)
+        if feed is not None and self.picker.value != feed.run:
+            self._set(value=feed.run)
+        return feed
+
+    def _set(self, **changes) -> None:
+        self._picking = True  # our own change, not a reader's pick
+        try:
+            for name, value in changes.items():
+                setattr(self.picker, name, value)
+        finally:
+            self._picking = False
+
+    def _on_pick(self, _attr, _old, new) -> None:
+        """A reader picked a sweep: show it at once, and keep it picked."""
+        if self._picking:
             return
-        self._drawn = key
-        self.layout.visible = True
-        self.title.text = sweep_draw.status_line(snap, f"sweep {snap.name}", run.status)
-        self.figure.yaxis.axis_label = snap.metric
-        self._draw_lines(snap)
-        self._draw_table(snap)
+        self._chosen = new or None
+        self._next = 0.0
+        self.tick()
 
-    def _draw_lines(self, snap) -> None:
-        best = snap.best.id if snap.best is not None else None
-        data: dict[str, list] = {c: [] for c in _LINE_COLUMNS}
-        for t in snap.trials:
-            if not t.curve:
-                continue
-            data["xs"].append([s for s, _ in t.curve])
-            # an infinite value would stretch the axis to infinity: a gap, as NaN is
-            data["ys"].append([v if sweep_draw.finite(v) else math.nan for _, v in t.curve])
-            data["color"].append(sweep_draw.PALETTE[t.id % len(sweep_draw.PALETTE)])
-            faded = t.status in ("stopped", "failed", "cancelled") and t.id != best
-            data["alpha"].append(0.25 if faded else 0.95)
-            data["width"].append(3.5 if t.id == best else 1.3)
-            data["trial"].append(t.id)
-            data["status"].append(t.status)
-            data["config"].append(sweep_draw.config_words(t.config))
-            data["value"].append(sweep_draw.fmt(t.value))
-        self.lines.data = data
+    # -- drawing -----------------------------------------------------------------------------
 
-    def _draw_table(self, snap) -> None:
-        options = [v for v, _ in self._sort_options(snap)]
-        if list(self.sort.options) != [(v, t) for v, t in self._sort_options(snap)]:
-            self.sort.options = self._sort_options(snap)
-        key = self.sort.value if self.sort.value in options else "rank"
-        self.table.text = sweep_draw.table(snap, key)
-        self._snap = snap
+    def _paint(self, feed: SweepFeed) -> None:
+        """The picked sweep whole: every trial, line and axis."""
+        self.feed = feed
+        self._mark, self._meta = feed.mark, feed.meta_mark
+        trials = feed.trials()
+        best = feed.best()
+        self._best = best.id if best is not None else None
+        self.table.paint(_params(feed, trials), trials, self._best)
+        self.curves.paint(feed)
+        self.parallel.paint(feed.space, feed.metric, feed.mode, trials, self._best)
+        self.status.text = _status(feed, best)
+        self.board.visible = True
 
-    @staticmethod
-    def _sort_options(snap) -> list:
-        return [
-            ("rank", "best first"),
-            ("trial", "trial"),
-            ("status", "status"),
-            ("step", "step"),
-            ("latest", "latest"),
-            ("best", "best"),
-            *((p, p) for p in sweep_draw.params(snap)),
-        ]
+    def _send_changes(self, feed: SweepFeed) -> None:
+        """What changed in the picked sweep since the last tick, and only that."""
+        mark, changed = feed.changes(self._mark)
+        if not changed and feed.meta_mark == self._meta:
+            return
+        if feed.meta_mark != self._meta and _params(feed, []) != self.table.params:
+            self._paint(feed)  # its space came after its first trials: new columns and axes
+            return
+        self._mark, self._meta = mark, feed.meta_mark
+        trials = feed.trials(changed)
+        best = feed.best()
+        best_id = best.id if best is not None else None
+        self.table.update(trials, best_id)
+        self.curves.update(feed, changed, best_id)
+        self.parallel.update(trials, best, feed.trials)
+        self._best = best_id
+        text = _status(feed, best)
+        if text != self.status.text:
+            self.status.text = text
 
-    def _on_sort(self, _attr, _old, _new) -> None:
-        """The sort menu changed: the table again, at once."""
-        if self._snap is not None:
-            self._draw_table(self._snap)
+
+def _params(feed: SweepFeed, trials) -> list[str]:
+    """The parameters that vary: the space's, or the keys of the configurations."""
+    names = [k for k, d in feed.space.items() if k != "list" and d.get("type") != "constant"]
+    if names or not trials:
+        return names
+    seen: dict = {}
+    for t in trials[:100]:
+        seen.update(dict.fromkeys(t.config))
+    return list(seen)
+
+
+def _label(feed: SweepFeed) -> str:
+    """A sweep in the picker: its name, status and size."""
+    n = len(feed)
+    return f"{feed.name or feed.run} · {feed.status} · {n} trial{'s' * (n != 1)}"
+
+
+def _status(feed: SweepFeed, best) -> str:
+    """The status line: name, status, counts by status, the best trial."""
+    counts = feed.counts()
+    parts = " · ".join(
+        f'<span style="color:{COLOURS.get(s, "#333")}" data-status="{s}">{counts[s]} {s}</span>'
+        for s in _ORDER
+        if counts.get(s)
+    )
+    n = len(feed)
+    words = ""
+    if best is not None:
+        value = best.value if best.status != "running" else best.best
+        words = (
+            f' · <span class="labkit-sweep-best-line">best {html.escape(str(feed.metric))} '
+            f"<b>{fmt(value)}</b> (trial {best.id}: {html.escape(config_words(best.config))})</span>"
+        )
+    rule = f" · {html.escape(feed.rule)}" if feed.rule else ""
+    return (
+        f'<div style="overflow-wrap:anywhere;line-height:1.4" data-trials="{n}">'
+        f"<b>sweep {html.escape(str(feed.name or feed.run))}</b> · "
+        f'<span class="labkit-run-status">{html.escape(feed.status)}</span> · '
+        f'<span class="labkit-sweep-total">{n}</span> trial{"s" * (n != 1)}: {parts}{words}{rule}</div>'
+    )

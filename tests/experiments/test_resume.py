@@ -65,7 +65,7 @@ def test_a_kernel_killed_mid_sweep_resumes_without_running_a_completed_trial_aga
         child.kill()
         child.wait()
     with _reading(store) as read:   # at most the last second of reports was lost
-        last = read.read("SELECT MAX(time) AS t FROM reports WHERE sweep = 'killed'")[0]["t"]
+        last = read.last_report_time("killed")
     assert killed_at - last < 1.0
     completed = {t["id"] for t in before if t["status"] == "completed"}
     interrupted = {t["id"] for t in before if t["status"] == "running"}

@@ -83,12 +83,15 @@ def test_asha_forgets_the_rungs_a_restarted_trial_reports_again():
     assert judge.rule.state()["rungs"][1] == {"0": 0.4}
 
 
-def test_the_judge_saves_the_state_only_when_it_changed():
-    saved = []
-    judge = Judge(lk.ASHA(min_steps=2, reduction=2), "min", "loss", save=saved.append)
+def test_the_judge_hands_over_the_state_only_when_it_changed():
+    judge = Judge(lk.ASHA(min_steps=2, reduction=2), "min", "loss")
+    assert judge.keeps and judge.take_state() is None
     judge.judge(0, 0, 1.0, stopping=False)          # before the first rung: nothing recorded
     judge.judge(0, 1, 0.9, stopping=False)
-    assert saved == []
+    assert judge.take_state() is None
     judge.judge(0, 2, 0.8, stopping=False)
     judge.judge(0, 3, 0.7, stopping=False)
-    assert len(saved) == 1 and saved[0]["state"]["rungs"] == [{"0": -0.8}]
+    assert judge.take_state()["state"]["rungs"] == [{"0": -0.8}]
+    assert judge.take_state() is None                 # taken: nothing new until it changes
+    judge.judge(1, 2, 0.5, stopping=False)
+    assert judge.take_state()["state"]["rungs"] == [{"0": -0.8, "1": -0.5}]

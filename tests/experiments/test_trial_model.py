@@ -66,14 +66,16 @@ def test_a_live_and_a_stored_sweep_honour_the_sweep_source_protocol(tmp_path):
     from labkit.experiments.live import SweepSource
     from labkit.experiments.sweep import finished_run
 
-    run = lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
-                   store=None, wait=False)
-    result = run.result(timeout=60)
-    stored = finished_run(result).sweep
-    for source in (run.sweep, stored):
-        assert isinstance(source, SweepSource)
-        assert lk.experiments.live_sweep(run) is run.sweep
-        rows = source.snapshot(history=True)
-        assert [TrialRecord.of(r) for r in rows] == result.trials
-        assert source.result().counts() == {"completed": 2}
-    assert lk.experiments.live_sweep(run.id) is run.sweep   # by id, for views that see only ids
+    with lk.LocalScheduler() as scheduler:
+        run = lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss",
+                       mode="min", store=None, scheduler=scheduler, wait=False)
+        result = run.result(timeout=60)
+        stored = finished_run(result).sweep
+        for source in (run.sweep, stored):
+            assert isinstance(source, SweepSource)
+            assert lk.experiments.live_sweep(run) is run.sweep
+            rows = source.snapshot(history=True)
+            assert [TrialRecord.of(r) for r in rows] == result.trials
+            assert source.result().counts() == {"completed": 2}
+        # by id, for views that see only ids: through the scheduler the sweep ran on
+        assert lk.experiments.live_sweep(run.id, scheduler) is run.sweep

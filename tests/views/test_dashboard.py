@@ -14,7 +14,6 @@ from labkit.views.dashboard import dashboard, running_url, stop_dashboard
 from tests.browser import chromium, screenshot
 from tests.helpers import SlowPCA, port_is_free
 
-
 # Reads the number of rows of a named model's data source in the page's Bokeh document.
 ROWS_JS = """(name) => {
     if (!window.Bokeh || !Bokeh.documents.length) return -1;
@@ -192,3 +191,142 @@ def test_jupyterhub_link_goes_through_the_server_proxy(local_scheduler, monkeypa
     assert _get(f"http://127.0.0.1:{port}{script}")[0] == 200
     assert _get(f"http://127.0.0.1:{port}/static/js/bokeh.min.js")[0] == 200
     assert asyncio.run(_open_websocket(port, "https://hub.example.org")) is not None
+
+
+# -- sweeps on the dashboard ------------------------------------------------------------------
+
+# A named model's property, or a source's data as plain arrays, from the page's Bokeh document.
+MODEL_JS = """([name, key]) => {
+    if (!window.Bokeh || !Bokeh.documents.length) return null;
+    const m = Bokeh.documents[0].get_model_by_name(name);
+    if (!m) return null;
+    if (key !== "data") return m[key];
+    const out = {};
+    const entries = m.data instanceof Map ? m.data.entries() : Object.entries(m.data);
+    for (const [k, column] of entries) out[k] = Array.from(column);
+    return out;
+}"""
+
+# The values of one column of the grid's rows (in a shadow root: Playwright's CSS pierces it),
+# top row first.
+SHOWN_JS = """(rows, column) => rows
+    .sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top))
+    .map(r => r.querySelector(`.slick-cell.l${column}`).textContent)"""
+
+
+def _shown(page, column: int) -> list[str]:
+    return page.locator(".labkit-sweep-table .slick-row").evaluate_all(SHOWN_JS, column)
+
+
+def _wait(what: str, check, timeout: float = 60.0):
+    """Poll ``check()`` until it is true (a page's state, read through Playwright)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+def _model(page, name: str, key: str):
+    return page.evaluate(MODEL_JS, [name, key])
+
+
+def _wait_model(page, name: str, key: str, test: str, timeout: int = 60000) -> None:
+    """Wait until ``test`` (JS, of ``v``: the model's property or data) holds in the page."""
+    page.wait_for_function(
+        f"([name, key]) => {{ const v = ({MODEL_JS})([name, key]); return v != null && ({test}); }}",
+        arg=[name, key], timeout=timeout)
+
+
+def _first_report(scheduler):
+    """An event set at a sweep's first report on ``scheduler``, and what unsubscribes it."""
+    reported = threading.Event()
+    unsubscribe = scheduler.subscribe(
+        lambda e: reported.set() if type(e).__name__ == "TrialReported" else None)
+    return reported, unsubscribe
+
+
+@pytest.mark.needs("chromium")
+def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one():
+    from tests.experiments import functions as F
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
+        first = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "steps": 4}, trials=12,
+                         metric="acc", mode="max", scheduler=s, store=None, seed=0,
+                         name="first-sweep")
+        reported, unsubscribe = _first_report(s)
+        second = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 8},
+                          trials=8, metric="acc", mode="max", scheduler=s, store=None, seed=1,
+                          name="second-sweep", wait=False)
+        assert reported.wait(60)
+        unsubscribe()
+        url = dashboard(s)                                    # opened while the second one runs
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1200, "height": 1500})
+            page.goto(url)
+            _wait_model(page, "labkit-sweep-picker", "options", "v.length == 2")
+            options = _model(page, "labkit-sweep-picker", "options")
+            first_id = next(iter(s.runs()))                  # the run the scheduler holds first
+            assert [o[0] for o in options] == [second.id, first_id]
+            assert "second-sweep" in options[0][1] and "first-sweep" in options[1][1]
+            assert _model(page, "labkit-sweep-picker", "value") == second.id  # the newest
+            # the running sweep is shown at once, with its run in the run panel (not "no run yet")
+            _wait_model(page, "labkit-sweep-status", "text",
+                        "v.includes('second-sweep') && v.includes('running')")
+            _wait_model(page, "labkit-run-progress", "text",
+                        "v.includes('second-sweep') && v.includes('running')")
+            assert not second.done()
+            screenshot(page, "dashboard-sweep-running")
+            second.result(timeout=120)
+            _wait_model(page, "labkit-sweep-status", "text",
+                        "v.includes('8 completed') && v.includes('finished')")
+            _wait_model(page, "labkit-sweep-table-source", "data",
+                        "v.status.length == 8 && v.status.every(x => x == 'completed')")
+            lines = _model(page, "labkit-sweep-lines", "data")
+            assert sorted(t for t in lines["trial"] if t >= 0) == list(range(8))
+            assert sum(map(len, lines["ys"])) == 8 * 8           # every report, once
+            # a reader picks the ended one: its board, its trials
+            page.locator(".labkit-sweep-picker select").select_option(label=options[1][1])
+            _wait_model(page, "labkit-sweep-status", "text", "v.includes('first-sweep')")
+            _wait_model(page, "labkit-sweep-table-source", "data", "v.id.length == 12")
+            assert _shown(page, 1)[:3] == ["0", "1", "2"]
+            # a click on a header sorts the table by it, a second click the other way
+            header = page.locator(".labkit-sweep-table .slick-header-column", has_text="latest")
+            values = lambda: [float(v) for v in _shown(page, 4)]  # noqa: E731
+            header.click()
+            _wait("sorted up", lambda: values() == sorted(values()) and len(values()) == 12)
+            header.click()
+            _wait("sorted down", lambda: values() == sorted(values(), reverse=True))
+            assert values()[0] == pytest.approx(max(t.value for t in first.trials), rel=1e-3)
+            screenshot(page, "dashboard-sweep-picked")
+            assert _model(page, "labkit-sweep-picker", "value") == first_id
+
+
+@pytest.mark.needs("chromium")
+def test_opened_before_a_sweep_its_trials_are_busy_slots_of_the_worker_named_as_the_board_does():
+    from tests.experiments import functions as F
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
+        url = dashboard(s)                                    # opened before the sweep
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1200, "height": 1200})
+            page.goto(url)
+            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
+                                   timeout=30000)
+            run = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 10},
+                           trials=6, metric="acc", mode="max", scheduler=s, store=None,
+                           name="slow-sweep", wait=False)
+            source = "labkit-device-load-source"
+            _wait_model(page, source, "data", "v.label.length == 1 && "
+                        "v.label[0].includes('2/2 threads busy') && v.running[0] == 2")
+            lanes = _model(page, source, "data")["lane"]
+            assert lanes == ["worker 0 (this process, 2 threads)"]
+            _wait_model(page, "labkit-run-progress", "text",
+                        "v.includes('sweep') && v.includes('2 running')")
+            _wait_model(page, "labkit-sweep-status", "text", "v.includes('2 running')")
+            _wait_model(page, "labkit-sweep-table-source", "data",
+                        "v.worker.filter(w => w == 'worker 0').length == 2")
+            assert not run.done()                              # all of it while trials ran
+            screenshot(page, "dashboard-sweep-busy")
+            run.result(timeout=120)
+            _wait_model(page, "labkit-run-progress", "text", "v.includes('6 trials done')")
+            _wait_model(page, source, "data", "v.label[0].includes('0/2 threads busy')")

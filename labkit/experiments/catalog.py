@@ -1,0 +1,140 @@
+"""A store's sweeps at a glance (``labkit sweeps STORE``): trials by status, the best, when.
+
+:func:`summaries` reads a store opened read-only (so a store a running sweep
+writes, or one on a read-only disk, is read as it is) with a few queries that
+count in SQLite, not by loading every trial; :func:`format_summaries` lays
+them out as an aligned table.  A missing, corrupt or foreign file is a
+:class:`~labkit.errors.StorageError` naming it.
+
+Examples
+--------
+>>> rows = [{"name": "lr-search", "metric": "loss", "mode": "min", "trials": 3,
+...          "counts": {"completed": 2, "failed": 1}, "best": {"trial": 1, "value": 0.25},
+...          "started": None, "last_written": None}]
+>>> print(format_summaries(rows))
+SWEEP      METRIC      TRIALS  COMPLETED  FAILED  BEST (TRIAL)  STARTED  LAST WRITTEN
+lr-search  loss (min)       3          2       1  0.25 (1)      -        -
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+from ..errors import StorageError
+from .status import ORDER, RANKED
+from .store import Store
+
+__all__ = ["summaries", "summary", "format_summaries", "summaries_json"]
+
+_SWEEPS = "SELECT name, metric, mode, created, updated FROM sweeps ORDER BY created"
+
+
+def summaries(path: Any) -> list[dict]:
+    """One summary a sweep of the store at ``path`` (see :func:`summary`), oldest first."""
+    where = os.path.abspath(os.fspath(path))
+    if os.path.isdir(where):
+        raise StorageError("this is a folder, not a sweep store", path=where)
+    if not os.path.isfile(where):
+        raise StorageError("no sweep store here: the file does not exist", path=where)
+    store = Store(where, readonly=True)
+    try:
+        return [summary(store, row) for row in store.read(_SWEEPS)]
+    finally:
+        store.close()
+
+
+def summary(store: Store, row: dict) -> dict:
+    """The sweep of ``row`` (of the table ``sweeps``) in ``store``, at a glance.
+
+    ``{"name", "metric", "mode", "trials", "counts": {status: n}, "best":
+    {"trial", "value"} | None, "started", "last_written"}``; times are Unix
+    seconds: when the sweep was made, and its newest write (a trial's start or
+    end, a report, its settings).
+    """
+    name = row["name"]
+    counted = {
+        r["status"]: r["n"]
+        for r in store.read(
+            "SELECT status, COUNT(*) AS n FROM trials WHERE sweep = ? GROUP BY status", (name,)
+        )
+    }
+    order = [s.value for s in ORDER] + sorted(set(counted) - {s.value for s in ORDER})
+    times = store.read(
+        "SELECT MAX(started) AS started, MAX(ended) AS ended FROM trials WHERE sweep = ?", (name,)
+    )[0]
+    newest = [row["updated"], times["started"], times["ended"], store.last_report_time(name)]
+    return {
+        "name": name,
+        "metric": row["metric"],
+        "mode": row["mode"],
+        "trials": sum(counted.values()),
+        "counts": {s: counted[s] for s in order if s in counted},
+        "best": _best(store, name, row["mode"]),
+        "started": row["created"],
+        "last_written": max((t for t in newest if isinstance(t, (int, float))), default=None),
+    }
+
+
+def _best(store: Store, sweep: str, mode: str) -> dict | None:
+    """The ranked trial with the best value (the lowest id among equals), as ``SweepResult.best``."""
+    order = "DESC" if mode == "max" else "ASC"
+    ranked = ", ".join(f"'{s.value}'" for s in RANKED)
+    rows = store.read(
+        f"SELECT id, value FROM trials WHERE sweep = ? AND status IN ({ranked}) "
+        f"AND typeof(value) IN ('real', 'integer') ORDER BY value {order}, id ASC LIMIT 1",
+        (sweep,),
+    )  # a NaN is stored as the text 'NaN': never the best
+    return {"trial": rows[0]["id"], "value": rows[0]["value"]} if rows else None
+
+
+def format_summaries(rows: list[dict]) -> str:
+    """``rows`` of :func:`summaries` as an aligned text table (a column a status present)."""
+    statuses = list(dict.fromkeys(s for r in rows for s in r["counts"]))
+    head = ["SWEEP", "METRIC", "TRIALS", *(s.upper() for s in statuses)]
+    head += ["BEST (TRIAL)", "STARTED", "LAST WRITTEN"]
+    numeric = {"TRIALS", *(s.upper() for s in statuses)}
+    cells = [
+        [
+            r["name"],
+            f"{r['metric']} ({r['mode']})",
+            str(r["trials"]),
+            *(str(r["counts"].get(s, 0)) for s in statuses),
+            "-" if r["best"] is None else f"{_number(r['best']['value'])} ({r['best']['trial']})",
+            _when(r["started"]),
+            _when(r["last_written"]),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(head)]
+    lines = []
+    for line in [head, *cells]:
+        parts = [
+            c.rjust(w) if h in numeric else c.ljust(w)
+            for c, w, h in zip(line, widths, head, strict=True)
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def summaries_json(rows: list[dict]) -> str:
+    """``rows`` of :func:`summaries` as JSON (a best of infinity as the text "inf": JSON has none)."""
+    out = []
+    for row in rows:
+        best = row["best"]
+        if best is not None and isinstance(best["value"], float) and math.isinf(best["value"]):
+            row = {**row, "best": {**best, "value": str(best["value"])}}
+        out.append(row)
+    return json.dumps(out, indent=2)
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}" if isinstance(value, float) and math.isfinite(value) else str(value)
+
+
+def _when(t: float | None) -> str:
+    """Local time to the second, or ``-``."""
+    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -1,0 +1,205 @@
+"""What changed in a sweep store since the last look: new sweeps, changed trials, new reports.
+
+A dashboard serving a store (``labkit dashboard --store STORE``) follows the
+sweeps another process writes there.  :class:`StoreChanges` reads each
+sweep whole once (:meth:`Store.records`), and after that only what changed,
+by markers: reports by their ``rowid`` (they are only ever appended),
+trials by ``rowid`` (new ones), their status (the running ones) and their
+end time (those that ended since the last look, with a margin for commits
+that come late).  A trial read again that did not change is not returned;
+a trial that restarted (its attempts grew) has its reports read again whole,
+since a restart drops the reports after its checkpoint.  So a look costs
+what changed since the last one, plus the running trials, not the store's size.
+
+Examples
+--------
+>>> from labkit.experiments.store import Store
+>>> store = Store(None)
+>>> store.create_sweep("demo", '{"space": {}}', "loss", "min", 0, {}, now=False)
+>>> store.add_trials("demo", [(0, {"x": 1})]); store.flush()
+>>> changes = StoreChanges(store)
+>>> first = changes.look()
+>>> [s["name"] for s in first.sweeps], [r["id"] for r in first.loaded["demo"]]
+(['demo'], [0])
+>>> store.trial_reports("demo", 0, 1, [(0, {"loss": 0.5}, 1.0)]); store.flush()
+>>> changes.look().reports
+[('demo', 0, 0, {'loss': 0.5})]
+>>> store.close()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["StoreChanges", "StoreLook", "MARGIN"]
+
+#: Seconds of trial ends read again at each look (a commit may land after a later one's).
+MARGIN = 5.0
+
+_SIGNATURE = ("status", "attempts", "value", "best", "step", "worker", "ended", "error", "reason")
+
+
+@dataclass
+class StoreLook:
+    """One look at a store: what is new since the look before."""
+
+    sweeps: list = field(default_factory=list)  # new sweeps: name, metric, mode, space, rule
+    loaded: dict = field(default_factory=dict)  # a new sweep's name -> every trial, with history
+    trials: list = field(default_factory=list)  # trials (rows, with "sweep") that changed
+    reports: list = field(default_factory=list)  # new reports: (sweep, trial, step, metrics)
+    replaced: dict = field(default_factory=dict)  # (sweep, trial) -> all its reports (restarted)
+    running: dict = field(default_factory=dict)  # each sweep's name -> whether it runs now
+
+
+class StoreChanges:
+    """Looks at ``store`` (a :class:`~labkit.experiments.store.Store`, read-only is enough)."""
+
+    def __init__(self, store: Any):
+        self.store = store
+        self._names: list[str] = []
+        self._trial_mark = -1
+        self._report_mark = -1
+        self._since: float | None = None
+        self._seen: dict[tuple, tuple] = {}  # (sweep, trial) -> its signature, as last returned
+        self._running: set[tuple] = set()
+
+    def look(self) -> StoreLook:
+        """What changed since the last look (the first: every sweep whole)."""
+        look = StoreLook()
+        now = time.time()
+        first = self._since is None
+        marks = self._marks()  # before the reads: what comes meanwhile is read next time
+        if not first:
+            self._changed_trials(look)
+            self._new_reports(look)
+        for name in self.store.sweep_names():
+            if name not in self._names:
+                self._load(name, look)
+        self._trial_mark, self._report_mark = marks
+        self._since = now
+        look.running = self._claimed()
+        return look
+
+    # -- the first look at a sweep ---------------------------------------------------------------
+
+    def _load(self, name: str, look: StoreLook) -> None:
+        row = self.store.sweep(name)
+        if row is None:
+            return
+        self._names.append(name)
+        space = json.loads(row["space"] or "{}")
+        look.sweeps.append(
+            {
+                "name": name,
+                "metric": row["metric"],
+                "mode": row["mode"],
+                "space": space.get("space", {}) if isinstance(space, dict) else {},
+                "rule": (row.get("settings") or {}).get("early_stop"),
+                "created": row.get("created"),
+            }
+        )
+        rows = []
+        for record in self.store.records(name):
+            r = record.row(history=True)
+            r["status"] = str(r["status"])
+            rows.append(r)
+            self._remember(name, r)
+        look.loaded[name] = rows
+
+    # -- later looks ------------------------------------------------------------------------------
+
+    def _marks(self) -> tuple[int, int]:
+        rows = self.store.read(
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM trials) AS t, "
+            "(SELECT COALESCE(MAX(rowid), 0) FROM reports) AS r"
+        )
+        return rows[0]["t"], rows[0]["r"]
+
+    def _changed_trials(self, look: StoreLook) -> None:
+        since = (self._since or 0.0) - MARGIN
+        rows = self.store.read(
+            "SELECT * FROM trials WHERE rowid > ? OR status = 'running' OR ended >= ?",
+            (self._trial_mark, since),
+        )
+        keys = {(r["sweep"], r["id"]) for r in rows}
+        for sweep, trial in self._running - keys:  # ran at the last look, and neither now nor ended
+            rows += self.store.read(
+                "SELECT * FROM trials WHERE sweep = ? AND id = ?", (sweep, trial)
+            )
+        for r in rows:
+            key = (r["sweep"], r["id"])
+            if r["sweep"] not in self._names:
+                continue  # a sweep seen for the first time: loaded whole
+            old = self._seen.get(key)
+            for name in ("value", "best", "step"):
+                r[name] = _unreal(r[name])
+            if old is not None and old == _signature(r):
+                continue
+            r["config"] = json.loads(r["config"]) if r["config"] else {}
+            r["metrics"] = json.loads(r["metrics"]) if r["metrics"] else None
+            if old is not None and (old[1] or 0) > 0 and (r["attempts"] or 0) > old[1]:
+                # it ran before and runs again: a restart dropped reports, read them whole
+                look.replaced[key] = self._reports_of(*key)
+            self._remember(r["sweep"], r)
+            look.trials.append(r)
+
+    def _new_reports(self, look: StoreLook) -> None:
+        for r in self.store.read(
+            "SELECT sweep, trial, step, metrics FROM reports WHERE rowid > ? ORDER BY rowid",
+            (self._report_mark,),
+        ):
+            if r["sweep"] in self._names and (r["sweep"], r["trial"]) not in look.replaced:
+                look.reports.append((r["sweep"], r["trial"], r["step"], json.loads(r["metrics"])))
+
+    def _reports_of(self, sweep: str, trial: int) -> list:
+        return [
+            (r["step"], json.loads(r["metrics"]))
+            for r in self.store.read(
+                "SELECT step, metrics FROM reports WHERE sweep = ? AND trial = ? ORDER BY rowid",
+                (sweep, trial),
+            )
+        ]
+
+    def _remember(self, sweep: str, row: dict) -> None:
+        key = (sweep, row["id"])
+        self._seen[key] = _signature(row)
+        if row["status"] == "running":
+            self._running.add(key)
+        else:
+            self._running.discard(key)
+
+    def _claimed(self) -> dict[str, bool]:
+        """Each sweep's name -> whether a live process holds it (it runs now)."""
+        held = {r["sweep"]: r for r in self.store.read("SELECT sweep, host, pid FROM owners")}
+        return {name: name in held and _alive(held[name]) for name in self._names}
+
+
+def _signature(row: dict) -> tuple:
+    """What a look compares of a trial (NaN as a word: equal to itself)."""
+    return tuple(
+        str(v) if k == "status" or (isinstance(v, float) and v != v) else v
+        for k, v in ((k, row.get(k)) for k in _SIGNATURE)
+    )
+
+
+def _unreal(value):
+    """A REAL column's value back (the store keeps NaN as the text 'NaN')."""
+    return float(value) if isinstance(value, str) else value
+
+
+def _alive(owner: dict) -> bool:
+    """Whether the process holding a claim lives (one on another host: taken as alive)."""
+    if owner.get("host") != socket.gethostname() or owner.get("pid") is None:
+        return True
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True

@@ -1,0 +1,97 @@
+"""A sweep read back from its store in bulk: its trials' rows and their reports, fast.
+
+Ten thousand trials are read in a few queries, their JSON decoded in one
+``json.loads`` for all configurations (and one for all final metrics: a call
+a trial costs more than the decoding) and their reports unpacked in C
+(:func:`~.report_ops.read_reports`), with the cyclic collector paused while
+the many small objects are made.  A store of schema version 0 or 1 opened to
+read only (not migrated) is read as it was written: a JSON row a report.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from .report_ops import paused_gc, read_reports
+from .status import Status
+from .store_schema import schema_version
+from .store_values import unreal
+
+__all__ = ["TRIAL_COLUMNS", "trials_and_reports", "trial_rows", "reports", "last_report_time"]
+
+#: The trials' columns a record is made of, in the order read.
+TRIAL_COLUMNS = (
+    "id",
+    "config",
+    "status",
+    "metrics",
+    "value",
+    "best",
+    "step",
+    "error",
+    "traceback",
+    "reason",
+    "attempts",
+    "worker",
+    "started",
+    "ended",
+)
+_STATUS = {s.value: s for s in Status}
+
+
+def trials_and_reports(conn: sqlite3.Connection, sweep: str) -> tuple[list[tuple], dict]:
+    """:func:`trial_rows` and :func:`reports` as of one commit (one read transaction: a
+    store another process writes meanwhile gives no trial ended without its last reports)."""
+    began = not conn.in_transaction
+    if began:
+        conn.execute("BEGIN")
+    try:
+        return trial_rows(conn, sweep), reports(conn, sweep)
+    finally:
+        if began:
+            conn.rollback()  # it wrote nothing: ends the read
+
+
+def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
+    """The trials' rows (:data:`TRIAL_COLUMNS`) in id order, their JSON and NaNs decoded."""
+    rows = conn.execute(
+        f"SELECT {', '.join(TRIAL_COLUMNS)} FROM trials WHERE sweep = ? ORDER BY id", (sweep,)
+    ).fetchall()
+    with paused_gc():
+        configs = json.loads("[" + ",".join(r[1] for r in rows) + "]")
+        metrics = json.loads("[" + ",".join(r[3] or "null" for r in rows) + "]")
+        return [
+            (r[0], config, _STATUS.get(r[2], r[2]), final, *map(unreal, r[4:7]), *r[7:])
+            for r, config, final in zip(rows, configs, metrics, strict=True)
+        ]
+
+
+def reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
+    """``{trial: [(step, metrics, time), ...]}`` of ``sweep``, each in report order."""
+    if _packed(conn):
+        return read_reports(conn, sweep)
+    out: dict[int, list] = {}
+    rows = conn.execute(
+        "SELECT trial, step, metrics, time FROM reports WHERE sweep = ? ORDER BY rowid", (sweep,)
+    ).fetchall()
+    with paused_gc():
+        for trial, step, metrics, t in rows:
+            out.setdefault(trial, []).append((step, json.loads(metrics), t))
+    return out
+
+
+def last_report_time(conn: sqlite3.Connection, sweep: str) -> float | None:
+    """When the newest stored report of ``sweep`` was made (None: none stored)."""
+    sql = (
+        "SELECT MAX(last) FROM report_packs WHERE sweep = ?"
+        if _packed(conn)
+        else "SELECT MAX(time) FROM reports WHERE sweep = ?"
+    )
+    return conn.execute(sql, (sweep,)).fetchall()[0][0]
+
+
+def _packed(conn: sqlite3.Connection) -> bool:
+    """Whether the store keeps packed reports (schema 2) now: asked at each read, as a store
+    read by one process may be migrated by another that opens it to write meanwhile."""
+    return schema_version(conn) >= 2
