@@ -23,6 +23,7 @@ import threading
 import time
 
 from ..experiments.live import live_sweep
+from .device_names import DeviceNames
 from .live import LiveView, State
 from .sweep_frames import FrameEncoder
 from .sweep_tracker import SweepTracker
@@ -57,7 +58,7 @@ class SweepBoard(LiveView):
             self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
                 self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
-            self.encoder = FrameEncoder(self.sweep_tracker)
+            self.encoder = FrameEncoder(self.sweep_tracker, names=DeviceNames(run.sources))
             self._send_lock = threading.Lock()  # one frame at a time, in seq order
             self._painted = False
             self.sent = 0  # frames sent

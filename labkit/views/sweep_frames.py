@@ -76,6 +76,9 @@ class FrameEncoder:
         Fewest seconds between two bands in deltas.
     clock : callable
         Seconds (``time.monotonic``), for the band's pace.
+    names : callable
+        A worker's name on the page from its address (a board's
+        :class:`~.device_names.DeviceNames`: ``worker 0 (this process, 2 threads)``).
     """
 
     def __init__(
@@ -84,8 +87,10 @@ class FrameEncoder:
         lines: int = LINES,
         band_every: float = BAND_EVERY,
         clock=time.monotonic,
+        names=str,
     ):
         self.tracker, self.lines, self.band_every, self.clock = tracker, lines, band_every, clock
+        self.names = names
         self.seq = 0
         self.words = SweepWords()
         self.grid = CurveGrid()
@@ -117,7 +122,7 @@ class FrameEncoder:
             }
             lines = {str(t): _points(p) for t, (_, _, p) in known.items() if p}
             self._pace_band(drawn, state.total, now=True)
-            self._meta = self.words.meta()
+            self._meta = self._named_meta()
             self.seq += 0 if kept else 1
             return {
                 "kind": "paint",
@@ -148,7 +153,7 @@ class FrameEncoder:
                 curves["band"] = self._band
             self.seq += 1
             frame = {"kind": "delta", "seq": self.seq, "base": self.seq - 1}
-            meta = self.words.meta()
+            meta = self._named_meta()
             if meta != self._meta:
                 frame["meta"] = self._meta = meta
             if state.rows:
@@ -242,6 +247,12 @@ class FrameEncoder:
         self._band, self._band_stale, self._band_at = band, False, self.clock()
         return True
 
+    def _named_meta(self) -> dict:
+        """The frame's ``meta``, its workers by the names the page shows."""
+        meta = self.words.meta()
+        meta["workers"] = [self.names(w) for w in meta["workers"]]
+        return meta
+
     def _status(self, state: SweepState) -> dict:
         """The frame's counts, best, total and the workers' load."""
         return {
@@ -249,7 +260,7 @@ class FrameEncoder:
             "best": state.best,
             "total": state.total,
             "load": [
-                {"name": w.name, "running": w.running, "done": w.done, "per_s": r6(w.reports_per_s)}
+                {"name": self.names(w.name), "running": w.running, "done": w.done, "per_s": r6(w.reports_per_s)}
                 for w in state.workers
             ],
         }

@@ -1,25 +1,38 @@
-"""End to end: a sweep's live comparison board in a real JupyterLab, in headless Chromium.
+"""End to end: a sweep's board in a real JupyterLab, its controls answered while a cell waits.
 
-The notebook starts an in-process ``DaskScheduler`` (two worker threads),
-runs a sweep with ``wait=False`` (the ``Run`` is the cell's result, so the
-cell shows the sweep's board) and then waits for the result in the next
-cell, printing each trial's status.  The test sees the table, the curves and
-the parallel coordinates grow while trials report, picks a running trial in
-the board's trial menu and clicks "Stop trial"; the waiting cell then prints
-that trial as ``stopped`` (the click reaches the kernel while the cell
-blocks).  It checks the final table holds the result's numbers and that
-nothing of the board is clipped at a 700-px output width.  At the end the
-kernel is shut down; its processes must exit.
+The notebook starts an in-process ``DaskScheduler`` (four worker threads),
+runs a sweep of slow trials with ``wait=False`` (the ``Run`` is the cell's
+result, so the cell shows the sweep's board) and then waits in the next cell
+in ``run.result()``: the kernel's main thread is busy until the sweep ends.
+Meanwhile the test, in headless Chromium, uses the board as a user would; the
+board's messages go to labkit's kernel subshell (``serve_while_busy``), so
+every answer comes while the cell still waits (its prompt shows ``[*]``):
+
+* the table and curves grow while trials report (the page's frame ``seq``
+  and the points the curves canvas drew, both rising); the worker is named
+  as the dashboard names it (``worker 0 (this process, 4 threads)``);
+* a click on a running trial's row shows its history (its reports);
+* a drag on the ``x`` axis of the parallel coordinates brushes it: the table
+  holds the brushed trials only, and "stop these" stops exactly the running
+  trials among them; a click on the axis clears the brush;
+* "add trials" adds two, and Cancel cancels the sweep.
+
+The waiting cell then prints each trial's status as the store kept it: the
+brushed trials ``stopped`` (and no other), the two added ones there.  The
+board's last table holds those statuses and steps, its controls are
+disabled, and nothing of it is clipped at a 700-px output width.  At the end
+the kernel is shut down; its processes must exit.
 """
 
 from __future__ import annotations
 
+import json
 import re
-import time
 
 import pytest
 
 from tests.browser import chromium, screenshot
+from tests.notebooks import live
 from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (
     cell_output_text,
@@ -37,124 +50,203 @@ pytestmark = NEEDS_BROWSER
 
 NOTEBOOK = "sweep.ipynb"
 WAIT_CELL = 2
-TRIALS = 6
+TRIALS, ADDED = 8, 2
 CELLS = [
     "import labkit as lk\n"
     "from tests.experiments import functions as F\n"
-    "s = lk.DaskScheduler(mode='auto', n_workers=1, threads_per_worker=2)",
+    "s = lk.DaskScheduler(mode='auto', n_workers=1, threads_per_worker=4)",
 
+    # 1500 steps of 10 ms: a trial runs for 15 s, long enough to be caught running
     "run = lk.sweep(F.slow_steps, {'x': lk.uniform(0, 1), 'width': lk.choice([8, 16]),\n"
-    "                              'steps': 250},\n"
+    "                              'steps': 1500},\n"
     f"               trials={TRIALS}, metric='loss', mode='min', scheduler=s, seed=0,\n"
-    "               store=None, wait=False)\n"
+    "               store='sweep.db', name='board', wait=False)\n"
     "run",                                                   # shows the sweep's board
 
-    "result = run.result()\n"
-    "for t in result.trials:\n"
-    "    print(f'trial {t.id} {t.status} step={t.step!r} value={t.value!r} best={t.best!r}')\n"
-    "print('sweep done')",
+    "try:\n"
+    "    run.result()\n"
+    "    print('sweep finished')\n"
+    "except lk.CancelledError:\n"
+    "    print('sweep cancelled')\n"
+    "for t in lk.load_sweep('sweep.db', 'board').trials:\n"
+    "    print(f'trial {t.id} {t.status} step={t.step!r}')\n"
+    "print('sweep done')\n"
+    "s.shutdown()",
 ]
 
-# Every element of the board that must not be clipped: its width fits its box.
-CLIPPED_JS = """(board) => [...board.querySelectorAll('*')]
-    .filter(e => !(e instanceof SVGElement && e.tagName !== 'svg'))   // an SVG scales whole
-    .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1)
-    .map(e => `${e.tagName}.${e.className.baseVal ?? e.className} in `
-              + `${e.closest('[class*=labkit-sweep]')?.className}: `
-              + `${e.scrollWidth}>${e.clientWidth}`
-              + ` ${(e.textContent || '').slice(0, 40)}`)"""
+#: JS: the table's rows in the DOM (virtualized: those in view), each cell by its column key.
+ROWS = """(board) => {
+  const keys = [...board.querySelectorAll('.labkit-sweep-table th[data-key]')]
+    .map((th) => th.dataset.key);
+  return [...board.querySelectorAll('.labkit-sweep-table tr[data-trial]')].map((tr) => {
+    const cells = {};
+    [...tr.children].forEach((td, k) => { cells[keys[k]] = td.textContent; });
+    return {trial: +tr.dataset.trial, status: tr.dataset.status, cells};
+  });
+}"""
 
-# What reaches past the board's right edge.
-OUTSIDE_JS = """(b) => { const right = b.getBoundingClientRect().right;
-    return [...b.querySelectorAll('*')].filter(e => e.getBoundingClientRect().right > right + 1)
-        .map(e => `${e.tagName}.${e.className.baseVal ?? e.className}`).slice(0, 10); }"""
-
-
-def table_rows(board) -> list[dict]:
-    """The board's table rows (their data attributes)."""
-    return board.locator(".labkit-sweep-table tr[data-trial]").evaluate_all(
-        "rows => rows.map(r => ({...r.dataset}))")
+#: JS: what a frame left on the page that only grows while trials report.
+GROWTH = """(board) => [+board.dataset.seq || 0,
+  +(board.querySelector('.labkit-sweep-curves').dataset.points || 0)]"""
 
 
-def frame(board) -> tuple:
-    """What grows: reported steps in the table, curve points, parallel-coordinate lines."""
-    steps = sum(int(r["step"]) for r in table_rows(board) if r["step"] != "None")
-    points = board.locator(".labkit-sweep-curves polyline").evaluate_all(
-        "lines => lines.reduce((n, l) => n + l.points.numberOfItems, 0)")
-    lines = board.locator(".labkit-sweep-parallel polyline").evaluate_all(
-        "lines => lines.filter(l => l.getAttribute('stroke') !== '#bbb').length")
-    return steps, points, lines
+def rows(board) -> list[dict]:
+    return board.evaluate(ROWS)
+
+
+def running(board) -> list[dict]:
+    """The running trials that reported a step."""
+    return [r for r in rows(board) if r["status"] == "running"
+            and r["cells"]["step"] not in ("–", "0")]
+
+
+def message(board) -> str:
+    return board.locator(".labkit-sweep-message").inner_text()
+
+
+def waiting(page) -> bool:
+    """Whether the waiting cell still runs (its prompt shows a star)."""
+    prompt = page.locator(".jp-Notebook .jp-CodeCell").nth(WAIT_CELL).locator(".jp-InputPrompt")
+    return "*" in prompt.inner_text()
+
+
+def answered(page, board, what: str, pattern: str) -> str:
+    """The message area's line matching ``pattern``; the cell must still wait when it shows."""
+    line = wait_for(what, lambda: re.search(pattern, message(board)), timeout=20, page=page,
+                    describe=lambda: message(board))
+    assert waiting(page), f"{what}: the answer came after the cell ended"
+    return line.group(0)
 
 
 @pytest.mark.timeout(300)
-def test_sweep_board_live_in_jupyterlab_and_stop_a_trial():
+def test_the_sweep_board_answers_while_a_cell_waits_in_jupyterlab():
+    console: list[str] = []
     with jupyter_lab() as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
         try:
             with chromium() as browser:
                 page = browser.new_page(viewport={"width": 1400, "height": 1400})
+                page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
                 open_notebook(page, url, token, NOTEBOOK)
                 run_all_cells(page)
                 board = page.locator(".jp-OutputArea-output .labkit-sweep-board").first
                 wait_for("the sweep board", lambda: board.count() and board.is_visible(),
                          timeout=120, page=page)
-                frames = []
-                running = wait_for("a trial reporting", lambda: _grow(board, frames) and [
-                    r for r in table_rows(board) if r["status"] == "running"
-                    and r["step"] not in ("None", "0")], timeout=60, page=page,
-                    describe=lambda: table_rows(board))
-                victim = running[0]["trial"]
-                board.locator(".labkit-sweep-trial select").select_option(
-                    label=f"trial {victim}")
-                board.locator(".labkit-sweep-stop button, button.labkit-sweep-stop").first.click()
-                wait_for("the trial stopped on the board", lambda: _grow(board, frames) and any(
-                    r["trial"] == victim and r["status"] == "stopped" for r in table_rows(board)),
-                    timeout=30, page=page, describe=lambda: table_rows(board))
-                screenshot(page, "jupyterlab-sweep-running")
-                output = wait_for("the waiting cell to print the result", lambda: (
-                    _grow(board, frames) and "sweep done" in cell_output_text(page, WAIT_CELL)
-                    and cell_output_text(page, WAIT_CELL)), timeout=120, page=page)
-                wait_for("the board's final frame", lambda: "finished" in board.locator(
-                    ".labkit-sweep-status").inner_text(), timeout=20, page=page)
+                grown = [board.evaluate(GROWTH)]
+                wait_for("three trials reporting, and the board growing", lambda: (
+                    grown.append(board.evaluate(GROWTH)) or len(running(board)) >= 3
+                    and len({g[1] for g in grown}) >= 3), timeout=90, page=page,
+                    describe=lambda: (rows(board), grown[-3:]))
+                assert waiting(page)
+                assert grown == sorted(grown), grown      # seq and points only rose
+                names = board.locator(".labkit-sweep-worker-name")
+                assert names.all_inner_texts() == ["worker 0"], names.all_inner_texts()
+                assert names.first.get_attribute("title") == "worker 0 (this process, 4 threads)"
+                show_history(page, board)
+                stopped = stop_brushed(page, board)
+                add_and_cancel(page, board)
+                output = wait_for("the waiting cell to print the trials", lambda: (
+                    "sweep done" in cell_output_text(page, WAIT_CELL)
+                    and cell_output_text(page, WAIT_CELL)), timeout=60, page=page)
+                wait_for("the board's last frame", lambda: board.get_attribute("data-ended")
+                         == "1", timeout=30, page=page)
                 screenshot(page, "jupyterlab-sweep-done")
-                _check_final(page, board, output, victim, frames)
+                check_final(page, board, output, stopped)
+                assert not console, console[:5]
         finally:
             shut_down_kernels(url, token)
         wait_for("the kernel and its processes to exit", lambda: not kernel_processes(),
                  timeout=60, describe=kernel_processes)
 
 
-def _grow(board, frames: list) -> bool:
-    """Record the board's frame if it changed; always True (to chain in a wait)."""
-    f = frame(board)
-    if not frames or frames[-1] != f:
-        frames.append(f)
-    return True
+def show_history(page, board) -> None:
+    """A click on a running trial's row: its reports shown under the table."""
+    trial = running(board)[0]["trial"]
+    board.locator(f".labkit-sweep-table tr[data-trial='{trial}']").click()
+    detail = board.locator(".labkit-sweep-detail")
+    wait_for("the trial's history", lambda: re.search(
+        rf"trial {trial} · running .*\bstep\s+loss\b", detail.inner_text(), re.S),
+        timeout=20, page=page, describe=lambda: detail.inner_text()[:300])
+    assert waiting(page)
+    steps = detail.locator("tbody tr").count()
+    assert steps >= 1, detail.inner_html()[:500]
+    detail.locator(".labkit-sweep-detail-close").click()
 
 
-def _check_final(page, board, output: str, victim: str, frames: list) -> None:
-    """The kernel's result, the board's last frame and its layout."""
-    kernel = {m[0]: m[1:] for m in re.findall(
-        r"trial (\d+) (\w+) step=(\S+) value=(\S+) best=(\S+)", output)}
-    assert len(kernel) == TRIALS, output
-    assert kernel[victim][0] == "stopped", output
-    assert int(kernel[victim][1]) < 249                      # stopped mid-way
-    rows = {r["trial"]: r for r in table_rows(board)}
-    for trial, (status, step, value, best) in kernel.items():
-        row = rows[trial]
-        assert (row["status"], row["step"], row["value"], row["best"]) == \
-            (status, step, value, best), (row, kernel[trial])
-    # grew while trials ran: several distinct frames, each holding more than the last
-    assert len(frames) >= 3 and frames == sorted(frames), frames
-    assert len({f[1] for f in frames}) >= 3 and len({f[2] for f in frames}) >= 2, frames
-    for button in ("stop", "add"):
-        assert board.locator(f".labkit-sweep-{button} button, button.labkit-sweep-{button}") \
-            .first.is_disabled()
-    # the layout at a 700-px output width: every label whole, tables with their headers
-    board.evaluate("b => { b.style.width = '700px'; b.style.maxWidth = '700px'; }")
-    time.sleep(0.5)
-    assert board.evaluate(CLIPPED_JS) == []
-    assert board.locator(".labkit-sweep-table th").count() >= 6
-    assert board.evaluate("b => b.scrollWidth <= b.clientWidth"), board.evaluate(OUTSIDE_JS)
-    widths = board.locator("svg").evaluate_all("s => s.map(e => e.getBoundingClientRect().width)")
-    assert len(widths) == 2 and all(0 < w <= 700 for w in widths), widths
+def stop_brushed(page, board) -> set[int]:
+    """Brush the ``x`` axis over the two running trials of lowest ``x`` (not the others);
+    "stop these" stops exactly those.  Returns them."""
+    every = rows(board)
+    xs = {r["trial"]: float(r["cells"]["param:x"]) for r in every}
+    lo, hi = min(xs.values()), max(xs.values())
+    live_ones = sorted(running(board), key=lambda r: xs[r["trial"]])
+    assert len(live_ones) >= 3, live_ones
+    chosen = {r["trial"] for r in live_ones[:2]}
+    canvas = board.locator(".labkit-sweep-parallel")
+    canvas.scroll_into_view_if_needed()
+    axes = {a["name"]: a["x"] for a in json.loads(canvas.get_attribute("data-axes"))}
+    plot = json.loads(canvas.get_attribute("data-plot"))
+    box = canvas.bounding_box()
+
+    def y(v):                       # the axis's pixel for x = v (its ends: the lowest, highest)
+        return box["y"] + plot["top"] + (1 - (v - lo) / (hi - lo)) * (plot["bottom"] - plot["top"])
+
+    low = xs[live_ones[0]["trial"]]
+    between = (xs[live_ones[1]["trial"]] + xs[live_ones[2]["trial"]]) / 2
+    page.mouse.move(box["x"] + axes["x"], y(low) + 3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + axes["x"], y(between), steps=6)
+    page.mouse.up()
+    button = board.locator(".labkit-sweep-stop-brushed")
+    wait_for("the table brushed to the chosen trials", lambda: {
+        r["trial"] for r in rows(board) if r["status"] == "running"} == chosen
+        and button.is_enabled(), timeout=10, page=page, describe=lambda: rows(board))
+    assert button.inner_text() == "stop these (2)", button.inner_text()
+    assert all(lo <= xs[r["trial"]] <= between for r in rows(board)), rows(board)
+    assert int(board.get_attribute("data-rows")) < len(every)
+    button.click()
+    said = answered(page, board, "the stop's answer", r"trials (\d+), (\d+): stop requested")
+    assert {int(t) for t in re.findall(r"\d+", said)} == chosen, said
+    wait_for("the stopped trials on the board", lambda: {
+        r["trial"] for r in rows(board) if r["status"] == "stopped"} == chosen, timeout=20,
+        page=page, describe=lambda: rows(board))
+    page.mouse.click(box["x"] + axes["x"], y(low) + 3)          # a click clears the brush
+    wait_for("the brush cleared", lambda: board.get_attribute("data-rows") == str(len(every)),
+             timeout=10, page=page, describe=lambda: board.get_attribute("data-rows"))
+    return chosen
+
+
+def add_and_cancel(page, board) -> None:
+    """Two trials added, then the sweep cancelled, each answered while the cell waits."""
+    board.locator(".labkit-sweep-add-n").fill(str(ADDED))
+    board.locator(".labkit-sweep-add").click()
+    answered(page, board, "the add's answer", rf"added trials {TRIALS}–{TRIALS + ADDED - 1}")
+    wait_for("the added trials in the status line", lambda: f"{TRIALS + ADDED} trials" in
+             board.locator(".labkit-sweep-status").inner_text(), timeout=20, page=page)
+    board.locator(".labkit-cancel").click()
+    wait_for("the cancel's answer", lambda: "cancelling the sweep" in message(board),
+             timeout=20, page=page, describe=lambda: message(board))
+
+
+def check_final(page, board, output: str, stopped: set[int]) -> None:
+    """The store's statuses (as the cell printed them), the board's last table, its layout."""
+    assert "sweep cancelled" in output, output
+    kernel = {int(m[0]): (m[1], m[2]) for m in re.findall(r"trial (\d+) (\w+) step=(\S+)",
+                                                          output)}
+    assert sorted(kernel) == list(range(TRIALS + ADDED)), output
+    assert {t for t, (status, _) in kernel.items() if status == "stopped"} == stopped, output
+    assert all(int(kernel[t][1]) < 1499 for t in stopped), output          # stopped mid-way
+    assert "cancelled" in board.locator(".labkit-sweep-status").inner_text()
+    shown = {r["trial"]: r for r in rows(board)}
+    assert sorted(shown) == sorted(kernel), shown
+    for trial, (status, step) in kernel.items():
+        cells = shown[trial]["cells"]
+        assert (shown[trial]["status"], cells["step"]) == \
+            (status, "–" if step == "None" else step), (trial, shown[trial], kernel[trial])
+    for control in (".labkit-cancel", ".labkit-sweep-stop-brushed", ".labkit-sweep-add"):
+        assert board.locator(control).is_disabled(), control
+    live.narrow_outputs(page)
+    wait_for("the board at 700 px", lambda: abs(board.bounding_box()["width"] - live.OUTPUT_WIDTH)
+             < 2, timeout=10, page=page, describe=lambda: board.bounding_box())
+    assert live.clipped(page) == []
+    assert board.locator(".labkit-sweep-table th").count() == 7 + 2     # fixed columns, params
