@@ -1,14 +1,19 @@
 """Notebook 06 runs end to end: random search against ASHA on digits, then the sweep read back
-from its store and extended without running a finished trial again."""
+from its store and extended without running a finished trial again, then 10,000 trials on one
+board.  The boards are read from the notebook's saved widget state: the last frame each one
+kept (``SweepBoardWidget.last``), which a saved notebook shows with no kernel."""
 
+import ast
+import json
 import re
+from collections import Counter
 
 import pytest
 
-from .run import execute, figure, html_values, text
+from labkit.views.sweep_frames import LEADERS
+from labkit.views.sweep_grid import r6
 
-ROW = re.compile(r'<tr data-trial="(\d+)" data-status="(\w+)" data-step="([^"]*)" '
-                 r'data-value="([^"]*)" data-best="[^"]*"( class="labkit-sweep-best")?')
+from .run import execute, figure, text, widget_states
 
 
 @pytest.mark.timeout(300)
@@ -30,25 +35,50 @@ def test_experiments_notebook():
     assert "extended: 24 trials, 8 new, 0 of the first 16 run again" in out
     assert figure(nb, "best after extending:") >= asha_best
     check_board(nb, out)
+    check_large_board(nb, out)
+
+
+def kept_frames(nb) -> dict:
+    """The last frame each sweep board kept in the notebook's widget state, by sweep name."""
+    return {state["last"]["meta"]["name"]: state["last"] for state in widget_states(nb).values()
+            if state.get("_anywidget_id", "").endswith("SweepBoardWidget") and state.get("last")}
 
 
 def check_board(nb, out: str) -> None:
     """The ASHA sweep's board, as the notebook stored it, ends with the result's numbers."""
     printed = re.search(r"trials: ((?:\d+:\w+:\S+:\S+ ?)+)", out).group(1).split()
-    result = {int(i): (status, step, value) for i, status, step, value in
+    result = {int(i): (status, r6(int(step)), r6(float(value))) for i, status, step, value in
               (item.split(":") for item in printed)}
-    tables = [t for t in html_values(nb, "labkit-sweep-table") if "data-trial" in t]
-    assert len(tables) == 1, len(tables)
-    rows = {int(m[0]): (m[1], m[2], m[3]) for m in ROW.findall(tables[0])}
-    assert rows == result
+    frame = kept_frames(nb)["mlp-asha"]
+    assert frame["kind"] == "paint" and frame["ended"] and frame["status"] == "finished"
+    rows, statuses = frame["rows"], frame["meta"]["statuses"]
+    shown = {i: (statuses[code], step, latest) for i, code, step, latest in
+             zip(rows["id"], rows["status"], rows["step"], rows["latest"], strict=True)}
+    assert shown == result
     best = re.search(r"best accuracy ([0-9.]+) \(trial (\d+)\)", out.split("ASHA:")[1])
-    highlighted = [int(m[0]) for m in ROW.findall(tables[0]) if m[4]]
-    assert highlighted == [int(best.group(2))]
-    status = html_values(nb, "labkit-sweep-status")[0]
-    assert "finished" in status and f"{len(result)} trials" in status
-    stopped = sum(1 for s, _, _ in result.values() if s == "stopped")
-    assert f"{stopped} stopped" in status
-    curves = html_values(nb, "labkit-sweep-curves-widget")[0]
-    parallel = html_values(nb, "labkit-sweep-parallel-widget")[0]
-    assert curves.count("<polyline") == len(result) and parallel.count("<polyline") == len(result)
-    assert ">log</text>" in parallel and ">256</text>" in parallel
+    assert frame["best"] == int(best.group(2))                        # the row highlighted
+    assert frame["total"] == len(result)
+    assert frame["counts"] == dict(Counter(s for s, _, _ in result.values()))
+    lines = frame["curves"]["lines"]                  # 16 trials: every one a line, no band
+    assert sorted(map(int, lines)) == sorted(result) and frame["curves"]["band"] is None
+    assert all(len(lines[str(i)]) == step for i, (_, step, _) in result.items())
+    meta = frame["meta"]
+    assert meta["params"] == ["lr", "width", "layers", "dropout"]
+    assert meta["kinds"]["lr"] == "log" and meta["kinds"]["width"] == "category"
+    assert meta["categories"]["width"] == ["64", "128", "256"]
+
+
+def check_large_board(nb, out: str) -> None:
+    """The 10,000-trial sweep's kept frame: its counts and best, the curves as the best ten
+    lines and a band over the rest, under a megabyte."""
+    line = re.search(r"10,000 trials in [0-9.]+ s: (\{[^}]*\}), ([0-9,]+) reports", out)
+    assert line, out[-2000:]
+    best = re.search(r"best loss ([0-9.]+) \(trial (\d+)\)", out)
+    frame = kept_frames(nb)["quick-10k"]
+    assert frame["total"] == 10_000 == len(frame["rows"]["id"]) and frame["ended"]
+    assert frame["counts"] == ast.literal_eval(line.group(1))
+    assert frame["best"] == int(best.group(2))
+    lines, band = frame["curves"]["lines"], frame["curves"]["band"]
+    assert str(frame["best"]) in lines and len(lines) == LEADERS     # none running at the end
+    assert band["n"] == 10_000 - LEADERS
+    assert len(json.dumps(frame)) <= 1_000_000
