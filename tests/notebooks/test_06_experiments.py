@@ -55,7 +55,8 @@ def check_board(nb, out: str) -> None:
     shown = {i: (statuses[code], step, latest) for i, code, step, latest in
              zip(rows["id"], rows["status"], rows["step"], rows["latest"], strict=True)}
     assert shown == result
-    best = re.search(r"best accuracy ([0-9.]+) \(trial (\d+)\)", out.split("ASHA:")[1])
+    best = re.search(r"ASHA: [0-9.]+ s, \d+ epochs, \d+ trials stopped early, "
+                     r"best accuracy ([0-9.]+) \(trial (\d+)\)", out)
     assert frame["best"] == int(best.group(2))                        # the row highlighted
     assert frame["total"] == len(result)
     assert frame["counts"] == dict(Counter(s for s, _, _ in result.values()))

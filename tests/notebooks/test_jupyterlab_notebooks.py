@@ -1,4 +1,4 @@
-"""Notebooks 02–04 in a real JupyterLab, in headless Chromium, as a new user runs them.
+"""Notebooks 02–04 and 06 in a real JupyterLab, in headless Chromium, as a new user runs them.
 
 Each notebook is copied into a throw-away JupyterLab, opened in Chromium with
 its output areas 700 px wide, and run from the Run menu.  While it runs, the
@@ -9,11 +9,14 @@ sample must have columns of one length).  At the end:
 * every code cell ran and none shows an error; the console showed no Bokeh
   error and no "inconsistent lengths" warning;
 * the boards' final numbers are the numbers the notebook printed from what its
-  runs returned (epochs, losses, samples/s, shares, counts of fits and records);
+  runs returned (epochs, losses, samples/s, shares, counts of fits and records; 06: the
+  ASHA sweep board's every row, read by scrolling its virtualized table, holds the printed
+  trial's status, step and value, the best row highlighted, the counts, a line a trial and
+  the parameters' axis kinds; the 10,000-trial board its counts, best and band);
 * the boards went through at least three distinct states while running, and
   the notebook-specific live words showed up (02: ``epoch n/6`` with an ETA);
 * no board text is cut off at 700 px (scrollWidth ≤ clientWidth);
-* after ``s.shutdown()`` every load bar reads zero;
+* after ``s.shutdown()`` every load bar reads zero (06: every sweep board's workers run none);
 * the lag from each event to the page is measured (written to
   ``test-artifacts/lag-<notebook>.json`` for ``benchmarks/RESULTS.md``; the goal
   is a median of 0.5 s, the test asserts :data:`~tests.notebooks.live.LAG_BOUND`).
@@ -24,6 +27,8 @@ A screenshot of each goes to ``test-artifacts/``.
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import shutil
@@ -220,8 +225,93 @@ def final_state(page, check, timeout: float = 60) -> None:
         raise
 
 
+#: JS: every row of a sweep board's table (virtualized: scrolled through, a frame each step),
+#: each cell by its column's key; whether it is the highlighted best.
+SWEEP_ROWS = """async (board) => {
+  const wrap = board.querySelector('.labkit-sweep-table');
+  const keys = [...wrap.querySelectorAll('th[data-key]')].map((th) => th.dataset.key);
+  const rows = {};
+  const frame = () => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 0)));
+  for (let top = 0; ; top += Math.max(wrap.clientHeight - 40, 20)) {
+    wrap.scrollTop = top;
+    wrap.dispatchEvent(new Event('scroll'));
+    await frame();
+    for (const tr of wrap.querySelectorAll('tr[data-trial]')) {
+      const cells = {};
+      [...tr.children].forEach((td, k) => { cells[keys[k]] = td.textContent; });
+      rows[tr.dataset.trial] = {status: tr.dataset.status, cells,
+                                best: tr.classList.contains('labkit-sweep-best')};
+    }
+    if (top + wrap.clientHeight >= wrap.scrollHeight) break;
+  }
+  wrap.scrollTop = 0;
+  return rows;
+}"""
+
+
+def fmt(value: float) -> str:
+    """A number as the sweep board's table shows it (its ``fmt``: 4 significant digits)."""
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    if abs(value) < 1e-3 or abs(value) >= 1e6:
+        return re.sub(r"\.?0+e", "e", f"{value:.3e}").replace("e-0", "e-").replace("e+0", "e+")
+    return repr(float(f"{value:.4g}"))
+
+
+def sweep_board(page, name: str):
+    """The sweep board whose status line names ``name``."""
+    boards = page.locator(".labkit-sweep-board", has=page.locator(
+        ".labkit-sweep-run", has_text=re.compile(rf"^{re.escape(name)} · ")))
+    assert boards.count() == 1, page.locator(".labkit-sweep-run").all_inner_texts()
+    return boards.first
+
+
+def check_06(page, text: str) -> None:
+    printed = re.search(r"trials: ((?:\d+:\w+:\S+:\S+ ?)+)", text).group(1).split()
+    result = {i: (status, step, fmt(float(value))) for i, status, step, value in
+              (item.split(":") for item in printed)}
+    board = sweep_board(page, "mlp-asha")
+    status = board.locator(".labkit-sweep-status").inner_text()
+    assert status.startswith(f"mlp-asha · finished · {len(result)} trials"), status
+    for word in ("completed", "stopped"):
+        n = sum(s == word for s, _, _ in result.values())
+        assert f"{n} {word}" in status, (status, n, word)
+    rows = board.evaluate(SWEEP_ROWS)
+    shown = {i: (r["status"], r["cells"]["step"], r["cells"]["latest"]) for i, r in rows.items()}
+    assert shown == result, (shown, result)
+    best = re.search(r"ASHA: [0-9.]+ s, \d+ epochs, \d+ trials stopped early, "
+                     r"best accuracy ([0-9.]+) \(trial (\d+)\)", text)
+    assert [i for i, r in rows.items() if r["best"]] == [best.group(2)], rows
+    assert f"best: trial {best.group(2)}," in status, status
+    curves = board.locator(".labkit-sweep-curves")
+    assert curves.get_attribute("data-lines") == str(len(result))        # a line each, no band
+    assert curves.get_attribute("data-band") == ""
+    axes = {a["name"]: a for a in json.loads(
+        board.locator(".labkit-sweep-parallel").get_attribute("data-axes"))}
+    assert list(axes) == ["lr", "width", "layers", "dropout", "value"], axes
+    assert axes["lr"]["label"] == "lr (log)" and axes["value"]["label"] == "accuracy"
+    assert axes["width"]["category"] and axes["width"]["ticks"] == ["64", "128", "256"], axes
+    large = sweep_board(page, "quick-10k")
+    counts = ast.literal_eval(re.search(r"10,000 trials in [0-9.]+ s: (\{[^}]*\})",
+                                        text).group(1))
+    status = large.locator(".labkit-sweep-status").inner_text()
+    assert status.startswith("quick-10k · finished · 10000 trials"), status
+    assert all(f"{n} {word}" in status for word, n in counts.items()), (status, counts)
+    best = re.search(r"best loss [0-9.]+ \(trial (\d+)\)", text).group(1)
+    assert f"best: trial {best}," in status, status
+    assert large.locator(".labkit-sweep-curves").get_attribute("data-band") == str(10_000 - 10)
+    for shown in (board, large):              # the sweeps ended: no worker runs a trial
+        load = shown.locator(".labkit-sweep-worker-words").all_inner_texts()
+        assert load and all(w.startswith("0 running") for w in load), load
+
+
+#: The notebooks whose boards show the devices' load (06 shows sweep boards: their workers'
+#: load is checked by check_06).
+DEVICE_BOARDS = ("02-data-parallel-torch.ipynb", "03-pipelines-and-programs.ipynb",
+                 "04-ensembles.ipynb")
+
 CHECKS = {"02-data-parallel-torch.ipynb": check_02, "03-pipelines-and-programs.ipynb": check_03,
-          "04-ensembles.ipynb": check_04}
+          "04-ensembles.ipynb": check_04, "06-experiments.ipynb": check_06}
 
 
 @pytest.mark.timeout(400)
@@ -241,11 +331,13 @@ def test_notebook_in_jupyterlab(name):
                 open_notebook(page, url, token, name)
                 samples, uneven = run_watched(page, name, n_code)
                 screenshot(page, f"jupyterlab-{name.split('-')[0]}-final")
-                samples.extend(wait_for("a device row on the boards", lambda: [
-                    s for s in page.evaluate(DEVICE_LOADS) if s and min(s.values()) > 0],
-                    timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOADS)))
-                wait_for("every load bar at zero after shutdown", lambda: loads_at_zero(page),
-                         timeout=20, page=page, describe=lambda: page.evaluate(DEVICE_ROWS))
+                if name in DEVICE_BOARDS:
+                    samples.extend(wait_for("a device row on the boards", lambda: [
+                        s for s in page.evaluate(DEVICE_LOADS) if s and min(s.values()) > 0],
+                        timeout=30, page=page, describe=lambda: page.evaluate(DEVICE_LOADS)))
+                    wait_for("every load bar at zero after shutdown",
+                             lambda: loads_at_zero(page), timeout=20, page=page,
+                             describe=lambda: page.evaluate(DEVICE_ROWS))
                 final_state(page, CHECKS[name])
                 summary = check_common(page, name, samples, console, uneven)
                 print(summary)

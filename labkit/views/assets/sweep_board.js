@@ -629,7 +629,11 @@ function drawParallel(canvas, state, axes, mask, brushes, t) {
   const best = rowOf(state, state.best);
   if (best !== undefined) drawBestLine(ctx, geo, units, best, t);
   drawParallelAxes(ctx, geo, axes, brushes, t, w);
-  canvas.dataset.axes = JSON.stringify(axes.map((ax, a) => ({ name: ax.name, x: geo.xs[a] })));
+  // What each axis is and where (for a test, or a screen reader's label): canvas text is not
+  // in the DOM.
+  canvas.dataset.axes = JSON.stringify(axes.map((ax, a) => ({
+    name: ax.name, x: geo.xs[a], label: ax.label, category: ax.category,
+    ticks: ax.ticks.map((t) => t[1]) })));
   canvas.dataset.plot = JSON.stringify({ top: geo.top, bottom: geo.top + geo.h });
   return geo;
 }
