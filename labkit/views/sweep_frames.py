@@ -260,7 +260,12 @@ class FrameEncoder:
             "best": state.best,
             "total": state.total,
             "load": [
-                {"name": self.names(w.name), "running": w.running, "done": w.done, "per_s": r6(w.reports_per_s)}
+                {
+                    "name": self.names(w.name),
+                    "running": w.running,
+                    "done": w.done,
+                    "per_s": r6(w.reports_per_s),
+                }
                 for w in state.workers
             ],
         }
