@@ -13,8 +13,9 @@ every answer comes while the cell still waits (its prompt shows ``[*]``):
   as the dashboard names it (``worker 0 (this process, 4 threads)``);
 * a click on a running trial's row shows its history (its reports);
 * a drag on the ``x`` axis of the parallel coordinates brushes it: the table
-  holds the brushed trials only, and "stop these" stops exactly the running
-  trials among them; a click on the axis clears the brush;
+  holds the brushed trials only, the curves are the kernel's answer for them
+  (a line each), and "stop these" stops exactly the running trials among
+  them; a click on the axis clears the brush;
 * "add trials" adds two, and Cancel cancels the sweep.
 
 The waiting cell then prints each trial's status as the store kept it: the
@@ -204,6 +205,14 @@ def stop_brushed(page, board) -> set[int]:
     assert button.inner_text() == "stop these (2)", button.inner_text()
     assert all(lo <= xs[r["trial"]] <= between for r in rows(board)), rows(board)
     assert int(board.get_attribute("data-rows")) < len(every)
+    # the curves of the brushed trials, as the kernel answered the brush: a line each of
+    # those that reported (the pending ones have none)
+    curves = board.locator(".labkit-sweep-curves")
+    reported = {r["trial"] for r in rows(board) if r["cells"]["step"] != "–"}
+    wait_for("the kernel's curves of the brush", lambda: curves.get_attribute("data-brush")
+             and curves.get_attribute("data-lines") == str(len(reported)), timeout=10,
+             page=page, describe=lambda: (curves.get_attribute("data-brush"),
+                                          curves.get_attribute("data-lines"), reported))
     button.click()
     said = answered(page, board, "the stop's answer", r"trials (\d+), (\d+): stop requested")
     assert {int(t) for t in re.findall(r"\d+", said)} == chosen, said
