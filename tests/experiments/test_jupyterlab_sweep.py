@@ -21,20 +21,23 @@ every answer comes while the cell still waits (its prompt shows ``[*]``):
 The waiting cell then prints each trial's status as the store kept it: the
 brushed trials ``stopped`` (and no other), the two added ones there.  The
 board's last table holds those statuses and steps, its controls are
-disabled, and nothing of it is clipped at a 700-px output width.  At the end
-the kernel is shut down; its processes must exit.
+disabled, and nothing of it is clipped at a 700-px output width.  Saved (with
+JupyterLab saving the widgets' state), its kernel shut down and opened again,
+the notebook shows the board's last frame, the same table, from the saved
+state.  At the end the kernel is shut down; its processes must exit.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
 
 from tests.browser import chromium, screenshot
 from tests.notebooks import live
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab, save_widget_state
 from tests.views.test_jupyterlab import (
     cell_output_text,
     kernel_processes,
@@ -124,6 +127,7 @@ def test_the_sweep_board_answers_while_a_cell_waits_in_jupyterlab():
     console: list[str] = []
     with jupyter_lab() as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
+        save_widget_state(root_dir)
         try:
             with chromium() as browser:
                 page = browser.new_page(viewport={"width": 1400, "height": 1400})
@@ -153,6 +157,7 @@ def test_the_sweep_board_answers_while_a_cell_waits_in_jupyterlab():
                          == "1", timeout=30, page=page)
                 screenshot(page, "jupyterlab-sweep-done")
                 check_final(page, board, output, stopped)
+                reopen_saved(page, url, token, root_dir, rows(board))
                 assert not console, console[:5]
         finally:
             shut_down_kernels(url, token)
@@ -259,3 +264,26 @@ def check_final(page, board, output: str, stopped: set[int]) -> None:
              < 2, timeout=10, page=page, describe=lambda: board.bounding_box())
     assert live.clipped(page) == []
     assert board.locator(".labkit-sweep-table th").count() == 7 + 2     # fixed columns, params
+
+
+def reopen_saved(page, url: str, token: str, root_dir: str, final: list[dict]) -> None:
+    """Save the notebook, shut its kernel down, open it again: the board shows its last
+    frame from the saved widget state (the kept frame; the new kernel knows no sweep)."""
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.keyboard.press("Control+s")
+
+    def kept() -> bool:
+        with open(os.path.join(root_dir, NOTEBOOK)) as f:
+            saved = json.load(f)["metadata"].get("widgets", {})
+        states = saved.get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        return any(m["state"].get("last", {}).get("ended") for m in states.values())
+
+    wait_for("the notebook saved with the board's last frame", kept, timeout=20, page=page)
+    shut_down_kernels(url, token)
+    open_notebook(page, url, token, NOTEBOOK)
+    board = page.locator(".jp-OutputArea-output .labkit-sweep-board").first
+    wait_for("the saved board", lambda: board.count() and board.get_attribute("data-kept") == "1",
+             timeout=30, page=page)
+    screenshot(page, "jupyterlab-sweep-reopened")
+    assert "cancelled" in board.locator(".labkit-sweep-status").inner_text()
+    assert rows(board) == final

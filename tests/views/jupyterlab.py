@@ -79,6 +79,16 @@ def quiet_settings(config_dir: str) -> None:
             json.dump(values, f)
 
 
+def save_widget_state(root_dir: str) -> None:
+    """Have JupyterLab save the widgets' state with the notebook (its widget manager's
+    ``saveState``), for pages opened from now on; ``root_dir`` as :func:`jupyter_lab` gave it."""
+    folder = os.path.join(os.path.dirname(root_dir), "config", "lab", "user-settings",
+                          "@jupyter-widgets", "jupyterlab-manager")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "plugin.jupyterlab-settings"), "w") as f:
+        json.dump({"saveState": True}, f)
+
+
 def server_command(port: int, token: str, root_dir: str) -> list[str]:
     return [JUPYTER, "lab", "--no-browser", "--allow-root", "--ServerApp.open_browser=False",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
