@@ -43,7 +43,7 @@ def main() -> int:
     start = time.time()
     rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           *TESTS], cwd=ROOT)
-    print(f"\nlabkit board lag in JupyterLab (headless Chromium): benchmarks/bench_lag.py")
+    print("\nlabkit board lag in JupyterLab (headless Chromium): benchmarks/bench_lag.py")
     print(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
           f"· {os.cpu_count()} cores, {platform.system()} · tests took {time.time() - start:.0f} s"
           f" (exit {rc})")
@@ -56,15 +56,19 @@ def main() -> int:
             continue
         with open(path) as f:
             r = json.load(f)
-        cell = lambda k: "-" if r.get(k) is None else f"{r[k]:.2f}"   # noqa: E731
-        print(f"{nb:>9} {r['frames']:>6} {cell('median_s'):>11} {cell('p90_s'):>6} "
-              f"{cell('kernel_median_s'):>7} {cell('draw_median_s'):>6} "
-              f"{cell('wire_median_s'):>6}")
+        print(f"{nb:>9} {r['frames']:>6} {_cell(r, 'median_s'):>11} {_cell(r, 'p90_s'):>6} "
+              f"{_cell(r, 'kernel_median_s'):>7} {_cell(r, 'draw_median_s'):>6} "
+              f"{_cell(r, 'wire_median_s'):>6}")
         if "sort_ms" in r:
             print(f"{'':>9} {r.get('sweep_s', '-')} s sweep; a header click sorts 10,000 rows in "
                   f"{' / '.join(map(str, r['sort_ms']))} ms (page), painted after "
                   f"{' / '.join(map(str, r['sort_painted_ms']))} ms (again: reversed)")
     return rc
+
+
+def _cell(r: dict, key: str) -> str:
+    """A figure in seconds to two decimals, or a dash."""
+    return "-" if r.get(key) is None else f"{r[key]:.2f}"
 
 
 if __name__ == "__main__":
