@@ -87,7 +87,7 @@ class SlotLauncher(Launcher):
     pulls = True
 
     #: Seconds :meth:`close` waits for the slots' tasks to end.
-    END_WAIT = 5.0
+    END_WAIT = 2.0
     #: Trials sent to a slot ahead of the one it runs, when trials are short (it starts the
     #: next without waiting on the client).
     AHEAD = 1
@@ -341,6 +341,7 @@ class SlotLauncher(Launcher):
         with self.engine.lock:
             self.lines.pop(line.number, None)
             future = self.tasks.pop(line.number, None)
+            self._asked = 0.0  # count the threads afresh: a new slot waits for a free one
         if future is not None and not self.closed:
             with contextlib.suppress(Exception):
                 self.client.cancel([future])
@@ -362,25 +363,29 @@ class SlotLauncher(Launcher):
                 line.stop(item[1])
 
     def close(self) -> None:
-        """Tell every slot bye, shut its line, and wait a little for the slots' tasks to end."""
+        """Tell every slot bye, wait (a little) for each to end; shut the lines of the others.
+
+        A slot still in the user's code (a trial that does not report) ends
+        at its next report, when it finds its line shut.
+        """
         with self.engine.lock:
             self.closed = True
             lines = list(self.lines.values())
-            futures = list(self.futures)
         for line in lines:
             line.send(("bye",))
-            line.shut()
         self._stop_accepting()
-        for server in self._servers:
-            server.join(timeout=1.0)
-        try:
-            from distributed import wait
-
-            wait(futures, timeout=self.END_WAIT)
-        except Exception:  # a slot still in user code (it ends at its next report), or no cluster
-            pass
+        deadline = time.monotonic() + self.END_WAIT
+        for server in list(self._servers):  # each ends when its slot closes its line
+            server.join(timeout=max(0.0, deadline - time.monotonic()))
+        for line in lines:
+            line.shut()
+        for future in list(self.futures):  # the tasks return once their lines are closed
+            with contextlib.suppress(Exception):
+                future.result(timeout=max(0.1, deadline - time.monotonic()))
         with contextlib.suppress(Exception):
-            self.client.cancel([f for f in futures if not f.done()])
+            self.client.cancel([f for f in self.futures if not f.done()])
+        self.futures.clear()
+        self.tasks.clear()
         super().close()
 
     def _stop_accepting(self) -> None:
