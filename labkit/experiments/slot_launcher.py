@@ -35,6 +35,7 @@ import socket
 import threading
 import time
 import uuid
+from typing import Any
 
 from ..errors import SchedulerError
 from .launcher import Launcher
@@ -102,7 +103,7 @@ class SlotLauncher(Launcher):
         self.token = uuid.uuid4().hex[:12]
         self.blob = cloudpickle.dumps(self.fn)
         self.authkey = os.urandom(16)
-        self.listener = None
+        self.listener: Any = None
         self.tasks: dict = {}  # slot number -> its task's future (None while submitted)
         self.lines: dict = {}  # slot number -> its Line, while connected
         self.where: dict = {}  # trial -> the Line running it
@@ -210,11 +211,11 @@ class SlotLauncher(Launcher):
             line = self._greet(conn)
             while line is not None and self._feed(line) and self._follow(line):
                 pass
-        except (EOFError, OSError):  # the line broke
-            self._lost(line)
-        except Exception:  # a malformed message must not leave a trial running unseen
-            logger.exception("labkit: serving a trial slot failed")
-            self._lost(line)
+        except Exception as exc:  # the line broke, or a malformed message (logged)
+            if not isinstance(exc, (EOFError, OSError)):
+                logger.exception("labkit: serving a trial slot failed")
+            if line is not None:  # its trials must not be left running unseen
+                self._lost(line)
         finally:
             conn.close()
 
@@ -307,14 +308,12 @@ class SlotLauncher(Launcher):
             return True
         return False
 
-    def _lost(self, line: Line | None) -> None:
+    def _lost(self, line: Line) -> None:
         """The line broke (its worker died): its trial runs again elsewhere, its slot is replaced.
 
         The trial that ran counts a lost worker (``max_failures``); those sent
         ahead, never started, go back to the queue as they were.
         """
-        if line is None:
-            return
         engine = self.engine
         with engine.lock:
             held, running = dict(line.held), set(line.running)
