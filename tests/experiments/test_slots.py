@@ -8,6 +8,7 @@ named, a worker SIGKILLed under a trial.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import signal
@@ -156,6 +157,45 @@ def test_a_function_the_workers_cannot_load_fails_each_trial_naming_the_worker(p
     assert [t.status for t in records] == ["failed"] * 3
     assert all("the trial function cannot be loaded on tcp://" in t.error
                and "only_here" in t.error for t in records)
+
+
+@pytest.mark.parametrize("limit", [dict(max_concurrent=1), dict(workers_per_trial=2)])
+def test_trials_at_once_in_slots_are_bounded_by_max_concurrent_and_workers_per_trial(
+        processes, limit):
+    space = {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.02}
+    result = lk.sweep(f.curve, space, trials=4, metric="acc", mode="max", scheduler=processes,
+                      store=None, **limit)
+    spans = sorted((t.started, t.ended) for t in result.trials)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))   # one at a time
+    free = lk.sweep(f.curve, space, trials=4, metric="acc", mode="max", scheduler=processes,
+                    store=None)
+    spans = sorted((t.started, t.ended) for t in free.trials)
+    assert any(a[1] > b[0] for a, b in itertools.pairwise(spans))    # two at a time
+
+
+def test_a_cancelled_sweep_resumed_in_slots_goes_on_from_each_checkpoint(processes, tmp_path):
+    folder, store = tmp_path / "marks", tmp_path / "s.db"
+    folder.mkdir()
+    space = {"x": lk.uniform(0.5, 1.5), "steps": 40, "pause": 0.05, "folder": str(folder)}
+    run = lk.sweep(f.marked, space, trials=3, metric="score", mode="max", seed=2,
+                   scheduler=processes, store=store, name="again", wait=False)
+    _until(lambda: sum((r["step"] or 0) >= 2 for r in run.sweep.snapshot()) == 2,
+           what="two trials past step 2")
+    run.cancel()
+    with pytest.raises(lk.CancelledError):
+        run.result(timeout=30)
+    reached = {r["id"]: r["step"] for r in run.sweep.snapshot() if r["status"] == "cancelled"}
+    assert len(reached) == 2
+    resumed = lk.sweep(f.marked, space, trials=3, metric="score", mode="max", seed=2,
+                       scheduler=processes, store=store, name="again", resume=True)
+    assert resumed.counts() == {"completed": 3}
+    starts: dict = {}
+    for mark in sorted(os.listdir(folder), key=lambda n: int(n.split("-")[4])):
+        _, trial, step, _, _ = mark.split("-")
+        starts.setdefault(int(trial), []).append(int(step))
+    for trial, step in reached.items():    # the second run began at a checkpoint of the first
+        assert starts[trial][0] == 0 and 0 < starts[trial][1] <= step + 1
+        assert [s for s, _, _ in resumed.trials[trial].history] == list(range(40))
 
 
 @pytest.mark.soak
