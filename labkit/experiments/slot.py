@@ -22,17 +22,16 @@ worker and runs that trial again elsewhere from its latest checkpoint.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
-import socket
 import threading
 import traceback
 
 from .execution import execute, trial_function
+from .slot_line import no_delay
 from .trial import Trial
 
-__all__ = ["run_slot", "Slot", "SlotSink", "merge_reports", "no_delay"]
+__all__ = ["run_slot", "Slot", "SlotSink", "merge_reports"]
 
 
 def run_slot(address, authkey: bytes, number: int) -> int:
@@ -55,20 +54,6 @@ def run_slot(address, authkey: bytes, number: int) -> int:
         return slot.serve()
     finally:
         slot.close()
-
-
-def no_delay(conn) -> None:
-    """Send each message of ``conn`` (a socket's connection) at once, without Nagle's wait.
-
-    Two small writes in a row (a trial's start, then its end) would otherwise
-    wait for the peer's delayed acknowledgement, 40 ms on Linux.
-    """
-    with contextlib.suppress(OSError, ValueError):
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        finally:
-            sock.close()
 
 
 class Slot:

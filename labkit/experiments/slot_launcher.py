@@ -40,46 +40,12 @@ from typing import Any
 from ..errors import SchedulerError
 from .launcher import Launcher
 from .sinks import new_execution
-from .slot import no_delay, run_slot
+from .slot import run_slot
+from .slot_line import Line, no_delay
 
-__all__ = ["SlotLauncher", "Line"]
+__all__ = ["SlotLauncher"]
 
 logger = logging.getLogger("labkit.experiments")
-
-
-class Line:
-    """The client's end of one slot's socket: the trials it holds, one sender at a time."""
-
-    def __init__(self, conn, number: int, worker: str):
-        self.conn, self.number, self.worker = conn, number, worker
-        self.held: dict = {}  # trial -> execution, of the trials sent and not ended
-        self.running: set = set()  # those of them the slot said it started
-        self.stops: set = set()  # those of them told to stop
-        self._sending = threading.Lock()
-
-    def send(self, message) -> bool:
-        """Send ``message``; False when the line is broken."""
-        with self._sending:
-            try:
-                self.conn.send(message)
-            except (OSError, ValueError):  # broken, or closed here
-                return False
-        return True
-
-    def stop(self, trial: int) -> None:
-        """Tell the slot to stop ``trial`` (once)."""
-        if trial in self.held and trial not in self.stops:
-            self.stops.add(trial)
-            self.send(("stop", trial))
-
-    def shut(self) -> None:
-        """Wake the thread reading the line (a closed descriptor would not) and end it."""
-        with contextlib.suppress(OSError, ValueError):
-            sock = socket.socket(fileno=os.dup(self.conn.fileno()))
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            finally:
-                sock.close()
 
 
 class SlotLauncher(Launcher):
@@ -164,7 +130,8 @@ class SlotLauncher(Launcher):
         """A slot's task ended (a Dask thread): forget it; the loop starts another if needed."""
         with self.engine.lock:
             self.futures.discard(future)
-            self.tasks.pop(number, None)
+            if number not in self.lines:  # a line still served keeps its place until it ends
+                self.tasks.pop(number, None)
         if not self.closed:
             self.batch.untrack([future])
             if future.status == "finished" and future.result() == -1:
@@ -236,7 +203,9 @@ class SlotLauncher(Launcher):
 
     def _feed(self, line: Line) -> bool:
         """Send the line trials until it holds ``1 + AHEAD``; False (and bye) when it holds none."""
-        engine, ahead = self.engine, self.AHEAD if self._short() else 0
+        engine = self.engine
+        with engine.lock:  # the durations change under it
+            ahead = self.AHEAD if self._short() else 0
         while len(line.held) <= ahead:
             with engine.lock:
                 state = None if self.closed else engine.take()
@@ -264,7 +233,7 @@ class SlotLauncher(Launcher):
         return False
 
     def _short(self) -> bool:
-        """Whether recent trials took less than 50 ms each (then a slot gets one ahead).
+        """Whether recent trials took less than 50 ms each (then a slot gets one ahead; locked).
 
         Longer trials lose nothing to the round trip, and one sent ahead
         would wait on a slot while another slot idles.
