@@ -107,27 +107,6 @@ class SweepEngine:
                     return state
             return None
 
-    def put_back(self, trial: int) -> None:
-        """A launched trial that never started goes back to the front of the queue.
-
-        (A launcher that sent it ahead to a slot whose worker was lost.)  One
-        the sweep stopped meanwhile ends stopped instead.
-        """
-        with self.lock:
-            s = self.states[trial]
-            if not s.launched or s.status != Status.PENDING:
-                return
-            if s.stop is None and not self.cancelling:
-                s.launched = False
-                self.pending.appendleft(trial)
-                again = True
-            else:
-                again = False
-        if again:
-            self.wake()
-        else:
-            self.finished(trial, None, {"status": "stopped"})
-
     def started(self, trial: int, execution: str, worker: str) -> None:
         """An execution of ``trial`` began on ``worker``."""
         with self.lock:

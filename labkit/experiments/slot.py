@@ -6,9 +6,11 @@ and keeps that line for its whole life: the client sends the trial
 function once, then one trial at a time (``("trial", spec)``), a trial's
 stop (``("stop", id)``) and at last ``("bye",)``; the slot sends back
 batches of messages (``start``, ``report``, ``checkpoint``, ``end``), each
-naming the trial and its execution.  The client sends the next trial ahead,
-while one runs, so the slot starts it without waiting on the client.  A trial thus costs no Dask task and no trip
-through the scheduler: a message each way on one socket.
+naming the trial and its execution.  A trial thus costs no Dask task and
+no trip through the scheduler: a message each way on one socket.  (Sending
+the next trial ahead, while one runs, measured no faster once both ends
+send at once, see :func:`~.slot_line.no_delay`, and would let a short trial
+wait behind a long one while another slot idles.)
 
 What the trial reports goes through an outbox that one writer thread
 empties: the trial never waits on the socket, and reports that pile up
@@ -28,7 +30,7 @@ import threading
 import traceback
 
 from .execution import execute, trial_function
-from .slot_line import no_delay
+from .slot_line import no_delay, shut
 from .trial import Trial
 
 __all__ = ["run_slot", "Slot", "SlotSink", "merge_reports"]
@@ -40,13 +42,14 @@ def run_slot(address, authkey: bytes, number: int) -> int:
     A slot that cannot reach the client (the sweep ended before it started)
     returns -1 at once.
     """
+    from multiprocessing import AuthenticationError
     from multiprocessing.connection import Client
 
     from distributed import get_worker
 
     try:
         conn = Client(address, authkey=authkey)
-    except OSError:
+    except (OSError, EOFError, AuthenticationError):
         return -1
     no_delay(conn)
     slot = Slot(conn, number, get_worker().address)
@@ -157,8 +160,11 @@ class Slot:
             if messages and not self.gone:
                 try:
                     self.conn.send(messages)
-                except OSError:  # the client is gone: the trial stops at its next report
+                # the client is gone (or a message would not pickle: the client then sees
+                # the line close, as for a lost worker, rather than wait for it forever)
+                except Exception:
                     self.gone = True
+                    shut(self.conn)
             if last:
                 return
 

@@ -26,7 +26,6 @@ keeps a task a trial (:mod:`.remote_launcher`).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import logging
@@ -55,9 +54,6 @@ class SlotLauncher(Launcher):
 
     #: Seconds :meth:`close` waits for the slots' tasks to end.
     END_WAIT = 2.0
-    #: Trials sent to a slot ahead of the one it runs, when trials are short (it starts the
-    #: next without waiting on the client).
-    AHEAD = 1
     #: Slot tasks that end without reaching the client before the sweep gives up.
     UNREACHED = 3
 
@@ -77,7 +73,6 @@ class SlotLauncher(Launcher):
         self._numbers = itertools.count(1)
         self._threads, self._asked = 1, 0.0
         self._servers: list = []
-        self._durations: collections.deque = collections.deque(maxlen=16)
         self._accepting: threading.Thread | None = None
         self.unreached = 0
         self.closed = False
@@ -172,7 +167,7 @@ class SlotLauncher(Launcher):
             server.start()
 
     def _serve(self, conn) -> None:
-        """One slot's line: keep it fed, one trial running and :data:`AHEAD` sent ahead."""
+        """One slot's line: hand it a trial, follow it to its end, again, until none is left."""
         line = None
         try:
             line = self._greet(conn)
@@ -202,47 +197,33 @@ class SlotLauncher(Launcher):
         return line
 
     def _feed(self, line: Line) -> bool:
-        """Send the line trials until it holds ``1 + AHEAD``; False (and bye) when it holds none."""
+        """Send the line the next trial; False (and bye) when there is none."""
         engine = self.engine
-        with engine.lock:  # the durations change under it
-            ahead = self.AHEAD if self._short() else 0
-        while len(line.held) <= ahead:
-            with engine.lock:
-                state = None if self.closed else engine.take()
-                if state is None and not line.held:
-                    self.lines.pop(line.number, None)
-                    self.tasks.pop(line.number, None)
-                elif state is not None:
-                    self.where[state.id] = line
-                    line.held[state.id] = new_execution()
+        with engine.lock:
+            state = None if self.closed else engine.take()
             if state is None:
-                break
-            restore = engine.restore_blob(state.id) if state.attempts or state.seq else None
-            spec = {
-                "trial": state.id,
-                "exec": line.held[state.id],
-                "config": state.config,
-                "attempt": state.attempts,
-                "restore": restore,
-            }
-            line.send(("trial", spec))  # a broken line shows in _follow
-        if line.held:
-            return True
-        line.send(("bye",))
-        engine.wake()
-        return False
-
-    def _short(self) -> bool:
-        """Whether recent trials took less than 50 ms each (then a slot gets one ahead; locked).
-
-        Longer trials lose nothing to the round trip, and one sent ahead
-        would wait on a slot while another slot idles.
-        """
-        recent = sorted(self._durations)
-        return len(recent) >= 4 and recent[len(recent) // 2] < 0.05
+                self.lines.pop(line.number, None)
+                self.tasks.pop(line.number, None)
+            else:
+                self.where[state.id] = line
+                line.held[state.id] = new_execution()
+        if state is None:
+            line.send(("bye",))
+            engine.wake()
+            return False
+        restore = engine.restore_blob(state.id) if state.attempts or state.seq else None
+        spec = {
+            "trial": state.id,
+            "exec": line.held[state.id],
+            "config": state.config,
+            "attempt": state.attempts,
+            "restore": restore,
+        }
+        line.send(("trial", spec))  # a broken line shows in _follow
+        return True
 
     def _follow(self, line: Line) -> bool:
-        """What the slot sends, until a trial ended (room for the next); False: the line broke."""
+        """What the slot sends about its trial, to its end; False: the line broke."""
         while True:
             try:
                 batch = line.conn.recv()
@@ -259,7 +240,6 @@ class SlotLauncher(Launcher):
         """One message of the slot to the engine; whether it was a trial's end."""
         engine, kind, trial, execution = self.engine, message[0], message[1], message[2]
         if kind == "start":
-            line.running.add(trial)
             engine.started(trial, execution, line.worker)
         elif kind == "reports":
             if engine.reported(trial, execution, message[3]):
@@ -271,7 +251,6 @@ class SlotLauncher(Launcher):
                 if self.where.get(trial) is line:
                     del self.where[trial]
                 line.held.pop(trial, None)
-                line.running.discard(trial)
                 line.stops.discard(trial)
             engine.finished(trial, execution, message[3])
             return True
@@ -280,24 +259,20 @@ class SlotLauncher(Launcher):
     def _lost(self, line: Line) -> None:
         """The line broke (its worker died): its trial runs again elsewhere, its slot is replaced.
 
-        The trial that ran counts a lost worker (``max_failures``); those sent
-        ahead, never started, go back to the queue as they were.
+        Its trial counts a lost worker (``max_failures``), begun or not.
         """
         engine = self.engine
         with engine.lock:
-            held, running = dict(line.held), set(line.running)
+            held = dict(line.held)
             line.held.clear()
             for trial in held:
                 if self.where.get(trial) is line:
                     del self.where[trial]
-            failures = {t: engine.states[t].failures + 1 for t in running}
+            failures = {t: engine.states[t].failures + 1 for t in held}
         self._retire(line)
         if self.closed:
             return
         for trial, execution in held.items():
-            if trial not in running:
-                engine.put_back(trial)
-                continue
             why = (
                 f"its worker {line.worker} was lost ({failures[trial]} time(s), "
                 f"max_failures={engine.max_failures})"
@@ -319,10 +294,6 @@ class SlotLauncher(Launcher):
 
     def stop(self, state) -> None:
         self.engine.inbox.put(("stop", state.id))  # sent from the loop: not under the lock
-
-    def ended(self, state) -> None:
-        if state.started is not None and state.status == "completed":
-            self._durations.append(state.ended - state.started)
 
     def handle(self, item) -> None:
         if item[0] == "stop":

@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 
-__all__ = ["Line", "no_delay"]
+__all__ = ["Line", "no_delay", "shut"]
 
 
 def no_delay(conn) -> None:
@@ -32,13 +32,25 @@ def no_delay(conn) -> None:
             sock.close()
 
 
+def shut(conn) -> None:
+    """End the socket of ``conn`` both ways: a thread blocked reading it wakes (at its end).
+
+    (Closing the descriptor would not wake it.)
+    """
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
 class Line:
     """The client's end of one slot's socket: the trials it holds, one sender at a time."""
 
     def __init__(self, conn, number: int, worker: str):
         self.conn, self.number, self.worker = conn, number, worker
-        self.held: dict = {}  # trial -> execution, of the trials sent and not ended
-        self.running: set = set()  # those of them the slot said it started
+        self.held: dict = {}  # trial -> execution, of the trial sent and not ended
         self.stops: set = set()  # those of them told to stop
         self._sending = threading.Lock()
 
@@ -58,10 +70,5 @@ class Line:
             self.send(("stop", trial))
 
     def shut(self) -> None:
-        """Wake the thread reading the line (a closed descriptor would not) and end it."""
-        with contextlib.suppress(OSError, ValueError):
-            sock = socket.socket(fileno=os.dup(self.conn.fileno()))
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            finally:
-                sock.close()
+        """End the line; the thread reading it wakes."""
+        shut(self.conn)
