@@ -66,7 +66,7 @@ class Slot:
         self.conn, self.number, self.worker = conn, number, worker
         self.outbox: queue.SimpleQueue = queue.SimpleQueue()
         self.stops: set = set()  # trials the client stopped (read from the line)
-        self.waiting: list = []  # trials read from the line while another ran
+        self.waiting: list = []  # messages read from the line, not yet handled (fn, trials)
         self.gone = False  # the line broke, or the client said bye
         self._reading = threading.Lock()  # one reader of the line at a time
         self._writer = threading.Thread(
@@ -103,10 +103,11 @@ class Slot:
     def run(self, spec: dict, fn, error: dict | None, metric: str | None) -> None:
         """Run one trial (or fail it at once when the function did not load); send its end."""
         trial_id, execution = spec["trial"], spec["exec"]
-        if error is not None:
-            outcome = dict(error)
-        elif trial_id in self.stops:  # stopped before it began
+        if trial_id in self.stops:  # stopped before it began
             outcome = {"status": "stopped"}
+        elif error is not None:
+            self.outbox.put(("start", trial_id, execution))
+            outcome = dict(error)
         else:
             self.outbox.put(("start", trial_id, execution))
             sink = SlotSink(self, trial_id, execution, spec.get("restore"))

@@ -158,6 +158,7 @@ def test_a_function_the_workers_cannot_load_fails_each_trial_naming_the_worker(p
     assert [t.status for t in records] == ["failed"] * 3
     assert all("the trial function cannot be loaded on tcp://" in t.error
                and "only_here" in t.error for t in records)
+    assert all(t.worker.startswith("tcp://") and t.attempts == 1 for t in records)
 
 
 @pytest.mark.parametrize("limit", [dict(max_concurrent=1), dict(workers_per_trial=2)])
