@@ -98,7 +98,8 @@ def test_sweep_benchmark_runs_quick():
                            "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("labkit, auto (2 threads), store on", "two plain threads",
-                  "(target <= 2 ms with the store on)", "random search's time"):
+                  "(target <= 2 ms with the store on)", "random search's time",
+                  "trivial trial on worker processes"):
         assert label in proc.stdout, label
 
 
@@ -109,3 +110,12 @@ def test_default_cluster_benchmark_runs_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("samples/s   set-up") == 10  # 2 modes x 3 kinds, 1, 3
     assert "thread replicas, mode='auto', Dask arrays (X, Y)" in proc.stdout
+
+
+def test_channels_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_channels.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("dask Queue", "dask actor method", "client.run there, log_event back",
+                  "socket, Nagle off (a slot's line)", "a Dask task a message"):
+        assert label in proc.stdout, label
