@@ -109,3 +109,12 @@ def test_default_cluster_benchmark_runs_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("samples/s   set-up") == 10  # 2 modes x 3 kinds, 1, 3
     assert "thread replicas, mode='auto', Dask arrays (X, Y)" in proc.stdout
+
+
+def test_store_changes_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_store_changes.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("idle", "100 reports of 10 running", "100 reports of 100 new trials"):
+        assert label in proc.stdout, label
