@@ -119,3 +119,12 @@ def test_channels_benchmark_runs_quick():
     for label in ("dask Queue", "dask actor method", "client.run there, log_event back",
                   "socket, Nagle off (a slot's line)", "a Dask task a message"):
         assert label in proc.stdout, label
+
+
+def test_store_changes_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_store_changes.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("idle", "100 reports of 10 running", "100 reports of 100 new trials"):
+        assert label in proc.stdout, label
