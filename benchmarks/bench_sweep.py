@@ -351,7 +351,7 @@ def board_run(s, size: dict, folder: str, views: str, name: str) -> tuple[float,
         assert result.counts() == {"completed": size["board_trials"]}, result.counts()
         if shown is not None:
             bench_views.wait_stopped(shown)
-            assert len(shown.tracker.snapshot().trials) == size["board_trials"]
+            assert len(shown.sweep_tracker.snapshot().trials) == size["board_trials"]
             shown.close()
     finally:
         if viewer is not None:

@@ -99,7 +99,9 @@ def test_sweep_benchmark_runs_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("labkit, auto (2 threads), store on", "two plain threads",
                   "(target <= 2 ms with the store on)", "random search's time",
-                  "trivial trial on worker processes"):
+                  "trivial trial on worker processes", "board + dashboard (a session open)",
+                  "resume thirty: call to first new trial", "bytes a report costs on disk",
+                  "with lk.board(run)", "stored sweep: lk.load_sweep"):
         assert label in proc.stdout, label
 
 
