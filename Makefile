@@ -65,6 +65,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_ensemble.py
 	$(BIN)/python benchmarks/bench_collector.py
 	$(BIN)/python benchmarks/bench_sweep.py
+	$(BIN)/python benchmarks/bench_store_changes.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

@@ -4,7 +4,7 @@ Run ``python benchmarks/bench_dashboard.py`` (about half a minute on 2 cores)
 or ``--quick``.  It prints timings and sizes side by side; it never asserts.
 
 For each size, one sweep's events are folded into a
-:class:`~labkit.views.sweep_feed.SweepFeed` as the dashboard folds them
+:class:`~labkit.views.sweep_tracker.SweepTracker` as the dashboard folds them
 (``SweepStarted`` with every trial, then each trial started, 30 reports and
 its end; the last ``slots`` trials still running), and a
 :class:`~labkit.views.sweep_plots.SweepPlots` draws it into a real Bokeh
@@ -35,8 +35,8 @@ from bokeh.protocol import Protocol  # noqa: E402
 
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted  # noqa: E402
 from labkit.experiments import TrialRecord  # noqa: E402
-from labkit.views.sweep_feed import SweepFeed  # noqa: E402
 from labkit.views.sweep_plots import SweepPlots  # noqa: E402
+from labkit.views.sweep_tracker import SweepTracker  # noqa: E402
 
 RUN = "sweep-bench"
 SPACE = {"lr": {"type": "loguniform", "lo": 1e-4, "hi": 1e-1},
@@ -45,7 +45,7 @@ STEPS = 30
 
 
 class _Shelf:
-    """One feed, as a dashboard's shelf hands it to the board."""
+    """One tracker, as a dashboard's shelf hands it to the board."""
 
     def __init__(self, feed):
         self.feed = feed
@@ -87,7 +87,7 @@ def _message_bytes(events) -> int:
 
 
 def measure(n: int, slots: int, ticks: int) -> dict:
-    feed = SweepFeed(RUN)
+    feed = SweepTracker(RUN)
     feed(SweepStarted(RUN, "bench", "loss", "min", SPACE,
                       tuple({"id": i, "config": _config(i)} for i in range(n)), slots))
     done = n - slots - 2 * ticks

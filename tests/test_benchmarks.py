@@ -98,7 +98,10 @@ def test_sweep_benchmark_runs_quick():
                            "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("labkit, auto (2 threads), store on", "two plain threads",
-                  "(target <= 2 ms with the store on)", "random search's time"):
+                  "(target <= 2 ms with the store on)", "random search's time",
+                  "trivial trial on worker processes", "board + dashboard (a session open)",
+                  "resume thirty: call to first new trial", "bytes a report costs on disk",
+                  "with lk.board(run)", "stored sweep: lk.load_sweep"):
         assert label in proc.stdout, label
 
 
@@ -109,3 +112,21 @@ def test_default_cluster_benchmark_runs_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("samples/s   set-up") == 10  # 2 modes x 3 kinds, 1, 3
     assert "thread replicas, mode='auto', Dask arrays (X, Y)" in proc.stdout
+
+
+def test_channels_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_channels.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("dask Queue", "dask actor method", "client.run there, log_event back",
+                  "socket, Nagle off (a slot's line)", "a Dask task a message"):
+        assert label in proc.stdout, label
+
+
+def test_store_changes_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_store_changes.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("idle", "100 reports of 10 running", "100 reports of 100 new trials"):
+        assert label in proc.stdout, label

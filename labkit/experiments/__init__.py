@@ -21,10 +21,11 @@ The parts, bottom up:
   sweep a name); checkpoints' bytes: :mod:`.checkpoints`;
 * the trial's side: :mod:`.trial` (what ``fn`` gets), :mod:`.sinks` (where
   its reports go), :mod:`.execution` (running ``fn`` on a thread, a worker
-  process or an offload process);
+  process or an offload process), :mod:`.slot` (a long task on a worker
+  process that runs trial after trial);
 * the client's side: :mod:`.engine` (every trial's state, under one lock;
   :mod:`.trial_state`, :mod:`.verdict`), the launchers (:mod:`.launcher`,
-  :mod:`.launch`, :mod:`.remote_launcher`), :mod:`.loop` (keeps the slots
+  :mod:`.launch`, :mod:`.slot_launcher`, :mod:`.remote_launcher`), :mod:`.loop` (keeps the slots
   full, winds down cleanly);
 * on top: :mod:`.opening` (a new or resumed sweep), :mod:`.job` (the sweep's
   run), :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),

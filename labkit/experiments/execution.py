@@ -26,7 +26,14 @@ from ..scheduling import TaskCallable
 from .sinks import EventSink, PipeSink, forget_stop, new_execution
 from .trial import Trial, TrialStopped
 
-__all__ = ["execute", "final_metrics", "run_remote", "OffloadTrial", "run_offloaded"]
+__all__ = [
+    "execute",
+    "final_metrics",
+    "trial_function",
+    "run_remote",
+    "OffloadTrial",
+    "run_offloaded",
+]
 
 _FUNCTIONS: dict = {}  # on a worker process: sweep token -> its trial function
 
@@ -140,8 +147,8 @@ def final_metrics(returned) -> dict:
 # -- a trial on a Dask worker process -------------------------------------------------------
 
 
-def _function(token: str, blob: bytes):
-    """The sweep's trial function, unpickled once a worker process."""
+def trial_function(token: str, blob: bytes):
+    """The sweep's trial function, unpickled once a worker process (kept by sweep ``token``)."""
     fn = _FUNCTIONS.get(token)
     if fn is None:
         import cloudpickle
@@ -161,7 +168,7 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
     attempt = spec["attempt"] + sink.runs_before()
     sink.start(attempt)
     try:
-        fn = _function(token, blob)
+        fn = trial_function(token, blob)
     # a function that cannot be unpickled here (a missing module, one that exits on import)
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
         outcome = {

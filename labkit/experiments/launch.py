@@ -12,13 +12,20 @@ happen.  One per kind of scheduler:
   function that holds the GIL (``lk.FunctionCallable(fn, holds_gil=True)``)
   runs in the scheduler's offload pool of processes instead, as ``"auto"``
   does for every GIL-holding task.
-* :class:`RemoteLauncher` (worker processes, or a cluster reached by
-  address): each trial is one task of its own (:func:`~.execution.run_remote`);
-  its reports come back through Dask's event stream on a topic of the sweep.
-  Slots are the cluster's threads; as many trials again wait in Dask's queue
-  so a slot never idles while the client answers.  A worker that dies under a
-  trial: Dask runs the task again elsewhere and the trial restores the latest
-  checkpoint, which the client keeps on the scheduler for it (see
+* :class:`~.slot_launcher.SlotLauncher` (worker processes of this machine: the
+  scheduler listens on the loopback): one long task a slot there too, each
+  fed trial after trial over a socket to the client (:mod:`.slot`,
+  :mod:`.slot_launcher`); a worker that dies under a trial: the trial runs
+  again on another slot from its latest checkpoint, and a new slot takes
+  the lost one's place.
+* :class:`RemoteLauncher` (a cluster reached on another host, or
+  :data:`SLOTS` off): each trial is one task of its own
+  (:func:`~.execution.run_remote`); its reports come back through Dask's
+  event stream on a topic of the sweep.  Slots are the cluster's threads; as
+  many trials again wait in Dask's queue so a slot never idles while the
+  client answers.  A worker that dies under a trial: Dask runs the task
+  again elsewhere and the trial restores the latest checkpoint, which the
+  client keeps on the scheduler for it (see
   :meth:`RemoteLauncher.checkpointed`); after ``max_failures`` the trial fails.
 
 A trial takes ``workers_per_trial`` slots (1 by default): a trial that is
@@ -33,11 +40,24 @@ import uuid
 import weakref
 
 from ..events import TaskInfo
+from ..scheduling.connect import on_loopback
 from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
 from .launcher import Launcher
 from .remote_launcher import RemoteLauncher
+from .slot_launcher import SlotLauncher
 
-__all__ = ["launcher_for", "InlineLauncher", "ThreadLauncher", "RemoteLauncher"]
+__all__ = [
+    "launcher_for",
+    "InlineLauncher",
+    "ThreadLauncher",
+    "SlotLauncher",
+    "RemoteLauncher",
+    "SLOTS",
+]
+
+#: Whether trials on worker processes of this machine run in slots (False: a task a trial,
+#: the route of a cluster on other hosts; for comparing the two).
+SLOTS = True
 
 logger = logging.getLogger("labkit.experiments")
 
@@ -56,9 +76,19 @@ def launcher_for(
         kind = InlineLauncher
     elif scheduler.in_process:
         kind = ThreadLauncher
+    elif SLOTS and _on_this_machine(scheduler):
+        kind = SlotLauncher
     else:
         kind = RemoteLauncher
     return kind(scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent)
+
+
+def _on_this_machine(scheduler) -> bool:
+    """Whether the cluster's scheduler listens on the loopback (its workers then run here)."""
+    try:
+        return on_loopback([scheduler.client.scheduler.address])
+    except Exception:  # no address to read: the route that asks nothing of the workers
+        return False
 
 
 class InlineLauncher(Launcher):

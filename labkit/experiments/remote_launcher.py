@@ -1,4 +1,8 @@
-"""Trials on worker processes, or a cluster reached by address: each trial one task of its own.
+"""Trials on a cluster on other hosts (or with slots off): each trial one task of its own.
+
+Worker processes of this machine run trials in slots instead
+(:mod:`.slot_launcher`); this is the route that asks nothing of the workers
+but Dask itself.
 
 Each trial is one task (:func:`~.execution.run_remote`); its reports come
 back through Dask's event stream on a topic of the sweep.  Slots are the

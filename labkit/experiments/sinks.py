@@ -6,7 +6,9 @@ whether the trial must stop), ``checkpoint``, ``restore`` and ``stopped``.
 * :class:`DirectSink`: the trial runs in the client's process (a thread of an
   in-process cluster, or the :class:`~labkit.LocalScheduler`); reports reach the
   sweep at once and its rule decides within the same call.
-* :class:`EventSink`: the trial runs in a Dask worker process; reports are
+* :class:`~.slot.SlotSink` (in :mod:`.slot`): the trial runs in a slot on a
+  worker process of this machine; reports go over the slot's socket.
+* :class:`EventSink`: the trial runs in a Dask worker process as a task of its own; reports are
   gathered and sent through Dask's event stream (``log_event``) at most every
   :data:`REPORT_EVERY` seconds, as :mod:`labkit.data_parallel.reports` does
   for a fit; a stop arrives as a flag set by ``client.run`` (:func:`request_stop`).

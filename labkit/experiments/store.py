@@ -38,6 +38,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -45,11 +46,11 @@ import re
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import InputError, StorageError
-from . import claims, store_reads
+from . import claims, store_follow, store_reads
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
@@ -259,6 +260,22 @@ class Store(WriteQueue):
     def last_report_time(self, sweep: str) -> float | None:
         """When the newest stored report of ``sweep`` was made (None: none stored)."""
         return self._reading(store_reads.last_report_time, sweep)
+
+    def reported_after(self, mark: tuple | None) -> tuple[tuple, set]:
+        """The reports' mark now, and the trials ``(sweep, trial)`` with report rows written
+        after ``mark`` (a hint: see :func:`.store_follow.reported_after`)."""
+        return self._reading(store_follow.reported_after, mark)
+
+    def reports_after(self, had: dict[tuple, tuple]) -> dict[tuple, tuple]:
+        """``{(sweep, trial): (n, at, reports)}``: each trial's count, where its reports end,
+        and those after the first ``had[key][0]`` (:func:`.store_follow.reports_after`)."""
+        return self._reading(store_follow.reports_after, had)
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads inside, in this thread, see the store as of one commit (the writer waits)."""
+        with self.connection() as conn, store_reads.one_read(conn):
+            yield
 
     def _reading(self, read: Callable[..., Any], *args: Any) -> Any:
         """``read(connection, *args)`` between the writer's commits; a StorageError if it fails."""

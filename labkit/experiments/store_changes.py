@@ -3,13 +3,21 @@
 A dashboard serving a store (``labkit dashboard --store STORE``) follows the
 sweeps another process writes there.  :class:`StoreChanges` reads each
 sweep whole once (:meth:`Store.records`), and after that only what changed,
-by markers: reports by their ``rowid`` (they are only ever appended),
-trials by ``rowid`` (new ones), their status (the running ones) and their
-end time (those that ended since the last look, with a margin for commits
-that come late).  A trial read again that did not change is not returned;
-a trial that restarted (its attempts grew) has its reports read again whole,
-since a restart drops the reports after its checkpoint.  So a look costs
-what changed since the last one, plus the running trials, not the store's size.
+as of one commit (:meth:`Store.snapshot`).  Trials are found by markers,
+each an index of the store: their ``rowid`` (new ones), their status (the
+running ones) and their end time (those that ended since the last look, with
+a margin for commits that come late).  Reports are packed by the store
+(several packs a running trial, one once it ended; rewritten when it ends or
+restarts), so they are followed by count: a look keeps how many reports of
+each trial it returned, and asks the store (:mod:`.store_follow`) which
+trials have packs written since its last look (a hint: a compaction frees
+row ids that a later pack takes again), and for the trials so named or read
+above, the reports after those it returned; of a trial that ran all along,
+only the packs after the last one read.  A trial that restarted (its
+attempts grew, or it has fewer reports than returned) has its reports
+returned again whole, as a restart drops the reports after its checkpoint.
+So a look costs what changed since the last one, plus the running trials,
+not the store's size nor a running trial's history.
 
 Examples
 --------
@@ -35,6 +43,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from .report_ops import paused_gc
 
 __all__ = ["StoreChanges", "StoreLook", "MARGIN"]
 
@@ -63,26 +73,29 @@ class StoreChanges:
         self.store = store
         self._names: list[str] = []
         self._trial_mark = -1
-        self._report_mark = -1
+        self._report_mark: tuple | None = None  # the store's, from Store.reported_after
         self._since: float | None = None
         self._seen: dict[tuple, tuple] = {}  # (sweep, trial) -> its signature, as last returned
+        # (sweep, trial) -> how many of its reports were returned, and where they end
+        self._had: dict[tuple, tuple[int, Any]] = {}
         self._running: set[tuple] = set()
 
     def look(self) -> StoreLook:
         """What changed since the last look (the first: every sweep whole)."""
         look = StoreLook()
         now = time.time()
-        first = self._since is None
-        marks = self._marks()  # before the reads: what comes meanwhile is read next time
-        if not first:
-            self._changed_trials(look)
-            self._new_reports(look)
-        for name in self.store.sweep_names():
-            if name not in self._names:
-                self._load(name, look)
-        self._trial_mark, self._report_mark = marks
+        with self.store.snapshot():  # trials, reports and new sweeps as of one commit
+            trial_mark = self.store.read("SELECT COALESCE(MAX(rowid), 0) AS t FROM trials")[0]["t"]
+            report_mark, reported = self.store.reported_after(self._report_mark)
+            if self._since is not None:
+                read, restarted = self._changed_trials(look)
+                self._new_reports(look, read | reported, restarted)
+            for name in self.store.sweep_names():
+                if name not in self._names:
+                    self._load(name, look)
+            look.running = self._claimed()
+        self._trial_mark, self._report_mark = trial_mark, report_mark
         self._since = now
-        look.running = self._claimed()
         return look
 
     # -- the first look at a sweep ---------------------------------------------------------------
@@ -104,26 +117,25 @@ class StoreChanges:
             }
         )
         rows = []
-        for record in self.store.records(name):
-            r = record.row(history=True)
-            r["status"] = str(r["status"])
-            rows.append(r)
-            self._remember(name, r)
+        with paused_gc():  # many small objects, no cycles
+            for record in self.store.records(name):
+                r = record.row(history=False)
+                r["history"] = list(record.history)  # read for this look: no copy of each report
+                r["status"] = str(r["status"])
+                rows.append(r)
+                self._remember(name, r)
+                self._had[(name, r["id"])] = (len(r["history"]), None)
         look.loaded[name] = rows
 
     # -- later looks ------------------------------------------------------------------------------
 
-    def _marks(self) -> tuple[int, int]:
-        rows = self.store.read(
-            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM trials) AS t, "
-            "(SELECT COALESCE(MAX(rowid), 0) FROM reports) AS r"
-        )
-        return rows[0]["t"], rows[0]["r"]
-
-    def _changed_trials(self, look: StoreLook) -> None:
+    def _changed_trials(self, look: StoreLook) -> tuple[set, set]:
+        """Trials whose row changed, into ``look``; the trials read, and those that restarted."""
         since = (self._since or 0.0) - MARGIN
-        rows = self.store.read(
-            "SELECT * FROM trials WHERE rowid > ? OR status = 'running' OR ended >= ?",
+        rows = self.store.read(  # a union, not an OR: each part takes its index (the schema's)
+            "SELECT * FROM trials WHERE rowid > ? "
+            "UNION SELECT * FROM trials WHERE status = 'running' "
+            "UNION SELECT * FROM trials WHERE ended >= ?",
             (self._trial_mark, since),
         )
         keys = {(r["sweep"], r["id"]) for r in rows}
@@ -131,10 +143,12 @@ class StoreChanges:
             rows += self.store.read(
                 "SELECT * FROM trials WHERE sweep = ? AND id = ?", (sweep, trial)
             )
+        read, restarted = set(), set()
         for r in rows:
             key = (r["sweep"], r["id"])
             if r["sweep"] not in self._names:
                 continue  # a sweep seen for the first time: loaded whole
+            read.add(key)
             old = self._seen.get(key)
             for name in ("value", "best", "step"):
                 r[name] = _unreal(r[name])
@@ -143,27 +157,28 @@ class StoreChanges:
             r["config"] = json.loads(r["config"]) if r["config"] else {}
             r["metrics"] = json.loads(r["metrics"]) if r["metrics"] else None
             if old is not None and (old[1] or 0) > 0 and (r["attempts"] or 0) > old[1]:
-                # it ran before and runs again: a restart dropped reports, read them whole
-                look.replaced[key] = self._reports_of(*key)
+                restarted.add(key)  # it ran before and runs again: a restart dropped reports
             self._remember(r["sweep"], r)
             look.trials.append(r)
+        return read, restarted
 
-    def _new_reports(self, look: StoreLook) -> None:
-        for r in self.store.read(
-            "SELECT sweep, trial, step, metrics FROM reports WHERE rowid > ? ORDER BY rowid",
-            (self._report_mark,),
-        ):
-            if r["sweep"] in self._names and (r["sweep"], r["trial"]) not in look.replaced:
-                look.reports.append((r["sweep"], r["trial"], r["step"], json.loads(r["metrics"])))
-
-    def _reports_of(self, sweep: str, trial: int) -> list:
-        return [
-            (r["step"], json.loads(r["metrics"]))
-            for r in self.store.read(
-                "SELECT step, metrics FROM reports WHERE sweep = ? AND trial = ? ORDER BY rowid",
-                (sweep, trial),
-            )
-        ]
+    def _new_reports(self, look: StoreLook, keys: set, restarted: set) -> None:
+        """The reports of ``keys`` not returned yet, into ``look`` (whole where restarted)."""
+        had = {}
+        for key in keys:
+            if key[0] not in self._names:
+                continue
+            n, at = (0, None) if key in restarted else self._had.get(key, (0, None))
+            # a trial that runs now, and did not restart, only grew since the last look
+            had[key] = (n, at if key in self._running else None)
+        got = self.store.reports_after(had)
+        for key in sorted(got, key=lambda k: (self._names.index(k[0]), k[1])):
+            n, at, reports = got[key]
+            if key in restarted or n < had[key][0]:
+                look.replaced[key] = [(step, metrics) for step, metrics, *_ in reports]
+            else:
+                look.reports += [(*key, step, metrics) for step, metrics, *_ in reports]
+            self._had[key] = (n, at)
 
     def _remember(self, sweep: str, row: dict) -> None:
         key = (sweep, row["id"])

@@ -12,13 +12,22 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .report_ops import paused_gc, read_reports
 from .status import Status
 from .store_schema import schema_version
 from .store_values import unreal
 
-__all__ = ["TRIAL_COLUMNS", "trials_and_reports", "trial_rows", "reports", "last_report_time"]
+__all__ = [
+    "TRIAL_COLUMNS",
+    "trials_and_reports",
+    "trial_rows",
+    "reports",
+    "last_report_time",
+    "one_read",
+]
 
 #: The trials' columns a record is made of, in the order read.
 TRIAL_COLUMNS = (
@@ -43,11 +52,18 @@ _STATUS = {s.value: s for s in Status}
 def trials_and_reports(conn: sqlite3.Connection, sweep: str) -> tuple[list[tuple], dict]:
     """:func:`trial_rows` and :func:`reports` as of one commit (one read transaction: a
     store another process writes meanwhile gives no trial ended without its last reports)."""
+    with one_read(conn):
+        return trial_rows(conn, sweep), reports(conn, sweep)
+
+
+@contextmanager
+def one_read(conn: sqlite3.Connection) -> Iterator[None]:
+    """Reads inside see the store as of one commit (one read transaction, unless one is open)."""
     began = not conn.in_transaction
     if began:
         conn.execute("BEGIN")
     try:
-        return trial_rows(conn, sweep), reports(conn, sweep)
+        yield
     finally:
         if began:
             conn.rollback()  # it wrote nothing: ends the read

@@ -9,6 +9,11 @@ keeps reports in ``report_packs``, a trial's reports packed in a row
 writable store is migrated to the current version when opened, in one
 transaction; a store opened to read only is read as its version wrote it; a
 store of a newer version than this labkit knows is an InputError naming the file.
+
+Two indexes find the trials a reader that follows the store asks about at
+each look (:mod:`.store_changes`): the running ones, and those ended lately.
+They need no version (an index changes no row): a writable open makes them
+on a store that lacks them, and a store without them reads the same, scanned.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ CREATE TABLE IF NOT EXISTS trials (
     status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
     error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     worker TEXT, started REAL, ended REAL, PRIMARY KEY (sweep, id));
+CREATE INDEX IF NOT EXISTS trials_running ON trials (sweep, id) WHERE status = 'running';
+CREATE INDEX IF NOT EXISTS trials_by_end ON trials (ended);
 CREATE TABLE IF NOT EXISTS report_packs (
     sweep TEXT NOT NULL, trial INTEGER NOT NULL, n INTEGER NOT NULL, last REAL,
     data BLOB NOT NULL);

@@ -3,8 +3,9 @@
 A :class:`Trial` runs wherever its task landed: a thread of the client
 process, a Dask worker process, or a process of an offload pool.  What it
 reports and checkpoints goes to the sweep on the client through a *sink*
-(:mod:`.sinks`): directly in-process, through Dask's event stream from a
-worker, through a socket from an offload process.  The sweep decides from the
+(:mod:`.sinks`): directly in-process, over its slot's socket from a worker
+process of this machine (:mod:`.slot`), through Dask's event stream from a
+worker elsewhere, through a socket from an offload process.  The sweep decides from the
 reports whether the trial goes on; when it stops the trial, the trial's next
 :meth:`Trial.report` raises :class:`TrialStopped`, which ends ``fn`` (let it
 propagate; the sweep records the trial as stopped).

@@ -44,7 +44,8 @@ class WriteQueue:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._conn_lock = threading.Lock()  # the writer's connection, shared with readers
+        # the writer's connection, shared with readers (reentrant: reads inside a snapshot)
+        self._conn_lock = threading.RLock()
         self._closed = False
         self._keepers: list[Callable[[], Any]] = []
 

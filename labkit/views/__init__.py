@@ -6,9 +6,10 @@ The room is built of three kinds of parts, named so you can tell which is which:
   no renderer: :mod:`.tracker` (a scheduler's, run's or trainer's load,
   nodes and task spans), :mod:`.progress` (its runs, phases and fits),
   :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_tracker` (a
-  sweep's trials), :mod:`.sweep_feed` (a sweep folded so a reader asks what
-  changed since a mark; its :mod:`.sweep_rank`, :mod:`.sweep_band` of quantiles and the
-  :mod:`.sweep_axes` of its parallel coordinates), :mod:`.sweep_shelf` and
+  sweep's trials, folded by :mod:`.sweep_fold`, so each reader asks what changed
+  since its mark; the lines and the quantile band of :mod:`.sweep_lines` over
+  :mod:`.sweep_grid`, and the :mod:`.sweep_axes` of its parallel coordinates;
+  the notebook board and the dashboard read the same tracker), :mod:`.sweep_shelf` and
   :mod:`.store_shelf` (the sweeps a dashboard lists: a scheduler's, a store's)
   and :mod:`.trial_tasks` (trials as the tasks a scheduler's views count).
 * **Renderers** draw snapshots, one medium each: the notebook widgets

@@ -31,6 +31,7 @@ from .device_names import DeviceNames
 from .live import LiveView, State, clock_html
 from .subjects import SweepRun, check_source
 from .sweep_board import SweepBoard
+from .trial_tasks import TrialTasks
 from .words import bucket_lines, stage_table
 
 __all__ = ["Board", "board"]
@@ -97,6 +98,7 @@ class Board(LiveView):
         max_phase_rows: int = 8,
     ):
         check_source(source, "lk.board")
+        self._trial_tasks = TrialTasks()  # before subscribing: events may come at once
         super().__init__(source, max_rate)
         try:
             import ipywidgets as W  # after subscribing: a first import takes a while
@@ -111,6 +113,12 @@ class Board(LiveView):
             self._stop_listening()
             raise
         self.start()
+
+    def fold(self, event) -> None:
+        """Fold ``event``; a sweep's trials also as tasks of their workers (their true load)."""
+        self.tracker(event)
+        for task_event in self._trial_tasks(event):
+            self.tracker(task_event)
 
     # -- building ------------------------------------------------------------------------
 

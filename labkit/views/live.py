@@ -154,6 +154,10 @@ class LiveView:
         """Draw one snapshot (in the writer thread); the last one has ``self.state`` ENDING."""
         raise NotImplementedError
 
+    def fold(self, event) -> None:
+        """Fold one event into the tracker (a view may fold more it derives from it)."""
+        self.tracker(event)
+
     def on_stopped(self) -> None:
         """Called once after the last draw (in the writer thread): tidy what the draw left."""
 
@@ -166,7 +170,7 @@ class LiveView:
             if run is not None and run != self._run.id:
                 return
         self._clock.note(getattr(event, "time", None) or time.time())
-        self.tracker(event)
+        self.fold(event)
         ending = self._run is not None and isinstance(event, RunFinished)
         if ending:
             self._end()

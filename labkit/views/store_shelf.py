@@ -1,7 +1,7 @@
 """The sweeps of a store, followed while another process writes them: a dashboard's shelf.
 
 :class:`StoreShelf` opens a sweep store read-only and keeps a
-:class:`~.sweep_feed.SweepFeed` for each of its sweeps, the same feeds a
+:class:`~.sweep_tracker.SweepTracker` for each of its sweeps, the same trackers a
 scheduler's dashboard draws.  A thread of its own looks at the store at most
 every ``interval`` seconds (1 by default) and folds in only what changed
 (:class:`~labkit.experiments.store_changes.StoreChanges`: new sweeps, trials
@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..experiments.store import Store
 from ..experiments.store_changes import StoreChanges, StoreLook
 from .priority import lower_this_thread
-from .sweep_feed import SweepFeed
+from .sweep_tracker import SweepTracker
 
 __all__ = ["StoreShelf", "open_store"]
 
@@ -43,7 +43,7 @@ class StoreShelf:
         self.store = open_store(path)
         self.interval = interval
         self._changes = StoreChanges(self.store)
-        self._feeds: dict[str, SweepFeed] = {}
+        self._feeds: dict[str, SweepTracker] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,8 +73,8 @@ class StoreShelf:
     def refresh(self) -> None:
         """Nothing: the thread looks at the store."""
 
-    def feeds(self) -> list[SweepFeed]:
-        """Every sweep's feed, in the order they were made."""
+    def feeds(self) -> list[SweepTracker]:
+        """Every sweep's tracker, in the order they were made."""
         with self._lock:
             return list(self._feeds.values())
 
@@ -84,9 +84,9 @@ class StoreShelf:
         self.looks += 1
 
     def fold(self, look: StoreLook) -> None:
-        """One look's changes, into the sweeps' feeds."""
+        """One look's changes, into the sweeps' trackers."""
         for sweep in look.sweeps:
-            made = SweepFeed(sweep["name"])
+            made = SweepTracker(sweep["name"])
             made.describe(
                 sweep["name"], sweep["metric"], sweep["mode"], sweep["space"], sweep["rule"]
             )
@@ -95,22 +95,22 @@ class StoreShelf:
                 made.merge(row, exact=True)
             with self._lock:
                 self._feeds[sweep["name"]] = made
-        feeds = dict(self._feeds)
+        trackers = dict(self._feeds)
         for row in look.trials:
-            if row["sweep"] in feeds:
-                feeds[row["sweep"]].merge(row, exact=True)
+            if row["sweep"] in trackers:
+                trackers[row["sweep"]].merge(row, exact=True)
         for (name, trial), reports in look.replaced.items():
-            if name in feeds:
-                feeds[name].report(trial, reports, replace=True)
+            if name in trackers:
+                trackers[name].report(trial, reports, replace=True)
         by_trial: dict[tuple, list] = {}
         for name, trial, step, metrics in look.reports:
             by_trial.setdefault((name, trial), []).append((step, metrics))
         for (name, trial), reports in by_trial.items():
-            if name in feeds:
-                feeds[name].report(trial, reports)
+            if name in trackers:
+                trackers[name].report(trial, reports)
         for name, running in look.running.items():
-            if name in feeds:
-                feeds[name].ended("running" if running else "ended")
+            if name in trackers:
+                trackers[name].set_status("running" if running else "ended")
 
     def _loop(self) -> None:
         lower_this_thread()

@@ -1,10 +1,10 @@
 """A sweep's curves on Bokeh: the running and best trials as lines, the rest as a quantile band.
 
 :class:`SweepCurves` draws the metric against the step.  Up to
-:data:`~.sweep_feed.LINES` trials every curve is a line; beyond, the running
-trials and the best :data:`~.sweep_feed.BEST_LINES` are, and every other
+:data:`~.sweep_lines.LINES` trials every curve is a line; beyond, the running
+trials and the best :data:`~.sweep_lines.LEADERS` are, and every other
 curve is summed up in a band (10–90th and 25–75th percentiles, the median
-as a line; :mod:`.sweep_band`).  Lines live in *slots*, the rows of one
+as a line), as the sweep's tracker settles them (:mod:`.sweep_lines`).  Lines live in *slots*, the rows of one
 ``multi_line`` source (``labkit-sweep-lines``): a trial that becomes a line
 takes a free slot, one that stops being one leaves its slot empty for the
 next, and a line that grew is *patched* in its slot, so a tick sends the
@@ -14,13 +14,13 @@ changed.
 
 Examples
 --------
->>> from labkit.views.sweep_feed import SweepFeed
+>>> from labkit.views.sweep_tracker import SweepTracker
 >>> from labkit.events import SweepStarted
->>> feed = SweepFeed("r")
->>> feed(SweepStarted("r", "demo", "acc", "max", {}, (
+>>> sweep = SweepTracker("r")
+>>> sweep(SweepStarted("r", "demo", "acc", "max", {}, (
 ...     {"id": 0, "config": {}, "status": "running", "history": [(0, {"acc": 0.5}, 0.0)]},), 1))
 >>> curves = SweepCurves()
->>> curves.paint(feed)
+>>> curves.paint(sweep)
 >>> curves.lines.data["trial"], curves.lines.data["ys"]
 ([0], [[0.5]])
 """
@@ -36,9 +36,9 @@ from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss l
 from bokeh.plotting import figure
 
 from .node_panel import named
-from .sweep_band import QUANTILES
-from .sweep_feed import LINES
+from .sweep_grid import QUANTILES
 from .sweep_style import PALETTE, config_words, fmt
+from .sweep_tracker import SweepTracker
 
 __all__ = ["SweepCurves"]
 
@@ -91,22 +91,22 @@ class SweepCurves:
         """The trials drawn as lines."""
         return set(self._slot)
 
-    def paint(self, feed) -> None:
+    def paint(self, sweep: SweepTracker) -> None:
         """Every line and the band anew (a new sweep picked)."""
-        best = feed.best()
+        best = sweep.best()
         self._best = best_id = best.id if best is not None else None
-        lines = sorted(feed.lines())
-        rows = [self._row(t, best_id) for t in feed.trials(lines)]
+        lines = sorted(sweep.lines())
+        rows = [self._row(t, best_id) for t in sweep.trials(lines)]
         self._slot = {row[2]: i for i, row in enumerate(rows)}
         self._free, self._sent = [], rows
         self.lines.data = {c: [r[k] for r in rows] for k, c in enumerate(_LINE)}
-        self.figure.yaxis.axis_label = feed.metric or ""
+        self.figure.yaxis.axis_label = sweep.metric or ""
         self._band = -1
-        self._send_band(feed)
+        self._send_band(sweep)
 
-    def update(self, feed, changed: list[int], best_id: int | None) -> None:
+    def update(self, sweep: SweepTracker, changed: list[int], best_id: int | None) -> None:
         """Lines that came, went or grew, and the band if it changed."""
-        lines = feed.lines()
+        lines = sweep.lines()
         gone = [i for i in self._slot if i not in lines]
         patches: dict[int, list] = {}
         for trial in gone:
@@ -119,7 +119,7 @@ class SweepCurves:
             redraw |= {i for i in (self._best, best_id) if i in lines}
             self._best = best_id
         new: list[tuple] = []
-        for t in feed.trials(sorted(redraw)):
+        for t in sweep.trials(sorted(redraw)):
             row = self._row(t, best_id)
             slot = self._slot.get(t.id)
             if slot is None and self._free:
@@ -134,7 +134,7 @@ class SweepCurves:
         if new:
             self._sent.extend(new)
             self.lines.stream({c: [r[k] for r in new] for k, c in enumerate(_LINE)})
-        self._send_band(feed)
+        self._send_band(sweep)
 
     def _patch(self, patches: dict, slot: int, row: tuple) -> None:
         for k, (old, value) in enumerate(zip(self._sent[slot], row, strict=True)):
@@ -142,12 +142,11 @@ class SweepCurves:
                 patches.setdefault(k, []).append((slot, value))
         self._sent[slot] = row
 
-    def _send_band(self, feed) -> None:
-        """The band, when there is one to draw and it changed since sent; the title."""
-        version = feed.band.version if len(feed) > LINES else -2
+    def _send_band(self, sweep: SweepTracker) -> None:
+        """The band, when it changed since sent; the title."""
+        version, q = sweep.band()
         if version != self._band:
             self._band = version
-            q = feed.band.quantiles() if version != -2 else None
             self._banded = q["n"] if q else 0
             if q is None:
                 self.band.data = {"step": [], **{name: [] for name in QUANTILES}}

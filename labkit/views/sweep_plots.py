@@ -7,7 +7,7 @@ another) and shows the picked one with the parts of the notebook board: the
 status line (``labkit-sweep-status``: counts by status, the best trial),
 the table (:mod:`.sweep_table`), the curves (:mod:`.sweep_curves`) and the
 parallel coordinates (:mod:`.sweep_parallel`).  A sweep picked is painted
-whole once; after that each tick asks its feed what changed since the last
+whole once; after that each tick asks its tracker what changed since the last
 one and sends only that (streams and patches), at most ``MAX_RATE`` times a
 second and within the share of a core a board's writer takes.  With no
 sweep it says so.  :func:`attach` adds it to a dashboard's document.
@@ -23,11 +23,11 @@ from bokeh.models import Div, Select  # type: ignore[attr-defined]  # bokeh's st
 
 from .node_panel import named
 from .sweep_curves import SweepCurves
-from .sweep_feed import SweepFeed
 from .sweep_parallel import SweepParallel
 from .sweep_shelf import Sweeps
 from .sweep_style import COLOURS, config_words, fmt
 from .sweep_table import SweepTable
+from .sweep_tracker import SweepTracker
 from .writer import Pacer
 
 __all__ = ["SweepPlots", "attach", "NO_SWEEP"]
@@ -69,7 +69,7 @@ class SweepPlots:
             column(self.picker, self.status, self.board, sizing_mode="stretch_width"),
             "labkit-sweep-plots",
         )
-        self.feed: SweepFeed | None = None  # the sweep shown
+        self.sweep: SweepTracker | None = None  # the sweep shown
         self._chosen: str | None = None  # the run a reader picked (None: the newest)
         self._picking = False
         self._mark = 0
@@ -87,35 +87,35 @@ class SweepPlots:
     def tick(self) -> None:
         """One look: new sweeps into the picker, the picked one's changes sent."""
         self.sweeps.refresh()
-        feeds = self.sweeps.feeds()
-        self._list(feeds)
-        feed = self._picked(feeds)
-        if feed is None:
+        trackers = self.sweeps.feeds()
+        self._list(trackers)
+        sweep = self._picked(trackers)
+        if sweep is None:
             return
-        if feed.metric is None:  # its run began, the sweep has not said what it is yet
-            self.status.text = f"<i>sweep {html.escape(feed.name or feed.run)} starting</i>"
-            self.feed = None
+        if sweep.metric is None:  # its run began, the sweep has not said what it is yet
+            self.status.text = f"<i>sweep {html.escape(str(sweep.name or sweep.run))} starting</i>"
+            self.sweep = None
             return
-        if feed is not self.feed:
-            self._paint(feed)
+        if sweep is not self.sweep:
+            self._paint(sweep)
         else:
-            self._send_changes(feed)
+            self._send_changes(sweep)
 
     # -- the picker ------------------------------------------------------------------------
 
-    def _list(self, feeds: list[SweepFeed]) -> None:
-        options = [(f.run, _label(f)) for f in reversed(feeds)]
+    def _list(self, trackers: list[SweepTracker]) -> None:
+        options = [(f.run, _label(f)) for f in reversed(trackers)]
         if options != self._options:
             self._options = options
             self._set(options=options)
 
-    def _picked(self, feeds: list[SweepFeed]) -> SweepFeed | None:
-        by_run = {f.run: f for f in feeds}
-        feed = by_run.get(self._chosen) if self._chosen else None
-        feed = feed or (feeds[-1] if feeds else None)
-        if feed is not None and self.picker.value != feed.run:
-            self._set(value=feed.run)
-        return feed
+    def _picked(self, trackers: list[SweepTracker]) -> SweepTracker | None:
+        by_run = {f.run: f for f in trackers}
+        sweep = by_run.get(self._chosen) if self._chosen else None
+        sweep = sweep or (trackers[-1] if trackers else None)
+        if sweep is not None and self.picker.value != sweep.run:
+            self._set(value=sweep.run)
+        return sweep
 
     def _set(self, **changes) -> None:
         self._picking = True  # our own change, not a reader's pick
@@ -135,43 +135,43 @@ class SweepPlots:
 
     # -- drawing -----------------------------------------------------------------------------
 
-    def _paint(self, feed: SweepFeed) -> None:
+    def _paint(self, sweep: SweepTracker) -> None:
         """The picked sweep whole: every trial, line and axis."""
-        self.feed = feed
-        self._mark, self._meta = feed.mark, feed.meta_mark
-        trials = feed.trials()
-        best = feed.best()
+        self.sweep = sweep
+        self._mark, self._meta = sweep.mark, sweep.meta_mark
+        trials = sweep.trials()
+        best = sweep.best()
         self._best = best.id if best is not None else None
-        self.table.paint(_params(feed, trials), trials, self._best)
-        self.curves.paint(feed)
-        self.parallel.paint(feed.space, feed.metric, feed.mode, trials, self._best)
-        self.status.text = _status(feed, best)
+        self.table.paint(_params(sweep, trials), trials, self._best)
+        self.curves.paint(sweep)
+        self.parallel.paint(sweep.space, sweep.metric, sweep.mode, trials, self._best)
+        self.status.text = _status(sweep, best)
         self.board.visible = True
 
-    def _send_changes(self, feed: SweepFeed) -> None:
+    def _send_changes(self, sweep: SweepTracker) -> None:
         """What changed in the picked sweep since the last tick, and only that."""
-        mark, changed = feed.changes(self._mark)
-        if not changed and feed.meta_mark == self._meta:
+        mark, changed = sweep.changes(self._mark)
+        if not changed and sweep.meta_mark == self._meta:
             return
-        if feed.meta_mark != self._meta and _params(feed, []) != self.table.params:
-            self._paint(feed)  # its space came after its first trials: new columns and axes
+        if sweep.meta_mark != self._meta and _params(sweep, []) != self.table.params:
+            self._paint(sweep)  # its space came after its first trials: new columns and axes
             return
-        self._mark, self._meta = mark, feed.meta_mark
-        trials = feed.trials(changed)
-        best = feed.best()
+        self._mark, self._meta = mark, sweep.meta_mark
+        trials = sweep.trials(changed)
+        best = sweep.best()
         best_id = best.id if best is not None else None
         self.table.update(trials, best_id)
-        self.curves.update(feed, changed, best_id)
-        self.parallel.update(trials, best, feed.trials)
+        self.curves.update(sweep, changed, best_id)
+        self.parallel.update(trials, best, sweep.trials)
         self._best = best_id
-        text = _status(feed, best)
+        text = _status(sweep, best)
         if text != self.status.text:
             self.status.text = text
 
 
-def _params(feed: SweepFeed, trials) -> list[str]:
+def _params(sweep: SweepTracker, trials) -> list[str]:
     """The parameters that vary: the space's, or the keys of the configurations."""
-    names = [k for k, d in feed.space.items() if k != "list" and d.get("type") != "constant"]
+    names = [k for k, d in sweep.space.items() if k != "list" and d.get("type") != "constant"]
     if names or not trials:
         return names
     seen: dict = {}
@@ -180,32 +180,32 @@ def _params(feed: SweepFeed, trials) -> list[str]:
     return list(seen)
 
 
-def _label(feed: SweepFeed) -> str:
+def _label(sweep: SweepTracker) -> str:
     """A sweep in the picker: its name, status and size."""
-    n = len(feed)
-    return f"{feed.name or feed.run} · {feed.status} · {n} trial{'s' * (n != 1)}"
+    n = len(sweep)
+    return f"{sweep.name or sweep.run} · {sweep.status} · {n} trial{'s' * (n != 1)}"
 
 
-def _status(feed: SweepFeed, best) -> str:
+def _status(sweep: SweepTracker, best) -> str:
     """The status line: name, status, counts by status, the best trial."""
-    counts = feed.counts()
+    counts = sweep.counts()
     parts = " · ".join(
         f'<span style="color:{COLOURS.get(s, "#333")}" data-status="{s}">{counts[s]} {s}</span>'
         for s in _ORDER
         if counts.get(s)
     )
-    n = len(feed)
+    n = len(sweep)
     words = ""
     if best is not None:
         value = best.value if best.status != "running" else best.best
         words = (
-            f' · <span class="labkit-sweep-best-line">best {html.escape(str(feed.metric))} '
+            f' · <span class="labkit-sweep-best-line">best {html.escape(str(sweep.metric))} '
             f"<b>{fmt(value)}</b> (trial {best.id}: {html.escape(config_words(best.config))})</span>"
         )
-    rule = f" · {html.escape(feed.rule)}" if feed.rule else ""
+    rule = f" · {html.escape(sweep.rule)}" if sweep.rule else ""
     return (
         f'<div style="overflow-wrap:anywhere;line-height:1.4" data-trials="{n}">'
-        f"<b>sweep {html.escape(str(feed.name or feed.run))}</b> · "
-        f'<span class="labkit-run-status">{html.escape(feed.status)}</span> · '
+        f"<b>sweep {html.escape(str(sweep.name or sweep.run))}</b> · "
+        f'<span class="labkit-run-status">{html.escape(sweep.status)}</span> · '
         f'<span class="labkit-sweep-total">{n}</span> trial{"s" * (n != 1)}: {parts}{words}{rule}</div>'
     )

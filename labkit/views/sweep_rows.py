@@ -16,12 +16,16 @@ Examples
 >>> top.mode = "min"
 >>> top.top()
 [0, 2]
+>>> top.set(4, 0.5); top.set(0, None); top.top()   # ties: the lower id first; None leaves
+[4, 2]
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import time
+from collections import deque
 from dataclasses import dataclass
 
 from ..experiments.record import TrialRecord
@@ -34,6 +38,7 @@ __all__ = [
     "SweepChanges",
     "SweepState",
     "Leaders",
+    "WorkerLoads",
     "best_trial",
     "ok",
     "worker_name",
@@ -205,3 +210,37 @@ class Leaders:
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+class WorkerLoads:
+    """Per worker: the sweep's trials done, and its reports in the last ``window`` seconds."""
+
+    def __init__(self, window: float = 5.0):
+        self.window = window
+        self._reports: dict[str, deque] = {}  # worker -> report times in the window
+        self._done: dict[str, int] = {}
+
+    def reported(self, worker: str | None, n: int) -> None:
+        """``worker`` sent ``n`` reports now."""
+        self._reports.setdefault(worker_name(worker), deque()).extend([time.time()] * n)
+
+    def finished(self, worker: str) -> None:
+        """``worker`` ended a trial."""
+        name = worker_name(worker)
+        self._done[name] = self._done.get(name, 0) + 1
+
+    def loads(self, workers: list, now: float, ended: bool) -> tuple:
+        """Each worker's :class:`WorkerLoad` (``workers``: those of the running trials)."""
+        running: dict[str, int] = {}
+        for worker in workers:
+            if worker is not None:
+                running[worker_name(worker)] = running.get(worker_name(worker), 0) + 1
+        out = []
+        for name in sorted(set(running) | set(self._done) | set(self._reports)):
+            times: deque = self._reports.get(name, deque())
+            while times and times[0] < now - self.window:
+                times.popleft()
+            rate = 0.0 if ended else len(times) / self.window
+            busy = 0 if ended else running.get(name, 0)
+            out.append(WorkerLoad(name, busy, self._done.get(name, 0), rate))
+        return tuple(out)

@@ -2,7 +2,7 @@
 
 A scheduler holds the sweeps started on it by their run's id
 (``scheduler.runs()``), ended ones too, until it shuts down.  A
-:class:`SweepShelf` keeps a :class:`~.sweep_feed.SweepFeed` for each:
+:class:`SweepShelf` keeps a :class:`~.sweep_tracker.SweepTracker` for each:
 a sweep that began while the dashboard listened is followed from its first
 event; one that began before is seeded from the sweep the scheduler holds
 (its trials so far) when the shelf first hears of it (an event of its run,
@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..events import RunFinished, RunStarted
 from ..experiments.live import SweepSource
-from .sweep_feed import SweepFeed
+from .sweep_tracker import SweepTracker
 from .trial_tasks import TrialTasks
 
 __all__ = ["Sweeps", "SweepShelf"]
@@ -37,8 +37,8 @@ class Sweeps(Protocol):
     def refresh(self) -> None:
         """Take in sweeps that appeared since."""
 
-    def feeds(self) -> list[SweepFeed]:
-        """Every sweep's feed, oldest first."""
+    def feeds(self) -> list[SweepTracker]:
+        """Every sweep's tracker, oldest first."""
 
 
 class SweepShelf:
@@ -63,12 +63,12 @@ class SweepShelf:
             self._only, self._schedulers = source.id, list(getattr(source, "schedulers", []))
         self._sink = sink
         self.tasks = TrialTasks()
-        self._feeds: dict[str, SweepFeed] = {}
+        self._feeds: dict[str, SweepTracker] = {}
         self._heard: set[str] = set()  # sweep runs whose start this shelf heard
         self._lock = threading.RLock()
 
-    def feeds(self) -> list[SweepFeed]:
-        """Every sweep's feed, in the order they started."""
+    def feeds(self) -> list[SweepTracker]:
+        """Every sweep's tracker, in the order they started."""
         with self._lock:
             return sorted(self._feeds.values(), key=lambda f: f.started or 0.0)
 
@@ -79,7 +79,7 @@ class SweepShelf:
                 self._adopt(run_id, held)
 
     def __call__(self, event) -> None:
-        """Fold one event: into its sweep's feed, and trials as tasks into the sink."""
+        """Fold one event: into its sweep's tracker, and trials as tasks into the sink."""
         run = getattr(event, "run", None)
         if run is None or (self._only is not None and run != self._only):
             return
@@ -87,18 +87,18 @@ class SweepShelf:
             if event.kind == "sweep":  # followed from the start: its events will say it all
                 with self._lock:
                     self._heard.add(run)
-                    begun = self._feeds[run] = SweepFeed(run, event.detail.get("name"))
+                    begun = self._feeds[run] = SweepTracker(run, name=event.detail.get("name"))
                     begun.started = event.time
             return
-        feed = self._feeds.get(run)
-        if feed is None:
+        tracker = self._feeds.get(run)
+        if tracker is None:
             if not type(event).__name__.startswith(("Trial", "Sweep")):
                 return
             held = self._held().get(run)
             if not isinstance(held, SweepSource):
                 return
-            feed = self._adopt(run, held)
-        feed(event)
+            tracker = self._adopt(run, held)
+        tracker(event)
         sink = self._sink
         if sink is not None:
             for task_event in self.tasks(event):
@@ -111,28 +111,28 @@ class SweepShelf:
             held.update({k: v for k, v in runs.items() if self._only is None or k == self._only})
         return held
 
-    def _adopt(self, run: str, held: Any) -> SweepFeed:
+    def _adopt(self, run: str, held: Any) -> SweepTracker:
         """A sweep that began before the shelf heard of it: seeded from what it holds."""
         with self._lock:
-            feed = self._feeds.get(run)
-            if feed is not None:
-                return feed
-            feed = self._feeds[run] = SweepFeed(run)
-            feed.started = getattr(held, "started", None) or time.time()
-            feed.seed(held)
+            tracker = self._feeds.get(run)
+            if tracker is not None:
+                return tracker
+            tracker = self._feeds[run] = SweepTracker(run)
+            tracker.started = getattr(held, "started", None) or time.time()
+            tracker.seed(held)
             status = getattr(held, "status", "running")
             if status not in ("running", "pending"):
-                feed.ended(status)
+                tracker.set_status(status)
             if self._sink is not None and run not in self._heard:
-                self._tell(feed, held, status)
-            return feed
+                self._tell(run, tracker, held, status)
+            return tracker
 
-    def _tell(self, feed: SweepFeed, held: Any, status: str) -> None:
+    def _tell(self, run: str, tracker: SweepTracker, held: Any, status: str) -> None:
         """What the sink missed of a sweep begun before: its run's start, its running trials."""
         sink = self._sink
         if sink is None:
             return
-        for event in self.tasks.seed(feed.run, feed.started, held.name, feed.timeline()):
+        for event in self.tasks.seed(run, tracker.started, held.name, tracker.timeline()):
             sink(event)
         if status not in ("running", "pending"):
-            sink(RunFinished(feed.run, ok=status == "finished", cancelled=status == "cancelled"))
+            sink(RunFinished(run, ok=status == "finished", cancelled=status == "cancelled"))

@@ -106,3 +106,33 @@ def test_bad_rule_arguments_are_refused_naming_them(make, argument):
     with pytest.raises(lk.InputError) as info:
         make()
     assert info.value.where["argument"] == argument
+
+
+def test_asha_ranks_as_a_count_over_every_recorded_trial_would_with_forgets_and_ties():
+    """ASHA's rank by binary search agrees with counting every better score, decision by decision."""
+    import random
+
+    class Scores:  # the sweep's history as ASHA reads it: a score per value (mode "min")
+        def score(self, value):
+            return -math.inf if math.isnan(value) else -value
+
+    rng = random.Random(0)
+    asha, recorded = lk.ASHA(min_steps=1, reduction=3), [{} for _ in range(3)]
+    for trial in range(2000):
+        for k, step in enumerate((1, 3, 9)):
+            value = rng.choice([rng.random(), float("nan"), 0.5])   # ties and NaN (worst)
+            said = asha.decide(trial, step, value, Scores())
+            score = Scores().score(value)
+            recorded[k][trial] = score
+            better = sum(1 for s in recorded[k].values() if s > score)
+            assert (said is not None) == (better >= math.ceil(len(recorded[k]) / 3)), (trial, k)
+            if rng.random() < 0.05:                     # a restart from step 3 forgets rungs 1, 2
+                asha.on_trial_restart(trial, 3)
+                for rung in recorded[1:]:
+                    rung.pop(trial, None)
+            if said:
+                break
+    again = lk.ASHA(min_steps=1, reduction=3)
+    again.load_state(asha.state())
+    assert again.state() == asha.state()
+    assert again.decide(10**6, 1, 2.0, Scores()) == asha.decide(10**6, 1, 2.0, Scores())

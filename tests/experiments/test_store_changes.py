@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 
 import labkit as lk
 from labkit.experiments.store import Store
 from labkit.experiments.store_changes import StoreChanges
 from tests.experiments import functions as F
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
 def _writer(path: str) -> Store:
@@ -61,6 +65,115 @@ def test_each_look_returns_only_what_changed_since_the_last(tmp_path):
         assert look.running == {"s": False, "t": True}
     finally:
         writer.close()
+        reader.close()
+
+
+def test_reports_written_under_a_row_id_a_compaction_freed_still_come(tmp_path):
+    """A trial's packs become one when it ends; the next pack of another trial may take a
+    row id the reader had seen already: it is found all the same (that trial runs)."""
+    path = str(tmp_path / "s.db")
+    writer = _writer(path)
+    reader = Store(path, readonly=True)
+    try:
+        for trial in (0, 1):
+            writer.trial_started("s", trial, 1, "w #0", time.time())
+        writer.trial_reports("s", 1, 1, [(0, {"loss": 0.7}, 1.0)])
+        writer.flush()
+        for step in range(3):  # three commits: three packs, the newest rows of the table
+            writer.trial_reports("s", 0, 1, [(step, {"loss": 1.0 / (step + 1)}, 1.0 + step)])
+            writer.flush()
+        changes = StoreChanges(reader)
+        changes.look()
+        newest = reader.read("SELECT MAX(rowid) AS r FROM report_packs")[0]["r"]
+        writer.trial_finished("s", 0, "completed", {"loss": 1 / 3}, 1 / 3, 1 / 3, 2,
+                              ended=time.time())
+        writer.flush()
+        writer.trial_reports("s", 1, 1, [(1, {"loss": 0.6}, 5.0)])
+        writer.flush()
+        packs = reader.read("SELECT rowid, trial, n FROM report_packs ORDER BY rowid")
+        assert [(p["trial"], p["n"]) for p in packs] == [(1, 1), (0, 3), (1, 1)]
+        assert packs[-1]["rowid"] <= newest                # the row id was taken again
+        look = changes.look()
+        assert look.reports == [("s", 1, 1, {"loss": 0.6})] and look.replaced == {}
+        assert [(r["id"], r["status"]) for r in look.trials] == [(0, "completed")]
+        assert changes.look().reports == []
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_reports_after_reads_only_what_a_reader_has_not_had(tmp_path):
+    store = _writer(str(tmp_path / "s.db"))
+    try:
+        for step in range(4):  # four packs of two reports
+            store.trial_reports("s", 2, 1, [(2 * step + k, {"loss": 2 * step + k}, 0.0)
+                                            for k in range(2)])
+            store.flush()
+        got = store.reports_after({("s", 2): (5, None), ("s", 1): (0, None), ("s", 0): (3, None)})
+        steps = {key: (n, [r[0] for r in reports]) for key, (n, _, reports) in got.items()}
+        assert steps == {("s", 2): (8, [5, 6, 7]),   # after the first five: from the third pack
+                         ("s", 1): (0, []),
+                         ("s", 0): (0, [])}          # had three, has none: all (none) of them
+        at = got[("s", 2)][1]
+        assert store.reports_after({("s", 2): (8, at)})[("s", 2)] == (8, at, [])
+        store.trial_reports("s", 2, 1, [(8, {"loss": 8}, 0.0)])
+        store.flush()
+        n, at, reports = store.reports_after({("s", 2): (8, at)})[("s", 2)]
+        assert (n, reports) == (9, [(8, {"loss": 8}, 0.0)])   # only the row after ``at``
+        mark, named = store.reported_after(None)
+        assert named == set() and store.reported_after(mark) == (mark, set())
+        store.trial_reports("s", 1, 1, [(0, {"loss": 1.0}, 0.0)])
+        store.flush()
+        assert store.reported_after(mark)[1] == {("s", 1)}
+    finally:
+        store.close()
+
+
+def test_a_version_1_store_is_followed_before_and_after_another_opener_migrates_it(tmp_path):
+    path = str(tmp_path / "old.db")
+    shutil.copy(os.path.join(DATA, "store_v1.db"), path)
+    reader = Store(path, readonly=True)                    # read as version 1 wrote it
+    try:
+        changes = StoreChanges(reader)
+        first = changes.look()
+        histories = {r["id"]: r["history"] for r in first.loaded["asha"]}
+        assert sum(map(len, histories.values())) > 0
+        assert [s["name"] for s in first.sweeps] == ["asha", "mixed"]
+        writer = Store(path)                               # a resumed sweep: migrated
+        try:
+            look = changes.look()
+            assert (look.reports, look.replaced) == ([], {})
+            writer.add_trials("asha", [(6, {"q": 0.5})])
+            writer.trial_started("asha", 6, 1, "w #0", time.time())
+            writer.trial_reports("asha", 6, 1, [(0, {"acc": 0.5}, 9.0)])
+            writer.trial_reports("asha", 5, 1, [(99, {"acc": 0.75}, 9.0)])  # a late one
+            writer.flush()
+            look = changes.look()
+            assert look.replaced == {} and look.reports == [
+                ("asha", 5, 99, {"acc": 0.75}), ("asha", 6, 0, {"acc": 0.5})]
+            assert [(r["id"], r["status"]) for r in look.trials] == [(6, "running")]
+        finally:
+            writer.close()
+    finally:
+        reader.close()
+
+
+def test_a_version_1_store_read_only_gives_new_reports_by_its_rows(tmp_path):
+    """A store another (older) labkit writes as version 1: its report rows, read by count."""
+    import sqlite3
+    path = str(tmp_path / "old.db")
+    shutil.copy(os.path.join(DATA, "store_v1.db"), path)
+    reader = Store(path, readonly=True)
+    try:
+        changes = StoreChanges(reader)
+        changes.look()
+        with sqlite3.connect(path) as conn:                # as the version 1 writer did
+            conn.execute("INSERT INTO reports VALUES ('asha', 0, 50, '{\"acc\": 0.25}', 9.0, 1)")
+        conn.close()
+        look = changes.look()
+        assert look.reports == [("asha", 0, 50, {"acc": 0.25})] and look.replaced == {}
+        assert changes.look().reports == []
+    finally:
         reader.close()
 
 

@@ -16,7 +16,8 @@ from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent, ColumnsPatchedEvent, ColumnsStreamedEvent
 
 import labkit as lk
-from labkit.views.sweep_feed import BEST_LINES, LINES
+from labkit.views.sweep_lines import LEADERS as BEST_LINES
+from labkit.views.sweep_lines import LINES
 from labkit.views.sweep_plots import SweepPlots
 from labkit.views.sweep_shelf import SweepShelf
 from tests.experiments import functions as F

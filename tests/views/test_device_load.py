@@ -114,3 +114,38 @@ def test_thread_replicas_of_the_default_cluster_show_their_load_during_a_fit():
         result = _fit_watched(s)
         assert result[0] == ["cpu:0", "cpu:1"]
         _check(*result)
+
+
+def test_the_scheduler_board_counts_a_sweeps_running_trials_as_its_workers_tasks(comms):
+    """lk.board(s) while two trials run: two tasks running on the worker, done ones counted."""
+    import threading
+
+    release = threading.Event()
+
+    def held(config, trial):
+        release.wait(60)                    # running until the test has looked
+        trial.report(1, acc=config["x"])
+        return {"acc": config["x"]}
+
+    with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=2) as s:
+        board = lk.board(s)
+        started = threading.Semaphore(0)
+        s.subscribe(lambda e: started.release() if type(e).__name__ == "TrialStarted" else None)
+        run = lk.sweep(held, {"x": lk.uniform(0, 1)}, trials=4, metric="acc", mode="max",
+                       scheduler=s, store=None, wait=False)
+        try:
+            assert started.acquire(timeout=60) and started.acquire(timeout=60)
+            running = [d for d in board.tracker.snapshot().devices if d.running]
+            assert [d.running for d in running] == [2], board.tracker.snapshot().devices
+        finally:
+            release.set()
+        run.result()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            devices = board.tracker.snapshot().devices
+            if sum(d.done for d in devices) == 4 and not any(d.running for d in devices):
+                break
+            time.sleep(0.05)
+        devices = board.tracker.snapshot().devices
+        assert sum(d.done for d in devices) == 4 and not any(d.running for d in devices)
+        board.close()

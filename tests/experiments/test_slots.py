@@ -1,0 +1,227 @@
+"""Trials on worker processes run in slots: long tasks that take trial after trial over a socket.
+
+Every test runs on real worker processes (``lk.DaskScheduler(mode="processes")``):
+the same results as a task a trial, early stopping and stops by hand that
+reach a running trial, a cancel that leaves no task running, trial errors
+named, a worker SIGKILLed under a trial.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import sys
+import textwrap
+import time
+
+import pytest
+from distributed import get_task_stream
+
+import labkit as lk
+from labkit.experiments import launch
+from tests.experiments import functions as f
+
+X = {"x": lk.uniform(0, 1)}
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """Two worker processes of their own, for the tests of this module."""
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        yield s
+
+
+def plain(record):
+    """What a record says, without the times and the worker."""
+    return (record.id, record.config, record.status, record.metrics, record.attempts,
+            [(s, m) for s, m, _ in record.history])
+
+
+def _sweep_and_keys(scheduler, **options):
+    """A sweep of ``f.quadratic`` on ``scheduler`` and the keys of the Dask tasks it ran."""
+    with get_task_stream(client=scheduler.client) as stream:
+        result = lk.sweep(f.quadratic, X, trials=12, metric="loss", mode="min",
+                          scheduler=scheduler, seed=5, store=None, **options)
+    return result, [str(task["key"]) for task in stream.data]
+
+
+def _left_running(scheduler) -> dict:
+    """Tasks the scheduler has processing, and tasks the workers still execute, by worker."""
+    processing = {w: keys for w, keys in scheduler.client.processing().items() if keys}
+    executing = scheduler.client.run(
+        lambda dask_worker: [str(ts.key) for ts in dask_worker.state.executing])
+    return {**processing, **{w: keys for w, keys in executing.items() if keys}}
+
+
+def _until(condition, timeout: float = 30.0, what: str = "the condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_sweep_in_slots_equals_a_task_a_trial_with_two_tasks_in_all(processes, monkeypatch):
+    slots, slot_keys = _sweep_and_keys(processes)
+    monkeypatch.setattr(launch, "SLOTS", False)
+    tasks, task_keys = _sweep_and_keys(processes)
+    assert [plain(t) for t in slots.trials] == [plain(t) for t in tasks.trials]
+    assert slots.counts() == {"completed": 12} and slots.best.id == tasks.best.id
+    assert {t.worker for t in slots.trials} <= set(processes.client.nthreads())
+    # the slots: one long task each, on the cluster's two threads; before, a task a trial
+    assert 1 <= len(slot_keys) <= 2 and all(k.startswith("labkit-slot-") for k in slot_keys)
+    # (the stream may miss the last tasks: they end as the sweep returns)
+    assert sum(k.startswith("labkit-trial-") for k in task_keys) > 6
+    assert _left_running(processes) == {}
+
+
+def test_asha_stops_trials_at_their_next_report(processes):
+    # a step of 0.2 s: time enough for a report to reach the client and a stop to come back
+    space = {"q": lk.uniform(0.1, 1.0), "steps": 4, "pause": 0.2}
+    result = lk.sweep(f.curve, space, trials=9, metric="acc", mode="max", seed=1,
+                      scheduler=processes, store=None,
+                      early_stop=lk.ASHA(min_steps=1, reduction=3))
+    stopped = result.by_status("stopped")
+    assert len(stopped) >= 3 and result.best.status == "completed", result.counts()
+    for trial in stopped:
+        decided = int(re.search(r"ASHA: at step (\d+)", trial.reason).group(1))
+        # the decision on the client reached the worker before the trial's next report
+        assert trial.history[-1][0] <= decided + 1, (trial.id, trial.reason, trial.history)
+
+
+def test_a_trial_stopped_by_hand_and_trials_added_in_slots(processes, tmp_path):
+    run = lk.sweep(f.slow_steps, {"steps": 300, "x": lk.uniform(0, 1)}, trials=2,
+                   metric="loss", mode="min", scheduler=processes,
+                   store=tmp_path / "s.db", name="live", wait=False)
+    _until(lambda: any(r["step"] is not None and r["step"] >= 3
+                       for r in run.sweep.snapshot() if r["id"] == 0), what="trial 0's step 3")
+    assert run.sweep.stop(0) is True
+    assert run.sweep.stop(1) is True
+    assert run.sweep.add(2) == [2, 3]
+    run.sweep.stop(3)
+    result = run.result(timeout=60)
+    assert [t.status for t in result.trials] == ["stopped", "stopped", "completed", "stopped"]
+    assert all(t.reason == "stopped by hand" for t in result.by_status("stopped"))
+    assert len(result.trials[0].history) < 300 and len(result.trials[1].history) < 300
+    assert lk.load_sweep(tmp_path / "s.db", "live").counts() == {"completed": 1, "stopped": 3}
+    assert _left_running(processes) == {}
+
+
+def test_a_cancel_ends_every_slot_task(processes, tmp_path):
+    run = lk.sweep(f.slow_steps, X, trials=6, metric="loss", mode="min", scheduler=processes,
+                   store=tmp_path / "s.db", name="c", wait=False)
+    _until(lambda: sum(r["status"] == "running" for r in run.sweep.snapshot()) == 2,
+           what="two running trials")
+    run.cancel()
+    with pytest.raises(lk.CancelledError):
+        run.result(timeout=30)
+    assert [t["status"] for t in run.sweep.snapshot()][:2] == ["cancelled", "cancelled"]
+    # the slots saw their lines close and returned: none is left on a worker's thread
+    _until(lambda: _left_running(processes) == {}, timeout=5, what="the slots to end")
+    _until(lambda: not [k for keys in processes.client.has_what().values() for k in keys
+                        if "labkit" in str(k)], timeout=5, what="the slots' keys to go")
+    assert processes.total_open_tasks == 0
+
+
+def test_a_trial_error_names_the_trial_with_the_users_traceback(processes):
+    result = lk.sweep(f.failing, X, trials=10, metric="loss", mode="min",
+                      scheduler=processes, seed=4, store=None)
+    failed = result.by_status("failed")
+    assert failed and result.by_status("completed")
+    for t in failed:
+        assert t.error.startswith("ValueError: x=") and "raise ValueError" in t.traceback
+        assert "labkit/experiments" not in t.traceback
+    with pytest.raises(lk.TaskError) as info:
+        lk.sweep(f.always_fails, X, trials=2, metric="loss", mode="min", scheduler=processes,
+                 seed=0, store=None, name="broken")
+    assert "no trial of sweep 'broken' completed: 2 failed; trial 0" in str(info.value)
+    assert "RuntimeError: broken on purpose" in str(info.value)
+
+
+def test_a_function_the_workers_cannot_load_fails_each_trial_naming_the_worker(processes,
+                                                                             tmp_path):
+    (tmp_path / "only_here.py").write_text(textwrap.dedent("""
+        def fn(config, trial):
+            return {"loss": config["x"]}
+    """))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import only_here
+        with pytest.raises(lk.TaskError) as info:
+            lk.sweep(only_here.fn, X, trials=3, metric="loss", mode="min",
+                     scheduler=processes, seed=0, store=None)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("only_here", None)
+    records = info.value.result.trials
+    assert [t.status for t in records] == ["failed"] * 3
+    assert all("the trial function cannot be loaded on tcp://" in t.error
+               and "only_here" in t.error for t in records)
+    assert all(t.worker.startswith("tcp://") and t.attempts == 1 for t in records)
+
+
+@pytest.mark.parametrize("limit", [dict(max_concurrent=1), dict(workers_per_trial=2)])
+def test_trials_at_once_in_slots_are_bounded_by_max_concurrent_and_workers_per_trial(
+        processes, limit):
+    space = {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.02}
+    result = lk.sweep(f.curve, space, trials=4, metric="acc", mode="max", scheduler=processes,
+                      store=None, **limit)
+    spans = sorted((t.started, t.ended) for t in result.trials)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))   # one at a time
+    free = lk.sweep(f.curve, space, trials=4, metric="acc", mode="max", scheduler=processes,
+                    store=None)
+    spans = sorted((t.started, t.ended) for t in free.trials)
+    assert any(a[1] > b[0] for a, b in itertools.pairwise(spans))    # two at a time
+
+
+def test_a_cancelled_sweep_resumed_in_slots_goes_on_from_each_checkpoint(processes, tmp_path):
+    folder, store = tmp_path / "marks", tmp_path / "s.db"
+    folder.mkdir()
+    space = {"x": lk.uniform(0.5, 1.5), "steps": 40, "pause": 0.05, "folder": str(folder)}
+    run = lk.sweep(f.marked, space, trials=3, metric="score", mode="max", seed=2,
+                   scheduler=processes, store=store, name="again", wait=False)
+    _until(lambda: sum((r["step"] or 0) >= 2 for r in run.sweep.snapshot()) == 2,
+           what="two trials past step 2")
+    run.cancel()
+    with pytest.raises(lk.CancelledError):
+        run.result(timeout=30)
+    reached = {r["id"]: r["step"] for r in run.sweep.snapshot() if r["status"] == "cancelled"}
+    assert len(reached) == 2
+    resumed = lk.sweep(f.marked, space, trials=3, metric="score", mode="max", seed=2,
+                       scheduler=processes, store=store, name="again", resume=True)
+    assert resumed.counts() == {"completed": 3}
+    starts: dict = {}
+    for mark in sorted(os.listdir(folder), key=lambda n: int(n.split("-")[4])):
+        _, trial, step, _, _ = mark.split("-")
+        starts.setdefault(int(trial), []).append(int(step))
+    for trial, step in reached.items():    # the second run began at a checkpoint of the first
+        assert starts[trial][0] == 0 and 0 < starts[trial][1] <= step + 1
+        assert [s for s, _, _ in resumed.trials[trial].history] == list(range(40))
+
+
+@pytest.mark.soak
+def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_slot_returns():
+    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
+        run = lk.sweep(f.pid_and_steps, {"steps": 10, "pause": 0.1}, trials=4, metric="score",
+                       mode="max", scheduler=s, store=None, wait=False)
+        _until(lambda: (lambda h: bool(h) and h[-1][0] >= 3)(
+            run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
+        row = run.sweep.snapshot(history=True)[0]
+        killed, address, at = int(row["history"][-1][1]["pid"]), row["worker"], \
+            row["history"][-1][0]
+        os.kill(killed, signal.SIGKILL)
+        # the nanny starts a new worker process; trials added then run on it too
+        _until(lambda: len(s.client.nthreads()) == 2 and address not in s.client.nthreads(),
+               timeout=60, what="the worker to come back")
+        run.sweep.add(8)       # 8 s of trials for one slot: the new worker's slot starts meanwhile
+        result = run.result(timeout=120)
+        assert _left_running(s) == {}
+        now = set(s.client.run(os.getpid).values())
+    first = result.trials[0]
+    assert result.counts() == {"completed": 12}
+    assert first.attempts == 2 and [s for s, _, _ in first.history] == list(range(10))
+    after = [m for _, m, _ in first.history if m["pid"] != killed]
+    assert after and all(m["started"] >= at - 1 for m in after)     # from its checkpoint
+    ran_on = {m["pid"] for t in result.trials[4:] for _, m, _ in t.history}
+    assert killed not in ran_on and ran_on == now, (killed, ran_on, now)   # the new one has a slot
