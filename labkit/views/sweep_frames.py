@@ -47,18 +47,13 @@ import numpy as np
 
 from .sweep_brush import TrialColumns, pick
 from .sweep_grid import CurveGrid, r6
+from .sweep_lines import BAND_EVERY, LEADERS, LINES  # one rule for the board and the dashboard
 from .sweep_rows import ok
 from .sweep_tracker import SweepChanges, SweepState, SweepTracker
 from .sweep_words import SweepWords
 
 __all__ = ["FrameEncoder", "LINES", "LEADERS", "BAND_EVERY"]
 
-#: Most trials drawn each as a line; beyond, the running ones and the best LEADERS.
-LINES = 300
-#: How many of the best trials stay lines beyond LINES.
-LEADERS = 10
-#: Fewest seconds between two bands recomputed in deltas.
-BAND_EVERY = 2.0
 #: Most points of one line sent at once (a longer curve is thinned, its last point kept).
 MOST_POINTS = 400
 
