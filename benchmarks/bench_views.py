@@ -84,11 +84,25 @@ def start_training(s, cfg, wait: bool = False):
 
 # -- the board's comm messages -------------------------------------------------------------
 
+def _label(msg_type: str, data) -> str:
+    """What a comm message carries, in a word: its method and a custom message's kind or the
+    state keys it sets (``comm_open`` for a widget's first message)."""
+    if msg_type != "comm_msg" or not isinstance(data, dict):
+        return msg_type
+    method = data.get("method", "")
+    content = data.get("content")
+    if method == "custom" and isinstance(content, dict):
+        return f"custom:{content.get('kind', '')}"
+    state = data.get("state")
+    return f"{method}:{','.join(sorted(state))}" if isinstance(state, dict) else method
+
+
 class CommRecorder:
     """Patches ``comm.create_comm`` with a comm that serialises and records every message."""
 
     def __init__(self):
         self.records: list[tuple[float, str, int]] = []   # (time, msg_type, bytes)
+        self.labels: list[str] = []   # what each record was: "custom:paint", "update:last", ...
         self._lock = threading.Lock()
         self._original = None
 
@@ -104,6 +118,7 @@ class CommRecorder:
                     memoryview(b).nbytes for b in buffers or ())
                 with recorder._lock:
                     recorder.records.append((time.perf_counter(), msg_type, size))
+                    recorder.labels.append(_label(msg_type, data))
 
         return RecordingComm
 
