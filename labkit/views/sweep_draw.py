@@ -166,10 +166,24 @@ def workers(snap) -> str:
     )
 
 
-def history(trial, reports: list) -> str:
-    """One trial: its configuration, status, error (traceback) or reason, and every report."""
+#: Most reports a trial's history shows (its latest): a row click must not cost a long trial's
+#: whole history in one message.
+HISTORY_ROWS = 200
+
+
+def history(trial, reports: list, most: int = HISTORY_ROWS) -> str:
+    """One trial: its configuration, status, error (traceback) or reason, and its latest reports.
+
+    >>> from labkit.views.sweep_rows import TrialView
+    >>> t = TrialView(0, {"lr": 0.1}, "completed", 4, 0.5, 0.5)
+    >>> html = history(t, [(s, {"loss": 1 / (s + 1)}) for s in range(5)], most=2)
+    >>> html.count("<tr>"), "3 earlier reports not shown" in html
+    (3, True)
+    """
     if trial is None:
         return ""
+    earlier = max(0, len(reports) - most)
+    reports = reports[earlier:]
     names = list(dict.fromkeys(k for _, m in reports for k in m))
     head = "".join(
         f'<th style="{_CELL};text-align:left">{escape(h)}</th>' for h in ["step", *names]
@@ -190,6 +204,9 @@ def history(trial, reports: list) -> str:
             f'font-size:11px">{escape(trial.traceback or "")}</pre>'
         )
     reason = f"<div>{escape(trial.reason)}</div>" if trial.reason else ""
+    if earlier:
+        reason += f'<div class="labkit-sweep-earlier">{earlier} earlier reports not shown</div>'
+
     return (
         f'<div style="overflow-wrap:anywhere"><b>trial {trial.id}</b> · {escape(trial.status)} · '
         f"{escape(config_words(trial.config))} · attempts {trial.attempts}</div>{error}{reason}"
