@@ -15,6 +15,9 @@ of ``trial.scheduler``), the function only drives it.  Here its reports go
 straight to the sweep (no socket, the rule decides within ``trial.report``)
 and ``trial.scheduler`` shares the client's connection; on a worker it would
 need a client of its own there, and hold a rank's process while it waits.
+One thing follows: running trials share this process's torch global
+generator, so a trial that must be repeatable builds its model from a
+``torch.Generator`` of its own rather than after ``torch.manual_seed``.
 
 A trial's end (completed, failed, stopped by the rule or by hand at its
 next report) shuts its scheduler down: the tasks it left running are

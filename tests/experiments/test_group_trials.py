@@ -35,9 +35,14 @@ def fresh_spans():
     SPANS.clear()
 
 
-def model_and_opt(lr: float):
-    torch.manual_seed(0)
+def model_and_opt(lr: float, seed: int = 0):
+    """The MLP from a generator of its own: trial functions run on threads of the client,
+    which share torch's global generator (``torch.manual_seed`` in one reaches the others)."""
     model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.3)
     return model, torch.optim.SGD(model.parameters(), lr=lr)
 
 
@@ -221,7 +226,7 @@ def test_restricted_scheduler_runs_on_its_workers_alone_and_leaves_the_client(fo
         assert group.workers == tuple(workers)
         group.add_tasks(range(8), lk.FunctionCallable(lambda _: where()))
         assert set(group.get_results()) <= set(workers)
-        assert set(group.run_on_workers(where)) == set(workers)
+        assert set(group.run_on_workers(lambda dask_worker: dask_worker.address)) == set(workers)
     finally:
         group.shutdown()
     assert four.client.status == "running"  # not its client to close
