@@ -241,4 +241,4 @@ def test_trial_scheduler_in_a_slot_says_what_gives_one():
     from labkit.experiments.trial import Trial
 
     with pytest.raises(lk.InputError, match="workers_per_trial >= 2"):
-        Trial(0, {}, MemorySink()).scheduler
+        _ = Trial(0, {}, MemorySink()).scheduler
