@@ -28,9 +28,15 @@ happen.  One per kind of scheduler:
   client keeps on the scheduler for it (see
   :meth:`RemoteLauncher.checkpointed`); after ``max_failures`` the trial fails.
 
-A trial takes ``workers_per_trial`` slots (1 by default): a trial that is
-itself parallel (a data-parallel trainer over devices of its process, Dask
-tasks of its own) leaves the cluster room for that work.
+* :class:`~.group_launcher.GroupLauncher` (worker processes, here or on other
+  hosts, and ``workers_per_trial`` >= 2): each trial holds that many workers
+  of its own while it runs (``trial.workers``, ``trial.scheduler``), its
+  function on a thread of the client driving the work on them.
+
+On an in-process cluster a trial takes ``workers_per_trial`` of its threads
+(1 by default): a trial that is itself parallel (a data-parallel trainer,
+Dask tasks of its own on ``trial.scheduler``, the sweep's scheduler there)
+leaves the cluster room for that work.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import weakref
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback
 from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
+from .group_launcher import GroupLauncher
 from .launcher import Launcher
 from .remote_launcher import RemoteLauncher
 from .slot_launcher import SlotLauncher
@@ -52,6 +59,7 @@ __all__ = [
     "ThreadLauncher",
     "SlotLauncher",
     "RemoteLauncher",
+    "GroupLauncher",
     "SLOTS",
 ]
 
@@ -76,6 +84,8 @@ def launcher_for(
         kind = InlineLauncher
     elif scheduler.in_process:
         kind = ThreadLauncher
+    elif workers_per_trial > 1:
+        kind = GroupLauncher
     elif SLOTS and _on_this_machine(scheduler):
         kind = SlotLauncher
     else:
@@ -101,7 +111,7 @@ class InlineLauncher(Launcher):
         state = self.engine.take()
         if state is not None:
             with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
-                self.run_here(state, "local")
+                self.run_here(state, "local", scheduler=self.scheduler)
 
 
 class ThreadLauncher(Launcher):
@@ -116,6 +126,7 @@ class ThreadLauncher(Launcher):
         self._numbers = 0
         self.token = uuid.uuid4().hex
         self._offload: OffloadTrial | None = None
+        self._workers: tuple = ()
         if self.holds_gil and self.scheduler.offload_pool is not None:
             self._offload = OffloadTrial(self.fn)
 
@@ -128,6 +139,7 @@ class ThreadLauncher(Launcher):
     def open(self, scope) -> None:
         super().open(scope)
         self._slots = self.slots()  # an in-process cluster does not grow
+        self._workers = tuple(self.scheduler.client.nthreads())  # trial.workers
         _THREAD_LAUNCHERS[self.token] = self
 
     def close(self) -> None:
@@ -175,7 +187,7 @@ class ThreadLauncher(Launcher):
             if self._offload is not None:
                 self._run_offloaded(state, worker, self._offload)
             else:
-                self.run_here(state, worker)
+                self.run_here(state, worker, self._workers, self.scheduler)
         future = self._futures.pop(number, None)
         if future is not None:  # done here: nothing of it for the batch to cancel
             self.batch.untrack([future])

@@ -73,13 +73,22 @@ class Launcher:
         if self.batch is not None:
             self.batch.close()
 
-    def run_here(self, state, worker: str) -> None:
-        """Run ``state`` on this thread (direct sink) and tell the engine how it ended."""
+    def run_here(self, state, worker: str, workers: tuple = (), scheduler=None) -> None:
+        """Run ``state`` on this thread (direct sink) and tell the engine how it ended.
+
+        ``workers`` and ``scheduler``: the trial's (``trial.workers``, ``trial.scheduler``).
+        """
+        execution, outcome = self.execute_here(state, worker, workers, scheduler)
+        self.engine.finished(state.id, execution, outcome)
+
+    def execute_here(self, state, worker: str, workers: tuple = (), scheduler=None) -> tuple:
+        """Run ``state`` on this thread (direct sink); ``(execution, outcome)``."""
         engine, execution = self.engine, new_execution()
         try:
             engine.started(state.id, execution, worker)
             sink = DirectSink(engine, state.id, execution)
-            trial = Trial(state.id, state.config, sink, engine.attempt(state.id), engine.metric)
+            attempt = engine.attempt(state.id)
+            trial = Trial(state.id, state.config, sink, attempt, engine.metric, workers, scheduler)
             outcome = execute(self.fn, trial)
         except Exception as exc:  # not the trial's own error (those are in the outcome)
             logger.exception("labkit: running trial %d failed", state.id)
@@ -88,4 +97,4 @@ class Launcher:
             if threading.current_thread() is threading.main_thread():
                 raise  # the user's Ctrl-C in the sweep's own thread: the loop winds down
             outcome = {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        engine.finished(state.id, execution, outcome)
+        return execution, outcome

@@ -58,12 +58,47 @@ class Trial:
     metric : str or None
         The sweep's metric: the trial's first report must hold it (a typo in
         its name then fails the trial at once, not after all its epochs).
+    workers : tuple of str
+        The addresses of the workers the trial holds: its group of
+        ``workers_per_trial`` worker processes, the workers of an in-process
+        cluster; empty where it runs in a slot on one worker or in this thread.
     """
 
-    def __init__(self, id: int, config: dict, sink, attempt: int = 0, metric: str | None = None):
+    def __init__(
+        self,
+        id: int,
+        config: dict,
+        sink,
+        attempt: int = 0,
+        metric: str | None = None,
+        workers: tuple = (),
+        scheduler=None,
+    ):
         self.id, self.config, self.attempt, self.metric = id, config, attempt, metric
+        self.workers = tuple(workers)
         self._sink = sink
+        self._scheduler = scheduler
         self._step = None
+
+    @property
+    def scheduler(self):
+        """The labkit scheduler of the trial's own workers: a trainer on it trains there.
+
+        On worker processes with ``workers_per_trial=k`` (k >= 2), a scheduler over
+        the trial's k workers alone (one rank each for a ``DataParallelTrainer``),
+        shut down when the trial ends.  On an in-process cluster, the sweep's own
+        scheduler: its tasks share the cluster's threads with the other trials
+        (``workers_per_trial`` leaves threads free for them).  With the
+        ``LocalScheduler``, that one.
+        """
+        if self._scheduler is None:
+            raise InputError(
+                f"trial {self.id} has no scheduler of its own: it runs in a slot on one "
+                "worker process; give lk.sweep workers_per_trial >= 2 for trials that "
+                "train across workers (trial.scheduler)",
+                argument="workers_per_trial",
+            )
+        return self._scheduler
 
     def report(self, step, **metrics) -> None:
         """Report ``metrics`` (numbers) at ``step``; raises :class:`TrialStopped` once stopped.

@@ -233,10 +233,10 @@ def open_cluster(
     return opened
 
 
-def run_on_workers(client, fn, *args) -> dict:
-    """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
+def run_on_workers(client, fn, *args, workers=None) -> dict:
+    """``fn(*args)`` on every worker (of ``workers``; ``client.run``); lost ones left out."""
     try:
-        results = client.run(fn, *args, on_error="return")
+        results = client.run(fn, *args, on_error="return", workers=workers)
     except Exception as exc:
         raise SchedulerError(f"could not reach the workers: {type(exc).__name__}: {exc}") from exc
     failed = {w: r for w, r in results.items() if isinstance(r, BaseException)}
@@ -295,7 +295,8 @@ class ClusterFacts:
     def run_on_workers(self, fn, *args) -> dict:
         """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
         self.check_usable()
-        return run_on_workers(self._opened.client, fn, *args)
+        only = getattr(self, "workers", None)
+        return run_on_workers(self._opened.client, fn, *args, workers=only and list(only))
 
     def __repr__(self):
         if self.closed:

@@ -48,6 +48,7 @@ __all__ = [
     "SECONDS",
     "ADDRESS",
     "CLIENT",
+    "WORKERS",
 ]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
@@ -92,6 +93,12 @@ def check_address(address) -> str:
 
 
 #: The rule of a client (a cluster by address is passed first, not as ``client=``).
+#: The rule of a list of worker addresses (``DaskScheduler(workers=...)``).
+WORKERS = Satisfies(
+    lambda value: isinstance(value, (list, tuple)) and all(isinstance(a, str) for a in value),
+    "a list of worker addresses (str)",
+)
+
 CLIENT = InstanceOf(
     "distributed.Client",
     "a distributed.Client (to reach a cluster by "
@@ -192,8 +199,10 @@ def _reason(exc: BaseException | None) -> str:
     return "no answer"
 
 
-def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SCATTER_TIMEOUT):
-    """A future of ``obj`` on every live worker; a dying worker is left out.
+def scatter_everywhere(
+    client, obj, what, attempts: int = 4, timeout: float = SCATTER_TIMEOUT, only=None
+):
+    """A future of ``obj`` on every live worker (of ``only``, if given); a dying one is left out.
 
     Dask's broadcast scatter fails at once (``CommClosedError``) or waits
     forever when a worker dies under it (its scheduler loses the key half-way
@@ -210,7 +219,7 @@ def scatter_everywhere(client, obj, what, attempts: int = 4, timeout: float = SC
         if client.status in ("closing", "closed"):
             break
         try:
-            workers = _live_workers(client, timeout)
+            workers = _live_workers(client, timeout, only)
             future = _on_loop(
                 client, client.scatter(obj, workers=workers, hash=False, asynchronous=True), timeout
             )
@@ -239,8 +248,8 @@ def _named(what) -> str:
     return what() if callable(what) else str(what)
 
 
-def _live_workers(client, timeout: float) -> list[str]:
-    """The workers the scheduler lists as alive; waits up to ``timeout`` s for one.
+def _live_workers(client, timeout: float, only=None) -> list[str]:
+    """The workers the scheduler lists as alive (of ``only``); waits up to ``timeout`` s for one.
 
     Right after every worker died (a nanny restarts each within seconds) the
     list is empty for a while: waiting for a worker, rather than failing the
@@ -249,6 +258,8 @@ def _live_workers(client, timeout: float) -> list[str]:
     deadline = time.monotonic() + timeout
     while True:
         workers = list(scheduler_identity(client).get("workers", {}))
+        if only is not None:
+            workers = [w for w in workers if w in only]
         if workers:
             return workers
         if time.monotonic() >= deadline or client.status in ("closing", "closed"):

@@ -24,7 +24,7 @@ from . import dask_adapter as adapter
 from .base import Scheduler
 from .blas import one_blas_thread
 from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
-from .connect import ADDRESS, CLIENT, SECONDS
+from .connect import ADDRESS, CLIENT, SECONDS, WORKERS
 from .dispatch import RoutedTasks
 from .offload import OffloadPool
 from .open_task import OpenTask
@@ -69,6 +69,10 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         Send chunk arrays to worker processes through shared memory (see
         :mod:`.shared`): by default on the processes of an embedded cluster;
         ``True`` only where every worker runs on this machine.
+    workers : list of str, optional
+        Addresses of the only workers of the cluster this scheduler uses: its
+        tasks and the chunks it copies go there alone, and a
+        ``DataParallelTrainer`` on it has one rank on each (see :meth:`restricted`).
     **cluster_kwargs
         Passed to ``LocalCluster``; it binds 127.0.0.1 (dashboard included).
 
@@ -95,6 +99,7 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         "report_starts": [Options((True, False))],
         "shared_memory": [Options((True, False)), None],
         "connect_timeout": [SECONDS, None],
+        "workers": [WORKERS, None],
     }
     max_attempts = 4  # submissions of one task whose inputs were lost with their workers
     #: Hand in-process tasks their inputs by reference (see :mod:`.reference`); False
@@ -116,6 +121,7 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         report_starts: bool = True,
         shared_memory: bool | None = None,
         connect_timeout: float | None = None,
+        workers: list[str] | tuple[str, ...] | None = None,
         **cluster_kwargs,
     ):
         check_parameters(self, locals())
@@ -128,6 +134,10 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         )
         self.client, self.mode = self._opened.client, self._opened.mode
         nthreads = self.client.nthreads()
+        #: The only workers this scheduler uses (their addresses), or None: all of them.
+        self.workers = None if workers is None else _of_cluster(workers, nthreads, self._opened)
+        if self.workers is not None:
+            nthreads = {a: n for a, n in nthreads.items() if a in self.workers}
         if self.mode == "auto":  # for GIL-holding callables
             self._offload = OffloadPool(sum(nthreads.values()) or 1)
         if self.in_process:
@@ -148,9 +158,29 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             local if shared_memory is None else bool(shared_memory),
         )
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
-        self.open_routes(traits, direct_bytes or direct_bytes_for(nthreads), self._run_options)
+        self.open_routes(
+            traits, direct_bytes or direct_bytes_for(nthreads), self._run_options, self.workers
+        )
         if self._topic:  # start events from the workers, for live views
             self.client.subscribe_topic(self._topic, self._on_started)
+
+    def restricted(self, workers) -> DaskScheduler:
+        """A scheduler over ``workers`` of this one's cluster alone, on the same client.
+
+        What it runs goes to those workers only (``allow_other_workers=False``);
+        a ``DataParallelTrainer`` on it has exactly one rank a worker.  It does not
+        own the client: its ``shutdown()`` cancels its own tasks and closes nothing
+        else.  The sweep gives one to each trial of ``workers_per_trial`` workers
+        (``trial.scheduler``).
+        """
+        self.check_usable()
+        return DaskScheduler(
+            client=self.client,
+            workers=list(workers),
+            shared_memory=self.route("shared-memory") is not None,
+            direct_bytes=self.direct_bytes,
+            report_starts=False,
+        )
 
     def _run_options(self) -> tuple:
         """``(topic, offload)`` for a task: where to report its start (only while someone
@@ -244,6 +274,23 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             self._blas_hold.__exit__(None, None, None)
         for route in self.routes:
             route.close()
+
+
+def _of_cluster(workers, nthreads: dict, opened) -> tuple[str, ...]:
+    """``workers`` as a tuple, each a worker of the cluster; else an InputError naming it."""
+    chosen = tuple(dict.fromkeys(workers))
+    for address in chosen:
+        if address not in nthreads:
+            opened.close()
+            raise InputError(
+                f"not a worker of this cluster: {address!r} (its workers: "
+                f"{', '.join(sorted(nthreads)) or 'none'})",
+                argument="workers",
+            )
+    if not chosen:
+        opened.close()
+        raise InputError("workers= names no worker: give at least one", argument="workers")
+    return chosen
 
 
 def _worker_lost(entry: OpenTask, error, lost: list[str]) -> WorkerLostError:

@@ -47,13 +47,23 @@ class RoutedTasks:
     _context: RouteContext
 
     def open_routes(
-        self, traits: ClusterTraits, direct_bytes: int, run_options: Callable[[], tuple]
+        self,
+        traits: ClusterTraits,
+        direct_bytes: int,
+        run_options: Callable[[], tuple],
+        workers: tuple | None = None,
     ) -> None:
         """Choose the routes for a cluster of ``traits``, once, when the scheduler opens.
 
-        ``run_options() -> (start topic or None, offload token or None)`` for each task.
+        ``run_options() -> (start topic or None, offload token or None)`` for each task;
+        ``workers``: the only workers tasks and their chunks may go to (None: any).
         """
-        self._context = RouteContext(self.client, self.outcomes, run_options, direct_bytes)
+        placement: dict[str, Any] = {}
+        if workers is not None:
+            placement = {"workers": list(workers), "allow_other_workers": False}
+        self._context = RouteContext(
+            self.client, self.outcomes, run_options, direct_bytes, placement
+        )
         #: The routes tasks take, in the order they are tried.
         self.routes = open_routes(traits, self._context)
 
@@ -73,8 +83,9 @@ class RoutedTasks:
     def ship_callable(self, task_callable):
         # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts);
         # Dask's own log of the failure is left out (quiet.LabkitObjectsUnpicklable)
+        workers = self._context.placement.get("workers")
         return scatter_everywhere(
-            self.client, task_callable, lambda: unpicklable_part(task_callable)
+            self.client, task_callable, lambda: unpicklable_part(task_callable), only=workers
         )
 
     def callable_alive(self, shipped) -> bool:

@@ -37,10 +37,19 @@ def _submit_in_graph(route: Transport, entry, payload):
         task = dask.delayed(run_task, pure=False)(
             shipped, payload, entry.info, topic, None, offload, dask_key_name=key
         )
-        future = client.compute(task)
+        future = client.compute(task, **route.context.placement)
     else:
         future = client.submit(
-            run_task, shipped, payload, entry.info, topic, None, offload, key=key, pure=False
+            run_task,
+            shipped,
+            payload,
+            entry.info,
+            topic,
+            None,
+            offload,
+            key=key,
+            pure=False,
+            **route.context.placement,
         )
     route.context.outcomes.follow(entry, future)
     return future
@@ -103,6 +112,7 @@ class InProcessRoute(Transport):
             offload=offload,
             key=key,
             pure=False,
+            **self.context.placement,
         )
         outcomes.watch([future])
         return future
@@ -135,6 +145,7 @@ class InProcessRoute(Transport):
             offload=offload,
             key=keys,
             pure=False,
+            **self.context.placement,
         )
         outcomes.watch(futures)
         return futures
@@ -153,6 +164,7 @@ class InProcessRoute(Transport):
             offload=offload,
             key=[f"{keys[span][0]}-pack" for span in spans],
             pure=False,
+            **self.context.placement,
         )
         self.context.outcomes.watch_keys(
             [(key, pack) for pack, span in zip(packs, spans, strict=True) for key in keys[span]]
@@ -244,12 +256,17 @@ class DirectScatterRoute(Transport):
     async def _send(self, entry, data, key: str, shipped, topic) -> None:
         """On the event loop: scatter the chunk to one worker, then submit its task there."""
         client, outcomes = self.context.client, self.context.outcomes
+        placement = self.context.placement
         try:
-            chunk = await client.scatter(data, direct=True, hash=False, asynchronous=True)
+            chunk = await client.scatter(
+                data, direct=True, hash=False, asynchronous=True, workers=placement.get("workers")
+            )
             if not entry.is_open():  # cancelled meanwhile
                 chunk.release()
                 return
-            future = client.submit(run_task, shipped, chunk, entry.info, topic, key=key, pure=False)
+            future = client.submit(
+                run_task, shipped, chunk, entry.info, topic, key=key, pure=False, **placement
+            )
             entry.handle = future
             outcomes.follow(entry, future)
             if not entry.is_open():  # cancelled while it was submitted: the cancel saw no handle

@@ -81,6 +81,9 @@ class RouteContext:
     outcomes: Outcomes
     run_options: Callable[[], tuple]  # () -> (start topic or None, offload token or None)
     direct_bytes: int  # chunks from this size on go straight to a worker
+    #: Dask keywords that keep every task (and copied chunk) on some workers alone:
+    #: ``{"workers": [...], "allow_other_workers": False}``; empty: anywhere
+    placement: dict = dataclasses.field(default_factory=dict)
 
 
 class Transport:

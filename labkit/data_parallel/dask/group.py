@@ -46,7 +46,7 @@ from ..worker import lifecycle as life
 from ..worker.training import evaluate as evaluate_on_rank
 from .epochs import EpochRunner
 from .reach import check_reach
-from .setup import check_devices, check_scheduler, choose_workers, payload
+from .setup import check_devices, check_scheduler, choose_workers, closed_with, payload
 from .steps import CommandPipe
 from .tasks import RankTasks
 
@@ -68,8 +68,8 @@ class DaskReplicaGroup:
     scheduler : labkit.DaskScheduler
         Its ``client`` runs the tasks.
     workers : list of str, optional
-        Worker addresses in rank order; by default all workers (those with a
-        ``GPU`` resource, if any has one), sorted.
+        Worker addresses in rank order; by default the scheduler's ``workers``
+        (``trial.scheduler``), else all (those with a ``GPU``, if any), sorted.
     backend : str, optional
         ``"nccl"`` on GPU workers, else ``"gloo"``; ``"gloo"`` keeps replicas on the CPU.
     timeout : float
@@ -105,7 +105,7 @@ class DaskReplicaGroup:
         batch = scheduler.batch(info=TaskInfo(f"replicas-{self.gid[:8]}", -1, -1))
         self._closed, self.generation = False, 0
         self.timeout = float(timeout)
-        names, gpu = choose_workers(scheduler.client, workers)
+        names, gpu = choose_workers(scheduler, workers)
         #: the group's tasks on its workers: submitted, awaited, released
         self.tasks = RankTasks(scheduler.client, self.gid, batch, names, self.timeout)
         self.backend = backend or ("nccl" if gpu else "gloo")
@@ -126,6 +126,7 @@ class DaskReplicaGroup:
         self.segments = SharedChunks() if scheduler.route("shared-memory") is not None else None
         if self.segments is not None:  # a shutdown without close() leaves no segment either
             scheduler.on_shutdown(self.segments.drop_all)
+        closed_with(scheduler, self)
         shipped = payload(model, loss_fn, optimizer, bucket_model)
         self._local = on_loopback(names)
         try:

@@ -8,6 +8,8 @@ rendezvous); two ranks on one host must not share a GPU.
 from __future__ import annotations
 
 import copy
+import functools
+import weakref
 
 import cloudpickle
 
@@ -17,12 +19,23 @@ from ...scheduling.connect import scheduler_identity
 from ...scheduling.pickling import dumps
 from ..worker.lifecycle import to_cpu
 
-__all__ = ["check_scheduler", "choose_workers", "payload", "check_devices"]
+__all__ = [
+    "check_scheduler",
+    "choose_workers",
+    "payload",
+    "check_devices",
+    "closed_with",
+]
 
 
-def choose_workers(client, workers) -> tuple[list[str], bool]:
-    """``(addresses in rank order, whether all are GPU workers)``."""
-    info = scheduler_identity(client)["workers"]
+def choose_workers(scheduler, workers) -> tuple[list[str], bool]:
+    """``(addresses in rank order, whether all are GPU workers)``.
+
+    ``workers`` None: the scheduler's own ``workers`` (a scheduler over some
+    workers of its cluster, such as ``trial.scheduler``), else every worker.
+    """
+    workers = workers or getattr(scheduler, "workers", None)
+    info = scheduler_identity(scheduler.client)["workers"]
     if not info:
         raise SchedulerError("the Dask cluster has no workers")
     gpu = {a for a, w_ in info.items() if w_.get("resources", {}).get("GPU", 0) > 0}
@@ -95,3 +108,20 @@ def check_scheduler(scheduler, rendezvous) -> None:
             f"{scheduler.mode!r}): use lk.DaskScheduler(mode='processes') or an existing "
             "cluster, or train in-process with devices=[...]"
         )
+
+
+def closed_with(scheduler, group) -> None:
+    """Close ``group`` when ``scheduler`` shuts down, if it runs on some workers alone.
+
+    Such a scheduler is a trial's (``trial.scheduler``): when the trial ends,
+    stopped early or not, its workers are free at once, trainer closed or not.
+    """
+    if getattr(scheduler, "workers", None) is not None:
+        scheduler.on_shutdown(functools.partial(_close, weakref.ref(group)))
+
+
+def _close(ref) -> None:
+    """Close the group behind ``ref``, if it still lives."""
+    group = ref()
+    if group is not None:
+        group.close()
