@@ -31,18 +31,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 
 from ..errors import InputError
 from ..scheduling.connect import scheduler_identity
-from .launcher import Launcher
+from .launcher import ASK_EVERY, Launcher, Recent
 
 __all__ = ["GroupLauncher", "check_group_size", "ASK_EVERY"]
 
 logger = logging.getLogger("labkit.experiments")
-
-#: Seconds between two looks at the cluster's workers.
-ASK_EVERY = 2.0
 
 
 def check_group_size(scheduler, workers_per_trial: int) -> None:
@@ -71,16 +67,14 @@ class GroupLauncher(Launcher):
         self.held: dict[int, tuple] = {}  # trial -> the workers it holds
         self.runners: dict[int, threading.Thread] = {}
         self.schedulers: dict[int, object] = {}  # trial -> its scheduler, while it runs
-        self._workers: tuple = ()
-        self._asked = 0.0
+        self._workers = Recent(
+            lambda: tuple(sorted(scheduler_identity(self.scheduler.client)["workers"]))
+        )
         self.closed = False
 
     def workers(self) -> tuple:
         """The cluster's workers, sorted (asked at most every :data:`ASK_EVERY` seconds)."""
-        if time.monotonic() - self._asked > ASK_EVERY:
-            self._workers = tuple(sorted(scheduler_identity(self.scheduler.client)["workers"]))
-            self._asked = time.monotonic()
-        return self._workers
+        return self._workers()
 
     def threads(self) -> int:
         return len(self.workers()) or 1
@@ -118,7 +112,7 @@ class GroupLauncher(Launcher):
         try:
             scheduler = self.scheduler.restricted(group)
         except Exception as exc:  # a worker of the group left meanwhile: another group
-            self._asked = 0.0
+            self._workers.forget()
             execution, outcome = None, {"status": "lost", "error": f"{type(exc).__name__}: {exc}"}
         else:
             with self.engine.lock:

@@ -7,7 +7,9 @@ free up and makes the engine's stops happen.
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from typing import Any
 
 from ..events import TaskInfo
@@ -15,9 +17,40 @@ from .execution import execute
 from .sinks import DirectSink, new_execution
 from .trial import Trial
 
-__all__ = ["Launcher"]
+__all__ = ["Launcher", "Recent", "ASK_EVERY"]
 
 logger = logging.getLogger("labkit.experiments")
+
+
+#: Seconds a launcher trusts what it last asked of the cluster (its workers come and go).
+ASK_EVERY = 2.0
+
+
+class Recent:
+    """A value of the cluster asked again at most every ``every`` seconds, or when forgotten.
+
+    >>> asked = []
+    >>> threads = Recent(lambda: asked.append(1) or len(asked))
+    >>> threads(), threads(), len(asked)
+    (1, 1, 1)
+    >>> threads.forget(); threads()
+    2
+    """
+
+    def __init__(self, ask: Any, every: float = ASK_EVERY):
+        self._ask, self._every = ask, every
+        self._value: Any = None
+        self._at = -math.inf
+
+    def __call__(self) -> Any:
+        if time.monotonic() - self._at > self._every:
+            self._value = self._ask()
+            self._at = time.monotonic()
+        return self._value
+
+    def forget(self) -> None:
+        """Ask again at the next call."""
+        self._at = -math.inf
 
 
 class Launcher:

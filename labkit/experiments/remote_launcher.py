@@ -24,7 +24,7 @@ import uuid
 
 from ..scheduling.dask_adapter import forget_on_scheduler
 from .execution import run_remote
-from .launcher import Launcher
+from .launcher import Launcher, Recent
 from .sinks import clear_stops, metadata_keys, request_stop
 
 __all__ = ["RemoteLauncher"]
@@ -46,16 +46,13 @@ class RemoteLauncher(Launcher):
         self.blob = cloudpickle.dumps(self.fn)
         self.inflight: dict = {}  # trial -> its task's future
         self.parked: dict = {}  # trial -> (deadline, outcome): done, last message due
-        self._threads, self._asked = 1, 0.0
+        self._threads = Recent(lambda: sum(self.client.nthreads().values()) or 1)
         self._published: set = set()
         self._durations: collections.deque = collections.deque(maxlen=16)
         self.closed = False
 
     def threads(self) -> int:
-        if time.monotonic() - self._asked > 2.0:  # workers come and go
-            self._threads = sum(self.client.nthreads().values()) or 1
-            self._asked = time.monotonic()
-        return self._threads
+        return self._threads()
 
     def open(self, scope) -> None:
         super().open(scope)

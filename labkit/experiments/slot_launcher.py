@@ -37,7 +37,7 @@ import uuid
 from typing import Any
 
 from ..errors import SchedulerError
-from .launcher import Launcher
+from .launcher import Launcher, Recent
 from .sinks import new_execution
 from .slot import run_slot
 from .slot_line import Line, no_delay
@@ -71,17 +71,14 @@ class SlotLauncher(Launcher):
         self.where: dict = {}  # trial -> the Line running it
         self.futures: set = set()  # slot tasks not done
         self._numbers = itertools.count(1)
-        self._threads, self._asked = 1, 0.0
+        self._threads = Recent(lambda: sum(self.client.nthreads().values()) or 1)
         self._servers: list = []
         self._accepting: threading.Thread | None = None
         self.unreached = 0
         self.closed = False
 
     def threads(self) -> int:
-        if time.monotonic() - self._asked > 2.0:  # workers come and go
-            self._threads = sum(self.client.nthreads().values()) or 1
-            self._asked = time.monotonic()
-        return self._threads
+        return self._threads()
 
     def open(self, scope) -> None:
         from multiprocessing.connection import Listener
@@ -284,7 +281,7 @@ class SlotLauncher(Launcher):
         with self.engine.lock:
             self.lines.pop(line.number, None)
             future = self.tasks.pop(line.number, None)
-            self._asked = 0.0  # count the threads afresh: a new slot waits for a free one
+            self._threads.forget()  # count the threads afresh: a new slot waits for a free one
         if future is not None and not self.closed:
             with contextlib.suppress(Exception):
                 self.client.cancel([future])
