@@ -15,11 +15,15 @@ of the trials changed, with the lines and the band as the protocol splits them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import random
-from http.server import SimpleHTTPRequestHandler
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["Sweep", "stamp", "r6", "Board", "QuietHandler", "STATUSES", "PARAMS", "KINDS",
+__all__ = ["Sweep", "stamp", "r6", "Board", "QuietHandler", "served_harness", "STATUSES", "PARAMS", "KINDS",
            "CATEGORIES", "WORKERS", "LINES", "TOP_K"]
 
 STATUSES = ["pending", "running", "completed", "stopped", "failed"]
@@ -151,6 +155,20 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+@contextlib.contextmanager
+def served_harness(root, name: str) -> Iterator[str]:
+    """``root`` served on 127.0.0.1 (ESM imports need http) while open; the harness page's URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=root))
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/tests/views/sweep_page.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
 
 
 class Board:

@@ -15,9 +15,6 @@ answering the page's hello replaces it.
 from __future__ import annotations
 
 import contextlib
-import functools
-import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -28,7 +25,7 @@ from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, frames_of
-from tests.views.sweep_page_harness import Board, QuietHandler, Sweep
+from tests.views.sweep_page_harness import Board, Sweep, served_harness
 from tests.views.test_sweep_board import assert_matches_result, tell, wait_stopped, wait_until
 
 SPACE = {"q": lk.uniform(0.5, 1.0), "lr": lk.loguniform(1e-4, 1e-1),
@@ -96,15 +93,8 @@ def test_the_board_of_a_stored_sweep_keeps_its_one_paint(comms, local_scheduler,
 @pytest.fixture(scope="module")
 def site():
     """The repository served on 127.0.0.1; the harness page's URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=ROOT))
-    thread = threading.Thread(target=server.serve_forever, name="sweep-kept-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/tests/views/sweep_page.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with served_harness(ROOT, "sweep-kept-http") as url:
+        yield url
 
 
 @pytest.fixture

@@ -10,11 +10,8 @@ the DOM, the canvases' ``data-*`` and the messages the page sent.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
-import threading
-from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -27,8 +24,8 @@ from tests.views.sweep_page_harness import (
     PARAMS,
     STATUSES,
     Board,
-    QuietHandler,
     Sweep,
+    served_harness,
     stamp,
 )
 
@@ -37,16 +34,9 @@ pytestmark = pytest.mark.needs("chromium")
 
 @pytest.fixture(scope="module")
 def site():
-    """The repository served on 127.0.0.1 (ESM imports need http); the harness's URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=ROOT))
-    thread = threading.Thread(target=server.serve_forever, name="sweep-page-http", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/tests/views/sweep_page.html"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    """The repository served on 127.0.0.1; the harness page's URL."""
+    with served_harness(ROOT, "sweep-page-http") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
