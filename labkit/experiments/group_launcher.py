@@ -7,7 +7,9 @@ trial sees them as ``trial.workers`` and ``trial.scheduler``, a scheduler
 over them alone on the sweep's client
 (:meth:`~labkit.scheduling.DaskScheduler.restricted`): what it runs, a
 ``DataParallelTrainer``'s ranks (one a worker) and the data they hold,
-stays on them.  The store and the board name the group as the trial's worker.
+stays on them.  The store and the board name the group as the trial's
+worker.  Where some workers have a ``GPU`` resource, groups are made of
+those alone, as a trainer picks them.
 
 The trial's function runs on a thread of the client, not on one of its
 workers: its work runs on the workers anyway (a trainer's epochs, the tasks
@@ -19,11 +21,21 @@ One thing follows: running trials share this process's torch global
 generator, so a trial that must be repeatable builds its model from a
 ``torch.Generator`` of its own rather than after ``torch.manual_seed``.
 
-A trial's end (completed, failed, stopped by the rule or by hand at its
-next report) shuts its scheduler down: the tasks it left running are
-cancelled and a trainer made on it is closed, so its workers are free for
-the next trial at once.  The cluster's workers are counted afresh every
-:data:`ASK_EVERY` seconds (workers come and go).
+**Stops.**  A trial stopped (by its rule, by hand, by a cancel) has its
+scheduler shut down at once: a fit running on the group ends after its
+current step, the tasks it left are cancelled, a trainer made on it is
+closed, and its workers are free for the next trial, whether its function
+has returned yet or not.  The trial ends ``stopped``.
+
+**Lost workers.**  The group is watched (every :data:`WATCH_EVERY`
+seconds): when one of its workers leaves the cluster, the trial's scheduler
+is shut down (whatever waited on that worker returns), the workers left are
+freed, and the trial is queued again: it restarts from its last checkpoint
+(``trial.restore()``) on a whole new group, waiting for k free workers if
+need be, at most ``max_failures`` times.  A fit over data on the workers
+(``trainer.fit((X, y), batch_size=...)``) recovers within the fit instead,
+exactly, over the ranks left (``trainer.fit(max_failures=...)``): that trial
+is not restarted unless its function fails.
 """
 
 from __future__ import annotations
@@ -31,14 +43,40 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InputError
 from ..scheduling.connect import scheduler_identity
 from .launcher import ASK_EVERY, Launcher, Recent
+from .sinks import new_execution
 
-__all__ = ["GroupLauncher", "check_group_size", "ASK_EVERY"]
+__all__ = [
+    "GroupLauncher",
+    "Hold",
+    "HeldSink",
+    "check_group_size",
+    "group_pool",
+    "ASK_EVERY",
+    "WATCH_EVERY",
+]
 
 logger = logging.getLogger("labkit.experiments")
+
+#: Seconds between two looks, while groups are held, for workers that left the cluster.
+WATCH_EVERY = 0.5
+
+
+def group_pool(workers: dict) -> tuple:
+    """The workers groups are made of, sorted: those with a ``GPU`` resource, if any, else all.
+
+    >>> group_pool({"tcp://b": {}, "tcp://a": {"resources": {}}})
+    ('tcp://a', 'tcp://b')
+    >>> group_pool({"tcp://b": {"resources": {"GPU": 1}}, "tcp://a": {}})
+    ('tcp://b',)
+    """
+    gpu = [a for a, w in workers.items() if w.get("resources", {}).get("GPU", 0) > 0]
+    return tuple(sorted(gpu or workers))
 
 
 def check_group_size(scheduler, workers_per_trial: int) -> None:
@@ -49,14 +87,52 @@ def check_group_size(scheduler, workers_per_trial: int) -> None:
     """
     if workers_per_trial < 2 or not hasattr(scheduler, "client") or scheduler.in_process:
         return
-    n = len(scheduler_identity(scheduler.client).get("workers", {}))
+    n = len(group_pool(scheduler_identity(scheduler.client).get("workers", {})))
     if workers_per_trial > n:
         raise InputError(
             f"workers_per_trial={workers_per_trial}, but the cluster has {n} worker "
-            f"process(es): a trial holds workers_per_trial workers of its own; give at "
-            f"most {n}, or a bigger cluster",
+            f"process(es) to make groups of: a trial holds workers_per_trial workers of "
+            f"its own; give at most {n}, or a bigger cluster",
             argument="workers_per_trial",
         )
+
+
+@dataclass
+class Hold:
+    """What a running trial holds: its group, its execution, its thread and scheduler."""
+
+    trial: int
+    group: tuple
+    execution: str
+    thread: threading.Thread | None = None
+    scheduler: Any = None  # once made, on the trial's thread
+    ended: str | None = None  # "stopped" or "lost": the group was taken back early
+    why: str = ""
+
+
+class HeldSink:
+    """A trial's sink while it holds its group; once the group is taken back, a closed door.
+
+    A trial whose group was taken back (a lost worker, a stop) may still run
+    for a while on the client; what it reports then (a loss from a broken
+    group) is not the trial's: its next report raises ``TrialStopped``.
+    """
+
+    def __init__(self, sink, hold: Hold):
+        self._sink, self._hold = sink, hold
+
+    def report(self, step, metrics, t) -> bool:
+        return self._hold.ended is not None or self._sink.report(step, metrics, t)
+
+    def checkpoint(self, step, blob) -> None:
+        if self._hold.ended is None:
+            self._sink.checkpoint(step, blob)
+
+    def restore(self):
+        return self._sink.restore()
+
+    def stopped(self) -> bool:
+        return self._hold.ended is not None or self._sink.stopped()
 
 
 class GroupLauncher(Launcher):
@@ -64,12 +140,10 @@ class GroupLauncher(Launcher):
 
     def __init__(self, *args):
         super().__init__(*args)
-        self.held: dict[int, tuple] = {}  # trial -> the workers it holds
-        self.runners: dict[int, threading.Thread] = {}
-        self.schedulers: dict[int, object] = {}  # trial -> its scheduler, while it runs
-        self._workers = Recent(
-            lambda: tuple(sorted(scheduler_identity(self.scheduler.client)["workers"]))
-        )
+        self.held: dict[int, Hold] = {}  # trial -> what it holds, while it holds it
+        ask = lambda: group_pool(scheduler_identity(self.scheduler.client)["workers"])  # noqa: E731
+        self._workers = Recent(ask)
+        self._alive = Recent(ask, every=WATCH_EVERY)
         self.closed = False
 
     def workers(self) -> tuple:
@@ -90,53 +164,125 @@ class GroupLauncher(Launcher):
             with engine.lock:
                 if self.closed or (self.max_concurrent and len(self.held) >= self.max_concurrent):
                     return
-                busy = {w for group in self.held.values() for w in group}
+                busy = {w for hold in self.held.values() for w in hold.group}
                 free = [w for w in workers if w not in busy]
                 if len(free) < k:
                     return
                 state = engine.take()
                 if state is None:
                     return
-                group = self.held[state.id] = tuple(free[:k])
-                runner = self.runners[state.id] = threading.Thread(
-                    target=self._run,
-                    args=(state, group),
-                    daemon=True,
+                hold = self.held[state.id] = Hold(state.id, tuple(free[:k]), new_execution())
+                hold.thread = threading.Thread(
+                    target=self._run, args=(state, hold), daemon=True,
                     name=f"labkit-trial-{state.id}-group",
-                )
-            runner.start()
+                )  # fmt: skip
+            hold.thread.start()
 
-    def _run(self, state, group: tuple) -> None:
+    def _run(self, state, hold: Hold) -> None:
         """On the trial's thread: its scheduler, its function, then its workers freed."""
-        scheduler = None
         try:
-            scheduler = self.scheduler.restricted(group)
+            scheduler = self.scheduler.restricted(hold.group)
         except Exception as exc:  # a worker of the group left meanwhile: another group
             self._workers.forget()
-            execution, outcome = None, {"status": "lost", "error": f"{type(exc).__name__}: {exc}"}
+            hold.ended, hold.why = "lost", f"{type(exc).__name__}: {exc}"
+            execution, outcome = None, {"status": "failed"}
         else:
             with self.engine.lock:
-                self.schedulers[state.id] = scheduler
-            execution, outcome = self.execute_here(state, ", ".join(group), group, scheduler)
-        finally:
-            if scheduler is not None:  # cancels what the trial left running; closes its trainer
-                with contextlib.suppress(Exception):
-                    scheduler.shutdown()
-            with self.engine.lock:  # free before the engine hears: the loop's next fill sees it
-                self.held.pop(state.id, None)
-                self.runners.pop(state.id, None)
-                self.schedulers.pop(state.id, None)
-        self.engine.finished(state.id, execution, outcome)
+                hold.scheduler = scheduler
+                taken_back = hold.ended is not None  # stopped before its scheduler was made
+            if taken_back:
+                execution, outcome = hold.execution, {"status": "stopped"}
+            else:
+                execution, outcome = self.execute_here(
+                    state, ", ".join(hold.group), hold.group, scheduler, hold.execution
+                )
+                if outcome["status"] == "failed":
+                    self._lost_under(hold, outcome.get("error") or "")
+        self._release(hold)
+        self.engine.finished(state.id, execution, _outcome(hold, outcome))
+
+    def _lost_under(self, hold: Hold, error: str) -> None:
+        """Mark ``hold`` lost if its trial failed for a worker of its group that left.
+
+        The trainer can see a broken collective before the watch sees the worker gone.
+        """
+        self._alive.forget()
+        gone = [w for w in hold.group if w not in set(self._alive())]
+        with self.engine.lock:
+            if hold.ended is None and (gone or error.startswith("WorkerLostError")):
+                self._workers.forget()
+                hold.ended = "lost"
+                hold.why = f"its group lost worker {', '.join(gone) or '(a rank)'}"
+
+    def sink(self, state, execution: str):
+        """The engine's sink, closed to the trial once its group is taken back."""
+        return HeldSink(super().sink(state, execution), self.held[state.id])
+
+    def _release(self, hold: Hold) -> None:
+        """Shut the trial's scheduler down (cancels its tasks, closes its trainer); free its workers."""
+        if hold.scheduler is not None:
+            with contextlib.suppress(Exception):
+                hold.scheduler.shutdown()
+        with self.engine.lock:  # free before the engine hears: the loop's next fill sees it
+            if self.held.get(hold.trial) is hold:
+                del self.held[hold.trial]
+
+    def _take_back(self, hold: Hold, ended: str, why: str) -> None:
+        """End ``hold``'s use of its group now (``ended``: stopped or lost); free its workers."""
+        with self.engine.lock:
+            if hold.ended is not None or self.held.get(hold.trial) is not hold:
+                return
+            hold.ended, hold.why = ended, why
+        self._release(hold)
+        self.engine.wake()
+
+    # -- the engine's and the loop's hooks --------------------------------------------------------
+
+    def stop(self, state) -> None:
+        self.engine.inbox.put(("stop", state.id))  # handled on the loop: not under the lock
+
+    def handle(self, item) -> None:
+        if item[0] == "stop":
+            hold = self.held.get(item[1])
+            if hold is not None:
+                self._take_back(hold, "stopped", "stopped")
+
+    def poll(self) -> None:
+        """Take back the groups that lost a worker (their trials run again elsewhere)."""
+        if not self.held or self.closed:
+            return
+        alive = set(self._alive())
+        for hold in list(self.held.values()):
+            gone = [w for w in hold.group if w not in alive]
+            if gone:
+                self._workers.forget()
+                why = f"its group lost worker {', '.join(gone)}"
+                logger.warning("labkit: trial %d: %s", hold.trial, why)
+                self._take_back(hold, "lost", why)
 
     def close(self) -> None:
         """Shut down the schedulers of trials still running (the loop waited for them)."""
         with self.engine.lock:
             self.closed = True
-            schedulers = list(self.schedulers.values())
-            runners = list(self.runners.values())
-        for scheduler in schedulers:
-            with contextlib.suppress(Exception):
-                scheduler.shutdown()  # type: ignore[attr-defined]
-        for runner in runners:
-            runner.join(timeout=2.0)
+            holds = list(self.held.values())
+        for hold in holds:
+            if hold.scheduler is not None:
+                with contextlib.suppress(Exception):
+                    hold.scheduler.shutdown()
+        for hold in holds:
+            if hold.thread is not None:
+                hold.thread.join(timeout=2.0)
         super().close()
+
+
+def _outcome(hold: Hold, outcome: dict) -> dict:
+    """What the engine hears: a group taken back early ends as such, unless the trial completed.
+
+    A stopped trial's fit or tasks fail when its scheduler is shut down under
+    them; that is its stop, not an error of its own.
+    """
+    if hold.ended is None or outcome["status"] == "completed":
+        return outcome
+    if hold.ended == "lost":
+        return {"status": "lost", "error": hold.why}
+    return {"status": "stopped"}

@@ -32,6 +32,18 @@ __all__ = ["SweepJob"]
 Extender = Callable[[SweepCall, SweepSpec, Any], Again]
 
 
+def travels(scheduler, holds_gil: bool, workers_per_trial: int) -> bool:
+    """Whether the trial function goes to other processes (so it must pickle).
+
+    Group trials (``workers_per_trial`` >= 2 on worker processes) run on the client.
+    """
+    if not hasattr(scheduler, "client"):
+        return False
+    if scheduler.in_process:
+        return holds_gil
+    return workers_per_trial < 2
+
+
 class SweepJob:
     """One sweep, checked and set up (its store open, its name claimed); run it as ``job(scope)``."""
 
@@ -42,7 +54,7 @@ class SweepJob:
         self.space, self.rule = call.checked()
         self.owned = call.scheduler is None  # a LocalScheduler of its own, shut down at the end
         self.scheduler = LocalScheduler() if self.owned else call.scheduler
-        if hasattr(self.scheduler, "client") and (not self.scheduler.in_process or self.holds_gil):
+        if travels(self.scheduler, self.holds_gil, call.workers_per_trial):
             check_pickles(self.fn)
         check_group_size(self.scheduler, call.workers_per_trial)
         self.store = Store(call.store)

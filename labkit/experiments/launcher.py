@@ -114,12 +114,18 @@ class Launcher:
         execution, outcome = self.execute_here(state, worker, workers, scheduler)
         self.engine.finished(state.id, execution, outcome)
 
-    def execute_here(self, state, worker: str, workers: tuple = (), scheduler=None) -> tuple:
+    def sink(self, state, execution: str):
+        """Where a trial run on this thread reports: straight to the engine."""
+        return DirectSink(self.engine, state.id, execution)
+
+    def execute_here(
+        self, state, worker: str, workers: tuple = (), scheduler=None, execution=None
+    ) -> tuple:
         """Run ``state`` on this thread (direct sink); ``(execution, outcome)``."""
-        engine, execution = self.engine, new_execution()
+        engine, execution = self.engine, execution or new_execution()
         try:
             engine.started(state.id, execution, worker)
-            sink = DirectSink(engine, state.id, execution)
+            sink = self.sink(state, execution)
             attempt = engine.attempt(state.id)
             trial = Trial(state.id, state.config, sink, attempt, engine.metric, workers, scheduler)
             outcome = execute(self.fn, trial)

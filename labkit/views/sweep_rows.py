@@ -42,6 +42,7 @@ __all__ = [
     "best_trial",
     "ok",
     "worker_name",
+    "worker_names",
 ]
 
 
@@ -148,6 +149,17 @@ def worker_name(worker: str | None) -> str:
     return (worker or "local").split(" #")[0]
 
 
+def worker_names(worker: str | None) -> list[str]:
+    """The workers a trial ran on: one, or each of a group (``"tcp://a:1, tcp://b:2"``).
+
+    >>> worker_names("tcp://a:1, tcp://b:2")
+    ['tcp://a:1', 'tcp://b:2']
+    >>> worker_names("tcp://a:1 #0")
+    ['tcp://a:1']
+    """
+    return [worker_name(w) for w in (worker or "local").split(", ")]
+
+
 def best_trial(trials, mode: str) -> TrialView | None:
     """The best trial as ``SweepResult.best`` picks it; while none ended, the best running."""
     sign = 1 if mode == "max" else -1
@@ -221,20 +233,22 @@ class WorkerLoads:
         self._done: dict[str, int] = {}
 
     def reported(self, worker: str | None, n: int) -> None:
-        """``worker`` sent ``n`` reports now."""
-        self._reports.setdefault(worker_name(worker), deque()).extend([time.time()] * n)
+        """``worker`` (each worker of a group) sent ``n`` reports now."""
+        for name in worker_names(worker):
+            self._reports.setdefault(name, deque()).extend([time.time()] * n)
 
     def finished(self, worker: str) -> None:
-        """``worker`` ended a trial."""
-        name = worker_name(worker)
-        self._done[name] = self._done.get(name, 0) + 1
+        """``worker`` (each worker of a group) ended a trial."""
+        for name in worker_names(worker):
+            self._done[name] = self._done.get(name, 0) + 1
 
     def loads(self, workers: list, now: float, ended: bool) -> tuple:
         """Each worker's :class:`WorkerLoad` (``workers``: those of the running trials)."""
         running: dict[str, int] = {}
         for worker in workers:
             if worker is not None:
-                running[worker_name(worker)] = running.get(worker_name(worker), 0) + 1
+                for name in worker_names(worker):
+                    running[name] = running.get(name, 0) + 1
         out = []
         for name in sorted(set(running) | set(self._done) | set(self._reports)):
             times: deque = self._reports.get(name, deque())

@@ -242,3 +242,21 @@ def test_trial_scheduler_in_a_slot_says_what_gives_one():
 
     with pytest.raises(lk.InputError, match="workers_per_trial >= 2"):
         _ = Trial(0, {}, MemorySink()).scheduler
+
+
+def test_a_group_trial_function_need_not_pickle(four):
+    """It runs on a client thread: it may hold what cannot travel (a lock, an open file)."""
+    lock = threading.Lock()
+    seen = []
+
+    def trial_fn(config, trial):
+        with lock:  # a threading.Lock does not pickle
+            seen.append(trial.workers)
+        trial.report(1, loss=config["lr"])
+
+    result = lk.sweep(trial_fn, [{"lr": 0.1}, {"lr": 0.2}], scheduler=four, workers_per_trial=2,
+                      metric="loss", mode="min", store=None)
+    assert [t.status.value for t in result.trials] == ["completed"] * 2
+    assert len(seen) == 2
+    with pytest.raises(lk.InputError, match="cannot be pickled"):  # a trial a worker: it must
+        lk.sweep(trial_fn, [{"lr": 0.1}], scheduler=four, metric="loss", mode="min", store=None)

@@ -371,3 +371,23 @@ def test_stop_cancel_add_show_and_brush_act_on_a_real_live_sweep(comms, local_sc
     page = page_of(comms, b)
     assert page.top["status"] == "cancelled" and page.top["ended"] is True
     assert page.status(victim) == "stopped" and page.top["total"] == 6
+
+
+def test_a_group_trial_loads_each_worker_of_its_group():
+    """A trial on a group (``workers_per_trial=2``) is running, reporting and done on each."""
+    tracker = SweepTracker("r")
+    small_sweep(tracker, 2)
+    tracker(TrialStarted("r", 0, {}, "tcp://a:1, tcp://b:2"))
+    tracker(TrialStarted("r", 1, {}, "tcp://c:3, tcp://d:4"))
+    tracker(TrialReported("r", 0, (0, 1), ({"acc": 0.1}, {"acc": 0.2}), 0.2, 0.2))
+    loads = {w.name: w for w in tracker.snapshot().workers}
+    assert sorted(loads) == ["tcp://a:1", "tcp://b:2", "tcp://c:3", "tcp://d:4"]
+    assert {w.running for w in loads.values()} == {1}
+    assert loads["tcp://a:1"].reports_per_s == loads["tcp://b:2"].reports_per_s > 0
+    assert loads["tcp://c:3"].reports_per_s == 0
+    tracker(TrialFinished("r", TrialRecord(id=0, config={}, status="completed", step=1,
+                                           value=0.2, best=0.2, worker="tcp://a:1, tcp://b:2")))
+    loads = {w.name: w for w in tracker.snapshot().workers}
+    assert (loads["tcp://a:1"].done, loads["tcp://a:1"].running) == (1, 0)
+    assert (loads["tcp://b:2"].done, loads["tcp://c:3"].done) == (1, 0)
+    assert loads["tcp://c:3"].running == 1
