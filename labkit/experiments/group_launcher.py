@@ -32,10 +32,10 @@ seconds): when one of its workers leaves the cluster, the trial's scheduler
 is shut down (whatever waited on that worker returns), the workers left are
 freed, and the trial is queued again: it restarts from its last checkpoint
 (``trial.restore()``) on a whole new group, waiting for k free workers if
-need be, at most ``max_failures`` times.  A fit over data on the workers
-(``trainer.fit((X, y), batch_size=...)``) recovers within the fit instead,
-exactly, over the ranks left (``trainer.fit(max_failures=...)``): that trial
-is not restarted unless its function fails.
+need be, at most ``max_failures`` times.  This restart is what acts under
+a sweep, a fit over data on the workers included: the trainer's own in-fit
+recovery (exact too) would go on over fewer workers than the trial asked
+for, so the trial gets a whole group again instead.
 """
 
 from __future__ import annotations

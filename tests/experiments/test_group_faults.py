@@ -78,6 +78,7 @@ def alone(lr: float) -> list[float]:
             trainer.close()
 
 
+@pytest.mark.filterwarnings("ignore:could not fetch the trained parameters")
 def test_a_killed_worker_restarts_its_group_trial_from_its_checkpoint_on_a_new_group(four):
     before = set(four.client.nthreads())
     result = lk.sweep(stepping_trial, [{"lr": 0.1, "kills": 1}], scheduler=four,
@@ -99,6 +100,7 @@ def test_a_killed_worker_restarts_its_group_trial_from_its_checkpoint_on_a_new_g
     assert first["killed"] in before and first["killed"] not in set(four.client.nthreads())
 
 
+@pytest.mark.filterwarnings("ignore:could not fetch the trained parameters")
 def test_a_group_trial_that_keeps_losing_workers_fails_after_max_failures(four):
     result = lk.sweep(stepping_trial, [{"lr": 0.1, "kills": 9}, {"lr": 0.1, "kills": 0}],
                       scheduler=four, workers_per_trial=2, metric="loss", mode="min",
@@ -176,3 +178,63 @@ def test_a_stop_by_hand_ends_a_group_trials_fit_at_its_next_step_and_frees_its_w
     assert SEEN[(0, 0)]["how"] in {"SchedulerError", "CancelledError"}
     assert SEEN[(0, 0)]["ended"] - stopped_at < 10
     assert set(four.run_on_workers(ranks_held).values()) == {0}
+
+
+EPOCHS = 3
+
+
+def data():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4096, 5, generator=g, dtype=torch.float64)
+    return x, x.sum(dim=1, keepdim=True) * 0.5
+
+
+def fit_epochs(trainer, start: int, after_epoch) -> None:
+    """Epochs ``start..EPOCHS-1`` of a fit over (X, y), each its own seeded shuffle."""
+    for epoch in range(start, EPOCHS):
+        history = trainer.fit(data(), batch_size=16, epochs=1, seed=epoch)
+        after_epoch(epoch, history[-1]["loss"])
+
+
+def fitting_epochs_trial(config, trial):
+    """Epoch by epoch with a checkpoint after each; attempt 0's epoch 2 loses a worker mid-fit."""
+    model, opt = model_and_opt(0.05)
+    saved = trial.restore()
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=trial.scheduler)
+    start = 0 if saved is None else saved["epoch"]
+    SEEN[(trial.id, trial.attempt)] = dict(workers=trial.workers, start=start)
+
+    def after_epoch(epoch, loss):
+        trial.report(epoch + 1, loss=loss)
+        trial.checkpoint({"model": trainer.sync_model().state_dict(), "epoch": epoch + 1})
+        if epoch == 0 and trial.attempt == 0:  # the next epoch loses a worker part-way
+            timer = threading.Timer(0.3, lambda: SEEN[(trial.id, 0)].update(
+                killed=kill_one(trial.scheduler), at=time.monotonic()))
+            timer.start()
+
+    try:
+        fit_epochs(trainer, start, after_epoch)
+    finally:
+        trainer.close()
+
+
+@pytest.mark.filterwarnings("ignore:could not fetch the trained parameters")  # the lost try's
+def test_a_worker_killed_inside_a_fit_costs_the_trial_its_epoch_since_the_checkpoint(four):
+    result = lk.sweep(fitting_epochs_trial, [{}], scheduler=four, workers_per_trial=2,
+                      metric="loss", mode="min", store=None)
+    record = result.trials[0]
+    assert record.status.value == "completed", record.error
+    assert record.attempts == 2 and SEEN[(0, 1)]["start"] == 1
+    assert SEEN[(0, 0)]["killed"] not in SEEN[(0, 1)]["workers"]
+    assert [s for s, _, _ in record.history] == [1, 2, 3]
+    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as two:
+        model, opt = model_and_opt(0.05)
+        trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=two)
+        losses: list = []
+        try:
+            fit_epochs(trainer, 0, lambda epoch, loss: losses.append(loss))
+        finally:
+            trainer.close()
+    np.testing.assert_allclose([m["loss"] for _, m, _ in record.history], losses, rtol=1e-12)
