@@ -3,6 +3,7 @@
 :mod:`.group` (the :class:`~labkit.data_parallel.replica_group.ReplicaGroup`
 on Dask: set-up, state, close), :mod:`.tasks` (its tasks on the workers:
 submitted, awaited, located), :mod:`.setup` (workers, payload, devices),
+:mod:`.forming` (where the ranks meet and join their process group),
 :mod:`.reach` (ranks that cannot reach each other, found in seconds),
 :mod:`.steps` (client-fed steps sent ahead in commands), :mod:`.epochs`
 (whole epochs on the workers, recovering from a lost worker) and

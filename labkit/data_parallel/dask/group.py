@@ -6,9 +6,9 @@ the tasks (:mod:`.tasks`); each group has a process group of its own (gloo on
 CPU, NCCL on GPUs, see :mod:`..worker.process_group`), so several trainers
 share a cluster.
 
-* Set-up: the replicas are built from one pickled payload (:mod:`.setup`),
-  ranks that cannot reach each other are found in seconds (:mod:`.reach`),
-  then every rank joins the process group.
+* Set-up: the replicas are built from one pickled payload, each GPU worker
+  on its own GPU (:mod:`.setup`); ranks that cannot reach each other are
+  found in seconds, then every rank joins the process group (:mod:`.forming`).
 * Training runs in loops on the workers (:mod:`..worker.training`): a whole
   epoch over the rows each rank holds (:mod:`.epochs`), or commands of several
   client-fed steps sent ahead (:mod:`.steps`).  Gradients are reduced during
@@ -24,10 +24,8 @@ share a cluster.
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import shutil
-import tempfile
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -45,8 +43,8 @@ from ..split import row_weights
 from ..worker import lifecycle as life
 from ..worker.training import evaluate as evaluate_on_rank
 from .epochs import EpochRunner
-from .reach import check_reach
-from .setup import check_devices, check_scheduler, choose_workers, closed_with, payload
+from .forming import join_ranks, meeting_point
+from .setup import build_replicas, check_scheduler, choose_workers, closed_with, payload
 from .steps import CommandPipe
 from .tasks import RankTasks
 
@@ -105,10 +103,10 @@ class DaskReplicaGroup:
         batch = scheduler.batch(info=TaskInfo(f"replicas-{self.gid[:8]}", -1, -1))
         self._closed, self.generation = False, 0
         self.timeout = float(timeout)
-        names, gpu = choose_workers(scheduler, workers)
+        names, slots = choose_workers(scheduler, workers)
         #: the group's tasks on its workers: submitted, awaited, released
         self.tasks = RankTasks(scheduler.client, self.gid, batch, names, self.timeout)
-        self.backend = backend or ("nccl" if gpu else "gloo")
+        self.backend = backend or ("nccl" if slots is not None else "gloo")
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
         self._store_dirs: list[str] = []
         self.replicas: list = []  # they live on the workers
@@ -131,34 +129,20 @@ class DaskReplicaGroup:
         self._local = on_loopback(names)
         try:
             with self.tasks.call("set-up"):
-                self._set_up(shipped, gpu)
+                self._set_up(shipped, slots)
         except BaseException:
             self.close()
             raise
 
-    def _set_up(self, shipped: bytes, gpu: bool) -> None:
+    def _set_up(self, shipped: bytes, slots: list[int] | None) -> None:
         """Build a replica on every worker and form the process group over them."""
         self.client.subscribe_topic(self.topic, lambda event: self.inbox.put(("report", event[1])))
-        names = self.names
-        hosts = [get_address_host(a) for a in names]
-        # the k-th chosen worker on a host takes that host's k-th GPU
-        local = [
-            hosts[:r].count(h) if gpu and self.backend != "gloo" else None
-            for r, h in enumerate(hosts)
-        ]
         #: what device each rank really got ("cuda:0 (NVIDIA H100)", "cpu")
-        self.devices = self.tasks.run(
-            [
-                self.tasks.submit(r, life.build, self.gid, r, names[r], shipped, local[r])
-                for r in range(len(names))
-            ],
-            "set-up",
+        self.devices = build_replicas(
+            self.tasks, shipped, None if self.backend == "gloo" else slots
         )
-        check_devices(names, hosts, self.devices)
-        self._device_of = dict(zip(names, self.devices, strict=True))
-        self.form(names, check=True)
-
-    # -- forming the process group ---------------------------------------------------------
+        self._device_of = dict(zip(self.names, self.devices, strict=True))
+        self.form(self.names, check=True)
 
     def form(self, names: list, check: bool = False) -> None:
         """(Re-)form the process group over ``names`` (rank order), a new generation each time."""
@@ -166,46 +150,13 @@ class DaskReplicaGroup:
         self.tasks.names, self.generation = list(names), self.generation + 1
         if self._device_of:
             self.devices = [self._device_of[n] for n in names]
-        url = self._rendezvous(hosts)
-        if check:  # ranks that cannot reach each other fail here in seconds, not at the timeout
-            check_reach(
-                self.tasks, self.backend, hosts, hosts[0] if url.startswith("tcp://") else None
-            )
-        world = len(names)
+        url, folder = meeting_point(self.rendezvous, self._local, self.tasks, hosts)
+        self._store_dirs += [folder] if folder else []
         #: per rank, the interface its process group uses and how it was chosen
-        self.interfaces = self.tasks.run(
-            [
-                self.tasks.submit(
-                    r,
-                    life.join,
-                    self.gid,
-                    r,
-                    world,
-                    url,
-                    self.backend,
-                    self.timeout,
-                    hosts[r],
-                    self.generation,
-                )
-                for r in range(world)
-            ],
-            "set-up",
+        self.interfaces = join_ranks(
+            self.tasks, url, self.backend, self.timeout, hosts, self.generation, check
         )
         self.tasks.broken = None
-
-    def _rendezvous(self, hosts) -> str:
-        """Where the ranks meet: a file when every worker is on this machine's loopback.
-
-        torch's TCP store listens on every interface whatever host it is given,
-        so a cluster on 127.0.0.1 (the embedded one) meets through a file in a
-        private temporary folder instead and opens no socket beyond loopback.
-        """
-        if self.rendezvous == "file" or (self.rendezvous == "auto" and self._local):
-            folder = tempfile.mkdtemp(prefix="labkit-dist-")
-            self._store_dirs.append(folder)
-            return "file://" + os.path.join(folder, "store")
-        port = self.tasks.run([self.tasks.submit(0, life.free_port, hosts[0])], "set-up")[0]
-        return f"tcp://[{hosts[0]}]:{port}" if ":" in hosts[0] else f"tcp://{hosts[0]}:{port}"
 
     def __enter__(self):
         return self

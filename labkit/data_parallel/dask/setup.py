@@ -2,7 +2,8 @@
 
 The replicas are built from one pickled payload (identical parameters
 everywhere; a replica that cannot be built fails before anyone waits in a
-rendezvous); two ranks on one host must not share a GPU.
+rendezvous); a GPU worker's device is its own, whatever group it is in
+(:func:`device_slots`), and two ranks on one host must not share a GPU.
 """
 
 from __future__ import annotations
@@ -12,24 +13,28 @@ import functools
 import weakref
 
 import cloudpickle
+from distributed.comm import get_address_host
 
 from ...constraints import Options, check_argument
 from ...errors import InputError, SchedulerError
 from ...scheduling.connect import scheduler_identity
 from ...scheduling.pickling import dumps
-from ..worker.lifecycle import to_cpu
+from ..worker import lifecycle as life
+from .tasks import RankTasks
 
 __all__ = [
     "check_scheduler",
     "choose_workers",
+    "device_slots",
     "payload",
     "check_devices",
+    "build_replicas",
     "closed_with",
 ]
 
 
-def choose_workers(scheduler, workers) -> tuple[list[str], bool]:
-    """``(addresses in rank order, whether all are GPU workers)``.
+def choose_workers(scheduler, workers) -> tuple[list[str], list[int] | None]:
+    """``(addresses in rank order, each one's GPU on its host)``; None when not all have a GPU.
 
     ``workers`` None: the scheduler's own ``workers`` (a scheduler over some
     workers of its cluster, such as ``trial.scheduler``), else every worker.
@@ -38,14 +43,40 @@ def choose_workers(scheduler, workers) -> tuple[list[str], bool]:
     info = scheduler_identity(scheduler.client)["workers"]
     if not info:
         raise SchedulerError("the Dask cluster has no workers")
-    gpu = {a for a, w_ in info.items() if w_.get("resources", {}).get("GPU", 0) > 0}
+    gpu = {a for a in info if _has_gpu(info[a])}
     names = sorted(gpu or info) if workers is None else list(workers)
     for a in names:
         if a not in info:
             raise InputError(f"not a worker of this cluster: {a!r}", device=a)
     if len(set(names)) != len(names) or not names:
         raise InputError(f"workers must be distinct and at least one: {names}")
-    return names, all(a in gpu for a in names)
+    return names, (device_slots(names, info) if all(a in gpu for a in names) else None)
+
+
+def device_slots(names, info: dict) -> list[int]:
+    """The CUDA index of each GPU worker of ``names``: its place among its host's GPU workers.
+
+    ``info`` maps every worker of the cluster to what the scheduler knows of it
+    (its ``resources``).  A worker's GPU belongs to the worker, not to a group:
+    the GPU workers of a host, sorted by address, take its GPUs 0, 1, ... so
+    two groups on one host (two trials of a sweep) never share one.  A worker
+    whose process has ``CUDA_VISIBLE_DEVICES`` set takes its first visible GPU
+    instead (:func:`~labkit.data_parallel.worker.lifecycle.build`).
+
+    >>> gpu, cpu = {"resources": {"GPU": 1}}, {"resources": {}}
+    >>> info = {"tcp://10.0.0.1:7": gpu, "tcp://10.0.0.1:5": gpu, "tcp://10.0.0.1:3": cpu,
+    ...         "tcp://10.0.0.2:9": gpu}
+    >>> device_slots(["tcp://10.0.0.1:7", "tcp://10.0.0.2:9"], info)
+    [1, 0]
+    """
+    host = get_address_host
+    gpus = sorted(a for a in info if _has_gpu(info[a]))
+    return [[a for a in gpus if host(a) == host(name)].index(name) for name in names]
+
+
+def _has_gpu(worker: dict) -> bool:
+    """Whether a worker (the scheduler's record of it) offers a ``GPU`` resource."""
+    return (worker.get("resources") or {}).get("GPU", 0) > 0
 
 
 def payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
@@ -70,7 +101,7 @@ def payload(model, loss_fn, optimizer, bucket_model=None) -> bytes:
             type(optimizer),
             dict(optimizer.defaults),
             groups,
-            to_cpu(optimizer.state_dict()),
+            life.to_cpu(optimizer.state_dict()),
         ),
         "bucket_model": bucket_model,
     }
@@ -96,6 +127,26 @@ def check_devices(names, hosts, devices) -> None:
                     device=name,
                 )
             seen[where] = name
+
+
+def build_replicas(tasks: RankTasks, shipped: bytes, slots: list[int] | None) -> list[str]:
+    """Build every rank's replica from ``shipped``; the device each one got, described.
+
+    Rank *r* takes its host's GPU ``slots[r]`` (:func:`device_slots`), or the
+    CPU where ``slots`` is None; two ranks that got one GPU are an error.
+    """
+    names = tasks.names
+    devices = tasks.run(
+        [
+            tasks.submit(
+                r, life.build, tasks.gid, r, names[r], shipped, None if slots is None else slots[r]
+            )
+            for r in range(len(names))
+        ],
+        "set-up",
+    )
+    check_devices(names, [get_address_host(a) for a in names], devices)
+    return devices
 
 
 def check_scheduler(scheduler, rendezvous) -> None:
