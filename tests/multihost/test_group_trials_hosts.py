@@ -66,10 +66,9 @@ def group_trial(config, trial):
 
 
 def test_group_trials_train_across_hosts_as_outside_a_sweep(make_multihost):
-    # Client-fed shares reach a worker as numpy views of its socket frames, at any byte
-    # offset, and MKL's float64 results change in the last bit with the alignment of their
-    # input: MKL_CBWR makes them independent of it, so that losses compare exactly.
-    cluster = make_multihost(n_workers=4, worker_env={"MKL_CBWR": "AUTO,STRICT"})
+    # client-fed shares arrive by socket here (a view of the frame at any offset): a rank
+    # aligns them, else MKL's float64 results would differ in their last bit
+    cluster = make_multihost(n_workers=4)
     workers = {cluster.worker_address(h) for h in cluster.hosts if h}
     hosts = {a.split("://")[1].rsplit(":", 1)[0] for a in workers}
     assert len(workers) == len(hosts) == 4 and "127.0.0.1" not in hosts   # a host each

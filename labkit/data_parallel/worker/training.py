@@ -136,8 +136,15 @@ def _run_commands(rank: Rank, commands, policy: str) -> dict:
 
 
 def _tensor(value):
-    """A share as sent (a numpy array, or a tensor) as a tensor."""
-    return torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+    """A share as sent (a numpy array, or a tensor) as a tensor, 64-byte aligned.
+
+    A share that came by socket is a view into its frame at any byte offset,
+    and MKL's float64 results change in their last bit with the alignment of
+    their input: the same step would differ between a share from shared
+    memory (aligned) and one by socket.  A misaligned share is copied once.
+    """
+    tensor = torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+    return tensor.clone() if tensor.data_ptr() % 64 else tensor
 
 
 def _is_user_error(exc: BaseException) -> bool:
