@@ -8,8 +8,8 @@ Run ``python benchmarks/bench_groups.py`` (about two minutes on 2 cores) or
    (``lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1)``).
    Each trial trains a small torch MLP with ``lk.DataParallelTrainer`` on
    ``trial.scheduler`` for a fixed number of client-fed steps
-   (``trainer.step``), 1 to 4 units by configuration, so the trials are of
-   unequal but fixed lengths.  Each trial measures its own wall time (a
+   (``trainer.step``), 1 to 4 units of 24 steps by configuration (unequal
+   but fixed lengths, in an order two groups can pack evenly).  Each trial measures its own wall time (a
    monotonic clock at its start and end; a trial's group-seconds are twice
    it).  The ideal packing is the trials' summed wall over 2 groups running
    at once; the target is the sweep's wall <= 1.1x it.  Idle worker-seconds:
@@ -44,7 +44,7 @@ from torch import nn  # noqa: E402
 
 import labkit as lk  # noqa: E402
 
-SIZES = {"full": dict(unit=30, trials=8, width=256, rows=1024, repeat=3),
+SIZES = {"full": dict(unit=24, trials=8, width=256, rows=1024, repeat=3),
          "quick": dict(unit=3, trials=8, width=64, rows=128, repeat=1)}
 K = 2                           # workers a trial
 N_WORKERS = 4
@@ -93,9 +93,17 @@ def group_trial(config, trial):
     SPANS[trial.id] = (start, time.monotonic(), tuple(trial.workers))
 
 
+UNITS = (4, 1, 3, 2)   # a trial's steps, in units: started in this order, 2 groups pack them evenly
+
+
 def configs(size: dict) -> list[dict]:
-    """The trials: 1, 2, 3, 4, 1, 2, 3, 4 units of steps (deterministic, unequal)."""
-    return [dict(seed=i, steps=size["unit"] * (1 + i % 4), width=size["width"],
+    """The trials: 4, 1, 3, 2, 4, 1, 3, 2 units of steps (deterministic, unequal).
+
+    In this order two groups, each taking the next trial when it is free, both end at 10
+    units (the summed 20 over 2): the ideal is reachable.  In the order 1, 2, 3, 4, ...
+    they would end at 9 and 11 units, 1.1x the ideal before any overhead.
+    """
+    return [dict(seed=i, steps=size["unit"] * UNITS[i % len(UNITS)], width=size["width"],
                  rows=size["rows"]) for i in range(size["trials"])]
 
 
@@ -136,6 +144,17 @@ def shared_while_running(spans: dict) -> int:
     items = list(spans.values())
     return sum(1 for i, (a0, a1, wa) in enumerate(items) for b0, b1, wb in items[i + 1:]
                if set(wa) & set(wb) and a0 < b1 and b0 < a1)
+
+
+def handovers(spans: dict) -> list[float]:
+    """Seconds between a trial's end and the start of the next trial on any of its workers:
+    what handing a group over costs (its scheduler shut down, a new one, the fn's thread)."""
+    gaps = []
+    for start, _, workers in spans.values():
+        before = [end for s0, end, w in spans.values() if end <= start and set(w) & set(workers)]
+        if before:
+            gaps.append(start - max(before))
+    return gaps
 
 
 def list_packing(walls: list[float], groups: int = N_WORKERS // K) -> float:
@@ -188,7 +207,9 @@ def packing_figures(swept: dict, alone: dict) -> dict:
     ideal = summed / (N_WORKERS // K)
     first = min(start for start, _, _ in swept["spans"].values()) - swept["began"]
     last = swept["began"] + swept["wall"] - max(end for _, end, _ in swept["spans"].values())
-    return dict(wall=swept["wall"], summed=summed, ideal=ideal, ratio=swept["wall"] / ideal,
+    gaps = handovers(swept["spans"])
+    return dict(wall=swept["wall"], summed=summed, gap=statistics.median(gaps),
+                gaps=sum(gaps), ideal=ideal, ratio=swept["wall"] / ideal,
                 listed=list_packing([walls[i] for i in order]),
                 idle=N_WORKERS * swept["wall"] - K * summed, first=first, last=last,
                 overlaps=swept["overlaps"], alone=alone["wall"],
@@ -201,7 +222,8 @@ def print_round(r: int, f: dict) -> None:
     print(f"    round {r}: sweep {f['wall']:.2f} s; trials' summed wall {f['summed']:.2f} s, "
           f"ideal {f['ideal']:.2f} s -> {f['ratio']:.3f}x ideal (packed in start order "
           f"{f['listed']:.2f} s); idle {f['idle']:.1f} worker-s; first trial after "
-          f"{f['first']:.2f} s, sweep ended {f['last']:.2f} s after the last; one after "
+          f"{f['first']:.2f} s, sweep ended {f['last']:.2f} s after the last; group handed over "
+          f"in {f['gap'] * 1e3:.0f} ms (median; {f['gaps']:.2f} s in all); one after "
           f"another {f['alone']:.2f} s; each trial in the sweep {f['slowdown']:.2f}x "
           f"its wall alone; shared-worker overlaps {f['overlaps']}")
 
@@ -212,6 +234,8 @@ def print_medians(figures: list[dict]) -> None:
             ("trials' summed wall / 2 groups (ideal)", f"{m['ideal']:.2f} s"),
             ("sweep / ideal", f"{m['ratio']:.3f}x (target <= 1.1)"),
             ("sweep / packed in start order", f"{m['wall'] / m['listed']:.3f}x"),
+            ("a group handed over (trial end -> next start)",
+             f"{m['gap'] * 1e3:.0f} ms (median; {m['gaps']:.2f} s a sweep)"),
             ("idle worker-seconds (4 x wall - 2 x summed)",
              f"{m['idle']:.1f} worker-s of {N_WORKERS * m['wall']:.1f} "
              f"({m['idle'] / (N_WORKERS * m['wall']):.1%})"),
