@@ -130,3 +130,14 @@ def test_store_changes_benchmark_runs_quick():
     assert proc.returncode == 0, proc.stderr[-3000:]
     for label in ("idle", "100 reports of 10 running", "100 reports of 100 new trials"):
         assert label in proc.stdout, label
+
+
+def test_groups_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_groups.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("sweep / ideal", "idle worker-seconds", "speed-up (one after another / sweep)",
+                  "a trial's wall in the sweep / alone"):
+        assert label in proc.stdout, label
+    # placement: no two trials that ran at once shared a worker
+    assert "shared-worker overlaps                         0 (placement: 0)" in proc.stdout

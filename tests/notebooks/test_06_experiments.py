@@ -36,6 +36,7 @@ def test_experiments_notebook():
     assert figure(nb, "best after extending:") >= asha_best
     check_board(nb, out)
     check_large_board(nb, out)
+    check_groups(nb, out)
 
 
 def kept_frames(nb) -> dict:
@@ -83,3 +84,31 @@ def check_large_board(nb, out: str) -> None:
     assert str(frame["best"]) in lines and len(lines) == LEADERS     # none running at the end
     assert band["n"] == 10_000 - LEADERS
     assert len(json.dumps(frame)) <= 1_000_000
+
+
+def check_groups(nb, out: str) -> None:
+    """The group trials: each held two distinct workers of the cluster, two trials running at
+    once never shared one, ASHA's statuses, the best trial, and the board's last frame."""
+    cluster = set(re.search(r"cluster: (.+)", out).group(1).split(", "))
+    assert len(cluster) == 4
+    trials = {int(i): (status, int(epochs), float(start), float(end), worker.split(", "))
+              for i, status, epochs, start, end, worker in re.findall(
+                  r"trial (\d+) (\w+) +epochs (\d+) from ([0-9.]+) s to ([0-9.]+) s on (.+)", out)}
+    assert sorted(trials) == [0, 1, 2, 3]
+    for status, epochs, _, _, group in trials.values():
+        assert len(group) == 2 and len(set(group)) == 2 and set(group) <= cluster
+        assert (status, epochs) == ("completed", 6) or (status == "stopped" and epochs < 6)
+    # the engine records a trial's end just after freeing its workers: a next trial on them
+    # may start a moment before that end (0.25 s is far from a whole trial at once)
+    for a, (_, _, a0, a1, wa) in trials.items():
+        for b, (_, _, b0, b1, wb) in trials.items():
+            if a < b and set(wa) & set(wb):
+                assert min(a1, b1) - max(a0, b0) < 0.25, (a, b, trials)
+    best = int(re.search(r"best group trial: (\d+), accuracy ([0-9.]+)", out).group(1))
+    assert trials[best][0] == "completed"
+    frame = kept_frames(nb)["dp-groups"]
+    assert frame["ended"] and frame["total"] == 4 and frame["best"] == best
+    statuses = frame["meta"]["statuses"]
+    shown = {i: (statuses[code], step) for i, code, step in
+             zip(frame["rows"]["id"], frame["rows"]["status"], frame["rows"]["step"], strict=True)}
+    assert shown == {i: (t[0], t[1]) for i, t in trials.items()}
