@@ -66,6 +66,8 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_collector.py
 	$(BIN)/python benchmarks/bench_sweep.py
 	$(BIN)/python benchmarks/bench_store_changes.py
+	$(BIN)/python benchmarks/bench_groups.py
+	$(BIN)/python benchmarks/bench_group_kill.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

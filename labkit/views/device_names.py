@@ -13,6 +13,8 @@ Examples
 >>> names = DeviceNames([])
 >>> names("tcp://127.0.0.1:45929"), names("cpu:0"), names("inproc://10.0.0.1/123/4")
 ('127.0.0.1:45929', 'cpu:0', 'this process')
+>>> names("tcp://127.0.0.1:1, tcp://127.0.0.1:2")  # a trial's group of workers
+'127.0.0.1:1, 127.0.0.1:2'
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class DeviceNames:
 
     def __call__(self, address) -> str:
         address = str(address)
+        if ", " in address:  # a group trial's workers: each by its name
+            return ", ".join(self(a) for a in address.split(", "))
         with self._lock:
             label = self._labels.get(address)
         if label is not None:
@@ -70,6 +74,8 @@ class DeviceNames:
 
     def short(self, address) -> str:
         """The worker's name alone, without where it runs (a narrow label: a task lane's)."""
+        if ", " in str(address):
+            return ", ".join(self.short(a) for a in str(address).split(", "))
         label = self(address)  # asks the cluster when it is time
         with self._lock:
             return self._short.get(str(address), label)
