@@ -58,7 +58,7 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
     "name": [Satisfies(_non_empty_str, "a non-empty str"), None],
     # a sampler is recognised without importing optuna for anything else (search.is_sampler)
     "search": [
-        Options(("random",)),
+        Options(("random",), "'random'"),
         Satisfies(is_sampler, "an Optuna sampler (optuna.samplers.TPESampler(seed=0), ...)"),
     ],
 }
