@@ -12,7 +12,7 @@ import pytest
 optuna = pytest.importorskip("optuna")
 
 import labkit as lk  # noqa: E402
-from labkit.events import TrialFinished  # noqa: E402
+from labkit.events import SweepStarted, TrialFinished, TrialStarted  # noqa: E402
 from tests.experiments import functions as f  # noqa: E402
 
 State = optuna.trial.TrialState
@@ -127,6 +127,22 @@ def test_the_study_mirrors_the_sweep_reports_stops_and_failures(threads_schedule
         assert states[trial.config["x"]] == expected
 
 
+def test_views_see_each_configuration_when_its_trial_starts(recorder):
+    from labkit.views.sweep_tracker import SweepTracker
+
+    run = lk.sweep(bowl, CUBE, trials=4, metric="loss", mode="min", store=None,
+                   search=optuna.samplers.TPESampler(seed=0), wait=False)
+    tracker = SweepTracker(run.id)
+    run.subscribe(recorder)  # replays what came before
+    run.subscribe(tracker)
+    result = run.result(timeout=60)
+    started = {e.trial: e.config for e in recorder.of(TrialStarted)}
+    assert started == {t.id: t.config for t in result.trials}
+    rows = recorder.of(SweepStarted)[0].trials
+    assert len(rows) == 4 and all(row["config"] == {} for row in rows)  # asked at start only
+    assert {t.id: t.config for t in tracker.snapshot().trials} == started
+
+
 def test_a_resumed_sweep_tells_its_stored_trials_before_asking(tmp_path):
     store = tmp_path / "s.db"
     args = dict(metric="loss", mode="min", early_stop=lk.ASHA(min_steps=1, reduction=2),
@@ -172,6 +188,26 @@ def test_a_cancelled_trial_runs_again_with_its_configuration_when_resumed(tmp_pa
     assert resumed.trials[0].status == "completed" and resumed.trials[0].attempts == 2
     params = [t.params["x"] for t in sampler.study.trials if t.state == State.COMPLETE]
     assert before.config["x"] in params
+
+
+@pytest.mark.soak
+def test_a_trial_restarted_after_a_lost_process_keeps_its_asked_configuration(recorder):
+    from tests.experiments.test_faults import _kill_when
+
+    sampler = Watched(seed=0)
+    with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=1) as s:
+        fn = lk.FunctionCallable(f.pid_and_steps, holds_gil=True)
+        run = lk.sweep(fn, {"x": lk.uniform(0, 1), "steps": 12, "pause": 0.1}, trials=1,
+                       metric="score", mode="max", scheduler=s, store=None, search=sampler,
+                       wait=False)
+        run.subscribe(recorder)
+        killed = _kill_when(run, 3)
+        trial = run.result(timeout=120).trials[0]
+    assert killed and trial.status == "completed" and trial.attempts == 2
+    assert [e.config for e in recorder.of(TrialStarted)] == [trial.config] * 2  # asked once
+    [twin] = sampler.study.trials
+    assert twin.state == State.COMPLETE and twin.params == {"x": trial.config["x"]}
+    assert twin.intermediate_values == {k: float(k) for k in range(12)}
 
 
 def test_non_integer_steps_are_skipped_and_the_sweep_goes_on():
