@@ -310,6 +310,25 @@ def test_bad_searches_are_refused_before_anything_runs(search, space, argument, 
     assert not (tmp_path / "s.db").exists()
 
 
+def test_optuna_s_info_lines_are_held_back_and_its_logger_is_left_as_it_was():
+    import logging
+
+    seen = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = seen.append
+    optuna_logger = logging.getLogger("optuna")
+    level = optuna_logger.level
+    optuna_logger.addHandler(handler)
+    try:
+        lk.sweep(bowl, CUBE, trials=3, metric="loss", mode="min", store=None,
+                 search=optuna.samplers.TPESampler(seed=0))
+        optuna.create_study()  # the user's own study still says so
+    finally:
+        optuna_logger.removeHandler(handler)
+    assert optuna_logger.level == level
+    assert [r.getMessage()[:21] for r in seen] == ["A new study created i"]
+
+
 def test_importing_labkit_does_not_import_optuna():
     code = ("import sys, labkit as lk; lk.sweep(lambda c, t: c['x'], {'x': lk.uniform(0, 1)}, "
             "trials=2, metric='v', mode='min', store=None); print('optuna' in sys.modules)")
