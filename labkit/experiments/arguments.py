@@ -22,6 +22,7 @@ from ..constraints import InstanceOf, Interval, Options, Satisfies, check_argume
 from ..errors import InputError, require_callable
 from ..scheduling import FunctionCallable
 from .rules import check_rule, own_rule
+from .search import Search, is_sampler, search_of
 from .space import Space
 
 __all__ = ["SWEEP_CONSTRAINTS", "declared", "SweepCall", "count", "function_of", "check_pickles"]
@@ -55,6 +56,11 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
         None,
     ],
     "name": [Satisfies(_non_empty_str, "a non-empty str"), None],
+    # a sampler is recognised without importing optuna for anything else (search.is_sampler)
+    "search": [
+        Options(("random",), "'random'"),
+        Satisfies(is_sampler, "an Optuna sampler (optuna.samplers.TPESampler(seed=0), ...)"),
+    ],
 }
 
 
@@ -100,7 +106,10 @@ class SweepCall:
         return {**self.arguments, **changes}
 
     def checked(self) -> tuple[Space, Any]:
-        """The space and a copy of the rule, after the checks that depend on the space."""
+        """The space and a copy of the rule, after the checks that depend on the space.
+
+        The search is resolved on the space too (:meth:`searching`).
+        """
         space = Space.of(self.space)
         if self.trials is None and space.size is None and not self.resume:
             raise InputError(
@@ -117,7 +126,12 @@ class SweepCall:
         rule = own_rule(check_rule(self.early_stop))
         if self.scheduler is not None and self.scheduler.closed:
             raise InputError("the scheduler is shut down", argument="scheduler")
+        self.__dict__["_search"] = search_of(self.search, space, self.mode, self.metric)
         return space, rule
+
+    def searching(self) -> Search:
+        """The :class:`~.search.Search` of ``search=``, resolved by :meth:`checked`."""
+        return self.__dict__["_search"]
 
 
 def function_of(fn: Any) -> tuple[Callable, bool]:

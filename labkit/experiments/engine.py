@@ -29,6 +29,7 @@ from typing import Any
 from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
 from .judge import Judge
 from .record import TrialRecord, better
+from .searcher import Searcher
 from .spec import SweepSpec
 from .status import ENDED, TERMINAL, Status
 from .trial_state import TrialState
@@ -50,6 +51,7 @@ class SweepEngine:
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
         self.judge = Judge(spec.rule, spec.mode, spec.metric)
+        self.searcher = Searcher(spec.search, store, spec.name)
         if self.judge.keeps:  # the store asks for the rule's state once a commit
             store.keep_rule_state(spec.name, self._rule_state)
         self.scope: Any = None  # the run's scope, once running
@@ -75,6 +77,7 @@ class SweepEngine:
                         self.store.trial_pending(self.name, record.id)
                     record = record.replace(status=Status.PENDING)
                 self._know(record)
+            self.searcher.resume(records)
 
     def add(self, records: list[TrialRecord]) -> None:
         """Know new pending trials (stored with the next commit) and queue them."""
@@ -108,6 +111,8 @@ class SweepEngine:
             while self.pending and not self.check_cancel():
                 state = self.states[self.pending.popleft()]
                 if state.status not in TERMINAL and not state.launched:
+                    if not self.searcher.take(state, self.end):  # asked now (failed: ended)
+                        continue
                     state.launched = True
                     return state
             return None
@@ -190,6 +195,7 @@ class SweepEngine:
             value = metrics[self.metric]
             if better(value, best, self.mode):
                 best = value
+            self.searcher.reported(s.id, step, value)
             reason = self.judge.judge(s.id, step, value, stopping=s.stop is not None)
             if reason:
                 self.request_stop(s, "rule", reason)
@@ -319,6 +325,7 @@ class SweepEngine:
         if self.launcher is not None:
             self.launcher.ended(s)
         self.judge.ended(s.id, status)
+        self.searcher.ended(s.record)
         self.store.trial_ended(self.name, s.record)
         return TrialFinished(self.run_id, s.record.replace(history=list(s.history)))
 
@@ -370,6 +377,8 @@ class SweepEngine:
     def emit(self, event: Any) -> None:
         """Send ``event`` to the run's listeners (call outside the lock)."""
         if self.scope is not None:
+            while self.searcher.later:  # trials whose search failed to ask, ended in take()
+                self.scope.emit(self.searcher.later.pop(0))
             self.scope.emit(event)
 
     def wake(self) -> None:

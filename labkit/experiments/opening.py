@@ -17,8 +17,9 @@ from typing import Any
 from ..errors import InputError
 from .arguments import SweepCall
 from .engine import SweepEngine
+from .record import TrialRecord
 from .report_ops import paused_gc
-from .space import Space
+from .space import Distribution, Space
 from .spec import SweepSpec, check_room
 from .store import Store
 
@@ -75,6 +76,8 @@ def _build(
         max_failures=call.max_failures,
         workers_per_trial=call.workers_per_trial,
         max_concurrent=call.max_concurrent,
+        search=call.searching(),
+        asked=bool(row is not None and row["settings"].get("asked")),
     )
     check_room(space, total)
     if row is None:
@@ -87,12 +90,28 @@ def _build(
     # a resumed sweep of 10,000 trials makes a few objects a report and a trial here, none
     # of them in a cycle: the collector would scan the hundreds of thousands again and again
     with paused_gc():
-        # the configurations are drawn again from the seed: a record keeps the stored one's
-        # facts, with the configuration as the space gives it (the stored JSON loses types)
-        known = [r.replace(config=space.configuration(r.id, seed)) for r in known]
+        known = [r.replace(config=_configuration(r, spec)) for r in known]
         engine.resume(known, store.rule_state(name) if known else None)
         engine.add(spec.new_records(len(known), total - len(known)))
     return spec, engine
+
+
+def _configuration(record: TrialRecord, spec: SweepSpec) -> dict:
+    """A stored trial's configuration, as the resumed sweep runs (or ran) it.
+
+    Drawn ones are drawn again from the seed (the stored JSON loses types); asked ones
+    are kept as stored, constants taken from the space; a trial that never started
+    gets its configuration anew: drawn, or ``{}`` until a search that asks asks it.
+    """
+    space, seed = spec.space, spec.seed
+    if not record.status.terminal and not record.attempts:
+        return {} if spec.asks else space.configuration(record.id, seed)
+    if not spec.asked or not record.config:
+        return space.configuration(record.id, seed)
+    return {
+        name: record.config.get(name) if isinstance(entry, Distribution) else entry
+        for name, entry in space.entries.items()
+    }
 
 
 def _check_resumable(row: dict, space: Space, call: SweepCall, store: Store, name: str) -> int:

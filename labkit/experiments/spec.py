@@ -8,6 +8,7 @@ from typing import Any
 from ..errors import InputError
 from .record import TrialRecord
 from .rules import describe_rule
+from .search import describe_search
 from .space import Space
 
 __all__ = ["SweepSpec", "check_room"]
@@ -27,6 +28,13 @@ class SweepSpec:
     max_failures: int = 3
     workers_per_trial: int = 1
     max_concurrent: int | None = None
+    search: Any = None  # a Search (None: random search)
+    asked: bool = False  # whether some configurations were ever asked (kept, never redrawn)
+
+    @property
+    def asks(self) -> bool:
+        """Whether trials get their configurations from the search as they start."""
+        return bool(getattr(self.search, "asks", False))
 
     def settings(self) -> dict:
         """The settings stored with the sweep."""
@@ -36,6 +44,8 @@ class SweepSpec:
             "max_failures": self.max_failures,
             "workers_per_trial": self.workers_per_trial,
             "max_concurrent": self.max_concurrent,
+            "search": describe_search(self.search),
+            "asked": self.asked or self.asks,
         }
 
     def rule_words(self) -> str | None:
@@ -43,10 +53,12 @@ class SweepSpec:
         return None if self.rule is None else describe_rule(self.rule)
 
     def new_records(self, first: int, n: int) -> list[TrialRecord]:
-        """Trials ``first .. first + n - 1``, pending, their configurations drawn."""
+        """Trials ``first .. first + n - 1``, pending, their configurations drawn (or ``{}``
+        until they start, for a search that asks)."""
         check_room(self.space, first + n)
+        asks = self.asks
         return [
-            TrialRecord(id=i, config=self.space.configuration(i, self.seed))
+            TrialRecord(id=i, config={} if asks else self.space.configuration(i, self.seed))
             for i in range(first, first + n)
         ]
 

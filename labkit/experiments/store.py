@@ -159,6 +159,12 @@ class Store(WriteQueue):
             "INSERT OR IGNORE INTO trials (sweep, id, config) VALUES (?, ?, ?)", rows, many=True
         )
 
+    def trial_config(self, sweep: str, trial: int, config: dict) -> None:
+        """The configuration a search asked for ``trial`` as it starts (queued)."""
+        self.put(
+            "UPDATE trials SET config = ? WHERE sweep = ? AND id = ?", (_json(config), sweep, trial)
+        )
+
     def trial_started(
         self, sweep: str, trial: int, attempts: int, worker: str, started: float
     ) -> None:

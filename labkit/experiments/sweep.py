@@ -55,6 +55,7 @@ def sweep(
     max_failures: int = 3,
     max_concurrent: int | None = None,
     workers_per_trial: int = 1,
+    search="random",
 ):
     """Run ``fn(config, trial)`` for many configurations of ``space`` in parallel; compare them.
 
@@ -83,6 +84,8 @@ def sweep(
     * ``wait``: False returns a :class:`~labkit.Run` at once; ``run.sweep`` is the live sweep
       (``snapshot()``, ``stop(trial)``, ``add(n)``).
     * ``max_failures``: workers a trial may lose (it restarts from its checkpoint) before it fails.
+    * ``search``: ``"random"`` (drawn from ``seed``) or an Optuna sampler (``TPESampler(seed=0)``,
+      ``GPSampler``...) asked each configuration as a trial starts (:mod:`~labkit.experiments.search`).
 
     Returns a :class:`~labkit.experiments.SweepResult` (``best``, ``trials``, ``table()``,
     ``extend(n)``) or a Run; a labkit error when no trial completed and some failed.

@@ -1,0 +1,14 @@
+"""How a sweep's configurations are chosen: random search (drawn from the seed) or Optuna's samplers.
+
+``lk.sweep(..., search=S)``: ``"random"`` (the default) or any Optuna sampler
+(``optuna.samplers.TPESampler(seed=0)``, ``GPSampler``, ``CmaEsSampler``...).
+:mod:`.base` declares the :class:`Search` protocol the sweep's engine calls
+(through :mod:`labkit.experiments.searcher`) and resolves ``search=``
+(:func:`search_of`); :mod:`.optuna_space` maps labkit's spaces to Optuna's
+distributions and :mod:`.optuna_search` drives an in-memory study.  Optuna
+is imported only when a sampler is given (``pip install labkit[search]``).
+"""
+
+from .base import RandomSearch, Search, describe_search, is_sampler, search_of
+
+__all__ = ["Search", "RandomSearch", "search_of", "is_sampler", "describe_search"]

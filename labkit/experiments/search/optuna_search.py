@@ -1,0 +1,198 @@
+"""An Optuna sampler driving a sweep: an in-memory study that mirrors it, asked and told on the client.
+
+:class:`OptunaSearch` keeps one Optuna trial a running labkit trial: a trial
+that starts asks the study (``study.ask`` with the space's distributions,
+:mod:`.optuna_space`), each value of the sweep's metric it reports is told
+as an intermediate value (``trial.report``: Optuna's steps are ints >= 0,
+other steps are skipped), and its end is told as Optuna knows ends:
+completed with its final value (``COMPLETE``), stopped early by the sweep's
+rule or by hand (``PRUNED``), failed or cancelled (``FAIL``: a cancelled
+trial runs again when the sweep is resumed, as a new Optuna trial with the
+same configuration).  A resumed sweep tells its stored trials first
+(``study.add_trial``), before anything new is asked.
+
+Optuna's INFO lines (a study created, each trial finished) would print a
+line a trial in the notebook: its logger is held at WARNING while this
+module calls Optuna, and set back after.  Nothing here raises into the
+sweep: a failed report or tell is logged and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import numbers
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from ..record import TrialRecord
+from ..space import Space
+from ..status import Status
+from .optuna_space import configuration_of, distributions_of
+
+__all__ = ["OptunaSearch", "quiet"]
+
+logger = logging.getLogger("labkit.experiments")
+
+_QUIET = threading.Lock()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Optuna's logger at WARNING at least inside, as it was after."""
+    optuna_logger = logging.getLogger("optuna")
+    with _QUIET:
+        level = optuna_logger.level
+        if optuna_logger.getEffectiveLevel() < logging.WARNING:
+            optuna_logger.setLevel(logging.WARNING)
+        try:
+            yield
+        finally:
+            optuna_logger.setLevel(level)
+
+
+class OptunaSearch:
+    """``search=sampler``: the sampler's in-memory study mirrors the sweep (module docstring).
+
+    ``metric``: the sweep's metric, whose stored reports a resumed study is told.
+    """
+
+    asks = True
+
+    def __init__(self, sampler: Any, space: Space, mode: str, metric: str | None = None):
+        import optuna
+
+        self.space, self.sampler, self.metric = space, sampler, metric
+        self.name = type(sampler).__name__
+        self.distributions, self.constants = distributions_of(space)
+        with quiet():
+            self._study = optuna.create_study(
+                sampler=sampler, direction="maximize" if mode == "max" else "minimize"
+            )
+        self._trials: dict[int, Any] = {}  # labkit trial id -> its running Optuna trial
+        self._steps: dict[int, set] = {}  # steps told of each running trial
+        self._known: dict[int, dict] = {}  # stored configurations of trials that run again
+
+    @property
+    def study(self) -> Any:
+        """The Optuna study mirroring the sweep (read it; the sweep asks and tells it)."""
+        return self._study
+
+    def ask(self, trial_id: int) -> dict:
+        """A new Optuna trial for ``trial_id``; its configuration (its stored one, resumed)."""
+        with quiet():
+            known = self._known.pop(trial_id, None)
+            if known is not None:  # a resumed trial runs again with the configuration it had
+                params = {n: known[n] for n in self.distributions if n in known}
+                self._study.enqueue_trial(params)
+            trial = self._study.ask(self.distributions)
+        self._trials[trial_id] = trial
+        self._steps[trial_id] = set()
+        return configuration_of(self.space, trial.params, self.constants)
+
+    def reported(self, trial_id: int, step: Any, value: Any) -> None:
+        """Tell ``value`` at ``step`` as an intermediate value (an int step >= 0, once a step)."""
+        trial, at = self._trials.get(trial_id), _int_step(step)
+        value = _finite(value)
+        if trial is None or at is None or value is None or at in self._steps[trial_id]:
+            return None  # a restart reports steps again: told once
+        self._steps[trial_id].add(at)
+        try:
+            with quiet():
+                trial.report(value, at)
+        except Exception:  # noqa: BLE001 - a report Optuna refuses costs the sweep nothing
+            logger.warning("labkit: Optuna refused a report of trial %d", trial_id, exc_info=True)
+        return None
+
+    def ended(self, record: TrialRecord) -> None:
+        """Tell the end of ``record``'s trial: COMPLETE with its value, PRUNED or FAIL."""
+        trial = self._trials.pop(record.id, None)
+        self._steps.pop(record.id, None)
+        if trial is None:  # never asked in this run (a pending trial stopped by hand)
+            return
+        state, value = _outcome(record)
+        try:
+            with quiet():
+                self._study.tell(trial, value, state=state)
+        except Exception:  # noqa: BLE001
+            logger.warning("labkit: Optuna refused the end of trial %d", record.id, exc_info=True)
+
+    def resume(self, records: list[TrialRecord]) -> None:
+        """Tell the stored trials that ended; keep the configurations of those that run again."""
+        for record in records:
+            if record.status.terminal:
+                self._add(record)
+            elif record.config and record.attempts:
+                self._known[record.id] = dict(record.config)
+
+    def _add(self, record: TrialRecord) -> None:
+        """A stored trial that ended, added to the study as it ended."""
+        import optuna
+
+        params = {n: record.config[n] for n in self.distributions if n in record.config}
+        if len(params) < len(self.distributions):  # never started: no configuration
+            return
+        state, value = _outcome(record)
+        intermediate = _intermediate(record, self.metric)
+        if state == optuna.trial.TrialState.PRUNED and intermediate:
+            value = intermediate[max(intermediate)]  # as study.tell keeps a pruned trial's value
+        try:
+            with quiet():
+                self._study.add_trial(
+                    optuna.trial.create_trial(
+                        state=state,
+                        value=value,
+                        params=params,
+                        distributions=self.distributions,
+                        intermediate_values=intermediate,
+                    )
+                )
+        except Exception:  # noqa: BLE001 - a stored trial Optuna refuses is left out
+            logger.warning("labkit: trial %d could not be told to Optuna", record.id, exc_info=True)
+
+    def __repr__(self) -> str:
+        return f"<OptunaSearch {self.name}, {len(self._study.trials)} Optuna trials>"
+
+
+def _outcome(record: TrialRecord) -> tuple[Any, float | None]:
+    """Optuna's state and value for how ``record`` ended."""
+    from optuna.trial import TrialState
+
+    value = _finite(record.value)
+    if record.status == Status.COMPLETED and value is not None:
+        return TrialState.COMPLETE, value
+    if record.status == Status.STOPPED:
+        return TrialState.PRUNED, None
+    return TrialState.FAIL, None
+
+
+def _intermediate(record: TrialRecord, metric: str | None) -> dict[int, float]:
+    """``{step: value}`` of the metric over ``record``'s reports, as Optuna keeps them."""
+    out: dict[int, float] = {}
+    for step, metrics, _ in record.history:
+        at, value = _int_step(step), _finite(metrics.get(metric)) if metric else None
+        if at is not None and value is not None:
+            out.setdefault(at, value)
+    return out
+
+
+def _int_step(step: Any) -> int | None:
+    """``step`` as Optuna's step (an int >= 0), or None when it is not one."""
+    if isinstance(step, bool):
+        return None
+    if isinstance(step, numbers.Integral):
+        return int(step) if int(step) >= 0 else None
+    if isinstance(step, float) and step.is_integer() and step >= 0:
+        return int(step)
+    return None
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

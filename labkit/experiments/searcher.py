@@ -1,0 +1,81 @@
+"""The sweep's search at work: configurations asked as trials start, reports and ends told.
+
+One :class:`Searcher` a sweep, called by the engine under its lock, as
+:mod:`.judge` is for the early-stopping rule.  A search that asks
+(:attr:`~.search.Search.asks`, an Optuna sampler) is asked a trial's
+configuration when the trial is taken to run, once a trial (a trial that
+restarts after a lost worker keeps it); the configuration is set on the
+trial's record and stored (the trial was stored with ``{}`` when added).  Each
+value of the metric and each end is told to it.  A search that fails to ask
+fails the trial (the sweep goes on); one that fails to listen is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from .record import TrialRecord
+from .search import RandomSearch, Search
+from .status import Status
+from .trial_state import TrialState
+
+__all__ = ["Searcher"]
+
+logger = logging.getLogger("labkit.experiments")
+
+
+class Searcher:
+    """The search of one sweep (``None``: random search), its store and the trials it asked."""
+
+    def __init__(self, search: Search | None, store: Any, sweep: str):
+        self.search: Search = search if search is not None else RandomSearch()
+        self.store, self.sweep = store, sweep
+        self.asks = bool(self.search.asks)
+        self.listens = not isinstance(self.search, RandomSearch)  # the hot path: skip a no-op
+        self.asked: set[int] = set()  # trials asked in this run (a restart is not asked again)
+        #: the events of trials ended in :meth:`take` (under the launcher's lock), sent later
+        self.later: list = []
+
+    def take(self, s: TrialState, end: Callable[..., Any]) -> bool:
+        """Ask ``s``'s configuration if the search asks and has not yet; whether ``s`` may run.
+
+        A search that fails to ask fails the trial: ``end(s, Status.FAILED, error=...)``
+        (the engine's, under its lock) records it, its event kept in :attr:`later`.
+        """
+        if not self.asks or s.id in self.asked:
+            return True
+        try:
+            config = dict(self.search.ask(s.id))
+        except Exception as exc:  # noqa: BLE001 - a sampler's failure is the trial's
+            logger.exception("labkit: the search failed to ask trial %d's configuration", s.id)
+            why = f"the search {self.search!r:.60} failed to ask a configuration"
+            self.later.append(end(s, Status.FAILED, error=f"{why}: {type(exc).__name__}: {exc}"))
+            return False
+        self.asked.add(s.id)
+        s.update(config=config)
+        self.store.trial_config(self.sweep, s.id, config)
+        return True
+
+    def reported(self, trial: int, step: Any, value: Any) -> None:
+        """A value of the metric (what the search returns is reserved for searches that act)."""
+        if self.listens:
+            self._call("reported", trial, step, value)
+
+    def ended(self, record: TrialRecord) -> None:
+        """A trial ended, as ``record`` says."""
+        if self.listens:
+            self._call("ended", record)
+
+    def resume(self, records: list[TrialRecord]) -> None:
+        """A resumed sweep's stored trials (before anything is asked)."""
+        if self.listens:
+            self._call("resume", records)
+
+    def _call(self, hook: str, *args: Any) -> Any:
+        try:
+            return getattr(self.search, hook)(*args)
+        except Exception:  # noqa: BLE001 - a search that fails to listen must not stop the sweep
+            logger.exception("labkit: the search's %s failed", hook)
+            return None
