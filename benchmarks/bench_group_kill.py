@@ -111,34 +111,35 @@ def main(argv=None) -> None:
     print(f"# {platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"torch {torch.__version__}; {a.steps} steps, a checkpoint every {a.every}")
     plain, killed = [], []
-    with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
-        one_run(s, a.every, a.every, kill=False)  # warm-up: imports on the workers
-        for _ in range(a.repeat):
+    for _ in range(a.repeat):  # a fresh cluster a round: a nanny does not always restart
+        with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
+            one_run(s, a.every, a.every, kill=False)  # warm-up: imports on the workers
             plain.append(one_run(s, a.steps, a.every, kill=False))
             killed.append(one_run(s, a.steps, a.every, kill=True))
-            while len(s.client.nthreads()) < 4:  # the nanny brings the worker back
-                time.sleep(0.2)
+        print(f"  round: {plain[-1]['wall']:.2f} s plain, {killed[-1]['wall']:.2f} s killed",
+              flush=True)
     report(plain, killed, a.every)
 
 
 def report(plain: list, killed: list, every: int) -> None:
-    """The cost of a kill against the runs without one."""
-    base = statistics.median(r["wall"] for r in plain)
+    """The cost of a kill against the run without one on the same cluster (a round)."""
     step = statistics.median(t for r in plain for t in r["marks"][0]["steps"])
     rows = []
-    for r in killed:
+    for base, r in zip(plain, killed, strict=True):
         first, again = r["marks"][0], r["marks"][1]
         redone = r["kill_at"] - again["start"]
         regroup = again["ready"] - first["killed"]
-        rows.append((r["wall"] - base, redone, regroup, redone * step))
-    print(f"without a kill: {base:.2f} s (median of {len(plain)}), a step {step * 1000:.1f} ms")
-    print("| cost of the kill (s) | steps redone | kill → new group ready (s) | redone steps (s) |")
-    print("| --- | --- | --- | --- |")
-    for cost, redone, regroup, redo in rows:
-        print(f"| {cost:.2f} | {redone} | {regroup:.2f} | {redo:.2f} |")
-    med = statistics.median(c for c, *_ in rows)
-    bound = statistics.median(g + d for _, _, g, d in rows)
-    print(f"median cost {med:.2f} s; bound (redone steps + regroup) {bound:.2f} s; "
+        rows.append((base["wall"], r["wall"], redone, regroup, redone * step))
+    print(f"a step {step * 1000:.1f} ms (median, runs without a kill)")
+    print("| without (s) | with a kill (s) | cost (s) | steps redone | kill → new group ready (s) "
+          "| redone steps (s) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for base, wall, redone, regroup, redo in rows:
+        print(f"| {base:.2f} | {wall:.2f} | {wall - base:.2f} | {redone} | {regroup:.2f} "
+              f"| {redo:.2f} |")
+    cost = statistics.median(wall - base for base, wall, *_ in rows)
+    bound = statistics.median(g + d for *_, g, d in rows)
+    print(f"median cost {cost:.2f} s; bound (redone steps + regroup) {bound:.2f} s; "
           f"at most {every} steps since a checkpoint")
 
 
