@@ -204,6 +204,7 @@ class SweepFold:
             self._cut_curve(t.id, lambda s: s <= e.step)
         self._set(
             t,
+            config=dict(e.config) if e.config else t.config,  # in force (PBT's exploit changes it)
             status=Status.RUNNING,
             worker=e.worker,
             attempts=max(t.attempts, e.attempt + 1),
