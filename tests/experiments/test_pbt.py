@@ -60,6 +60,18 @@ class Climb:
                 self.running -= 1
 
 
+def climb(config, trial):
+    """The task alone (a plain function: it travels to worker processes)."""
+    saved = trial.restore() or {"step": 0, "score": 0.0}
+    score = saved["score"]
+    for step in range(saved["step"] + 1, T + 1):
+        lr = trial.config["lr"]
+        score += lr if step <= T // 2 else 1.0 - lr
+        time.sleep(0.002)
+        trial.report(step, score=score)
+        trial.checkpoint({"step": step, "score": score})
+
+
 def pbt(**kwargs):
     options = dict(interval=5, quantile=0.25, mutations={"lr": lk.uniform(0, 1)},
                    resample_probability=0.5, seed=0)
@@ -119,6 +131,16 @@ def test_a_population_larger_than_the_slots_takes_turns(threads_scheduler):
     assert all(t.attempts > 1 for t in result.trials)  # each paused at least once: turns
     firsts = [s for t, s, _, _ in climb.steps if s == 6]
     assert len(firsts) >= 6  # every member came back after its first interval
+
+
+def test_members_on_worker_processes_take_turns_and_exploit(dask_scheduler, tmp_path):
+    result = run(climb, pbt(), store=tmp_path / "p.db", name="w", scheduler=dask_scheduler)
+    assert all(t.status == "completed" and t.history[-1][0] == T for t in result.trials)
+    assert all(t.attempts > 1 for t in result.trials) and result.exploits
+    assert result.best.value > 1.2 * (T / 2)
+    stored = lk.load_sweep(tmp_path / "p.db", "w")
+    assert stored.exploits == result.exploits
+    assert {t.id: t.config for t in stored.trials} == {t.id: t.config for t in result.trials}
 
 
 def test_a_cancelled_pbt_sweep_resumes_from_its_store_and_keeps_its_exploits(tmp_path):
