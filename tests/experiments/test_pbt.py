@@ -232,3 +232,24 @@ def test_a_store_of_schema_version_2_opens_migrated_to_3(tmp_path):
     assert [(t.id, t.status, t.value) for t in again.trials] == [
         (t.id, t.status, t.value) for t in read.trials
     ]
+
+
+def test_a_perturbation_moves_each_kind_of_entry_a_little_within_its_bounds():
+    import numpy as np
+
+    from labkit.experiments.search.pbt import perturb
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # no resampling: x0.8 or x1.2, clipped; ints rounded
+        assert perturb(0.5, lk.uniform(0, 1), 0.0, rng) in (pytest.approx(0.4), pytest.approx(0.6))
+        assert perturb(0.9, lk.uniform(0, 1), 0.0, rng) in (pytest.approx(0.72), 1.0)
+        assert perturb(1e-2, lk.loguniform(1e-4, 1e-2), 0.0, rng) in (
+            pytest.approx(8e-3), pytest.approx(1e-2))
+        assert perturb(10, lk.randint(1, 12), 0.0, rng) in (8, 11)  # 12 rounds to 12: clipped
+        assert perturb(32, [16, 32, 64], 0.0, rng) in (16, 64)
+        assert perturb(16, lk.choice([16, 32, 64]), 0.0, rng) in (16, 32)  # clipped at the end
+        drawn = perturb(0.5, lk.uniform(0.2, 0.3), 1.0, rng)  # resampled: from its entry
+        assert 0.2 <= drawn <= 0.3
+        assert perturb("a", ["a", "b", "c"], 1.0, rng) in ("a", "b", "c")
+    seen = {perturb(32, [16, 32, 64], 0.0, rng) for _ in range(50)}
+    assert seen == {16, 64}  # both neighbours come up

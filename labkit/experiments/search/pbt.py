@@ -88,6 +88,8 @@ class PBT:
     """
 
     asks = False
+    name = "PBT"  # stored with the sweep (its settings' ``search``)
+    metric = ""  # the sweep's metric (set by search_of): read back from stored histories
     parameter_constraints: dict = {
         "interval": [POSITIVE_INT],
         "quantile": [Interval(float, 0, 0.5, closed="right")],
@@ -179,8 +181,6 @@ class PBT:
                 if self._boundary(step) and self.metric in metrics:
                     self.scores.setdefault(step, {})[record.id] = float(metrics[self.metric])
 
-    metric = ""  # set by search_of: the sweep's metric, read back from stored histories
-
     # -- the decisions -----------------------------------------------------------------------
 
     def _boundary(self, step: Any) -> bool:
@@ -242,8 +242,6 @@ class PBT:
             f"mutations={sorted(self.mutations)}, "
             f"resample_probability={self.resample_probability})"
         )
-
-    name = "PBT"
 
 
 def _check_entry(name: Any, entry: Any) -> None:
