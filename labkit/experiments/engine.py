@@ -211,7 +211,7 @@ class SweepEngine:
                 return
             s.seq += 1
             s.blob = blob
-            why = self.searcher.checkpointed(s, step)  # PBT: a pause due at this step
+            why = self.searcher.checkpointed(s, step, blob)  # PBT: a pause due at this step
             if why:
                 self.request_stop(s, "search", why)
             self.store.save_checkpoint(self.name, trial, s.seq, step, blob)

@@ -82,11 +82,12 @@ class Searcher:
             return None
         return self.turns.decided(s, step, decision)
 
-    def checkpointed(self, s: TrialState, step: Any) -> str | None:
+    def checkpointed(self, s: TrialState, step: Any, blob: bytes) -> str | None:
         """``s`` took a checkpoint at ``step``; why it must stop now (a pause due), or None."""
-        if self.turns is None or s.stop is not None:
+        if self.turns is None:
             return None
-        return self.turns.checkpointed(s.id, step)
+        why = self.turns.checkpointed(s.id, step, blob)
+        return why if s.stop is None else None
 
     def requeue(self, s: TrialState, outcome: dict) -> bool:
         """Whether ``s``, whose execution ended, runs again (a search's decision stopped it)."""

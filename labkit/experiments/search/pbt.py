@@ -12,7 +12,8 @@ decides, through :meth:`PBT.reported`'s return value:
   race, whichever member runs first; at most one round of turns late).  In
   the bottom ``quantile`` of them, it
   continues from the latest checkpoint of a member drawn from the top
-  ``quantile`` (:class:`Exploit`), with the donor's configuration perturbed:
+  ``quantile`` that has not ended (:class:`Exploit`), with the donor's
+  configuration perturbed:
   each parameter of ``mutations`` is resampled from its entry with
   probability ``resample_probability``, else a number is multiplied by 0.8 or
   1.2 (kept within its distribution's bounds; an int rounded) and a choice or
@@ -146,7 +147,8 @@ class PBT:
 
     def attach(self, population: Any) -> None:
         """What the sweep tells of its members: ``config(i)``, ``checkpoint_step(i)``,
-        ``waiting()`` (whether a member waits for a slot) and ``size()`` (how many)."""
+        ``active(i)`` (not ended: a donor must be), ``waiting()`` (whether a member
+        waits for a slot) and ``size()`` (how many)."""
         self.population = population
 
     # -- the Search protocol -----------------------------------------------------------------
@@ -213,6 +215,7 @@ class PBT:
             t
             for t in order[:n]
             if (self.population.checkpoint_step(t) or -1) >= at
+            and self.population.active(t)
             and better(ranked[t], ranked[trial_id], self.mode)
         ]
         return donors[int(self.rng.integers(len(donors)))] if donors else None
