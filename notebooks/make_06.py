@@ -246,7 +246,8 @@ cells = [
        "20 of 40. `lk.PBT` trains a population of 8 from checkpoints: every 5 steps a member "
        "in the bottom quarter continues from a top member's latest checkpoint with its "
        "learning rate perturbed (×0.8, ×1.2, or drawn anew), and since the population "
-       "outnumbers the two slots, members take turns. The trial function restores its "
+       "outnumbers the slots, members take turns: here one at a time, in this kernel "
+       "(`lk.LocalScheduler()`), so the run is the same every time. The trial function restores its "
        "checkpoint and reads `trial.config` at every step: the configuration in force. "
        "Random search and Optuna's TPE get the steps PBT ran, as whole trials."),
     code("import optuna\n\n"
@@ -263,7 +264,7 @@ cells = [
          "pbt = lk.PBT(interval=5, quantile=0.25, mutations={'lr': lk.uniform(0, 1)},\n"
          "             resample_probability=0.5, seed=0)\n"
          "run = lk.sweep(climb, {'lr': lk.uniform(0, 1)}, trials=8, metric='score', mode='max',\n"
-         "               search=pbt, scheduler=scheduler, seed=0, store=None,\n"
+         "               search=pbt, scheduler=lk.LocalScheduler(), seed=0, store=None,\n"
          "               name='schedule-pbt', wait=False)\n"
          "lk.board(run)   # the configuration in force in each row; curves go on from donors"),
     code("population = run.result()\n"
