@@ -22,6 +22,7 @@ from ..events import (
     SweepStarted,
     TrialFinished,
     TrialReported,
+    TrialRequeued,
     TrialsAdded,
     TrialStarted,
 )
@@ -219,6 +220,11 @@ class SweepFold:
         step = e.steps[-1] if e.steps else t.step
         self._set(t, history=history, step=step, value=e.value, best=e.best, status=status)
         self._loads.reported(t.worker, len(e.steps))
+
+    def _on_TrialRequeued(self, e: TrialRequeued) -> None:
+        t = self._trial(e.trial)
+        if t.status not in ENDED:  # waits for a slot again (PBT): no longer running
+            self._set(t, status=Status.PENDING)
 
     def _on_TrialFinished(self, e: TrialFinished) -> None:
         r = e.record

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import labkit as lk
-from labkit.events import TrialStarted
+from labkit.events import TrialRequeued, TrialStarted
 from labkit.experiments.store import Store
 from labkit.views.sweep_tracker import SweepTracker
 
@@ -173,7 +173,12 @@ def test_the_board_shows_the_configuration_in_force_after_an_exploit(recorder):
     tracker = SweepTracker(sweep_run.id)
     sweep_run.subscribe(recorder)  # replays what came before
     sweep_run.subscribe(tracker)
+    running: list = []  # what the board counted running after each event: one slot
+    sweep_run.subscribe(lambda e: running.append(tracker.counts().get("running", 0)))
     result = sweep_run.result(timeout=60)
+    assert len(running) > 100 and max(running) == 1  # a member waiting its turn is pending
+    requeued = recorder.of(TrialRequeued)
+    assert {e.reason.split()[0] for e in requeued} == {"paused", "exploits"}
     assert result.exploits
     shown = {t.id: t for t in tracker.snapshot().trials}
     assert {i: t.config for i, t in shown.items()} == {t.id: t.config for t in result.trials}
