@@ -10,14 +10,13 @@ decides, through :meth:`PBT.reported`'s return value:
   its step) that at least half the population has reached, once a boundary:
   on the values the members had *at that step* (the same step for all: a fair
   race, whichever member runs first; at most one round of turns late).  In
-  the bottom ``quantile`` of them, it
-  continues from the latest checkpoint of a member drawn from the top
-  ``quantile`` that has not ended (:class:`Exploit`), with the donor's
-  configuration perturbed:
-  each parameter of ``mutations`` is resampled from its entry with
-  probability ``resample_probability``, else a number is multiplied by 0.8 or
-  1.2 (kept within its distribution's bounds; an int rounded) and a choice or
-  a list moves to a neighbouring value; the other parameters are the donor's.
+  the bottom ``quantile`` of them, it continues from the latest checkpoint
+  of a member drawn from the top ``quantile`` that has not ended
+  (:class:`Exploit`), with the donor's configuration perturbed: each
+  parameter of ``mutations`` is resampled from its entry with probability
+  ``resample_probability``, else a number is multiplied by 0.8 or 1.2 (kept
+  within its distribution's bounds; an int rounded) and a choice or a list
+  moves to a neighbouring value; the other parameters are the donor's.
 * **pause**: other members wait for a slot (the population outnumbers the
   cluster's slots): the member goes to the end of the queue and resumes later
   from its own latest checkpoint (:class:`Pause`).
