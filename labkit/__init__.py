@@ -74,6 +74,7 @@ from .errors import (
 )
 from .experiments import (
     ASHA,
+    PBT,
     Median,
     Trial,
     TrialStopped,
@@ -229,6 +230,7 @@ __all__ = [
     "grid",
     "ASHA",
     "Median",
+    "PBT",
     "TrialStopped",
     "Trial",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "TrialsAdded",
     "TrialStarted",
     "TrialReported",
+    "TrialRequeued",
     "TrialFinished",
     "EventBus",
     "Observable",
@@ -253,6 +254,20 @@ class TrialStarted(Event):
     worker: str
     attempt: int = 0
     step: int | float | None = None  # the step of the checkpoint it goes on from
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialRequeued(Event):
+    """A trial's execution stopped and the trial waits to run again (not an end).
+
+    Population-based training's pause (other members take their turn) or
+    exploit (it goes on from a better member's checkpoint); ``reason`` says which.
+    """
+
+    run: str
+    trial: int
+    reason: str
     time: float = field(default_factory=_now)
 
 

@@ -39,9 +39,11 @@ and find a run's sweep through ``run.sweep``), ``labkit.data_parallel`` or
 ``labkit.flows``' graphs.
 """
 
+from .exploits import ExploitRecord
 from .loading import load_sweep
 from .record import TrialRecord
 from .rules import ASHA, History, Median, Rule
+from .search import PBT
 from .space import Grid, Space, choice, grid, loguniform, randint, uniform
 from .status import Status
 from .sweep import LiveSweep, live_sweep, sweep
@@ -60,6 +62,8 @@ __all__ = [
     "Space",
     "ASHA",
     "Median",
+    "PBT",
+    "ExploitRecord",
     "Rule",
     "History",
     "Trial",

@@ -60,6 +60,7 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
     "search": [
         Options(("random",), "'random'"),
         Satisfies(is_sampler, "an Optuna sampler (optuna.samplers.TPESampler(seed=0), ...)"),
+        InstanceOf(Search, "lk.PBT(...)"),  # or another Search of one's own
     ],
 }
 

@@ -51,7 +51,7 @@ class SweepEngine:
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
         self.judge = Judge(spec.rule, spec.mode, spec.metric)
-        self.searcher = Searcher(spec.search, store, spec.name)
+        self.searcher = Searcher(spec.search, store, spec.name, self)
         if self.judge.keeps:  # the store asks for the rule's state once a commit
             store.keep_rule_state(spec.name, self._rule_state)
         self.scope: Any = None  # the run's scope, once running
@@ -195,7 +195,9 @@ class SweepEngine:
             value = metrics[self.metric]
             if better(value, best, self.mode):
                 best = value
-            self.searcher.reported(s.id, step, value)
+            why = self.searcher.reported(s, step, value)  # PBT: an exploit or a pause
+            if why:
+                self.request_stop(s, "search", why)
             reason = self.judge.judge(s.id, step, value, stopping=s.stop is not None)
             if reason:
                 self.request_stop(s, "rule", reason)
@@ -209,6 +211,9 @@ class SweepEngine:
                 return
             s.seq += 1
             s.blob = blob
+            why = self.searcher.checkpointed(s, step, blob)  # PBT: a pause due at this step
+            if why:
+                self.request_stop(s, "search", why)
             self.store.save_checkpoint(self.name, trial, s.seq, step, blob)
             if self.launcher is not None:
                 self.launcher.checkpointed(s, s.seq, blob)
@@ -247,7 +252,9 @@ class SweepEngine:
                 execution is not None and s.execution is not None and execution != s.execution
             ):
                 return
-            if outcome["status"] == "lost" and self._restart(s, outcome.get("error")):
+            if self.searcher.requeue(s, outcome) or (  # a pause or an exploit: it runs again
+                outcome["status"] == "lost" and self._restart(s, outcome.get("error"))
+            ):
                 self.wake()
                 return
             status, fields = verdict(s.id, s.history, s.stop, outcome, self.metric)

@@ -66,6 +66,8 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         engine.store.path,
         spec.rule_words(),
         again,
+        exploits=engine.searcher.exploits,
+        study=getattr(spec.search, "study", None),
     )
 
 
@@ -113,6 +115,21 @@ class LiveSweep:
     def result(self) -> SweepResult:
         """The sweep so far, as a result."""
         return result_of(self._engine)
+
+    @property
+    def study(self) -> Any:
+        """The Optuna study mirroring the sweep when a sampler drives it, else None.
+
+        Read it (``study.trials``, ``study.best_params``...); asking or telling
+        it is the sweep's business: a trial asked or told by hand would be one
+        the sweep never ran.
+        """
+        return getattr(self._engine.sweep.search, "study", None)
+
+    @property
+    def exploits(self) -> list:
+        """Population-based training's exploits so far (:class:`~.exploits.ExploitRecord`)."""
+        return self._engine.searcher.exploits
 
 
 class StoredSweep:

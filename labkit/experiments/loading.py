@@ -50,4 +50,5 @@ def result_from_store(store: Store, row: dict) -> SweepResult:
         store.path,
         row["settings"].get("early_stop"),
         _again=extend_stored(store.path, row, space),
+        exploits=store.exploits(row["name"]),
     )

@@ -8,6 +8,11 @@ restarts after a lost worker keeps it); the configuration is set on the
 trial's record and stored (the trial was stored with ``{}`` when added).  Each
 value of the metric and each end is told to it.  A search that fails to ask
 fails the trial (the sweep goes on); one that fails to listen is logged.
+
+A search that acts on reports (:class:`~.search.pbt.PBT`, which has
+``attach``) sees the sweep's members through a :class:`~.exploits.Turns`, and
+its decisions are carried out there (:meth:`Searcher.reported` says why the
+trial stops; :meth:`Searcher.requeue` runs it again when it has stopped).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .exploits import Turns
 from .record import TrialRecord
 from .search import RandomSearch, Search
 from .status import Status
@@ -29,8 +35,13 @@ logger = logging.getLogger("labkit.experiments")
 class Searcher:
     """The search of one sweep (``None``: random search), its store and the trials it asked."""
 
-    def __init__(self, search: Search | None, store: Any, sweep: str):
+    def __init__(self, search: Search | None, store: Any, sweep: str, engine: Any = None):
         self.search: Search = search if search is not None else RandomSearch()
+        #: the decisions of a search that acts (PBT), carried out for the engine
+        self.turns: Turns | None = None
+        if engine is not None and hasattr(self.search, "attach"):
+            self.turns = Turns(engine)
+            self.search.attach(self.turns)
         self.store, self.sweep = store, sweep
         self.asks = bool(self.search.asks)
         self.listens = not isinstance(self.search, RandomSearch)  # the hot path: skip a no-op
@@ -58,10 +69,34 @@ class Searcher:
         self.store.trial_config(self.sweep, s.id, config)
         return True
 
-    def reported(self, trial: int, step: Any, value: Any) -> None:
-        """A value of the metric (what the search returns is reserved for searches that act)."""
-        if self.listens:
-            self._call("reported", trial, step, value)
+    def reported(self, s: TrialState, step: Any, value: Any) -> str | None:
+        """A value of the metric of ``s``; why ``s`` must stop now, when the search decided so.
+
+        Only a search that acts decides (PBT: an exploit or a pause), once an
+        execution: a trial already stopping is not asked again.
+        """
+        if not self.listens:
+            return None
+        decision = self._call("reported", s.id, step, value)
+        if self.turns is None or decision is None or s.stop is not None:
+            return None
+        return self.turns.decided(s, step, decision)
+
+    def checkpointed(self, s: TrialState, step: Any, blob: bytes) -> str | None:
+        """``s`` took a checkpoint at ``step``; why it must stop now (a pause due), or None."""
+        if self.turns is None:
+            return None
+        why = self.turns.checkpointed(s.id, step, blob)
+        return why if s.stop is None else None
+
+    def requeue(self, s: TrialState, outcome: dict) -> bool:
+        """Whether ``s``, whose execution ended, runs again (a search's decision stopped it)."""
+        return self.turns is not None and self.turns.requeue(s, outcome)
+
+    @property
+    def exploits(self) -> list:
+        """The exploits made in this run (:class:`~.exploits.ExploitRecord`), oldest first."""
+        return [] if self.turns is None else list(self.turns.exploits)
 
     def ended(self, record: TrialRecord) -> None:
         """A trial ended, as ``record`` says."""
@@ -70,6 +105,8 @@ class Searcher:
 
     def resume(self, records: list[TrialRecord]) -> None:
         """A resumed sweep's stored trials (before anything is asked)."""
+        if self.turns is not None:  # the exploits of the runs before this one
+            self.turns.exploits[:0] = self.store.exploits(self.sweep)
         if self.listens:
             self._call("resume", records)
 

@@ -20,7 +20,8 @@ archived store on a read-only disk reads too.  One sweep at a time owns a
 name (:meth:`Store.claim`): a second one, in any thread or process sharing
 the file, is refused before it writes anything (:mod:`.claims`).  The
 schema carries a version (:mod:`.store_schema`); what an early-stopping rule
-keeps is stored with its sweep, taken once a commit (:meth:`Store.keep_rule_state`).
+keeps is stored with its sweep, taken once a commit (:meth:`Store.keep_rule_state`);
+so are population-based training's exploits (:mod:`.store_exploits`).
 
 Examples
 --------
@@ -50,7 +51,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import InputError, StorageError
-from . import claims, store_follow, store_reads
+from . import claims, store_exploits, store_follow, store_reads
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
@@ -325,6 +326,16 @@ class Store(WriteQueue):
             return None
         rows = self.read("SELECT state FROM rule_states WHERE sweep = ?", (sweep,))
         return json.loads(rows[0]["state"]) if rows else None
+
+    # -- population-based training -------------------------------------------------------
+
+    def exploit(self, sweep: str, record: Any) -> None:
+        """An exploit of population-based training (queued; :mod:`.store_exploits`)."""
+        self.put(store_exploits.INSERT, store_exploits.row_of(sweep, record))
+
+    def exploits(self, sweep: str) -> list:
+        """The exploits of ``sweep``, oldest first (:class:`~.exploits.ExploitRecord`)."""
+        return store_exploits.read_exploits(self, sweep)
 
     # -- checkpoints ---------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ before it had a version (labkit before issue 36), 1 adds ``rule_states``
 (what an early-stopping rule keeps, so a resumed sweep needs no replay), 2
 keeps reports in ``report_packs``, a trial's reports packed in a row
 (:mod:`.report_ops`), where 0 and 1 kept a row of JSON a report in
-``reports`` (issue 37: a fifth of the bytes, read back ten times faster).  A
+``reports`` (issue 37: a fifth of the bytes, read back ten times faster), 3 adds
+``exploits`` (population-based training's, issue 35).  A
 writable store is migrated to the current version when opened, in one
 transaction; a store opened to read only is read as its version wrote it; a
 store of a newer version than this labkit knows is an InputError naming the file.
@@ -30,7 +31,7 @@ from .report_ops import pack_rows, paused_gc
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "open_writable", "open_readonly", "schema_version"]
 
 #: The version of the schema this labkit writes.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -55,6 +56,11 @@ CREATE TABLE IF NOT EXISTS owners (
     sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
 CREATE TABLE IF NOT EXISTS rule_states (
     sweep TEXT PRIMARY KEY, state TEXT NOT NULL, time REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS exploits (
+    sweep TEXT NOT NULL, trial INTEGER NOT NULL, step INTEGER, donor INTEGER NOT NULL,
+    donor_step INTEGER, config_before TEXT NOT NULL, config_after TEXT NOT NULL,
+    time REAL NOT NULL, ranked_at INTEGER);
+CREATE INDEX IF NOT EXISTS exploits_of_sweep ON exploits (sweep);
 """
 
 
@@ -151,6 +157,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
     0 -> 1: ``rule_states``, made by the schema's script.  1 -> 2: every
     report of ``reports`` packed into ``report_packs``, then ``reports`` dropped.
+    2 -> 3: ``exploits``, made by the schema's script.
     """
     conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it: one does
     try:

@@ -37,6 +37,12 @@ class SweepResult:
     store: str | None = None
     rule: str | None = None
     _again: Again | None = field(default=None, repr=False, compare=False)  # runs more trials
+    #: population-based training's exploits, oldest first (:class:`~.exploits.ExploitRecord`:
+    #: ``trial``, ``step``, ``donor``, ``donor_step``, ``before``, ``after``, ``time``)
+    exploits: list = field(default_factory=list, repr=False, compare=False)
+    #: the Optuna study that mirrored the sweep when a sampler drove it (in the kernel
+    #: that ran it; None otherwise, and for a sweep read back): read it, never ask or tell it
+    study: Any = field(default=None, repr=False, compare=False)
 
     @property
     def best(self) -> TrialRecord | None:

@@ -22,6 +22,7 @@ from ..events import (
     SweepStarted,
     TrialFinished,
     TrialReported,
+    TrialRequeued,
     TrialsAdded,
     TrialStarted,
 )
@@ -204,6 +205,7 @@ class SweepFold:
             self._cut_curve(t.id, lambda s: s <= e.step)
         self._set(
             t,
+            config=dict(e.config) if e.config else t.config,  # in force (PBT's exploit changes it)
             status=Status.RUNNING,
             worker=e.worker,
             attempts=max(t.attempts, e.attempt + 1),
@@ -218,6 +220,11 @@ class SweepFold:
         step = e.steps[-1] if e.steps else t.step
         self._set(t, history=history, step=step, value=e.value, best=e.best, status=status)
         self._loads.reported(t.worker, len(e.steps))
+
+    def _on_TrialRequeued(self, e: TrialRequeued) -> None:
+        t = self._trial(e.trial)
+        if t.status not in ENDED:  # waits for a slot again (PBT): no longer running
+            self._set(t, status=Status.PENDING)
 
     def _on_TrialFinished(self, e: TrialFinished) -> None:
         r = e.record

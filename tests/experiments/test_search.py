@@ -237,7 +237,7 @@ def _x_of(config, trial):
 
 
 def _cma_es():
-    pytest.importorskip("cmaes", reason="Optuna's CmaEsSampler needs the cmaes package")
+    # the search extra brings cmaes (pinned in constraints.txt): no skip
     return optuna.samplers.CmaEsSampler(seed=0, n_startup_trials=2)
 
 
@@ -252,6 +252,18 @@ def test_gaussian_process_and_cma_es_samplers_drive_a_sweep(sampler):
     assert [t.status for t in result.trials] == ["completed"] * 10
     assert len({t.config["x"] for t in result.trials}) >= 5  # a model-based sampler may repeat
     assert all(0 <= t.config["x"] <= 1 and 0 <= t.config["n"] <= 5 for t in result.trials)
+
+
+def test_the_result_and_the_live_sweep_hold_the_study_a_sampler_drove(tmp_path):
+    sampler = Watched(seed=0)
+    running = lk.sweep(bowl, CUBE, trials=5, metric="loss", mode="min", search=sampler,
+                       store=tmp_path / "s.db", name="st", wait=False)
+    result = running.result(timeout=60)
+    assert running.sweep.study is sampler.study is result.study
+    assert [t.params for t in result.study.trials] == [t.config for t in result.trials]
+    assert result.study.best_value == result.best.value
+    assert lk.load_sweep(tmp_path / "s.db", "st").study is None  # read back: no study
+    assert lk.sweep(bowl, CUBE, trials=2, metric="loss", mode="min", store=None).study is None
 
 
 class Failing(optuna.samplers.RandomSampler):

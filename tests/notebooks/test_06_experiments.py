@@ -37,6 +37,7 @@ def test_experiments_notebook():
     check_board(nb, out)
     check_large_board(nb, out)
     check_groups(nb, out)
+    check_pbt(nb, out)
 
 
 def kept_frames(nb) -> dict:
@@ -112,3 +113,17 @@ def check_groups(nb, out: str) -> None:
     shown = {i: (statuses[code], step) for i, code, step in
              zip(frame["rows"]["id"], frame["rows"]["status"], frame["rows"]["step"], strict=True)}
     assert shown == {i: (t[0], t[1]) for i, t in trials.items()}
+
+
+def check_pbt(nb, out: str) -> None:
+    """Random search, TPE and PBT on the schedule task, the same budget: only PBT beats 20."""
+    line = re.search(r"same budget \((\d+) steps\): random search ([0-9.]+), TPE ([0-9.]+), "
+                     r"PBT ([0-9.]+) \((\d+) exploits\)", out)
+    assert line, out[-2000:]
+    assert float(line.group(2)) == float(line.group(3)) == 20.0   # no fixed lr passes T / 2
+    assert float(line.group(4)) >= 1.3 * 20 and int(line.group(5)) > 0
+    assert re.search(r"trial \d+ at step \d+ took trial \d+'s checkpoint of step \d+: "
+                     r"lr [0-9.]+ -> [0-9.]+", out)
+    frame = kept_frames(nb)["schedule-pbt"]
+    assert frame["ended"] and frame["status"] == "finished"
+    assert frame["total"] == 8 and frame["counts"] == {"completed": 8}

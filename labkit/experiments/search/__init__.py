@@ -1,7 +1,8 @@
 """How a sweep's configurations are chosen: random search (drawn from the seed) or Optuna's samplers.
 
-``lk.sweep(..., search=S)``: ``"random"`` (the default) or any Optuna sampler
-(``optuna.samplers.TPESampler(seed=0)``, ``GPSampler``, ``CmaEsSampler``...).
+``lk.sweep(..., search=S)``: ``"random"`` (the default), any Optuna sampler
+(``optuna.samplers.TPESampler(seed=0)``, ``GPSampler``, ``CmaEsSampler``...)
+or population-based training (``lk.PBT(...)``, :mod:`.pbt`).
 :mod:`.base` declares the :class:`Search` protocol the sweep's engine calls
 (through :mod:`labkit.experiments.searcher`) and resolves ``search=``
 (:func:`search_of`); :mod:`.optuna_space` maps labkit's spaces to Optuna's
@@ -10,5 +11,15 @@ is imported only when a sampler is given (``pip install labkit[search]``).
 """
 
 from .base import RandomSearch, Search, describe_search, is_sampler, search_of
+from .pbt import PBT, Exploit, Pause
 
-__all__ = ["Search", "RandomSearch", "search_of", "is_sampler", "describe_search"]
+__all__ = [
+    "Search",
+    "RandomSearch",
+    "PBT",
+    "Exploit",
+    "Pause",
+    "search_of",
+    "is_sampler",
+    "describe_search",
+]

@@ -44,8 +44,8 @@ class Search(Protocol):
     def reported(self, trial_id: int, step: Any, value: float) -> Any:
         """The trial reported ``value`` of the metric at ``step``.
 
-        Returns None.  Reserved: a search that acts on reports (population-based
-        training) will return its decision for the trial here.
+        Returns None, or a search that acts on reports (population-based
+        training, :mod:`.pbt`) its decision for the trial: ``Exploit`` or ``Pause``.
         """
         ...
 
@@ -100,17 +100,26 @@ def is_sampler(value: Any) -> bool:
 def search_of(search: Any, space: Space, mode: str, metric: str | None = None) -> Search:
     """The :class:`Search` for ``lk.sweep``'s ``search=`` on ``space`` (``mode``: min or max).
 
-    ``"random"`` is :class:`RandomSearch`; an Optuna sampler an
+    ``"random"`` is :class:`RandomSearch`; an :class:`~.pbt.PBT` a copy of its own
+    for this sweep (:meth:`~.pbt.PBT.bound`); an Optuna sampler an
     :class:`~.optuna_search.OptunaSearch` of a fresh in-memory study (it needs
     a space of distributions: a grid or a list is an InputError naming
     ``search``); anything else is an InputError naming ``search``.
     """
     if isinstance(search, str) and search == "random":
         return RandomSearch()
+    from .pbt import PBT
+
+    if isinstance(search, PBT):
+        own = search.bound(space, mode)
+        own.metric = metric or ""
+        return own
+    if not is_sampler(search) and isinstance(search, Search):
+        return search  # a search of one's own
     if not is_sampler(search):
         raise InputError(
-            f"search must be 'random' or an Optuna sampler such as "
-            f"optuna.samplers.TPESampler(seed=0); got {search!r:.60} ({type(search).__name__})",
+            f"search must be 'random', an Optuna sampler such as "
+            f"optuna.samplers.TPESampler(seed=0) or lk.PBT(...); got {search!r:.60} ({type(search).__name__})",
             argument="search",
         )
     if space.kind != "random":
