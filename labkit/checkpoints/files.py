@@ -6,11 +6,12 @@ save left behind (its process is gone) from one a live save is writing.
 
 Examples
 --------
->>> import os, tempfile
+>>> import os, shutil, tempfile
 >>> folder = tempfile.mkdtemp()
 >>> atomic_dump({"epoch": 3}, os.path.join(folder, "state.lk"))
 >>> os.listdir(folder)
 ['state.lk']
+>>> shutil.rmtree(folder)
 """
 
 from __future__ import annotations

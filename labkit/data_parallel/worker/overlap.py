@@ -20,10 +20,10 @@ Examples
 --------
 On one rank, through a file store:
 
->>> import os, tempfile, torch
+>>> import os, shutil, tempfile, torch
 >>> from labkit.data_parallel.worker.process_group import open_group
->>> group = open_group("file://" + os.path.join(tempfile.mkdtemp(), "s"), 0, 1, "gloo",
-...                    10.0, "doc")
+>>> folder = tempfile.mkdtemp()
+>>> group = open_group("file://" + os.path.join(folder, "s"), 0, 1, "gloo", 10.0, "doc")
 >>> layer = torch.nn.Linear(3, 1)
 >>> reducer = OverlappedReducer(list(layer.parameters()), group, extra=2)
 >>> reducer.start(weight=0.5, extra=lambda present: torch.tensor([1.0, sum(present)]))
@@ -32,7 +32,7 @@ On one rank, through a file store:
 [1.0, 2.0]
 >>> layer.bias.grad.tolist()     # 4 rows of 1, weighted by 0.5
 [2.0]
->>> reducer.close(); group.close()
+>>> reducer.close(); group.close(); shutil.rmtree(folder)
 """
 
 from __future__ import annotations

@@ -13,14 +13,14 @@ Examples
 --------
 A group of one, through a file store:
 
->>> import os, tempfile, torch
+>>> import os, shutil, tempfile, torch
 >>> folder = tempfile.mkdtemp()
 >>> group = open_group("file://" + os.path.join(folder, "store"), 0, 1, "gloo", 10.0, "doc")
 >>> t = torch.ones(3)
 >>> group.all_reduce(t)
 >>> t.tolist()
 [1.0, 1.0, 1.0]
->>> group.close()
+>>> group.close(); shutil.rmtree(folder)
 """
 
 from __future__ import annotations
