@@ -13,32 +13,16 @@ import threading
 import time
 
 import pytest
-import torch
 from torch import nn
 
 import labkit as lk
+from tests.experiments.test_group_trials import batch, model_and_opt
 
 pytestmark = pytest.mark.timeout(300)
 
 STEPS = 3
 SEEN: dict = {}   # trial id -> what it saw (the trial functions run on client threads)
 _LOCK = threading.Lock()
-
-
-def model_and_opt(lr: float):
-    """The MLP from a generator of its own (running trials share torch's global one)."""
-    model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1)).double()
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.3)
-    return model, torch.optim.SGD(model.parameters(), lr=lr)
-
-
-def batch(step: int):
-    g = torch.Generator().manual_seed(100 + step)
-    x = torch.randn(16, 5, generator=g, dtype=torch.float64)
-    return x, x.sum(dim=1, keepdim=True) * 0.5
 
 
 def train(scheduler, lr: float, report=None) -> tuple[list[float], list[str], list[str]]:
