@@ -2,8 +2,10 @@
 
 Worker processes must import the helpers that tests ship to them, so the
 repository root goes on ``PYTHONPATH`` before any cluster starts; Dask's
-scratch space goes into a temporary folder removed at the end.  The session
-fails if it leaves a child process behind.
+scratch space goes into a temporary folder removed at the end, and so does the
+session's temporary root (``tmp_path``): a ``labkit-pytest-*`` folder of its own,
+which no other pytest run on the machine can remove.  The session fails if it
+leaves a child process behind.
 """
 
 from __future__ import annotations
@@ -94,7 +96,23 @@ def scheduler(request):
             yield s
 
 
+#: The temporary root this session made for itself (``None`` when one was given).
+_OWN_BASETEMP: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest's tmpdir plugin reads the option
 def pytest_configure(config):
+    """Give the session a temporary root of its own, then declare the ``needs`` mark.
+
+    pytest's default root (``pytest-of-<user>`` in the system's temp folder) keeps only
+    the three newest runs, so a second pytest run on the machine can remove this run's
+    folders while its tests use them.  A fresh ``labkit-pytest-*`` folder, removed at the
+    end, is this run's alone.  A ``--basetemp`` given is kept as it is, and so is an
+    xdist worker's (its controller derives it from the controller's own root).
+    """
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="labkit-pytest-")
+        _OWN_BASETEMP.append(config.option.basetemp)
     config.addinivalue_line("markers", "needs(*tools): system tools the test needs "
                             "(tests/system.py); skipped where missing, failed in CI")
 
@@ -144,3 +162,10 @@ def pytest_sessionfinish(session, exitstatus):
     if left:
         print(f"\nlabkit tests left processes behind: {left}", file=sys.stderr)
         session.exitstatus = 1
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """Remove the temporary root this session made for itself (see pytest_configure)."""
+    while _OWN_BASETEMP:
+        shutil.rmtree(_OWN_BASETEMP.pop(), ignore_errors=True)
