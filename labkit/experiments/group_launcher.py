@@ -48,7 +48,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..scheduling.connect import scheduler_identity
-from .launcher import ASK_EVERY, Launcher, Recent
+from .launcher import ASK_EVERY, Launcher, Recent, usable_workers
 from .sinks import new_execution
 
 __all__ = [
@@ -87,7 +87,8 @@ def check_group_size(scheduler, workers_per_trial: int) -> None:
     """
     if workers_per_trial < 2 or not hasattr(scheduler, "client") or scheduler.in_process:
         return
-    n = len(group_pool(scheduler_identity(scheduler.client).get("workers", {})))
+    workers = scheduler_identity(scheduler.client).get("workers", {})
+    n = len(group_pool(usable_workers(scheduler, workers)))  # a restricted one's alone
     if workers_per_trial > n:
         raise InputError(
             f"workers_per_trial={workers_per_trial}, but the cluster has {n} worker "
@@ -141,7 +142,9 @@ class GroupLauncher(Launcher):
     def __init__(self, *args):
         super().__init__(*args)
         self.held: dict[int, Hold] = {}  # trial -> what it holds, while it holds it
-        ask = lambda: group_pool(scheduler_identity(self.scheduler.client)["workers"])  # noqa: E731
+        ask = lambda: group_pool(  # noqa: E731  (a restricted scheduler's workers alone)
+            usable_workers(self.scheduler, scheduler_identity(self.scheduler.client)["workers"])
+        )
         self._workers = Recent(ask)
         self._alive = Recent(ask, every=WATCH_EVERY)
         self.closed = False

@@ -17,8 +17,7 @@ from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
 from .arguments import SweepCall, check_pickles, function_of
-from .group_launcher import check_group_size
-from .launch import launcher_for
+from .launch import check_room, launcher_for
 from .live import LiveSweep, result_of
 from .loop import drive
 from .opening import open_sweep
@@ -56,7 +55,7 @@ class SweepJob:
         self.scheduler = LocalScheduler() if self.owned else call.scheduler
         if travels(self.scheduler, self.holds_gil, call.workers_per_trial):
             check_pickles(self.fn)
-        check_group_size(self.scheduler, call.workers_per_trial)
+        check_room(self.scheduler, call.workers_per_trial)
         self.store = Store(call.store)
         self.owner = uuid.uuid4().hex
         try:

@@ -45,16 +45,18 @@ import logging
 import uuid
 import weakref
 
+from ..errors import InputError
 from ..events import TaskInfo
 from ..scheduling.connect import on_loopback
 from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
-from .group_launcher import GroupLauncher
-from .launcher import Launcher
+from .group_launcher import GroupLauncher, check_group_size
+from .launcher import Launcher, usable_workers
 from .remote_launcher import RemoteLauncher
 from .slot_launcher import SlotLauncher
 
 __all__ = [
     "launcher_for",
+    "check_room",
     "InlineLauncher",
     "ThreadLauncher",
     "SlotLauncher",
@@ -91,6 +93,25 @@ def launcher_for(
     else:
         kind = RemoteLauncher
     return kind(scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent)
+
+
+def check_room(scheduler, workers_per_trial: int) -> None:
+    """An :class:`~labkit.errors.InputError` if one trial of ``workers_per_trial`` cannot fit.
+
+    Worker processes: groups of that many workers (:func:`.check_group_size`);
+    an in-process cluster: that many of its threads (a restricted scheduler's alone).
+    """
+    check_group_size(scheduler, workers_per_trial)
+    if workers_per_trial < 2 or not hasattr(scheduler, "client") or not scheduler.in_process:
+        return
+    n = sum(usable_workers(scheduler, scheduler.client.nthreads()).values())
+    if workers_per_trial > n:
+        raise InputError(
+            f"workers_per_trial={workers_per_trial}, but the in-process cluster has {n} "
+            f"thread(s): a trial takes workers_per_trial of its threads; give at most {n}, "
+            "or a cluster of more threads",
+            argument="workers_per_trial",
+        )
 
 
 def _on_this_machine(scheduler) -> bool:
@@ -133,13 +154,13 @@ class ThreadLauncher(Launcher):
     def threads(self) -> int:
         held = _THREADS.get(self.scheduler)
         if held is None:  # an in-process cluster does not grow: asked once
-            held = _THREADS[self.scheduler] = sum(self.scheduler.client.nthreads().values()) or 1
+            held = _THREADS[self.scheduler] = self.cluster_threads()
         return held
 
     def open(self, scope) -> None:
         super().open(scope)
         self._slots = self.slots()  # an in-process cluster does not grow
-        self._workers = tuple(self.scheduler.client.nthreads())  # trial.workers
+        self._workers = tuple(usable_workers(self.scheduler, self.scheduler.client.nthreads()))
         _THREAD_LAUNCHERS[self.token] = self
 
     def close(self) -> None:
@@ -161,6 +182,7 @@ class ThreadLauncher(Launcher):
                 number,
                 key=f"labkit-trials-{engine.scope.id}-{number}",
                 pure=False,
+                **self.placement(),
             )
             self._futures[number] = future
             self.batch.track([future])

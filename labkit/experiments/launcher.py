@@ -10,6 +10,7 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..events import TaskInfo
@@ -17,7 +18,7 @@ from .execution import execute
 from .sinks import DirectSink, new_execution
 from .trial import Trial
 
-__all__ = ["Launcher", "Recent", "ASK_EVERY"]
+__all__ = ["Launcher", "Recent", "ASK_EVERY", "usable_workers"]
 
 logger = logging.getLogger("labkit.experiments")
 
@@ -53,6 +54,21 @@ class Recent:
         self._at = -math.inf
 
 
+def usable_workers(scheduler, workers: Mapping) -> dict:
+    """``workers`` (by address) less those ``scheduler`` may not use: a restricted one's others.
+
+    A sweep on ``trial.scheduler`` of a group trial (``DaskScheduler.restricted``)
+    shares the cluster's client, which sees every worker; its trials belong on
+    the group alone.
+
+    >>> class Restricted: workers = ("tcp://a",)
+    >>> usable_workers(Restricted(), {"tcp://a": 1, "tcp://b": 1})
+    {'tcp://a': 1}
+    """
+    only = getattr(scheduler, "workers", None)
+    return {a: w for a, w in workers.items() if only is None or a in only}
+
+
 class Launcher:
     """What every launcher does; the hooks the engine and the loop call."""
 
@@ -73,6 +89,15 @@ class Launcher:
 
     def threads(self) -> int:
         return 1
+
+    def cluster_threads(self) -> int:
+        """Threads of the workers the sweep's scheduler uses (asked of the cluster); at least 1."""
+        return sum(usable_workers(self.scheduler, self.scheduler.client.nthreads()).values()) or 1
+
+    def placement(self) -> dict:
+        """Where the sweep's own tasks may run: ``client.submit``'s words for its workers alone."""
+        only = getattr(self.scheduler, "workers", None)
+        return {} if only is None else {"workers": list(only), "allow_other_workers": False}
 
     def slots(self) -> int:
         """Trials that may run at once."""

@@ -46,7 +46,7 @@ class RemoteLauncher(Launcher):
         self.blob = cloudpickle.dumps(self.fn)
         self.inflight: dict = {}  # trial -> its task's future
         self.parked: dict = {}  # trial -> (deadline, outcome): done, last message due
-        self._threads = Recent(lambda: sum(self.client.nthreads().values()) or 1)
+        self._threads = Recent(self.cluster_threads)  # a restricted scheduler's workers alone
         self._published: set = set()
         self._durations: collections.deque = collections.deque(maxlen=16)
         self.closed = False
@@ -95,6 +95,7 @@ class RemoteLauncher(Launcher):
             self.topic,
             pure=False,
             key=f"labkit-trial-{self.token}-{state.id}-{state.attempts}-{uuid.uuid4().hex[:6]}",
+            **self.placement(),
         )
         self.inflight[state.id] = future
         self.batch.track([future])

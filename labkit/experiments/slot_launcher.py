@@ -71,7 +71,7 @@ class SlotLauncher(Launcher):
         self.where: dict = {}  # trial -> the Line running it
         self.futures: set = set()  # slot tasks not done
         self._numbers = itertools.count(1)
-        self._threads = Recent(lambda: sum(self.client.nthreads().values()) or 1)
+        self._threads = Recent(self.cluster_threads)  # a restricted scheduler's workers alone
         self._servers: list = []
         self._accepting: threading.Thread | None = None
         self.unreached = 0
@@ -110,6 +110,7 @@ class SlotLauncher(Launcher):
                 number,
                 key=f"labkit-slot-{self.token}-{number}",
                 pure=False,
+                **self.placement(),  # a restricted scheduler's workers alone
             )
             with engine.lock:
                 self.futures.add(future)

@@ -94,3 +94,14 @@ def test_a_shut_down_scheduler_is_refused():
     s.shutdown()
     with pytest.raises(lk.InputError, match="shut down"):
         lk.sweep(train, **{**GOOD, "scheduler": s})
+
+
+def test_more_workers_per_trial_than_an_in_process_clusters_threads_is_refused(threads_scheduler):
+    RAN.clear()
+    with pytest.raises(lk.InputError) as info:
+        lk.sweep(train, **{**GOOD, "scheduler": threads_scheduler, "workers_per_trial": 3})
+    assert info.value.where["argument"] == "workers_per_trial"
+    assert "workers_per_trial=3" in str(info.value) and "2 thread(s)" in str(info.value)
+    assert RAN == []
+    fits = lk.sweep(train, **{**GOOD, "scheduler": threads_scheduler, "workers_per_trial": 2})
+    assert fits.counts() == {"completed": 2}
