@@ -26,7 +26,8 @@ import pytest
 from labkit import cli
 from tests.conftest import ROOT
 from tests.helpers import port_is_free
-from tests.views.jupyterlab import descendants, end_processes, free_port, isolated_env, stop_server
+from tests.views.jupyterlab import (descendants, end_processes, isolated_env, start_server,
+                                    stop_server)
 
 LABKIT = [sys.executable, "-m", "labkit"]
 NOTEBOOK = "01-parallel-flows.ipynb"
@@ -171,16 +172,16 @@ def _contents(port: int, token: str) -> list[str]:
 
 @pytest.mark.timeout(180)
 def test_lab_serves_the_notebooks_on_loopback(tmp_path):
-    port, token = free_port(), secrets.token_hex(16)
+    token = secrets.token_hex(16)
     log_path = tmp_path / "lab.log"
-    command = [*LABKIT, "lab", "--no-browser", "--port", str(port),
+    # --port 0: JupyterLab binds a port the system gives it; its port is read from it
+    command = [*LABKIT, "lab", "--no-browser", "--port", "0",
                # passed on to JupyterLab as they are (root needs --allow-root; offline: no news)
                "--allow-root", f"--IdentityProvider.token={token}", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                "--LabApp.extension_manager=readonly", "--ServerApp.port_retries=0"]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, cwd=tmp_path, env=isolated_env(str(tmp_path / "jupyter")),
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    proc, port = start_server(command, str(tmp_path), isolated_env(str(tmp_path / "jupyter")),
+                              str(log_path), timeout=120)
     try:
         names, deadline = None, time.monotonic() + 120
         while time.monotonic() < deadline:

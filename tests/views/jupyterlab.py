@@ -1,8 +1,11 @@
 """A throw-away JupyterLab server for the browser tests.
 
 ``with jupyter_lab() as (url, token, root_dir):`` starts the virtual
-environment's ``jupyter lab`` on a free 127.0.0.1 port with a random token,
-serving a temporary root folder.  Jupyter's user config, data and runtime
+environment's ``jupyter lab`` on 127.0.0.1 with a random token, serving a
+temporary root folder.  The server binds port 0 itself and the port is read
+from the server (its ``jpserver-<pid>.json``, and the process listening on it):
+a port picked here and bound later could be taken in between (a Dask comm took
+one once, and the HTTP check read Dask's handshake).  Jupyter's user config, data and runtime
 folders and IPython's folder point into temporary folders, so nothing outside
 is read or written; the environment's own ``share/jupyter`` stays on the data
 path, so the lab extensions installed there (ipywidgets, jupyter_bokeh,
@@ -21,7 +24,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,13 +43,6 @@ def _needs_browser() -> list:
 
 #: ``pytestmark`` of the JupyterLab browser tests.
 NEEDS_BROWSER = _needs_browser()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def isolated_env(scratch: str) -> dict:
@@ -90,6 +85,7 @@ def save_widget_state(root_dir: str) -> None:
 
 
 def server_command(port: int, token: str, root_dir: str) -> list[str]:
+    """``jupyter lab`` on ``port`` (0: the server binds a port the system gives it)."""
     return [JUPYTER, "lab", "--no-browser", "--allow-root", "--ServerApp.open_browser=False",
             "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
             f"--ServerApp.root_dir={root_dir}", f"--IdentityProvider.token={token}",
@@ -109,6 +105,64 @@ def api(url: str, token: str, path: str, method: str = "GET", timeout: float = 1
 def _log_tail(log_path: str, n: int = 4000) -> str:
     with open(log_path, errors="replace") as f:
         return f.read()[-n:]
+
+
+def listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` itself listens on."""
+    import psutil
+    try:
+        found = psutil.Process(pid).net_connections(kind="tcp")
+    except psutil.NoSuchProcess:
+        return set()
+    return {c.laddr.port for c in found if c.status == psutil.CONN_LISTEN}
+
+
+def served_port(proc, runtime_dir: str, log_path: str, timeout: float = 90) -> int | None:
+    """The port the server ``proc`` listens on, read from the server itself.
+
+    Jupyter writes ``jpserver-<pid>.json`` (its port) before it binds; the port counts
+    once this very process listens on it, so a port another process holds (a Dask comm,
+    whose bytes are no HTTP) is never taken for the server.  ``None``: the server exited
+    because its port was taken before it bound it (start it again).
+    """
+    info = os.path.join(runtime_dir, f"jpserver-{proc.pid}.json")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            log = _log_tail(log_path)
+            if "already in use" in log or "is not available" in log:
+                return None
+            raise RuntimeError(f"jupyter lab exited with {proc.returncode}:\n{log}")
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            with open(info) as f:
+                port = int(json.load(f)["port"])
+            if port in listening_ports(proc.pid):
+                return port
+        time.sleep(0.1)
+    raise TimeoutError(f"jupyter lab bound no port in {timeout:.0f} s:\n{_log_tail(log_path)}")
+
+
+def start_server(command: list[str], cwd: str, env: dict, log_path: str,
+                 attempts: int = 3, timeout: float = 90):
+    """Start ``command`` (a ``jupyter lab`` on port 0); returns ``(proc, port)``.
+
+    Jupyter itself picks a free port, closes it and binds it a moment later; another
+    process can take it in between, and the server then exits.  It is started again,
+    up to ``attempts`` times.
+    """
+    for _ in range(attempts):
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=log, stderr=subprocess.STDOUT)
+        try:
+            port = served_port(proc, env["JUPYTER_RUNTIME_DIR"], log_path, timeout)
+        except BaseException:
+            stop_server(proc)
+            raise
+        if port is not None:
+            return proc, port
+        stop_server(proc)
+    raise RuntimeError(f"jupyter lab lost its port {attempts} times:\n{_log_tail(log_path)}")
 
 
 def wait_until_up(proc, url: str, token: str, log_path: str, timeout: float = 90) -> None:
@@ -167,14 +221,14 @@ def jupyter_lab(startup_timeout: float = 90):
     root_dir = os.path.join(scratch, "root")
     os.makedirs(root_dir)
     log_path = os.path.join(scratch, "server.log")
-    port, token = free_port(), secrets.token_hex(16)
-    url = f"http://127.0.0.1:{port}"
+    token = secrets.token_hex(16)
     proc = None
     try:
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(server_command(port, token, root_dir), cwd=root_dir,
-                                    env=isolated_env(scratch), stdin=subprocess.DEVNULL,
-                                    stdout=log, stderr=subprocess.STDOUT)
+        # port 0: the server binds what the system gives it, and says which (no port
+        # picked here and bound later, which another process could take in between)
+        proc, port = start_server(server_command(0, token, root_dir), root_dir,
+                                  isolated_env(scratch), log_path, timeout=startup_timeout)
+        url = f"http://127.0.0.1:{port}"
         wait_until_up(proc, url, token, log_path, startup_timeout)
         yield url, token, root_dir
     finally:

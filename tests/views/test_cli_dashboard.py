@@ -1,8 +1,8 @@
 """``labkit dashboard``: serves a cluster's dashboard until SIGTERM, then leaves nothing."""
 
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,10 +14,11 @@ from tests.conftest import ROOT
 from tests.helpers import port_is_free
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _port_of(url: str) -> int:
+    """The port in ``http://127.0.0.1:PORT/labkit``, as the command printed it."""
+    match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/labkit", url)
+    assert match, url
+    return int(match.group(1))
 
 
 def _read_url(process, timeout: float = 60.0) -> str:
@@ -33,15 +34,16 @@ def _read_url(process, timeout: float = 60.0) -> str:
 
 
 def test_cli_serves_the_dashboard_until_sigterm(cluster):
-    port = _free_port()
+    # --port 0: the command binds a port the system gives it and prints it (a port picked
+    # here and bound later could be taken in between)
     process = subprocess.Popen(
         [sys.executable, "-m", "labkit", "dashboard", "--scheduler", cluster.scheduler_address,
-         "--port", str(port), "--allow-websocket-origin", "tunnel.example:8443"],
+         "--port", "0", "--allow-websocket-origin", "tunnel.example:8443"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         url = _read_url(process)
-        assert url == f"http://127.0.0.1:{port}/labkit"
+        port = _port_of(url)
         with urllib.request.urlopen(url, timeout=20) as response:
             assert response.status == 200
             html = response.read().decode()
@@ -97,11 +99,10 @@ def test_cli_serves_a_stores_sweeps_live_while_another_process_writes_them(tmp_p
     path = str(tmp_path / "sweeps.db")
     lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
              store=path, name="earlier")                 # a store with a sweep in it
-    port = _free_port()
-    server, writer = _serve_store(path, port), None
+    server, writer = _serve_store(path, 0), None
     try:
         url = _read_url(server)
-        assert url == f"http://127.0.0.1:{port}/labkit"
+        port = _port_of(url)
         with chromium() as browser:
             page = browser.new_page(viewport={"width": 1200, "height": 1300})
             page.goto(url)
