@@ -26,8 +26,13 @@ import pytest
 from labkit import cli
 from tests.conftest import ROOT
 from tests.helpers import port_is_free
-from tests.views.jupyterlab import (descendants, end_processes, isolated_env, start_server,
-                                    stop_server)
+from tests.views.jupyterlab import (
+    descendants,
+    end_processes,
+    isolated_env,
+    start_server,
+    stop_server,
+)
 
 LABKIT = [sys.executable, "-m", "labkit"]
 NOTEBOOK = "01-parallel-flows.ipynb"

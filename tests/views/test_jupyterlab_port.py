@@ -15,8 +15,13 @@ import threading
 import psutil
 import pytest
 
-from tests.views.jupyterlab import (isolated_env, jupyter_lab, listening_ports, server_command,
-                                    start_server)
+from tests.views.jupyterlab import (
+    isolated_env,
+    jupyter_lab,
+    listening_ports,
+    server_command,
+    start_server,
+)
 
 pytestmark = pytest.mark.needs("jupyter")
 
