@@ -38,6 +38,7 @@ def drive(engine, launcher, scope) -> None:
     try:
         while True:
             launcher.fill()
+            engine.searcher.check()  # a search that raised SystemExit ends the sweep, named
             if not engine.active():
                 break
             _pump(engine, launcher, TICK)

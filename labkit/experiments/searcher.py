@@ -7,7 +7,13 @@ configuration when the trial is taken to run, once a trial (a trial that
 restarts after a lost worker keeps it); the configuration is set on the
 trial's record and stored (the trial was stored with ``{}`` when added).  Each
 value of the metric and each end is told to it.  A search that fails to ask
-fails the trial (the sweep goes on); one that fails to listen is logged.
+fails the trial (the sweep goes on); one that fails to listen is logged.  A search
+that raises what is not an ``Exception`` (``SystemExit``, ``KeyboardInterrupt``:
+they would end the Dask worker's thread or the slots' listener that called
+it) ends the sweep instead: the sweep is cancelled, and its loop raises a
+:class:`~labkit.errors.TaskError` naming the search (:meth:`Searcher.check`).
+Only a ``KeyboardInterrupt`` in the main thread is raised as it is: a Ctrl-C
+there cancels the sweep as anywhere else.
 
 A search that acts on reports (:class:`~.search.pbt.PBT`, which has
 ``attach``) sees the sweep's members through a :class:`~.exploits.Turns`, and
@@ -18,12 +24,15 @@ trial stops; :meth:`Searcher.requeue` runs it again when it has stopped).
 from __future__ import annotations
 
 import logging
+import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import TaskError, user_frames
 from .exploits import Turns
 from .record import TrialRecord
-from .search import RandomSearch, Search
+from .search import RandomSearch, Search, describe_search
 from .status import Status
 from .trial_state import TrialState
 
@@ -42,7 +51,9 @@ class Searcher:
         if engine is not None and hasattr(self.search, "attach"):
             self.turns = Turns(engine)
             self.search.attach(self.turns)
-        self.store, self.sweep = store, sweep
+        self.store, self.sweep, self.engine = store, sweep, engine
+        #: the error that ends the sweep: the search raised a BaseException (:meth:`check`)
+        self.failure: TaskError | None = None
         self.asks = bool(self.search.asks)
         self.listens = not isinstance(self.search, RandomSearch)  # the hot path: skip a no-op
         self.asked: set[int] = set()  # trials asked in this run (a restart is not asked again)
@@ -63,6 +74,9 @@ class Searcher:
             logger.exception("labkit: the search failed to ask trial %d's configuration", s.id)
             why = f"the search {self.search!r:.60} failed to ask a configuration"
             self.later.append(end(s, Status.FAILED, error=f"{why}: {type(exc).__name__}: {exc}"))
+            return False
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the sweep's end
+            self._fatal(exc, f"asking trial {s.id}'s configuration", s.id)
             return False
         self.asked.add(s.id)
         s.update(config=config)
@@ -116,3 +130,46 @@ class Searcher:
         except Exception:  # noqa: BLE001 - a search that fails to listen must not stop the sweep
             logger.exception("labkit: the search's %s failed", hook)
             return None
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt: the sweep's end
+            trial = getattr(args[0], "id", args[0]) if hook in ("reported", "ended") else None
+            self._fatal(
+                exc,
+                f"being told {hook}" + (f" of trial {trial}" if trial is not None else ""),
+                trial,
+            )
+            return None
+
+    def _fatal(self, exc: BaseException, doing: str, trial: int | None) -> None:
+        """The search raised ``exc``, no ``Exception``: keep the sweep's error, cancel the sweep.
+
+        A ``KeyboardInterrupt`` in the main thread is a Ctrl-C: raised again, the
+        sweep's loop cancels the sweep as for any other.
+        """
+        if (
+            isinstance(exc, KeyboardInterrupt)
+            and threading.current_thread() is threading.main_thread()
+        ):
+            raise exc
+        logger.error("labkit: the search raised %s while %s", type(exc).__name__, doing)
+        if self.failure is None:
+            name = describe_search(self.search)
+            kind = type(exc).__name__
+            self.failure = TaskError(
+                f"the search {name} raised {kind}: {exc} while {doing}; the sweep was "
+                f"stopped (a search must raise an Exception, not a {kind}: a failed ask "
+                "then fails only its trial)",
+                original_type=kind,
+                original_message=str(exc),
+                remote_traceback="".join(traceback.format_exception(exc)),
+                user_traceback=user_frames(exc),
+                trial=trial,
+                search=name,
+            )
+        if self.engine is not None:
+            self.engine.cancel()  # nothing more starts; running trials are asked to stop
+            self.engine.wake()
+
+    def check(self) -> None:
+        """Raise the error of a search that raised a BaseException (the sweep's loop calls it)."""
+        if self.failure is not None:
+            raise self.failure

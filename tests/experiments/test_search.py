@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -348,3 +349,55 @@ def test_importing_labkit_does_not_import_optuna():
                          env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+class Exits(optuna.samplers.RandomSampler):
+    """A real sampler that raises a BaseException, no Exception, at its second trial."""
+
+    def __init__(self, exc, **kwargs):
+        super().__init__(**kwargs)
+        self.exc = exc
+
+    def sample_independent(self, study, trial, name, distribution):
+        if trial.number == 1:
+            raise self.exc
+        return super().sample_independent(study, trial, name, distribution)
+
+
+@pytest.mark.parametrize("kind", ["threads", "processes"])
+@pytest.mark.parametrize("exc", [SystemExit("bye"), KeyboardInterrupt("not a Ctrl-C")],
+                         ids=["SystemExit", "KeyboardInterrupt"])
+def test_a_sampler_raising_a_base_exception_ends_the_sweep_naming_it(exc, kind, request):
+    # threads: asked on a Dask worker's thread; processes: on the slots' listener's thread
+    with contextlib.ExitStack() as stack:
+        if kind == "threads":
+            s = stack.enter_context(lk.DaskScheduler())
+        else:
+            s = request.getfixturevalue("dask_scheduler")
+        run = lk.sweep(bowl, CUBE, trials=6, metric="loss", mode="min", scheduler=s,
+                       store=None, search=Exits(exc, seed=0), max_concurrent=1, wait=False)
+        with pytest.raises(lk.TaskError) as info:
+            run.result(timeout=60)
+        words = str(info.value)
+        assert "the search Exits raised" in words and type(exc).__name__ in words, words
+        assert "trial 1" in words
+        assert {r["status"] for r in run.sweep.snapshot()} <= {"completed", "cancelled",
+                                                               "pending"}
+        # the cluster goes on: a task, and a sweep after it
+        assert s.client.submit(sum, [1, 2]).result(timeout=30) == 3
+        again = lk.sweep(bowl, CUBE, trials=2, metric="loss", mode="min", scheduler=s,
+                         store=None, search=optuna.samplers.RandomSampler(seed=0))
+        assert [t.status for t in again.trials] == ["completed"] * 2
+
+
+def test_a_ctrl_c_in_the_main_thread_s_sampler_cancels_the_sweep(tmp_path):
+    import threading
+
+    assert threading.current_thread() is threading.main_thread()
+    store = tmp_path / "s.db"
+    # a Ctrl-C here stops the sweep, as anywhere else
+    with lk.LocalScheduler() as s, pytest.raises(KeyboardInterrupt):
+        lk.sweep(bowl, CUBE, trials=4, metric="loss", mode="min", store=store, name="c",
+                 search=Exits(KeyboardInterrupt(), seed=0), scheduler=s)
+    stored = lk.load_sweep(store, "c")
+    assert [t.status for t in stored.trials] == ["completed", "pending", "pending", "pending"]
