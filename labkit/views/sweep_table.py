@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import html
 import math
 
 from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
@@ -49,10 +50,10 @@ COLUMNS = (
 )
 
 _STATUS = (
-    '<span class="labkit-status" data-status="<%= value %>" style="color:<%= '
+    '<span class="labkit-status" data-status="<%- value %>" style="color:<%= '
     + "{"
     + ",".join(f'"{s}":"{c}"' for s, c in COLOURS.items())
-    + '}[value] || "#333" %>"><%= value %></span>'
+    + '}[value] || "#333" %>"><%- value %></span>'
 )
 #: Numbers in 4 significant digits, words as they are (escaped), a dash for none.
 _VALUE = (
@@ -169,7 +170,9 @@ class SweepTable:
             )
             columns.append(TableColumn(field=field, title=title, width=width, formatter=formatter))
         for i, name in enumerate(self.params):
-            columns.append(TableColumn(field=f"p{i}", title=name, width=80, formatter=numbers))
+            # SlickGrid writes a header's title as HTML: a parameter's name is the user's text
+            title = html.escape(str(name))
+            columns.append(TableColumn(field=f"p{i}", title=title, width=80, formatter=numbers))
         return columns
 
 
