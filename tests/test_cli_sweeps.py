@@ -221,3 +221,57 @@ def test_an_empty_store_lists_no_sweeps_and_help_names_the_options(tmp_path):
                                       timeout=60, cwd=ROOT, env=ENV).stdout
     usage = sweeps()
     assert usage.returncode == 2 and "STORE" in usage.stderr
+
+
+def _store_of_one_sweep(path):
+    lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
+             seed=1, store=path, name="older")
+
+
+def _add_a_sweep(conn, name):
+    conn.execute("INSERT INTO sweeps (name, space, metric, mode, seed, settings, created, "
+                 "updated) VALUES (?, '{}', 'loss', 'min', 0, '{}', ?, ?)",
+                 (name, time.time(), time.time()))
+
+
+@pytest.mark.parametrize("how", ["rollback journal", "exclusive locking mode"])
+def test_a_store_a_writer_holds_locked_is_one_line_saying_so_not_a_partial_list(tmp_path, how):
+    path = tmp_path / "locked.db"
+    _store_of_one_sweep(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        if how == "rollback journal":
+            writer.execute("PRAGMA journal_mode=DELETE").fetchall()
+        else:
+            writer.execute("PRAGMA locking_mode=EXCLUSIVE").fetchall()
+        writer.execute("BEGIN EXCLUSIVE")
+        _add_a_sweep(writer, "newer")
+        done = sweeps(path)
+        assert done.returncode == 1 and done.stdout == "", done.stdout
+        assert done.stderr.startswith("labkit sweeps: ") and "Traceback" not in done.stderr
+        assert "locked by a writer" in done.stderr and str(path) in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1
+        writer.execute("COMMIT")
+        writer.execute("PRAGMA locking_mode=NORMAL").fetchall()
+        writer.execute("SELECT 1 FROM sweeps").fetchall()  # releases the exclusive lock
+    finally:
+        writer.close()
+    listed = json.loads(sweeps(path, "--json").stdout)
+    assert [s["name"] for s in listed] == ["older", "newer"]
+
+
+def test_a_writer_in_a_transaction_never_blocks_the_listing_of_a_wal_store(tmp_path):
+    path = tmp_path / "wal.db"
+    _store_of_one_sweep(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        writer.execute("BEGIN EXCLUSIVE")
+        _add_a_sweep(writer, "newer")
+        done = sweeps(path, "--json")   # what is committed: the sweep being written is not yet
+        assert done.returncode == 0, done.stderr
+        assert [s["name"] for s in json.loads(done.stdout)] == ["older"]
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+    assert [s["name"] for s in json.loads(sweeps(path, "--json").stdout)] == ["older", "newer"]

@@ -27,6 +27,7 @@ from typing import Any
 from ..errors import StorageError
 from .status import ORDER, RANKED
 from .store import Store
+from .store_reads import one_read
 
 __all__ = ["summaries", "summary", "format_summaries", "summaries_json"]
 
@@ -41,8 +42,9 @@ def summaries(path: Any) -> list[dict]:
     if not os.path.isfile(where):
         raise StorageError("no sweep store here: the file does not exist", path=where)
     store = Store(where, readonly=True)
-    try:
-        return [summary(store, row) for row in store.read(_SWEEPS)]
+    try:  # every sweep as of one commit: a writer's commit meanwhile shows whole or not at all
+        with store.connection() as conn, one_read(conn):
+            return [summary(store, row) for row in store.read(_SWEEPS)]
     finally:
         store.close()
 

@@ -28,10 +28,22 @@ from urllib.parse import quote
 from ..errors import InputError, StorageError
 from .report_ops import pack_rows, paused_gc
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "open_writable", "open_readonly", "schema_version"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "READ_WAIT",
+    "open_writable",
+    "open_readonly",
+    "schema_version",
+    "read_failure",
+]
 
 #: The version of the schema this labkit writes.
 SCHEMA_VERSION = 3
+
+#: Seconds a read-only reader waits for a writer's lock before it says the store is locked.
+#: A labkit store (WAL) never makes its readers wait; another writer's exclusive lock can.
+READ_WAIT = 5.0
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -184,25 +196,44 @@ def _has_table(conn: sqlite3.Connection, name: str) -> bool:
     return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchall())
 
 
+def _locked(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is another connection's lock (SQLITE_BUSY / SQLITE_LOCKED)."""
+    return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+
+
+def read_failure(exc: sqlite3.Error) -> str:
+    """What a failed read of the store says: a writer's lock said as such, and what to do."""
+    if _locked(exc):
+        return (
+            f"the sweep store is locked by a writer (waited {READ_WAIT:g} s: {exc}); another "
+            "program holds an exclusive lock on it: read it again once that write ends"
+        )
+    return f"reading the store failed: {exc}"
+
+
 def open_readonly(path: str) -> sqlite3.Connection:
     """A connection that reads only, so an archived store on a read-only disk opens.
 
     SQLite's ``mode=ro`` still needs the WAL's shared-memory file beside a
     WAL store; where that cannot be made (a read-only folder), the file is
     opened ``immutable`` (nobody may be writing it then anyway).  A file
-    that is not a sweep store is a StorageError naming it.
+    that is not a sweep store is a StorageError naming it; so is one another
+    writer holds locked past :data:`READ_WAIT` (never read past its lock: what
+    ``immutable`` would show then is partial).
     """
     base = "file:" + quote(path)
     last: sqlite3.Error | None = None
     for query in ("?mode=ro", "?mode=ro&immutable=1"):
-        conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=30)
+        conn = sqlite3.connect(base + query, uri=True, check_same_thread=False, timeout=READ_WAIT)
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         except sqlite3.Error as exc:
             conn.close()
             last = exc
+            if _locked(exc):  # immutable would read past the lock: a partial, stale store
+                raise StorageError(read_failure(exc), path=path) from exc
             if isinstance(exc, sqlite3.OperationalError):
-                continue  # cannot open it so: try the next way
+                continue  # cannot open it so (a read-only folder): try the next way
             break  # not a database at all
         if "sweeps" not in tables:
             conn.close()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import StorageError
+from .store_schema import read_failure
 
 __all__ = ["WriteQueue", "COMMIT_EVERY"]
 
@@ -65,7 +66,7 @@ class WriteQueue:
                 names = [d[0] for d in cursor.description]
                 return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
             except sqlite3.Error as exc:
-                raise StorageError(f"reading the store failed: {exc}", path=self.where) from exc
+                raise StorageError(read_failure(exc), path=self.where) from exc
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[sqlite3.Connection]:
