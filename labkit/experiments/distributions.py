@@ -40,6 +40,10 @@ class Distribution:
         """Values that must pickle (choices); none for numeric ranges."""
         return []
 
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` is one this distribution draws (of its kind, within its bounds)."""
+        raise NotImplementedError
+
     def __eq__(self, other):
         return type(other) is type(self) and other.describe() == self.describe()
 
@@ -90,6 +94,14 @@ def _finite_float(v) -> bool:
 _INT64 = (-(2**63), 2**63)
 
 
+def _within(value: Any, lo: Any, hi: Any) -> bool:
+    """Whether ``value`` is a real number from ``lo`` to ``hi`` (a float's rounding allowed)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    slack = 1e-12 * max(abs(float(lo)), abs(float(hi)), 1.0)
+    return bool(float(lo) - slack <= float(value) <= float(hi) + slack)
+
+
 class _Uniform(Distribution):
     kind = "uniform"
 
@@ -99,6 +111,9 @@ class _Uniform(Distribution):
 
     def sample(self, rng):
         return float(rng.uniform(self.lo, self.hi))
+
+    def contains(self, value):
+        return _within(value, self.lo, self.hi)
 
     def describe(self):
         return {"type": "uniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
@@ -116,6 +131,9 @@ class _LogUniform(Distribution):
     def sample(self, rng):
         return float(math.exp(rng.uniform(math.log(self.lo), math.log(self.hi))))
 
+    def contains(self, value):
+        return _within(value, self.lo, self.hi)
+
     def describe(self):
         return {"type": "loguniform", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
 
@@ -129,6 +147,10 @@ class _RandInt(Distribution):
 
     def sample(self, rng):
         return int(rng.integers(self.lo, self.hi))
+
+    def contains(self, value):  # hi excluded, as numpy's integers
+        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        return bool(integral and self.lo <= value < self.hi)
 
     def describe(self):
         return {"type": "randint", "lo": describe_value(self.lo), "hi": describe_value(self.hi)}
@@ -155,6 +177,9 @@ class _Choice(Distribution):
 
     def values(self):
         return self.options
+
+    def contains(self, value):  # the same value: True is no 1, 1.0 no 1
+        return any(o is value or (type(o) is type(value) and o == value) for o in self.options)
 
     def describe(self):
         return {"type": "choice", "values": [describe_value(v) for v in self.options]}

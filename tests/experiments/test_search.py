@@ -401,3 +401,87 @@ def test_a_ctrl_c_in_the_main_thread_s_sampler_cancels_the_sweep(tmp_path):
                  search=Exits(KeyboardInterrupt(), seed=0), scheduler=s)
     stored = lk.load_sweep(store, "c")
     assert [t.status for t in stored.trials] == ["completed", "pending", "pending", "pending"]
+
+
+@pytest.mark.parametrize("make", [optuna.samplers.TPESampler, optuna.samplers.RandomSampler])
+def test_one_seeded_sampler_object_asks_the_same_configurations_in_every_sweep(make):
+    sampler = make(seed=7)
+    runs = [lk.sweep(bowl, CUBE, trials=12, metric="loss", mode="min", store=None,
+                     search=sampler, max_concurrent=1) for _ in range(3)]
+    assert configs(runs[0]) == configs(runs[1]) == configs(runs[2])
+    assert configs(runs[0]) == configs(lk.sweep(bowl, CUBE, trials=12, metric="loss", mode="min",
+                                                store=None, search=make(seed=7)))
+
+
+def test_a_grid_sampler_s_value_outside_the_space_is_refused_before_anything_runs(tmp_path):
+    for grid, words in [({"x": [0.1, 5.0]}, "x=5.0, outside the space's 'x': lk.uniform(0, 1)"),
+                        ({"y": [0.1]}, "no values for 'x'")]:
+        with pytest.raises(lk.InputError) as info:
+            lk.sweep(_x_only, {"x": lk.uniform(0, 1)}, trials=2, metric="v", mode="max",
+                     search=optuna.samplers.GridSampler(grid), store=tmp_path / "s.db")
+        assert words in str(info.value) and info.value.where["argument"] == "search"
+        assert not (tmp_path / "s.db").exists()
+    # a grid inside the space runs every point, ints and choices too
+    space = {"x": lk.uniform(0, 1), "n": lk.randint(1, 3), "act": lk.choice(["relu", "tanh"])}
+    grid = {"x": [0.0, 1.0], "n": [1, 2], "act": ["relu", "tanh"]}
+    result = lk.sweep(_x_only, space, trials=8, metric="v", mode="max", store=None,
+                      search=optuna.samplers.GridSampler(grid))
+    assert sorted(tuple(sorted(c.items())) for c in configs(result)) == sorted(
+        (("act", a), ("n", n), ("x", x)) for x in (0.0, 1.0) for n in (1, 2)
+        for a in ("relu", "tanh"))
+
+
+def _x_only(config, trial):
+    return {"v": config["x"]}
+
+
+class Outside(optuna.samplers.RandomSampler):
+    """A real sampler of one's own that asks 5.0 for x of the second trial."""
+
+    def sample_independent(self, study, trial, name, distribution):
+        if trial.number == 1 and name == "x":
+            return 5.0
+        return super().sample_independent(study, trial, name, distribution)
+
+
+def test_a_sampler_asking_outside_the_space_fails_that_trial_naming_it():
+    result = lk.sweep(_x_only, {"x": lk.uniform(0, 1)}, trials=3, metric="v", mode="max",
+                      store=None, search=Outside(seed=0))
+    assert [t.status for t in result.trials] == ["completed", "failed", "completed"]
+    error = result.trials[1].error
+    assert "the sampler Outside asked x=5.0, outside the space's 'x': lk.uniform(0, 1)" in error
+    assert all(0 <= t.config["x"] <= 1 for t in result.trials if t.status == "completed")
+    assert [t.state for t in result.study.trials] == [State.COMPLETE, State.FAIL, State.COMPLETE]
+
+
+def test_a_sampler_whose_package_is_missing_is_refused_before_anything_runs(monkeypatch,
+                                                                            tmp_path):
+    monkeypatch.setitem(sys.modules, "cmaes", None)  # as if cmaes were not installed
+    with pytest.raises(lk.InputError) as info:
+        lk.sweep(_x_of, {"x": lk.uniform(0, 1), "n": lk.randint(0, 6)}, trials=4, metric="v",
+                 mode="max", search=optuna.samplers.CmaEsSampler(seed=0),
+                 store=tmp_path / "s.db")
+    assert "CmaEsSampler needs the package 'cmaes'" in str(info.value)
+    assert "pip install cmaes" in str(info.value)
+    assert info.value.where["argument"] == "search"
+    assert not (tmp_path / "s.db").exists()
+
+
+@pytest.mark.parametrize("sampler, space", [
+    (lambda: optuna.samplers.GridSampler({"x": [0.25, 0.5, 0.75]}), {"x": lk.uniform(0, 1)}),
+    (lambda: optuna.samplers.BruteForceSampler(seed=0), {"x": lk.choice([1, 2, 3])}),
+])
+def test_an_exhausted_grid_is_no_refusal_in_the_log(sampler, space, caplog):
+    import logging
+    import warnings
+
+    caplog.set_level(logging.DEBUG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        result = lk.sweep(_x_only, space, trials=3, metric="v", mode="max", store=None,
+                          search=sampler())
+    assert [t.status for t in result.trials] == ["completed"] * 3
+    assert sorted(t.config["x"] for t in result.trials) == sorted(space["x"].values() or
+                                                                  [0.25, 0.5, 0.75])
+    assert not [r for r in caplog.records if "refused" in r.getMessage()
+                or r.exc_info is not None], caplog.text

@@ -6,7 +6,9 @@ or population-based training (``lk.PBT(...)``, :mod:`.pbt`).
 :mod:`.base` declares the :class:`Search` protocol the sweep's engine calls
 (through :mod:`labkit.experiments.searcher`) and resolves ``search=``
 (:func:`search_of`); :mod:`.optuna_space` maps labkit's spaces to Optuna's
-distributions and :mod:`.optuna_search` drives an in-memory study.  Optuna
+distributions, :mod:`.sampler_use` checks a sampler before anything runs
+(and copies it for each later sweep) and :mod:`.optuna_search` drives an
+in-memory study (:mod:`.optuna_log` holds Optuna's INFO lines back).  Optuna
 is imported only when a sampler is given (``pip install labkit[search]``).
 """
 

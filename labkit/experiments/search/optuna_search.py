@@ -11,46 +11,35 @@ trial runs again when the sweep is resumed, as a new Optuna trial with the
 same configuration).  A resumed sweep tells its stored trials first
 (``study.add_trial``), before anything new is asked.
 
-Optuna's INFO lines (a study created, each trial finished) would print a
-line a trial in the notebook: its logger is held at WARNING while this
-module calls Optuna, and set back after.  Nothing here raises into the
-sweep: a failed report or tell is logged and the sweep goes on.
+The sampler is checked before anything runs and copied for a sweep that
+is not its first (:mod:`.sampler_use`); a value it asks outside the space
+fails that trial (an InputError naming the sampler, the parameter, the
+value and the space; Optuna's trial is told FAIL).  Optuna's INFO lines (a
+study created, each trial finished) would print a line a trial in the
+notebook: its logger is held at WARNING while this module calls Optuna
+(:mod:`.optuna_log`).  Nothing else here raises into the sweep: a failed
+report or tell is logged and the sweep goes on, and a sampler whose space
+is exhausted (a grid's every point told) stopping the study is no failure.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import numbers
-import threading
-from collections.abc import Iterator
+import traceback
 from typing import Any
 
 from ..record import TrialRecord
 from ..space import Space
 from ..status import Status
+from .optuna_log import quiet
 from .optuna_space import configuration_of, distributions_of
+from .sampler_use import check_asked, check_sampler, own_sampler
 
 __all__ = ["OptunaSearch", "quiet"]
 
 logger = logging.getLogger("labkit.experiments")
-
-_QUIET = threading.Lock()
-
-
-@contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Optuna's logger at WARNING at least inside, as it was after."""
-    optuna_logger = logging.getLogger("optuna")
-    with _QUIET:
-        level = optuna_logger.level
-        if optuna_logger.getEffectiveLevel() < logging.WARNING:
-            optuna_logger.setLevel(logging.WARNING)
-        try:
-            yield
-        finally:
-            optuna_logger.setLevel(level)
 
 
 class OptunaSearch:
@@ -64,9 +53,11 @@ class OptunaSearch:
     def __init__(self, sampler: Any, space: Space, mode: str, metric: str | None = None):
         import optuna
 
-        self.space, self.sampler, self.metric = space, sampler, metric
         self.name = type(sampler).__name__
         self.distributions, self.constants = distributions_of(space)
+        check_sampler(sampler, space, self.distributions)  # before anything runs
+        sampler = own_sampler(sampler)  # a later sweep of the same object: a fresh copy
+        self.space, self.sampler, self.metric = space, sampler, metric
         with quiet():
             self._study = optuna.create_study(
                 sampler=sampler, direction="maximize" if mode == "max" else "minimize"
@@ -88,6 +79,11 @@ class OptunaSearch:
                 params = {n: known[n] for n in self.distributions if n in known}
                 self._study.enqueue_trial(params)
             trial = self._study.ask(self.distributions)
+            try:
+                check_asked(self.name, self.space, trial.params)
+            except Exception:  # a value outside the space: the trial fails, Optuna's too
+                self._study.tell(trial, state=optuna_state("FAIL"))
+                raise
         self._trials[trial_id] = trial
         self._steps[trial_id] = set()
         return configuration_of(self.space, trial.params, self.constants)
@@ -116,7 +112,9 @@ class OptunaSearch:
         try:
             with quiet():
                 self._study.tell(trial, value, state=state)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
+            if _stops_study(exc):  # a grid exhausted: labkit's trials= decides when to stop
+                return
             logger.warning("labkit: Optuna refused the end of trial %d", record.id, exc_info=True)
 
     def resume(self, records: list[TrialRecord]) -> None:
@@ -154,6 +152,27 @@ class OptunaSearch:
 
     def __repr__(self) -> str:
         return f"<OptunaSearch {self.name}, {len(self._study.trials)} Optuna trials>"
+
+
+def optuna_state(name: str) -> Any:
+    """Optuna's ``TrialState`` called ``name``."""
+    from optuna.trial import TrialState
+
+    return TrialState[name]
+
+
+def _stops_study(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``Study.stop`` refusing to run outside ``study.optimize``.
+
+    A sampler whose space is exhausted (``GridSampler``, ``BruteForceSampler``)
+    calls it in ``after_trial``; Optuna records the trial's end first.
+    """
+    from optuna.study import Study
+
+    stop = Study.stop.__code__
+    return isinstance(exc, RuntimeError) and any(
+        frame.f_code is stop for frame, _ in traceback.walk_tb(exc.__traceback__)
+    )
 
 
 def _outcome(record: TrialRecord) -> tuple[Any, float | None]:
