@@ -6,7 +6,11 @@ Events name a worker by its Dask address (``tcp://127.0.0.1:45929``,
 seconds, when an address it does not know turns up) for each worker's name
 and threads: a worker started with a name is called by it (``worker 0`` for
 the numbers LocalCluster gives), the in-process worker is ``this process``
-with its threads, and a torch device keeps its own name (``cuda:0``).
+with its threads, and a torch device keeps its own name (``cuda:0``).  With
+no cluster of its own (a stored sweep's board: ``lk.board(lk.load_sweep(...))``)
+it asks the cluster this process has open, if any, so a stored board names
+a worker as the live board did while that cluster runs; a worker no open
+cluster knows keeps its address.
 
 Examples
 --------
@@ -36,6 +40,7 @@ class DeviceNames:
 
     def __init__(self, sources):
         self._client = client_of(*sources)
+        self._own = self._client is not None  # else: the cluster this process has open
         self._labels: dict[str, str] = {}
         self._short: dict[str, str] = {}  # the names alone, without where they run
         self._asked = -REFRESH
@@ -49,11 +54,7 @@ class DeviceNames:
             label = self._labels.get(address)
         if label is not None:
             return label
-        if (
-            "://" in address
-            and self._client is not None
-            and time.monotonic() - self._asked >= REFRESH
-        ):
+        if "://" in address and time.monotonic() - self._asked >= REFRESH:
             self._ask()
             with self._lock:
                 label = self._labels.get(address)
@@ -62,8 +63,11 @@ class DeviceNames:
     def _ask(self) -> None:
         """Ask the cluster for its workers' names and threads (never raises)."""
         self._asked = time.monotonic()
+        client = self._client if self._own else _open_client()
+        if client is None:
+            return
         try:
-            workers = scheduler_identity(self._client).get("workers", {})
+            workers = scheduler_identity(client).get("workers", {})
         except Exception:  # the cluster is busy or gone: keep the addresses
             return
         labels = _unique({a: _label(a, w) for a, w in workers.items()})
@@ -79,6 +83,17 @@ class DeviceNames:
         label = self(address)  # asks the cluster when it is time
         with self._lock:
             return self._short.get(str(address), label)
+
+
+def _open_client():
+    """The Dask client this process has open (the newest), or None."""
+    try:
+        from distributed import default_client
+
+        client = default_client()
+    except (ImportError, ValueError):  # no Dask, or no client open
+        return None
+    return client if client.status == "running" else None
 
 
 def _name(address: str, worker: dict) -> str:
