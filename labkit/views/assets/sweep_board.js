@@ -172,6 +172,14 @@ function columnOf(state, name) {
   return name === "value" ? state.cols.latest : (state.params[name] || []);
 }
 
+function equalSpan(v) {
+  // [lo, hi] of an axis whose every value is v: v ± 5% of |v|, or 0..0.5 for 0 (and -0.5..0
+  // never: an axis of zeros holds no negative value), so no value the sweep cannot have shows.
+  if (v === 0) return [0, 0.5];
+  const d = Math.abs(v) * 0.05;
+  return [v - d, v + d];
+}
+
 function makeAxis(state, name) {
   // {name, label, toUnit(v) -> 0..1 | null, fromUnit(u) -> v, ticks: [[u, label]], category}
   const kind = name === "value" ? "number" : (state.meta.kinds[name] || "number");
@@ -194,7 +202,11 @@ function makeAxis(state, name) {
     if (x > hi) hi = x;
   }
   if (lo === Infinity) { lo = 0; hi = 1; }
-  if (hi === lo) { lo -= 0.5; hi += 0.5; }
+  if (hi === lo) {
+    // every value equal: centred on it, 5% of it each way, on a log axis as on a linear one
+    const [a, b] = equalSpan(log ? 10 ** lo : lo);
+    [lo, hi] = log ? [Math.log10(a), Math.log10(b)] : [a, b];
+  }
   const toUnit = (v) => {
     if (typeof v !== "number" || !Number.isFinite(v) || (log && v <= 0)) return null;
     return ((log ? Math.log10(v) : v) - lo) / (hi - lo);
@@ -403,7 +415,7 @@ function valueRange(values, keep) {
   const cut = values.length > 200 ? Math.floor(values.length * 0.01) : 0;
   let lo = values[cut], hi = values[values.length - 1 - cut];
   for (const v of keep) { if (v < lo) lo = v; if (v > hi) hi = v; }
-  if (hi === lo) { lo -= Math.abs(lo) * 0.05 || 0.5; hi += Math.abs(hi) * 0.05 || 0.5; }
+  if (hi === lo) [lo, hi] = equalSpan(lo);
   const pad = (hi - lo) * 0.05;
   return [lo - pad, hi + pad];
 }
