@@ -9,7 +9,10 @@ events into the task events those views fold (:class:`~labkit.events.TaskStarted
 one task a trial's execution on its worker, so a worker's load, its
 running and done counts, the task stream and the run's progress are true
 while trials run.  A trial is named on a worker by its address (the slot,
-``#n``, left out), as every other task is.
+``#n``, left out), as every other task is.  A trial that waits to run again
+(:class:`~labkit.events.TrialRequeued`: a PBT member paused, or exploiting)
+ends its task there; its next start is a new task, so a timeline shows each
+execution as a bar of its own, not one bar over the wait.
 
 Examples
 --------
@@ -33,6 +36,7 @@ from ..events import (
     TaskInfo,
     TaskStarted,
     TrialFinished,
+    TrialRequeued,
     TrialStarted,
 )
 
@@ -69,7 +73,19 @@ class TrialTasks:
             return [self.started(event.run, event.trial, event.worker, event.time)]
         if isinstance(event, TrialFinished):
             return self.finished(event.run, event.record, event.time)
+        if isinstance(event, TrialRequeued):
+            return self.requeued(event.run, event.trial, event.time)
         return []
+
+    def requeued(self, run: str, trial: int, when: float) -> list:
+        """Trial ``trial`` of ``run`` stopped at ``when`` to run again later: its task ends."""
+        with self._lock:
+            begun = self._started.pop((run, trial), None)
+            info = self._info(run, trial)
+        if begun is None:  # not running here (requeued before it started): nothing to end
+            return []
+        worker, start = begun
+        return [TaskFinished(info, worker, start, max(when, start))]
 
     def started(self, run: str, trial: int, worker: str | None, when: float) -> TaskStarted:
         """Trial ``trial`` of ``run`` runs on ``worker`` since ``when``."""
