@@ -132,7 +132,14 @@ class InlineLauncher(Launcher):
         state = self.engine.take()
         if state is not None:
             with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
-                self.run_here(state, "local", scheduler=self.scheduler)
+                try:
+                    self.run_here(state, "local", scheduler=self.scheduler)
+                except BaseException:
+                    # the user's Ctrl-C: the trial ran in this very thread, so it is over;
+                    # recorded cancelled now, the wind-down has nothing to wait for
+                    self.engine.cancel()
+                    self.engine.cancel_launched()
+                    raise
 
 
 class ThreadLauncher(Launcher):

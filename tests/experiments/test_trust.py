@@ -17,6 +17,7 @@ import time
 import pytest
 
 import labkit as lk
+from labkit.experiments import loop
 from labkit.experiments.rules import Rule
 
 from . import functions as f
@@ -417,9 +418,13 @@ def ctrl_c(config, trial):
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="signals reach the main thread only")
-def test_a_real_ctrl_c_still_stops_a_local_sweep(tmp_path):
+def test_a_real_ctrl_c_still_stops_a_local_sweep(tmp_path, monkeypatch):
     # from Python's own Ctrl-C handler, as a user's process has it, whatever an earlier test in
     # this process left in place (the full suite once saw no KeyboardInterrupt here)
+    # The trial Ctrl-C stopped ran in the sweep's own thread: it is over, and the wind-down
+    # must not wait for it (it once waited the whole CANCEL_WAIT, 10 s, and the test's 20 s
+    # failed under load); a minute's wait would show here.
+    monkeypatch.setattr(loop, "CANCEL_WAIT", 60.0)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     began = time.monotonic()
     try:
