@@ -28,7 +28,7 @@ import labkit
 from .cli_sweeps import run_sweeps, sweeps_parser
 from .constraints import Interval, Rule, check_argument
 from .demo import run_demo
-from .errors import InputError
+from .errors import InputError, LabkitError
 from .serving import serve_dashboard, serve_demo, serve_store_dashboard
 
 __all__ = [
@@ -377,6 +377,13 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if _refused("dashboard", port=(args.port, PORT)):
         return 2
     if args.store is not None:
+        from .experiments.catalog import store_file
+
+        try:  # as labkit sweeps says it: a missing file or a folder, one line, status 1
+            store_file(args.store)
+        except LabkitError as exc:
+            print(f"labkit dashboard: --store: {exc}", file=sys.stderr)
+            return 1
         return serve_store_dashboard(args.store, args.port, args.allow_websocket_origin)
     return serve_dashboard(
         args.scheduler,

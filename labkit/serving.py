@@ -121,8 +121,9 @@ def serve_store_dashboard(
             print("labkit dashboard: stopping", file=out, flush=True)
         finally:
             board.stop()
-    except LabkitError as exc:
-        print(f"labkit dashboard: --store: {exc}", file=sys.stderr)
+    except LabkitError as exc:  # a port that cannot be served names --port, not the store
+        option = "--port" if "port" in exc.where else "--store"
+        print(f"labkit dashboard: {option}: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
     finally:
         _restore_signals(previous)

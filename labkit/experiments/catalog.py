@@ -29,24 +29,29 @@ from .status import ORDER, RANKED
 from .store import Store
 from .store_reads import one_read
 
-__all__ = ["summaries", "summary", "format_summaries", "summaries_json"]
+__all__ = ["summaries", "summary", "store_file", "format_summaries", "summaries_json"]
 
 _SWEEPS = "SELECT name, metric, mode, created, updated FROM sweeps ORDER BY created"
 
 
 def summaries(path: Any) -> list[dict]:
     """One summary a sweep of the store at ``path`` (see :func:`summary`), oldest first."""
-    where = os.path.abspath(os.fspath(path))
-    if os.path.isdir(where):
-        raise StorageError("this is a folder, not a sweep store", path=where)
-    if not os.path.isfile(where):
-        raise StorageError("no sweep store here: the file does not exist", path=where)
-    store = Store(where, readonly=True)
+    store = Store(store_file(path), readonly=True)
     try:  # every sweep as of one commit: a writer's commit meanwhile shows whole or not at all
         with store.connection() as conn, one_read(conn):
             return [summary(store, row) for row in store.read(_SWEEPS)]
     finally:
         store.close()
+
+
+def store_file(path: Any) -> str:
+    """``path`` made absolute, when it is a file; a StorageError naming it when it is none."""
+    where = os.path.abspath(os.fspath(path))
+    if os.path.isdir(where):
+        raise StorageError("this is a folder, not a sweep store", path=where)
+    if not os.path.isfile(where):
+        raise StorageError("no sweep store here: the file does not exist", path=where)
+    return where
 
 
 def summary(store: Store, row: dict) -> dict:

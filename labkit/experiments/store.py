@@ -56,7 +56,7 @@ from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
 from .status import Status
-from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable
+from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, read_failure
 from .store_values import real as _real
 from .store_values import to_json as _json
 from .write_queue import COMMIT_EVERY, WriteQueue
@@ -290,7 +290,10 @@ class Store(WriteQueue):
             try:
                 return read(conn, *args)
             except sqlite3.Error as exc:
-                raise StorageError(f"reading the store failed: {exc}", path=self.where) from exc
+                raise StorageError(read_failure(exc), path=self.where) from exc
+            except StorageError as exc:  # what was read is no store's (an unknown status)
+                exc.locate(path=self.where)
+                raise
 
     def _coalesce(self, batch: list) -> list:
         """A trial's reports that one commit carries are merged into one pack."""

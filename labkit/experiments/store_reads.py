@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..errors import StorageError
 from .report_ops import paused_gc, read_reports
 from .status import Status
 from .store_schema import schema_version
@@ -78,9 +79,23 @@ def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
         configs = json.loads("[" + ",".join(r[1] for r in rows) + "]")
         metrics = json.loads("[" + ",".join(r[3] or "null" for r in rows) + "]")
         return [
-            (r[0], config, _STATUS.get(r[2], r[2]), final, *map(unreal, r[4:7]), *r[7:])
+            (r[0], config, _status(r[2], sweep, r[0]), final, *map(unreal, r[4:7]), *r[7:])
             for r, config, final in zip(rows, configs, metrics, strict=True)
         ]
+
+
+def _status(word, sweep: str, trial: int) -> Status:
+    """A stored trial's status; a word this labkit does not know is a StorageError naming it."""
+    status = _STATUS.get(word)
+    if status is None:
+        raise StorageError(
+            f"trial {trial} of sweep {sweep!r} has the status {word!r}, which this labkit "
+            f"does not know (it knows {', '.join(_STATUS)}): the store was edited, or "
+            "written by another program or a newer labkit",
+            sweep=sweep,
+            trial=trial,
+        )
+    return status
 
 
 def reports(conn: sqlite3.Connection, sweep: str) -> dict[int, list]:
