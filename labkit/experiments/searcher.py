@@ -51,6 +51,8 @@ class Searcher:
         if engine is not None and hasattr(self.search, "attach"):
             self.turns = Turns(engine)
             self.search.attach(self.turns)
+        if engine is not None and hasattr(self.search, "seeded"):
+            self.search.seeded(engine.sweep.seed)  # PBT without a seed of its own: the sweep's
         self.store, self.sweep, self.engine = store, sweep, engine
         #: the error that ends the sweep: the search raised a BaseException (:meth:`check`)
         self.failure: TaskError | None = None
@@ -89,7 +91,12 @@ class Searcher:
         Only a search that acts decides (PBT: an exploit or a pause), once an
         execution: a trial already stopping is not asked again.
         """
-        if not self.listens:
+        if not self.listens or (s.stop is not None and s.stop[0] == "fail"):
+            return None  # nothing to learn, or from a member that fails: its values are void
+        why = None if self.turns is None else self.turns.regressed(s.id, step)
+        if why is not None:  # a PBT member that started over: it fails (its turns never end)
+            if s.stop is None or s.stop[0] == "search":
+                self.engine.request_stop(s, "fail", why)
             return None
         decision = self._call("reported", s.id, step, value)
         if self.turns is None or decision is None or s.stop is not None:

@@ -20,6 +20,8 @@ def verdict(
     """The final status of a trial and its fields (``stop``: the sweep's ``(kind, reason)``)."""
     kind = outcome["status"]
     last = dict(history[-1][1]) if history else {}
+    if stop and stop[0] == "fail":  # the search failed it (a PBT member that started over)
+        return Status.FAILED, {"error": stop[1], "metrics": last or None}
     if kind == "lost" or (stop and stop[0] == "lost"):
         why = stop[1] if stop else outcome.get("error") or "its worker was lost"
         return Status.FAILED, {

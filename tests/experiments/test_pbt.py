@@ -265,3 +265,118 @@ def test_a_perturbation_moves_each_kind_of_entry_a_little_within_its_bounds():
         assert perturb("a", ["a", "b", "c"], 1.0, rng) in ("a", "b", "c")
     seen = {perturb(32, [16, 32, 64], 0.0, rng) for _ in range(50)}
     assert seen == {16, 64}  # both neighbours come up
+
+
+def forgetful(config, trial):
+    """A member that ignores its checkpoint: it starts over at step 1 every time it runs."""
+    score = 0.0
+    for step in range(1, 21):
+        score += config["lr"]
+        time.sleep(0.002)
+        trial.report(step, score=score)
+        trial.checkpoint({"step": step, "score": score})
+
+
+def test_a_member_that_starts_over_after_its_turn_fails_naming_trial_restore(threads_scheduler):
+    try:
+        result = run(forgetful, pbt(), trials=4, scheduler=threads_scheduler)
+    except lk.TaskError as err:  # each member paused before any completed: all failed
+        assert "trial.restore()" in str(err)
+        result = err.result
+    failed = [t for t in result.trials if t.status == "failed"]
+    assert failed and {t.status for t in result.trials} <= {"completed", "failed"}
+    for t in failed:  # it ran, was paused, ran again from step 1: failed at once
+        assert f"trial {t.id} reported step 1 after it was requeued" in t.error, t.error
+        assert "trial.restore()" in t.error
+    assert all(t.attempts <= 2 for t in result.trials), [t.attempts for t in result.trials]
+
+
+SPACE_OF_KINDS = {"lr": lk.uniform(0, 1), "n": lk.randint(1, 10),
+                  "wd": lk.loguniform(1e-4, 1e-2), "act": lk.choice(["relu", "tanh", "gelu"]),
+                  "drop": lk.uniform(0, 0.5)}
+#: mutations whose own ranges are wider than the space's: what comes out keeps the space's
+WIDE = {"lr": lk.uniform(0, 1), "n": lk.uniform(1, 10), "wd": lk.loguniform(1e-6, 1.0),
+        "act": ["relu", "tanh", "gelu"], "drop": lk.uniform(0, 1)}
+
+
+def _in_space(config):
+    return (isinstance(config["n"], int) and 1 <= config["n"] <= 9
+            and isinstance(config["wd"], float) and 1e-4 <= config["wd"] <= 1e-2
+            and config["act"] in ("relu", "tanh", "gelu") and 0 <= config["drop"] <= 0.5
+            and 0 <= config["lr"] <= 1)
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
+def test_perturbations_keep_each_parameter_s_kind_and_bounds(p):
+    from labkit.experiments.space import Space
+
+    own = pbt(mutations=WIDE, resample_probability=p).bound(Space.of(SPACE_OF_KINDS), "max")
+    config = {"lr": 0.5, "n": 9, "wd": 1e-2, "act": "gelu", "drop": 0.5}
+    seen = set()
+    for _ in range(300):
+        config = own.explore(config)
+        assert _in_space(config), config
+        seen.add(config["n"])
+    assert len(seen) > 1  # it moves
+
+
+def test_exploits_of_a_sweep_keep_each_parameter_s_kind_and_bounds():
+    result = lk.sweep(Climb(), SPACE_OF_KINDS, trials=8, metric="score", mode="max", seed=0,
+                      store=None, search=pbt(mutations=WIDE, resample_probability=0.5))
+    assert result.exploits
+    assert all(_in_space(e.after) for e in result.exploits), result.exploits
+    assert all(_in_space(t.config) for t in result.trials)
+
+
+@pytest.mark.parametrize("entry, mutation, words", [
+    (lk.choice(["relu", "tanh"]), lk.uniform(0, 1), "(uniform) but the space's 'x' is "
+                                                    "lk.choice(['relu', 'tanh']) (choice)"),
+    (lk.choice(["relu", "tanh"]), ["relu", "gelu"], "holds 'gelu'"),
+    (lk.uniform(0, 1), ["a", "b"], "(a list), which holds 'a', but the space's 'x' is "
+                                   "lk.uniform(0, 1) (uniform)"),
+    (lk.randint(1, 10), lk.choice([True, False]), "holds True"),
+])
+def test_a_mutation_of_another_kind_than_its_parameter_is_refused_naming_both(
+        entry, mutation, words, tmp_path):
+    with pytest.raises(lk.InputError) as info:
+        lk.sweep(Climb(), {"lr": lk.uniform(0, 1), "x": entry}, trials=4, metric="score",
+                 mode="max", search=pbt(mutations={"x": mutation}), store=tmp_path / "s.db")
+    assert words in str(info.value) and "mutations['x']" in str(info.value), str(info.value)
+    assert info.value.where["argument"] == "mutations"
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_pbt_without_a_seed_takes_the_sweep_s():
+    def decisions(sweep_seed):
+        result = run(Climb(), pbt(seed=None), seed=sweep_seed)
+        return [(e.trial, e.step, e.donor, e.after) for e in result.exploits]
+
+    first = decisions(3)
+    assert first and first == decisions(3)
+    assert first != decisions(4)
+
+
+def test_pbt_beside_asha_exploits_and_stops():
+    result = run(Climb(), pbt(), trials=8, early_stop=lk.ASHA(min_steps=10, reduction=2))
+    statuses = {t.status for t in result.trials}
+    assert statuses <= {"completed", "stopped"} and "stopped" in statuses, statuses
+    assert result.exploits
+    for t in result.trials:
+        if t.status == "completed":
+            assert t.history[-1][0] == T
+        else:  # stopped by the rule at a rung, and not run again after it
+            assert t.reason.startswith("ASHA: at step ") and t.history[-1][0] < T, t.reason
+
+
+def climb_on_two(config, trial):
+    """The task on a trial that holds two workers of its own."""
+    assert len(trial.workers) == 2, trial.workers
+    climb(config, trial)
+
+
+def test_pbt_members_holding_two_workers_each_take_turns():
+    with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
+        result = run(climb_on_two, pbt(), trials=4, scheduler=s, workers_per_trial=2)
+    shown = [(t.id, t.status, t.attempts, t.error) for t in result.trials]
+    assert all(t.status == "completed" and t.history[-1][0] == T for t in result.trials), shown
+    assert any(t.attempts > 1 for t in result.trials), shown  # 4 members, 2 at a time: turns

@@ -16,7 +16,12 @@ decides, through :meth:`PBT.reported`'s return value:
   parameter of ``mutations`` is resampled from its entry with probability
   ``resample_probability``, else a number is multiplied by 0.8 or 1.2 (kept
   within its distribution's bounds; an int rounded) and a choice or a list
-  moves to a neighbouring value; the other parameters are the donor's.
+  moves to a neighbouring value; the other parameters are the donor's.  What
+  comes out keeps the kind and bounds of the parameter's entry in the space
+  (a ``randint`` stays an int from its ``lo`` to ``hi - 1``, a ``loguniform``
+  within its bounds): a mutation of another kind than its parameter (a
+  distribution for a ``choice``, an option the choice does not hold, words
+  for a number) is an InputError naming both when the sweep starts.
 * **pause**: other members wait for a slot (the population outnumbers the
   cluster's slots): the member goes to the end of the queue and resumes later
   from its own latest checkpoint (:class:`Pause`).
@@ -27,13 +32,20 @@ pause once the member's checkpoint of that step is taken (``trial.checkpoint``
 after ``trial.report``: its next report raises).  The sweep's engine then runs
 the trial again (:mod:`..exploits`).  A member must checkpoint at every
 interval boundary: one without a checkpoint at that step is not paused, nor
-drawn as a donor.
+drawn as a donor; and it must go on from ``trial.restore()``: one that
+reports a step at or before the checkpoint it was given fails (it would
+start over at every turn, and its turns never end).
+
+Draws (donors, perturbations) come from ``seed``, or from the sweep's own
+seed when ``seed`` is None: the same sweep ``seed=`` makes the same
+decisions in a serial sweep.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +64,10 @@ from ...errors import InputError
 from ..distributions import Distribution
 from ..record import TrialRecord, better
 
-__all__ = ["PBT", "Exploit", "Pause", "perturb"]
+__all__ = ["PBT", "Exploit", "Pause", "perturb", "fit"]
+
+#: Tells PBT's draws from the sweep's own (``SeedSequence``'s spawn key) when it takes its seed.
+_STREAM = 0x504254
 
 
 @dataclass(frozen=True)
@@ -84,7 +99,7 @@ class PBT:
     ``mutations``: ``{parameter: distribution or non-empty list}``, the
     parameters perturbed; ``resample_probability``: the chance a mutated
     parameter is drawn anew from its entry; ``seed``: the draws of donors and
-    perturbations (None: unseeded).
+    perturbations (None: the sweep's seed).
     """
 
     asks = False
@@ -119,6 +134,7 @@ class PBT:
         self.scores: dict[Any, dict[int, float]] = {}  # step -> {member: value at that step}
         self.judged: set[tuple] = set()  # (member, step) where it was ranked
         self.rng = np.random.default_rng(seed)
+        self.space: dict = {}  # the space's entries (bound): what a perturbation keeps
 
     def bound(self, space: Any, mode: str) -> PBT:
         """A fresh PBT for one sweep over ``space`` (a space of distributions), ``mode``.
@@ -139,10 +155,19 @@ class PBT:
                 f"space (it has {', '.join(map(repr, space.entries))})",
                 argument="mutations",
             )
+        for name, entry in self.mutations.items():
+            _check_kind(name, entry, space.entries[name])
         own = copy.copy(self)
         own.mode, own.scores, own.judged, own.population = mode, {}, set(), None
         own.rng = np.random.default_rng(self.seed)
+        own.space = dict(space.entries)
         return own
+
+    def seeded(self, seed: int) -> None:
+        """The sweep's ``seed``: PBT's draws come from it when PBT was given none."""
+        if self.seed is None:
+            stream = np.random.SeedSequence(int(seed), spawn_key=(_STREAM,))
+            self.rng = np.random.default_rng(stream)
 
     def attach(self, population: Any) -> None:
         """What the sweep tells of its members: ``config(i)``, ``checkpoint_step(i)``,
@@ -235,7 +260,9 @@ class PBT:
         out = dict(config)
         for name, entry in self.mutations.items():
             if name in out:
-                out[name] = perturb(out[name], entry, self.resample_probability, self.rng)
+                out[name] = perturb(
+                    out[name], entry, self.resample_probability, self.rng, self.space.get(name)
+                )
         return out
 
     def __repr__(self) -> str:
@@ -262,12 +289,19 @@ def _check_entry(name: Any, entry: Any) -> None:
     )
 
 
-def perturb(value: Any, entry: Any, p: float, rng: np.random.Generator) -> Any:
+def perturb(value: Any, entry: Any, p: float, rng: np.random.Generator, within: Any = None) -> Any:
     """``value`` resampled from ``entry`` with probability ``p``, else moved a little.
 
     A number: ×0.8 or ×1.2, within the distribution's bounds (an int rounded);
     a choice or a list: the value before or after it (clipped at the ends).
+    ``within``: the parameter's entry in the space, whose kind and bounds the
+    result keeps (:func:`fit`).
     """
+    return fit(_moved(value, entry, p, rng), within)
+
+
+def _moved(value: Any, entry: Any, p: float, rng: np.random.Generator) -> Any:
+    """``value`` resampled from ``entry`` or moved a little (see :func:`perturb`)."""
     options = list(entry) if isinstance(entry, (list, tuple)) else getattr(entry, "options", None)
     resample = bool(rng.random() < p)
     if options is not None:
@@ -279,10 +313,47 @@ def perturb(value: Any, entry: Any, p: float, rng: np.random.Generator) -> Any:
     if resample:
         return entry.sample(rng)
     factor = 1.2 if rng.random() < 0.5 else 0.8
-    moved = min(max(value * factor, entry.lo), entry.hi)
-    if entry.kind == "randint":  # randint(lo, hi) draws lo .. hi - 1
-        return int(min(max(round(moved), entry.lo), entry.hi - 1))
-    return float(moved)
+    return fit(min(max(value * factor, entry.lo), entry.hi), entry)
+
+
+def fit(value: Any, entry: Any) -> Any:
+    """``value`` of the kind and within the bounds of the space's ``entry`` (None: as it is).
+
+    A ``randint(lo, hi)``: an int, rounded, from ``lo`` to ``hi - 1``; a
+    ``uniform`` or ``loguniform``: a float within ``[lo, hi]``; a choice or a
+    constant: the value itself (a choice's mutations hold its options only).
+    """
+    kind = getattr(entry, "kind", None)
+    if kind == "randint":  # randint(lo, hi) draws lo .. hi - 1
+        return int(min(max(round(value), entry.lo), entry.hi - 1))
+    if kind in ("uniform", "loguniform"):
+        return float(min(max(value, entry.lo), entry.hi))
+    return value
+
+
+_NUMBERS = ("uniform", "loguniform", "randint")
+
+
+def _check_kind(name: str, mutation: Any, entry: Any) -> None:
+    """A mutation of the parameter's kind: among a choice's options, numbers for a number."""
+    if not isinstance(entry, Distribution):
+        return  # a constant of the space: mutated as the mutation says
+    listed = isinstance(mutation, (list, tuple))
+    options = list(mutation) if listed else getattr(mutation, "options", None)
+    kind = "a list" if listed else mutation.kind
+    if entry.kind in _NUMBERS:
+        wrong = [o for o in options or () if isinstance(o, bool) or not isinstance(o, numbers.Real)]
+    else:  # a choice: perturbed among its own options only
+        wrong = [mutation] if options is None else [o for o in options if not entry.contains(o)]
+    if wrong:
+        held = "" if wrong[0] is mutation else f", which holds {wrong[0]!r:.40},"
+        raise InputError(
+            f"PBT mutations[{name!r}] is {mutation!r:.60} ({kind}){held} but the space's "
+            f"{name!r} is {entry!r:.60} ({entry.kind}): a choice is mutated among its "
+            "options (a list or lk.choice of them), a number by lk.uniform, lk.loguniform, "
+            "lk.randint or a list of numbers",
+            argument="mutations",
+        )
 
 
 def _index(options: list, value: Any) -> int:
