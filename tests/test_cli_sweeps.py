@@ -275,3 +275,21 @@ def test_a_writer_in_a_transaction_never_blocks_the_listing_of_a_wal_store(tmp_p
     finally:
         writer.close()
     assert [s["name"] for s in json.loads(sweeps(path, "--json").stdout)] == ["older", "newer"]
+
+
+def test_control_characters_in_a_name_are_escaped_one_row_a_sweep(tmp_path):
+    path = tmp_path / "names.db"
+    evil = "red\x1b[31m\x1b]0;title\x07bell\nsplit\r\tend"
+    lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=1, metric="loss", mode="min",
+             seed=1, store=path, name=evil)
+    lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=1, metric="loss", mode="min",
+             seed=1, store=path, name="plain")
+    done = sweeps(path)
+    assert done.returncode == 0, done.stderr
+    assert not any(c in done.stdout for c in "\x1b\x07\r\t"), repr(done.stdout)
+    lines = done.stdout.rstrip("\n").split("\n")
+    assert len(lines) == 3, done.stdout   # the head and one row a sweep
+    assert lines[1].startswith(r"red\x1b[31m\x1b]0;title\x07bell\nsplit\r\tend  "), lines[1]
+    assert lines[2].startswith("plain ")
+    listed = json.loads(sweeps(path, "--json").stdout)   # JSON escapes them itself: exact
+    assert [s["name"] for s in listed] == [evil, "plain"]

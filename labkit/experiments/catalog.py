@@ -106,8 +106,8 @@ def format_summaries(rows: list[dict]) -> str:
     numeric = {"TRIALS", *(s.upper() for s in statuses)}
     cells = [
         [
-            r["name"],
-            f"{r['metric']} ({r['mode']})",
+            _printable(r["name"]),
+            _printable(f"{r['metric']} ({r['mode']})"),
             str(r["trials"]),
             *(str(r["counts"].get(s, 0)) for s in statuses),
             "-" if r["best"] is None else f"{_number(r['best']['value'])} ({r['best']['trial']})",
@@ -136,6 +136,15 @@ def summaries_json(rows: list[dict]) -> str:
             row = {**row, "best": {**best, "value": str(best["value"])}}
         out.append(row)
     return json.dumps(out, indent=2)
+
+
+def _printable(text: str) -> str:
+    r"""``text`` with each character a terminal would act on (ESC, BEL, a newline) escaped.
+
+    >>> _printable("a\x1b[31mb\x07\nc")
+    'a\\x1b[31mb\\x07\\nc'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def _number(value: float) -> str:

@@ -103,7 +103,10 @@ class Trial:
     def report(self, step, **metrics) -> None:
         """Report ``metrics`` (numbers) at ``step``; raises :class:`TrialStopped` once stopped.
 
-        Steps are numbers in any unit (epochs, batches), increasing.  Reports
+        Steps are numbers in any unit (epochs, batches), each greater than the
+        last: a step not after the previous report's is an
+        :class:`~labkit.errors.InputError` naming both (every search keeps
+        one report a step, in order; none is dropped unseen).  Reports
         travel to the client asynchronously, gathered and rate-limited; this
         call does not wait for them.
         """
@@ -111,6 +114,8 @@ class Trial:
         values = {name: _metric(name, value) for name, value in metrics.items()}
         if self._step is None and self.metric is not None and self.metric not in values:
             raise InputError(_missing_metric(self.id, self.metric, step, values), argument="metric")
+        if self._step is not None and not step > self._step:
+            raise InputError(_step_not_after(self.id, self._step, step), argument="step")
         self._step = step
         if self._sink.report(step, values, time.time()):
             raise TrialStopped(f"trial {self.id} was stopped by the sweep", step=step)
@@ -148,6 +153,15 @@ def _missing_metric(trial: int, metric: str, step, values: dict) -> str:
         f"trial {trial}: the sweep ranks trials by the metric {metric!r}, but the "
         f"trial's first report (step {step}) holds {names}{hint}; report it with "
         f"trial.report(step, {metric}=...), or give lk.sweep the metric the trial reports"
+    )
+
+
+def _step_not_after(trial: int, last, step) -> str:
+    """Why a report at a step not after the last one fails the trial, naming both steps."""
+    return (
+        f"trial {trial}: trial.report at step {step} after a report at step {last}: each "
+        "report's step must be greater than the last (a step is reported once, in order); "
+        "count steps on across epochs, e.g. the batches seen so far"
     )
 
 

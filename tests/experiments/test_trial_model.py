@@ -79,3 +79,32 @@ def test_a_live_and_a_stored_sweep_honour_the_sweep_source_protocol(tmp_path):
             assert source.result().counts() == {"completed": 2}
         # by id, for views that see only ids: through the scheduler the sweep ran on
         assert lk.experiments.live_sweep(run.id, scheduler) is run.sweep
+
+
+def back_and_forth(config, trial):
+    """Reports at steps 3, 6, 3, 6, 9, ...: out of order after the second."""
+    for step in (3, 6, 3, 6, 9, 12, 15, 18, 21):
+        trial.report(step, score=config["lr"] * step)
+
+
+def twice_at_a_step(config, trial):
+    trial.report(1, score=config["lr"])
+    trial.report(1, score=config["lr"])
+
+
+@pytest.mark.parametrize("search", ["random", "pbt"])
+@pytest.mark.parametrize("fn", [back_and_forth, twice_at_a_step])
+def test_a_report_at_a_step_not_after_the_last_fails_its_trial_under_every_search(fn, search):
+    chosen = "random" if search == "random" else lk.PBT(
+        interval=3, quantile=0.25, mutations={"lr": lk.uniform(0, 1)}, seed=0)
+    with pytest.raises(lk.TaskError) as info:  # no trial completed: the first failure
+        lk.sweep(fn, {"lr": lk.uniform(0, 1)}, trials=4, metric="score", mode="max", seed=0,
+                 store=None, search=chosen)
+    result = info.value.result
+    for t in result.trials:
+        assert t.status is Status.FAILED, (t.status, t.error)
+        last, step = (6, 3) if fn is back_and_forth else (1, 1)
+        assert "InputError" in t.error and f"trial {t.id}:" in t.error, t.error
+        assert f"at step {step} after a report at step {last}" in t.error, t.error
+        # nothing refused is kept: the reports before the bad one, in order
+        assert [s for s, _, _ in t.history] == ([3, 6] if fn is back_and_forth else [1])
