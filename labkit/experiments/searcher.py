@@ -40,6 +40,13 @@ __all__ = ["Searcher"]
 
 logger = logging.getLogger("labkit.experiments")
 
+#: What a search was doing when told, in words (``{}``: the trial).
+_TOLD = {
+    "reported": "being told a report of trial {}",
+    "ended": "being told that trial {} ended",
+    "resume": "being told the stored trials",
+}
+
 
 class Searcher:
     """The search of one sweep (``None``: random search), its store and the trials it asked."""
@@ -138,12 +145,8 @@ class Searcher:
             logger.exception("labkit: the search's %s failed", hook)
             return None
         except BaseException as exc:  # SystemExit, KeyboardInterrupt: the sweep's end
-            trial = getattr(args[0], "id", args[0]) if hook in ("reported", "ended") else None
-            self._fatal(
-                exc,
-                f"being told {hook}" + (f" of trial {trial}" if trial is not None else ""),
-                trial,
-            )
+            trial = getattr(args[0], "id", args[0]) if hook != "resume" else None
+            self._fatal(exc, _TOLD.get(hook, "being told {}").format(trial), trial)
             return None
 
     def _fatal(self, exc: BaseException, doing: str, trial: int | None) -> None:

@@ -485,3 +485,22 @@ def test_an_exhausted_grid_is_no_refusal_in_the_log(sampler, space, caplog):
                                                                   [0.25, 0.5, 0.75])
     assert not [r for r in caplog.records if "refused" in r.getMessage()
                 or r.exc_info is not None], caplog.text
+
+
+class EndsLate(optuna.samplers.RandomSampler):
+    """A real sampler that raises SystemExit when told that its second trial ended."""
+
+    def after_trial(self, study, trial, state, values):
+        if trial.number == 1:
+            raise SystemExit("late")
+
+
+def test_a_sampler_raising_system_exit_when_told_an_end_ends_the_sweep_naming_it():
+    with lk.DaskScheduler() as s:
+        run = lk.sweep(bowl, CUBE, trials=6, metric="loss", mode="min", scheduler=s,
+                       store=None, search=EndsLate(seed=0), max_concurrent=1, wait=False)
+        with pytest.raises(lk.TaskError, match="the search EndsLate raised SystemExit: late "
+                                               "while being told that trial 1 ended"):
+            run.result(timeout=60)
+        assert "running" not in {r["status"] for r in run.sweep.snapshot()}
+        assert s.client.submit(sum, [1, 2]).result(timeout=30) == 3
