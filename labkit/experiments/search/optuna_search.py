@@ -82,7 +82,7 @@ class OptunaSearch:
             try:
                 check_asked(self.name, self.space, trial.params)
             except Exception:  # a value outside the space: the trial fails, Optuna's too
-                self._study.tell(trial, state=optuna_state("FAIL"))
+                self._study.tell(trial, state=_state("FAIL"))
                 raise
         self._trials[trial_id] = trial
         self._steps[trial_id] = set()
@@ -154,7 +154,7 @@ class OptunaSearch:
         return f"<OptunaSearch {self.name}, {len(self._study.trials)} Optuna trials>"
 
 
-def optuna_state(name: str) -> Any:
+def _state(name: str) -> Any:
     """Optuna's ``TrialState`` called ``name``."""
     from optuna.trial import TrialState
 
