@@ -289,6 +289,12 @@ class EventClock:
                 self._oldest = when
             self._newest, self._count = when, self._count + 1
 
+    def behind(self) -> float | None:
+        """Seconds the oldest event not taken yet has waited (None: none waits)."""
+        with self._lock:
+            oldest = self._oldest
+        return None if oldest is None else time.time() - oldest
+
     def take(self) -> None:
         """Move the events counted so far to :attr:`taken`; count from zero again."""
         with self._lock:
@@ -306,6 +312,10 @@ class _Timed:
     @property
     def version(self) -> int:
         return int(self._tracker.version)
+
+    def behind(self) -> float | None:
+        """How long the oldest event not drawn yet has waited (the writer catches up)."""
+        return self._clock.behind()
 
     def snapshot(self):
         self._clock.take()  # before the snapshot: every counted event is in it

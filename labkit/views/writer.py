@@ -20,6 +20,15 @@ instead of slowing the work; when drawing is cheap the rate is
 :data:`MAX_RATE`, and a view draws at least every :data:`MAX_GAP` seconds
 while things change.  :class:`Pacer` does the sums for every view.
 
+The writer's thread runs at a low OS priority (:mod:`.priority`), so that drawing
+takes only the CPU the work leaves.  On a machine loaded by other programs that
+starves the view: a draw of 20 ms took 0.8 s, and the board trailed its run by
+seconds.  So a view that fell behind (its oldest change not yet drawn waited more
+than :data:`CATCH_UP` seconds, on the kernel's clock) draws at the priority of the
+thread that made it, on a second thread kept for that, and its next draws go back
+to the low priority once it has caught up; the CPU share above still bounds what
+drawing costs.
+
 Examples
 --------
 >>> from labkit.views.tracker import Tracker
@@ -36,6 +45,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import queue
 import threading
 import time
 import weakref
@@ -45,7 +55,16 @@ from typing import Any
 from ..constraints import Interval, check_argument
 from .priority import lower_this_thread
 
-__all__ = ["Writer", "Pacer", "MAX_RATE", "CPU_SHARE", "MAX_GAP", "check_rate", "settled"]
+__all__ = [
+    "Writer",
+    "Pacer",
+    "MAX_RATE",
+    "CPU_SHARE",
+    "MAX_GAP",
+    "CATCH_UP",
+    "check_rate",
+    "settled",
+]
 
 logger = logging.getLogger("labkit.views")
 
@@ -82,6 +101,13 @@ def state_every() -> float:
 #: Longest wait between two draws while something changes, whatever drawing costs: a view
 #: never trails its source by more than this and one draw (the 0.5 s lag of issue 29).
 MAX_GAP = 0.5
+
+
+#: A view whose oldest change not yet drawn waited longer than this (s) when a draw begins
+#: is behind: it draws at its maker's priority until it has caught up.  A view that keeps
+#: pace draws every 0.25 s (at most MAX_GAP), so a longer wait means its thread was starved
+#: (under load 24, a first draw at the low priority began 0.8 s late and took 1.8 s).
+CATCH_UP = MAX_GAP
 
 
 class Pacer:
@@ -144,6 +170,10 @@ class Writer:
         ETAs and a run's status stay current); ``None`` draws on changes only.
     name : str, optional
         The thread's name (it starts with ``labkit-writer``).
+
+    A ``tracker`` with ``behind()`` (the seconds its oldest change not yet drawn
+    has waited, or None) lets the writer catch up: past :data:`CATCH_UP` it draws
+    on a second thread, at the priority of the thread that made the writer.
     """
 
     def __init__(
@@ -166,9 +196,11 @@ class Writer:
         self._force = False  # draw on the next wake even if the version is the same
         self._drawn: int | None = None  # the version last drawn
         self._drawing = False  # a draw is under way (its messages not all sent)
-        self._thread = threading.Thread(
-            target=self._main, daemon=True, name=name or f"labkit-writer-{next(_ids)}"
-        )
+        name = name or f"labkit-writer-{next(_ids)}"
+        self.catch_ups = 0  # draws made on the catch-up thread (the view was behind)
+        # made here, by the maker's thread, so it keeps the maker's priority
+        self._catch_up = _CatchUp(f"{name}-catch-up") if _can_tell_lag(tracker) else None
+        self._thread = threading.Thread(target=self._main, daemon=True, name=name)
         self._thread.start()
         _WRITERS.add(self)
 
@@ -200,7 +232,9 @@ class Writer:
         self._stopping.set()
         self._urgent.set()
         self._wake.set()
-        if threading.current_thread() is not self._thread:
+        here = threading.current_thread()
+        # from a draw (on either thread) the writer is waiting for that draw: no join
+        if here is not self._thread and not (self._catch_up and self._catch_up.runs_here()):
             self._thread.join(timeout)
 
     # -- the thread --------------------------------------------------------------------
@@ -221,6 +255,8 @@ class Writer:
             self._urgent.wait(self._gap)
             self._urgent.clear()
         self._draw_if_changed(force=True)  # the final state, always
+        if self._catch_up is not None:
+            self._catch_up.close()
 
     def _draw_if_changed(self, force: bool = False) -> None:
         """One draw when the version moved (or when forced); errors are logged."""
@@ -228,7 +264,19 @@ class Writer:
         force, self._force = force or self._force, False
         if not force and version == self._drawn:
             return
-        self._gap = self._pacer.timed(self._draw_once, version)
+        if self._catch_up is not None and self._behind():
+            self.catch_ups += 1
+            self._gap = self._pacer.gap_after(self._catch_up.run(self._draw_once, version))
+        else:
+            self._gap = self._pacer.timed(self._draw_once, version)
+
+    def _behind(self) -> bool:
+        """Whether the oldest change not drawn yet waited longer than :data:`CATCH_UP`."""
+        try:
+            waited = self.tracker.behind()
+        except Exception:  # a view never fails for its clock
+            return False
+        return waited is not None and waited > CATCH_UP
 
     def _draw_once(self, version) -> None:
         """Draw one snapshot; errors are logged."""
@@ -246,6 +294,58 @@ class Writer:
     def __repr__(self):
         state = "running" if self.running else "stopped"
         return f"<labkit Writer {self._thread.name}: {state}, {self.draws} draws>"
+
+
+class _CatchUp:
+    """A thread at its maker's priority that draws for a writer that fell behind.
+
+    The writer's own thread runs at a low priority, and on a loaded machine a draw
+    there takes many times its CPU time; this one runs as the thread that made the
+    writer does.  The writer hands it one draw at a time and waits for it.
+    """
+
+    def __init__(self, name: str):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, daemon=True, name=name)
+        self._thread.start()
+
+    def run(self, fn, *args) -> float:
+        """Call ``fn(*args)`` on the catch-up thread and wait; its CPU seconds there."""
+        done, spent = threading.Event(), [0.0]
+        self._jobs.put((fn, args, done, spent))
+        done.wait()
+        return spent[0]
+
+    def runs_here(self) -> bool:
+        """Whether the caller is the catch-up thread."""
+        return threading.current_thread() is self._thread
+
+    def close(self, timeout: float = 10.0) -> None:
+        """End the thread (after the draw it may be making) and wait for it."""
+        self._jobs.put(None)
+        if not self.runs_here():
+            self._thread.join(timeout)
+
+    def _main(self) -> None:
+        """Run each job handed over, timing its CPU, until closed."""
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, args, done, spent = job
+            start = time.thread_time()
+            try:
+                fn(*args)
+            except Exception:  # a draw logs its own errors; this thread must live on
+                logger.exception("labkit writer: catch-up draw %r failed", fn)
+            finally:
+                spent[0] = time.thread_time() - start
+                done.set()
+
+
+def _can_tell_lag(tracker) -> bool:
+    """Whether ``tracker`` says how long its oldest change waited (``behind()``)."""
+    return callable(getattr(tracker, "behind", None))
 
 
 _WRITERS: weakref.WeakSet[Writer] = weakref.WeakSet()  # every writer, for settled()

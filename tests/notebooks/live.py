@@ -139,10 +139,12 @@ def frames(page) -> list[dict]:
     return _read(page)["frames"]
 
 
-def record_lags(name: str, values: list[float], **parts) -> dict:
+def record_lags(name: str, values: list[float], seen: list[dict] | None = None, **parts) -> dict:
     """Write the lags' summary to ``test-artifacts/lag-<name>.json``; returns it.
 
-    ``parts``: other lists (the kernel's part, the wire's) whose medians go with it.
+    ``parts``: other lists (the kernel's part, the wire's) whose medians go with it;
+    ``seen``: the frames as :func:`frames` gives them, kept in the file (not returned)
+    to read where a long lag came from.
     """
     summary = {"notebook": name, "frames": len(values),
                **{f"{k}_median_s": round(statistics.median(v), 3) if v else None
@@ -153,5 +155,5 @@ def record_lags(name: str, values: list[float], **parts) -> dict:
                "max_s": round(max(values), 3) if values else None}
     os.makedirs(ARTIFACTS, exist_ok=True)
     with open(os.path.join(ARTIFACTS, f"lag-{name}.json"), "w") as f:
-        json.dump(summary, f, indent=1)
+        json.dump({**summary, "seen": seen} if seen is not None else summary, f, indent=1)
     return summary

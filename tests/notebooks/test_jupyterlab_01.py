@@ -143,7 +143,7 @@ def run_and_check(page, url: str, token: str) -> list:
 def check_live(page) -> None:
     """The board fits 700 px, went through states while running, and trailed little."""
     lags = live.lags(page)
-    summary = live.record_lags("01", lags, kernel=live.lags(page, "kernel"),
+    summary = live.record_lags("01", lags, seen=live.frames(page), kernel=live.lags(page, "kernel"),
                                draw=live.lags(page, "draw"), wire=live.lags(page, "wire"))
     print(summary)
     clipped = live.clipped(page)

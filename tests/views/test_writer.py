@@ -142,3 +142,54 @@ def test_settled_waits_until_every_live_writer_drew_the_latest_version():
     finally:
         release.set()
         writer.stop()
+
+
+class _Behind:
+    """A tracker that says how long its oldest change not drawn yet has waited."""
+
+    def __init__(self):
+        self.tracker, self.waited = Tracker(), None
+
+    @property
+    def version(self):
+        return self.tracker.version
+
+    def snapshot(self):
+        return self.tracker.snapshot()
+
+    def behind(self):
+        return self.waited
+
+
+@pytest.mark.skipif(not hasattr(threading, "get_native_id") or not hasattr(__import__("os"),
+                    "getpriority"), reason="threads have no priority of their own here")
+def test_a_writer_that_fell_behind_draws_at_its_makers_priority_until_it_caught_up():
+    """On a loaded machine the low-priority writer drew a 20 ms frame in 0.8 s and the board
+    trailed its run by seconds (issue 44): a view that fell behind catches up at the
+    priority of the thread that made it, then goes back to the low one."""
+    import os
+    from labkit.views.priority import NICENESS
+    from labkit.views.writer import CATCH_UP
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    if mine == NICENESS:
+        pytest.skip("this thread already runs at the writer's low priority")
+    source, seen, drew = _Behind(), [], threading.Event()
+
+    def draw(snap):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        drew.set()
+
+    writer = Writer(source, draw)
+    try:
+        for waited, priority in [(CATCH_UP + 4.0, mine), (None, NICENESS),
+                                 (CATCH_UP / 4, NICENESS), (CATCH_UP + 0.5, mine)]:
+            source.waited = waited
+            drew.clear()
+            writer.poke(force=True)
+            assert drew.wait(30), "no draw"
+            assert seen[-1] == priority, (waited, seen)
+    finally:
+        source.waited = None
+        writer.stop()
+    assert not writer.running and writer.catch_ups == 2
+    assert not [t for t in threading.enumerate() if t.name.endswith("-catch-up")]
