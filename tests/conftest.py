@@ -111,7 +111,8 @@ def pytest_configure(config):
     xdist worker's (its controller derives it from the controller's own root).
     """
     if config.option.basetemp is None and not hasattr(config, "workerinput"):
-        config.option.basetemp = tempfile.mkdtemp(prefix="labkit-pytest-")
+        _remove_roots_of_ended_runs()
+        config.option.basetemp = tempfile.mkdtemp(prefix=f"labkit-pytest-{os.getpid()}-")
         _OWN_BASETEMP.append(config.option.basetemp)
     config.addinivalue_line("markers", "needs(*tools): system tools the test needs "
                             "(tests/system.py); skipped where missing, failed in CI")
@@ -162,6 +163,21 @@ def pytest_sessionfinish(session, exitstatus):
     if left:
         print(f"\nlabkit tests left processes behind: {left}", file=sys.stderr)
         session.exitstatus = 1
+
+
+def _remove_roots_of_ended_runs():
+    """Remove the roots that runs killed before their end left (their process is gone).
+
+    A root names its run's pid; a live process's root is never touched (nor one whose
+    pid was taken again since: it stays, which is the safe side).
+    """
+    import glob
+
+    import psutil
+    for root in glob.glob(os.path.join(tempfile.gettempdir(), "labkit-pytest-*-*")):
+        pid = os.path.basename(root).split("-")[2]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.hookimpl(trylast=True)

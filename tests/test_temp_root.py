@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -60,3 +61,24 @@ def test_two_sessions_at_once_each_have_a_root_of_their_own_removed_at_the_end(t
         assert base.name.startswith("labkit-pytest-"), base
         assert _shared_root() not in base.parents, base
         assert not base.exists(), f"{base} was left behind"
+
+
+def test_a_root_left_by_a_killed_run_is_removed_by_the_next_run(tmp_path):
+    # a run killed before its end (a CI timeout, a SIGKILL) cannot remove its root
+    probe = subprocess.Popen([sys.executable, "-c", "pass"])
+    probe.wait()                                      # a pid that no process has any more
+    left = Path(tempfile.mkdtemp(prefix=f"labkit-pytest-{probe.pid}-"))
+    (left / "kept-by-nobody").write_text("")
+    mine = Path(tempfile.mkdtemp(prefix=f"labkit-pytest-{os.getpid()}-"))  # a live run's
+    try:
+        env = {**os.environ, PROBE: str(tmp_path)}
+        env.pop("PYTEST_ADDOPTS", None)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "--collect-only", f"{__file__}::test_probe_holds_its_folder_while_"
+                        "another_session_runs"], cwd=ROOT, env=env, capture_output=True,
+                       timeout=240, check=True)
+        assert not left.exists()
+        assert mine.exists()                          # a live run's root is never touched
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        shutil.rmtree(mine, ignore_errors=True)
