@@ -22,17 +22,18 @@ import torch
 
 from ..checkpoints import check_writable
 from ..constraints import Interval, check_arguments
-from ..errors import InputError, LabkitError, TrainingError
+from ..errors import CancelledError, InputError, LabkitError, SchedulerError, TrainingError
 from ..runs import start
 from .balance import WorkLoads
 from .bucketing import BucketBatch
 from .fit_data import Source, WorkerDataset, as_source
 from .guards import check_batch, check_epochs
+from .model_sync import ModelSync
 from .replica_group import COMMIT_EVERY, MAX_FAILURES, EpochOptions, ReplicaGroup
 from .reporting import Reporter
 from .reports import EpochTally, StepReport, batch_number
 
-__all__ = ["EpochLoops", "OneCall"]
+__all__ = ["EpochLoops", "OneCall", "as_its_stop_said"]
 
 #: What a fit's options on the workers may be (None: the default).
 _EPOCH_RULES = {"commit_every": [Interval(int, 0), None], "max_failures": [Interval(int, 0), None]}
@@ -97,6 +98,7 @@ class EpochLoops:
     _reporter: Reporter
     _calls: OneCall
     _loads: WorkLoads
+    _sync: ModelSync
     names: list[str]
     model: torch.nn.Module
     on_nonfinite: str
@@ -160,7 +162,8 @@ class EpochLoops:
             ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
             after a lost worker; ``val_...`` with a validation.  An error names the
             epoch and the batch, both from 1 ("epoch 1, batch 1" is the first
-            batch); the steps before it are kept.
+            batch); the steps before it are kept.  Either way ``model`` and
+            ``optimizer`` then hold what the replicas hold (see ``sync_model``).
         """
         __tracebackhide__ = True
         source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
@@ -177,7 +180,9 @@ class EpochLoops:
         def job(scope):
             self._calls.rename(token, f"fit run {scope.id!r}")
             try:
-                return self._fitted(scope, source, epochs, options, validation)
+                # at the end the model holds what the workers hold
+                with self._sync.call(), as_its_stop_said(self._group):
+                    return self._fitted(scope, source, epochs, options, validation)
             finally:
                 self._calls.leave(token)
 
@@ -260,7 +265,11 @@ class EpochLoops:
         __tracebackhide__ = True
         source = as_source(data, batch_size, False, None, what="evaluate")
         self._check_open()
-        with self._calls.held("evaluate"):
+        with (
+            self._calls.held("evaluate"),
+            self._sync.call(trains=False),
+            as_its_stop_said(self._group),
+        ):
             return self._evaluate(source, metrics)
 
     def _evaluate(self, source: Source, metrics: dict | None = None) -> dict[str, float]:
@@ -280,6 +289,23 @@ class EpochLoops:
         if rows == 0:
             raise InputError("no batches to evaluate", argument="batches")
         return {name: total / rows for name, total in sums.items()}
+
+
+@contextlib.contextmanager
+def as_its_stop_said(group: ReplicaGroup) -> Iterator[None]:
+    """A call cut short by its scheduler's shutdown raises the reason the stopper gave.
+
+    A sweep stops a group trial by shutting the trial's scheduler down, having
+    cancelled it with ``TrialStopped`` first: whichever wait of the call saw the
+    shutdown, the trial's call raises that, as on any other placement.
+    """
+    try:
+        yield
+    except (SchedulerError, CancelledError) as exc:
+        reason = group.stop_reason()
+        if reason is None or reason is exc:
+            raise
+        raise reason from exc
 
 
 def _validation(data, batch_size, metrics) -> tuple:

@@ -13,6 +13,13 @@ flags only, never on its type:
     (:meth:`~ReplicaGroup.fit_epoch`, :meth:`~ReplicaGroup.evaluate_source`);
     False: every step comes from the client (:meth:`~ReplicaGroup.steps`) and
     those two raise.
+
+``holds_model``
+    True: the trainer's own model is what the replicas train (it is replica 0,
+    or the target of the reduce), so it holds the trained state after every
+    call; False: the replicas are copies (on Dask workers), and the trainer
+    loads :meth:`~ReplicaGroup.fetch_state` into the model after each call
+    (:mod:`.model_sync`).
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ class ReplicaGroup(Protocol):
         """Capability: fits over data on the workers run their epochs there."""
 
     @property
+    def holds_model(self) -> bool:
+        """Capability: the trainer's model is trained in place (nothing to copy back)."""
+
+    @property
     def names(self) -> list[str]:
         """The replicas' names (devices or worker addresses), in rank order."""
 
@@ -72,6 +83,10 @@ class ReplicaGroup(Protocol):
 
     def check_open(self) -> None:
         """Raise when the group cannot take a call (closed, broken, scheduler gone)."""
+
+    def stop_reason(self) -> Any:
+        """The error a call cut short by its scheduler's shutdown raises, where the one who
+        shut it down gave one (a stopped trial's ``TrialStopped``); else None."""
 
     def steps(
         self,
@@ -118,6 +133,9 @@ class ReplicaGroup(Protocol):
 
     def load_state_dict(self, state: dict) -> None:
         """Load a :meth:`state_dict`-shaped mapping into every replica."""
+
+    def fetch_state(self) -> dict | None:
+        """What the replicas hold now, cheaply (one replica's, CPU tensors; None: none left)."""
 
     def last_state(self) -> dict | None:
         """The state to keep at close (None when no replica survived)."""

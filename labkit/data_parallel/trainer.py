@@ -15,12 +15,12 @@ A step may carry a bucket key: each replica then runs the module that
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ..constraints import InstanceOf, check_arguments
 from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer, WorkLoads
@@ -28,7 +28,8 @@ from .bucketing import check_key
 from .fit_data import PlannedStep
 from .guards import NonFiniteLossError, check_batch, check_policy, warn_skipped
 from .local.thread_group import SchedulerThreadGroup, ThreadGroup
-from .loops import EpochLoops, OneCall
+from .loops import EpochLoops, OneCall, as_its_stop_said
+from .model_sync import ModelSync
 from .monitors import Monitors, ReplicaStep
 from .replica_group import ReplicaGroup
 from .reporting import Reporter
@@ -36,6 +37,9 @@ from .reports import StepReport
 from .split import shares
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
+
+#: What the trainer's switches may be.
+_RULES = {"sync_model": [InstanceOf(bool)]}
 
 
 class DataParallelTrainer(EpochLoops, Observable):
@@ -74,6 +78,14 @@ class DataParallelTrainer(EpochLoops, Observable):
         ``bucket_key=key`` runs, built around ``model``'s own parameters; called
         once per replica and key, when first needed.  With ``work_load="auto"``
         each key has its own shares (:attr:`bucket_shares`).
+    sync_model : bool
+        With a scheduler the replicas are copies on the workers: after every
+        ``fit``, ``step`` and ``evaluate`` (a ``wait=False`` fit: when it
+        ends) their state is copied into ``model`` and ``optimizer``, so that
+        both hold what the workers hold.  ``False`` skips that copy (it costs
+        a read of the parameters a call, ``benchmarks/bench_model_sync.py``):
+        the model is then stale after a call that trained, and using it
+        raises until :meth:`sync_model` copies it (or :meth:`close`).
 
     Examples
     --------
@@ -100,7 +112,9 @@ class DataParallelTrainer(EpochLoops, Observable):
         balancer: Balancer | None = None,
         on_nonfinite: str = "raise",
         bucket_model: Callable | None = None,
+        sync_model: bool = True,
     ):
+        check_arguments(_RULES, "DataParallelTrainer", sync_model=sync_model)
         if not isinstance(model, torch.nn.Module):
             raise InputError(
                 f"model must be a torch.nn.Module, got {type(model).__name__}", argument="model"
@@ -134,6 +148,8 @@ class DataParallelTrainer(EpochLoops, Observable):
             self.closed = True
             self._group.close()  # a refused work load must not leave replicas on the workers
             raise
+        #: the model and optimizer kept equal to the replicas after each call
+        self._sync = ModelSync(model, optimizer, self._group, after_calls=sync_model)
         self._reporter = Reporter(
             self,
             self.names,
@@ -232,7 +248,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         key = check_key(bucket_key, self.steps)
         n = check_batch(x, y, self.steps)
         reports: list[StepReport] = []
-        with self._calls.held("step"):
+        with self._calls.held("step"), self._sync.call(), as_its_stop_said(self._group):
             self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
         return reports[-1].loss
 
@@ -334,49 +350,47 @@ class DataParallelTrainer(EpochLoops, Observable):
             self._group.load_state_dict(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self._sync.loaded()
         self._loads.load(state.get("shares"), state.get("bucket_shares"))
         self.steps = state.get("steps", self.steps)
 
     def sync_model(self) -> torch.nn.Module:
-        """The model with the trained parameters (fetched from the workers with a scheduler)."""
-        self.model.load_state_dict(self._group.state_dict()["model"])
+        """The model with the trained parameters (and the optimizer with its state), now.
+
+        With a scheduler both are copied from the workers; a trainer does so
+        after every call anyway unless made with ``sync_model=False``.
+        """
+        if self.closed:
+            raise TrainingError("the trainer is closed")
+        with self._calls.held("sync_model"):
+            self._sync.pull()
         return self.model
+
+    @property
+    def model_stale(self) -> bool:
+        """Whether the workers hold a newer state than ``model`` (see ``sync_model=``)."""
+        return self._sync.stale
 
     def close(self) -> None:
         """Stop the replica threads (or tear down the worker group); idempotent.
 
-        The model keeps the trained parameters.  With a scheduler they are
-        fetched from the workers, from a surviving one after a lost worker; the
-        group is torn down on every surviving worker whatever happened.
+        The model keeps the trained parameters.  With a scheduler they were
+        copied after the last call; with ``sync_model=False`` they are fetched
+        now, from a surviving worker after a lost one (a warning says when none
+        survived).  The group is torn down on every surviving worker whatever
+        happened.
         """
         if self.closed:
             return
         self.closed = True
         try:
-            self._fetch_last_state()
+            self._sync.close()
         finally:
             try:
                 self._group.close()
             finally:
                 for fn in self._on_shutdown:
                     fn()
-
-    def _fetch_last_state(self) -> None:
-        """Load the trained parameters into the model, or warn that they are lost."""
-        try:
-            state = self._group.last_state()
-        except Exception as exc:  # closing must tear down whatever the workers say
-            state, why = None, f"could not fetch the trained parameters from the workers ({exc})"
-        else:
-            why = "no worker of the replica group survived"
-        if state is None:
-            warnings.warn(
-                f"{why}: the model keeps the parameters of its last sync",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        elif state["model"] is not self.model.state_dict():
-            self.model.load_state_dict(state["model"])
 
     def __enter__(self):
         return self

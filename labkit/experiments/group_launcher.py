@@ -23,9 +23,11 @@ generator, so a trial that must be repeatable builds its model from a
 
 **Stops.**  A trial stopped (by its rule, by hand, by a cancel) has its
 scheduler shut down at once: a fit running on the group ends after its
-current step, the tasks it left are cancelled, a trainer made on it is
-closed, and its workers are free for the next trial, whether its function
-has returned yet or not.  The trial ends ``stopped``.
+current step and raises :class:`~.trial.TrialStopped` in the trial (as
+``trial.report`` would), the tasks it left are cancelled, a trainer made on
+it is closed (quietly: its model keeps what its last call copied back), and
+its workers are free for the next trial, whether its function has returned
+yet or not.  The trial ends ``stopped``.
 
 **Lost workers.**  The group is watched (every :data:`WATCH_EVERY`
 seconds): when one of its workers leaves the cluster, the trial's scheduler
@@ -50,6 +52,7 @@ from ..errors import InputError
 from ..scheduling.connect import scheduler_identity
 from .launcher import ASK_EVERY, Launcher, Recent, usable_workers
 from .sinks import new_execution
+from .trial import TrialStopped
 
 __all__ = [
     "GroupLauncher",
@@ -57,6 +60,7 @@ __all__ = [
     "HeldSink",
     "check_group_size",
     "group_pool",
+    "shut_down",
     "ASK_EVERY",
     "WATCH_EVERY",
 ]
@@ -223,9 +227,10 @@ class GroupLauncher(Launcher):
 
     def _release(self, hold: Hold) -> None:
         """Shut the trial's scheduler down (cancels its tasks, closes its trainer); free its workers."""
-        if hold.scheduler is not None:
-            with contextlib.suppress(Exception):
-                hold.scheduler.shutdown()
+        stopped = (
+            f"trial {hold.trial} was stopped by the sweep" if hold.ended == "stopped" else None
+        )
+        shut_down(hold.scheduler, stopped)
         with self.engine.lock:  # free before the engine hears: the loop's next fill sees it
             if self.held.get(hold.trial) is hold:
                 del self.held[hold.trial]
@@ -269,13 +274,28 @@ class GroupLauncher(Launcher):
             self.closed = True
             holds = list(self.held.values())
         for hold in holds:
-            if hold.scheduler is not None:
-                with contextlib.suppress(Exception):
-                    hold.scheduler.shutdown()
+            shut_down(hold.scheduler, f"trial {hold.trial} was stopped: the sweep ended")
         for hold in holds:
             if hold.thread is not None:
                 hold.thread.join(timeout=2.0)
         super().close()
+
+
+def shut_down(scheduler, stopped: str | None = None) -> None:
+    """Shut a trial's ``scheduler`` down; ``stopped``: why its trial was stopped.
+
+    A stopped trial's scheduler is cancelled with :class:`~.trial.TrialStopped`
+    first, so that what waits on it inside the trial (a trainer's fit, its
+    ``get_results``) raises that, as a stop raises on every other placement.
+    """
+    if scheduler is None:
+        return
+    if stopped is not None:
+        for batch in scheduler.window.owners():
+            with contextlib.suppress(Exception):  # a batch that ended meanwhile
+                batch.cancel(TrialStopped(stopped))
+    with contextlib.suppress(Exception):
+        scheduler.shutdown()
 
 
 def _outcome(hold: Hold, outcome: dict) -> dict:

@@ -18,9 +18,9 @@ from labkit.data_parallel.replica_group import EpochOptions, ReplicaGroup
 from .models import batch, mlp, sgd
 
 #: What the protocol declares, each member named once (a new verb shows up here).
-MEMBERS = {"runs_epochs", "names", "devices", "replicas", "interfaces", "scheduler", "client",
-           "check_open", "steps", "fit_epoch", "end_fit", "evaluate", "evaluate_source",
-           "memory", "set_monitors", "state_dict", "load_state_dict", "last_state", "close"}
+MEMBERS = {"runs_epochs", "holds_model", "names", "devices", "replicas", "interfaces", "scheduler", "client",
+           "check_open", "stop_reason", "steps", "fit_epoch", "end_fit", "evaluate", "evaluate_source",
+           "memory", "set_monitors", "state_dict", "load_state_dict", "fetch_state", "last_state", "close"}
 
 
 def test_the_protocol_declares_the_verbs_the_trainer_calls():

@@ -268,3 +268,41 @@ def test_a_group_trial_function_need_not_pickle(four):
     assert len(seen) == 2
     with pytest.raises(lk.InputError, match="cannot be pickled"):  # a trial a worker: it must
         lk.sweep(trial_fn, [{"lr": 0.1}], scheduler=four, metric="loss", mode="min", store=None)
+
+
+def evaluating_trial(config, trial):
+    """Three one-epoch fits on its group; after each, its own model's accuracy on the client."""
+    from tests.data_parallel.test_model_sync import accuracy, accuracy_of_state, blobs, classifier
+
+    x, y = blobs()
+    model = classifier()
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+    trainer = lk.DataParallelTrainer(model, nn.functional.cross_entropy, optimizer,
+                                     scheduler=trial.scheduler)
+    seen = []
+    try:
+        for epoch in range(3):
+            trainer.fit((x, y), batch_size=64, epochs=1, seed=epoch)
+            held = accuracy(model, x, y)  # the model the trial holds, as a user reads it
+            seen.append((held, accuracy_of_state(trainer.state_dict(), x, y)))
+            trial.report(epoch + 1, accuracy=held)
+    finally:
+        trainer.close()
+    with _LOCK:
+        SPANS[trial.id] = seen
+
+
+def test_each_group_trial_evaluates_the_model_its_fits_trained(four):
+    """Issue 44: six flat, equal lines: every trial's model kept its first parameters."""
+    lrs = [0.02, 0.05, 0.1, 0.3]
+    result = lk.sweep(evaluating_trial, [{"lr": lr} for lr in lrs], scheduler=four,
+                      workers_per_trial=2, metric="accuracy", mode="max", store=None)
+    assert [t.status.value for t in result.trials] == ["completed"] * len(lrs)
+    curves = []
+    for record in result.trials:
+        curve = [m["accuracy"] for _, m, _ in record.history]
+        assert [held for held, _ in SPANS[record.id]] == curve
+        assert all(held == trained for held, trained in SPANS[record.id])  # the workers' own
+        assert curve[-1] > curve[0], (record.config, curve)  # it learns
+        curves.append(tuple(curve))
+    assert len(set(curves)) == len(lrs)  # each trial its own model, its own accuracies

@@ -6,8 +6,10 @@ submitted, awaited, located), :mod:`.setup` (workers, payload, devices),
 :mod:`.forming` (where the ranks meet and join their process group),
 :mod:`.reach` (ranks that cannot reach each other, found in seconds),
 :mod:`.steps` (client-fed steps sent ahead in commands), :mod:`.epochs`
-(whole epochs on the workers, recovering from a lost worker) and
-:mod:`.blocks` (which rank reads which block of a Dask array).
+(whole epochs on the workers, recovering from a lost worker),
+:mod:`.blocks` (which rank reads which block of a Dask array),
+:mod:`.copy_back` (the trained state copied to the client's model after a call)
+and :mod:`.stops` (why a stopped trial's scheduler stopped the group).
 
 May import labkit.errors, labkit.events, labkit.scheduling, the shared modules
 at the top of :mod:`labkit.data_parallel`, and :mod:`labkit.data_parallel.worker`

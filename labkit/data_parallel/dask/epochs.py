@@ -287,6 +287,9 @@ class EpochRunner:
         if lost or "broken" in statuses:
             step = min([res["step"] for res in results] or [0])
             return {"status": "broken", "step": step, "lost": lost}
+        if any(f.status == "cancelled" for f in futures):  # by the scheduler: never "done"
+            self.group.tasks.check_batch("fit")
+            raise SchedulerError("the epoch's tasks were cancelled", epoch=planned.epoch)
         if "stopped" in statuses:
             raise CancelledError("the fit was stopped", epoch=planned.epoch)
         if statuses - {"done"}:

@@ -14,6 +14,8 @@ share a cluster.
   client-fed steps sent ahead (:mod:`.steps`).  Gradients are reduced during
   backward (:mod:`..worker.overlap`) and the ranks agree on every step
   (:mod:`..worker.rank`); rank 0 streams the step reports (:mod:`..reports`).
+* After each call of the trainer, rank 0's state is copied into the client's
+  model and optimizer (:mod:`.copy_back`): the model a user holds is trained.
 * A lost worker: an epoch loop re-forms the group on the workers left and
   goes on from the last commit (:mod:`.epochs`); elsewhere a
   :class:`~labkit.errors.WorkerLostError` names the worker.  The client gives
@@ -31,7 +33,7 @@ from collections.abc import Callable, Iterable
 
 from distributed.comm import get_address_host
 
-from ...errors import InputError, SchedulerError, TrainingError
+from ...errors import InputError, LabkitError, SchedulerError, TrainingError
 from ...events import TaskInfo
 from ...scheduling.connect import on_loopback
 from ...scheduling.pickling import dumps
@@ -42,10 +44,12 @@ from ..reports import StepReport
 from ..split import row_weights
 from ..worker import lifecycle as life
 from ..worker.training import evaluate as evaluate_on_rank
+from .copy_back import fetch_state
 from .epochs import EpochRunner
 from .forming import join_ranks, meeting_point
 from .setup import build_replicas, check_scheduler, choose_workers, closed_with, payload
 from .steps import CommandPipe
+from .stops import RememberingBatch
 from .tasks import RankTasks
 
 __all__ = ["DaskReplicaGroup"]
@@ -57,7 +61,8 @@ class DaskReplicaGroup:
     Parameters
     ----------
     model : torch.nn.Module
-        Copied to every worker; training does not change it (see :meth:`state_dict`).
+        Copied to every worker; the trainer loads the ranks' state back into it
+        after each call (see :meth:`fetch_state`).
     loss_fn : callable
         ``loss_fn(output, y)``: a mean over rows unless its ``reduction`` is ``"sum"``.
     optimizer : torch.optim.Optimizer
@@ -82,6 +87,8 @@ class DaskReplicaGroup:
 
     #: Fits run their epochs as loops on the workers, over data that lives there.
     runs_epochs = True
+    #: The replicas are copies on the workers: the trainer copies their state back.
+    holds_model = False
 
     def __init__(
         self,
@@ -101,11 +108,12 @@ class DaskReplicaGroup:
         # The replicas' tasks go through a batch of the scheduler, so that cancelling
         # or shutting down the scheduler reaches them as it reaches every other task.
         batch = scheduler.batch(info=TaskInfo(f"replicas-{self.gid[:8]}", -1, -1))
+        self._batch = RememberingBatch(batch)  # a stopped trial's reason, kept (see .stops)
         self._closed, self.generation = False, 0
         self.timeout = float(timeout)
         names, slots = choose_workers(scheduler, workers)
         #: the group's tasks on its workers: submitted, awaited, released
-        self.tasks = RankTasks(scheduler.client, self.gid, batch, names, self.timeout)
+        self.tasks = RankTasks(scheduler.client, self.gid, self._batch, names, self.timeout)
         self.backend = backend or ("nccl" if slots is not None else "gloo")
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
         self._store_dirs: list[str] = []
@@ -204,6 +212,9 @@ class DaskReplicaGroup:
     def check_open(self) -> None:
         """Raise when the group cannot take a call: closed, broken, or its scheduler gone."""
         if self._scheduler.closed or self.client.status in ("closing", "closed"):
+            reason = self.stop_reason()
+            if reason is not None:  # whoever shut it down said why: a stopped trial
+                raise reason
             raise SchedulerError(
                 "the scheduler of this trainer was shut down (or its Dask "
                 "client closed): the replicas are gone; open a new "
@@ -213,6 +224,15 @@ class DaskReplicaGroup:
             raise TrainingError("the replica group is closed")
         if self.broken:
             raise TrainingError(f"the replica group is broken ({self.broken}); close it")
+
+    def stop_reason(self) -> LabkitError | None:
+        """The reason the group's scheduler was cancelled with, where one was given.
+
+        A sweep that stops a group trial cancels the trial's scheduler with
+        ``TrialStopped`` before shutting it down: the trial's fit raises that,
+        as it would on any other placement, not the shutdown's ``SchedulerError``.
+        """
+        return self._batch.stop_reason()
 
     def steps(
         self,
@@ -357,6 +377,21 @@ class DaskReplicaGroup:
                 ],
                 "load_state_dict",
             )
+
+    def fetch_state(self) -> dict | None:
+        """What the ranks hold now, for the client's model: from one rank, as CPU tensors.
+
+        Rank 0's, sent straight from its worker (:mod:`.copy_back`); after a
+        lost worker, a surviving rank's (:meth:`last_state`).  None when no
+        rank survived.
+        """
+        __tracebackhide__ = True
+        if self.broken:
+            return self.last_state()
+        self.check_open()
+        # straight from the worker where the client surely reaches it (Dask's own
+        # default gathers through the scheduler: a client may not reach workers elsewhere)
+        return fetch_state(self, direct=self._local or bool(self.client.direct_to_workers))
 
     def last_state(self) -> dict | None:
         """Like :meth:`state_dict`, from the first rank whose worker is alive, even when broken.

@@ -48,6 +48,8 @@ class ThreadGroup:
 
     #: Data always comes through the client here: fits are steps of planned batches.
     runs_epochs = False
+    #: The model is replica 0 or the target of the reduce: it is trained in place.
+    holds_model = True
     #: No scheduler holds these replicas, and no Dask client (see SchedulerThreadGroup).
     scheduler: Any = None
     client: Any = None
@@ -77,6 +79,10 @@ class ThreadGroup:
         """Raise when the group is closed."""
         if self.closed:
             raise TrainingError("the trainer is closed")
+
+    def stop_reason(self) -> None:
+        """None: no one stops replicas on threads with a reason of their own."""
+        return None
 
     # -- steps ----------------------------------------------------------------------------
 
@@ -298,6 +304,10 @@ class ThreadGroup:
 
     def last_state(self) -> dict:
         """The state at close: the model's own (it is replica 0 or the reduce target)."""
+    def fetch_state(self) -> dict:
+        """The model's own state (live): it holds what the replicas trained."""
+        return self.state_dict()
+
         return self.state_dict()
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ __all__ = [
     "commits_held",
     "restore_commit",
     "get_state",
+    "state_view",
     "set_state",
     "dataset_length",
     "to_cpu",
@@ -165,6 +166,32 @@ def get_state(gid: str) -> dict:
         "model": to_cpu(rank.model.state_dict()),
         "optimizer": to_cpu(rank.optimizer.state_dict()),
     }
+
+
+def state_view(gid: str) -> dict:
+    """The state of this worker's rank of ``gid`` as plain dicts of CPU tensors, not copied.
+
+    For the client's model after a call (see ``DaskReplicaGroup.fetch_state``):
+    the trainer runs one call at a time, so nothing steps the rank before the
+    client has read these; Dask sends the tensors as frames (plain dicts, not a
+    pickle), and a CPU tensor is not cloned first.
+    """
+    rank = RANKS[gid]
+    return {
+        "model": {k: v.detach().cpu() for k, v in rank.model.state_dict().items()},
+        "optimizer": _on_cpu(rank.optimizer.state_dict()),
+    }
+
+
+def _on_cpu(obj):
+    """``obj`` with every tensor in it on the CPU (moved, not cloned where it is there)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _on_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_on_cpu(v) for v in obj)
+    return obj
 
 
 def set_state(gid: str, rank_no: int, state: dict) -> None:
