@@ -38,6 +38,7 @@ from .kinds import (
     TaskError,
     TrainingError,
     WorkerLostError,
+    exception_text,
     format_location,
 )
 from .wrapping import USER_EXITS, for_caller, located, pulled, require_callable
@@ -55,6 +56,7 @@ __all__ = [
     "StorageError",
     "RemoteTraceback",
     "format_location",
+    "exception_text",
     "located",
     "for_caller",
     "user_frames",

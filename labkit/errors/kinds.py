@@ -26,6 +26,7 @@ __all__ = [
     "WorkerLostError",
     "StorageError",
     "format_location",
+    "exception_text",
 ]
 
 _ORDER = (
@@ -41,6 +42,25 @@ _ORDER = (
     "device",
     "replica",
 )
+
+
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or its repr, or its type's name: words for an error whose ``__str__`` raises.
+
+    >>> class Odd(Exception):
+    ...     def __str__(self):
+    ...         raise RuntimeError("no words")
+    >>> exception_text(Odd(1))
+    'Odd(1)'
+    """
+    try:
+        return str(exc)
+    except Exception:  # a user's exception whose __str__ raises: still name it
+        pass
+    try:
+        return repr(exc)
+    except Exception:
+        return f"<{type(exc).__name__} whose str() and repr() failed>"
 
 
 def format_location(where: dict[str, Any]) -> str:
@@ -153,9 +173,9 @@ class TaskError(LabkitError):
             else f"{kind.__module__}.{kind.__qualname__}"
         )
         return cls(
-            f"{what} failed with {name}: {exc}",
+            f"{what} failed with {name}: {exception_text(exc)}",
             original_type=name,
-            original_message=str(exc),
+            original_message=exception_text(exc),
             remote_traceback=traceback_text,
             user_traceback=user_frames(exc),
             **where,

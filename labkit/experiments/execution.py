@@ -21,8 +21,9 @@ import signal
 import threading
 import traceback
 
-from ..errors import InputError, LabkitError, TaskError, WorkerLostError
+from ..errors import InputError, LabkitError, TaskError, WorkerLostError, exception_text
 from ..scheduling import TaskCallable
+from .listener import Listener
 from .sinks import EventSink, PipeSink, forget_stop, new_execution
 from .trial import Trial, TrialStopped
 
@@ -53,7 +54,8 @@ def execute(fn, trial: Trial) -> dict:
     except TrialStopped:
         return {"status": "stopped"}
     except Exception as exc:  # the trial failed; the sweep goes on
-        return _failed(exc, trial, f"{exc}")
+        # (its words safely: an exception whose __str__ raises is still the trial's failure)
+        return _failed(exc, trial, exception_text(exc))
     except (SystemExit, KeyboardInterrupt) as exc:
         if isinstance(exc, KeyboardInterrupt) and _CTRL_C.is_set():
             raise  # the user pressed Ctrl-C: the sweep winds down
@@ -174,7 +176,7 @@ def run_remote(blob: bytes, spec: dict, topic: str) -> dict:
         outcome = {
             "status": "failed",
             "error": f"the trial function cannot be loaded on "
-            f"{sink.worker.address}: {type(exc).__name__}: {exc}",
+            f"{sink.worker.address}: {type(exc).__name__}: {exception_text(exc)}",
             "traceback": traceback.format_exc(),
         }
     else:
@@ -218,55 +220,46 @@ def run_offloaded(engine, pool, callable_: OffloadTrial, spec: dict, info, worke
 
     A thread serves the trial's socket meanwhile: each process the pool
     starts for the trial (again, after one died) connects anew, gets the
-    latest checkpoint, and is a new execution for the sweep.
+    latest checkpoint, and is a new execution for the sweep.  (Each
+    connection is authenticated on a thread of its own, with a deadline: one
+    that never answers holds up neither the trial nor this thread.)
     """
-    from multiprocessing.connection import Client, Listener
-
     authkey = os.urandom(16)
-    served = {"exec": None}
-    with Listener(authkey=authkey) as listener:
-        server = threading.Thread(
-            target=_serve,
-            args=(listener, engine, spec["trial"], worker, served),
-            daemon=True,
-            name=f"labkit-trial-{spec['trial']}-socket",
-        )
-        server.start()
-        try:
-            outcome = pool.run(
-                callable_, dict(spec, address=listener.address, authkey=authkey), info, worker
-            ).result
-        except WorkerLostError as err:
-            outcome = {"status": "lost", "error": err.message}
-        except LabkitError as err:
-            outcome = {
-                "status": "failed",
-                "error": str(err),
-                "traceback": getattr(err, "remote_traceback", None),
-            }
-        finally:
-            with Client(listener.address, authkey=authkey) as wake:  # ends the server's accept
-                wake.send(("bye",))
-            server.join()
+    served: dict = {"exec": None}
+    listener = Listener(
+        authkey,
+        lambda conn: _serve(conn, engine, spec["trial"], worker, served),
+        f"labkit-trial-{spec['trial']}-socket",
+        family="AF_UNIX",
+    )
+    try:
+        outcome = pool.run(
+            callable_, dict(spec, address=listener.address, authkey=authkey), info, worker
+        ).result
+    except WorkerLostError as err:
+        outcome = {"status": "lost", "error": err.message}
+    except LabkitError as err:
+        outcome = {
+            "status": "failed",
+            "error": str(err),
+            "traceback": getattr(err, "remote_traceback", None),
+        }
+    finally:
+        listener.close()
+        listener.join()  # the process's line ended with its task
     return served["exec"], outcome
 
 
-def _serve(listener, engine, trial: int, worker: str, served: dict) -> None:
-    """Answer each process of the trial until the task's thread says bye."""
-    while True:
-        conn = listener.accept()
-        try:
-            first = conn.recv()
-            if first[0] == "bye":
-                return
-            execution = served["exec"] = new_execution()
-            engine.started(trial, execution, f"{worker} (process {first[1]})")
-            conn.send((engine.restore_blob(trial), engine.attempt(trial)))
-            _answer(conn, engine, trial, execution)
-        except (EOFError, OSError):  # the process died: the pool starts another
-            pass
-        finally:
-            conn.close()
+def _serve(conn, engine, trial: int, worker: str, served: dict) -> None:
+    """Answer one process of the trial, to its end message (or its death)."""
+    try:
+        first = conn.recv()
+        execution = served["exec"] = new_execution()
+        engine.started(trial, execution, f"{worker} (process {first[1]})")
+        conn.send((engine.restore_blob(trial), engine.attempt(trial)))
+        _answer(conn, engine, trial, execution)
+    except (EOFError, OSError):  # the process died: the pool starts another
+        pass
 
 
 def _answer(conn, engine, trial: int, execution: str) -> None:

@@ -29,6 +29,8 @@ import queue
 import threading
 import traceback
 
+from ..errors import exception_text
+from ..scheduling.closing import as_in_this_task, on_close
 from .execution import execute, trial_function
 from .slot_line import no_delay, shut
 from .trial import Trial
@@ -53,9 +55,11 @@ def run_slot(address, authkey: bytes, number: int) -> int:
         return -1
     no_delay(conn)
     slot = Slot(conn, number, get_worker().address)
+    forget = on_close(slot.worker_closing)  # a closing worker need not wait for the slot
     try:
         return slot.serve()
     finally:
+        forget()
         slot.close()
 
 
@@ -68,6 +72,8 @@ class Slot:
         self.stops: set = set()  # trials the client stopped (read from the line)
         self.waiting: list = []  # messages read from the line, not yet handled (fn, trials)
         self.gone = False  # the line broke, or the client said bye
+        self.closing = threading.Event()  # the worker closes: the slot ends now
+        self._running: threading.Event | None = None  # set when the running trial ends
         self._reading = threading.Lock()  # one reader of the line at a time
         self._writer = threading.Thread(
             target=self._write, daemon=True, name=f"labkit-slot-{number}-writer"
@@ -90,7 +96,7 @@ class Slot:
             error = {
                 "status": "failed",
                 "error": f"the trial function cannot be loaded on "
-                f"{self.worker}: {type(exc).__name__}: {exc}",
+                f"{self.worker}: {type(exc).__name__}: {exception_text(exc)}",
                 "traceback": traceback.format_exc(),
             }
         while True:
@@ -112,9 +118,59 @@ class Slot:
             self.outbox.put(("start", trial_id, execution))
             sink = SlotSink(self, trial_id, execution, spec.get("restore"))
             trial = Trial(trial_id, spec["config"], sink, spec["attempt"], metric)
-            outcome = execute(fn, trial)
+            outcome = self._execute(fn, trial)
         self.stops.discard(trial_id)
         self.outbox.put(("end", trial_id, execution, outcome))
+
+    def _execute(self, fn, trial: Trial) -> dict:
+        """``execute(fn, trial)`` on a thread of its own, which the slot's task thread awaits.
+
+        A closing worker waits for the threads of its pool, not for this one:
+        the task returns as soon as the worker closes (:meth:`worker_closing`),
+        and a trial still inside a long step of its own code ends with the
+        process.  The trial's thread runs as the task's would (the worker's
+        context: ``get_worker()`` and ``get_client()`` work there).
+        """
+        done = self._running = threading.Event()
+        box: dict = {}
+
+        def run() -> None:
+            try:
+                box["outcome"] = execute(fn, trial)
+            except BaseException as exc:  # not the trial's failure (execute keeps those)
+                box["raised"] = exc
+            finally:
+                done.set()
+
+        thread = threading.Thread(
+            target=as_in_this_task(run),
+            daemon=True,
+            name=f"labkit-slot-{self.number}-trial-{trial.id}",
+        )
+        thread.start()
+        if self.closing.is_set():  # the worker began to close meanwhile
+            done.set()
+        done.wait()
+        self._running = None
+        if "raised" in box:
+            raise box["raised"]
+        return box.get("outcome") or {
+            "status": "lost",
+            "error": f"its worker {self.worker} closed under it",
+        }
+
+    def worker_closing(self) -> None:
+        """The worker closes (on its event loop: only signals): end the slot and its line now.
+
+        The running trial stops at its next report; the client sees the line
+        close and runs the trial again elsewhere from its latest checkpoint.
+        """
+        self.gone = True
+        self.closing.set()
+        running = self._running
+        if running is not None:
+            running.set()
+        shut(self.conn)
 
     def _next(self):
         """The next message for the slot (a trial, the function, bye), waiting; None at the end."""

@@ -30,14 +30,13 @@ import contextlib
 import itertools
 import logging
 import os
-import socket
-import threading
 import time
 import uuid
 from typing import Any
 
 from ..errors import SchedulerError
 from .launcher import Launcher, Recent
+from .listener import Listener
 from .sinks import new_execution
 from .slot import run_slot
 from .slot_line import Line, no_delay
@@ -72,8 +71,6 @@ class SlotLauncher(Launcher):
         self.futures: set = set()  # slot tasks not done
         self._numbers = itertools.count(1)
         self._threads = Recent(self.cluster_threads)  # a restricted scheduler's workers alone
-        self._servers: list = []
-        self._accepting: threading.Thread | None = None
         self.unreached = 0
         self.closed = False
 
@@ -81,14 +78,9 @@ class SlotLauncher(Launcher):
         return self._threads()
 
     def open(self, scope) -> None:
-        from multiprocessing.connection import Listener
-
         super().open(scope)
-        self.listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
-        self._accepting = threading.Thread(
-            target=self._accept, daemon=True, name=f"labkit-sweep-{self.token}-slots"
-        )
-        self._accepting.start()
+        # each slot's connection is authenticated (with a deadline) and served on its own thread
+        self.listener = Listener(self.authkey, self._serve, f"labkit-sweep-{self.token}-slots")
 
     # -- slots' tasks -------------------------------------------------------------------------
 
@@ -143,27 +135,6 @@ class SlotLauncher(Launcher):
 
     # -- lines --------------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        """Take each slot's connection and serve it on a thread of its own."""
-        from multiprocessing import AuthenticationError
-
-        while not self.closed:
-            try:
-                conn = self.listener.accept()
-            except (OSError, EOFError, AuthenticationError):
-                continue
-            if self.closed:
-                conn.close()
-                return
-            server = threading.Thread(
-                target=self._serve,
-                args=(conn,),
-                daemon=True,
-                name=f"labkit-sweep-{self.token}-line",
-            )
-            self._servers.append(server)
-            server.start()
-
     def _serve(self, conn) -> None:
         """One slot's line: hand it a trial, follow it to its end, again, until none is left."""
         line = None
@@ -176,8 +147,6 @@ class SlotLauncher(Launcher):
                 logger.exception("labkit: serving a trial slot failed")
             if line is not None:  # its trials must not be left running unseen
                 self._lost(line)
-        finally:
-            conn.close()
 
     def _greet(self, conn) -> Line | None:
         """The slot's hello; the Line, or None (a slot of a task given up, told bye)."""
@@ -280,8 +249,12 @@ class SlotLauncher(Launcher):
     def _retire(self, line: Line) -> None:
         """Forget ``line``'s slot and cancel its task (Dask would run it again elsewhere)."""
         with self.engine.lock:
-            self.lines.pop(line.number, None)
-            future = self.tasks.pop(line.number, None)
+            future = None
+            # Dask may have run the slot's task again elsewhere (its worker retired), and
+            # that run's line may already serve the number: it keeps its place and task
+            if self.lines.get(line.number, line) is line:
+                self.lines.pop(line.number, None)
+                future = self.tasks.pop(line.number, None)
             self._threads.forget()  # count the threads afresh: a new slot waits for a free one
         if future is not None and not self.closed:
             with contextlib.suppress(Exception):
@@ -310,10 +283,10 @@ class SlotLauncher(Launcher):
             lines = list(self.lines.values())
         for line in lines:
             line.send(("bye",))
-        self._stop_accepting()
         deadline = time.monotonic() + self.END_WAIT
-        for server in list(self._servers):  # each ends when its slot closes its line
-            server.join(timeout=max(0.0, deadline - time.monotonic()))
+        if self.listener is not None:
+            self.listener.close()
+            self.listener.join(max(0.0, deadline - time.monotonic()))  # lines end as slots do
         for line in lines:
             line.shut()
         for future in list(self.futures):  # the tasks return once their lines are closed
@@ -324,12 +297,3 @@ class SlotLauncher(Launcher):
         self.futures.clear()
         self.tasks.clear()
         super().close()
-
-    def _stop_accepting(self) -> None:
-        if self.listener is None:
-            return
-        with contextlib.suppress(OSError):  # wakes the accept (its handshake then fails)
-            socket.create_connection(self.listener.address, timeout=1.0).close()
-        if self._accepting is not None:
-            self._accepting.join(timeout=2.0)
-        self.listener.close()

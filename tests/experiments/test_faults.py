@@ -10,6 +10,7 @@ import time
 import pytest
 
 import labkit as lk
+from tests.experiments import closing_functions as cf
 from tests.experiments import functions as f
 
 
@@ -131,3 +132,20 @@ def test_a_process_killed_under_a_gil_holding_trial_restarts_it_from_its_checkpo
     assert killed and trial.status == "completed" and trial.attempts == 2
     assert [s for s, _, _ in trial.history] == list(range(12))
     assert trial.history[-1][1]["started"] >= 3
+
+
+@pytest.mark.parametrize("placement", ["inline", "threads", "offload"])
+def test_an_error_whose_str_raises_fails_its_trial_once_naming_its_type(placement,
+                                                                        threads_scheduler):
+    fn = cf.unprintable
+    if placement == "offload":    # a GIL-holding trial runs in the offload pool's processes
+        fn = lk.FunctionCallable(cf.unprintable, holds_gil=True)
+    scheduler = None if placement == "inline" else threads_scheduler
+    with pytest.raises(lk.TaskError) as info:
+        lk.sweep(fn, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
+                 scheduler=scheduler, store=None, seed=0)
+    assert "Unprintable: Unprintable(" in str(info.value)
+    for t in info.value.result.trials:
+        assert t.status == "failed" and t.attempts == 1, (t.status, t.attempts, t.error)
+        assert t.error.startswith("Unprintable: Unprintable(") and "lost" not in t.error
+        assert "raise Unprintable" in t.traceback

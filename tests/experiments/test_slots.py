@@ -3,24 +3,32 @@
 Every test runs on real worker processes (``lk.DaskScheduler(mode="processes")``):
 the same results as a task a trial, early stopping and stops by hand that
 reach a running trial, a cancel that leaves no task running, trial errors
-named, a worker SIGKILLed under a trial.
+named, a worker SIGKILLed under a trial; workers that close (a shutdown, a
+lifetime's end) under running slots, connections to the slots' listener that
+never authenticate, an error whose ``__str__`` raises.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import re
 import signal
+import socket
 import sys
 import textwrap
+import threading
 import time
 
+import dask
 import pytest
 from distributed import get_task_stream
 
 import labkit as lk
 from labkit.experiments import launch
+from labkit.experiments.slot_launcher import SlotLauncher
+from tests.experiments import closing_functions as cf
 from tests.experiments import functions as f
 
 X = {"x": lk.uniform(0, 1)}
@@ -225,3 +233,126 @@ def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_s
     assert after and all(m["started"] >= at - 1 for m in after)     # from its checkpoint
     ran_on = {m["pid"] for t in result.trials[4:] for _, m, _ in t.history}
     assert killed not in ran_on and ran_on == now, (killed, ran_on, now)   # the new one has a slot
+
+
+# -- workers that close when asked; the slots' listener; errors without words (issue 44) ------
+
+
+class _Records(logging.Handler):
+    """Keeps the records of one logger while the block runs."""
+
+    def __init__(self, name: str):
+        super().__init__(logging.DEBUG)
+        self.name_, self.records = name, []
+
+    def emit(self, record):
+        self.records.append(record)
+
+    def __enter__(self):
+        logging.getLogger(self.name_).addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.name_).removeHandler(self)
+
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self.records]
+
+
+def _running(run, n: int) -> bool:
+    return sum(r["status"] == "running" and r["step"] is not None
+               for r in run.sweep.snapshot()) >= n
+
+
+def test_a_shutdown_under_running_slots_lets_every_worker_process_close_itself():
+    # each trial sits in one long step of its own code (10 minutes) when the scheduler shuts
+    # down: the workers must not wait for it, nor be killed by their nannies
+    with _Records("distributed.nanny") as nanny:
+        s = lk.DaskScheduler(mode="processes", n_workers=2)
+        try:
+            processes = [n.process.process for n in s.cluster.workers.values()]
+            run = lk.sweep(cf.long_step, X, trials=4, metric="loss", mode="min", scheduler=s,
+                           store=None, wait=False)
+            _until(lambda: _running(run, 2), timeout=120, what="two trials in their long step")
+        finally:
+            s.shutdown()
+        with pytest.raises((lk.SchedulerError, lk.CancelledError)):
+            run.result(timeout=60)
+    assert not [m for m in nanny.messages() if "still alive" in m or "killing" in m], \
+        nanny.messages()
+    assert [p.exitcode for p in processes] == [0, 0]      # each ended by its own close
+
+
+@pytest.mark.soak
+def test_workers_that_reach_their_lifetime_close_under_slots_and_their_nannies_restart_them():
+    from distributed import Client, LocalCluster
+    # the nanny restarts a worker that closed at its lifetime's end; on a loaded machine a
+    # new worker process takes a while to start: give it time before the cluster forgets it
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}), \
+            _Records("distributed.nanny") as nanny, \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=None, lifetime="15s", lifetime_stagger="0s",
+                         lifetime_restart=True) as cluster, \
+            Client(cluster) as client, lk.DaskScheduler(client=client) as s:
+        # each trial steps until its worker closes under it, then goes on from its checkpoint
+        result = lk.sweep(cf.until_moved, {"x": lk.uniform(0, 1)}, trials=2, metric="loss",
+                          mode="min", scheduler=s, store=None, wait=False).result(timeout=300)
+        assert result.counts() == {"completed": 2}        # a move is not a failure
+        for t in result.trials:
+            steps = [step for step, _, _ in t.history]
+            assert t.attempts >= 2 and steps == list(range(len(steps))), (t.attempts, steps)
+            assert len({m["pid"] for _, m, _ in t.history}) >= 2   # on another worker process
+        _until(lambda: len(client.nthreads()) == 2, timeout=300, what="the workers to return")
+        said = nanny.messages()    # (the cluster's own close, next, is not under test)
+    assert any("Restarting worker" in m for m in said), said
+    assert not [m for m in said if "still alive" in m], said
+
+
+def test_connections_that_never_authenticate_hold_up_no_slot_and_leave_no_thread(
+        processes, monkeypatch):
+    attackers: list = []
+    fill = SlotLauncher.fill
+
+    def attacked_fill(self):
+        """Before the first slot starts: one connection that says nothing, one garbage."""
+        if not getattr(self, "attacked", False):
+            self.attacked = True
+            attackers.append(socket.create_connection(self.listener.address))
+            garbage = socket.create_connection(self.listener.address)
+            garbage.sendall(b"\x00\x00\x00\x20" + b"not the handshake")  # and then nothing
+            attackers.append(garbage)
+        fill(self)
+
+    monkeypatch.setattr(SlotLauncher, "fill", attacked_fill)
+    try:
+        run = lk.sweep(f.quadratic, X, trials=6, metric="loss", mode="min", scheduler=processes,
+                       store=None, wait=False)
+        assert run.result(timeout=120).counts() == {"completed": 6}
+        run = lk.sweep(f.slow_steps, X, trials=4, metric="loss", mode="min",
+                       scheduler=processes, store=None, wait=False)
+        _until(lambda: _running(run, 2), timeout=120, what="two running trials")
+        run.cancel()
+        with pytest.raises(lk.CancelledError):
+            run.result(timeout=60)
+        # the listener's threads (accepting, handshakes, lines) end with the sweep
+        _until(lambda: not [t for t in threading.enumerate()
+                            if t.name.startswith("labkit-sweep-")],
+               timeout=30, what="the listeners' threads to end")
+    finally:
+        for sock in attackers:
+            sock.close()
+    assert len(attackers) == 4
+    assert _left_running(processes) == {}
+
+
+@pytest.mark.parametrize("slots", [True, False], ids=["slots", "a-task-a-trial"])
+def test_an_error_whose_str_raises_fails_its_trial_once_naming_its_type(processes, monkeypatch,
+                                                                        slots):
+    monkeypatch.setattr(launch, "SLOTS", slots)
+    with pytest.raises(lk.TaskError) as info:
+        lk.sweep(cf.unprintable, X, trials=3, metric="loss", mode="min", scheduler=processes,
+                 store=None, seed=0)
+    for t in info.value.result.trials:
+        assert t.status == "failed" and t.attempts == 1, (t.status, t.attempts, t.error)
+        assert t.error.startswith("Unprintable: Unprintable(") and "lost" not in t.error
+        assert "raise Unprintable" in t.traceback
