@@ -25,7 +25,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["StepReport", "ReportStream", "EpochTally", "REPORT_EVERY"]
+__all__ = [
+    "StepReport",
+    "ReportStream",
+    "EpochTally",
+    "REPORT_EVERY",
+    "batch_number",
+    "step_number",
+]
 
 #: Least seconds between two messages of reports from a rank.
 REPORT_EVERY = 0.1
@@ -50,6 +57,13 @@ class StepReport:
     def nonfinite(self) -> tuple | None:
         """``(rank, loss)`` of the first rank whose loss was NaN or infinite, or ``None``."""
         return next(((r, v) for r, v in enumerate(self.losses) if not math.isfinite(v)), None)
+
+    def place(self) -> dict:
+        """``{"epoch": ..., "batch": ...}`` of the step in a fit, both from 1 (``{}`` for a
+        lone step, which belongs to no epoch)."""
+        if self.epoch is None or self.epoch < 0 or self.step is None or self.step < 0:
+            return {}
+        return {"epoch": self.epoch + 1, "batch": batch_number(self.step)}
 
     @property
     def total_rows(self) -> int:
@@ -108,6 +122,15 @@ def batch_number(index: int | None) -> int | None:
     indices (plans, reports) stay from 0, and every error names the batch by this.
     """
     return None if index is None else int(index) + 1
+
+
+def step_number(taken: int | None) -> int | None:
+    """The number a user reads for the step after ``taken`` steps of a trainer: from 1.
+
+    Errors name a step as they name its epoch and batch, the first one 1, so a
+    location never mixes two numberings ("epoch 1, batch 1, step 1").
+    """
+    return None if taken is None else int(taken) + 1
 
 
 class EpochTally:

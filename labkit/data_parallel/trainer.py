@@ -33,7 +33,7 @@ from .model_sync import ModelSync
 from .monitors import Monitors, ReplicaStep
 from .replica_group import ReplicaGroup
 from .reporting import Reporter
-from .reports import StepReport
+from .reports import StepReport, step_number
 from .split import shares
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
@@ -243,10 +243,10 @@ class DataParallelTrainer(EpochLoops, Observable):
                 "step trains, so it needs gradients, but it was called under "
                 "torch.no_grad() or torch.inference_mode(); use evaluate() to "
                 "compute without them",
-                step=self.steps,
+                step=step_number(self.steps),
             )
-        key = check_key(bucket_key, self.steps)
-        n = check_batch(x, y, self.steps)
+        key = check_key(bucket_key, step_number(self.steps))
+        n = check_batch(x, y, step_number(self.steps))
         reports: list[StepReport] = []
         with self._calls.held("step"), self._sync.call(), as_its_stop_said(self._group):
             self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
@@ -275,7 +275,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         try:
             self._group.steps(numbered(), take, check, self.on_nonfinite)
         except NonFiniteLossError as exc:
-            exc.locate(step=self.steps)
+            exc.locate(step=step_number(self.steps))
             raise
 
     def _take(self, report) -> None:
@@ -292,7 +292,7 @@ class DataParallelTrainer(EpochLoops, Observable):
                 if rank is not None
                 else NonFiniteLossError(loss=loss)
             )
-            error.locate(step=self.steps)
+            error.locate(**report.place(), step=step_number(self.steps))
             warn_skipped(error, self.skipped_batches)
             return
         self.steps += 1

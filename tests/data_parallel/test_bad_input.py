@@ -56,7 +56,7 @@ CALLS = [
      ["argument x", "ndarray", "batch 1"]),
     ("evaluate-an-int", lambda t: t.evaluate(3), lk.InputError, ["batches", "evaluate"]),
     ("step-rows-differ", lambda t: t.step(X, Y[:23]), lk.InputError,
-     ["24 rows but 23 targets", "argument y", "step 0"]),
+     ["24 rows but 23 targets", "argument y", "step 1"]),
     ("step-x-not-a-tensor", lambda t: t.step(X.numpy(), Y), lk.InputError,
      ["argument x", "ndarray", "torch.as_tensor"]),
     ("step-y-a-list", lambda t: t.step(X, Y.tolist()), lk.InputError, ["argument y", "list"]),
@@ -72,7 +72,7 @@ CALLS = [
     ("evaluate-failing-source", lambda t: t.evaluate(_failing_batches()), lk.InputError,
      ["the batches raised OSError", "the disk went away", "batch 3"]),
     ("step-under-no-grad", _under_no_grad, lk.TrainingError,
-     ["torch.no_grad()", "evaluate()", "step 0"]),
+     ["torch.no_grad()", "evaluate()", "step 1"]),
 ]
 
 

@@ -186,7 +186,7 @@ def _raises_for_10(model, key):
 @pytest.mark.parametrize("bucket_model, key, error, parts", [
     (_raises_for_10, 10, lk.TaskError,
      ["bucket_model(model, 10) failed with ValueError", "no network for 10 steps",
-      "replica 0", "bucket_key 10", "step 0", "device cpu:0"]),
+      "replica 0", "bucket_key 10", "step 1", "device cpu:0"]),
     (lambda m, key: "a string" if key == 5 else Unrolled(m, key), 5, lk.InputError,
      ["must return a torch.nn.Module, got str", "bucket_key 5", "replica 0"]),
     (lambda m, key: Unrolled(copy.deepcopy(m) if key == 5 else m, key), 5, lk.InputError,

@@ -86,9 +86,10 @@ def test_a_nonfinite_loss_raises_and_leaves_the_model_as_it_was(trainers, device
         t.step(*poisoned(2, row, value))
     err = info.value
     assert isinstance(err, lk.TrainingError)
-    assert err.where["step"] == 1 and err.where["replica"] == replica
+    # the second step: numbered from 1, as epochs and batches are
+    assert err.where["step"] == 2 and err.where["replica"] == replica
     assert err.where["device"] == devices[replica]
-    assert "step 1" in str(err) and f"replica {replica}" in str(err)
+    assert "step 2" in str(err) and f"replica {replica}" in str(err)
     after, after_opt = snapshot(t)
     assert_equal_states(after, params)  # batch-norm statistics included
     assert_equal_states(after_opt, opt_state)  # Adam's moments and step count
@@ -109,7 +110,7 @@ def test_skip_mode_warns_counts_and_trains_on_the_good_batches(trainers):
     trainers.append(t)
     with pytest.warns(NonFiniteLossWarning, match="replica 1") as caught:
         history = t.fit(data, epochs=2)
-    assert len(caught) == 2 and "step 1" in str(caught[0].message)
+    assert len(caught) == 2 and "epoch 1, batch 2, step 2" in str(caught[0].message)
     assert t.skipped_batches == 2 and t.steps == 4
     assert [h["skipped"] for h in history] == [1, 1]
     assert all(h["loss"] == h["loss"] for h in history)  # the mean leaves the skipped out
@@ -118,6 +119,27 @@ def test_skip_mode_warns_counts_and_trains_on_the_good_batches(trainers):
         assert math.isnan(t.step(*poisoned(6, 0)))
     assert t.skipped_batches == 3 and t.steps == 4
     assert_same_parameters(model, reference, 1e-12)
+
+
+@pytest.mark.parametrize("devices", [["cpu"], CPUS])
+def test_a_nonfinite_loss_in_a_fit_names_its_place_in_one_numbering(trainers, devices):
+    """Epoch, batch and step all count from 1, as the board counts them (issue 44)."""
+    model = mlp()
+    t = DataParallelTrainer(model, MSE, adam(model), devices=devices)
+    trainers.append(t)
+    with pytest.raises(NonFiniteLossError) as info:
+        t.fit([poisoned(1, 0), batch(seed=2)], epochs=2)
+    where = info.value.where
+    assert (where["epoch"], where["batch"], where["step"]) == (1, 1, 1)
+    assert "[epoch 1, batch 1, step 1, " in str(info.value)
+    t.fit([batch(seed=2), batch(seed=3)])
+    with pytest.raises(NonFiniteLossError) as info:   # the trainer's third step
+        t.fit([poisoned(4, 0)])
+    assert "[epoch 1, batch 1, step 3, " in str(info.value)
+    x, y = batch(seed=5)
+    with pytest.raises(lk.InputError, match=r"step 3\b"):   # a lone step: the same numbers
+        t.step(x, y[:5])
+    assert t.steps == 2
 
 
 def test_a_bad_policy_is_refused():
@@ -161,7 +183,7 @@ def test_a_nonfinite_loss_on_a_worker_raises_or_skips(workers, trainers):
     with pytest.raises(NonFiniteLossError) as info:
         t.step(*poisoned(2, 20))  # row 20 is in rank 1's half
     err = info.value
-    assert (err.where["step"], err.where["replica"], err.where["device"]) == (1, 1, t.names[1])
+    assert (err.where["step"], err.where["replica"], err.where["device"]) == (2, 1, t.names[1])
     after, after_opt = snapshot(t)
     assert_equal_states(after, params)
     assert_equal_states(after_opt, opt_state)

@@ -34,7 +34,7 @@ from ..fit_data import PlannedStep
 from ..guards import NonFiniteLossError, check_loss, first_nonfinite
 from ..monitors import Monitors, ReplicaStep
 from ..replica_group import EpochOptions
-from ..reports import StepReport, batch_number
+from ..reports import StepReport, batch_number, step_number
 from ..split import row_weights
 from .parallel_apply import ReplicaThreads
 from .reduce import GradientReducer, average_buffers
@@ -137,7 +137,9 @@ class ThreadGroup:
         """Split: each active replica's call on its rows of the batch, through its module."""
         key = planned.key
         modules = [
-            self.buckets.get(i, key, device=self.names[i], step=planned.number, **where)
+            self.buckets.get(
+                i, key, device=self.names[i], step=step_number(planned.number), **where
+            )
             for i in active
         ]
         if self._bn:

@@ -29,6 +29,7 @@ from ..batchnorm import BatchNormJoin
 from ..bucketing import BucketModules
 from ..guards import check_loss
 from ..monitors import ReplicaStep
+from ..reports import step_number
 from .overlap import OverlappedReducer
 from .process_group import ProcessGroup
 
@@ -231,7 +232,9 @@ def train_step(rank: Rank, x, y, weight: float, key=None, step: int = 0) -> Step
     assert reducer is not None, "a step needs the rank to have joined its group"
     reducer.start(weight, numbers)
     try:
-        model = rank.buckets.get(0, key, replica=rank.rank, device=rank.name, step=step)
+        model = rank.buckets.get(
+            0, key, replica=rank.rank, device=rank.name, step=step_number(step)
+        )
         if len(x):
             _forward_backward(rank, model, x, y, state)
     except Exception as exc:  # still take part in every collective below
