@@ -83,16 +83,23 @@ class SweepBoard(LiveView):
                 body = self.encoder.delta(snapshot, final=state is not State.LIVE)
             else:
                 body = self.encoder.paint()
-            self._send(body)
             # the ENDING draw shows every event (the run's end came before it); the writer's
             # draw after it keeps only where that one had begun before the end
             if state is State.ENDING or (state is not State.LIVE and not self.widget.last):
-                self._keep(body if body["kind"] == "paint" else self.encoder.paint(kept=True))
+                painted = body["kind"] == "paint"
+                key = self._keep(body if painted else self.encoder.paint(kept=True))
+                if painted:  # the page draws the kept frame: the paint is not sent twice
+                    body = self._named(key, body["seq"])
+            self._send(body)
 
     def paint(self) -> None:
-        """Send the whole state now (a page said hello)."""
+        """Send the whole state now (a page said hello); once the sweep ended, the kept frame
+        by name (the frames after it, a writer's draw at the end, carry nothing new)."""
         with self._send_lock:
-            self._send(self.encoder.paint())
+            if self.widget.last:
+                self._send(self._named(self.widget.kept_key, self.encoder.named()))
+            else:
+                self._send(self.encoder.paint())
 
     def curves(self, ranges: dict) -> dict:
         """Lines and band over the trials inside ``ranges`` (a page's brush)."""
@@ -114,13 +121,18 @@ class SweepBoard(LiveView):
         self._painted = True
         self.sent += 1
 
-    def _keep(self, paint: dict) -> None:
-        """Keep the last frame, whole, in the widget's synced ``last``: a saved notebook
-        holds it, and a page draws it while no kernel answers its hello.  Its clock names
-        no event (a page that draws it later shows nothing new)."""
+    def _keep(self, paint: dict) -> int:
+        """Keep the last frame, whole, as the widget's ``last`` (sent in parts): a saved
+        notebook holds it, and a page draws it while no kernel answers its hello.  Its clock
+        names no event (a page that draws it later shows nothing new); its key."""
         paint = {**paint, "status": self.run.status, "ended": self.run.done()}
         paint["clock"] = {"oldest": None, "newest": None, "events": 0, "sent": _stamp(time.time())}
-        self.widget.last = paint
+        return self.widget.keep(paint)
+
+    @staticmethod
+    def _named(key: int, seq: int) -> dict:
+        """A paint of ``seq`` that names the kept frame of ``key`` (the page holds it)."""
+        return {"kind": "paint", "seq": seq, "kept": key}
 
     def _poke(self) -> None:
         """A control acted: draw at once."""

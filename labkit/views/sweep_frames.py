@@ -128,6 +128,12 @@ class FrameEncoder:
                 **self._status(state),
             }
 
+    def named(self) -> int:
+        """The seq of a paint that names a frame the page holds (a kept one): the next."""
+        with self._lock:
+            self.seq += 1
+            return self.seq
+
     def delta(self, changes: SweepChanges, final: bool = False) -> dict:
         """What changed since the last frame (``kind: delta``); a paint where a curve was cut
         back, or where the sweep's own words changed.

@@ -4,7 +4,13 @@
 board sends each frame as one custom message (``paint`` or ``delta``).  Once
 the sweep ended the last frame is kept whole in the synced ``last`` (a saved
 notebook holds it; a page draws it before its hello is answered, or when no
-kernel answers).  The page's messages are answered here (the board protocol,
+kernel answers).  No message of it is over 100 KB (``MOST_BYTES``): the kept
+frame goes as state updates of its JSON text in parts (``kept_0``, ``kept_1``,
+..., then ``kept``: their key and number), which a kernel's saved widget state
+(nbclient's) and a page's keep alike; the page joins them (and sets ``last``
+on its own model, which JupyterLab saves).  A paint of a board whose sweep
+ended names the kept frame (``"kept": key``) instead of carrying it again.
+The page's messages are answered here (the board protocol,
 ``BRIEF``):
 
 - ``hello`` (a new view, or a seq gap): the board sends a ``paint``;
@@ -21,6 +27,7 @@ cannot be acted on is answered with a ``said`` that says why.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Protocol
 
@@ -32,12 +39,38 @@ from . import sweep_draw
 from .busy_kernel import serve_while_busy
 from .lanes import asset
 
-__all__ = ["SweepBoardWidget", "BoardFrames", "MOST_ADDED", "KINDS"]
+__all__ = ["SweepBoardWidget", "BoardFrames", "MOST_ADDED", "KINDS", "MOST_BYTES", "kept_parts"]
 
 logger = logging.getLogger("labkit.views")
 
 #: Most trials one "add" may ask for.
 MOST_ADDED = 10_000
+
+#: Most bytes of one message the board sends after its first paint (a ``kept`` part's too).
+MOST_BYTES = 100_000
+_ENVELOPE = 200  # the part's own keys and the comm message's, in bytes (about 120)
+
+
+def _unsent(_value, _widget) -> dict:
+    """``last`` as the kernel syncs it: empty (the page gets the frame in parts, and keeps it)."""
+    return {}
+
+
+def kept_parts(frame: dict, most: int = MOST_BYTES) -> list[str]:
+    """``frame``'s JSON text in parts, each at most ``most`` bytes as a state update."""
+    return _pieces(json.dumps(frame, separators=(",", ":")), most - _ENVELOPE)
+
+
+def _pieces(text: str, most: int) -> list[str]:
+    """``text`` cut so that each piece, written as a JSON string, is at most ``most`` bytes."""
+    out, start = [], 0
+    while start < len(text):
+        n = min(len(text) - start, most)
+        while n > 1 and len(json.dumps(text[start : start + n]).encode()) > most:
+            n //= 2  # quotes and backslashes escaped, non-ASCII as \uXXXX: fewer characters
+        out.append(text[start : start + n])
+        start += n
+    return out
 
 
 class BoardFrames(Protocol):
@@ -74,7 +107,7 @@ class SweepBoardWidget(anywidget.AnyWidget):
 
     #: The board's last frame (a ``paint``), set once its sweep ended; the one synced state
     #: of the widget, so a saved notebook shows the board with no kernel behind it.
-    last = traitlets.Dict(default_value={}).tag(sync=True)
+    last = traitlets.Dict(default_value={}).tag(sync=True, to_json=_unsent)
 
     def __init__(self, frames: BoardFrames, run, sweep, tracker, on_change=None, **kwargs):
         super().__init__(**kwargs)
@@ -82,6 +115,28 @@ class SweepBoardWidget(anywidget.AnyWidget):
         self._on_change = on_change or (lambda: None)
         self.on_msg(self._on_page)
         self.serves_while_busy = serve_while_busy(self)  # heard while a cell waits
+        self._kept = 0  # kept frames sent in parts
+
+    def _should_send_property(self, key, value) -> bool:
+        """Never ``last`` as one state update: :meth:`keep` sends it in parts."""
+        return key != "last" and super()._should_send_property(key, value)
+
+    def keep(self, frame: dict) -> int:
+        """Keep ``frame`` (a paint) as ``last``; the page gets it as state updates of at most
+        MOST_BYTES (``kept_<i>``, then ``kept``); its key."""
+        self.last = frame
+        self._kept += 1
+        pieces = kept_parts(frame)
+        for i, piece in enumerate(pieces):
+            self._send({"method": "update", "state": {f"kept_{i}": piece}, "buffer_paths": []})
+        index = {"key": self._kept, "parts": len(pieces)}
+        self._send({"method": "update", "state": {"kept": index}, "buffer_paths": []})
+        return self._kept
+
+    @property
+    def kept_key(self) -> int:
+        """The key of the frame kept last (0: none)."""
+        return self._kept
 
     # -- the page's messages ------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ import time
 
 import pytest
 
+from tests.views.frames_page import kept_frame
+
 
 class CommLog:
     """Every comm message widgets sent, in order (thread-safe)."""
@@ -44,13 +46,17 @@ class CommLog:
         return [m["data"]["content"] for m in self.of(widget, "custom", since)]
 
     def state(self, widget) -> dict:
-        """The state a front-end holds for ``widget``: the open state plus every update."""
+        """The state a front-end holds for ``widget``: the open state plus every update; a
+        sweep board's page joins its kept frame's parts (``kept``, ``kept_<i>``) into ``last``
+        (``assets/sweep_board.js``)."""
         state: dict = {}
         for m in self.of(widget):
             if m["msg_type"] == "comm_open":
                 state.update(m["data"].get("state", {}))
             elif m["data"].get("method") == "update":
                 state.update(m["data"]["state"])
+        if state.get("kept"):
+            state["last"] = kept_frame(state)
         return state
 
     def __len__(self):

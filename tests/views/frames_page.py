@@ -19,9 +19,33 @@ class Gap(AssertionError):
     """A delta whose base is not the seq the page drew last."""
 
 
+def kept_frame(state: dict) -> dict:
+    """A sweep board's kept frame, joined from its parts in ``state`` as the page joins them."""
+    parts = state["kept"]["parts"]
+    return json.loads("".join(state[f"kept_{i}"] for i in range(parts)))
+
+
 def frames_of(comms, widget, since: int = 0) -> list[dict]:
-    """The board's frames (paint and delta messages) as the comm sent them."""
-    return [m for m in comms.customs(widget, since) if m.get("kind") in ("paint", "delta")]
+    """The board's frames (paint and delta messages) as the comm sent them; a paint that
+    names a kept frame (``"kept": key``, once the sweep ended) as the page reads it: that
+    frame, joined from the state's parts sent before it, under the paint's seq and clock."""
+    state: dict = {}
+    frames = []
+    every = comms.of(widget)
+    first = len(every) - len(comms.of(widget, since=since))  # ``since`` counts every message
+    for i, m in enumerate(every):
+        data = m["data"]
+        if data.get("method") == "update":
+            state.update(data["state"])
+        elif data.get("method") == "custom" and i >= first:
+            msg = data["content"]
+            if msg.get("kind") == "paint" and "kept" in msg:
+                assert state.get("kept", {}).get("key") == msg["kept"], "named before its parts"
+                rest = {k: v for k, v in msg.items() if k != "kept"}
+                msg = {**kept_frame(state), **rest}
+            if msg.get("kind") in ("paint", "delta"):
+                frames.append(msg)
+    return frames
 
 
 def answers(comms, widget, kind: str, since: int = 0) -> list[dict]:

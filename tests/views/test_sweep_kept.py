@@ -15,17 +15,23 @@ answering the page's hello replaces it.
 from __future__ import annotations
 
 import contextlib
+import json
+import threading
 
 import pytest
 
 import labkit as lk
+from labkit.events import Observable
+from labkit.runs import start
 from labkit.views.board import board
 from labkit.views.sweep_board import SweepBoard
+from labkit.views.sweep_widget import MOST_BYTES
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.experiments import functions as F
-from tests.views.frames_page import Page, frames_of
+from tests.views.frames_page import Page, frames_of, size
 from tests.views.sweep_page_harness import Board, Sweep, served_harness
+from tests.views.synthetic_sweep import synthetic_sweep
 from tests.views.test_sweep_board import assert_matches_result, tell, wait_stopped, wait_until
 
 SPACE = {"q": lk.uniform(0.5, 1.0), "lr": lk.loguniform(1e-4, 1e-1),
@@ -168,3 +174,109 @@ def test_a_frame_kept_while_the_hello_waits_is_drawn(kept_run, open_page):
     page.page.evaluate("last => lkTest.change('last', last)", kept)
     page.wait_seq(kept["seq"])
     assert page.data()["kept"] == "1" and len(page.rows()) == len(kept["rows"]["id"])
+
+
+# -- at 10,000 trials: no message over 100 KB after the first paint, one paint for an ended run ----
+
+
+def _message_bytes(m: dict) -> int:
+    """Bytes of one comm message's data, as a kernel serialises it."""
+    return size(m["data"])
+
+
+def _synthetic_run(n: int, boards: list | None = None):
+    """A run that emits a synthetic sweep of ``n`` trials once ``go`` is set; with a board in
+    ``boards``, 1/60 of it between two of its frames (waited on, as the board paces itself)."""
+    go = threading.Event()
+
+    def job(scope):
+        go.wait(60)
+        events = list(synthetic_sweep(scope.id, n, end=False))
+        every = len(events) // 60
+        for i, event in enumerate(events):
+            scope.emit(event)
+            if boards and i % every == every - 1:
+                seen = boards[0].sent
+                wait_until("the board's next frame", lambda: boards[0].sent > seen, 30)  # noqa: B023
+
+    return start("sweep", [Observable()], job, wait=False, detail={"name": "kept-10k"}), go
+
+
+@pytest.mark.usefixtures("no_thread_leak")
+def test_the_kept_frame_of_10000_trials_reaches_the_page_in_parts_of_at_most_100_kb(comms):
+    boards: list = []
+    run, go = _synthetic_run(10_000, boards)
+    b = SweepBoard(run, max_rate=20)
+    boards.append(b)
+    go.set()
+    try:
+        run.result(timeout=300)
+        wait_stopped(b)
+        messages = comms.of(b.widget)
+        kept = b.widget.last
+        state = comms.state(b.widget)
+    finally:
+        b.close()
+    sent = [m for m in messages if m["msg_type"] == "comm_msg"]
+    big = next(i for i, m in enumerate(sent)
+               if m["data"].get("content", {}).get("kind") == "paint"
+               and m["data"]["content"]["total"] == 10_000)
+    after = [_message_bytes(m) for m in sent[big + 1:]]
+    assert after and max(after) <= MOST_BYTES, max(after)       # the kept frame's parts too
+    updates = [m["data"]["state"] for m in sent if m["data"].get("method") == "update"]
+    parts = [u for u in updates if any(k.startswith("kept_") for k in u)]
+    assert len(parts) >= 2 and len(json.dumps(kept)) > MOST_BYTES    # in parts, not whole
+    assert updates[-1] == {"kept": {"key": 1, "parts": len(parts)}}   # named once all came
+    assert not [u for u in updates if u.get("last")]                  # never one update
+    assert kept["total"] == 10_000 and state["last"] == kept           # the page joins them
+
+
+@pytest.mark.usefixtures("no_thread_leak")
+def test_the_board_of_an_ended_10000_trial_sweep_sends_its_paint_once_under_1_mb(comms):
+    run, go = _synthetic_run(10_000)
+    go.set()
+    run.result(timeout=300)
+    b = SweepBoard(run)                                  # as lk.board(lk.load_sweep(...)) does
+    try:
+        wait_stopped(b)
+        messages = [m for m in comms.of(b.widget) if m["msg_type"] == "comm_msg"]
+        kept = b.widget.last
+        state = comms.state(b.widget)
+        frames = frames_of(comms, b.widget)
+    finally:
+        b.close()
+    contents = [m["data"]["content"] for m in messages if m["data"].get("method") == "custom"]
+    paints = [c for c in contents if c.get("kind") == "paint"]
+    assert len(paints) == 1 and paints[0]["kept"] == 1 and "rows" not in paints[0]  # by name
+    total = sum(_message_bytes(m) for m in messages)
+    assert total <= 1_000_000, total                     # was 1.30 MB: the paint, then it kept
+    assert max(_message_bytes(m) for m in messages) <= MOST_BYTES
+    assert state["last"] == kept and kept["seq"] == paints[0]["seq"] and kept["total"] == 10_000
+    assert drawn(Page.of(frames)) == drawn(Page.of([kept]))          # the page draws it whole
+
+
+@pytest.mark.needs("chromium")
+@pytest.mark.parametrize("named_first", [False, True], ids=["parts-first", "paint-first"])
+def test_the_page_joins_a_kept_frames_parts_and_draws_the_paint_that_names_it(
+        kept_run, open_page, named_first):
+    from labkit.views.sweep_widget import kept_parts
+    kept = kept_run[0].widget.last
+    page = open_page({"last": {}}, kernel=True)          # opened while the sweep ran
+    pieces = kept_parts(kept, most=1_000)                # small parts: several of them
+    assert len(pieces) >= 3 and all(size({f"kept_{i}": p}) <= 1_000 for i, p in enumerate(pieces))
+    named = {"kind": "paint", "seq": kept["seq"], "kept": 4, "status": "finished",
+             "ended": True, "clock": {"oldest": 1.0, "newest": 2.0, "events": 3, "sent": 4.0}}
+    if named_first:                                      # the paint came before its parts
+        page.page.evaluate("m => lkTest.deliver(m)", named)   # (drawn once they come)
+    for i, piece in enumerate(pieces):
+        page.page.evaluate("([k, v]) => lkTest.change(k, v)", [f"kept_{i}", piece])
+    assert page.page.evaluate("() => lkStored.last") == {}   # not before the index
+    page.page.evaluate("v => lkTest.change('kept', v)", {"key": 4, "parts": len(pieces)})
+    assert page.page.evaluate("() => lkStored.last") == kept  # set in the page: a saved one's
+    page.wait_seq(kept["seq"])
+    assert page.data()["kept"] == ("0" if named_first else "1")
+    if not named_first:
+        page.deliver(named)
+        page.page.wait_for_function("() => lkTest && document.querySelector("
+                                    "'.labkit-sweep-board').dataset.kept === '0'")
+    assert [r[0] for r in page.rows()] == sorted(kept["rows"]["id"])

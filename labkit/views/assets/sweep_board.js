@@ -855,6 +855,27 @@ function listenBrushes(board) {
   canvas.addEventListener("pointercancel", end);
 }
 
+function keptFrame(model, cache) {
+  // The frame the kernel kept once the sweep ended: joined from the state's parts ("kept":
+  // {key, parts}, then "kept_0", "kept_1", ...: no message over 100 KB), else the model's
+  // "last" (a page's own, or an older notebook's).  Null while a part is missing.
+  const index = model.get?.("kept");
+  if (index && index.parts) {
+    if (cache.key === index.key) return cache.frame;
+    const texts = [];
+    for (let i = 0; i < index.parts; i++) {
+      const text = model.get(`kept_${i}`);
+      if (typeof text !== "string") return null;
+      texts.push(text);
+    }
+    cache.key = index.key;
+    cache.frame = JSON.parse(texts.join(""));
+    return cache.frame;
+  }
+  const last = model.get?.("last");
+  return last && last.kind === "paint" ? last : null;
+}
+
 class Board {
   // One view of a sweep: the state the frames built, what the user chose, the drawing.
   constructor(model, el) {
@@ -878,6 +899,8 @@ class Board {
     this.geo = null;
     this.picked = null;          // the trial whose history is shown
     this.said = [];
+    this.keptCache = { key: null, frame: null };
+    this.named = null;           // a paint naming a kept frame whose parts are not all here
     this.table = makeTable((key) => this.sortBy(key), (id) => this.pick(id));
     const ui = this.ui;
     ui.root.append(ui.status, ui.controls, ui.message, ui.workers, ui.plots, this.table.wrap, ui.detail);
@@ -886,6 +909,7 @@ class Board {
     model.on("msg:custom", this.onMessage);
     this.onKept = () => this.kept();
     model.on("change:last", this.onKept);
+    model.on("change:kept", this.onKept);
     this.resize = new ResizeObserver(() => this.schedule("resize"));
     this.resize.observe(ui.plots);
     // A canvas keeps the colours it was drawn in: a theme switch (JupyterLab marks it on the
@@ -901,6 +925,7 @@ class Board {
   close() {
     this.model.off?.("msg:custom", this.onMessage);
     this.model.off?.("change:last", this.onKept);
+    this.model.off?.("change:kept", this.onKept);
     this.resize.disconnect();
     this.themes.disconnect();
     if (this.raf) cancelAnimationFrame(this.raf);
@@ -921,12 +946,22 @@ class Board {
   }
 
   kept() {
-    // The last frame the kernel kept once the sweep ended (the synced "last"): drawn while
-    // no paint has answered this view's hello; it names no new event, so no clock is written.
-    const last = this.model.get?.("last");
-    if (!this.waiting || !last || last.kind !== "paint") return;
+    // The last frame the kernel kept once the sweep ended: drawn while no paint has answered
+    // this view's hello; it names no new event, so no clock is written.  Joined from its
+    // parts, it is also set as the model's "last" in this page (JupyterLab saves it).
+    const frame = keptFrame(this.model, this.keptCache);
+    if (frame && this.model.set && this.model.get("last") !== frame && this.model.get("kept")) {
+      this.model.set("last", frame);
+    }
+    if (this.named) {            // a paint named it before its parts came
+      const msg = this.named;
+      this.named = null;
+      this.receive(msg);
+      return;
+    }
+    if (!this.waiting || !frame) return;
     this.state = emptyState();
-    applyFrame(this.state, last, true);
+    applyFrame(this.state, frame, true);
     this.ui.root.dataset.kept = "1";
     this.schedule("all");
   }
@@ -939,7 +974,12 @@ class Board {
   receive(msg) {
     // Apply one message whole; the drawing waits for the next animation frame.
     if (!msg || typeof msg !== "object") return;
-    if (msg.kind === "paint") {
+    if (msg.kind === "paint" && msg.kept !== undefined) {   // the kept frame, by name
+      const frame = keptFrame(this.model, this.keptCache);
+      if (!frame || this.keptCache.key !== msg.kept) { this.named = msg; return; }  // soon
+      const { kept, ...rest } = msg;
+      this.receive({ ...frame, ...rest });
+    } else if (msg.kind === "paint") {
       this.state = emptyState();
       applyFrame(this.state, msg, true);
       this.waiting = false;
