@@ -288,10 +288,10 @@ def test_workers_that_reach_their_lifetime_close_under_slots_and_their_nannies_r
     from distributed import Client, LocalCluster
     # the nanny restarts a worker that closed at its lifetime's end; on a loaded machine a
     # new worker process takes a while to start: give it time before the cluster forgets it
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}), \
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "25s"}), \
             _Records("distributed.nanny") as nanny, \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address=None, lifetime="15s", lifetime_stagger="0s",
+                         dashboard_address="127.0.0.1:0", lifetime="15s", lifetime_stagger="0s",
                          lifetime_restart=True) as cluster, \
             Client(cluster) as client, lk.DaskScheduler(client=client) as s:
         # each trial steps until its worker closes under it, then goes on from its checkpoint

@@ -1,8 +1,12 @@
-"""The embedded cluster's modes: threads by reference, GIL-holding work in processes."""
+"""The embedded cluster's modes: threads by reference, GIL-holding work in processes; worker
+processes refused from a script's unguarded top level."""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import sys
 
 import numpy as np
 import psutil
@@ -11,6 +15,8 @@ import pytest
 import labkit as lk
 from labkit.scheduling.blas import blas_controller, one_blas_thread
 from labkit.scheduling.cluster import cluster_size, resolve_mode
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class PurePythonSum(lk.Node):
@@ -269,3 +275,49 @@ def test_schedulers_on_thread_workers_hold_one_blas_thread_for_their_life():
             assert other.in_process and other.mode == "existing"
         assert all(lib.num_threads == 1 for lib in libs)  # the first still holds it
     assert [lib.num_threads for lib in libs] == before
+
+
+_UNGUARDED = '''
+import labkit as lk
+
+s = lk.DaskScheduler(mode="processes", n_workers=2)
+print("started")
+s.shutdown()
+'''
+
+_GUARDED = '''
+import labkit as lk
+
+
+def main():
+    with lk.DaskScheduler(mode="processes", n_workers=1) as s:
+        print("started", len(s.client.nthreads()))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _run_script(path, text: str):
+    """Run ``text`` as the script ``path`` in a Python of its own; its completed process."""
+    path.write_text(text)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=path.parent)
+
+
+def test_a_processes_cluster_started_from_a_scripts_unguarded_top_level_is_one_clear_error(
+        tmp_path):
+    done = _run_script(tmp_path / "unguarded.py", _UNGUARDED)
+    assert done.returncode == 1 and "started" not in done.stdout
+    # one labkit error naming the script's line and the fix; no process was started
+    errors = [line for line in done.stderr.splitlines()
+              if re.match(r"[A-Za-z_][\w.]*(Error|Exception): ", line)]
+    assert errors == [errors[0]] and errors[0].startswith("labkit.errors.SchedulerError: "), \
+        done.stderr
+    assert "unguarded.py (line 4)" in errors[0] and 'if __name__ == "__main__":' in errors[0]
+    assert "bootstrapping phase" not in done.stderr and "Nanny failed" not in done.stderr
+    # the same work under the guard (in a function called from it) runs
+    done = _run_script(tmp_path / "guarded.py", _GUARDED)
+    assert done.returncode == 0 and done.stdout.strip() == "started 1", done.stderr
