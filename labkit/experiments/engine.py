@@ -34,6 +34,7 @@ from .spec import SweepSpec
 from .status import ENDED, TERMINAL, Status
 from .trial_state import TrialState
 from .verdict import verdict
+from .worker_namer import WorkerNamer
 
 __all__ = ["SweepEngine", "TrialState", "TERMINAL", "ENDED"]
 
@@ -54,11 +55,19 @@ class SweepEngine:
         self.searcher = Searcher(spec.search, store, spec.name, self)
         if self.judge.keeps:  # the store asks for the rule's state once a commit
             store.keep_rule_state(spec.name, self._rule_state)
+        #: the names of the workers trials ran on, learned off the trials' path and kept
+        #: with the sweep (a stored board names them as the live one did)
+        self.namer = WorkerNamer(self._client, store.workers(spec.name))
+        store.keep_worker_names(spec.name, self.namer.take)
         self.scope: Any = None  # the run's scope, once running
         self.launcher: Any = None
         self.cancelling = False
         #: what the loop waits on: wake-ups, and the launcher's messages
         self.inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def _client(self) -> Any:
+        """The Dask client the sweep's trials run through (None: none, or not running yet)."""
+        return getattr(getattr(self.launcher, "scheduler", None), "client", None)
 
     def _rule_state(self) -> dict | None:
         """The rule's state if it changed since the store last took it (the store's thread)."""
@@ -133,6 +142,7 @@ class SweepEngine:
                 started=s.started or time.time(),
             )
             self.store.trial_started(self.name, trial, s.attempts, worker, s.started)
+            self.namer.seen(worker)
             event = TrialStarted(
                 self.run_id,
                 trial,

@@ -23,7 +23,15 @@ from .engine import SweepEngine
 from .spec import SweepSpec
 from .sweep_result import Again, SweepResult
 
-__all__ = ["SweepSource", "LiveSweep", "StoredSweep", "finished_run", "live_sweep", "result_of"]
+__all__ = [
+    "SweepSource",
+    "LiveSweep",
+    "StoredSweep",
+    "StoredFeed",
+    "finished_run",
+    "live_sweep",
+    "result_of",
+]
 
 
 @runtime_checkable
@@ -68,6 +76,7 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         again,
         exploits=engine.searcher.exploits,
         study=getattr(spec.search, "study", None),
+        workers=dict(engine.namer.names),
     )
 
 
@@ -165,6 +174,14 @@ class StoredSweep:
         return self._result
 
 
+class StoredFeed(Observable):
+    """The events of a stored sweep's run; ``worker_identities``: the workers it kept
+    (``{address: {"name", "nthreads"}}``), so its board names them as the live one did."""
+
+    def __init__(self, workers: dict):
+        self.worker_identities = dict(workers)
+
+
 def finished_run(result: SweepResult) -> Any:
     """A finished sweep :class:`~labkit.Run` of ``result`` (for ``lk.board(result)``).
 
@@ -196,7 +213,8 @@ def finished_run(result: SweepResult) -> Any:
 
     # its events (the start, the trials, the end) go through a feed of its own: the run
     # keeps them, so a board shown now replays them and knows the sweep ended
-    run = start("sweep", [Observable()], job, wait=False, detail={"name": result.name})
+    feed = StoredFeed(result.workers)
+    run = start("sweep", [feed], job, wait=False, detail={"name": result.name})
     run.sweep = stored
     run.wait()
     return run

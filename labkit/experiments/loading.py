@@ -8,6 +8,7 @@ from typing import Any
 
 from ..errors import InputError
 from .store import Store
+from .store_workers import workers_of
 from .sweep import extend_stored
 from .sweep_result import SweepResult
 
@@ -51,4 +52,5 @@ def result_from_store(store: Store, row: dict) -> SweepResult:
         row["settings"].get("early_stop"),
         _again=extend_stored(store.path, row, space),
         exploits=store.exploits(row["name"]),
+        workers=workers_of(row["settings"]),
     )

@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import InputError, StorageError
-from . import claims, store_exploits, store_follow, store_reads
+from . import claims, store_exploits, store_follow, store_reads, store_workers
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
@@ -144,11 +144,23 @@ class Store(WriteQueue):
             self.flush()
 
     def update_sweep(self, name: str, settings: dict) -> None:
-        """Replace the sweep's settings (queued)."""
-        self.put(
-            "UPDATE sweeps SET settings = ?, updated = ? WHERE name = ?",
-            (json.dumps(settings), time.time(), name),
-        )
+        """Replace the sweep's settings (queued); the names of its workers are kept."""
+        self.call(store_workers.replaced(name, settings))
+
+    def keep_worker_names(self, sweep: str, take: Callable[[], dict | None]) -> None:
+        """Add ``take()`` (``{address: {"name", "nthreads"}}``, or None: none new) to the
+        sweep's workers, asked once a commit on the writer (:mod:`.store_workers`)."""
+
+        def keeper():
+            identities = take()
+            return store_workers.named(sweep, identities) if identities else None
+
+        self.keep(keeper)
+
+    def workers(self, sweep: str) -> dict[str, dict]:
+        """The workers kept with ``sweep``: ``{address: {"name": ..., "nthreads": ...}}``."""
+        row = self.sweep(sweep)
+        return store_workers.workers_of(row["settings"]) if row else {}
 
     # -- trials --------------------------------------------------------------------------
 

@@ -43,6 +43,14 @@ class SweepResult:
     #: the Optuna study that mirrored the sweep when a sampler drove it (in the kernel
     #: that ran it; None otherwise, and for a sweep read back): read it, never ask or tell it
     study: Any = field(default=None, repr=False, compare=False)
+    #: the workers trials ran on, as the cluster named them, kept with the sweep:
+    #: ``{address: {"name": ..., "nthreads": ...}}`` (a read-back board names them so)
+    workers: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def worker_names(self) -> dict:
+        """``{address: name}``: each worker a trial ran on, by the name its cluster gave it."""
+        return {a: w.get("name") for a, w in self.workers.items()}
 
     @property
     def best(self) -> TrialRecord | None:

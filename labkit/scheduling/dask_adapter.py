@@ -186,11 +186,12 @@ def is_dask_array(obj: Any) -> bool:
     return isinstance(obj, da.Array)
 
 
-def scheduler_identity(client) -> dict:
-    """The scheduler's identity, every worker included, asked of the scheduler itself.
+def scheduler_identity(client, timeout: float | None = None) -> dict:
+    """The scheduler's identity, every worker included, asked of the scheduler itself
+    (``timeout``: most seconds to wait for its answer; None: no limit).
 
     ``client.scheduler_info()`` hands back a cache that the client's own periodic
     refresh overwrites with a copy listing no worker at all; under load that copy
     won often enough that a live worker looked lost.
     """
-    return client.sync(client.scheduler.identity, n_workers=-1)
+    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=timeout)

@@ -9,8 +9,11 @@ the numbers LocalCluster gives), the in-process worker is ``this process``
 with its threads, and a torch device keeps its own name (``cuda:0``).  With
 no cluster of its own (a stored sweep's board: ``lk.board(lk.load_sweep(...))``)
 it asks the cluster this process has open, if any, so a stored board names
-a worker as the live board did while that cluster runs; a worker no open
-cluster knows keeps its address.
+a worker as the live board did while that cluster runs.  A stored sweep
+keeps its workers' names (``result.workers``; its run's feed says them as
+``worker_identities``): those come first, so its board names every worker
+as the live board did with the cluster gone, in any process; a worker
+neither knows keeps its address.
 
 Examples
 --------
@@ -26,10 +29,10 @@ from __future__ import annotations
 import threading
 import time
 
-from ..scheduling.connect import scheduler_identity
+from ..scheduling.worker_names import worker_identities
 from .subjects import client_of
 
-__all__ = ["DeviceNames"]
+__all__ = ["DeviceNames", "kept_workers"]
 
 #: Least seconds between two questions to the cluster.
 REFRESH = 5.0
@@ -38,13 +41,16 @@ REFRESH = 5.0
 class DeviceNames:
     """Labels of workers and devices for ``sources`` (schedulers, runs, trainers)."""
 
-    def __init__(self, sources):
+    def __init__(self, sources, known: dict[str, dict] | None = None):
         self._client = client_of(*sources)
         self._own = self._client is not None  # else: the cluster this process has open
         self._labels: dict[str, str] = {}
         self._short: dict[str, str] = {}  # the names alone, without where they run
         self._asked = -REFRESH
         self._lock = threading.Lock()
+        kept = known if known is not None else kept_workers(sources)
+        if kept:  # a stored sweep's: as the cluster named them while it ran
+            self._learn(kept)
 
     def __call__(self, address) -> str:
         address = str(address)
@@ -67,9 +73,13 @@ class DeviceNames:
         if client is None:
             return
         try:
-            workers = scheduler_identity(client).get("workers", {})
+            workers = worker_identities(client)
         except Exception:  # the cluster is busy or gone: keep the addresses
             return
+        self._learn(workers)
+
+    def _learn(self, workers: dict[str, dict]) -> None:
+        """Label ``workers`` (``{address: {"name", "nthreads"}}``)."""
         labels = _unique({a: _label(a, w) for a, w in workers.items()})
         short = _unique({a: _name(a, w) for a, w in workers.items()})
         with self._lock:
@@ -83,6 +93,15 @@ class DeviceNames:
         label = self(address)  # asks the cluster when it is time
         with self._lock:
             return self._short.get(str(address), label)
+
+
+def kept_workers(sources) -> dict[str, dict]:
+    """The workers a stored sweep kept, said by its run's feed (``worker_identities``)."""
+    for source in sources:
+        kept = getattr(source, "worker_identities", None)
+        if isinstance(kept, dict) and kept:
+            return kept
+    return {}
 
 
 def _open_client():
