@@ -27,6 +27,12 @@ on each repetition; medians are compared.
   printed too (it shows which view costs what).
 
 The script also runs itself as that dashboard session: ``--viewer URL``.
+
+``--stored STORE`` (issue 44) times instead the board of a stored sweep,
+``lk.board(lk.load_sweep(STORE, NAME))`` (``--name``; the 10,000-trial sweep of
+``sweep_scale.py`` by default): seconds and CPU seconds of this process from the
+load to its paint, the bytes its messages carried (goal: <= 1 MB, <= 2 s) and the
+largest of them after its code (goal: <= 100 KB), medians of ``--reps`` (3).
 """
 
 from __future__ import annotations
@@ -377,6 +383,37 @@ def variants(s, cfg, recorder, split: bool) -> dict:
     return out
 
 
+def stored_board(path: str, name: str, reps: int) -> None:
+    """The board of a stored sweep: time and CPU to its paint, what its messages carried."""
+    import labkit as lk
+    recorder = CommRecorder().install()
+    walls, cpus, sent = [], [], []
+    try:
+        for _ in range(reps):
+            gc.collect()
+            mark = len(recorder.records)
+            c0, t0 = time.process_time(), time.perf_counter()
+            board = lk.board(lk.load_sweep(path, name))
+            wait_stopped(board)
+            with recorder._lock:
+                records = list(zip(recorder.labels[mark:], recorder.records[mark:], strict=True))
+            painted = max(r[0] for label, r in records if label == "custom:paint")
+            walls.append(painted - t0)
+            cpus.append(time.process_time() - c0)       # to its end: the paint is its last
+            board.close()
+            sent.append([(label, r[2]) for label, r in records])
+    finally:
+        recorder.uninstall()
+    last = sent[-1]
+    data = [(n, label) for label, n in last if label != "comm_open" or n < 10_000]  # not code
+    print(f"stored board of {name!r} ({path}): painted after {statistics.median(walls):.2f} s "
+          f"(goal <= 2; runs {', '.join(f'{w:.2f}' for w in walls)}), CPU "
+          f"{statistics.median(cpus):.2f} s; {len(last)} messages, "
+          f"{sum(n for _, n in last) / 1e6:.2f} MB in all (goal <= 1), largest but the code "
+          f"{max(data)[0] / 1e3:.1f} KB ({max(data)[1]}; goal <= 100); "
+          f"load average {os.getloadavg()[0]:.2f}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
@@ -390,9 +427,14 @@ def main(argv=None) -> None:
                         help="the DaskScheduler's mode (auto by default; processes: the "
                              "views no longer share the GIL with the tasks)")
     parser.add_argument("--viewer", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--stored", metavar="STORE",
+                        help="time the board of a stored sweep (issue 44) instead")
+    parser.add_argument("--name", default="scale-board", help="the stored sweep's name")
     args = parser.parse_args(argv)
     if args.viewer:
         return viewer_main(args.viewer)
+    if args.stored:
+        return stored_board(args.stored, args.name, args.reps or 3)
     cfg = dict(SIZES["quick" if args.quick else "full"])
     cfg["reps"] = args.reps or cfg["reps"]
     cfg["n_chunks"] = args.chunks or cfg["n_chunks"]

@@ -181,6 +181,9 @@ class SweepFold:
             changes.update({k: row[k] for k in _MERGED if row.get(k) is not None})
             changes["status"] = status or t.status
             changes["attempts"] = max(t.attempts, row.get("attempts") or 0)
+            # only what differs: a stored sweep's board is seeded twice (its run's start
+            # replays every row, then the sweep itself), and 10,000 unchanged rows cost
+            changes = {k: v for k, v in changes.items() if k == "history" or getattr(t, k) != v}
         if changes:
             self._set(t, **changes)
 

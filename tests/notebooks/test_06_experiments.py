@@ -43,9 +43,17 @@ def test_experiments_notebook():
 
 
 def kept_frames(nb) -> dict:
-    """The last frame each sweep board kept in the notebook's widget state, by sweep name."""
-    return {state["last"]["meta"]["name"]: state["last"] for state in widget_states(nb).values()
-            if state.get("_anywidget_id", "").endswith("SweepBoardWidget") and state.get("last")}
+    """The last frame each sweep board kept in the notebook's widget state, by sweep name
+    (sent in parts of at most 100 KB, ``kept_<i>``, joined as the page joins them)."""
+    frames = [_kept(state) for state in widget_states(nb).values()
+              if state.get("_anywidget_id", "").endswith("SweepBoardWidget")]
+    return {frame["meta"]["name"]: frame for frame in frames if frame}
+
+
+def _kept(state: dict) -> dict:
+    if not state.get("kept"):
+        return state.get("last") or {}
+    return json.loads("".join(state[f"kept_{i}"] for i in range(state["kept"]["parts"])))
 
 
 def check_board(nb, out: str) -> None:
