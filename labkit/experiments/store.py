@@ -157,10 +157,17 @@ class Store(WriteQueue):
 
         self.keep(keeper)
 
-    def workers(self, sweep: str) -> dict[str, dict]:
-        """The workers kept with ``sweep``: ``{address: {"name": ..., "nthreads": ...}}``."""
-        row = self.sweep(sweep)
-        return store_workers.workers_of(row["settings"]) if row else {}
+    def workers(self, sweep: str | None = None) -> dict[str, dict]:
+        """The workers kept with ``sweep``: ``{address: {"name": ..., "nthreads": ...}}``;
+        with no ``sweep``, ``{sweep: its workers}`` of every sweep that kept some."""
+        if sweep is not None:
+            row = self.sweep(sweep)
+            return store_workers.workers_of(row["settings"]) if row else {}
+        rows = self.read("SELECT name, settings FROM sweeps ORDER BY created")
+        kept = {
+            r["name"]: store_workers.workers_of(json.loads(r["settings"] or "{}")) for r in rows
+        }
+        return {name: workers for name, workers in kept.items() if workers}
 
     # -- trials --------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ class DeviceNames:
         self._lock = threading.Lock()
         kept = known if known is not None else kept_workers(sources)
         if kept:  # a stored sweep's: as the cluster named them while it ran
-            self._learn(kept)
+            self.learn(kept)
 
     def __call__(self, address) -> str:
         address = str(address)
@@ -76,10 +76,11 @@ class DeviceNames:
             workers = worker_identities(client)
         except Exception:  # the cluster is busy or gone: keep the addresses
             return
-        self._learn(workers)
+        self.learn(workers)
 
-    def _learn(self, workers: dict[str, dict]) -> None:
-        """Label ``workers`` (``{address: {"name", "nthreads"}}``)."""
+    def learn(self, workers: dict[str, dict]) -> None:
+        """Name ``workers`` (``{address: {"name", "nthreads"}}``: a cluster's, or a sweep's
+        kept ones) from now on; labels are made distinct among them."""
         labels = _unique({a: _label(a, w) for a, w in workers.items()})
         short = _unique({a: _name(a, w) for a, w in workers.items()})
         with self._lock:

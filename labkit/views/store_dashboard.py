@@ -64,7 +64,7 @@ class StoreDashboard:
             text=f"<b>sweep store</b> {_escape(self.shelf.path)}", sizing_mode="stretch_width"
         )
         doc.add_root(column(named(head, "labkit-store-path"), sizing_mode="stretch_width"))
-        attach(doc, self.shelf)
+        attach(doc, self.shelf, names=self.shelf.names)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and looking; close the store."""

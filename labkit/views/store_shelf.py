@@ -19,6 +19,7 @@ import threading
 from ..errors import InputError
 from ..experiments.store import Store
 from ..experiments.store_changes import StoreChanges, StoreLook
+from .device_names import DeviceNames
 from .priority import lower_this_thread
 from .sweep_tracker import SweepTracker
 
@@ -48,6 +49,9 @@ class StoreShelf:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.looks = 0  # looks taken (tests wait on it)
+        #: the workers by the names their sweeps kept (a live board's names), for the table
+        self.names = DeviceNames([])
+        self._named: dict = {}
         try:
             self.look()  # the first look here: a store that cannot be read fails the caller
         except BaseException:
@@ -81,7 +85,16 @@ class StoreShelf:
     def look(self) -> None:
         """Fold in what changed in the store since the last look."""
         self.fold(self._changes.look())
+        self._name_workers()
         self.looks += 1
+
+    def _name_workers(self) -> None:
+        """Learn the workers' names the store's sweeps kept, when they changed."""
+        kept = self.store.workers()
+        if kept != self._named:
+            for workers in kept.values():  # each sweep's own: distinct among themselves
+                self.names.learn(workers)
+            self._named = kept
 
     def fold(self, look: StoreLook) -> None:
         """One look's changes, into the sweeps' trackers."""

@@ -178,3 +178,25 @@ def test_stores_opened_at_once_on_a_new_file_all_open(tmp_path):
         for t in threads:
             t.join(60)
         assert errors == []
+
+
+def test_a_sweeps_worker_names_are_kept_with_it_and_new_settings_keep_them(store, tmp_path):
+    store.create_sweep("s", "{}", "loss", "min", 0, {"trials": 2})
+    learned = iter([{"tcp://w:1": {"name": 0, "nthreads": 1}}, None,
+                    {"tcp://w:2": {"name": "gpu-a", "nthreads": 2}}])
+    store.keep_worker_names("s", lambda: next(learned, None))
+    store.flush()
+    store.update_sweep("s", {"trials": 3})  # add(n), a resume: new settings, the names kept
+    store.flush()
+    store.flush()
+    other = Store(tmp_path / "sweeps.db", readonly=True)
+    try:
+        assert other.sweep("s")["settings"]["trials"] == 3
+        assert other.workers("s") == {"tcp://w:1": {"name": 0, "nthreads": 1},
+                                      "tcp://w:2": {"name": "gpu-a", "nthreads": 2}}
+        assert other.workers() == {"s": other.workers("s")}
+    finally:
+        other.close()
+    store.close()
+    result = lk.load_sweep(tmp_path / "sweeps.db", "s")
+    assert result.worker_names == {"tcp://w:1": 0, "tcp://w:2": "gpu-a"}

@@ -78,6 +78,22 @@ def test_a_stored_board_names_workers_as_the_live_board_did_with_the_cluster_gon
     here = {t.id: names(t.worker) for t in result.trials}
     assert here == live_rows and all("127.0.0.1" not in w for w in here.values()), here
     assert in_new_process(store, "named") == live_rows
+    assert store_table(store) == [live_rows[i] for i in sorted(live_rows)]
+
+
+def store_table(store: str) -> list:
+    """The worker column of ``labkit dashboard --store``'s table (the shelf and plots it serves)."""
+    from labkit.views.store_shelf import StoreShelf
+    from labkit.views.sweep_plots import SweepPlots
+
+    shelf = StoreShelf(store)
+    try:
+        plots = SweepPlots(shelf, shelf.names)   # what store_dashboard attaches to a page
+        plots.update()
+        data = plots.table.source.data
+        return [w for _, w in sorted(zip(data["id"], data["worker"], strict=True))]
+    finally:
+        shelf.stop()
 
 
 def reporting(config, trial):
@@ -98,3 +114,4 @@ def test_a_stored_group_sweep_names_each_worker_of_a_group(tmp_path):
     names = DeviceNames(finished_run(loaded).sources)
     assert {t.id: names(t.worker) for t in loaded.trials} == live_rows
     assert in_new_process(store, "groups") == live_rows
+    assert store_table(store) == [live_rows[i] for i in sorted(live_rows)]
