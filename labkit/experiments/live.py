@@ -76,7 +76,7 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         again,
         exploits=engine.searcher.exploits,
         study=getattr(spec.search, "study", None),
-        workers=dict(engine.namer.names),
+        workers=engine.namer.names,  # filled in as they are learned (the last as the store closes)
     )
 
 

@@ -111,6 +111,7 @@ def test_a_stored_group_sweep_names_each_worker_of_a_group(tmp_path):
         live_rows = {t.id: live(t.worker) for t in result.trials}
     assert all(", " in w and "127.0.0.1" not in w for w in live_rows.values()), live_rows
     loaded = lk.load_sweep(store, "groups")
+    assert result.worker_names == loaded.worker_names and len(loaded.worker_names) >= 2
     names = DeviceNames(finished_run(loaded).sources)
     assert {t.id: names(t.worker) for t in loaded.trials} == live_rows
     assert in_new_process(store, "groups") == live_rows
