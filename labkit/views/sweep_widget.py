@@ -66,8 +66,9 @@ def _pieces(text: str, most: int) -> list[str]:
     out, start = [], 0
     while start < len(text):
         n = min(len(text) - start, most)
-        while n > 1 and len(json.dumps(text[start : start + n]).encode()) > most:
-            n //= 2  # quotes and backslashes escaped, non-ASCII as \uXXXX: fewer characters
+        while n > 1 and (written := len(json.dumps(text[start : start + n]).encode())) > most:
+            # quotes and backslashes escaped, non-ASCII as \uXXXX: fewer characters
+            n = max(1, min(n - 1, n * most // written))
         out.append(text[start : start + n])
         start += n
     return out
