@@ -260,3 +260,71 @@ def _holds_a_group() -> bool:
 
     from labkit.data_parallel.worker import rank
     return dist.is_initialized() or bool(rank.RANKS)
+
+
+class _SlowToBuild(torch.nn.Linear):
+    """A model whose copy on the worker named by ``pid_file`` is made only once ``release``
+    exists: a worker that came back after a loss, importing torch on a loaded machine."""
+
+    def __init__(self, pid_file, started, release):
+        super().__init__(4, 1)
+        self.files = (pid_file, started, release)
+
+    def __setstate__(self, state):
+        pid_file, started, release = state["files"]
+        with open(pid_file) as f:
+            slow = f.read() == str(os.getpid())
+        if slow:
+            open(started, "w").close()
+            deadline = time.monotonic() + 300
+            while not os.path.exists(release) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        super().__setstate__(state)
+
+
+def test_a_rank_slower_to_build_than_the_lag_bound_is_waited_for(workers, tmp_path):
+    """A set-up rank that runs past the lag bound is slow, not hung (issue 44's soak).
+
+    The bound is a time (the group's ``timeout`` plus ``GRACE`` after the first rank
+    ended), so the slow rank is held past it and released: before, the group failed
+    with "set-up did not finish: a worker hangs".
+    """
+    from labkit.data_parallel.dask.group import DaskReplicaGroup
+    from labkit.data_parallel.dask.tasks import GRACE
+
+    client = workers.client
+    names = sorted(scheduler_identity(client)["workers"])
+    pid_file, started, release = (str(tmp_path / n) for n in ("pid", "started", "release"))
+    with open(pid_file, "w") as f:
+        f.write(str(client.run(os.getpid, workers=[names[1]])[names[1]]))
+    model = _SlowToBuild(pid_file, started, release)
+    made: dict = {}
+
+    def make():
+        try:
+            made["group"] = DaskReplicaGroup(model, MSE, torch.optim.SGD(model.parameters(),
+                                                                         lr=0.1),
+                                             workers, timeout=1.0)
+        except BaseException as exc:  # noqa: BLE001 - asserted below
+            made["error"] = exc
+    maker = threading.Thread(target=make)
+    maker.start()
+    deadline = time.monotonic() + 600   # a fresh worker imports torch first: slow when loaded
+    while not os.path.exists(started):
+        assert time.monotonic() < deadline and maker.is_alive(), made
+        time.sleep(0.05)
+    while not client.run(_holds_a_group, workers=[names[0]])[names[0]]:   # rank 0 was built
+        assert time.monotonic() < deadline and maker.is_alive(), made
+        time.sleep(0.05)
+    maker.join(1.0 + GRACE + 5.0)   # past the bound: before, the set-up raised by now
+    failed = made.get("error")
+    open(release, "w").close()
+    maker.join(180)
+    group = made.get("group")
+    try:
+        assert failed is None and "error" not in made, made.get("error")
+        assert group is not None and group.names == names
+        group.step(torch.randn(24, 4), torch.randn(24, 1), [12, 12])   # and it trains
+    finally:
+        if group is not None:
+            group.close()

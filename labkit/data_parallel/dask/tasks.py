@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from ...errors import LabkitError, SchedulerError, TaskError, WorkerLostError, for_caller
 from ...scheduling.connect import scheduler_identity
 
-__all__ = ["RankTasks", "client_error", "GRACE"]
+__all__ = ["RankTasks", "client_error", "running_tasks", "GRACE"]
 
 #: Seconds the client waits beyond the workers' own timeout.
 GRACE = 10.0
@@ -145,11 +145,23 @@ class RankTasks:
 
     def beside(self, fn: Callable, *args, workers: list[str] | None = None) -> dict:
         """``fn(*args)`` beside the task threads of ``workers`` (the group's live ones by
-        default): ``client.run``, which never queues behind a loop; errors ignored."""
+        default): ``client.run``, which never queues behind a loop; errors ignored, and
+        workers that did not answer within the group's timeout left out."""
         if workers is None:
             alive = self.alive()
             workers = [n for n in self.names if n in alive]
-        return self.client.run(fn, *args, on_error="ignore", workers=workers)
+        # with a deadline: a worker that is dying (still listed, its comm not answering)
+        # holds client.run for Dask's connect timeout, or for good when its comm half-closed
+        try:
+            return self.client.run(
+                fn,
+                *args,
+                on_error="ignore",
+                workers=workers,
+                callback_timeout=self.timeout + GRACE,
+            )
+        except (TimeoutError, asyncio.TimeoutError):
+            return {}
 
     def track(self, futures: list) -> None:
         """Let the scheduler's cancel and shutdown reach ``futures``."""
@@ -201,10 +213,40 @@ class RankTasks:
             if first_done is None and len(stuck) < len(futures):
                 first_done = time.monotonic()
             if first_done is not None and time.monotonic() - first_done > self.timeout + GRACE:
+                if not collective and self._running(futures, names):
+                    first_done = time.monotonic()  # slow, not hung (see _running)
+                    continue
                 self._broken_by(collective, f"a {what} did not finish")
                 raise SchedulerError(
                     f"{what} did not finish: a worker hangs", device=", ".join(stuck)
                 )
+
+    def _running(self, futures: list, names: list) -> bool:
+        """Whether every unfinished task of ``futures`` runs on its worker now.
+
+        A rank that lags its peers in a call without collectives holds nobody up:
+        a worker that came back after a loss builds its first replica while it
+        imports torch, which on a loaded machine took longer than the lag allowed.
+        Such a rank is waited for (a loss or a cancel still ends the wait); one
+        whose task does not run (queued behind other work) is hung.
+        """
+        pending: dict[str, list] = {}
+        for name, f in zip(names, futures, strict=True):
+            if not f.done():
+                pending.setdefault(name, []).append(f.key)
+        try:
+            found = self.client.run(
+                running_tasks,
+                workers=list(pending),
+                on_error="return",
+                callback_timeout=GRACE,
+            )
+        except Exception:  # the scheduler did not answer in time: no sign it runs
+            return False
+        return all(
+            isinstance(found.get(name), list) and set(keys) <= set(found[name])
+            for name, keys in pending.items()
+        )
 
     def _results(self, futures: list, what: str, collective: bool, ranks: list) -> list:
         """The done futures' results, or the error of the first that failed, located."""
@@ -269,6 +311,17 @@ class RankTasks:
     def alive(self) -> set:
         """Addresses of the cluster's workers now."""
         return set(scheduler_identity(self.client)["workers"])
+
+
+def running_tasks(dask_worker=None) -> list:
+    """The keys this worker runs now: in a thread of its pool, or seceded from it."""
+    if dask_worker is None:
+        return []
+    return [
+        key
+        for key, ts in dask_worker.state.tasks.items()
+        if ts.state in ("executing", "long-running")
+    ]
 
 
 def _wait_all(futures, timeout: float) -> None:
