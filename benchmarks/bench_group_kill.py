@@ -122,25 +122,41 @@ def main(argv=None) -> None:
 
 
 def report(plain: list, killed: list, every: int) -> None:
-    """The cost of a kill against the run without one on the same cluster (a round)."""
+    """The cost of a kill against the run without one on the same cluster (a round).
+
+    The cost is split into the regroup (kill → the new trainer ready), the redone steps at
+    the warm step time, the new group's first steps beyond that time ("cold": ranks on
+    workers that had not trained yet), and what is left (the lost try's checkpoints read,
+    the trial's other bookkeeping).
+    """
     step = statistics.median(t for r in plain for t in r["marks"][0]["steps"])
     rows = []
     for base, r in zip(plain, killed, strict=True):
         first, again = r["marks"][0], r["marks"][1]
         redone = r["kill_at"] - again["start"]
         regroup = again["ready"] - first["killed"]
-        rows.append((base["wall"], r["wall"], redone, regroup, redone * step))
+        # the new group's steps against warm ones (the same number of steps in all)
+        cold = sum(again["steps"][:COLD]) - COLD * step
+        rows.append((base["wall"], r["wall"], redone, regroup, redone * step, cold))
     print(f"a step {step * 1000:.1f} ms (median, runs without a kill)")
     print("| without (s) | with a kill (s) | cost (s) | steps redone | kill → new group ready (s) "
-          "| redone steps (s) |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for base, wall, redone, regroup, redo in rows:
+          f"| redone steps (s) | new group's first {COLD} steps over warm ones (s) | left (s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for base, wall, redone, regroup, redo, cold in rows:
+        left = wall - base - regroup - redo - cold
         print(f"| {base:.2f} | {wall:.2f} | {wall - base:.2f} | {redone} | {regroup:.2f} "
-              f"| {redo:.2f} |")
+              f"| {redo:.2f} | {cold:.2f} | {left:.2f} |")
     cost = statistics.median(wall - base for base, wall, *_ in rows)
-    bound = statistics.median(g + d for *_, g, d in rows)
+    bound = statistics.median(g + d for *_, g, d, _ in rows)
     print(f"median cost {cost:.2f} s; bound (redone steps + regroup) {bound:.2f} s; "
           f"at most {every} steps since a checkpoint")
+    for _, r in zip(plain, killed, strict=True):
+        first = [round(t * 1000, 1) for t in r["marks"][1]["steps"][:COLD]]
+        print(f"  the new group's first steps (ms): {first}")
+
+
+#: The new group's first steps whose time is compared with warm steps.
+COLD = 5
 
 
 if __name__ == "__main__":
