@@ -26,6 +26,7 @@ from tests.views.sweep_page_harness import Board, served_harness
 from tests.views.test_sweep_board import wait_stopped
 
 TAG = "<img src=x onerror=window.__pwned=1>"
+WORD = "<img src=y onerror=window.__pwned=2>"  # a parameter's value: a category's label
 
 # The sweep's status line as the page's Bokeh document holds it (its Div's text).
 STATUS_JS = """() => {
@@ -43,7 +44,7 @@ def tagged(config, trial):
 
 
 def _sweep(**where):
-    return lk.sweep(tagged, {TAG: lk.uniform(0, 1)}, trials=3, metric="acc", mode="max",
+    return lk.sweep(tagged, {TAG: lk.uniform(0, 1), "word": lk.choice([WORD])}, trials=3, metric="acc", mode="max",
                     seed=0, name=TAG, **where)
 
 
@@ -56,8 +57,10 @@ def _assert_text_not_html(page) -> None:
     escaped = f"<b>sweep {html.escape(TAG)}</b>"  # the status line's HTML: the name as text
     page.wait_for_function(f"() => ({STATUS_JS})().includes({escaped!r})", timeout=60000)
     assert page.locator(".labkit-sweep-status", has_text=f"sweep {TAG}").count() == 1
+    cell = page.locator(".labkit-sweep-table .slick-cell", has_text=WORD)
+    cell.first.wait_for(timeout=60000)                     # a value shows as its words
     assert page.evaluate("() => window.__pwned === undefined")
-    assert page.locator('img[src="x"]').count() == 0
+    assert page.locator('img[src="x"]').count() == page.locator('img[src="y"]').count() == 0
 
 
 @pytest.mark.needs("chromium")
@@ -99,7 +102,7 @@ def test_the_notebook_board_shows_a_tag_named_parameter_and_sweep_as_text(
         frames = frames_of(comms, b.widget)
     finally:
         b.close()
-    assert frames[0]["meta"]["params"] == [TAG] and frames[0]["meta"]["name"] == TAG
+    assert frames[0]["meta"]["params"] == [TAG, "word"] and frames[0]["meta"]["name"] == TAG
     with served_harness(ROOT, "escaping-http") as url, chromium() as browser:
         page = Board(browser.new_page(viewport={"width": 900, "height": 1200}))
         page.page.goto(url)
@@ -108,7 +111,7 @@ def test_the_notebook_board_shows_a_tag_named_parameter_and_sweep_as_text(
             page.deliver(frame)
         page.wait_seq(frames[-1]["seq"])
         text = page.page.evaluate("() => document.querySelector('.labkit-sweep-board').textContent")
-        assert TAG in text
+        assert TAG in text and WORD in text
         assert page.page.evaluate("() => window.__pwned === undefined")
-        assert page.page.locator('img[src="x"]').count() == 0
+        assert page.page.locator('img[src="x"], img[src="y"]').count() == 0
         assert page.errors == []
