@@ -228,7 +228,9 @@ class RankTasks:
         a worker that came back after a loss builds its first replica while it
         imports torch, which on a loaded machine took longer than the lag allowed.
         Such a rank is waited for (a loss or a cancel still ends the wait); one
-        whose task does not run (queued behind other work) is hung.
+        whose task does not run (queued behind other work) is hung.  A worker that
+        does not answer within ``GRACE`` is busy too: it unpickles a task on its event
+        loop, and a fresh worker imports torch there as its first task arrives.
         """
         pending: dict[str, list] = {}
         for name, f in zip(names, futures, strict=True):
@@ -241,7 +243,9 @@ class RankTasks:
                 on_error="return",
                 callback_timeout=GRACE,
             )
-        except Exception:  # the scheduler did not answer in time: no sign it runs
+        except (TimeoutError, asyncio.TimeoutError):  # busy, as its docstring says
+            return True
+        except Exception:  # the scheduler or the comms failed: no sign it runs
             return False
         return all(
             isinstance(found.get(name), list) and set(keys) <= set(found[name])
