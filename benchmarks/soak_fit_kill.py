@@ -280,6 +280,8 @@ def main() -> None:
         # a nanny whose restarted worker takes longer than this to register (a loaded
         # machine) is closed by its LocalCluster for good (15 s by default)
         dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"})
+    # a SIGTERM ends the run through the finally below: the busy processes end with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     loaders = busy(args.load)
     tally: dict = {}
     try:
