@@ -79,7 +79,8 @@ def frames_line(sent: list, seconds: float) -> str:
     paints = [n for label, n in sent if label == "custom:paint"]
     deltas = [n for label, n in sent if label == "custom:delta"] or [0]
     others = [(n, label) for label, n in sent if label not in ("custom:paint", "custom:delta")]
-    kept = sum(n for label, n in sent if "last" in label)
+    # the kept frame: its parts and their index (``update:kept_<i>``, ``update:kept``)
+    kept = sum(n for label, n in sent if label.startswith("update:kept"))
     after = sum(deltas) + sum(paints[1:])
     big = max(others, default=(0, "-"))
     shown = ", ".join(f"{p / 1e3:.1f}" for p in paints)
@@ -87,7 +88,7 @@ def frames_line(sent: list, seconds: float) -> str:
             f"{max(deltas) / 1e3:.1f} KB (goal <= 100), mean "
             f"{statistics.mean(deltas) / 1e3:.1f} KB; after the first paint "
             f"{after / seconds / 1e3:.1f} KB/s (goal <= 200); the last frame kept in the widget "
-            f"{kept / 1e3:.1f} KB once at the end; largest other message {big[0] / 1e3:.1f} KB "
+            f"{kept / 1e3:.1f} KB at the end, in parts of <= 100 KB; largest other message {big[0] / 1e3:.1f} KB "
             f"({big[1]})")
 
 
