@@ -14,9 +14,10 @@ optimizer, in place (:meth:`~ModelSync.pull`; the copy itself is the group's
   it (a stopped group trial's scheduler shut down, no worker left), at the end
   of the call before: the call's own error says what happened, and closing the
   trainer later does not warn about it again;
+* a copy that failed after a call that returned warns, and is tried again by
+  the next call, ``trainer.sync_model()`` or ``close()``;
 * ``sync_model=False`` skips the copy: the model is then *stale* after a call
-  that trained (a copy that failed after a call that returned warns instead),
-  and using it (its forward, its ``state_dict()``) raises a
+  that trained, and using it (its forward, its ``state_dict()``) raises a
   :class:`~labkit.errors.TrainingError` naming ``trainer.sync_model()``
   (:class:`StaleGuard`) until that is called or the trainer is closed.
 
@@ -72,7 +73,7 @@ class ModelSync:
             self.running -= 1
             self._after_error()
             raise
-        except BaseException:  # a Ctrl-C: no copy now; the model says it is stale
+        except BaseException:  # a Ctrl-C: no copy now (left pending: close() makes it)
             self.running -= 1
             raise
         self.running -= 1
@@ -102,7 +103,7 @@ class ModelSync:
         self.pending = False
 
     def _after_success(self) -> None:
-        """The copy after a call that returned; a failure warns, and the model says stale."""
+        """The copy after a call that returned; a failure warns (left pending: close() retries)."""
         try:
             self.pull()
         except Exception as exc:
