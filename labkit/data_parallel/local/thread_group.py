@@ -304,12 +304,12 @@ class ThreadGroup:
         self.optimizer.load_state_dict(state["optimizer"])
         broadcast(self.model, self.replicas)
 
-    def last_state(self) -> dict:
-        """The state at close: the model's own (it is replica 0 or the reduce target)."""
     def fetch_state(self) -> dict:
         """The model's own state (live): it holds what the replicas trained."""
         return self.state_dict()
 
+    def last_state(self) -> dict:
+        """The state at close: the model's own (it is replica 0 or the reduce target)."""
         return self.state_dict()
 
     def close(self) -> None:
