@@ -38,6 +38,8 @@ from typing import Any
 
 import dask
 
+from ..errors import SchedulerError
+
 __all__ = [
     "LOST_INPUT_REASONS",
     "lost_input",
@@ -194,4 +196,8 @@ def scheduler_identity(client, timeout: float | None = None) -> dict:
     refresh overwrites with a copy listing no worker at all; under load that copy
     won often enough that a live worker looked lost.
     """
-    return client.sync(client.scheduler.identity, n_workers=-1, callback_timeout=timeout)
+    scheduler = client.scheduler
+    if scheduler is None or client.status in ("closing", "closed"):
+        # shut down under a running loop (a fit, a sweep): a labkit error, not Dask's None
+        raise SchedulerError("the Dask client is closed: the scheduler was shut down")
+    return client.sync(scheduler.identity, n_workers=-1, callback_timeout=timeout)

@@ -286,9 +286,12 @@ def test_a_shutdown_under_running_slots_lets_every_worker_process_close_itself()
 @pytest.mark.soak
 def test_workers_that_reach_their_lifetime_close_under_slots_and_their_nannies_restart_them():
     from distributed import Client, LocalCluster
-    # the nanny restarts a worker that closed at its lifetime's end; on a loaded machine a
-    # new worker process takes a while to start: give it time before the cluster forgets it
-    with dask.config.set({"distributed.deploy.lost-worker-timeout": "25s"}), \
+    # the nanny restarts a worker that closed at its lifetime's end.  Before, a worker closing
+    # under a slot waited 30 s for the slot's thread (Dask's executor timeout), longer than
+    # the cluster waits for a lost worker to return (15 s): the cluster forgot it, and the
+    # sweep hung with no worker.  On a loaded machine the new process alone can take longer
+    # than 15 s to start: give it time (this test then shows the close and the restart)
+    with dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}), \
             _Records("distributed.nanny") as nanny, \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address="127.0.0.1:0", lifetime="15s", lifetime_stagger="0s",

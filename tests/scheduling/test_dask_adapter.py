@@ -25,6 +25,9 @@ import textwrap
 import numpy as np
 import pytest
 
+import labkit as lk
+from labkit.scheduling import dask_adapter as adapter
+
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "labkit"
 ADAPTER = PACKAGE / "scheduling" / "dask_adapter.py"
 
@@ -196,3 +199,13 @@ def test_old_style_graphs_are_not_task_specs(graph, expected):
     from labkit.scheduling import dask_adapter as adapter
     assert adapter.is_task_graph(graph) is expected
     assert adapter.is_task_graph(adapter.task_graph(graph))
+
+
+def test_the_identity_of_a_shut_down_scheduler_is_a_labkit_error():
+    # a fit's rank loops ask it when a step fails; under a shutdown() it was
+    # "AttributeError: 'NoneType' object has no attribute 'identity'" (issue 44)
+    with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=1) as s:
+        client = s.client
+        assert adapter.scheduler_identity(client)["workers"]
+    with pytest.raises(lk.SchedulerError, match="the scheduler was shut down"):
+        adapter.scheduler_identity(client)
