@@ -90,10 +90,10 @@ def on_close(fn: Callable[[], None]) -> Callable[[], None]:
         return lambda: None
     watch = _watch(worker)
     key = None if watch is None else watch.add(fn)
-    if key is None or not _running(worker):
+    if watch is None or key is None or not _running(worker):
         fn()  # closing already (its plugins may be torn down): the task ends now
         return lambda: None
-    return lambda: watch.remove(key)
+    return functools.partial(watch.remove, key)
 
 
 @functools.cache

@@ -97,17 +97,17 @@ def _guarded(path: str, line: int) -> bool | None:
             return False
         if isinstance(statement, ast.If) and _names_main(statement.test):
             return True
-        inner = [
-            child
-            for field in ("body", "orelse", "finalbody", "handlers")
-            for child in getattr(statement, field, [])
-            if isinstance(child, ast.stmt | ast.excepthandler)
-        ]
-        if not inner or isinstance(statement, ast.FunctionDef | ast.ClassDef):
+        if isinstance(statement, ast.FunctionDef | ast.ClassDef):
             return False
-        body = [
-            s for child in inner for s in ([child] if isinstance(child, ast.stmt) else child.body)
-        ]
+        body = []
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            for child in getattr(statement, field, []):
+                if isinstance(child, ast.ExceptHandler):
+                    body.extend(child.body)  # a try's handlers hold statements too
+                elif isinstance(child, ast.stmt):
+                    body.append(child)
+        if not body:
+            return False
 
 
 def _names_main(test: ast.expr) -> bool:
