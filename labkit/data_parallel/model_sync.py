@@ -107,6 +107,9 @@ class ModelSync:
         try:
             self.pull()
         except Exception as exc:
+            if self.group.stop_reason() is not None:  # stopped under it (a trial's stop)
+                self.pending = False  # the stop ends the trial: nothing to warn about
+                return
             warnings.warn(
                 f"could not copy the trained parameters back from the workers ({exc}): the "
                 "model keeps those of its last copy; call trainer.sync_model() to try again",

@@ -182,7 +182,7 @@ def stop_by_hand_trial(config, trial):
                 SPANS[trial.id] = "reported"
 
 
-def test_a_group_trial_stopped_by_hand_ends_at_its_next_report(four):
+def test_a_group_trial_stopped_by_hand_ends_at_its_next_report(four, recwarn):
     run = lk.sweep(stop_by_hand_trial, [{"lr": 0.1}], scheduler=four, workers_per_trial=2,
                    metric="loss", mode="min", store=None, wait=False)
     while 0 not in SPANS and not run.done():  # it reported twice
@@ -191,6 +191,8 @@ def test_a_group_trial_stopped_by_hand_ends_at_its_next_report(four):
     result = run.result(timeout=60)
     assert result.trials[0].status.value == "stopped"
     assert set(four.run_on_workers(ranks_held).values()) == {0}
+    # a step that returned just before the stop: its copy back is cut short, quietly (issue 44)
+    assert not [w for w in recwarn if "trained parameters" in str(w.message)]
 
 
 def equal_trial(config, trial):
