@@ -216,7 +216,7 @@ def test_bad_bucket_arguments_are_input_errors(trainers):
     x, y = torch.randint(1, 8, (6, 5)), torch.zeros(6, dtype=torch.long)
     with pytest.raises(lk.InputError, match="bucket_key must be hashable") as info:
         t.step(x, y, bucket_key=[5])
-    assert info.value.where == {"argument": "bucket_key", "step": 0}
+    assert info.value.where == {"argument": "bucket_key", "step": 1}  # counted from 1
     with pytest.raises(lk.TaskError, match="built for 10 steps, got a batch of 5"):
         t.step(x, y, bucket_key=10)  # the wrong width reaches the bucket's own module
     with pytest.raises(lk.InputError, match=r"an \(x, y\) pair or an lk.BucketBatch"):
