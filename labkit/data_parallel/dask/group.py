@@ -361,10 +361,14 @@ class DaskReplicaGroup:
         self.client.run(life.set_monitors, self.gid, blob, workers=list(self.names))
 
     def state_dict(self) -> dict:
-        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors."""
+        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors.
+
+        Read as the copy after a call is (:func:`.copy_back.fetch_state`): one
+        gather, bounded, never restarted (a gather re-asked every second never
+        finished for a large model under load).
+        """
         self.check_open()
-        with self.tasks.call("state_dict"):
-            return self.tasks.run([self.tasks.submit(0, life.get_state, self.gid)], "state_dict")[0]
+        return self.fetch_state() or {}
 
     def load_state_dict(self, state: dict) -> None:
         """Load a :meth:`state_dict`-shaped mapping into every rank."""
