@@ -68,6 +68,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_store_changes.py
 	$(BIN)/python benchmarks/bench_groups.py
 	$(BIN)/python benchmarks/bench_group_kill.py
+	$(BIN)/python benchmarks/bench_model_sync.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build

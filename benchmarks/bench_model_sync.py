@@ -13,10 +13,10 @@ twice the parameters) into the user's model and optimizer whenever ``fit``,
   (rank 0's tensors sent as frames straight from its worker, loaded in place);
 * **fit with the copy**: the same fit on a trainer made with the default;
 * **step with the copy**: one ``trainer.step`` (the worst case: a copy a step);
-* **state_dict()**: ``trainer.state_dict()``, the copy the trainer made before
-  (cloned on the worker, through the scheduler, deep-copied on the client); ``nan``
-  where it failed (its gather is retried in 1 s slices, which a loaded machine or a
-  big model never finishes: "state_dict results were lost").
+* **state_dict()**: ``trainer.state_dict()``: the same read, then deep-copied on the
+  client (a snapshot).  Before issue 44 it was cloned on the worker and gathered through
+  the scheduler in 1 s slices, which a loaded machine or a big model never finished
+  ("state_dict results were lost"); ``nan`` where it fails.
 
 It never asserts on a timing.
 
@@ -95,10 +95,7 @@ def measure(scheduler, params: int, steps: int, rounds: int) -> dict:
                     continue
                 figures["fit"].append(timed(lambda: t.fit(data)))  # noqa: B023
                 figures["copy"].append(timed(t.sync_model))
-                # the old path holds a cloned state on the worker while it retries its
-                # gather: at 100 M parameters that outgrew a worker's memory budget here
-                if params < 10**8:
-                    figures["state_dict"].append(timed_or_nan(t.state_dict))
+                figures["state_dict"].append(timed_or_nan(t.state_dict))
         finally:
             t.close()
     return {k: statistics.median(v) if v else float("nan") for k, v in figures.items()}
@@ -126,7 +123,7 @@ def main() -> None:
                   f"{f['copy'] / f['fit']:>10.2f} | {f['fit_sync']:>8.3f} s | "
                   f"{f['step_sync']:>9.3f} s | {f['state_dict']:>10.3f} s", flush=True)
     print("the copy: trainer.sync_model() after a fit on a trainer with sync_model=False, what "
-          "the default adds to every call; state_dict(): the copy as the trainer made it before")
+          "the default adds to every call; state_dict(): the same read, deep-copied")
 
 
 if __name__ == "__main__":

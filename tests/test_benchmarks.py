@@ -151,3 +151,10 @@ def test_group_kill_benchmark_runs_quick():
     # the one killed run redid at most the steps of one checkpoint interval (5 with --quick)
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit())
     assert 0 <= int(row.split("|")[4]) <= 5
+
+
+def test_model_sync_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_model_sync.py"),
+                           "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "parameters" in proc.stdout and "copy" in proc.stdout, proc.stdout[-2000:]
