@@ -250,20 +250,27 @@ def test_offloaded_chunks_travel_through_shared_memory_and_leave_none_behind():
     assert set(glob.glob("/dev/shm/psm_*")) <= before
 
 
+def _segments_of_this_process():
+    """The shared-memory segments this process has mapped (other runs on the machine make
+    segments of their own: /dev/shm as a whole is no measure)."""
+    with open("/proc/self/maps") as maps:
+        return {line.split()[-1] for line in maps if "/dev/shm/psm_" in line}
+
+
 def test_offloaded_chunks_reuse_their_segments():
-    import glob
-    before = set(glob.glob("/dev/shm/psm_*"))
     y = np.ones(3)
+    before = _segments_of_this_process()
     seen = set()
     with lk.DaskScheduler() as s:
         for value in (1.0, 2.0, 3.0):
             x = np.full((50_000, 4), value)
             s.add_task((x, y), lk.FunctionCallable(sum_of_tuple, holds_gil=True))
             assert s.get_results() == [(float(x.sum()), 3.0, True)]
-            seen |= set(glob.glob("/dev/shm/psm_*")) - before
+            seen |= _segments_of_this_process() - before
         assert s.offload_pool._shared.free_bytes >= x.nbytes
     assert len(seen) == 1, "each chunk got a fresh segment"
-    assert set(glob.glob("/dev/shm/psm_*")) <= before
+    assert not any(os.path.exists(path) for path in seen)  # removed at the shutdown
+    assert not (_segments_of_this_process() - before)
 
 
 def test_schedulers_on_thread_workers_hold_one_blas_thread_for_their_life():
