@@ -101,6 +101,19 @@ def pid_and_steps(config, trial):
     return None
 
 
+def gated_pid_and_steps(config, trial):
+    """:func:`pid_and_steps`; every trial but the first waits for ``config["gate"]`` to exist.
+
+    So a sweep cannot end before the test opens the gate (a worker it killed may take long to
+    come back on a loaded machine).
+    """
+    if trial.id > 0:
+        deadline = time.monotonic() + 300
+        while not os.path.exists(config["gate"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return pid_and_steps(config, trial)
+
+
 def attempt_and_steps(config, trial):
     """Reports its pid and ``trial.attempt`` at each step; checkpoints (a worker may be killed)."""
     start = trial.restore() or 0

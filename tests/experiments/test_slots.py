@@ -209,21 +209,24 @@ def test_a_cancelled_sweep_resumed_in_slots_goes_on_from_each_checkpoint(process
 
 
 @pytest.mark.soak
-def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_slot_returns():
+def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_slot_returns(
+        tmp_path):
+    gate = str(tmp_path / "gate")  # trials but the first wait for it: the sweep outlasts the kill
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
-        run = lk.sweep(f.pid_and_steps, {"steps": 10, "pause": 0.1}, trials=4, metric="score",
-                       mode="max", scheduler=s, store=None, wait=False)
+        run = lk.sweep(f.gated_pid_and_steps, {"steps": 10, "pause": 0.1, "gate": gate}, trials=4,
+                       metric="score", mode="max", scheduler=s, store=None, wait=False)
         _until(lambda: (lambda h: bool(h) and h[-1][0] >= 3)(
             run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
         row = run.sweep.snapshot(history=True)[0]
         killed, address, at = int(row["history"][-1][1]["pid"]), row["worker"], \
             row["history"][-1][0]
         os.kill(killed, signal.SIGKILL)
+        run.sweep.add(8)       # 8 s of trials for one slot: the new worker's slot starts meanwhile
         # the nanny starts a new worker process; trials added then run on it too
         _until(lambda: len(s.client.nthreads()) == 2 and address not in s.client.nthreads(),
-               timeout=60, what="the worker to come back")
-        run.sweep.add(8)       # 8 s of trials for one slot: the new worker's slot starts meanwhile
-        result = run.result(timeout=120)
+               timeout=240, what="the worker to come back")
+        open(gate, "w").close()
+        result = run.result(timeout=240)
         assert _left_running(s) == {}
         now = set(s.client.run(os.getpid).values())
     first = result.trials[0]
