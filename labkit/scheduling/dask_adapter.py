@@ -197,7 +197,7 @@ def scheduler_identity(client, timeout: float | None = None) -> dict:
     won often enough that a live worker looked lost.
     """
     scheduler = client.scheduler
-    if scheduler is None or client.status in ("closing", "closed"):
+    if scheduler is None or getattr(client, "status", None) in ("closing", "closed"):
         # shut down under a running loop (a fit, a sweep): a labkit error, not Dask's None
         raise SchedulerError("the Dask client is closed: the scheduler was shut down")
     return client.sync(scheduler.identity, n_workers=-1, callback_timeout=timeout)
