@@ -15,7 +15,7 @@ Examples
 ...                                           "metrics": {"memory": 40, "executing": 1}}}}
 >>> class FakeClient:
 ...     scheduler = FakeScheduler()
-...     def sync(self, fn, **kw):
+...     def sync(self, fn, callback_timeout=None, **kw):
 ...         return fn(**kw)
 >>> seen = []
 >>> s = ClusterSampler(FakeClient(), seen.append)
