@@ -47,14 +47,20 @@ def free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def to_cpu(obj):
-    """``obj`` with every tensor in it copied to the CPU."""
+def to_cpu(obj, clone: bool = True, plain: bool = False):
+    """``obj`` with every tensor in it copied to the CPU.
+
+    ``clone=False`` moves a tensor only (one already on the CPU is shared);
+    ``plain=True`` makes every mapping a plain ``dict`` (Dask sends plain dicts
+    of tensors as frames, and pickles an ``OrderedDict`` whole).
+    """
     if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu().clone()
+        return obj.detach().cpu().clone() if clone else obj.detach().cpu()
     if isinstance(obj, dict):
-        return type(obj)((k, to_cpu(v)) for k, v in obj.items())
+        kind = dict if plain else type(obj)
+        return kind((k, to_cpu(v, clone, plain)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
-        return type(obj)(to_cpu(v) for v in obj)
+        return type(obj)(to_cpu(v, clone, plain) for v in obj)
     return obj
 
 
@@ -178,20 +184,9 @@ def state_view(gid: str) -> dict:
     """
     rank = RANKS[gid]
     return {
-        "model": {k: v.detach().cpu() for k, v in rank.model.state_dict().items()},
-        "optimizer": _on_cpu(rank.optimizer.state_dict()),
+        "model": to_cpu(rank.model.state_dict(), clone=False, plain=True),
+        "optimizer": to_cpu(rank.optimizer.state_dict(), clone=False, plain=True),
     }
-
-
-def _on_cpu(obj):
-    """``obj`` with every tensor in it on the CPU (moved, not cloned where it is there)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _on_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_on_cpu(v) for v in obj)
-    return obj
 
 
 def set_state(gid: str, rank_no: int, state: dict) -> None:
