@@ -21,13 +21,6 @@ SPANS: dict = {}  # trial id -> what it saw (the trial functions run on client t
 _LOCK = threading.Lock()
 
 
-@pytest.fixture(scope="module")
-def four():
-    """Four worker processes, one thread each."""
-    with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
-        yield s
-
-
 @pytest.fixture(autouse=True)
 def fresh_spans():
     SPANS.clear()

@@ -19,13 +19,6 @@ SEEN: dict = {}  # outer trial id -> (its group, the inner trials' workers)
 _LOCK = threading.Lock()
 
 
-@pytest.fixture(scope="module")
-def four():
-    """Four worker processes, one thread each."""
-    with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
-        yield s
-
-
 @pytest.fixture(autouse=True)
 def fresh_seen():
     SEEN.clear()
