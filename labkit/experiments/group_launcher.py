@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +63,7 @@ __all__ = [
     "group_pool",
     "shut_down",
     "ASK_EVERY",
+    "LOST_WAIT",
     "WATCH_EVERY",
 ]
 
@@ -69,6 +71,9 @@ logger = logging.getLogger("labkit.experiments")
 
 #: Seconds between two looks, while groups are held, for workers that left the cluster.
 WATCH_EVERY = 0.5
+
+#: Seconds a group whose rank saw its worker lost waits for the cluster to drop that worker.
+LOST_WAIT = 10.0
 
 
 def group_pool(workers: dict) -> tuple:
@@ -213,13 +218,28 @@ class GroupLauncher(Launcher):
 
         The trainer can see a broken collective before the watch sees the worker gone.
         """
-        self._alive.forget()
-        gone = [w for w in hold.group if w not in set(self._alive())]
+        gone = self._gone(hold.group, wait=LOST_WAIT if error.startswith("WorkerLostError") else 0.0)
         with self.engine.lock:
             if hold.ended is None and (gone or error.startswith("WorkerLostError")):
                 self._workers.forget()
                 hold.ended = "lost"
                 hold.why = f"its group lost worker {', '.join(gone) or '(a rank)'}"
+
+    def _gone(self, group: tuple, wait: float) -> list:
+        """The workers of ``group`` no longer in the cluster; waits up to ``wait`` s for one to leave.
+
+        A rank's broken connection is seen before the scheduler removes its
+        worker: asked at once, the cluster still lists the dead worker, and the
+        next group would be made with it (and fail in turn).
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            self._alive.forget()
+            alive = set(self._alive())
+            gone = [w for w in group if w not in alive]
+            if gone or time.monotonic() >= deadline:
+                return gone
+            time.sleep(0.1)
 
     def sink(self, state, execution: str):
         """The engine's sink, closed to the trial once its group is taken back."""
