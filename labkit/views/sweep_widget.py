@@ -37,6 +37,7 @@ import traitlets
 from ..errors import InputError
 from . import sweep_draw
 from .busy_kernel import serve_while_busy
+from .esm import bundle
 from .lanes import asset
 
 __all__ = ["SweepBoardWidget", "BoardFrames", "MOST_ADDED", "KINDS", "MOST_BYTES", "kept_parts"]
@@ -87,7 +88,7 @@ class BoardFrames(Protocol):
 
 
 class SweepBoardWidget(anywidget.AnyWidget):
-    """The page of a sweep board (``assets/sweep_board.js``), and its answers.
+    """The page of a sweep board (``assets/sweep_board.js`` and its modules), and its answers.
 
     Parameters
     ----------
@@ -103,7 +104,7 @@ class SweepBoardWidget(anywidget.AnyWidget):
         Called after a control acted (the board draws at once).
     """
 
-    _esm = asset("sweep_board.js")
+    _esm = bundle("sweep_board.js")  # one text: JupyterLab runs it from a blob: URL
     _css = asset("sweep_board.css")
 
     #: The board's last frame (a ``paint``), set once its sweep ended; the one synced state
