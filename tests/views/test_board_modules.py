@@ -16,9 +16,11 @@ import contextlib
 import json
 import re
 import subprocess
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from labkit.views.esm import ModuleRuleError, bundle, joined
 from labkit.views.sweep_widget import SweepBoardWidget
@@ -200,3 +202,14 @@ def test_the_joined_widget_code_draws_the_board_the_modules_draw():
         assert a["pixels"] == b["pixels"], f"step {step}: a canvas differs"
         assert a["sent"] == b["sent"], f"step {step}: the messages sent differ"
     assert [m["kind"] for m in widget[-1]["sent"]] == ["hello", "brush", "show"]
+
+
+def test_every_front_end_file_ships_as_package_data():
+    with open(Path(ROOT) / "pyproject.toml", "rb") as f:
+        globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["labkit.views"]
+    shipped = [p.relative_to(ASSETS.parent).as_posix() for p in ASSETS.rglob("*")
+               if p.is_file() and p.suffix in (".js", ".css")]
+    # fnmatch's * crosses "/", setuptools' does not: compare folder by folder
+    unshipped = [f for f in shipped if not any(
+        fnmatch(f, g) and f.count("/") == g.count("/") for g in globs)]
+    assert len(shipped) >= 15 and unshipped == []
