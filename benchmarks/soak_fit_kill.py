@@ -208,7 +208,7 @@ def one_run(scheduler, point: str, rng: random.Random, deadline: float, log) -> 
 
 def gone(client, victim: str, within_s: float = 120.0) -> None:
     """Until the scheduler no longer lists ``victim`` (the next run must not pick it)."""
-    from labkit.scheduling.connect import scheduler_identity
+    from labkit.scheduling.dask.connect import scheduler_identity
 
     deadline = time.monotonic() + within_s
     while victim in scheduler_identity(client)["workers"] and time.monotonic() < deadline:

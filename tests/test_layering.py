@@ -85,11 +85,11 @@ def test_the_checker_catches_a_planted_violation(tmp_path):
     import shutil
     copy = tmp_path / "labkit"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    bad = copy / "scheduling" / "base.py"
-    bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ..views import board\n")
+    bad = copy / "scheduling" / "tasks" / "base.py"
+    bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ...views import board\n")
     assert violations(copy) == [
-        "labkit.scheduling.base imports labkit.views (the engine never imports a view)",
-        "labkit.scheduling.base imports labkit.views.board (the engine never imports a view)"]
+        "labkit.scheduling.tasks.base imports labkit.views (the engine never imports a view)",
+        "labkit.scheduling.tasks.base imports labkit.views.board (the engine never imports a view)"]
 
 
 def test_checkpoints_may_not_learn_about_flows_by_an_import(tmp_path):

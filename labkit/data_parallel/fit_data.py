@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import default_collate
 
 from ..errors import InputError, pulled
-from ..scheduling.dask_adapter import is_dask_array
+from ..scheduling.dask.dask_adapter import is_dask_array
 from .bucketing import BucketBatch
 from .guards import check_batch, check_batches, pair
 from .plan import EpochPlan, check_batch_size

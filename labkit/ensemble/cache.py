@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from ..constraints import Options, check_argument
 from ..errors import InputError
 from ..scheduling import LocalScheduler, Scheduler
-from ..scheduling.connect import on_loopback, scheduler_identity
+from ..scheduling.dask.connect import on_loopback, scheduler_identity
 
 __all__ = ["Inputs", "open_inputs", "choose_mode", "as_scheduler"]
 

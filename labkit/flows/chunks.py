@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..errors import pulled as pulled_from
-from ..scheduling import dask_adapter
+from ..scheduling.dask import dask_adapter
 
 __all__ = [
     "as_chunks",

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..checkpoints import atomic_dump, load_checkpoint
 from ..errors import InputError, LabkitError, NotFittedError, TrainingError
-from ..scheduling.local import resolve_local
+from ..scheduling.tasks.local import resolve_local
 from .callables import execute_nodes
 from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
 from .node import Node

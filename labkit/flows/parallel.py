@@ -28,10 +28,10 @@ import numpy as np
 from ..errors import InputError, LabkitError, NotForkableError, SchedulerError
 from ..events import NodeJoined, PhaseFinished, PhaseStarted, TaskInfo
 from ..runs import start
-from ..scheduling.base import Scheduler
-from ..scheduling.local import LocalScheduler
-from ..scheduling.results import OrderedResultContainer, ResultContainer
-from ..scheduling.starting import chunk_nbytes
+from ..scheduling.tasks.base import Scheduler
+from ..scheduling.tasks.local import LocalScheduler
+from ..scheduling.tasks.results import OrderedResultContainer, ResultContainer
+from ..scheduling.tasks.starting import chunk_nbytes
 from .callables import FlowExecuteCallable, FlowTrainCallable, join_execute_forks
 from .chunks import as_chunks, known_length, pulled
 from .flow import Flow, restore_node

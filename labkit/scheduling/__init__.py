@@ -6,31 +6,29 @@ in this thread, ``DaskScheduler`` on a Dask cluster) runs the tasks of
 other room hands its work over here (flows, data_parallel, experiments,
 ensembles), so this one knows none of them.
 
-The layers, lowest first:
+Its folders, each with its own docstring:
 
-* what a task is: ``callables`` (what users write), ``lazy_chunks``,
-  ``reference``, ``shared`` (chunks in shared memory), ``pools``, ``running``
-  (runs one task wherever it lands: a worker, a thread here, a pool process),
-  ``open_task`` (a task's book-keeping between its start and its outcome);
-* the client's book-keeping: ``window`` (the in-flight limits), ``starting``,
-  ``batch``, ``batch_runs``, ``results``, ``base`` (the ``Scheduler``);
-* Dask: ``dask_adapter`` (Dask's API across its versions), ``connect``,
-  ``cluster``, ``quiet`` (Dask's logs), ``blas``, ``offload``,
-  ``transport`` / ``routes`` / ``packing`` / ``dispatch`` / ``outcomes`` (how a
-  task and its outcome travel), and ``dask_scheduler`` (``DaskScheduler``);
-  ``local`` (``LocalScheduler``).
+* ``tasks/``: what a task is and its book-keeping on the client (callables,
+  open tasks, batches and the task starter each holds, the in-flight window,
+  results), the ``Scheduler`` base and ``LocalScheduler``;
+* ``workers/``: where a task runs (a Dask worker, a thread here, an offload
+  pool's process) and how its chunk reaches it (by reference, shared memory,
+  a lazy block);
+* ``routes/``: how a task and its outcome travel to and from Dask's workers;
+* ``dask/``: the cluster (reaching it, starting one, Dask beyond its public
+  API) and ``DaskScheduler``, which holds a cluster, its routes and their faults.
 
 It imports labkit.errors, labkit.events and labkit.constraints only; never
 labkit.flows, labkit.data_parallel, labkit.experiments or labkit.views.
 """
 
-from .base import Scheduler
-from .batch import Batch
-from .callables import FunctionCallable, TaskCallable
-from .dask_scheduler import DaskScheduler
-from .local import LocalScheduler
-from .results import ListResultContainer, OrderedResultContainer, ResultContainer
-from .running import TaskOutcome, current_task, worker_address
+from .dask.dask_scheduler import DaskScheduler
+from .tasks.base import Scheduler
+from .tasks.batch import Batch
+from .tasks.callables import FunctionCallable, TaskCallable
+from .tasks.local import LocalScheduler
+from .tasks.results import ListResultContainer, OrderedResultContainer, ResultContainer
+from .workers.running import TaskOutcome, current_task, worker_address
 
 __all__ = [
     "Scheduler",

@@ -32,7 +32,7 @@ The room is built of three kinds of parts, named so you can tell which is which:
 
 What it may import: the engine's public API (``labkit.events``,
 ``labkit.runs``, ``labkit.errors``, ``labkit.constraints``,
-``labkit.scheduling.connect``, ``labkit.experiments``' results and sweeps)
+``labkit.scheduling.dask.connect``, ``labkit.experiments``' results and sweeps)
 and UI libraries (ipywidgets, anywidget, Bokeh, tqdm), the latter only in
 renderers.  The engine never imports views (``tests/test_layering.py``
 checks it): views subscribe to its events.  The names here import no UI

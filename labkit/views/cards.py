@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import sys
 
-from ..scheduling.connect import scheduler_identity
+from ..scheduling.dask.connect import scheduler_identity
 
 __all__ = ["scheduler_card", "run_card", "flow_card", "node_card"]
 

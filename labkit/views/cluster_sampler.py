@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..events import DeviceStats
-from ..scheduling.connect import scheduler_identity
+from ..scheduling.dask.connect import scheduler_identity
 from .priority import lower_this_thread
 
 __all__ = ["ClusterSampler"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 
-from ..scheduling.worker_names import worker_identities
+from ..scheduling.dask.worker_names import worker_identities
 from .subjects import client_of
 
 __all__ = ["DeviceNames", "kept_workers"]

@@ -47,7 +47,7 @@ def register() -> bool:
     formatters = shell.display_formatter
     # By name: views know runs and events, not flows (IPython matches subclasses too).
     for module, name, card in (
-        ("labkit.scheduling.base", "Scheduler", cards.scheduler_card),
+        ("labkit.scheduling.tasks.base", "Scheduler", cards.scheduler_card),
         ("labkit.flows.flow", "Flow", cards.flow_card),
         ("labkit.flows.node", "Node", cards.node_card),
         ("labkit.runs", "Run", cards.run_card),

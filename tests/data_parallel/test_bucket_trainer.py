@@ -11,7 +11,7 @@ import torch
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
 from labkit.events import NodeJoined, PhaseFinished
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 from labkit.views.tracker import Tracker
 
 from .models import Recurrent, Slow, Unrolled, assert_same_parameters, sequences, sgd

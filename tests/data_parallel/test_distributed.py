@@ -10,7 +10,7 @@ from torch import nn
 
 from labkit.data_parallel.dask.group import DaskReplicaGroup
 from labkit.errors import CancelledError, InputError, TaskError, TrainingError
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 
 COUNTS = [3, 5]  # uneven on purpose: the weights must follow the rows
 

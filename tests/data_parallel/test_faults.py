@@ -15,7 +15,7 @@ import torch
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
 from labkit.data_parallel.guards import NonFiniteLossError, NonFiniteLossWarning
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 
 from .models import HoldOn, assert_same_parameters, batch, mlp, plain_steps
 

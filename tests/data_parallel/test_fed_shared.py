@@ -102,7 +102,7 @@ def test_a_fed_fit_through_shared_memory_trains_bit_for_bit_as_through_sockets(m
         assert left == set(), "closing the trainer left segments"
         # where /dev/shm has no room for a command, its shares go through sockets
         with monkeypatch.context() as m:
-            m.setattr(lk.scheduling.shared, "room", lambda: 0)
+            m.setattr(lk.scheduling.workers.shared, "room", lambda: 0)
             full, kept, _ = _fit(s)
         assert kept == set()
     with _processes(shared_memory=False) as s:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.scheduling.connect import CONNECT_TIMEOUT, check_address
+from labkit.scheduling.dask.connect import CONNECT_TIMEOUT, check_address
 
 UNREACHABLE = "tcp://127.0.0.1:1"   # port 1: nothing listens there
 
@@ -103,7 +103,7 @@ def test_bad_scheduler_arguments_are_located_labkit_errors_and_the_cluster_goes_
 
 
 def test_the_default_connect_timeout_is_at_most_ten_seconds_and_settable(monkeypatch):
-    from labkit.scheduling.connect import connect_timeout
+    from labkit.scheduling.dask.connect import connect_timeout
     assert CONNECT_TIMEOUT <= 10 and connect_timeout() == CONNECT_TIMEOUT
     monkeypatch.setenv("LABKIT_CONNECT_TIMEOUT", "2.5")
     assert connect_timeout() == 2.5 and connect_timeout(7) == 7.0

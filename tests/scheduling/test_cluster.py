@@ -13,8 +13,8 @@ import psutil
 import pytest
 
 import labkit as lk
-from labkit.scheduling.blas import blas_controller, one_blas_thread
-from labkit.scheduling.cluster import cluster_size, resolve_mode
+from labkit.scheduling.workers.blas import blas_controller, one_blas_thread
+from labkit.scheduling.dask.cluster import cluster_size, resolve_mode
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

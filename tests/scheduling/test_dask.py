@@ -8,7 +8,7 @@ from distributed import Client
 
 import labkit as lk
 from labkit.events import TaskStarted
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 from tests import helpers
 
 
@@ -103,7 +103,7 @@ def test_a_callable_copied_after_its_setup_is_set_up_again_in_the_new_process(mo
     """Dask copies a shipped callable on from the worker it reached first, maybe after a
     task there set it up: the copy's process must run ``setup_environment`` too."""
     import pickle
-    from labkit.scheduling import running as task
+    from labkit.scheduling.workers import running as task
     monkeypatch.setenv("LABKIT_TEST_ENV_SETUPS", "0")
     callable_ = helpers.EnvCallable()
     task.run_task(callable_, 0, lk.events.TaskInfo("run", 0, 0))       # set up here

@@ -1,4 +1,4 @@
-"""Dask beyond its public API only in ``labkit/scheduling/dask_adapter.py``; what the adapter says.
+"""Dask beyond its public API only in ``labkit/scheduling/dask/dask_adapter.py``; what the adapter says.
 
 The source of every module of ``labkit/`` but the adapter is read with
 :mod:`ast` and refused when it
@@ -26,10 +26,10 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling import dask_adapter as adapter
+from labkit.scheduling.dask import dask_adapter as adapter
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "labkit"
-ADAPTER = PACKAGE / "scheduling" / "dask_adapter.py"
+ADAPTER = PACKAGE / "scheduling" / "dask" / "dask_adapter.py"
 
 
 def _dask_private_names() -> set[str]:
@@ -167,7 +167,7 @@ def test_the_check_catches_each_kind_of_private_use():
 def test_the_adapter_tells_dask_types_apart():
     import dask
     import dask.array as da
-    from labkit.scheduling import dask_adapter as adapter
+    from labkit.scheduling.dask import dask_adapter as adapter
     block = dask.delayed(np.ones)(3)
     assert adapter.is_delayed(block) and not adapter.is_delayed(np.ones(3))
     assert adapter.is_dask_array(da.ones(3)) and not adapter.is_dask_array(np.ones(3))
@@ -179,7 +179,7 @@ def test_the_adapter_tells_dask_types_apart():
 
 def test_the_adapter_reads_a_cancel_reason_and_lost_workers(cluster):
     from distributed import Client, Event
-    from labkit.scheduling import dask_adapter as adapter
+    from labkit.scheduling.dask import dask_adapter as adapter
     with Client(cluster.scheduler_address) as client:
         gate = Event("labkit-test-cancel-gate", client=client)
         future = client.submit(gate.wait, key="labkit-test-cancel-0", pure=False)
@@ -196,7 +196,7 @@ def test_the_adapter_reads_a_cancel_reason_and_lost_workers(cluster):
 
 @pytest.mark.parametrize("graph, expected", [({"a": (np.ones, 2)}, False)])
 def test_old_style_graphs_are_not_task_specs(graph, expected):
-    from labkit.scheduling import dask_adapter as adapter
+    from labkit.scheduling.dask import dask_adapter as adapter
     assert adapter.is_task_graph(graph) is expected
     assert adapter.is_task_graph(adapter.task_graph(graph))
 

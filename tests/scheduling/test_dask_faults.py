@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 from tests import helpers
 
 pytestmark = pytest.mark.soak  # `make soak` runs these again and again
@@ -113,7 +113,7 @@ def test_a_callable_shipped_while_every_worker_restarts_waits_for_a_new_one(dask
                                                                             monkeypatch):
     """Right after every worker died, the scheduler lists none until a nanny has started
     a new one: shipping waits for it instead of failing after a few quick attempts."""
-    from labkit.scheduling import connect
+    from labkit.scheduling.dask import connect
     identity, asked = connect.scheduler_identity, []
 
     def restarting(client):

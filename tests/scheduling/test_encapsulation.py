@@ -72,7 +72,7 @@ def foreign_reads(source: str, module: str) -> list[str]:
 
 
 def violations(root: pathlib.Path = PACKAGE) -> list[str]:
-    return [v for path in sorted(root.glob("*.py"))
+    return [v for path in sorted(root.rglob("*.py"))
             for v in foreign_reads(path.read_text(), path.stem)]
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import labkit as lk
-from labkit.scheduling.open_task import TaskOwner
-from labkit.scheduling.offload import OffloadPool
-from labkit.scheduling.pools import RunsTasks, offload_pool
-from labkit.scheduling.window import Window
+from labkit.scheduling.tasks.open_task import TaskOwner
+from labkit.scheduling.workers.offload import OffloadPool
+from labkit.scheduling.workers.pools import RunsTasks, offload_pool
+from labkit.scheduling.tasks.window import Window
 from tests import architecture
 
 ROOMS = ("labkit.scheduling", "labkit.pipeline")

@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from labkit.scheduling.lifeline import hold_lifeline, parent_is_alive
+from labkit.scheduling.workers.lifeline import hold_lifeline, parent_is_alive
 
 CHILD = textwrap.dedent("""
     import sys, time
@@ -97,7 +97,7 @@ def test_a_lifeline_ends_its_process_when_the_parent_dies(tmp_path):
     code = textwrap.dedent("""
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
-            "from labkit.scheduling.lifeline import hold_lifeline; import sys, time; "
+            "from labkit.scheduling.workers.lifeline import hold_lifeline; import sys, time; "
             "hold_lifeline(int(sys.argv[1]), every=0.1); time.sleep(60)", str(os.getpid())])
         print(child.pid, flush=True)
         time.sleep(60)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling.lazy_chunks import LazyChunk
+from labkit.scheduling.workers.lazy_chunks import LazyChunk
 from tests import helpers
 
 
@@ -141,7 +141,7 @@ def test_add_tasks_checks_before_each_chunk(local_scheduler):
 
 def test_lazy_chunks_are_computed_node_by_node_or_by_dask_for_old_style_graphs():
     from dask import delayed
-    from labkit.scheduling.lazy_chunks import lazy_chunk
+    from labkit.scheduling.workers.lazy_chunks import lazy_chunk
     block = delayed(np.add)(delayed(np.full)((2, 2), 3.0), 1.0)
     chunk = lazy_chunk(block)
     np.testing.assert_array_equal(chunk.materialize(), np.full((2, 2), 4.0))

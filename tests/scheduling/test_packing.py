@@ -15,7 +15,7 @@ from distributed.diagnostics.plugin import SchedulerPlugin
 
 import labkit as lk
 from labkit.events import TaskFinished, TaskStarted
-from labkit.scheduling.packing import MIN_PACKS
+from labkit.scheduling.routes.packing import MIN_PACKS
 
 
 def _labkit_tasks(dask_scheduler) -> list:

@@ -1,4 +1,4 @@
-"""Inputs by reference (labkit.scheduling.reference): ByReference pickles as a token.
+"""Inputs by reference (labkit.scheduling.workers.reference): ByReference pickles as a token.
 
 Unpickling the token in this process finds the same wrapper, so the object
 is neither copied nor pickled by value; a wrapper nobody holds any more is
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling.reference import ByReference, unwrap
+from labkit.scheduling.workers.reference import ByReference, unwrap
 
 
 def test_unpickling_in_this_process_finds_the_same_wrapper_and_object():

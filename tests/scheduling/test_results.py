@@ -1,4 +1,4 @@
-"""Result containers (labkit.scheduling.results): what they collect, return and refuse.
+"""Result containers (labkit.scheduling.tasks.results): what they collect, return and refuse.
 
 A ListResultContainer keeps completion order, an OrderedResultContainer
 task-index order; ``get_results`` hands over and starts afresh.  Anything
@@ -13,7 +13,7 @@ import pytest
 import labkit as lk
 from labkit.errors import InputError
 from labkit.events import TaskInfo
-from labkit.scheduling.results import (
+from labkit.scheduling.tasks.results import (
     RESULT_CONTAINER,
     ListResultContainer,
     OrderedResultContainer,

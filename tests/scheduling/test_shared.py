@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling.shared import SHARE_BYTES, SharedChunk, unlink
+from labkit.scheduling.workers.shared import SHARE_BYTES, SharedChunk, unlink
 from tests import helpers
 from tests.flows.cases import X
 

@@ -1,4 +1,4 @@
-"""Routes (labkit.scheduling.transport and .routes): the registry, keys, and the routes chosen.
+"""Routes (labkit.scheduling.routes.transport and .routes): the registry, keys, and the routes chosen.
 
 ``route_classes`` picks the registered routes that serve a cluster's
 ClusterTraits, lowest priority first, the graph route last; task keys name
@@ -15,11 +15,11 @@ import pytest
 
 import labkit as lk
 from labkit.events import TaskInfo
-from labkit.scheduling.routes import DirectScatterRoute, GraphRoute, InProcessRoute
-from labkit.scheduling.shared import SHARE_BYTES, SharedChunk
-from labkit.scheduling.open_task import OpenTask
-from labkit.scheduling.lazy_chunks import LazyChunk
-from labkit.scheduling.transport import (
+from labkit.scheduling.routes.routes import DirectScatterRoute, GraphRoute, InProcessRoute
+from labkit.scheduling.workers.shared import SHARE_BYTES, SharedChunk
+from labkit.scheduling.tasks.open_task import OpenTask
+from labkit.scheduling.workers.lazy_chunks import LazyChunk
+from labkit.scheduling.routes.transport import (
     PASS, ClusterTraits, RouteContext, Transport, direct_bytes_for, open_routes, register,
     route_classes, task_key, task_key_prefix, task_of_key, unregister,
 )

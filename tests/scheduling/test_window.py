@@ -1,4 +1,4 @@
-"""The in-flight window (labkit.scheduling.window): shares, room, open/close, waiting, limits.
+"""The in-flight window (labkit.scheduling.tasks.window): shares, room, open/close, waiting, limits.
 
 One Window holds every batch's open tasks; each batch's Share gets an even
 part of ``max_in_flight`` and ``max_bytes_in_flight`` among the batches that
@@ -11,7 +11,7 @@ import gc
 import threading
 import time
 
-from labkit.scheduling.window import Share, Window
+from labkit.scheduling.tasks.window import Share, Window
 
 
 class Owner:

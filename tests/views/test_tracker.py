@@ -7,7 +7,7 @@ import pytest
 import labkit as lk
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, TaskFailed, TaskFinished,
                            TaskInfo, TaskStarted)
-from labkit.scheduling.connect import scheduler_identity
+from labkit.scheduling.dask.connect import scheduler_identity
 from labkit.views.tracker import Tracker
 
 

@@ -17,8 +17,8 @@ from distributed.comm import get_address_host
 
 from ...constraints import Options, check_argument
 from ...errors import InputError, SchedulerError
-from ...scheduling.connect import scheduler_identity
-from ...scheduling.pickling import dumps
+from ...scheduling.dask.connect import scheduler_identity
+from ...scheduling.tasks.pickling import dumps
 from ..worker import lifecycle as life
 from .tasks import RankTasks
 

@@ -7,7 +7,7 @@ commands ahead: while the workers train one command, the next one's shares
 travel.  A command holds as many steps as take about :data:`COMMAND_SECONDS`,
 from the step times measured so far.  Where the scheduler sends chunks through
 shared memory (worker processes of this machine), each big share is copied
-once into a segment the rank maps (:mod:`labkit.scheduling.shared`); the
+once into a segment the rank maps (:mod:`labkit.scheduling.workers.shared`); the
 segments are reused once the rank unmapped them, and removed when a command
 fails, is cancelled or its worker lost, and when the group closes or the
 scheduler shuts down (a command too big for what /dev/shm has free goes as
@@ -27,7 +27,7 @@ import itertools
 import uuid
 
 from ...errors import CancelledError, LabkitError, TaskError, WorkerLostError, for_caller
-from ...scheduling import shared
+from ...scheduling.workers import shared
 from ..reports import StepReport, batch_number
 from ..worker.training import run_steps
 

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from ...errors import LabkitError, SchedulerError, TaskError, WorkerLostError, for_caller
-from ...scheduling.connect import scheduler_identity
+from ...scheduling.dask.connect import scheduler_identity
 
 __all__ = ["RankTasks", "client_error", "running_tasks", "GRACE"]
 
@@ -109,7 +109,7 @@ class RankTasks:
 
     def submit(self, rank: int, fn: Callable, *args, **kwargs):
         """A future of ``fn(*args, **kwargs)`` on rank ``rank``'s worker, released with the call."""
-        # a labkit key: workers do not log these tasks' failures (see scheduling.quiet),
+        # a labkit key: workers do not log these tasks' failures (see scheduling.dask.quiet),
         # the client raises them once, located
         key = f"labkit-replica-{fn.__name__}-{self.gid[:8]}-{rank}-{uuid.uuid4().hex[:8]}"
         return self._issued(

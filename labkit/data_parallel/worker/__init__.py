@@ -7,7 +7,7 @@ it), :mod:`.overlap` (the gradient all-reduce overlapping backward),
 :mod:`.lifecycle` (built, joined, state, torn down), :mod:`.inputs` (the rows
 it reads) and :mod:`.training` (its loops: client-fed steps and whole epochs).
 
-May import labkit.errors, labkit.scheduling.shared and the shared modules at
+May import labkit.errors, labkit.scheduling.workers.shared and the shared modules at
 the top of :mod:`labkit.data_parallel`; never :mod:`labkit.data_parallel.dask`
 (the client) nor :mod:`labkit.data_parallel.local`.
 """

@@ -24,7 +24,7 @@ from distributed import get_worker, secede
 
 from ...checkpoints import atomic_dump
 from ...errors import LabkitError
-from ...scheduling.shared import SharedChunk, unmap
+from ...scheduling.workers.shared import SharedChunk, unmap
 from ..guards import NonFiniteLossError
 from ..plan import PlannedEpoch
 from ..reports import ReportStream, StepReport, batch_number
@@ -83,7 +83,7 @@ def _step(rank: Rank, x, y, weight, key, epoch, step, policy, shares, stream):
 
 def run_steps(gid, rank_no, run, commands, policy="raise", after=None):
     """Client-fed steps of ``run``: ``commands`` lists ``(epoch, step, x, y, weight, key, shares)``
-    (a :class:`~labkit.scheduling.shared.SharedChunk` of them: mapped here).
+    (a :class:`~labkit.scheduling.workers.shared.SharedChunk` of them: mapped here).
 
     Returns ``{"status": "done" | "stopped" | "failed" | "error" | "broken" | "halted",
     "done": steps, "reports": [...], "unmapped": bool}`` (reports from rank 0 only;

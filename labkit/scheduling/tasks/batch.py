@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CancelledError, LabkitError, SchedulerError, for_caller, located
-from ..events import TaskInfo
+from ...errors import CancelledError, LabkitError, SchedulerError, for_caller, located
+from ...events import TaskInfo
 from .batch_runs import BatchRun
 from .callables import TaskCallable
 from .open_task import OpenTask
@@ -115,9 +115,15 @@ class Batch(StartsTasks):
             raise
         self._raise_pending()
         with self._results_lock:
-            results = self.result_container.get_results()
-        with self.window.lock:
-            self._submitted, self._next_chunk = 0, 0
+            # One step for a cancel from another thread (it takes this lock first): it
+            # came before, and is raised, or comes after and finds nothing left to lose.
+            with self.window.lock:
+                cancelled = self._error is not None
+                if not cancelled:
+                    self._submitted, self._next_chunk = 0, 0
+            results = None if cancelled else self.result_container.get_results()
+        if cancelled:
+            self._raise_pending()  # raises: only the owner takes the error
         if self.as_run is not None:
             self.as_run.ended()
         return results
@@ -130,18 +136,21 @@ class Batch(StartsTasks):
         to lose and is left as it is.  Returns how many tasks (tracked ones
         included) were open.
         """
-        with self.window.lock:
-            n_open = self.window.n_open(self._share) + len(self._tracked)
-            lost = self._submitted > 0 or bool(self._tracked) or not self._default
-            if lost and self._error is None and not self._closed:
-                self._error = reason or CancelledError(
-                    f"the batch was cancelled with {n_open} task(s) open"
-                )
-            entries, handles = self._clear()
-            error = self._error
+        with self._results_lock:  # as in record: a result comes before the cancel or is dropped
+            with self.window.lock:
+                n_open = self.window.n_open(self._share) + len(self._tracked)
+                lost = self._submitted > 0 or bool(self._tracked) or not self._default
+                if lost and self._error is None and not self._closed:
+                    self._error = reason or CancelledError(
+                        f"the batch was cancelled with {n_open} task(s) open"
+                    )
+                entries, handles = self._clear()
+                error = self._error
+            # Now, not after the backend's cancel (a round trip to Dask): by then the owner
+            # may have raised it and begun a new cycle, whose first results would go too.
+            if lost:
+                discard(self.result_container)
         self.scheduler.cancel_tasks(entries, handles)
-        with self._results_lock:
-            discard(self.result_container)
         if self.as_run is not None and lost:  # the cycle ends now, not at the next call
             self.as_run.ended(error or CancelledError("the batch was cancelled"))
         return n_open

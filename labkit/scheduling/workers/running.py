@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import USER_EXITS, LabkitError, TaskError
-from ..events import TaskInfo
-from .callables import TaskCallable
+from ...errors import USER_EXITS, LabkitError, TaskError
+from ...events import TaskInfo
+from ..dask.quiet import install as _quiet_worker_log
+from ..tasks.callables import TaskCallable
 from .lazy_chunks import LazyChunk
 from .pools import offload_pool
-from .quiet import install as _quiet_worker_log
 from .reference import unwrap
 from .shared import SharedChunk, unmap
 

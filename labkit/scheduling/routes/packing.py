@@ -31,8 +31,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from .reference import unwrap
-from .running import run_task_here
+from ..workers.reference import unwrap
+from ..workers.running import run_task_here
 
 __all__ = ["PACK_SECONDS", "MIN_PACKS", "TaskClock", "clock_key", "run_pack_here"]
 

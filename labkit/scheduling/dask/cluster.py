@@ -39,8 +39,8 @@ from typing import Any
 
 import dask
 
-from ..constraints import Options, check_argument
-from ..errors import InputError, LabkitError, SchedulerError
+from ...constraints import Options, check_argument
+from ...errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_limit, connect, scheduler_identity
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install

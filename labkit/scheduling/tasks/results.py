@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..constraints import HasMethods, check_argument
+from ...constraints import HasMethods, check_argument
 
 __all__ = [
     "ResultContainer",

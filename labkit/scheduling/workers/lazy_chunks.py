@@ -5,7 +5,7 @@ from __future__ import annotations
 from dask.local import get_sync
 from dask.optimization import cull
 
-from .dask_adapter import is_future, is_task_graph, task_graph
+from ..dask.dask_adapter import is_future, is_task_graph, task_graph
 
 __all__ = ["LazyChunk", "lazy_chunk"]
 

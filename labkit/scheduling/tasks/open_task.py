@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Protocol, runtime_checkable
 
-from ..events import TaskInfo
+from ...events import TaskInfo
 from .callables import TaskCallable
 
 __all__ = ["OpenTask", "TaskOwner"]

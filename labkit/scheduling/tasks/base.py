@@ -1,6 +1,6 @@
 """The scheduler base: batches of tasks sharing bounded in-flight windows.
 
-Work reaches a scheduler in :class:`~labkit.scheduling.batch.Batch` es: each
+Work reaches a scheduler in :class:`~labkit.scheduling.tasks.batch.Batch` es: each
 owner (a flow's phase, an ensemble's layer, a program's Spawn, a user's own
 loop) opens one with :meth:`Scheduler.batch` and gets its own results, its
 own first error and its own cancel, while sharing the cluster with every
@@ -12,7 +12,7 @@ Each batch keeps at most its share of ``max_in_flight`` tasks (and of
 ``max_bytes_in_flight`` bytes of client-side chunks) open: ``add_task`` waits
 on a condition variable, no polling, so a caller that pulls chunks from a
 stream trains in bounded memory.  That accounting lives in one
-:class:`~labkit.scheduling.window.Window` per scheduler.  Backends report
+:class:`~labkit.scheduling.tasks.window.Window` per scheduler.  Backends report
 each finished task through :meth:`Scheduler.record`, the one path by which an
 outcome reaches its batch (exactly once).
 """
@@ -26,12 +26,12 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import CancelledError, SchedulerError, located, require_callable
-from ..events import Observable, TaskFailed, TaskFinished, TaskInfo
+from ...errors import CancelledError, SchedulerError, located, require_callable
+from ...events import Observable, TaskFailed, TaskFinished, TaskInfo
+from ..dask.connect import check_limit
+from ..dask.dask_adapter import is_cancelled
 from .batch import Batch
 from .callables import TaskCallable
-from .connect import check_limit
-from .dask_adapter import is_cancelled
 from .open_task import OpenTask
 from .results import ListResultContainer, ResultContainer, check_container
 from .window import Window

@@ -17,21 +17,21 @@ from __future__ import annotations
 import contextlib
 import uuid
 
-from ..constraints import POSITIVE_INT, Options, check_parameters
-from ..errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
-from ..events import TaskStarted
+from ...constraints import POSITIVE_INT, Options, check_parameters
+from ...errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
+from ...events import TaskStarted
+from ..routes.dispatch import RoutedTasks
+from ..routes.outcomes import Outcomes
+from ..routes.transport import ClusterTraits, direct_bytes_for, task_key_prefix
+from ..tasks.base import Scheduler
+from ..tasks.open_task import OpenTask
+from ..tasks.pickling import pickling_cause
+from ..tasks.results import RESULT_CONTAINER
+from ..workers.blas import one_blas_thread
+from ..workers.offload import OffloadPool
 from . import dask_adapter as adapter
-from .base import Scheduler
-from .blas import one_blas_thread
 from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
 from .connect import ADDRESS, CLIENT, SECONDS, WORKERS
-from .dispatch import RoutedTasks
-from .offload import OffloadPool
-from .open_task import OpenTask
-from .outcomes import Outcomes
-from .pickling import pickling_cause
-from .results import RESULT_CONTAINER
-from .transport import ClusterTraits, direct_bytes_for, task_key_prefix
 
 __all__ = ["DaskScheduler"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import require_callable
+from ...errors import require_callable
 
 __all__ = ["TaskCallable", "FunctionCallable"]
 
@@ -23,7 +23,7 @@ class TaskCallable:
 
     ``holds_gil`` says that the work is pure Python (it holds the GIL): on an
     in-process cluster such tasks run in worker processes instead of threads
-    (see :mod:`labkit.scheduling.offload`).  numpy, BLAS, scikit-learn and
+    (see :mod:`labkit.scheduling.workers.offload`).  numpy, BLAS, scikit-learn and
     torch work releases the GIL and runs best on threads.
 
     Examples

@@ -1,7 +1,7 @@
 """Keep Dask workers from logging the failures of labkit's own tasks.
 
 A failing task reaches its caller as a located labkit error (see
-:mod:`labkit.scheduling.running`); the worker's "Compute Failed" block for the same
+:mod:`labkit.scheduling.workers.running`); the worker's "Compute Failed" block for the same
 failure, printed in red in a notebook by every worker a task failed on, says it
 again without the location.  So does a worker closed under a running task (a
 scheduler shut down mid-run): its "Async instruction for <Task cancelled
@@ -34,7 +34,7 @@ import contextlib
 import logging
 import threading
 
-from .pickling import cause_chain
+from ..tasks.pickling import cause_chain
 
 __all__ = [
     "LabkitTaskFailures",

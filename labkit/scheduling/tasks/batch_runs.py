@@ -29,8 +29,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from ..errors import CancelledError
-from ..events import RunFinished, RunStarted
+from ...errors import CancelledError
+from ...events import RunFinished, RunStarted
 
 __all__ = ["BatchRun"]
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import dask
 
-from ..errors import SchedulerError
+from ...errors import SchedulerError
 
 __all__ = [
     "LOST_INPUT_REASONS",

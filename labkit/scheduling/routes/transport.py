@@ -22,7 +22,7 @@ route (``name``)          carries
 takes it.  Every route has the same verbs: ``submit`` (start a task),
 ``resubmit`` (start it again after its inputs were lost with a worker) and
 ``release`` (give back what the route holds for a task that is done or
-cancelled).  Outcomes and failures go to :class:`~labkit.scheduling.outcomes.Outcomes`,
+cancelled).  Outcomes and failures go to :class:`~labkit.scheduling.routes.outcomes.Outcomes`,
 whatever the route, so they reach their batch on one thread.
 
 Examples
@@ -41,8 +41,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from .connect import on_loopback
-from .open_task import OpenTask
+from ..dask.connect import on_loopback
+from ..tasks.open_task import OpenTask
 from .outcomes import Outcomes
 
 __all__ = [

@@ -23,7 +23,7 @@ import linecache
 import os
 import sys
 
-from ..errors import SchedulerError
+from ...errors import SchedulerError
 
 __all__ = ["check_main_guarded", "unguarded_line"]
 

@@ -22,13 +22,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..dask.connect import scatter_everywhere
+from ..tasks.base import as_labkit_error
+from ..tasks.open_task import OpenTask
+from ..tasks.pickling import unpicklable_part
+from ..tasks.window import Window
 from . import routes  # noqa: F401  (registers the built-in routes)
-from .base import as_labkit_error
-from .connect import scatter_everywhere
-from .open_task import OpenTask
-from .pickling import unpicklable_part
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
-from .window import Window
 
 __all__ = ["RoutedTasks"]
 

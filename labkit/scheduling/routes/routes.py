@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 
-from .dask_adapter import is_delayed
-from .lazy_chunks import lazy_chunk
+from ..dask.dask_adapter import is_delayed
+from ..workers.lazy_chunks import lazy_chunk
+from ..workers.reference import ByReference
+from ..workers.running import HereTask, run_task, run_task_here
+from ..workers.shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .packing import TaskClock, clock_key, run_pack_here
-from .reference import ByReference
-from .running import HereTask, run_task, run_task_here
-from .shared import SHARE_BYTES, SharedChunk, SharedChunks
 from .transport import PASS, ClusterTraits, Transport, register, task_key
 
 __all__ = ["InProcessRoute", "SharedMemoryRoute", "DirectScatterRoute", "GraphRoute"]

@@ -24,7 +24,7 @@ import re
 
 import cloudpickle
 
-from ..errors import InputError
+from ...errors import InputError
 
 __all__ = [
     "dumps",

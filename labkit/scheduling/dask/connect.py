@@ -27,10 +27,10 @@ import os
 import re
 import time
 
-from ..constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
-from ..errors import InputError, SchedulerError
+from ...constraints import POSITIVE_INT, InstanceOf, Satisfies, check_argument
+from ...errors import InputError, SchedulerError
+from ..tasks.pickling import cause_chain, pickling_cause
 from .dask_adapter import scheduler_identity
-from .pickling import cause_chain, pickling_cause
 
 __all__ = [
     "CONNECT_TIMEOUT",

@@ -1,6 +1,6 @@
 """Starting a batch's tasks: one at a time, or together where they are all at hand.
 
-:class:`StartsTasks` gives :class:`~labkit.scheduling.batch.Batch` its
+:class:`StartsTasks` gives :class:`~labkit.scheduling.tasks.batch.Batch` its
 ``add_task`` and ``add_tasks``.  A task is first *opened* (counted against the
 batch's share of the windows, once there is room) and then *started* by the
 scheduler's backend.  Tasks opened together start in one call where the
@@ -16,10 +16,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, cast
 
-from ..constraints import Callable as IsCallable
-from ..constraints import InstanceOf, check_argument
-from ..errors import InputError, LabkitError, SchedulerError, pulled
-from ..events import TaskFailed, TaskInfo, TaskSubmitted
+from ...constraints import Callable as IsCallable
+from ...constraints import InstanceOf, check_argument
+from ...errors import InputError, LabkitError, SchedulerError, pulled
+from ...events import TaskFailed, TaskInfo, TaskSubmitted
 from .callables import FunctionCallable, TaskCallable
 from .open_task import OpenTask, TaskOwner
 from .pickling import pickling_cause, root_cause

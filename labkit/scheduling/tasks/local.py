@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..errors import LabkitError
-from ..events import TaskStarted
+from ...errors import LabkitError
+from ...events import TaskStarted
+from ..dask.dask_adapter import is_delayed, is_future
+from ..workers.running import run_task
 from .base import Scheduler, as_labkit_error
-from .dask_adapter import is_delayed, is_future
-from .running import run_task
 
 __all__ = ["LocalScheduler", "resolve_local"]
 

@@ -37,9 +37,9 @@ from typing import Any
 
 import cloudpickle
 
-from ..errors import InputError, WorkerLostError
+from ...errors import InputError, WorkerLostError
+from ..tasks.pickling import pickling_cause, root_cause, unpicklable_part
 from .lifeline import hold_lifeline
-from .pickling import pickling_cause, root_cause, unpicklable_part
 from .pools import offload_pool, register_pool, unregister_pool
 from .running import run_task
 from .shared import SharedChunks
