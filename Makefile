@@ -1,4 +1,5 @@
-# Two commands on a fresh machine: `make demo` runs the demo, `make test` the tests.
+# Two commands on a fresh machine: `make demo` runs the demo, `make test` the tests
+# (`make check`: lint, types and the quick tests, for the edit-test loop).
 # Each creates the virtual environment .venv if needed and installs what it needs.
 
 PYTHON ?= python3
@@ -6,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
 
-.PHONY: demo test soak soak-loaded bench docs clean
+.PHONY: demo lint check test soak soak-loaded bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,17 +24,34 @@ $(VENV)/.test: $(BIN)/python pyproject.toml constraints.txt
 demo: $(VENV)/.demo
 	$(BIN)/labkit demo
 
-# Lint, format and types first (pyproject.toml's [tool.ruff] and [tool.mypy]): a finding
-# fails `make test`, and so CI, before any test runs.  The tests run under coverage, and
-# the figure is printed at the end (tests/coverage_figure.py): read, never asserted.
-test: $(VENV)/.test
+# Two tiers.  `make check`: lint, format and types (pyproject.toml's [tool.ruff] and
+# [tool.mypy]), then the tests marked neither slow nor browser (tests/tiers.py), in a few
+# minutes.  `make test` (the README's command, and CI's): the same checks, then every test,
+# on $(WORKERS) xdist workers, a file to a worker (--dist loadfile: a module's fixtures are
+# made once), then the tests marked serial alone; under coverage combined across the
+# workers, whose figure is printed at the end (tests/coverage_figure.py): read, never asserted.
+WORKERS ?= 2
+PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+
+lint: $(VENV)/.test
 	$(BIN)/ruff check labkit
 	$(BIN)/ruff format --check labkit
 	$(BIN)/mypy labkit
+
+check: lint
+	$(PYTEST) -q -m "not slow and not browser and not serial"
+	$(BIN)/python -m pytest -q -m "serial and not slow and not browser" || [ $$? -eq 5 ]
+
+# A failing first pass still runs the serial pass and prints the coverage, then fails.
+test: lint
 	mkdir -p test-artifacts
 	$(BIN)/python -m coverage erase
-	$(BIN)/python -m coverage run -m pytest
-	$(BIN)/python tests/coverage_figure.py
+	status=0; \
+	$(PYTEST) -m "not serial" --cov --cov-report= || status=$$?; \
+	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= || \
+	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
+	$(BIN)/python tests/coverage_figure.py; \
+	exit $$status
 
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
 soak: $(VENV)/.test

@@ -116,6 +116,14 @@ def pytest_configure(config):
         _OWN_BASETEMP.append(config.option.basetemp)
     config.addinivalue_line("markers", "needs(*tools): system tools the test needs "
                             "(tests/system.py); skipped where missing, failed in CI")
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_XdistController(), "labkit-xdist-controller")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test ``slow``, ``browser`` or ``serial`` by the rules of tests/tiers.py."""
+    from tests.tiers import mark_tiers
+    mark_tiers(items)
 
 
 def pytest_runtest_setup(item):
@@ -151,8 +159,32 @@ def _children():
     return found
 
 
+#: Processes the xdist workers reported left behind (read by the controller at its end).
+_LEFT_BY_WORKERS: dict[str, str] = {}
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionfinish(session, exitstatus):
-    """Fail the session if a child process was left behind; remove the scratch folder."""
+    """Fail the session if a child process was left behind; remove the scratch folder.
+
+    An xdist worker checks its own children and hands what it found to the controller
+    (before xdist's own wrapper reports the worker's end); the controller checks after
+    xdist has stopped its workers, which are its children until then.
+    """
+    worker = hasattr(session.config, "workerinput")
+    if worker:
+        session.config.workeroutput["labkit_left"] = _left_behind()
+    result = yield
+    if not worker:
+        left = {**_LEFT_BY_WORKERS, **_left_behind()}
+        if left:
+            print(f"\nlabkit tests left processes behind: {left}", file=sys.stderr)
+            session.exitstatus = 1
+    return result
+
+
+def _left_behind() -> dict[str, str]:
+    """This process's children still alive after up to 10 s; removes the scratch folder."""
     import time
     deadline = time.time() + 10
     left = _children()
@@ -160,9 +192,17 @@ def pytest_sessionfinish(session, exitstatus):
         time.sleep(0.2)
         left = _children()
     shutil.rmtree(_SCRATCH, ignore_errors=True)
-    if left:
-        print(f"\nlabkit tests left processes behind: {left}", file=sys.stderr)
-        session.exitstatus = 1
+    return {str(pid): cmd for pid, cmd in left.items()}
+
+
+class _XdistController:
+    """Hooks of the xdist controller (registered only where pytest-xdist is installed)."""
+
+    @staticmethod
+    def pytest_testnodedown(node, error):
+        """Keep what a worker left behind, to fail the session at its end."""
+        output = getattr(node, "workeroutput", None) or {}
+        _LEFT_BY_WORKERS.update(output.get("labkit_left", {}))
 
 
 def _remove_roots_of_ended_runs():
