@@ -10,7 +10,7 @@ long task echoes what the client sends, through:
 * ``client.run`` to the worker and ``log_event`` back (how a stop and the
   reports of a trial went before slots);
 * a ``multiprocessing.connection`` socket from the task to the client, with
-  Nagle's wait off (what a slot uses, :mod:`labkit.experiments.slot`), and
+  Nagle's wait off (what a slot uses, :mod:`labkit.experiments.launch.slot`), and
   with it on (two small writes in a row then wait for a delayed ACK);
 * a Dask task a message (``submit`` + ``result``: a task a trial).
 
@@ -51,7 +51,7 @@ class Echo:
 def socket_echo(address, key: bytes, n: int, no_delay: bool) -> int:
     from multiprocessing.connection import Client
 
-    from labkit.experiments.slot_line import no_delay as set_no_delay
+    from labkit.experiments.launch.slot_line import no_delay as set_no_delay
 
     conn = Client(address, authkey=key)
     if no_delay:
@@ -115,7 +115,7 @@ def by_run_and_events(client, n: int) -> float:
 def by_socket(client, n: int, no_delay: bool) -> float:
     from multiprocessing.connection import Listener
 
-    from labkit.experiments.slot_line import no_delay as set_no_delay
+    from labkit.experiments.launch.slot_line import no_delay as set_no_delay
 
     key = os.urandom(16)
     with Listener(("127.0.0.1", 0), authkey=key) as listener:

@@ -22,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from labkit.experiments.store import Store  # noqa: E402
-from labkit.experiments.store_changes import StoreChanges  # noqa: E402
+from labkit.experiments.store.database import Store  # noqa: E402
+from labkit.experiments.store.changes import StoreChanges  # noqa: E402
 
 STEPS = 30
 REPEAT = 15

@@ -377,7 +377,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     if _refused("dashboard", port=(args.port, PORT)):
         return 2
     if args.store is not None:
-        from .experiments.catalog import store_file
+        from .experiments.store.catalog import store_file
 
         try:  # as labkit sweeps says it: a missing file or a folder, one line, status 1
             store_file(args.store)

@@ -2,7 +2,7 @@
 
 As ``optuna-dashboard sqlite:///...`` and ``mlflow ui`` do for theirs: each
 sweep's name, metric, trials by status, best trial and value, when it started
-and when it was last written (:mod:`labkit.experiments.catalog`), as an
+and when it was last written (:mod:`labkit.experiments.store.catalog`), as an
 aligned table or ``--json``.  The store is opened read-only; a missing,
 corrupt or foreign file is said in one line naming it (exit status 1).
 """
@@ -40,7 +40,7 @@ def sweeps_parser(commands: Any) -> argparse.ArgumentParser:
 def run_sweeps(args: argparse.Namespace) -> int:
     """``labkit sweeps STORE``: the store's sweeps as a table (or JSON); 1 on a store error."""
     from .errors import LabkitError
-    from .experiments.catalog import format_summaries, summaries, summaries_json
+    from .experiments.store.catalog import format_summaries, summaries, summaries_json
 
     try:
         rows = summaries(args.store)

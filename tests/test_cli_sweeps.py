@@ -21,7 +21,7 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.experiments.store import Store
+from labkit.experiments.store.database import Store
 from tests.conftest import ROOT
 from tests.experiments import functions as F
 

@@ -54,9 +54,9 @@ DOCUMENTED = {
     "ensemble": ["labkit.ensemble.ParallelProcessing", "labkit.ensemble.ParallelEvaluation"],
     "experiments": [
         "labkit.experiments.sweep",
-        "labkit.experiments.space.loguniform",
-        "labkit.experiments.trial.Trial",
-        "labkit.experiments.rules.ASHA",
+        "labkit.experiments.search.space.loguniform",
+        "labkit.experiments.trials.trial.Trial",
+        "labkit.experiments.search.rules.ASHA",
         "labkit.experiments.result.SweepResult",
     ],
     "views": [

@@ -39,16 +39,16 @@ and find a run's sweep through ``run.sweep``), ``labkit.data_parallel`` or
 ``labkit.flows``' graphs.
 """
 
-from .exploits import ExploitRecord
 from .loading import load_sweep
-from .record import TrialRecord
-from .rules import ASHA, History, Median, Rule
 from .search import PBT
-from .space import Grid, Space, choice, grid, loguniform, randint, uniform
-from .status import Status
+from .search.exploits import ExploitRecord
+from .search.rules import ASHA, History, Median, Rule
+from .search.space import Grid, Space, choice, grid, loguniform, randint, uniform
 from .sweep import LiveSweep, live_sweep, sweep
 from .sweep_result import SweepResult
-from .trial import Trial, TrialStopped
+from .trials.record import TrialRecord
+from .trials.status import Status
+from .trials.trial import Trial, TrialStopped
 
 __all__ = [
     "sweep",

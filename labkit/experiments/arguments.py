@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 from ..constraints import InstanceOf, Interval, Options, Satisfies, check_arguments
 from ..errors import InputError, require_callable
 from ..scheduling import FunctionCallable
-from .rules import check_rule, own_rule
 from .search import Search, is_sampler, search_of
-from .space import Space
+from .search.rules import check_rule, own_rule
+from .search.space import Space
 
 __all__ = ["SWEEP_CONSTRAINTS", "declared", "SweepCall", "count", "function_of", "check_pickles"]
 

@@ -27,14 +27,14 @@ import time
 from typing import Any
 
 from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
-from .judge import Judge
-from .record import TrialRecord, better
-from .searcher import Searcher
+from .launch.worker_namer import WorkerNamer
+from .search.judge import Judge
+from .search.searcher import Searcher
 from .spec import SweepSpec
-from .status import ENDED, TERMINAL, Status
-from .trial_state import TrialState
-from .verdict import verdict
-from .worker_namer import WorkerNamer
+from .trials.record import TrialRecord, better
+from .trials.state import TrialState
+from .trials.status import ENDED, TERMINAL, Status
+from .trials.verdict import verdict
 
 __all__ = ["SweepEngine", "TrialState", "TERMINAL", "ENDED"]
 

@@ -17,12 +17,12 @@ from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
 from .arguments import SweepCall, check_pickles, function_of
-from .launch import check_room, launcher_for
+from .launch.loop import drive
+from .launch.placement import check_room, launcher_for
 from .live import LiveSweep, result_of
-from .loop import drive
 from .opening import open_sweep
 from .spec import SweepSpec
-from .store import Store
+from .store.database import Store
 from .sweep_result import Again, SweepResult
 
 __all__ = ["SweepJob"]

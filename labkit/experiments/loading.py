@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from ..errors import InputError
-from .store import Store
-from .store_workers import workers_of
+from .store.database import Store
+from .store.workers import workers_of
 from .sweep import extend_stored
 from .sweep_result import SweepResult
 

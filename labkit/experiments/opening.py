@@ -17,11 +17,11 @@ from typing import Any
 from ..errors import InputError
 from .arguments import SweepCall
 from .engine import SweepEngine
-from .record import TrialRecord
-from .report_ops import paused_gc
-from .space import Distribution, Space
+from .search.space import Distribution, Space
 from .spec import SweepSpec, check_room
-from .store import Store
+from .store.database import Store
+from .store.report_ops import paused_gc
+from .trials.record import TrialRecord
 
 __all__ = ["open_sweep"]
 

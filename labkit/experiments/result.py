@@ -21,7 +21,7 @@ Examples
 from __future__ import annotations
 
 from .loading import load_sweep, result_from_store
-from .record import TrialRecord
 from .sweep_result import SweepResult
+from .trials.record import TrialRecord
 
 __all__ = ["TrialRecord", "SweepResult", "load_sweep", "result_from_store"]

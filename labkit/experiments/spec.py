@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InputError
-from .record import TrialRecord
-from .rules import describe_rule
 from .search import describe_search
-from .space import Space
+from .search.rules import describe_rule
+from .search.space import Space
+from .trials.record import TrialRecord
 
 __all__ = ["SweepSpec", "check_room"]
 

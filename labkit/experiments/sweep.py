@@ -16,10 +16,10 @@ from ..runs import RunScope, start
 from .arguments import SWEEP_CONSTRAINTS, SweepCall, declared
 from .job import SweepJob
 from .live import LiveSweep, StoredSweep, finished_run, live_sweep
-from .space import Space
+from .search.space import Space
 from .spec import SweepSpec
 from .sweep_result import Again, SweepResult
-from .trial_state import TrialState
+from .trials.state import TrialState
 
 __all__ = [
     "sweep",
@@ -74,7 +74,7 @@ def sweep(
       taking ``workers_per_trial`` of the cluster's threads (room for a trial that is parallel
       itself); the sweep keeps every slot busy, ``max_concurrent`` trials at most.
     * ``seed``: the same seed draws the same configurations (one is drawn and stored otherwise).
-    * ``early_stop``: ``lk.ASHA``, ``lk.Median`` or a rule (:mod:`~labkit.experiments.rules`),
+    * ``early_stop``: ``lk.ASHA``, ``lk.Median`` or a rule (:mod:`~labkit.experiments.search.rules`),
       deciding on the client from the reports; the sweep works on a copy of it.
     * ``store``: the SQLite file everything is kept in; None keeps the sweep in memory only.
     * ``name``: the sweep's name in the store (``<fn>-<date>-<time>`` by default); one sweep at

@@ -15,8 +15,8 @@ from typing import Any
 
 from ..constraints import Interval, check_argument
 from ..errors import InputError
-from .record import TrialRecord
-from .status import RANKED
+from .trials.record import TrialRecord
+from .trials.status import RANKED
 
 __all__ = ["SweepResult", "Again"]
 

@@ -4,7 +4,7 @@
 :class:`~.sweep_tracker.SweepTracker` for each of its sweeps, the same trackers a
 scheduler's dashboard draws.  A thread of its own looks at the store at most
 every ``interval`` seconds (1 by default) and folds in only what changed
-(:class:`~labkit.experiments.store_changes.StoreChanges`: new sweeps, trials
+(:class:`~labkit.experiments.store.changes.StoreChanges`: new sweeps, trials
 whose row changed, reports appended since); a sweep is ``running`` while a
 live process holds its name, ``ended`` after.  It is what
 ``labkit dashboard --store STORE`` serves (:mod:`.store_dashboard`).
@@ -17,8 +17,8 @@ import os
 import threading
 
 from ..errors import InputError
-from ..experiments.store import Store
-from ..experiments.store_changes import StoreChanges, StoreLook
+from ..experiments.store.changes import StoreChanges, StoreLook
+from ..experiments.store.database import Store
 from .device_names import DeviceNames
 from .priority import lower_this_thread
 from .sweep_tracker import SweepTracker

@@ -26,8 +26,8 @@ from ..events import (
     TrialsAdded,
     TrialStarted,
 )
-from ..experiments.record import TrialRecord
-from ..experiments.status import ENDED, RANKED, Status
+from ..experiments.trials.record import TrialRecord
+from ..experiments.trials.status import ENDED, RANKED, Status
 from .sweep_lines import LEADERS
 from .sweep_rows import Leaders, WorkerLoads, ok
 

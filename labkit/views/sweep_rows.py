@@ -28,8 +28,8 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from ..experiments.record import TrialRecord
-from ..experiments.status import RANKED
+from ..experiments.trials.record import TrialRecord
+from ..experiments.trials.status import RANKED
 
 __all__ = [
     "TrialView",

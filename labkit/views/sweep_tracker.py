@@ -58,7 +58,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 
-from ..experiments.status import ORDER, Status
+from ..experiments.trials.status import ORDER, Status
 from .sweep_fold import SweepFold
 from .sweep_lines import LEADERS, LINES, LineSplit
 from .sweep_rows import (

@@ -240,8 +240,8 @@ def test_restricted_scheduler_runs_on_its_workers_alone_and_leaves_the_client(fo
 
 
 def test_trial_scheduler_in_a_slot_says_what_gives_one():
-    from labkit.experiments.sinks import MemorySink
-    from labkit.experiments.trial import Trial
+    from labkit.experiments.launch.sinks import MemorySink
+    from labkit.experiments.trials.trial import Trial
 
     with pytest.raises(lk.InputError, match="workers_per_trial >= 2"):
         _ = Trial(0, {}, MemorySink()).scheduler

@@ -17,7 +17,7 @@ import pytest
 
 import labkit as lk
 from labkit.events import TrialRequeued, TrialStarted
-from labkit.experiments.store import Store
+from labkit.experiments.store.database import Store
 from labkit.views.sweep_tracker import SweepTracker
 
 T = 40
@@ -310,7 +310,7 @@ def _in_space(config):
 
 @pytest.mark.parametrize("p", [0.0, 0.5, 1.0])
 def test_perturbations_keep_each_parameter_s_kind_and_bounds(p):
-    from labkit.experiments.space import Space
+    from labkit.experiments.search.space import Space
 
     own = pbt(mutations=WIDE, resample_probability=p).bound(Space.of(SPACE_OF_KINDS), "max")
     config = {"lr": 0.5, "n": 9, "wd": 1e-2, "act": "gelu", "drop": 0.5}

@@ -13,8 +13,8 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.experiments.checkpoints import decode
-from labkit.experiments.store import Store
+from labkit.experiments.store.checkpoints import decode
+from labkit.experiments.store.database import Store
 from tests.experiments import functions as f
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import labkit as lk
-from labkit.experiments.judge import Judge
+from labkit.experiments.search.judge import Judge
 from tests.experiments import functions as F
 
 SPACE = {"q": lk.uniform(0.5, 1.0), "steps": 5}

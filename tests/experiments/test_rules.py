@@ -7,7 +7,7 @@ import math
 import pytest
 
 import labkit as lk
-from labkit.experiments.rules import History
+from labkit.experiments.search.rules import History
 
 
 def feed(rule, mode, stream):

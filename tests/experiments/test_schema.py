@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 import labkit as lk
-from labkit.experiments.store import SCHEMA_VERSION, Store
+from labkit.experiments.store.database import SCHEMA_VERSION, Store
 from tests.experiments import functions as F
 
 OLD = os.path.join(os.path.dirname(__file__), "data", "store_v0.db")

@@ -27,7 +27,7 @@ from distributed import get_task_stream
 
 import labkit as lk
 from labkit.experiments import launch
-from labkit.experiments.slot_launcher import SlotLauncher
+from labkit.experiments.launch.slots import SlotLauncher
 from tests.experiments import closing_functions as cf
 from tests.experiments import functions as f
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 import labkit as lk
-from labkit.experiments.space import Space
+from labkit.experiments.search.space import Space
 
 SPACE = {"lr": lk.loguniform(1e-4, 1e-1), "width": lk.choice([64, 128, 256]),
          "layers": lk.randint(1, 4), "dropout": lk.uniform(0, 0.5), "epochs": 20}

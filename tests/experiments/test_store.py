@@ -11,7 +11,7 @@ import pytest
 
 import labkit as lk
 from labkit.experiments import checkpoints
-from labkit.experiments.store import COMMIT_EVERY, Store
+from labkit.experiments.store.database import COMMIT_EVERY, Store
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import shutil
 import time
 
 import labkit as lk
-from labkit.experiments.store import Store
-from labkit.experiments.store_changes import StoreChanges
+from labkit.experiments.store.database import Store
+from labkit.experiments.store.changes import StoreChanges
 from tests.experiments import functions as F
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -19,10 +19,10 @@ import pytest
 
 import labkit as lk
 from labkit.experiments import report_pack
-from labkit.experiments.record import TrialRecord
-from labkit.experiments.report_pack import pack, unpack
-from labkit.experiments.store import SCHEMA_VERSION, Store
-from labkit.experiments.store_values import plain, to_json
+from labkit.experiments.trials.record import TrialRecord
+from labkit.experiments.store.report_pack import pack, unpack
+from labkit.experiments.store.database import SCHEMA_VERSION, Store
+from labkit.experiments.store.values import plain, to_json
 from tests.experiments import functions as F
 
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -11,7 +11,7 @@ import pytest
 
 import labkit as lk
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
-from labkit.experiments.store import Store
+from labkit.experiments.store.database import Store
 from tests.experiments import functions as f
 
 X = {"x": lk.uniform(0, 1)}

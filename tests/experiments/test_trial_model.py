@@ -10,7 +10,7 @@ import pytest
 import labkit as lk
 from labkit.events import TrialFinished
 from labkit.experiments import Status, TrialRecord
-from labkit.experiments.store import Store
+from labkit.experiments.store.database import Store
 from tests.experiments import functions as F
 
 

@@ -18,7 +18,7 @@ import pytest
 
 import labkit as lk
 from labkit.experiments import loop
-from labkit.experiments.rules import Rule
+from labkit.experiments.search.rules import Rule
 
 from . import functions as f
 

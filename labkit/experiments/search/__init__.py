@@ -4,7 +4,7 @@
 (``optuna.samplers.TPESampler(seed=0)``, ``GPSampler``, ``CmaEsSampler``...)
 or population-based training (``lk.PBT(...)``, :mod:`.pbt`).
 :mod:`.base` declares the :class:`Search` protocol the sweep's engine calls
-(through :mod:`labkit.experiments.searcher`) and resolves ``search=``
+(through :mod:`labkit.experiments.search.searcher`) and resolves ``search=``
 (:func:`search_of`); :mod:`.optuna_space` maps labkit's spaces to Optuna's
 distributions, :mod:`.sampler_use` checks a sampler before anything runs
 (and copies it for each later sweep) and :mod:`.optuna_search` drives an

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from ...errors import InputError
-from ..record import TrialRecord
-from ..space import Space
+from ..trials.record import TrialRecord
+from .space import Space
 
 __all__ = ["Search", "RandomSearch", "search_of", "is_sampler", "describe_search"]
 

@@ -30,12 +30,12 @@ import numbers
 import traceback
 from typing import Any
 
-from ..record import TrialRecord
-from ..space import Space
-from ..status import Status
+from ..trials.record import TrialRecord
+from ..trials.status import Status
 from .optuna_log import quiet
 from .optuna_space import configuration_of, distributions_of
 from .sampler_use import check_asked, check_sampler, own_sampler
+from .space import Space
 
 __all__ = ["OptunaSearch", "quiet"]
 

@@ -15,8 +15,8 @@ import math
 from typing import Any
 
 from ...errors import InputError
-from ..distributions import Distribution
-from ..space import Space
+from .distributions import Distribution
+from .space import Space
 
 __all__ = ["distributions_of", "configuration_of", "PLAIN"]
 

@@ -61,8 +61,8 @@ from ...constraints import (
     check_parameters,
 )
 from ...errors import InputError
-from ..distributions import Distribution
-from ..record import TrialRecord, better
+from ..trials.record import TrialRecord, better
+from .distributions import Distribution
 
 __all__ = ["PBT", "Exploit", "Pause", "perturb", "fit"]
 

@@ -25,9 +25,9 @@ import weakref
 from typing import Any
 
 from ...errors import InputError
-from ..distributions import Distribution
-from ..space import Space
+from .distributions import Distribution
 from .optuna_log import quiet
+from .space import Space
 
 __all__ = ["NEEDS", "check_sampler", "own_sampler", "check_asked"]
 

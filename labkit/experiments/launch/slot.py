@@ -29,11 +29,11 @@ import queue
 import threading
 import traceback
 
-from ..errors import exception_text
-from ..scheduling.closing import as_in_this_task, on_close
+from ...errors import exception_text
+from ...scheduling.workers.closing import as_in_this_task, on_close
+from ..trials.trial import Trial
 from .execution import execute, trial_function
 from .slot_line import no_delay, shut
-from .trial import Trial
 
 __all__ = ["run_slot", "Slot", "SlotSink", "merge_reports"]
 

@@ -4,7 +4,7 @@ The engine tells a :class:`WorkerNamer` each worker a trial starts on
 (:meth:`WorkerNamer.seen`: a set lookup, under the engine's lock).  The
 store's writer asks it, once a commit, for what it learned
 (:meth:`WorkerNamer.take`): if addresses wait to be named, it asks the
-scheduler once for all of them (:func:`~labkit.scheduling.worker_names.worker_identities`,
+scheduler once for all of them (:func:`~labkit.scheduling.dask.worker_names.worker_identities`,
 :data:`ASK_WAIT` seconds at most) and hands back their names, which the
 store keeps with the sweep (:mod:`.store_workers`).  No trial waits on the
 question; the writer asks a last time as the store closes, so a short
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..scheduling.worker_names import worker_addresses, worker_identities
+from ...scheduling.dask.worker_names import worker_addresses, worker_identities
 
 __all__ = ["WorkerNamer", "ASK_WAIT", "RETRY"]
 

@@ -22,7 +22,7 @@ import queue
 import time
 import uuid
 
-from ..scheduling.dask_adapter import forget_on_scheduler
+from ...scheduling.dask.dask_adapter import forget_on_scheduler
 from .execution import run_remote
 from .launcher import Launcher, Recent
 from .sinks import clear_stops, metadata_keys, request_stop

@@ -14,7 +14,7 @@ meanwhile by another opener is read on as version 2.
 
 Examples
 --------
->>> from labkit.experiments.store import Store
+>>> from labkit.experiments.store.database import Store
 >>> store = Store(None)
 >>> store.create_sweep("demo", "{}", "loss", "min", 0, {}, now=False)
 >>> store.add_trials("demo", [(0, {})])
@@ -36,10 +36,10 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from .reads import one_read
 from .report_ops import paused_gc
 from .report_pack import unpack
-from .store_reads import one_read
-from .store_schema import schema_version
+from .schema import schema_version
 
 __all__ = ["reported_after", "reports_after"]
 

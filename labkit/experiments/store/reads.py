@@ -15,11 +15,11 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import StorageError
+from ...errors import StorageError
+from ..trials.status import Status
 from .report_ops import paused_gc, read_reports
-from .status import Status
-from .store_schema import schema_version
-from .store_values import unreal
+from .schema import schema_version
+from .values import unreal
 
 __all__ = [
     "TRIAL_COLUMNS",

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ...errors import InputError
 from .distributions import Distribution, choice, describe_value, loguniform, randint, uniform
 
 __all__ = [

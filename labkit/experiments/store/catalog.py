@@ -24,10 +24,10 @@ import os
 import time
 from typing import Any
 
-from ..errors import StorageError
-from .status import ORDER, RANKED
-from .store import Store
-from .store_reads import one_read
+from ...errors import StorageError
+from ..trials.status import ORDER, RANKED
+from .database import Store
+from .reads import one_read
 
 __all__ = ["summaries", "summary", "store_file", "format_summaries", "summaries_json"]
 

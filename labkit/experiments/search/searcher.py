@@ -29,12 +29,12 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import TaskError, user_frames
+from ...errors import TaskError, user_frames
+from ..trials.record import TrialRecord
+from ..trials.state import TrialState
+from ..trials.status import Status
+from . import RandomSearch, Search, describe_search
 from .exploits import Turns
-from .record import TrialRecord
-from .search import RandomSearch, Search, describe_search
-from .status import Status
-from .trial_state import TrialState
 
 __all__ = ["Searcher"]
 

@@ -21,8 +21,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import StorageError
-from .store_schema import read_failure
+from ...errors import StorageError
+from .schema import read_failure
 
 __all__ = ["WriteQueue", "COMMIT_EVERY"]
 

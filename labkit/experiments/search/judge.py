@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .record import TrialRecord
+from ..trials.record import TrialRecord
 from .rules import History, describe_rule
 
 __all__ = ["Judge"]

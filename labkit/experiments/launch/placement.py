@@ -45,14 +45,14 @@ import logging
 import uuid
 import weakref
 
-from ..errors import InputError
-from ..events import TaskInfo
-from ..scheduling.connect import on_loopback
+from ...errors import InputError
+from ...events import TaskInfo
+from ...scheduling.dask.connect import on_loopback
 from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
-from .group_launcher import GroupLauncher, check_group_size
+from .group import GroupLauncher, check_group_size
 from .launcher import Launcher, usable_workers
-from .remote_launcher import RemoteLauncher
-from .slot_launcher import SlotLauncher
+from .remote import RemoteLauncher
+from .slots import SlotLauncher
 
 __all__ = [
     "launcher_for",

@@ -12,7 +12,7 @@ propagate; the sweep records the trial as stopped).
 
 Examples
 --------
->>> from labkit.experiments.sinks import MemorySink
+>>> from labkit.experiments.launch.sinks import MemorySink
 >>> trial = Trial(3, {"lr": 0.1}, MemorySink())
 >>> trial.report(0, loss=1.5)
 >>> trial.checkpoint({"epoch": 0})
@@ -30,8 +30,8 @@ import math
 import numbers
 import time
 
-from ..errors import InputError, LabkitError
-from .checkpoints import decode, encode
+from ...errors import InputError, LabkitError
+from ..store.checkpoints import decode, encode
 
 __all__ = ["Trial", "TrialStopped"]
 

@@ -34,7 +34,7 @@ import time
 import uuid
 from typing import Any
 
-from ..errors import SchedulerError
+from ...errors import SchedulerError
 from .launcher import Launcher, Recent
 from .listener import Listener
 from .sinks import new_execution

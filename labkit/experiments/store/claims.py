@@ -15,7 +15,7 @@ import socket
 import sqlite3
 import time
 
-from ..errors import StorageError
+from ...errors import StorageError
 
 __all__ = ["claim", "owned", "disowned"]
 

@@ -25,7 +25,7 @@ import sqlite3
 import time
 from urllib.parse import quote
 
-from ..errors import InputError, StorageError
+from ...errors import InputError, StorageError
 from .report_ops import pack_rows, paused_gc
 
 __all__ = [

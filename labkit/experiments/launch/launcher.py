@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..events import TaskInfo
+from ...events import TaskInfo
+from ..trials.trial import Trial
 from .execution import execute
 from .sinks import DirectSink, new_execution
-from .trial import Trial
 
 __all__ = ["Launcher", "Recent", "ASK_EVERY", "usable_workers"]
 

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .report_pack import pack, unpack
-from .store_values import plain, real
+from .values import plain, real
 
 __all__ = ["Reports", "Drop", "Compact", "coalesce", "read_reports", "pack_rows", "paused_gc"]
 

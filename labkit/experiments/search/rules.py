@@ -3,7 +3,7 @@
 Every report that carries the sweep's metric reaches the sweep's rule as it
 arrives: ``rule.decide(trial, step, value, history)`` returns ``None`` (go
 on) or a reason (stop the trial; its next ``trial.report`` raises
-:class:`~labkit.experiments.trial.TrialStopped`).  Nothing waits for slower
+:class:`~labkit.experiments.trials.trial.TrialStopped`).  Nothing waits for slower
 trials: a decision uses what has been reported so far.  ``history`` holds
 every trial's curve of the metric (:class:`History`); ``history.score(v)``
 turns a value into a score where higher is better, whatever the ``mode``.
@@ -50,8 +50,8 @@ import copy
 import math
 import statistics
 
-from ..constraints import Interval, check_parameters
-from ..errors import InputError
+from ...constraints import Interval, check_parameters
+from ...errors import InputError
 
 __all__ = ["Rule", "ASHA", "Median", "History", "check_rule", "own_rule", "describe_rule"]
 

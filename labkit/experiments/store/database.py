@@ -50,15 +50,19 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import InputError, StorageError
-from . import claims, store_exploits, store_follow, store_reads, store_workers
+from ...errors import InputError, StorageError
+from ..trials.record import TrialRecord
+from ..trials.status import Status
+from . import claims
+from . import exploits as store_exploits
+from . import follow as store_follow
+from . import reads as store_reads
+from . import workers as store_workers
 from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
-from .record import TrialRecord
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
-from .status import Status
-from .store_schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, read_failure
-from .store_values import real as _real
-from .store_values import to_json as _json
+from .schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, read_failure
+from .values import real as _real
+from .values import to_json as _json
 from .write_queue import COMMIT_EVERY, WriteQueue
 
 __all__ = ["Store", "COMMIT_EVERY", "SCHEMA", "SCHEMA_VERSION"]

@@ -49,11 +49,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
-from ..scheduling.connect import scheduler_identity
+from ...errors import InputError
+from ...scheduling.dask.connect import scheduler_identity
+from ..trials.trial import TrialStopped
 from .launcher import ASK_EVERY, Launcher, Recent, usable_workers
 from .sinks import new_execution
-from .trial import TrialStopped
 
 __all__ = [
     "GroupLauncher",
@@ -218,7 +218,9 @@ class GroupLauncher(Launcher):
 
         The trainer can see a broken collective before the watch sees the worker gone.
         """
-        gone = self._gone(hold.group, wait=LOST_WAIT if error.startswith("WorkerLostError") else 0.0)
+        gone = self._gone(
+            hold.group, wait=LOST_WAIT if error.startswith("WorkerLostError") else 0.0
+        )
         with self.engine.lock:
             if hold.ended is None and (gone or error.startswith("WorkerLostError")):
                 self._workers.forget()

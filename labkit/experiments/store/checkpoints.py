@@ -21,8 +21,8 @@ from __future__ import annotations
 import io
 import os
 
-from ..checkpoints import Allowed, Encoder, read_snapshot, write_snapshot
-from ..errors import InputError, LabkitError, StorageError
+from ...checkpoints import Allowed, Encoder, read_snapshot, write_snapshot
+from ...errors import InputError, LabkitError, StorageError
 
 __all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
 

@@ -21,11 +21,11 @@ import signal
 import threading
 import traceback
 
-from ..errors import InputError, LabkitError, TaskError, WorkerLostError, exception_text
-from ..scheduling import TaskCallable
+from ...errors import InputError, LabkitError, TaskError, WorkerLostError, exception_text
+from ...scheduling import TaskCallable
+from ..trials.trial import Trial, TrialStopped
 from .listener import Listener
 from .sinks import EventSink, PipeSink, forget_stop, new_execution
-from .trial import Trial, TrialStopped
 
 __all__ = [
     "execute",

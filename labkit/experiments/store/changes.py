@@ -21,7 +21,7 @@ not the store's size nor a running trial's history.
 
 Examples
 --------
->>> from labkit.experiments.store import Store
+>>> from labkit.experiments.store.database import Store
 >>> store = Store(None)
 >>> store.create_sweep("demo", '{"space": {}}', "loss", "min", 0, {}, now=False)
 >>> store.add_trials("demo", [(0, {"x": 1})]); store.flush()
@@ -67,7 +67,7 @@ class StoreLook:
 
 
 class StoreChanges:
-    """Looks at ``store`` (a :class:`~labkit.experiments.store.Store`, read-only is enough)."""
+    """Looks at ``store`` (a :class:`~labkit.experiments.store.database.Store`, read-only is enough)."""
 
     def __init__(self, store: Any):
         self.store = store
