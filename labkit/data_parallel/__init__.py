@@ -9,9 +9,13 @@ The room is split by where the code runs:
 * :mod:`.worker`: what runs on each worker (the rank, its process group, the
   overlapped reducer, the rank's loops and inputs).
 
-Shared by all three, at the top: :mod:`.trainer` (the one public trainer)
-over :mod:`.loops` (``fit`` and ``evaluate``), the declared contract of a
-replica group (:mod:`.replica_group`), what fit takes (:mod:`.fit_data`),
+Shared by all three, at the top: :mod:`.trainer` (the one public trainer),
+which holds its parts rather than mixing them in: a :mod:`.stepper` (steps
+and their reports) and the fit loop over it (:mod:`.loops`: ``fit``,
+``evaluate``, ``step``), one call at a time (:mod:`.one_call`); the declared
+contract of every replica group and the capabilities only some keep, as
+protocols (:mod:`.replica_group`), which group a trainer gets
+(:mod:`.choose_group`), what fit takes (:mod:`.fit_data`),
 an epoch's plan (:mod:`.plan`), the work load (:mod:`.split`,
 :mod:`.balance`), :mod:`.devices`, :mod:`.batchnorm`, :mod:`.bucketing`,
 :mod:`.monitors`, the step reports and their events (:mod:`.reports`,

@@ -1,25 +1,33 @@
-"""The contract every replica group keeps: what the trainer calls on it, declared once.
+"""The contract every replica group keeps, and the capabilities some groups add, declared once.
 
 Two groups keep it: replicas on threads of this process
 (:class:`~labkit.data_parallel.local.thread_group.ThreadGroup`, and
 :class:`~labkit.data_parallel.local.thread_group.SchedulerThreadGroup` on an
 in-process scheduler) and replicas on Dask workers
-(:class:`~labkit.data_parallel.dask.group.DaskReplicaGroup`).  The trainer
-and its loops call nothing else on a group, and branch on its capability
-flags only, never on its type:
+(:class:`~labkit.data_parallel.dask.group.DaskReplicaGroup`).
 
-``runs_epochs``
-    True: a fit over data that lives on the workers runs its epochs there
-    (:meth:`~ReplicaGroup.fit_epoch`, :meth:`~ReplicaGroup.evaluate_source`);
-    False: every step comes from the client (:meth:`~ReplicaGroup.steps`) and
-    those two raise.
+:class:`ReplicaGroup` is what *every* group does: take planned steps, evaluate
+a batch, hold and load state, monitors, close.  What only some groups can do
+is a capability of its own, a protocol the group keeps or not, never a method
+that only raises (as joblib's backends declare what they support):
 
-``holds_model``
-    True: the trainer's own model is what the replicas train (it is replica 0,
-    or the target of the reduce), so it holds the trained state after every
-    call; False: the replicas are copies (on Dask workers), and the trainer
-    loads :meth:`~ReplicaGroup.fetch_state` into the model after each call
-    (:mod:`.model_sync`).
+:class:`FitsEpochs`
+    A fit over data that lives on the workers runs its epochs there
+    (:meth:`~FitsEpochs.fit_epoch`); without it every step comes from the
+    client (:meth:`~ReplicaGroup.steps`).
+:class:`EvaluatesSources`
+    Evaluating data that lives on the workers reads it there; without it the
+    client plans every batch (:meth:`~ReplicaGroup.evaluate`).
+:class:`Recovers`
+    The group goes on over fewer workers after losing one: its ranks re-form,
+    and the trainer follows its names.
+
+The trainer and its fit loop ask a group which capabilities it keeps once, when
+made, and branch on the answer only, never on its type.  ``holds_model`` is a fact
+every group states: True where the trainer's own model is what the replicas
+train (replica 0, or the target of the reduce), False where the replicas are
+copies (on Dask workers) whose :meth:`~ReplicaGroup.fetch_state` the trainer
+loads into the model after each call (:mod:`.model_sync`).
 """
 
 from __future__ import annotations
@@ -28,7 +36,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ReplicaGroup", "EpochOptions", "COMMIT_EVERY", "MAX_FAILURES"]
+__all__ = [
+    "ReplicaGroup",
+    "FitsEpochs",
+    "EvaluatesSources",
+    "Recovers",
+    "EpochOptions",
+    "COMMIT_EVERY",
+    "MAX_FAILURES",
+]
 
 #: Steps between two commits (a lost worker costs at most this many steps again).
 COMMIT_EVERY = 50
@@ -47,15 +63,11 @@ class EpochOptions:
 
 @runtime_checkable
 class ReplicaGroup(Protocol):
-    """Replicas of one model that take planned steps and report each (see the module doc)."""
-
-    @property
-    def runs_epochs(self) -> bool:
-        """Capability: fits over data on the workers run their epochs there."""
+    """What every group of replicas of one model does (see the module doc)."""
 
     @property
     def holds_model(self) -> bool:
-        """Capability: the trainer's model is trained in place (nothing to copy back)."""
+        """The trainer's model is trained in place (False: copies, see :meth:`fetch_state`)."""
 
     @property
     def names(self) -> list[str]:
@@ -97,30 +109,10 @@ class ReplicaGroup(Protocol):
     ) -> None:
         """Train each planned step; ``done(report)`` for each, in order."""
 
-    def fit_epoch(
-        self,
-        source: Any,
-        epoch: int,
-        done: Callable[[Any], None],
-        check: Callable[[], None] | None,
-        *,
-        run: str,
-        shares: Callable[[], list],
-        policy: str,
-        options: EpochOptions,
-    ) -> dict:
-        """One epoch over data on the workers (``runs_epochs`` only): its summary."""
-
-    def end_fit(self, source: Any) -> None:
-        """Let go of what the fit over ``source`` left on the group (idempotent)."""
-
     def evaluate(
         self, x: Any, y: Any, counts: list[int], metrics: dict | None = None, bucket_key: Any = None
     ) -> dict[str, float]:
         """Row-weighted mean loss and metrics of the batch ``(x, y)`` split by ``counts``."""
-
-    def evaluate_source(self, source: Any, metrics: dict | None = None) -> dict[str, float]:
-        """Mean loss and metrics over data on the workers (``runs_epochs`` only)."""
 
     def memory(self, index: int) -> tuple[int | None, int | None]:
         """``(bytes in use, limit)`` of replica ``index``'s device, where it can be read."""
@@ -142,3 +134,45 @@ class ReplicaGroup(Protocol):
 
     def close(self) -> None:
         """Stop the replicas; idempotent."""
+
+
+@runtime_checkable
+class FitsEpochs(Protocol):
+    """Capability: a fit over data that lives on the workers runs its epochs there."""
+
+    def fit_epoch(
+        self,
+        source: Any,
+        epoch: int,
+        done: Callable[[Any], None],
+        check: Callable[[], None] | None,
+        *,
+        run: str,
+        shares: Callable[[], list],
+        policy: str,
+        options: EpochOptions,
+    ) -> dict:
+        """One epoch over ``source``'s data on the workers, ``done(report)`` each step: its summary."""
+
+    def end_fit(self, source: Any) -> None:
+        """Let go of what the fit over ``source`` left on the workers (idempotent)."""
+
+
+@runtime_checkable
+class EvaluatesSources(Protocol):
+    """Capability: data that lives on the workers is evaluated there."""
+
+    def evaluate_source(self, source: Any, metrics: dict | None = None) -> dict[str, float]:
+        """Mean loss and ``metrics`` over every row of ``source``'s data on the workers."""
+
+
+@runtime_checkable
+class Recovers(Protocol):
+    """Capability: after a lost worker the group goes on over the others (fewer names)."""
+
+    @property
+    def broken(self) -> str | None:
+        """Why the group cannot go on (a collective failed, a worker was lost), else None."""
+
+    def form(self, names: list, check: bool = False) -> None:
+        """(Re-)form the group over the workers ``names``, in rank order."""

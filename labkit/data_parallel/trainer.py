@@ -7,9 +7,10 @@ process (:mod:`.local`), or, with ``scheduler=``, Dask workers that reduce
 with ``torch.distributed`` and run the training loops themselves
 (:mod:`.dask`).  Both groups keep one declared contract
 (:class:`~.replica_group.ReplicaGroup`), so the trainer holds the guards, the
-balancing and the reporting once, with no branch per backend.
-A step may carry a bucket key: each replica then runs the module that
-``bucket_model`` built for that key around its own parameters (:mod:`.bucketing`).
+balancing and the reporting once, with no branch per backend, in parts it holds:
+a :class:`~.stepper.Stepper` and the :class:`~.loops.FitLoop` over it.  A step
+may carry a bucket key: each replica then runs the module that ``bucket_model``
+built for that key around its own parameters (:mod:`.bucketing`).
 """
 
 from __future__ import annotations
@@ -24,17 +25,16 @@ from ..constraints import InstanceOf, check_arguments
 from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer, WorkLoads
-from .bucketing import check_key
-from .fit_data import PlannedStep
-from .guards import NonFiniteLossError, check_batch, check_policy, warn_skipped
-from .local.thread_group import SchedulerThreadGroup, ThreadGroup
-from .loops import EpochLoops, OneCall, as_its_stop_said
+from .choose_group import choose_group
+from .fit_data import as_source
+from .guards import check_epochs, check_policy
+from .loops import FitLoop, checked_validation, epoch_options
 from .model_sync import ModelSync
 from .monitors import Monitors, ReplicaStep
+from .one_call import OneCall
 from .replica_group import ReplicaGroup
 from .reporting import Reporter
-from .reports import StepReport, step_number
-from .split import shares
+from .stepper import Stepper
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
 
@@ -42,7 +42,7 @@ __all__ = ["DataParallelTrainer", "ReplicaStep"]
 _RULES = {"sync_model": [InstanceOf(bool)]}
 
 
-class DataParallelTrainer(EpochLoops, Observable):
+class DataParallelTrainer(Observable):
     """Train ``model`` on batches split across ``devices``, one persistent replica each.
 
     Parameters
@@ -121,19 +121,15 @@ class DataParallelTrainer(EpochLoops, Observable):
             )
         if not callable(loss_fn):
             raise InputError(f"loss_fn must be callable, got {loss_fn!r}", argument="loss_fn")
-        self.on_nonfinite = on_nonfinite
+        policy = check_policy(on_nonfinite)
         self.model, self.loss_fn, self.optimizer = model, loss_fn, optimizer
-        self.steps, self.closed = 0, False
-        self.last_split: list[slice] = []
-        self.skipped_batches = 0  # batches skipped for a non-finite loss (on_nonfinite="skip")
+        self.closed = False
         self._monitors = Monitors()
         self._calls = OneCall()  # one call (fit, evaluate, step) at a time
         self._on_shutdown: list[Callable] = []
-        self._group: ReplicaGroup = _group(
+        self._group: ReplicaGroup = choose_group(
             model, loss_fn, optimizer, devices, scheduler, bucket_model
         )
-        self.names = list(self._group.names)
-        self.devices = self._group.devices
         self.replicas = self._group.replicas
         if bucket_model is not None and not callable(bucket_model):
             self._group.close()
@@ -142,40 +138,72 @@ class DataParallelTrainer(EpochLoops, Observable):
                 argument="bucket_model",
             )
         try:
-            self._loads = WorkLoads(self.names, work_load, balancer)
-            self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
+            loads = WorkLoads(list(self._group.names), work_load, balancer)
         except BaseException:
             self.closed = True
             self._group.close()  # a refused work load must not leave replicas on the workers
             raise
         #: the model and optimizer kept equal to the replicas after each call
         self._sync = ModelSync(model, optimizer, self._group, after_calls=sync_model)
-        self._reporter = Reporter(
-            self,
-            self.names,
-            self.devices,
-            type(model).__name__,
-            memory=self._group.memory,
-        )
+        names, name = list(self._group.names), type(model).__name__
+        self._reporter = Reporter(self, names, self._group.devices, name, self._group.memory)
+        #: the parts the trainer holds: its steps, and the loop of its fits over them
+        self._stepper = Stepper(self._group, loads, self._reporter, policy, self._check_open)
+        self._loop = FitLoop(self._stepper, self._calls, self._sync, self._reporter, self, name)
 
     @property
     def on_nonfinite(self) -> str:
         """What a step with a NaN or infinite loss does: ``"raise"`` or ``"skip"``."""
-        return self._on_nonfinite
+        return self._stepper.policy
 
     @on_nonfinite.setter
     def on_nonfinite(self, policy: str) -> None:
-        self._on_nonfinite = check_policy(policy)
+        self._stepper.policy = check_policy(policy)
+
+    @property
+    def names(self) -> list[str]:
+        """The replicas' names (devices or worker addresses), in rank order."""
+        return self._stepper.names
+
+    @property
+    def devices(self) -> list:
+        """Each replica's device, in rank order."""
+        return self._stepper.devices
+
+    @property
+    def steps(self) -> int:
+        """The optimizer steps taken so far."""
+        return self._stepper.steps
+
+    @property
+    def last_split(self) -> list[slice]:
+        """The rows of the last batch each device took."""
+        return self._stepper.last_split
+
+    @property
+    def skipped_batches(self) -> int:
+        """Batches skipped for a non-finite loss (``on_nonfinite="skip"``)."""
+        return self._stepper.skipped_batches
+
+    @property
+    def balancer(self) -> Balancer | None:
+        """The balancer of ``work_load="auto"`` (None with a fixed work load)."""
+        return self._stepper.loads.balancer
+
+    @property
+    def work_load(self):
+        """The work load given, checked (None: even; ``"auto"``: the balancer's)."""
+        return self._stepper.loads.work_load
 
     @property
     def shares(self) -> list[float]:
         """Each device's current fraction of a batch (of a step without a bucket key)."""
-        return self._loads.shares()
+        return self._stepper.loads.shares()
 
     @property
     def bucket_shares(self) -> dict:
         """With ``work_load="auto"``: each bucket key's shares, re-balanced on its own."""
-        return self._loads.bucket_shares
+        return self._stepper.loads.bucket_shares
 
     @property
     def scheduler(self):
@@ -227,6 +255,82 @@ class DataParallelTrainer(EpochLoops, Observable):
         """The steps taken with each bucket key so far."""
         return dict(self._reporter.bucket_steps)
 
+    # -- fit and evaluate: the fit loop the trainer holds ----------------------------------
+
+    def fit(
+        self,
+        data,
+        epochs: int = 1,
+        batch_size: int | None = None,
+        shuffle: bool = True,
+        seed=None,
+        wait: bool = True,
+        commit_every: int | None = None,
+        checkpoint=None,
+        max_failures: int | None = None,
+        validation=None,
+        metrics: dict | None = None,
+    ):
+        """Train for ``epochs`` passes over ``data``.
+
+        Parameters
+        ----------
+        data
+            Batches (``(x, y)`` pairs: a list, a ``DataLoader``, bucket batches);
+            or ``(X, y)`` arrays with ``batch_size`` (Dask arrays stay on the
+            workers, each replica reading its own worker's blocks); or
+            :func:`~labkit.on_workers` ``(make_dataset)``.
+        epochs : int
+        batch_size : int, optional
+            Rows of a global batch, for arrays and datasets: every row once an epoch.
+        shuffle, seed
+            The rows' order, drawn anew each epoch from ``seed``.
+        wait : bool
+            ``False`` returns a :class:`~labkit.Run` at once (``run.cancel()``
+            stops every replica after the same step).
+        commit_every, checkpoint, max_failures
+            With data on Dask workers: steps between two commits (a lost worker
+            costs at most that many again), a file each commit is also written
+            to (labkit's safe format), and how many workers may be lost.
+        validation, metrics : optional
+            Data as :meth:`evaluate` takes it (``(X, y)`` arrays in batches of
+            ``batch_size``), evaluated after every epoch: each record gets
+            ``val_loss`` and ``val_<name>`` for every ``name -> fn(outputs,
+            targets)`` of ``metrics``.
+
+        Returns
+        -------
+        list of dict
+            One record an epoch: ``epoch`` (from 1, as a board counts them), mean
+            ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
+            ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
+            after a lost worker; ``val_...`` with a validation.  An error names the
+            epoch and the batch, both from 1 ("epoch 1, batch 1" is the first
+            batch); the steps before it are kept.  Either way ``model`` and
+            ``optimizer`` then hold what the replicas hold (see ``sync_model``).
+        """
+        __tracebackhide__ = True
+        source = as_source(data, batch_size, shuffle, seed, check_epochs(epochs))
+        self._check_open()
+        options = epoch_options(commit_every, checkpoint, max_failures)
+        if validation is not None:  # checked now, not after the first epoch
+            validation = checked_validation(validation, batch_size, metrics)
+        return self._loop.fit(source, epochs, options, validation, wait)
+
+    def evaluate(
+        self, data, metrics: dict | None = None, batch_size: int | None = None
+    ) -> dict[str, float]:
+        """Mean loss and ``metrics`` over ``data``, the replicas evaluating in parallel.
+
+        ``data`` is what :meth:`fit` takes; ``metrics`` maps names to
+        ``fn(outputs, targets)`` giving a mean over rows (e.g. accuracy); every
+        value is weighted by rows.  Bucket batches run their bucket's modules.
+        """
+        __tracebackhide__ = True
+        source = as_source(data, batch_size, False, None, what="evaluate")
+        self._check_open()
+        return self._loop.evaluate(source, metrics)
+
     # -- one step ------------------------------------------------------------------------
 
     def step(self, x: torch.Tensor, y: torch.Tensor, bucket_key=None) -> float:
@@ -237,77 +341,7 @@ class DataParallelTrainer(EpochLoops, Observable):
         the step: it raises, or with ``on_nonfinite="skip"`` warns and returns NaN.
         """
         __tracebackhide__ = True
-        self._check_open()
-        if not torch.is_grad_enabled():
-            raise TrainingError(
-                "step trains, so it needs gradients, but it was called under "
-                "torch.no_grad() or torch.inference_mode(); use evaluate() to "
-                "compute without them",
-                step=step_number(self.steps),
-            )
-        key = check_key(bucket_key, step_number(self.steps))
-        n = check_batch(x, y, step_number(self.steps))
-        reports: list[StepReport] = []
-        with self._calls.held("step"), self._sync.call(), as_its_stop_said(self._group):
-            self._run([PlannedStep(x, y, self._split(n, key), key)], reports.append)
-        return reports[-1].loss
-
-    def _split(self, rows: int, key=None) -> list[int]:
-        """Each device's rows of a batch of ``rows``, by the current shares."""
-        if len(self.names) == 1:
-            return [rows]
-        return shares(rows, self._loads.shares(key)) if rows else [0] * len(self.names)
-
-    def _run(self, planned, done, check=None) -> None:
-        """Hand planned steps to the replica group; each report taken, then ``done(report)``."""
-        __tracebackhide__ = True
-        self._check_open()
-
-        def numbered():
-            for step in planned:
-                step.number = self.steps
-                yield step
-
-        def take(report):
-            self._take(report)
-            done(report)
-
-        try:
-            self._group.steps(numbered(), take, check, self.on_nonfinite)
-        except NonFiniteLossError as exc:
-            exc.locate(step=step_number(self.steps))
-            raise
-
-    def _take(self, report) -> None:
-        """One step's report: the count, the split, the balance, the views, skipped batches."""
-        if list(self._group.names) != self.names:  # the group went on without a lost worker
-            self._regroup()
-        ends = [sum(report.rows[: i + 1]) for i in range(len(report.rows))]
-        self.last_split = [slice(e - c, e) for c, e in zip(report.rows, ends, strict=True) if c]
-        if report.skipped:
-            self.skipped_batches += 1
-            rank, loss = report.nonfinite() or (None, report.loss)
-            error = (
-                NonFiniteLossError.of(loss, rank, self.names[rank])
-                if rank is not None
-                else NonFiniteLossError(loss=loss)
-            )
-            error.locate(**report.place(), step=step_number(self.steps))
-            warn_skipped(error, self.skipped_batches)
-            return
-        self.steps += 1
-        if self.balancer is not None:
-            self._loads.update(report.key, list(report.rows), list(report.seconds))
-        self._reporter.report(report, self._loads.shares(report.key))
-
-    def _regroup(self) -> None:
-        """Follow the replica group's ranks after it re-formed over fewer workers."""
-        names = list(self._group.names)
-        self._loads = self._loads.regrouped(names, self.names)
-        self.balancer, self.work_load = self._loads.balancer, self._loads.work_load
-        self.names = names
-        self.devices = self._group.devices
-        self._reporter.names, self._reporter.devices = names, self.devices
+        return self._loop.step(x, y, bucket_key)
 
     # -- monitors and events ----------------------------------------------------------
 
@@ -351,8 +385,8 @@ class DataParallelTrainer(EpochLoops, Observable):
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self._sync.loaded()
-        self._loads.load(state.get("shares"), state.get("bucket_shares"))
-        self.steps = state.get("steps", self.steps)
+        self._stepper.loads.load(state.get("shares"), state.get("bucket_shares"))
+        self._stepper.steps = state.get("steps", self.steps)
 
     def sync_model(self) -> torch.nn.Module:
         """The model with the trained parameters (and the optimizer with its state), now.
@@ -406,21 +440,3 @@ class DataParallelTrainer(EpochLoops, Observable):
     def __repr__(self):
         shares_ = ", ".join(f"{n}: {s:.2f}" for n, s in zip(self.names, self.shares, strict=False))
         return f"<DataParallelTrainer {type(self.model).__name__} on {shares_}; {self.steps} steps>"
-
-
-def _group(model, loss_fn, optimizer, devices, scheduler, bucket_model) -> ReplicaGroup:
-    """The replica group: Dask workers with a scheduler, else this process's devices.
-
-    A scheduler whose tasks run on threads of this process (the embedded
-    default, ``mode="auto"`` or ``"threads"``) trains on replicas over those
-    threads: no worker process to start, and faster on a few cores (issue 38).
-    """
-    if scheduler is not None and getattr(scheduler, "in_process", False):
-        return SchedulerThreadGroup(model, loss_fn, optimizer, scheduler, devices, bucket_model)
-    if scheduler is not None:
-        # imported here: ``distributed`` costs a second to import, and a trainer on
-        # threads never needs it
-        from .dask.group import DaskReplicaGroup
-
-        return DaskReplicaGroup(model, loss_fn, optimizer, scheduler, bucket_model=bucket_model)
-    return ThreadGroup(model, loss_fn, optimizer, devices, bucket_model)

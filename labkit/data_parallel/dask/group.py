@@ -35,9 +35,9 @@ from distributed.comm import get_address_host
 
 from ...errors import InputError, LabkitError, SchedulerError, TrainingError
 from ...events import TaskInfo
-from ...scheduling.connect import on_loopback
-from ...scheduling.pickling import dumps
-from ...scheduling.shared import SharedChunks
+from ...scheduling.dask.connect import on_loopback
+from ...scheduling.tasks.pickling import dumps
+from ...scheduling.workers.shared import SharedChunks
 from ..fit_data import PlannedStep, Source
 from ..replica_group import EpochOptions
 from ..reports import StepReport
@@ -85,8 +85,6 @@ class DaskReplicaGroup:
         replica builds (and keeps) the module of a bucket key on first use.
     """
 
-    #: Fits run their epochs as loops on the workers, over data that lives there.
-    runs_epochs = True
     #: The replicas are copies on the workers: the trainer copies their state back.
     holds_model = False
 
@@ -247,40 +245,6 @@ class DaskReplicaGroup:
         with self.tasks.call("step"):
             CommandPipe(self, policy).run(planned, done, check)
 
-    def fit_epoch(
-        self,
-        source: Source,
-        epoch: int,
-        done: Callable[[StepReport], None],
-        check: Callable[[], None] | None,
-        *,
-        run: str,
-        shares: Callable[[], list],
-        policy: str,
-        options: EpochOptions,
-    ) -> dict:
-        """One epoch over data that lives on the workers (see :mod:`.epochs`).
-
-        The fit's runner (its blocks placed on the workers) is kept between its
-        epochs until :meth:`end_fit`.
-        """
-        __tracebackhide__ = True
-        self.check_open()
-        with self.tasks.call("fit"):
-            runner = self._epochs
-            if runner is None or runner.source is not source:
-                self.end_fit(None)
-                runner = self._epochs = EpochRunner(self, source)
-            runner.configure(run=run, shares=shares, policy=policy, options=options)
-            return runner.run(epoch, done, check)
-
-    def end_fit(self, source: Source | None) -> None:
-        """Let go of what the fit over ``source`` placed on the workers (any fit's: None)."""
-        runner = self._epochs
-        if runner is not None and (source is None or runner.source is source):
-            runner.release()
-            self._epochs = None
-
     def step(self, x, y, counts, bucket_key=None):
         """One optimizer step on ``(x, y)``; rank *i* takes the next ``counts[i]`` rows.
 
@@ -341,6 +305,42 @@ class DaskReplicaGroup:
             for key in results[0]
         }
 
+    # -- capabilities: data on the workers (FitsEpochs, EvaluatesSources; Recovers: form) ---
+
+    def fit_epoch(
+        self,
+        source: Source,
+        epoch: int,
+        done: Callable[[StepReport], None],
+        check: Callable[[], None] | None,
+        *,
+        run: str,
+        shares: Callable[[], list],
+        policy: str,
+        options: EpochOptions,
+    ) -> dict:
+        """One epoch over data that lives on the workers (see :mod:`.epochs`).
+
+        The fit's runner (its blocks placed on the workers) is kept between its
+        epochs until :meth:`end_fit`.
+        """
+        __tracebackhide__ = True
+        self.check_open()
+        with self.tasks.call("fit"):
+            runner = self._epochs
+            if runner is None or runner.source is not source:
+                self.end_fit(None)
+                runner = self._epochs = EpochRunner(self, source)
+            runner.configure(run=run, shares=shares, policy=policy, options=options)
+            return runner.run(epoch, done, check)
+
+    def end_fit(self, source: Source | None) -> None:
+        """Let go of what the fit over ``source`` placed on the workers (any fit's: None)."""
+        runner = self._epochs
+        if runner is not None and (source is None or runner.source is source):
+            runner.release()
+            self._epochs = None
+
     def evaluate_source(self, source: Source, metrics: dict | None = None) -> dict[str, float]:
         """Mean loss and metrics over every row of data on the workers."""
         __tracebackhide__ = True
@@ -353,6 +353,8 @@ class DaskReplicaGroup:
                 return runner.evaluate(dict(metrics or {}))
             finally:
                 runner.release()
+
+    # -- the contract again: monitors, state, close ---------------------------------------
 
     def set_monitors(self, monitors) -> None:
         """Run ``monitors`` on every rank after its backward (on the workers)."""

@@ -9,7 +9,9 @@ parameters broadcast back.  It keeps the contract of every replica group
 (:class:`~labkit.data_parallel.replica_group.ReplicaGroup`), as the Dask group
 does: ``steps`` of planned batches reported as
 :class:`~labkit.data_parallel.reports.StepReport` s, ``evaluate``, state,
-monitors, ``close``, so that the trainer has no branch per backend.
+monitors, ``close``, so that the trainer has no branch per backend.  It keeps
+none of the capabilities of a group on workers (no epochs or data of its own):
+every batch comes through the client.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from ..devices import as_devices, default_devices, memory
 from ..fit_data import PlannedStep
 from ..guards import NonFiniteLossError, check_loss, first_nonfinite
 from ..monitors import Monitors, ReplicaStep
-from ..replica_group import EpochOptions
 from ..reports import StepReport, batch_number, step_number
 from ..split import row_weights
 from .parallel_apply import ReplicaThreads
@@ -46,8 +47,6 @@ __all__ = ["ThreadGroup", "SchedulerThreadGroup", "thread_devices"]
 class ThreadGroup:
     """One replica of ``model`` per device of ``devices``, on a thread each."""
 
-    #: Data always comes through the client here: fits are steps of planned batches.
-    runs_epochs = False
     #: The model is replica 0 or the target of the reduce: it is trained in place.
     holds_model = True
     #: No scheduler holds these replicas, and no Dask client (see SchedulerThreadGroup).
@@ -263,28 +262,6 @@ class ThreadGroup:
                 r.train(mode)
         total = max(sum(counts), 1)
         return {name: sum(r[name] for r in results) / total for name in fns}
-
-    def fit_epoch(
-        self,
-        source,
-        epoch: int,
-        done: Callable[[StepReport], None],
-        check: Callable[[], None] | None,
-        *,
-        run: str,
-        shares: Callable[[], list],
-        policy: str,
-        options: EpochOptions,
-    ) -> dict:
-        """Not here (``runs_epochs`` is False): the client plans every step (:meth:`steps`)."""
-        raise TrainingError("replicas on threads run no epochs of their own: use steps()")
-
-    def evaluate_source(self, source, metrics: dict | None = None) -> dict[str, float]:
-        """Not here (``runs_epochs`` is False): the client plans every batch (:meth:`evaluate`)."""
-        raise TrainingError("replicas on threads read no data of their own: use evaluate()")
-
-    def end_fit(self, source) -> None:
-        """Nothing to let go of: a fit leaves nothing on threads."""
 
     def memory(self, index: int) -> tuple[int | None, int | None]:
         """``(bytes in use, limit)`` of device ``index``."""
