@@ -31,15 +31,17 @@ from .batch_runs import BatchRun
 from .callables import TaskCallable
 from .open_task import OpenTask
 from .results import ListResultContainer, ResultContainer, check_container, discard
-from .starting import StartsTasks
+from .starting import TaskStarter
 
 __all__ = ["Batch"]
 
 
-class Batch(StartsTasks):
+class Batch:
     """Tasks of one owner: ``add_task``, ``get_results``, ``cancel``; use it with ``with``.
 
-    Make one with :meth:`Scheduler.batch`.
+    Make one with :meth:`Scheduler.batch`.  It holds a
+    :class:`~labkit.scheduling.tasks.starting.TaskStarter` (``starter``), which
+    opens and starts its tasks and owns their callable and chunk numbers.
 
     Parameters
     ----------
@@ -69,18 +71,15 @@ class Batch(StartsTasks):
             if result_container is not None
             else ListResultContainer()
         )
-        self._template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
-        self.id = self._template.run
+        template = info or TaskInfo(f"tasks-{uuid.uuid4().hex[:8]}", -1, -1)
+        self.id = template.run
         self.window = scheduler.window  # one lock for every batch's book-keeping
-        self._share = self.window.join(self)
+        #: The batch's share of the scheduler's windows.
+        self.share = self.window.join(self)
         self._results_lock = threading.RLock()  # the container is used by one thread at a time
-        self._ship_lock = threading.Lock()
         self._tracked: list = []  # backend handles made outside add_task
         self._error: BaseException | None = None
         self._submitted = 0  # tasks added since results were handed over
-        self._next_chunk = 0
-        self._callable: TaskCallable | None = None
-        self._shipped = None
         self._default, self._closed = default, False
         self._control = control
         # a user's own tasks are runs of their own on a board (see .batch_runs)
@@ -89,15 +88,87 @@ class Batch(StartsTasks):
             if info is None
             else None
         )
+        #: Opens and starts the batch's tasks (see :mod:`.starting`).
+        self.starter = TaskStarter(scheduler, self, template, self.as_run)
         if control is not None:
             control.attach(self)
 
     # -- the owner's verbs ----------------------------------------------------------------
 
+    def add_task(
+        self,
+        data,
+        task_callable: TaskCallable | Callable | None = None,
+        info: TaskInfo | None = None,
+    ) -> int:
+        """Submit one task; waits while the batch's share of the window is full.
+
+        Parameters
+        ----------
+        data
+            The chunk: an array, a tuple, or (on Dask) a future or delayed.
+        task_callable : TaskCallable or callable, optional
+            Used for this and later tasks of the batch; the last one given when
+            ``None``.  A new callable is shipped to the workers once, not per task.
+        info : TaskInfo, optional
+            Where the task belongs; the batch's own, at the next chunk, by default.
+
+        Returns
+        -------
+        int
+            The task id.
+
+        Raises
+        ------
+        LabkitError
+            The batch's first error (a task's, a cancel's), or an error naming
+            this chunk when it cannot be shipped; a chunk that could not be
+            shipped is not counted as open.
+        """
+        __tracebackhide__ = True
+        return self.starter.add_task(data, task_callable, info)
+
+    def add_tasks(
+        self,
+        chunks,
+        task_callable: TaskCallable | Callable | None = None,
+        *,
+        ready: bool = False,
+        check: Callable[[], Any] | None = None,
+    ) -> int:
+        """Submit a task for every chunk of ``chunks``; how many were submitted.
+
+        Parameters
+        ----------
+        chunks : iterable
+            The chunks, pulled one by one.
+        task_callable : TaskCallable or callable, optional
+            As for :meth:`add_task`.
+        ready : bool
+            The chunks are all at hand (a list, a Dask array's blocks): the
+            tasks that fit in the window start together, in one call to the
+            backend where it can (one ``client.map`` for in-process Dask
+            workers) instead of one call each.  Leave it ``False`` for chunks
+            made on demand, which should start as soon as each is made.
+        check : callable, optional
+            Called before each chunk is pulled (say, a run's cancel check).
+
+        Examples
+        --------
+        >>> from labkit.scheduling import LocalScheduler
+        >>> with LocalScheduler() as s, s.batch() as b:
+        ...     b.add_tasks(range(4), lambda v: v + 1, ready=True)
+        ...     sorted(b.get_results())
+        4
+        [1, 2, 3, 4]
+        """
+        __tracebackhide__ = True
+        return self.starter.add_tasks(chunks, task_callable, ready=ready, check=check)
+
     @property
     def n_open_tasks(self) -> int:
         """Tasks of this batch submitted and not yet completed."""
-        return self.window.n_open(self._share)
+        return self.window.n_open(self.share)
 
     def get_results(self):
         """Wait for every open task of the batch; hand over ``result_container.get_results()``.
@@ -107,9 +178,9 @@ class Batch(StartsTasks):
         starts afresh.
         """
         __tracebackhide__ = True
-        self._check_open()
+        self.check_open()
         try:
-            self.window.wait(lambda: not self.window.n_open(self._share) or self._error is not None)
+            self.window.wait(lambda: not self.window.n_open(self.share) or self._error is not None)
         except BaseException:  # e.g. KeyboardInterrupt in a notebook: leave nothing running
             self.cancel()
             raise
@@ -120,7 +191,7 @@ class Batch(StartsTasks):
             with self.window.lock:
                 cancelled = self._error is not None
                 if not cancelled:
-                    self._submitted, self._next_chunk = 0, 0
+                    self._submitted, self.starter.next_chunk = 0, 0
             results = None if cancelled else self.result_container.get_results()
         if cancelled:
             self._raise_pending()  # raises: only the owner takes the error
@@ -138,7 +209,7 @@ class Batch(StartsTasks):
         """
         with self._results_lock:  # as in record: a result comes before the cancel or is dropped
             with self.window.lock:
-                n_open = self.window.n_open(self._share) + len(self._tracked)
+                n_open = self.window.n_open(self.share) + len(self._tracked)
                 lost = self._submitted > 0 or bool(self._tracked) or not self._default
                 if lost and self._error is None and not self._closed:
                     self._error = reason or CancelledError(
@@ -194,10 +265,8 @@ class Batch(StartsTasks):
             self.as_run.ended(
                 CancelledError("the batch was closed with tasks open") if self._submitted else None
             )
-        self.window.leave(self._share)
-        shipped, self._shipped = self._shipped, None
-        if shipped is not None:
-            self.scheduler.release_callable(shipped)
+        self.window.leave(self.share)
+        self.starter.release_callable()
 
     def __enter__(self):
         return self
@@ -212,7 +281,7 @@ class Batch(StartsTasks):
 
     def is_open(self, entry: OpenTask) -> bool:
         """Whether ``entry`` still waits for its outcome (not recorded, not cancelled)."""
-        return self.window.is_open(self._share, entry.info.task, entry)
+        return self.window.is_open(self.share, entry.info.task, entry)
 
     def record(
         self,
@@ -239,35 +308,42 @@ class Batch(StartsTasks):
             with self.window.lock:
                 if error is not None and self._error is None:
                     self._error = error
-                self.window.close(self._share, entry.info.task, entry)
+                self.window.close(self.share, entry.info.task, entry)
         return True, error
 
     def shipped_callable(self, entry: OpenTask):
         """The shipped callable of ``entry``, shipped again if its holders were lost."""
-        s = self.scheduler
-        with self._ship_lock:
-            if entry.shipped is not None and s.callable_alive(entry.shipped):
-                return entry.shipped
-            fresh = s.ship_callable(entry.callable)
-            if entry.callable is self._callable:
-                old, self._shipped = self._shipped, fresh
-                if old is not None:
-                    s.release_callable(old)
-            entry.shipped = fresh
-            return fresh
+        return self.starter.shipped_callable(entry)
 
-    # -- internals ---------------------------------------------------------------------------
+    # -- what its task starter asks of it (see starting.StartingBatch) ------------------------
 
-    def _drop(self, entry: OpenTask) -> None:
+    @property
+    def failed(self) -> bool:
+        """Whether the batch holds an error (a task's, a cancel's) not raised yet."""
+        return self._error is not None
+
+    def count_open(self, entry: OpenTask) -> None:
+        """Count ``entry`` open in the batch's share (the window's lock is held)."""
+        self.window.open(self.share, entry.info.task, entry, entry.nbytes)
+        self._submitted += 1
+
+    def drop(self, entry: OpenTask) -> None:
         """Forget a task whose submission failed: it was never open."""
         with self.window.lock:
-            if self.window.close(self._share, entry.info.task, entry):
+            if self.window.close(self.share, entry.info.task, entry):
                 self._submitted -= 1
+
+    def check_open(self) -> None:
+        """Raise a ``SchedulerError`` once the batch is closed."""
+        if self._closed:
+            raise SchedulerError(f"batch {self.id} is closed")
+
+    # -- internals ---------------------------------------------------------------------------
 
     def _clear(self) -> tuple[list, list]:
         """Forget every open task (under the lock): the entries and tracked handles, to cancel."""
         handles, self._tracked = self._tracked, []
-        return self.window.clear(self._share), handles
+        return self.window.clear(self.share), handles
 
     def _raise_pending(self) -> None:
         """Raise the batch's first error, after cancelling what is open and starting afresh."""
@@ -277,12 +353,8 @@ class Batch(StartsTasks):
             if error is None:
                 return
             entries, handles = self._clear()
-            self._submitted, self._next_chunk = 0, 0
+            self._submitted, self.starter.next_chunk = 0, 0
         self.scheduler.cancel_tasks(entries, handles)
         with self._results_lock:
             discard(self.result_container)
         raise for_caller(error) from error.__cause__
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SchedulerError(f"batch {self.id} is closed")

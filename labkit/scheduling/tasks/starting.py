@@ -1,9 +1,11 @@
 """Starting a batch's tasks: one at a time, or together where they are all at hand.
 
-:class:`StartsTasks` gives :class:`~labkit.scheduling.tasks.batch.Batch` its
-``add_task`` and ``add_tasks``.  A task is first *opened* (counted against the
-batch's share of the windows, once there is room) and then *started* by the
-scheduler's backend.  Tasks opened together start in one call where the
+Each :class:`~labkit.scheduling.tasks.batch.Batch` holds a :class:`TaskStarter`,
+which does its ``add_task`` and ``add_tasks`` and owns what starting needs: the
+batch's current callable (shipped once), its next chunk number and its task
+template.  It asks the batch only what :class:`StartingBatch` declares.  A task
+is first *opened* (counted against the batch's share of the windows, once
+there is room) and then *started* by the scheduler's backend.  Tasks opened together start in one call where the
 backend can (``Scheduler.start_tasks``: one ``client.map`` for Dask workers
 that are threads of this process), which costs the client one graph update
 instead of one a task.  A task that cannot start is dropped, never counted
@@ -13,8 +15,9 @@ as open, and the error names its chunk.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol
 
 from ...constraints import Callable as IsCallable
 from ...constraints import InstanceOf, check_argument
@@ -23,34 +26,73 @@ from ...events import TaskFailed, TaskInfo, TaskSubmitted
 from .callables import FunctionCallable, TaskCallable
 from .open_task import OpenTask, TaskOwner
 from .pickling import pickling_cause, root_cause
+from .window import Share
 
-__all__ = ["StartsTasks", "GROUP_MAX", "chunk_nbytes"]
+__all__ = ["TaskStarter", "StartingBatch", "GROUP_MAX", "chunk_nbytes"]
 
 #: What a batch's ``task_callable`` may be.
 TASK_CALLABLE = [InstanceOf(TaskCallable, "a TaskCallable"), IsCallable()]
 
-#: Most tasks :meth:`StartsTasks.add_tasks` starts in one call to the backend.
+#: Most tasks :meth:`TaskStarter.add_tasks` starts in one call to the backend.
 GROUP_MAX = 64
 
 
-class StartsTasks:
-    """``add_task`` and ``add_tasks`` of a batch (see the module docstring)."""
+class StartingBatch(TaskOwner, Protocol):
+    """What a :class:`TaskStarter` asks of the batch it starts tasks for."""
 
-    # What a Batch holds (see batch.py), declared for the type checker.
-    scheduler: Any
-    window: Any
-    as_run: Any
-    _share: Any
-    _error: BaseException | None
-    _submitted: int
-    _next_chunk: int
-    _callable: TaskCallable | None
-    _shipped: Any
-    _template: TaskInfo
-    _ship_lock: Any
-    _drop: Callable[[OpenTask], Any]
-    _check_open: Callable[[], None]
-    _raise_pending: Callable[[], None]
+    #: The batch's share of the scheduler's windows.
+    share: Share
+
+    @property
+    def failed(self) -> bool:
+        """Whether the batch holds an error (a task's, a cancel's) not raised yet."""
+        ...
+
+    def check_open(self) -> None:
+        """Raise a ``SchedulerError`` once the batch is closed."""
+        ...
+
+    def check(self) -> None:
+        """Raise the batch's pending error, if any."""
+        ...
+
+    def count_open(self, entry: OpenTask) -> None:
+        """Count ``entry`` open in the batch's share (the window's lock is held)."""
+        ...
+
+    def drop(self, entry: OpenTask) -> None:
+        """Forget a task that could not start: it was never open."""
+        ...
+
+
+class TaskStarter:
+    """Opens and starts a batch's tasks (see the module docstring).
+
+    Parameters
+    ----------
+    scheduler : Scheduler
+        Where the tasks start (its backend verbs, its window, its events).
+    batch : StartingBatch
+        The batch the tasks belong to.
+    template : TaskInfo
+        What every task of the batch belongs to; each gets its own task id and chunk.
+    as_run : BatchRun, optional
+        The batch as a run of its own (a user's tasks), whose cycles its tasks carry.
+    """
+
+    def __init__(self, scheduler, batch: StartingBatch, template: TaskInfo, as_run=None):
+        self.scheduler = scheduler
+        self.window = scheduler.window
+        self.batch = batch
+        self.as_run = as_run
+        #: What the batch's next task belongs to (its run changes with each cycle).
+        self.template = template
+        #: The next chunk number (the window's lock guards it; a new cycle starts at 0).
+        self.next_chunk = 0
+        #: The batch's current callable, and the handle its backend shipped it as.
+        self.callable: TaskCallable | None = None
+        self.shipped: Any = None
+        self.ship_lock = threading.Lock()
 
     def add_task(
         self,
@@ -58,33 +100,10 @@ class StartsTasks:
         task_callable: TaskCallable | Callable | None = None,
         info: TaskInfo | None = None,
     ) -> int:
-        """Submit one task; waits while the batch's share of the window is full.
-
-        Parameters
-        ----------
-        data
-            The chunk: an array, a tuple, or (on Dask) a future or delayed.
-        task_callable : TaskCallable or callable, optional
-            Used for this and later tasks of the batch; the last one given when
-            ``None``.  A new callable is shipped to the workers once, not per task.
-        info : TaskInfo, optional
-            Where the task belongs; the batch's own, at the next chunk, by default.
-
-        Returns
-        -------
-        int
-            The task id.
-
-        Raises
-        ------
-        LabkitError
-            The batch's first error (a task's, a cancel's), or an error naming
-            this chunk when it cannot be shipped; a chunk that could not be
-            shipped is not counted as open.
-        """
+        """Open one task, once the window has room, and start it; its task id."""
         __tracebackhide__ = True
-        entry = self._open_task(data, task_callable, info)
-        self._start([(entry, data)])
+        entry = self.open_task(data, task_callable, info)
+        self.start([(entry, data)])
         return entry.info.task
 
     def add_tasks(
@@ -95,32 +114,7 @@ class StartsTasks:
         ready: bool = False,
         check: Callable[[], Any] | None = None,
     ) -> int:
-        """Submit a task for every chunk of ``chunks``; how many were submitted.
-
-        Parameters
-        ----------
-        chunks : iterable
-            The chunks, pulled one by one.
-        task_callable : TaskCallable or callable, optional
-            As for :meth:`add_task`.
-        ready : bool
-            The chunks are all at hand (a list, a Dask array's blocks): the
-            tasks that fit in the window start together, in one call to the
-            backend where it can (one ``client.map`` for in-process Dask
-            workers) instead of one call each.  Leave it ``False`` for chunks
-            made on demand, which should start as soon as each is made.
-        check : callable, optional
-            Called before each chunk is pulled (say, a run's cancel check).
-
-        Examples
-        --------
-        >>> from labkit.scheduling import LocalScheduler
-        >>> with LocalScheduler() as s, s.batch() as b:
-        ...     b.add_tasks(range(4), lambda v: v + 1, ready=True)
-        ...     sorted(b.get_results())
-        4
-        [1, 2, 3, 4]
-        """
+        """Open and start a task for each chunk, in groups when ``ready``; how many."""
         __tracebackhide__ = True
         group: list = []
         count = 0
@@ -130,24 +124,26 @@ class StartsTasks:
                     check()
                 nbytes = chunk_nbytes(chunk)
                 if group and not (
-                    ready and len(group) < GROUP_MAX and self.window.has_room(self._share, nbytes)
+                    ready
+                    and len(group) < GROUP_MAX
+                    and self.window.has_room(self.batch.share, nbytes)
                 ):
-                    started, group = group, []  # _start drops what it could not start
-                    self._start(started)
+                    started, group = group, []  # start drops what it could not start
+                    self.start(started)
                 # a full window refills in groups, not one task as each one ends
                 spare = GROUP_MAX - 1 if ready and not group else 0
-                group.append((self._open_task(chunk, task_callable, None, nbytes, spare), chunk))
+                group.append((self.open_task(chunk, task_callable, None, nbytes, spare), chunk))
                 task_callable = None  # shipped with the first task
                 count += 1
             started, group = group, []
             if started:
-                self._start(started)
+                self.start(started)
         finally:
             for entry, _ in group:  # opened, never started: an error stopped the loop
-                self._drop(entry)
+                self.batch.drop(entry)
         return count
 
-    def _open_task(
+    def open_task(
         self, data, task_callable, info, nbytes: int | None = None, spare: int = 0
     ) -> OpenTask:
         """Count one task open once the window has room (it is not started yet).
@@ -157,34 +153,32 @@ class StartsTasks:
         __tracebackhide__ = True
         s, window = self.scheduler, self.window
         s.check_usable()
-        self._check_open()
-        self._raise_pending()
+        self.batch.check_open()
+        self.batch.check()
         if task_callable is not None:
-            self._use(task_callable)
-        if self._callable is None:
+            self.use(task_callable)
+        if self.callable is None:
             raise SchedulerError("add_task needs a task_callable (none was given yet)")
         nbytes = chunk_nbytes(data) if nbytes is None else nbytes
         window.wait(
             lambda: (
-                window.has_room(self._share, nbytes, spare) or self._error is not None or s.closed
+                window.has_room(self.batch.share, nbytes, spare) or self.batch.failed or s.closed
             )
         )
         s.check_usable()
-        self._raise_pending()
+        self.batch.check()
         if self.as_run is not None and info is None:
             run = self.as_run.opening()  # a new cycle: its tasks carry the cycle's run
             if run is not None:
-                self._template = dataclasses.replace(
-                    self._template, run=run, node_name=self.as_run.name
+                self.template = dataclasses.replace(
+                    self.template, run=run, node_name=self.as_run.name
                 )
-        batch = cast(TaskOwner, self)  # the mixin is only ever a Batch
-        entry = OpenTask(self._next_info(info), batch, self._callable, self._shipped, nbytes)
+        entry = OpenTask(self._next_info(info), self.batch, self.callable, self.shipped, nbytes)
         with window.lock:
-            window.open(self._share, entry.info.task, entry, nbytes)
-            self._submitted += 1
+            self.batch.count_open(entry)
         return entry
 
-    def _start(self, group: list) -> None:
+    def start(self, group: list) -> None:
         """Start opened tasks, ``[(entry, data), ...]``: all in one call where the backend can.
 
         A task that cannot start is dropped (it was never open), and so are the
@@ -211,33 +205,31 @@ class StartsTasks:
         # A cancel while they were being started read no handle (or their route's copies
         # were not made yet): take those back now.  Set first, checked after, so one of
         # the two sides always sees the other.
-        if (
-            self._error is not None
-        ):  # a cancel or a failure came (cancelling a done task is harmless)
+        if self.batch.failed:  # a cancel or a failure came (cancelling a done task is harmless)
             late = [entry for entry, _ in group if not entry.is_open()]
             if late:
                 s.cancel_tasks(late, [])
-        self._raise_pending()
+        self.batch.check()
 
     def _fail_start(self, unstarted: list, exc: Exception):
         """Drop tasks that could not start; raise the error naming the first one's chunk."""
         __tracebackhide__ = True
         error = _submit_error(exc, unstarted[0][0].info)
         for entry, _ in unstarted:
-            self._drop(entry)
+            self.batch.drop(entry)
             self.scheduler.emit(
                 TaskFailed(entry.info, None, None, None, type(exc).__name__, str(error))
             )
         raise error from exc
 
-    def _use(self, task_callable) -> None:
+    def use(self, task_callable) -> None:
         """Make ``task_callable`` the batch's; ship it once if it is new."""
         tc = self._as_task_callable(task_callable)
-        if tc is self._callable:
+        if tc is self.callable:
             return
         shipped = self.scheduler.ship_callable(tc)
-        with self._ship_lock:
-            old, self._callable, self._shipped = self._shipped, tc, shipped
+        with self.ship_lock:
+            old, self.callable, self.shipped = self.shipped, tc, shipped
         if old is not None:
             self.scheduler.release_callable(old)
 
@@ -246,18 +238,39 @@ class StartsTasks:
         if isinstance(fn, TaskCallable):
             return fn
         check_argument("task_callable", fn, TASK_CALLABLE)
-        current = self._callable
+        current = self.callable
         if isinstance(current, FunctionCallable) and current.fn is fn:
             return current  # so it is not shipped again with every task
         return FunctionCallable(fn)
 
     def _next_info(self, info: TaskInfo | None) -> TaskInfo:
+        """``info`` (or the template at the next chunk) with a new task id."""
         task = self.scheduler.new_task_id()
         if info is not None:
             return dataclasses.replace(info, task=task)
         with self.window.lock:
-            chunk, self._next_chunk = self._next_chunk, self._next_chunk + 1
-        return dataclasses.replace(self._template, task=task, chunk=chunk)
+            chunk, self.next_chunk = self.next_chunk, self.next_chunk + 1
+        return dataclasses.replace(self.template, task=task, chunk=chunk)
+
+    def shipped_callable(self, entry: OpenTask):
+        """The shipped callable of ``entry``, shipped again if its holders were lost."""
+        s = self.scheduler
+        with self.ship_lock:
+            if entry.shipped is not None and s.callable_alive(entry.shipped):
+                return entry.shipped
+            fresh = s.ship_callable(entry.callable)
+            if entry.callable is self.callable:
+                old, self.shipped = self.shipped, fresh
+                if old is not None:
+                    s.release_callable(old)
+            entry.shipped = fresh
+            return fresh
+
+    def release_callable(self) -> None:
+        """Give back the batch's shipped callable (the batch closes)."""
+        shipped, self.shipped = self.shipped, None
+        if shipped is not None:
+            self.scheduler.release_callable(shipped)
 
 
 def chunk_nbytes(data) -> int:
