@@ -7,13 +7,13 @@ prints a table; it never asserts on anything.
 The sweep is synthetic (``tests/views/synthetic_sweep.py``: up to 30 reports a
 trial, 8 at a time, stopped at rungs 2, 6 and 18 as ASHA with
 ``min_steps=2, reduction=3`` would); its events go straight into a
-:class:`~labkit.views.sweep_tracker.SweepTracker`, no cluster.  Frames are
+:class:`~labkit.views.trackers.sweep_tracker.SweepTracker`, no cluster.  Frames are
 taken as the board's writer takes them, 4 a second through a sweep going at
 the issue's pace (10,000 trials in 61 s): a frame every ``41`` trials' worth
 of events, a quarter of a second on the encoder's clock (so the band is
 recomputed every 8 frames, as at that pace).  For each size and front-end:
 
-* **labkit**: the board protocol's messages (:class:`~labkit.views.sweep_frames.FrameEncoder`),
+* **labkit**: the board protocol's messages (:class:`~labkit.views.sweep.frames.FrameEncoder`),
   serialised as a kernel does (``jupyter_client``'s ``json_packer``).  ms a
   frame = reading the changes from the tracker, encoding and serialising.
 * **bokeh**: the same changes (each labkit frame's rows, new points, dropped
@@ -46,8 +46,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jupyter_client.session import json_packer  # noqa: E402
 
-from labkit.views.sweep_frames import FrameEncoder  # noqa: E402
-from labkit.views.sweep_tracker import SweepTracker  # noqa: E402
+from labkit.views.sweep.frames import FrameEncoder  # noqa: E402
+from labkit.views.trackers.sweep_tracker import SweepTracker  # noqa: E402
 from tests.views.synthetic_sweep import synthetic_sweep  # noqa: E402
 
 TRIALS_A_FRAME = 41  # 10,000 trials in 61 s at 4 frames a second

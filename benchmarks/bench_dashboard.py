@@ -4,10 +4,10 @@ Run ``python benchmarks/bench_dashboard.py`` (about half a minute on 2 cores)
 or ``--quick``.  It prints timings and sizes side by side; it never asserts.
 
 For each size, one sweep's events are folded into a
-:class:`~labkit.views.sweep_tracker.SweepTracker` as the dashboard folds them
+:class:`~labkit.views.trackers.sweep_tracker.SweepTracker` as the dashboard folds them
 (``SweepStarted`` with every trial, then each trial started, 30 reports and
 its end; the last ``slots`` trials still running), and a
-:class:`~labkit.views.sweep_plots.SweepPlots` draws it into a real Bokeh
+:class:`~labkit.views.bokeh.sweep_plots.SweepPlots` draws it into a real Bokeh
 document.  Then a steady sweep goes on: each tick, every running trial
 reports one step and two of them end while two pending ones start (the
 events of about a quarter of a second of a sweep of short trials), and the
@@ -35,8 +35,8 @@ from bokeh.protocol import Protocol  # noqa: E402
 
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted  # noqa: E402
 from labkit.experiments import TrialRecord  # noqa: E402
-from labkit.views.sweep_plots import SweepPlots  # noqa: E402
-from labkit.views.sweep_tracker import SweepTracker  # noqa: E402
+from labkit.views.bokeh.sweep_plots import SweepPlots  # noqa: E402
+from labkit.views.trackers.sweep_tracker import SweepTracker  # noqa: E402
 
 RUN = "sweep-bench"
 SPACE = {"lr": {"type": "loguniform", "lo": 1e-4, "hi": 1e-1},

@@ -338,7 +338,7 @@ def real_search(size: dict, folder: str) -> None:
 def board_run(s, size: dict, folder: str, views: str, name: str) -> tuple[float, float]:
     """``(wall, cpu)`` seconds of one sweep with ``views``: "none", "board" or "both"."""
     import bench_views
-    from labkit.views.dashboard import stop_dashboard
+    from labkit.views.bokeh.dashboard import stop_dashboard
     viewer = bench_views.DashboardViewer(lk.dashboard(s)) if views == "both" else None
     try:
         if viewer is not None:

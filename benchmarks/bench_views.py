@@ -266,7 +266,7 @@ def train_with_views(s, cfg, recorder: CommRecorder, board: bool = True,
                      dashboard: bool = True):
     """The dashboard open in a session and/or the board on the run; set-up is not timed."""
     import labkit as lk
-    from labkit.views.dashboard import stop_dashboard
+    from labkit.views.bokeh.dashboard import stop_dashboard
     viewer = DashboardViewer(lk.dashboard(s)) if dashboard else None
     try:
         flow, train = start_training(s, cfg)

@@ -114,8 +114,8 @@ __version__ = "0.1.0"
 
 
 def board(source: Any, **options: Any) -> Any:
-    """The live ipywidgets board of a scheduler or run (see :mod:`labkit.views.board`)."""
-    from .views.board import board as make_board
+    """The live ipywidgets board of a scheduler or run (see :mod:`labkit.views.notebook.board`)."""
+    from .views.notebook.board import board as make_board
 
     return make_board(source, **options)
 
@@ -123,7 +123,7 @@ def board(source: Any, **options: Any) -> Any:
 def _register_display() -> None:
     """In IPython/Jupyter, show a Run that is a cell's result as its live board."""
     if "IPython" in sys.modules:  # a kernel has imported it already; elsewhere skip the cost
-        from .views.display import register
+        from .views.notebook.display import register
 
         register()
 
@@ -151,15 +151,15 @@ def __getattr__(name: str) -> Any:
 
 
 def runner(program: Any, **options: Any) -> Any:
-    """Step ``program`` on the kernel's loop with a live panel (see :mod:`labkit.views.runner`)."""
-    from .views.runner import runner as make_runner
+    """Step ``program`` on the kernel's loop with a live panel (see :mod:`labkit.views.notebook.runner`)."""
+    from .views.notebook.runner import runner as make_runner
 
     return make_runner(program, **options)
 
 
 def dashboard(scheduler: Any, **options: Any) -> str:
-    """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.dashboard`)."""
-    from .views.dashboard import dashboard as serve
+    """Serve the Bokeh dashboard of ``scheduler``; returns its URL (see :mod:`labkit.views.bokeh.dashboard`)."""
+    from .views.bokeh.dashboard import dashboard as serve
 
     return serve(scheduler, **options)
 

@@ -77,7 +77,7 @@ def serve_dashboard(
     A cluster that cannot be reached, or a port that cannot be served, is one
     line on standard error and exit status 1 (2 for bad arguments), no traceback.
     """
-    from .views.dashboard import dashboard  # Bokeh's, imported when served
+    from .views.bokeh.dashboard import dashboard  # Bokeh's, imported when served
 
     out = out or sys.stdout
     stop = threading.Event()
@@ -107,7 +107,7 @@ def serve_store_dashboard(
     on standard error naming it and exit status 2 (1 for a store that cannot be
     read), no traceback.
     """
-    from .views.store_dashboard import store_dashboard  # Bokeh's, imported when served
+    from .views.bokeh.store_dashboard import store_dashboard  # Bokeh's, imported when served
 
     out = out or sys.stdout
     stop = threading.Event()

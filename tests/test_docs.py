@@ -61,8 +61,8 @@ DOCUMENTED = {
     ],
     "views": [
         "labkit.views.Tracker",
-        "labkit.views.board.board",
-        "labkit.views.dashboard.dashboard",
+        "labkit.views.notebook.board.board",
+        "labkit.views.bokeh.dashboard.dashboard",
     ],
     "core": [
         "labkit.errors.LabkitError",

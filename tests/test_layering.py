@@ -71,9 +71,9 @@ def test_every_engine_part_exists():
 
 
 @pytest.mark.parametrize("source, module, is_package, expected", [
-    ("from ..views.runner import Runner", "labkit.program.driver", False, "labkit.views.runner"),
+    ("from ..views.runner import Runner", "labkit.program.driver", False, "labkit.views.notebook.runner"),
     ("def widget():\n    from .. import views", "labkit.flows.flow", False, "labkit.views"),
-    ("import labkit.views.board", "labkit.scheduling.base", False, "labkit.views.board"),
+    ("import labkit.views.notebook.board", "labkit.scheduling.base", False, "labkit.views.notebook.board"),
     ("from .parallel import ParallelFlow", "labkit.flows", True, "labkit.flows.parallel"),
 ])
 def test_the_checker_resolves_relative_and_lazy_imports(source, module, is_package, expected):
@@ -89,7 +89,7 @@ def test_the_checker_catches_a_planted_violation(tmp_path):
     bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ...views import board\n")
     assert violations(copy) == [
         "labkit.scheduling.tasks.base imports labkit.views (the engine never imports a view)",
-        "labkit.scheduling.tasks.base imports labkit.views.board (the engine never imports a view)"]
+        "labkit.scheduling.tasks.base imports labkit.views.notebook.board (the engine never imports a view)"]
 
 
 def test_checkpoints_may_not_learn_about_flows_by_an_import(tmp_path):

@@ -278,7 +278,7 @@ def test_lazy_reader_reports_stats():
 
 
 def test_stage_stats_go_to_a_scheduler_and_its_tracker(local_scheduler):
-    from labkit.views.tracker import Tracker
+    from labkit.views.trackers.tracker import Tracker
     tracker = Tracker()
     local_scheduler.subscribe(tracker)
     first = pipe(range(500), name="parse", on_event=local_scheduler)

@@ -40,9 +40,9 @@ library; the renderers that do are imported on use (``lk.board``,
 ``lk.dashboard``, ``lk.runner``).
 """
 
-from .console import ConsoleProgress, format_phase
-from .progress import PhaseProgress, ProgressTracker
-from .tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
+from .console.bars import ConsoleProgress, format_phase
+from .trackers.progress import PhaseProgress, ProgressTracker
+from .trackers.tracker import DeviceLoad, NodeView, Snapshot, TaskSpan, Tracker
 
 __all__ = [
     "Tracker",

@@ -1,7 +1,7 @@
 """The one live loop every view shares: subscribe, pace, ``draw(snapshot)``, stop.
 
 After ``distributed.diagnostics.progressbar``: a :class:`LiveView` subscribes
-a :class:`~labkit.views.tracker.Tracker` (or any snapshot source) to a
+a :class:`~labkit.views.trackers.tracker.Tracker` (or any snapshot source) to a
 scheduler, a run or a trainer, and one :class:`~labkit.views.writer.Writer`
 thread calls :meth:`LiveView.draw` with a snapshot, at most
 :data:`~labkit.views.writer.MAX_RATE` times a second and within the writer's
@@ -42,8 +42,8 @@ import numpy as np  # noqa: F401  (used by the doctest)
 
 from ..events import RunFinished, run_of
 from ..runs import Run
-from .subjects import check_source
-from .tracker import Tracker
+from .trackers.subjects import check_source
+from .trackers.tracker import Tracker
 from .writer import Writer, check_rate, state_every
 
 __all__ = ["LiveView", "State", "Frame", "EventClock", "clock_html"]

@@ -31,7 +31,7 @@ drawing costs.
 
 Examples
 --------
->>> from labkit.views.tracker import Tracker
+>>> from labkit.views.trackers.tracker import Tracker
 >>> from labkit.events import TaskInfo, TaskFinished
 >>> tracker, seen = Tracker(), []
 >>> writer = Writer(tracker, lambda snap: seen.append(snap.version))

@@ -12,7 +12,7 @@ import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
 from labkit.events import NodeJoined, PhaseFinished
 from labkit.scheduling.dask.connect import scheduler_identity
-from labkit.views.tracker import Tracker
+from labkit.views.trackers.tracker import Tracker
 
 from .models import Recurrent, Slow, Unrolled, assert_same_parameters, sequences, sgd
 
@@ -225,7 +225,7 @@ def test_bad_bucket_arguments_are_input_errors(trainers):
 
 
 def test_events_carry_steps_per_bucket_to_the_tracker_and_the_board(trainers, recorder):
-    from labkit.views.board import board
+    from labkit.views.notebook.board import board
     t = make(trainers, Recurrent(), devices=CPUS[:2], work_load=[1, 1])
     tracker = Tracker(window=60.0)
     t.subscribe(recorder, state_every=0.0)

@@ -7,7 +7,7 @@ import torch
 from labkit.data_parallel import DataParallelTrainer
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, PhaseStarted, RunFinished,
                            RunStarted, TaskFinished)
-from labkit.views.tracker import Tracker
+from labkit.views.trackers.tracker import Tracker
 
 from .models import batch, mlp, sgd
 

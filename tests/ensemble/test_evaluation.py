@@ -44,7 +44,7 @@ def test_table_equals_sequential_cross_validation(scheduler):
 
 
 def test_evaluation_is_one_phase_on_the_board(local_scheduler, recorder):
-    from labkit.views.tracker import Tracker
+    from labkit.views.trackers.tracker import Tracker
     tracker = Tracker()
     local_scheduler.subscribe(tracker)
     X, y = data()

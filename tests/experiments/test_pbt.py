@@ -18,7 +18,7 @@ import pytest
 import labkit as lk
 from labkit.events import TrialRequeued, TrialStarted
 from labkit.experiments.store.database import Store
-from labkit.views.sweep_tracker import SweepTracker
+from labkit.views.trackers.sweep_tracker import SweepTracker
 
 T = 40
 SPACE = {"lr": lk.uniform(0, 1)}

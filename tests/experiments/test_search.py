@@ -129,7 +129,7 @@ def test_the_study_mirrors_the_sweep_reports_stops_and_failures(threads_schedule
 
 
 def test_views_see_each_configuration_when_its_trial_starts(recorder):
-    from labkit.views.sweep_tracker import SweepTracker
+    from labkit.views.trackers.sweep_tracker import SweepTracker
 
     run = lk.sweep(bowl, CUBE, trials=4, metric="loss", mode="min", store=None,
                    search=optuna.samplers.TPESampler(seed=0), wait=False)

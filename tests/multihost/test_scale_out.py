@@ -150,7 +150,7 @@ def _worker_address():
 
 
 def test_the_dashboard_shows_the_hosts_workers(multihost, remote):
-    from labkit.views.dashboard import _running, dashboard
+    from labkit.views.bokeh.dashboard import _running, dashboard
     url = dashboard(remote)
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.status == 200 and "bokeh" in response.read().decode().lower()

@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from labkit.views.sweep_frames import LEADERS
-from labkit.views.sweep_grid import r6
+from labkit.views.sweep.frames import LEADERS
+from labkit.views.sweep.grid import r6
 
 from .run import execute, figure, text, widget_states
 

@@ -20,8 +20,8 @@ import pytest
 
 import labkit as lk
 from labkit.views import ConsoleProgress
-from labkit.views.board import Board
-from labkit.views.dashboard import dashboard, stop_dashboard
+from labkit.views.notebook.board import Board
+from labkit.views.bokeh.dashboard import dashboard, stop_dashboard
 from tests.conftest import ROOT
 
 

@@ -2,7 +2,7 @@
 
 ``assets/sweep_board.js`` imports the modules of ``assets/sweep_board/``; a page
 served over HTTP imports them by URL, while the anywidget gets them joined into one
-text (:func:`labkit.views.esm.bundle`: JupyterLab runs ``_esm`` from a ``blob:`` URL,
+text (:func:`labkit.views.sweep.esm.bundle`: JupyterLab runs ``_esm`` from a ``blob:`` URL,
 where relative imports do not resolve).  Here: each file is a real ES module (Node
 imports and links it, and its exports are the ones it declares), each is small, the
 join keeps the rule it relies on, and the joined text, run from a blob as JupyterLab
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from labkit.views.esm import ModuleRuleError, bundle, joined
-from labkit.views.sweep_widget import SweepBoardWidget
+from labkit.views.sweep.esm import ModuleRuleError, bundle, joined
+from labkit.views.sweep.widget import SweepBoardWidget
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.views.sweep_page_harness import Board, Sweep, served_harness

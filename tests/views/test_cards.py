@@ -7,7 +7,7 @@ import pytest
 
 import labkit as lk
 from labkit.views import cards
-from labkit.views.dashboard import dashboard, stop_dashboard
+from labkit.views.bokeh.dashboard import dashboard, stop_dashboard
 
 X = np.random.default_rng(3).normal(size=(300, 4))
 
@@ -73,7 +73,7 @@ def test_a_local_scheduler_and_a_failed_run_have_cards():
 def test_ipython_shows_the_cards_for_labkit_objects():
     pytest.importorskip("IPython")
     from IPython.testing.globalipapp import get_ipython
-    from labkit.views.display import register
+    from labkit.views.notebook.display import register
     shell = get_ipython()
     html = shell.display_formatter.formatters["text/html"]
     enabled, html.enabled = html.enabled, True   # a terminal shell has HTML off; a kernel on

@@ -4,8 +4,8 @@ import numpy as np
 
 import labkit as lk
 from labkit.events import DeviceStats, NodeJoined, TaskFailed, TaskFinished, TaskInfo
-from labkit.views.components import FAILED_COLOR, Components
-from labkit.views.tracker import Tracker
+from labkit.views.bokeh.components import FAILED_COLOR, Components
+from labkit.views.trackers.tracker import Tracker
 
 
 def _finished(task, worker="tcp://127.0.0.1:1", node=0, phase=0, t=100.0):

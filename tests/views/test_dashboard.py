@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.views.dashboard import dashboard, running_url, stop_dashboard
+from labkit.views.bokeh.dashboard import dashboard, running_url, stop_dashboard
 from tests.browser import chromium, screenshot
 from tests.helpers import SlowPCA, port_is_free
 
@@ -163,9 +163,9 @@ def test_stops_cleanly_with_the_scheduler(cluster):
 
 
 def test_sampler_shows_worker_memory(dask_scheduler, cluster):
-    from labkit.views.components import Components
+    from labkit.views.bokeh.components import Components
     dashboard(dask_scheduler)
-    from labkit.views.dashboard import _running
+    from labkit.views.bokeh.dashboard import _running
     server = _running[id(dask_scheduler)]
     deadline = time.time() + 60
     while time.time() < deadline and len(server.tracker.snapshot().devices) < 2:

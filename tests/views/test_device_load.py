@@ -17,7 +17,7 @@ import labkit as lk
 from labkit.data_parallel.reporting import Reporter
 from labkit.data_parallel.reports import StepReport
 from labkit.events import Observable
-from labkit.views.tracker import Tracker
+from labkit.views.trackers.tracker import Tracker
 
 
 def test_a_replica_is_busy_for_its_whole_step_not_only_its_forward_and_backward():

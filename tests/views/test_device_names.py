@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import labkit as lk
-from labkit.views.device_names import DeviceNames
+from labkit.views.trackers.device_names import DeviceNames
 
 
 def test_an_in_process_worker_is_this_process_with_its_threads_and_a_lane_its_name():
@@ -24,8 +24,8 @@ def test_a_group_trials_workers_are_each_called_by_name():
 
 
 def test_a_stored_sweeps_board_names_workers_as_its_live_board_did(comms, tmp_path):
-    from labkit.views.board import board
-    from labkit.views.sweep_board import SweepBoard
+    from labkit.views.notebook.board import board
+    from labkit.views.sweep.board import SweepBoard
     from tests.experiments import functions as F
     from tests.views.frames_page import frames_of
     from tests.views.test_sweep_board import wait_stopped

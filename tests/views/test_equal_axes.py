@@ -13,7 +13,7 @@ import json
 import pytest
 
 import labkit as lk
-from labkit.views.sweep_board import SweepBoard
+from labkit.views.sweep.board import SweepBoard
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.views.frames_page import frames_of

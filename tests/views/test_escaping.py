@@ -3,7 +3,7 @@
 A parameter named ``<img src=x onerror=...>`` ran script on the dashboard's page:
 SlickGrid, under Bokeh's ``DataTable``, writes a column's title as HTML.  Here a
 sweep whose name and parameter's name are such a tag is shown by ``labkit dashboard
---store``'s page (:func:`~labkit.views.store_dashboard.store_dashboard`), by
+--store``'s page (:func:`~labkit.views.bokeh.store_dashboard.store_dashboard`), by
 ``lk.dashboard`` and by the notebook's board (the harness page, fed its real
 frames) in headless Chromium: the script never runs (``window.__pwned`` stays
 undefined, no ``<img>`` is made) and the words show as they are.
@@ -16,9 +16,9 @@ import html
 import pytest
 
 import labkit as lk
-from labkit.views.dashboard import dashboard, stop_dashboard
-from labkit.views.store_dashboard import store_dashboard
-from labkit.views.sweep_board import SweepBoard
+from labkit.views.bokeh.dashboard import dashboard, stop_dashboard
+from labkit.views.bokeh.store_dashboard import store_dashboard
+from labkit.views.sweep.board import SweepBoard
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.views.frames_page import frames_of

@@ -10,8 +10,8 @@ import traitlets
 
 import labkit as lk
 from labkit.events import TaskFailed, TaskFinished, TaskInfo
-from labkit.views.lanes import TaskLanes
-from labkit.views.tracker import Tracker
+from labkit.views.bokeh.lanes import TaskLanes
+from labkit.views.trackers.tracker import Tracker
 from labkit.views.writer import Writer
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")

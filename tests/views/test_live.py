@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.views.board import Board
+from labkit.views.notebook.board import Board
 from labkit.views.live import EventClock, Frame, LiveView, State, clock_html
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
@@ -93,7 +93,7 @@ def test_a_view_of_a_shut_down_scheduler_draws_its_final_state_once_and_stops(co
         view = lk.board(s, bokeh=False, lanes=False)
     elif make == "console":
         import io
-        from labkit.views.console import ConsoleProgress
+        from labkit.views.console.bars import ConsoleProgress
         view = ConsoleProgress(s, stream=io.StringIO()).start()
     else:
         view = Frames(s).start()

@@ -82,8 +82,8 @@ def test_console_draws_live_tqdm_bars_on_a_terminal(dask_scheduler):
 
 
 def test_a_cancelled_phase_says_cancelled_not_failed():
-    from labkit.views.console import format_phase
-    from labkit.views.progress import PhaseProgress
+    from labkit.views.console.bars import format_phase
+    from labkit.views.trackers.progress import PhaseProgress
     p = PhaseProgress("r", 0, "PCA", 0, done=3, total=8, started=0.0, finished=2.0, ok=False,
                       cancelled=True)
     line = format_phase(p, now=2.0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import labkit as lk
-from labkit.views.components import Components
-from labkit.views.run_panel import LATEST, RunPanel
-from labkit.views.tracker import Tracker
+from labkit.views.bokeh.components import Components
+from labkit.views.bokeh.run_panel import LATEST, RunPanel
+from labkit.views.trackers.tracker import Tracker
 
 X = np.random.default_rng(5).normal(size=(400, 6))
 
@@ -46,7 +46,7 @@ def test_latest_follows_the_newest_run_and_a_chosen_run_shows_only_itself():
 
 
 def test_a_cancelled_run_is_amber_and_says_so():
-    from labkit.views.progress import PhaseProgress
+    from labkit.views.trackers.progress import PhaseProgress
     p = PhaseProgress("train-x", 0, "PCA", 0, done=2, total=8, started=0.0, finished=1.0,
                       ok=False, cancelled=True)
     row = RunPanel._bar(p, now=1.0)

@@ -12,9 +12,9 @@ import sys
 
 import labkit as lk
 from labkit.experiments.live import finished_run
-from labkit.views.board import board
-from labkit.views.device_names import DeviceNames
-from labkit.views.sweep_board import SweepBoard
+from labkit.views.notebook.board import board
+from labkit.views.trackers.device_names import DeviceNames
+from labkit.views.sweep.board import SweepBoard
 from tests.experiments import functions as F
 from tests.views.frames_page import frames_of
 from tests.views.test_sweep_board import wait_stopped
@@ -24,7 +24,7 @@ NEW_PROCESS = """
 import json, sys
 import labkit as lk
 from labkit.experiments.live import finished_run
-from labkit.views.device_names import DeviceNames
+from labkit.views.trackers.device_names import DeviceNames
 result = lk.load_sweep(sys.argv[1], sys.argv[2])
 names = DeviceNames(finished_run(result).sources)
 print(json.dumps({t.id: names(t.worker) for t in result.trials}))
@@ -83,8 +83,8 @@ def test_a_stored_board_names_workers_as_the_live_board_did_with_the_cluster_gon
 
 def store_table(store: str) -> list:
     """The worker column of ``labkit dashboard --store``'s table (the shelf and plots it serves)."""
-    from labkit.views.store_shelf import StoreShelf
-    from labkit.views.sweep_plots import SweepPlots
+    from labkit.views.bokeh.store_shelf import StoreShelf
+    from labkit.views.bokeh.sweep_plots import SweepPlots
 
     shelf = StoreShelf(store)
     try:

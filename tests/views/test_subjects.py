@@ -1,4 +1,4 @@
-"""What a view follows, declared (labkit.views.subjects): who honours each protocol, and the
+"""What a view follows, declared (labkit.views.trackers.subjects): who honours each protocol, and the
 Dask client behind a source read through public members only."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 
 import labkit as lk
 from labkit.experiments.sweep import finished_run
-from labkit.views.board import Board, board
-from labkit.views.subjects import Subject, SweepRun, check_source, client_of
-from labkit.views.sweep_board import SweepBoard
+from labkit.views.notebook.board import Board, board
+from labkit.views.trackers.subjects import Subject, SweepRun, check_source, client_of
+from labkit.views.sweep.board import SweepBoard
 from tests.experiments import functions as F
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")

@@ -18,10 +18,10 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.views.board import board
-from labkit.views.sweep_board import SweepBoard
-from labkit.views.sweep_grid import r6
-from labkit.views.sweep_widget import SweepBoardWidget
+from labkit.views.notebook.board import board
+from labkit.views.sweep.board import SweepBoard
+from labkit.views.sweep.grid import r6
+from labkit.views.sweep.widget import SweepBoardWidget
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of
 

@@ -3,7 +3,7 @@ lines and the band, a brush's answer, a seq gap, and the controls acting on a re
 
 Most tests feed a synthetic sweep's events straight into a tracker
 (:mod:`tests.views.synthetic_sweep`, no cluster) and read the frames a
-:class:`~labkit.views.sweep_frames.FrameEncoder` writes, sized as a kernel
+:class:`~labkit.views.sweep.frames.FrameEncoder` writes, sized as a kernel
 serialises them; the last ones run real sweeps and talk to the board's widget
 as a page would.
 """
@@ -20,10 +20,10 @@ import labkit as lk
 from labkit.events import Observable, SweepStarted, TrialFinished, TrialReported, TrialStarted
 from labkit.experiments import TrialRecord
 from labkit.runs import start
-from labkit.views.sweep_board import SweepBoard
-from labkit.views.sweep_frames import LEADERS, LINES, FrameEncoder
-from labkit.views.sweep_grid import r6
-from labkit.views.sweep_tracker import SweepTracker
+from labkit.views.sweep.board import SweepBoard
+from labkit.views.sweep.frames import LEADERS, LINES, FrameEncoder
+from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Gap, Page, answers, frames_of, size
 from tests.views.synthetic_sweep import synthetic_sweep

@@ -23,9 +23,9 @@ import pytest
 import labkit as lk
 from labkit.events import Observable
 from labkit.runs import start
-from labkit.views.board import board
-from labkit.views.sweep_board import SweepBoard
-from labkit.views.sweep_widget import MOST_BYTES
+from labkit.views.notebook.board import board
+from labkit.views.sweep.board import SweepBoard
+from labkit.views.sweep.widget import MOST_BYTES
 from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.experiments import functions as F
@@ -259,7 +259,7 @@ def test_the_board_of_an_ended_10000_trial_sweep_sends_its_paint_once_under_1_mb
 @pytest.mark.parametrize("named_first", [False, True], ids=["parts-first", "paint-first"])
 def test_the_page_joins_a_kept_frames_parts_and_draws_the_paint_that_names_it(
         kept_run, open_page, named_first):
-    from labkit.views.sweep_widget import kept_parts
+    from labkit.views.sweep.widget import kept_parts
     kept = kept_run[0].widget.last
     page = open_page({"last": {}}, kernel=True)          # opened while the sweep ran
     pieces = kept_parts(kept, most=1_000)                # small parts: several of them

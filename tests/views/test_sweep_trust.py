@@ -15,12 +15,12 @@ from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStart
 from labkit.experiments import TrialRecord
 from labkit.experiments.sweep import finished_run
 from labkit.views import sweep_draw
-from labkit.views.board import board
-from labkit.views.dashboard import running_url, stop_dashboard
-from labkit.views.sweep_board import SweepBoard
-from labkit.views.sweep_frames import FrameEncoder
-from labkit.views.sweep_grid import r6
-from labkit.views.sweep_tracker import SweepTracker
+from labkit.views.notebook.board import board
+from labkit.views.bokeh.dashboard import running_url, stop_dashboard
+from labkit.views.sweep.board import SweepBoard
+from labkit.views.sweep.frames import FrameEncoder
+from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of
 from tests.views.test_sweep_board import (

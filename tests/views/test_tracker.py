@@ -8,7 +8,7 @@ import labkit as lk
 from labkit.events import (DeviceStats, NodeJoined, PhaseFinished, TaskFailed, TaskFinished,
                            TaskInfo, TaskStarted)
 from labkit.scheduling.dask.connect import scheduler_identity
-from labkit.views.tracker import Tracker
+from labkit.views.trackers.tracker import Tracker
 
 
 def _info(task, node=0, phase=0):

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from labkit.events import TaskFinished, TaskInfo
-from labkit.views.tracker import Tracker
+from labkit.views.trackers.tracker import Tracker
 from labkit.views.writer import Writer
 
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
@@ -108,7 +108,7 @@ def test_the_writer_thread_runs_at_the_lowest_priority():
     import sys
     import threading
     from labkit.views.priority import NICENESS
-    from labkit.views.tracker import Tracker
+    from labkit.views.trackers.tracker import Tracker
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen = []
     writer = Writer(Tracker(), lambda snap: seen.append(

@@ -1,0 +1,180 @@
+"""A sweep's parallel coordinates on Bokeh: every trial a faint line, the best one bold.
+
+:class:`SweepParallel` draws each trial as a line across one axis a
+parameter and one for the metric (:mod:`.sweep_axes`: each scaled to 0..1),
+coloured by the trial's value.  Lines are drawn faint, more so the more
+trials there are, so thousands of them read as a density; the best trial's
+line is drawn bold on top (``labkit-sweep-parallel-best``).  A trial is one
+row of the source (``labkit-sweep-parallel-lines``): a new trial is
+*streamed*, a trial whose value changed *patched*; only when an axis that
+learns its range from the values widens (rarely: by a margin) is every line
+placed again.
+
+Examples
+--------
+>>> from labkit.views.trackers.sweep_tracker import TrialView
+>>> p = SweepParallel()
+>>> p.paint({"x": {"type": "uniform", "lo": 0, "hi": 2}}, "loss", "min",
+...         [TrialView(0, {"x": 1.0}, "completed", 3, 0.5, 0.5)], best=0)
+>>> p.source.data["ys"], p.best.data["ys"]
+([[0.5, 0.5]], [[0.5, 0.5]])
+"""
+
+from __future__ import annotations
+
+import math
+
+from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
+    ColumnDataSource,
+    FixedTicker,
+    HoverTool,
+    LabelSet,
+    LinearColorMapper,
+    Range1d,
+)
+from bokeh.palettes import Viridis256
+from bokeh.plotting import figure
+from bokeh.transform import transform
+
+from ..sweep.axes import Axes
+from .node_panel import named
+
+__all__ = ["SweepParallel"]
+
+# no configuration words a line: at 10,000 trials they would be a third of the first paint;
+# the table (sorted by a parameter) tells them
+_LINE = ("xs", "ys", "value", "trial")
+
+
+class SweepParallel:
+    """The parallel coordinates of one sweep; :meth:`paint` it whole, then :meth:`update`."""
+
+    def __init__(self, height: int = 260):
+        self.source = ColumnDataSource({c: [] for c in _LINE}, name="labkit-sweep-parallel-lines")
+        self.best = ColumnDataSource({"xs": [], "ys": []}, name="labkit-sweep-parallel-best")
+        self.ticks = ColumnDataSource({"x": [], "y": [], "text": []})
+        self.colors = LinearColorMapper(palette=Viridis256, nan_color="#b0b0b0")
+        fig = figure(
+            title="parallel coordinates",
+            height=height,
+            tools="pan,wheel_zoom,reset",
+            sizing_mode="stretch_width",
+            y_range=Range1d(start=-0.08, end=1.08),
+        )
+        self.glyph = fig.multi_line(
+            xs="xs",
+            ys="ys",
+            source=self.source,
+            line_color=transform("value", self.colors),
+            line_alpha=0.5,
+            line_width=1,
+        ).glyph
+        fig.multi_line(xs="xs", ys="ys", source=self.best, line_color="#d62728", line_width=3.5)
+        fig.add_layout(
+            LabelSet(
+                x="x",
+                y="y",
+                text="text",
+                source=self.ticks,
+                text_font_size="8pt",
+                x_offset=3,
+                text_color="#555",
+            )
+        )
+        fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("value", "@value")]))
+        fig.yaxis.visible = False
+        fig.ygrid.visible = False
+        self.figure = named(fig, "labkit-sweep-parallel")
+        self.axes = Axes()
+        self._row: dict[int, int] = {}
+        self._sent: list[tuple] = []  # each row's (places, value), as last sent
+        self._best: tuple | None = None
+        self.repaints = 0  # every line placed again (an axis widened)
+
+    def paint(self, space: dict, metric: str | None, mode: str, trials, best: int | None) -> None:
+        """Every trial anew (a new sweep picked, or an axis widened)."""
+        names = {k for t in trials[:50] for k in t.config} if not space else ()
+        self.axes = Axes.of(space, metric, sorted(names))
+        for t in trials:
+            self.axes.widen(t.config, t.value)
+        self._draw_all(trials, mode)
+        self._send_best({t.id: t for t in trials}.get(best) if best is not None else None)
+
+    def _draw_all(self, trials, mode: str | None = None) -> None:
+        self.repaints += 1
+        if mode is not None:  # the best values bright
+            self.colors.palette = Viridis256 if mode == "max" else Viridis256[::-1]
+        rows = [self._values(t) for t in trials]
+        self._row = {t.id: i for i, t in enumerate(trials)}
+        self._sent = [(r[1], r[2]) for r in rows]
+        self.source.data = {c: [r[k] for r in rows] for k, c in enumerate(_LINE)}
+        self._draw_axes()
+        self._fade(len(rows))
+
+    def update(self, trials, best, all_trials) -> None:
+        """Stream new trials, patch changed values; ``all_trials()`` if an axis widened."""
+        widened = False
+        for t in trials:
+            widened = self.axes.widen(t.config, t.value) or widened
+        if widened:
+            self._draw_all(all_trials())
+        else:
+            new: list[tuple] = []
+            patches: dict[str, list] = {"ys": [], "value": []}
+            for t in trials:
+                row = self._values(t)
+                at = self._row.get(t.id)
+                if at is None:
+                    self._row[t.id] = len(self._sent) + len(new)
+                    new.append(row)
+                elif (row[1], row[2]) != self._sent[at]:  # NaN is math.nan: equal to itself
+                    patches["ys"].append((at, row[1]))
+                    patches["value"].append((at, row[2]))
+                    self._sent[at] = (row[1], row[2])
+            if patches["ys"]:
+                self.source.patch(patches)
+            if new:
+                self._sent.extend((r[1], r[2]) for r in new)
+                self.source.stream({c: [r[k] for r in new] for k, c in enumerate(_LINE)})
+                self._fade(len(self._sent))
+        self._send_best(best)
+
+    def _values(self, t) -> tuple:
+        value = (
+            t.value if isinstance(t.value, (int, float)) and math.isfinite(t.value) else math.nan
+        )
+        places = [
+            round(p, 4) if not math.isnan(p) else math.nan for p in self.axes.place(t.config, value)
+        ]
+        value = float(f"{value:.6g}") if not math.isnan(value) else math.nan
+        return (list(range(len(self.axes))), places, value, t.id)
+
+    def _send_best(self, best) -> None:
+        line = None if best is None else (best.id, tuple(self._values(best)[1]))
+        if line == self._best:
+            return
+        self._best = line
+        n = len(self.axes)
+        self.best.data = {
+            "xs": [list(range(n))] if line else [],
+            "ys": [list(line[1])] if line else [],
+        }
+
+    def _draw_axes(self) -> None:
+        n = len(self.axes)
+        self.figure.xaxis.ticker = FixedTicker(ticks=list(range(n)))
+        self.figure.xaxis.major_label_overrides = {i: a.name for i, a in enumerate(self.axes)}
+        self.figure.x_range.range_padding = 0.05
+        xs, ys, texts = [], [], []
+        for i, axis in enumerate(self.axes):
+            low, high = axis.ticks()
+            xs += [i, i]
+            ys += [-0.06, 1.02]
+            texts += [low, high]
+        self.ticks.data = {"x": xs, "y": ys, "text": texts}
+
+    def _fade(self, n: int) -> None:
+        """Fainter lines the more there are: many read as a density."""
+        alpha = round(min(0.6, max(0.03, 30.0 / max(n, 1))), 2)
+        if self.glyph.line_alpha != alpha:
+            self.glyph.line_alpha = alpha
