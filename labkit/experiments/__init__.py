@@ -6,31 +6,32 @@ one long task on the cluster; the client decides from the reports which trials
 go on, keeps everything in a SQLite store, and hands back a result (or a live
 ``Run``).  ``lk.load_sweep`` reads a sweep back in any kernel.
 
-The parts, bottom up:
+The parts, one folder a concern, bottom up:
 
-* the trial model: :mod:`.status` (``Status``, one spelling of a trial's
-  status) and :mod:`.record` (``TrialRecord``: one frozen, keyword-built record
-  of a trial, shared by the engine, the store, the events, the result and the
-  views);
-* what is searched: :mod:`.distributions`, :mod:`.space`; what a sweep is:
-  :mod:`.spec`; its arguments, declared once: :mod:`.arguments`;
-* early stopping: :mod:`.rules` (``ASHA``, ``Median``, ``Rule`` with its
-  lifecycle hooks) and :mod:`.judge` (the rule at work, its state kept in the store);
-* the store: :mod:`.store` over :mod:`.store_schema` (the schema and its
-  version), :mod:`.write_queue` (batched commits) and :mod:`.claims` (one
-  sweep a name); checkpoints' bytes: :mod:`.checkpoints`;
-* the trial's side: :mod:`.trial` (what ``fn`` gets), :mod:`.sinks` (where
-  its reports go), :mod:`.execution` (running ``fn`` on a thread, a worker
-  process or an offload process), :mod:`.slot` (a long task on a worker
-  process that runs trial after trial);
-* the client's side: :mod:`.engine` (every trial's state, under one lock;
-  :mod:`.trial_state`, :mod:`.verdict`), the launchers (:mod:`.launcher`,
-  :mod:`.launch`, :mod:`.slot_launcher`, :mod:`.remote_launcher`), :mod:`.loop` (keeps the slots
-  full, winds down cleanly);
-* on top: :mod:`.opening` (a new or resumed sweep), :mod:`.job` (the sweep's
-  run), :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),
+* :mod:`.trials`: one trial as everyone sees it: ``Status`` (one spelling),
+  ``TrialRecord`` (one frozen record shared by the engine, the store, the
+  events, the result and the views), the handle ``fn`` gets (``trial``), the
+  engine's bookkeeping around a record and how an outcome ends it;
+* :mod:`.search`: what is searched and decided: the spaces and their
+  distributions, random search and Optuna's samplers, population-based
+  training and its exploits, the early-stopping rules (``ASHA``, ``Median``,
+  ``Rule``) and the judge that applies them;
+* :mod:`.store`: the SQLite store (its schema and version, the writer thread,
+  claims on names, report packs, checkpoints' bytes, reads in bulk, a store
+  followed while another process writes it, ``labkit sweeps``' catalogue);
+* :mod:`.launch`: where trials run and how their reports come back (in this
+  thread, on threads, in slots on worker processes, a task a trial, a group of
+  workers a trial), the sinks, sockets and the sweep's loop;
+* on top, in this folder: :mod:`.spec` (what a sweep is) and its declared
+  :mod:`.arguments`; :mod:`.engine` (every trial's state, under one lock);
+  :mod:`.opening` (a new or resumed sweep), :mod:`.job` (the sweep's run),
+  :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),
   :mod:`.sweep_result`, :mod:`.loading` (``lk.load_sweep``) and their public
   face :mod:`.result`.
+
+Inside the room, folders import downwards only: ``trials`` imports none of the
+others, ``store`` and ``search`` import ``trials``, ``launch`` imports
+``trials`` and ``store``; the modules of this folder import any of them.
 
 What it may import: ``labkit.errors``, ``labkit.constraints``, ``labkit.events``, ``labkit.runs``,
 ``labkit.scheduling`` (schedulers, task callables, the Dask adapter) and

@@ -1,34 +1,33 @@
 """Views: what a scheduler, a run, a trainer, a sweep or a program is doing, shown as it happens.
 
-The room is built of three kinds of parts, named so you can tell which is which:
+The room is built of kinds of parts, a folder each, so you can tell which is which:
 
-* **Trackers** turn events into frozen snapshots and import no UI library and
-  no renderer: :mod:`.tracker` (a scheduler's, run's or trainer's load,
-  nodes and task spans), :mod:`.progress` (its runs, phases and fits),
-  :mod:`.program_tracker` (a step-wise program), :mod:`.sweep_tracker` (a
-  sweep's trials, folded by :mod:`.sweep_fold`, so each reader asks what changed
-  since its mark; the lines and the quantile band of :mod:`.sweep_lines` over
-  :mod:`.sweep_grid`, and the :mod:`.sweep_axes` of its parallel coordinates;
-  the notebook board and the dashboard read the same tracker), :mod:`.sweep_shelf` and
-  :mod:`.store_shelf` (the sweeps a dashboard lists: a scheduler's, a store's)
-  and :mod:`.trial_tasks` (trials as the tasks a scheduler's views count).
-* **Renderers** draw snapshots, one medium each: the notebook widgets
-  (:mod:`.board`, its :mod:`.board_parts`, the task :mod:`.lanes`, the program
-  :mod:`.runner`, the sweep's :mod:`.sweep_board`); Bokeh (:mod:`.components`,
-  :mod:`.node_panel`, :mod:`.run_panel`, the served :mod:`.dashboard` and
-  :mod:`.store_dashboard` over :mod:`.bokeh_server`, the sweeps'
-  :mod:`.sweep_plots` (:mod:`.sweep_table`, :mod:`.sweep_curves`,
-  :mod:`.sweep_parallel`), and :mod:`.bokeh_widget` that puts Bokeh in a
-  notebook); the console (:mod:`.console`); HTML (:mod:`.cards` and the
-  notebook formatters of :mod:`.display`).
-* **Shared plumbing**: :mod:`.live` (the one live loop: subscribe, pace,
-  draw, stop) over :mod:`.writer` (the one drawing thread and its pace) and
-  :mod:`.priority`; :mod:`.subjects` (what a view follows and which board it
-  gets, as protocols); :mod:`.words` (the one module of words: every label,
-  line and table a view shows); :mod:`.task_colours`, :mod:`.device_names` (what
-  workers are called), :mod:`.cluster_sampler` (the cluster's own numbers) and
-  :mod:`.busy_kernel` (widgets that answer while a cell runs).  The front-end
-  of the custom widgets (plain ESM and CSS) is in ``assets/``.
+* :mod:`.trackers` turn events (or a store's rows) into frozen snapshots and
+  what changed, and import no UI library and no renderer: a scheduler's, run's
+  or trainer's load, nodes and task spans (``tracker``), its runs, phases and
+  fits (``progress``), a step-wise program's state, a sweep's trials (folded
+  by ``sweep_fold``; its lines, quantile band and parallel-coordinates axes),
+  the sweeps a dashboard lists (a scheduler's, a store's), trials as the tasks
+  a scheduler's views count, what workers and devices are called, and the
+  cluster's own numbers.
+* :mod:`.notebook`: the notebook's widgets and HTML: the live board of a
+  scheduler, a run or a trainer and its parts, HTML cards and rich display,
+  the program runner, widgets that answer while a cell runs.
+* :mod:`.sweep`: the sweep board in the notebook: one anywidget whose frames
+  carry only what changed, the front-end's ES modules joined for it, and the
+  words and HTML its frames hold.
+* :mod:`.bokeh`: the dashboard's Bokeh server in a thread, its components
+  (tasks, devices, nodes, runs, sweeps, stores) and Bokeh layouts as notebook
+  widgets.
+* :mod:`.console`: progress bars for terminals and logs.
+* Shared plumbing, in this folder: :mod:`.live` (the one live loop:
+  subscribe, pace, draw, stop) over :mod:`.writer` (the one drawing thread and
+  its pace) and :mod:`.priority`; :mod:`.task_colours`.  The front-end of the
+  custom widgets (plain ESM and CSS) is in ``assets/``.
+
+Folders import downwards only: ``trackers`` imports nothing of the other
+folders; renderers import ``trackers`` and the shared plumbing; ``bokeh`` may
+import ``sweep``'s data, never the reverse.
 
 What it may import: the engine's public API (``labkit.events``,
 ``labkit.runs``, ``labkit.errors``, ``labkit.constraints``,

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from labkit.views.sweep.frames import LEADERS
-from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_grid import r6
 
 from .run import execute, figure, text, widget_states
 

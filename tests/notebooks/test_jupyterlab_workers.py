@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from labkit.views.notebook.words import seconds
+from labkit.views.words import seconds
 from tests.browser import chromium, screenshot
 from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
 from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,

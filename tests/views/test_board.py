@@ -10,7 +10,7 @@ import labkit as lk
 from labkit.events import PhaseStarted
 from labkit.views import bokeh_widget, display
 from labkit.views.notebook.board import Board, board
-from labkit.views.notebook.words import phase_label
+from labkit.views.words import phase_label
 from labkit.views.trackers.progress import PhaseProgress
 from tests import helpers
 
@@ -353,7 +353,7 @@ def test_finished_phases_fold_into_one_line_past_the_row_limit(comms, boards):
 
 def test_the_stage_table_shows_quick_stages_in_ms_not_zero_seconds():
     from labkit.pipeline import StageStats
-    from labkit.views.notebook.words import stage_table
+    from labkit.views.words import stage_table
     table = stage_table([StageStats("decode", 100, 5000.0, 0.0042, 0.5, True),
                          StageStats("slow", 10, 2.0, 3.5, None, False)])
     # a cell holds exactly the time (the one stage table styles its cells: "<td class=..>")

@@ -16,10 +16,10 @@ from bokeh.document import Document
 from bokeh.document.events import ColumnDataChangedEvent, ColumnsPatchedEvent, ColumnsStreamedEvent
 
 import labkit as lk
-from labkit.views.sweep.lines import LEADERS as BEST_LINES
-from labkit.views.sweep.lines import LINES
+from labkit.views.trackers.sweep_lines import LEADERS as BEST_LINES
+from labkit.views.trackers.sweep_lines import LINES
 from labkit.views.bokeh.sweep_plots import SweepPlots
-from labkit.views.bokeh.sweep_shelf import SweepShelf
+from labkit.views.trackers.sweep_shelf import SweepShelf
 from tests.experiments import functions as F
 
 BIG = ("labkit-sweep-table-source", "labkit-sweep-lines", "labkit-sweep-parallel-lines")

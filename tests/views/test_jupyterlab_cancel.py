@@ -3,7 +3,7 @@
 Run All runs a cell that shows a slow run's board, then a cell that waits in
 ``run.result()``: the kernel's main thread is busy until the run ends.  The
 test clicks the board's Cancel button meanwhile.  The click reaches a kernel
-subshell (``labkit.views.notebook.busy_kernel``), so the run stops at once: the waiting
+subshell (``labkit.views.busy_kernel``), so the run stops at once: the waiting
 cell prints how long after it started it raised ``CancelledError``, which must
 be within 2 s of the click, and the board says "cancelled".
 """

@@ -10,7 +10,7 @@ import traitlets
 
 import labkit as lk
 from labkit.events import TaskFailed, TaskFinished, TaskInfo
-from labkit.views.bokeh.lanes import TaskLanes
+from labkit.views.notebook.lanes import TaskLanes
 from labkit.views.trackers.tracker import Tracker
 from labkit.views.writer import Writer
 

@@ -83,7 +83,7 @@ def test_a_stored_board_names_workers_as_the_live_board_did_with_the_cluster_gon
 
 def store_table(store: str) -> list:
     """The worker column of ``labkit dashboard --store``'s table (the shelf and plots it serves)."""
-    from labkit.views.bokeh.store_shelf import StoreShelf
+    from labkit.views.trackers.store_shelf import StoreShelf
     from labkit.views.bokeh.sweep_plots import SweepPlots
 
     shelf = StoreShelf(store)

@@ -20,7 +20,7 @@ import pytest
 import labkit as lk
 from labkit.views.notebook.board import board
 from labkit.views.sweep.board import SweepBoard
-from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_grid import r6
 from labkit.views.sweep.widget import SweepBoardWidget
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of

@@ -22,7 +22,7 @@ from labkit.experiments import TrialRecord
 from labkit.runs import start
 from labkit.views.sweep.board import SweepBoard
 from labkit.views.sweep.frames import LEADERS, LINES, FrameEncoder
-from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_grid import r6
 from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Gap, Page, answers, frames_of, size

@@ -19,7 +19,7 @@ from labkit.views.notebook.board import board
 from labkit.views.bokeh.dashboard import running_url, stop_dashboard
 from labkit.views.sweep.board import SweepBoard
 from labkit.views.sweep.frames import FrameEncoder
-from labkit.views.sweep.grid import r6
+from labkit.views.trackers.sweep_grid import r6
 from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, answers, frames_of

@@ -4,7 +4,7 @@ A PBT member that pauses (other members take their turn) or exploits waits to
 run again (``TrialRequeued``).  On the dashboard's timeline it showed as one long
 task from its first start to its end, the waits included.  Here a real PBT sweep
 of 6 members on 2 threads runs with its events going through the dashboard's
-path (:class:`~labkit.views.bokeh.sweep_shelf.SweepShelf` into a
+path (:class:`~labkit.views.trackers.sweep_shelf.SweepShelf` into a
 :class:`~labkit.views.trackers.tracker.Tracker`): each member's spans are its executions,
 one a start, none overlapping, each ended before the next began.
 """
@@ -15,7 +15,7 @@ import threading
 
 import labkit as lk
 from labkit.events import TrialRequeued, TrialStarted
-from labkit.views.bokeh.sweep_shelf import SweepShelf
+from labkit.views.trackers.sweep_shelf import SweepShelf
 from labkit.views.trackers.tracker import Tracker
 from tests.experiments.test_pbt import SPACE, Climb, pbt
 

@@ -33,12 +33,12 @@ from ..live import LiveView
 from ..trackers.cluster_sampler import ClusterSampler
 from ..trackers.device_names import DeviceNames
 from ..trackers.subjects import check_source, client_of
+from ..trackers.sweep_shelf import SweepShelf
 from ..trackers.tracker import Tracker
 from .components import Components
 from .run_panel import RunPanel
 from .server import APP_PATH, BokehServer
 from .sweep_plots import attach as attach_sweeps
-from .sweep_shelf import SweepShelf
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH", "ORIGIN_RULES", "PORT_RULES"]
 

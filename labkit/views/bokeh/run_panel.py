@@ -4,7 +4,7 @@ A dashboard follows a scheduler, and a scheduler serves many runs (two
 notebooks' worth, one run after another).  :class:`RunPanel` puts a run
 selector on top (``latest``, the default, follows the newest run) and, under
 it, the chosen run's kind, status and one progress bar per phase with the
-board's words (:func:`~labkit.views.notebook.words.phase_label`).  The node panels
+board's words (:func:`~labkit.views.words.phase_label`).  The node panels
 below show only that run (:meth:`RunPanel.run_filter`).
 
 Names for browsers and tests: ``labkit-run-select`` (the Select),
@@ -29,9 +29,9 @@ import html
 from bokeh.layouts import column
 from bokeh.models.widgets import Div, Select
 
-from ..notebook.words import phase_label, run_line, seconds
 from ..trackers.progress import PhaseProgress
 from ..trackers.tracker import Snapshot
+from ..words import phase_label, run_line, seconds
 
 __all__ = ["RunPanel", "LATEST"]
 

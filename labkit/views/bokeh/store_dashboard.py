@@ -25,9 +25,9 @@ import os
 from bokeh.layouts import column
 from bokeh.models import Div  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
 
+from ..trackers.store_shelf import StoreShelf
 from .node_panel import named
 from .server import BokehServer
-from .store_shelf import StoreShelf
 from .sweep_plots import attach
 
 __all__ = ["store_dashboard", "StoreDashboard"]

@@ -35,8 +35,8 @@ from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss l
 )
 from bokeh.plotting import figure
 
-from ..sweep.grid import QUANTILES
 from ..sweep.style import PALETTE, config_words, fmt
+from ..trackers.sweep_grid import QUANTILES
 from ..trackers.sweep_tracker import SweepTracker
 from .node_panel import named
 

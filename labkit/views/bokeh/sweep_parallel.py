@@ -36,7 +36,7 @@ from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 from bokeh.transform import transform
 
-from ..sweep.axes import Axes
+from ..trackers.sweep_axes import Axes
 from .node_panel import named
 
 __all__ = ["SweepParallel"]

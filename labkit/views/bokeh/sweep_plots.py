@@ -22,12 +22,12 @@ from bokeh.layouts import column
 from bokeh.models import Div, Select  # type: ignore[attr-defined]  # bokeh's stubs
 
 from ..sweep.style import COLOURS, config_words, fmt
+from ..trackers.sweep_shelf import Sweeps
 from ..trackers.sweep_tracker import SweepTracker
 from ..writer import Pacer
 from .node_panel import named
 from .sweep_curves import SweepCurves
 from .sweep_parallel import SweepParallel
-from .sweep_shelf import Sweeps
 from .sweep_table import SweepTable
 
 __all__ = ["SweepPlots", "attach", "NO_SWEEP"]

@@ -25,14 +25,14 @@ import logging
 from ...errors import CancelledError
 from ...experiments.result import SweepResult
 from ...experiments.sweep import finished_run
+from ..busy_kernel import serve_while_busy
 from ..live import LiveView, State, clock_html
 from ..sweep.board import SweepBoard
 from ..trackers.device_names import DeviceNames
 from ..trackers.subjects import SweepRun, check_source
 from ..trackers.trial_tasks import TrialTasks
+from ..words import bucket_lines, stage_table
 from .board_parts import FitPart, PhaseRows, RunRows
-from .busy_kernel import serve_while_busy
-from .words import bucket_lines, stage_table
 
 __all__ = ["Board", "board"]
 
@@ -202,7 +202,7 @@ class Board(LiveView):
 
     def _lanes(self):
         """The task lanes widget."""
-        from ..bokeh.lanes import TaskLanes
+        from .lanes import TaskLanes
 
         return TaskLanes(self.tracker, names=self._names(), _dom_classes=["labkit-lanes-widget"])
 

@@ -20,7 +20,7 @@ import html
 from typing import Any
 
 from ..trackers.progress import PhaseProgress, RunProgress
-from .words import (
+from ..words import (
     epoch_table,
     fit_inner,
     fit_outer,

@@ -42,7 +42,7 @@ from importlib.resources.abc import Traversable
 
 from ...errors import LabkitError
 
-__all__ = ["Module", "ModuleRuleError", "bundle", "joined", "module_order"]
+__all__ = ["Module", "ModuleRuleError", "asset", "bundle", "joined", "module_order"]
 
 _IMPORT = re.compile(r'^import \{ ?(\w+(?:, ?\w+)*) ?\} from "(\.\.?/[\w./-]+\.js)";$')
 _EXPORT = re.compile(r"^export (?=(?:function|const|let|class) )")
@@ -62,6 +62,11 @@ class Module:
     path: str  # relative to the assets folder, "/"-separated
     imports: tuple[tuple[str, tuple[str, ...]], ...]  # (path, names), in the file's order
     lines: tuple[str, ...]
+
+
+def asset(name: str) -> str:
+    """The text of a front-end file shipped in ``labkit/views/assets/``."""
+    return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
 
 
 def _read(root: Traversable, path: str, entry: bool) -> Module:

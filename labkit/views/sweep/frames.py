@@ -45,11 +45,15 @@ import time
 
 import numpy as np
 
+from ..trackers.sweep_grid import CurveGrid, r6
+from ..trackers.sweep_lines import (  # one rule for the board and the dashboard
+    BAND_EVERY,
+    LEADERS,
+    LINES,
+)
 from ..trackers.sweep_rows import ok
 from ..trackers.sweep_tracker import SweepChanges, SweepState, SweepTracker
 from .brush import TrialColumns, pick
-from .grid import CurveGrid, r6
-from .lines import BAND_EVERY, LEADERS, LINES  # one rule for the board and the dashboard
 from .words import SweepWords
 
 __all__ = ["FrameEncoder", "LINES", "LEADERS", "BAND_EVERY"]

@@ -35,10 +35,9 @@ import anywidget
 import traitlets
 
 from ...errors import InputError
-from ..bokeh.lanes import asset
-from ..notebook.busy_kernel import serve_while_busy
+from ..busy_kernel import serve_while_busy
 from . import draw as sweep_draw
-from .esm import bundle
+from .esm import asset, bundle
 
 __all__ = ["SweepBoardWidget", "BoardFrames", "MOST_ADDED", "KINDS", "MOST_BYTES", "kept_parts"]
 

@@ -26,9 +26,9 @@ True
 
 from __future__ import annotations
 
+from ..trackers.sweep_grid import r6
 from ..trackers.sweep_rows import worker_name
 from ..trackers.sweep_tracker import STATUSES
-from .grid import r6
 
 __all__ = ["SweepWords", "label"]
 

@@ -28,7 +28,7 @@ from ...events import (
 )
 from ...experiments.trials.record import TrialRecord
 from ...experiments.trials.status import ENDED, RANKED, Status
-from ..sweep.lines import LEADERS
+from .sweep_lines import LEADERS
 from .sweep_rows import Leaders, WorkerLoads, ok
 
 __all__ = ["SweepFold"]

@@ -59,8 +59,8 @@ import time
 from collections.abc import Iterable, Mapping
 
 from ...experiments.trials.status import ORDER, Status
-from ..sweep.lines import LEADERS, LINES, LineSplit
 from .sweep_fold import SweepFold
+from .sweep_lines import LEADERS, LINES, LineSplit
 from .sweep_rows import (
     SweepChanges,
     SweepSnapshot,

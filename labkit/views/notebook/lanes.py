@@ -16,19 +16,14 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from importlib.resources import files
 
 import anywidget
 import traitlets
 
+from ..sweep.esm import asset
 from ..task_colours import node_color
 
-__all__ = ["TaskLanes", "span_dict", "asset"]
-
-
-def asset(name: str) -> str:
-    """The text of a front-end file shipped in ``labkit/views/assets/``."""
-    return (files("labkit.views") / "assets" / name).read_text(encoding="utf-8")
+__all__ = ["TaskLanes", "span_dict"]
 
 
 def _label(span) -> str:

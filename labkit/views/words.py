@@ -30,7 +30,7 @@ from __future__ import annotations
 import html
 import time
 
-from ..trackers.progress import FitProgress, PhaseProgress, RunProgress, fit_progress
+from .trackers.progress import FitProgress, PhaseProgress, RunProgress, fit_progress
 
 __all__ = [
     "phase_label",

@@ -24,8 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...events import RunFinished, RunStarted
 from ...experiments.live import SweepSource
-from ..trackers.sweep_tracker import SweepTracker
-from ..trackers.trial_tasks import TrialTasks
+from .sweep_tracker import SweepTracker
+from .trial_tasks import TrialTasks
 
 __all__ = ["Sweeps", "SweepShelf"]
 

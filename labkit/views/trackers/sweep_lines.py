@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from .grid import CurveGrid
+from .sweep_grid import CurveGrid
 
 __all__ = ["LineSplit", "Changing", "LINES", "LEADERS", "BAND_EVERY"]
 

@@ -20,8 +20,8 @@ from ...errors import InputError
 from ...experiments.store.changes import StoreChanges, StoreLook
 from ...experiments.store.database import Store
 from ..priority import lower_this_thread
-from ..trackers.device_names import DeviceNames
-from ..trackers.sweep_tracker import SweepTracker
+from .device_names import DeviceNames
+from .sweep_tracker import SweepTracker
 
 __all__ = ["StoreShelf", "open_store"]
 
