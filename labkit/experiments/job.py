@@ -16,9 +16,10 @@ from typing import Any
 from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
-from .arguments import SweepCall, check_pickles, function_of
+from .arguments import SweepConfig, check_pickles, function_of, prepare
+from .launch.launchers import launcher_of
 from .launch.loop import drive
-from .launch.placement import check_room, launcher_for
+from .launch.placement import Placement
 from .live import LiveSweep, result_of
 from .opening import open_sweep
 from .spec import SweepSpec
@@ -27,41 +28,30 @@ from .sweep_result import Again, SweepResult
 
 __all__ = ["SweepJob"]
 
-#: ``extend(call, spec, scheduler)``: how the result runs more trials of the sweep.
-Extender = Callable[[SweepCall, SweepSpec, Any], Again]
-
-
-def travels(scheduler, holds_gil: bool, workers_per_trial: int) -> bool:
-    """Whether the trial function goes to other processes (so it must pickle).
-
-    Group trials (``workers_per_trial`` >= 2 on worker processes) run on the client.
-    """
-    if not hasattr(scheduler, "client"):
-        return False
-    if scheduler.in_process:
-        return holds_gil
-    return workers_per_trial < 2
+#: ``extend(config, spec, scheduler)``: how the result runs more trials of the sweep.
+Extender = Callable[[SweepConfig, SweepSpec, Any], Again]
 
 
 class SweepJob:
     """One sweep, checked and set up (its store open, its name claimed); run it as ``job(scope)``."""
 
-    def __init__(self, call: SweepCall, extend: Extender):
-        """Check and set up the sweep of ``call``; nothing runs yet."""
-        self.call, self._extend = call, extend
-        self.fn, self.holds_gil = function_of(call.fn)
-        self.space, self.rule = call.checked()
-        self.owned = call.scheduler is None  # a LocalScheduler of its own, shut down at the end
-        self.scheduler = LocalScheduler() if self.owned else call.scheduler
-        if travels(self.scheduler, self.holds_gil, call.workers_per_trial):
+    def __init__(self, config: SweepConfig, extend: Extender):
+        """Check and set up the sweep of ``config``; nothing runs yet."""
+        self.config, self._extend = config, extend
+        self.fn, self.holds_gil = function_of(config.fn)
+        prepared = prepare(config)
+        self.space, self.rule = prepared.space, prepared.rule
+        self.owned = config.scheduler is None  # a LocalScheduler of its own, shut down at the end
+        self.scheduler = LocalScheduler() if self.owned else config.scheduler
+        # placed once: every launcher and check reads this one answer
+        self.placement = Placement.choose(self.scheduler, config.workers_per_trial, self.holds_gil)
+        if self.placement.travels:
             check_pickles(self.fn)
-        check_room(self.scheduler, call.workers_per_trial)
-        self.store = Store(call.store)
+        self.placement.check_room()
+        self.store = Store(config.store)
         self.owner = uuid.uuid4().hex
         try:
-            self.spec, self.engine = open_sweep(
-                self.store, self.owner, self.fn, call, self.space, self.rule
-            )
+            self.spec, self.engine = open_sweep(self.store, self.owner, self.fn, config, prepared)
         except BaseException:
             self.store.close()
             if self.owned:
@@ -74,7 +64,7 @@ class SweepJob:
         self.live.running(scope.id)
         try:
             self._drive(scope)
-            result = result_of(self.engine, self._extend(self.call, self.spec, self.scheduler))
+            result = result_of(self.engine, self._extend(self.config, self.spec, self.scheduler))
         finally:
             self.store.release(self.spec.name, self.owner)
             self.store.close()  # commits what is queued
@@ -86,16 +76,9 @@ class SweepJob:
 
     def _drive(self, scope: Any) -> None:
         """Start the launcher, tell the views, and run the loop."""
-        engine, call = self.engine, self.call
+        engine = self.engine
         engine.scope = scope
-        launcher = launcher_for(
-            self.scheduler,
-            engine,
-            self.fn,
-            self.holds_gil,
-            call.workers_per_trial,
-            call.max_concurrent,
-        )
+        launcher = launcher_of(self.placement, engine, self.fn, self.spec.max_concurrent)
         if scope.sources and any(source.has_subscribers for source in scope.sources):
             spec = self.spec
             scope.emit(

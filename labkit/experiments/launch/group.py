@@ -49,10 +49,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ...errors import InputError
 from ...scheduling.dask.connect import scheduler_identity
 from ..trials.trial import TrialStopped
-from .launcher import ASK_EVERY, Launcher, Recent, usable_workers
+from .launcher import ASK_EVERY, Launcher, Recent
+from .placement import check_group_size, group_pool, usable_workers
 from .sinks import new_execution
 
 __all__ = [
@@ -74,37 +74,6 @@ WATCH_EVERY = 0.5
 
 #: Seconds a group whose rank saw its worker lost waits for the cluster to drop that worker.
 LOST_WAIT = 10.0
-
-
-def group_pool(workers: dict) -> tuple:
-    """The workers groups are made of, sorted: those with a ``GPU`` resource, if any, else all.
-
-    >>> group_pool({"tcp://b": {}, "tcp://a": {"resources": {}}})
-    ('tcp://a', 'tcp://b')
-    >>> group_pool({"tcp://b": {"resources": {"GPU": 1}}, "tcp://a": {}})
-    ('tcp://b',)
-    """
-    gpu = [a for a, w in workers.items() if w.get("resources", {}).get("GPU", 0) > 0]
-    return tuple(sorted(gpu or workers))
-
-
-def check_group_size(scheduler, workers_per_trial: int) -> None:
-    """An :class:`~labkit.errors.InputError` if no group of ``workers_per_trial`` fits.
-
-    Only worker processes count (``workers_per_trial`` counts threads on an
-    in-process cluster, where trials share them).
-    """
-    if workers_per_trial < 2 or not hasattr(scheduler, "client") or scheduler.in_process:
-        return
-    workers = scheduler_identity(scheduler.client).get("workers", {})
-    n = len(group_pool(usable_workers(scheduler, workers)))  # a restricted one's alone
-    if workers_per_trial > n:
-        raise InputError(
-            f"workers_per_trial={workers_per_trial}, but the cluster has {n} worker "
-            f"process(es) to make groups of: a trial holds workers_per_trial workers of "
-            f"its own; give at most {n}, or a bigger cluster",
-            argument="workers_per_trial",
-        )
 
 
 @dataclass
@@ -166,7 +135,7 @@ class GroupLauncher(Launcher):
         return len(self.workers()) or 1
 
     def open(self, scope) -> None:
-        check_group_size(self.scheduler, self.workers_per_trial)
+        self.placement.check_room()  # workers may have left since the sweep was placed
         super().open(scope)
 
     def fill(self) -> None:

@@ -1,7 +1,8 @@
 """What every launcher does: the hooks the engine and the loop call, and running a trial here.
 
-A launcher (:mod:`.launch`, :mod:`.remote_launcher`) starts trials as slots
-free up and makes the engine's stops happen.
+A launcher (one a :class:`~.placement.Where`, see :mod:`.launchers`) starts
+trials as slots free up and makes the engine's stops happen; it reads its
+:class:`~.placement.Placement` (``self.placement``) for where they go.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from ...events import TaskInfo
 from ..trials.trial import Trial
 from .execution import execute
+from .placement import Placement, usable_workers
 from .sinks import DirectSink, new_execution
 
 __all__ = ["Launcher", "Recent", "ASK_EVERY", "usable_workers"]
@@ -54,31 +55,17 @@ class Recent:
         self._at = -math.inf
 
 
-def usable_workers(scheduler, workers: Mapping) -> dict:
-    """``workers`` (by address) less those ``scheduler`` may not use: a restricted one's others.
-
-    A sweep on ``trial.scheduler`` of a group trial (``DaskScheduler.restricted``)
-    shares the cluster's client, which sees every worker; its trials belong on
-    the group alone.
-
-    >>> class Restricted: workers = ("tcp://a",)
-    >>> usable_workers(Restricted(), {"tcp://a": 1, "tcp://b": 1})
-    {'tcp://a': 1}
-    """
-    only = getattr(scheduler, "workers", None)
-    return {a: w for a, w in workers.items() if only is None or a in only}
-
-
 class Launcher:
     """What every launcher does; the hooks the engine and the loop call."""
 
     #: Whether running trials take the next one themselves (the loop need not be woken).
     pulls = False
 
-    def __init__(self, scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent):
-        self.scheduler, self.engine, self.fn = scheduler, engine, fn
-        self.holds_gil = holds_gil
-        self.workers_per_trial, self.max_concurrent = workers_per_trial, max_concurrent
+    def __init__(self, placement: Placement, engine, fn, max_concurrent: int | None):
+        self.placement, self.engine, self.fn = placement, engine, fn
+        self.scheduler = placement.scheduler
+        self.holds_gil, self.workers_per_trial = placement.holds_gil, placement.workers_per_trial
+        self.max_concurrent = max_concurrent
         self.batch: Any = None  # the scheduler's batch of the sweep's tasks, once open
 
     def open(self, scope) -> None:
@@ -94,15 +81,14 @@ class Launcher:
         """Threads of the workers the sweep's scheduler uses (asked of the cluster); at least 1."""
         return sum(usable_workers(self.scheduler, self.scheduler.client.nthreads()).values()) or 1
 
-    def placement(self) -> dict:
+    def submit_options(self) -> dict:
         """Where the sweep's own tasks may run: ``client.submit``'s words for its workers alone."""
         only = getattr(self.scheduler, "workers", None)
         return {} if only is None else {"workers": list(only), "allow_other_workers": False}
 
     def slots(self) -> int:
         """Trials that may run at once."""
-        n = max(1, self.threads() // self.workers_per_trial)
-        return min(n, self.max_concurrent) if self.max_concurrent else n
+        return self.placement.slots(self.threads(), self.max_concurrent)
 
     def fill(self) -> None:
         """Start trials while slots are free."""

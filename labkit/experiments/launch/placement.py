@@ -1,117 +1,138 @@
-"""Where trials run: in this thread, on the threads of an in-process cluster, on worker processes.
+"""Where a sweep's trials run, decided once: a :class:`Placement` and the checks it owns.
 
-A launcher starts trials as slots free up and makes the engine's stops
-happen.  One per kind of scheduler:
+A sweep is placed once, when it starts (:meth:`Placement.choose`), from
+what its scheduler declares (``Scheduler.in_process``, a ``DaskScheduler``
+or not, where its cluster listens) and the sweep's ``workers_per_trial``;
+every later question (does the trial function travel, is this a group
+trial, does one trial fit, how many run at once) reads that one answer.
 
-* :class:`InlineLauncher` (``LocalScheduler``): one trial at a time, in the
-  sweep's own thread.
-* :class:`ThreadLauncher` (a ``DaskScheduler`` whose workers are threads of
-  this process, ``mode="auto"`` or ``"threads"``): one long task a slot on
-  the cluster, which runs trial after trial as the sweep hands them out, so a
-  trial costs no task round trip; reports reach the sweep directly.  A trial
-  function that holds the GIL (``lk.FunctionCallable(fn, holds_gil=True)``)
-  runs in the scheduler's offload pool of processes instead, as ``"auto"``
-  does for every GIL-holding task.
-* :class:`~.slot_launcher.SlotLauncher` (worker processes of this machine: the
-  scheduler listens on the loopback): one long task a slot there too, each
-  fed trial after trial over a socket to the client (:mod:`.slot`,
-  :mod:`.slot_launcher`); a worker that dies under a trial: the trial runs
-  again on another slot from its latest checkpoint, and a new slot takes
-  the lost one's place.
-* :class:`RemoteLauncher` (a cluster reached on another host, or
-  :data:`SLOTS` off): each trial is one task of its own
-  (:func:`~.execution.run_remote`); its reports come back through Dask's
-  event stream on a topic of the sweep.  Slots are the cluster's threads; as
-  many trials again wait in Dask's queue so a slot never idles while the
-  client answers.  A worker that dies under a trial: Dask runs the task
-  again elsewhere and the trial restores the latest checkpoint, which the
-  client keeps on the scheduler for it (see
-  :meth:`RemoteLauncher.checkpointed`); after ``max_failures`` the trial fails.
-
-* :class:`~.group_launcher.GroupLauncher` (worker processes, here or on other
-  hosts, and ``workers_per_trial`` >= 2): each trial holds that many workers
-  of its own while it runs (``trial.workers``, ``trial.scheduler``), its
-  function on a thread of the client driving the work on them.
-
-On an in-process cluster a trial takes ``workers_per_trial`` of its threads
-(1 by default): a trial that is itself parallel (a data-parallel trainer,
-Dask tasks of its own on ``trial.scheduler``, the sweep's scheduler there)
-leaves the cluster room for that work.
+* :data:`Where.INLINE` (a ``LocalScheduler``): one trial at a time in the
+  sweep's own thread (:class:`~.threads.InlineLauncher`).
+* :data:`Where.THREADS` (a ``DaskScheduler`` whose workers are threads of
+  this process): one long task a slot on the cluster's threads
+  (:class:`~.threads.ThreadLauncher`); a trial takes ``workers_per_trial``
+  of the threads, so a trial that is itself parallel leaves the cluster room.
+* :data:`Where.SLOTS` (worker processes of this machine: the scheduler
+  listens on the loopback): one long task a slot, fed trials over a socket
+  (:class:`~.slots.SlotLauncher`).
+* :data:`Where.TASKS` (a cluster on other hosts, or the launch package's
+  ``SLOTS`` switched off): a Dask task a trial, reports through Dask's event
+  stream (:class:`~.remote.RemoteLauncher`).
+* :data:`Where.GROUPS` (worker processes and ``workers_per_trial`` >= 2):
+  each trial holds that many workers of its own, its function on a thread of
+  the client (:class:`~.group.GroupLauncher`).
 """
 
 from __future__ import annotations
 
-import logging
-import uuid
-import weakref
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from ...errors import InputError
-from ...events import TaskInfo
-from ...scheduling.dask.connect import on_loopback
-from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
-from .group import GroupLauncher, check_group_size
-from .launcher import Launcher, usable_workers
-from .remote import RemoteLauncher
-from .slots import SlotLauncher
+from ...scheduling import DaskScheduler
+from ...scheduling.dask.connect import on_loopback, scheduler_identity
 
 __all__ = [
-    "launcher_for",
+    "Where",
+    "Placement",
     "check_room",
-    "InlineLauncher",
-    "ThreadLauncher",
-    "SlotLauncher",
-    "RemoteLauncher",
-    "GroupLauncher",
-    "SLOTS",
+    "check_group_size",
+    "group_pool",
+    "usable_workers",
 ]
 
-#: Whether trials on worker processes of this machine run in slots (False: a task a trial,
-#: the route of a cluster on other hosts; for comparing the two).
-SLOTS = True
 
-logger = logging.getLogger("labkit.experiments")
+class Where(enum.Enum):
+    """The ways a trial travels; a sweep takes one (:meth:`Placement.choose`)."""
 
-# Launchers of running sweeps on in-process clusters, by token: a slot's task finds its
-# launcher here (a token pickles as a string, so Dask may unpickle it at any time).
-_THREAD_LAUNCHERS: dict = {}
-_THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scheduler -> threads
-
-
-def launcher_for(
-    scheduler, engine, fn, holds_gil: bool, workers_per_trial: int, max_concurrent: int | None
-):
-    """The launcher that suits ``scheduler``."""
-    kind: type[Launcher]
-    if not hasattr(scheduler, "client"):
-        kind = InlineLauncher
-    elif scheduler.in_process:
-        kind = ThreadLauncher
-    elif workers_per_trial > 1:
-        kind = GroupLauncher
-    elif SLOTS and _on_this_machine(scheduler):
-        kind = SlotLauncher
-    else:
-        kind = RemoteLauncher
-    return kind(scheduler, engine, fn, holds_gil, workers_per_trial, max_concurrent)
+    INLINE = "this thread"
+    THREADS = "threads of this process"
+    SLOTS = "slots on worker processes"
+    TASKS = "a task a trial"
+    GROUPS = "a group of workers a trial"
 
 
-def check_room(scheduler, workers_per_trial: int) -> None:
-    """An :class:`~labkit.errors.InputError` if one trial of ``workers_per_trial`` cannot fit.
+#: Placements whose trials run in worker processes (a worker may be lost under them).
+ON_WORKERS = frozenset({Where.SLOTS, Where.TASKS, Where.GROUPS})
 
-    Worker processes: groups of that many workers (:func:`.check_group_size`);
-    an in-process cluster: that many of its threads (a restricted scheduler's alone).
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a sweep's trials run, chosen once; its checks and its slots.
+
+    >>> from labkit.scheduling import LocalScheduler
+    >>> Placement.choose(LocalScheduler(), workers_per_trial=1).where
+    <Where.INLINE: 'this thread'>
     """
-    check_group_size(scheduler, workers_per_trial)
-    if workers_per_trial < 2 or not hasattr(scheduler, "client") or not scheduler.in_process:
-        return
-    n = sum(usable_workers(scheduler, scheduler.client.nthreads()).values())
-    if workers_per_trial > n:
-        raise InputError(
-            f"workers_per_trial={workers_per_trial}, but the in-process cluster has {n} "
-            f"thread(s): a trial takes workers_per_trial of its threads; give at most {n}, "
-            "or a cluster of more threads",
-            argument="workers_per_trial",
-        )
+
+    where: Where
+    scheduler: Any
+    workers_per_trial: int = 1
+    holds_gil: bool = False
+
+    @classmethod
+    def choose(cls, scheduler, workers_per_trial: int = 1, holds_gil: bool = False) -> Placement:
+        """The placement that suits ``scheduler`` for trials of ``workers_per_trial`` workers."""
+        return cls(_where(scheduler, workers_per_trial), scheduler, workers_per_trial, holds_gil)
+
+    @property
+    def group(self) -> bool:
+        """Whether each trial holds a group of worker processes of its own."""
+        return self.where is Where.GROUPS
+
+    @property
+    def on_workers(self) -> bool:
+        """Whether trials run in worker processes (not in this process)."""
+        return self.where in ON_WORKERS
+
+    @property
+    def travels(self) -> bool:
+        """Whether the trial function goes to other processes (so it must pickle).
+
+        A group trial runs on the client; a GIL-holding trial beside an
+        in-process cluster runs in its offload pool's processes.
+        """
+        if self.where is Where.THREADS:
+            return self.holds_gil
+        return self.where in (Where.SLOTS, Where.TASKS)
+
+    def check_room(self) -> None:
+        """An :class:`~labkit.errors.InputError` if one trial cannot fit where it would run."""
+        if self.where is Where.GROUPS:
+            check_group_size(self.scheduler, self.workers_per_trial)
+        elif self.where is Where.THREADS and self.workers_per_trial > 1:
+            _check_threads(self.scheduler, self.workers_per_trial)
+
+    def slots(self, threads: int, max_concurrent: int | None) -> int:
+        """Trials that may run at once on ``threads`` threads (or workers), at most ``max_concurrent``.
+
+        >>> Placement(Where.THREADS, None, workers_per_trial=2).slots(5, None)
+        2
+        >>> Placement(Where.SLOTS, None).slots(8, 3)
+        3
+        """
+        n = max(1, threads // self.workers_per_trial)
+        return min(n, max_concurrent) if max_concurrent else n
+
+
+def _where(scheduler, workers_per_trial: int) -> Where:
+    """The way trials of ``workers_per_trial`` travel on ``scheduler``."""
+    if not isinstance(scheduler, DaskScheduler):
+        return Where.INLINE
+    if scheduler.in_process:
+        return Where.THREADS
+    if workers_per_trial > 1:
+        return Where.GROUPS
+    return Where.SLOTS if _slots_on() and _on_this_machine(scheduler) else Where.TASKS
+
+
+def _slots_on() -> bool:
+    """The launch package's ``SLOTS`` switch (off: a task a trial, for comparing the two)."""
+    from .. import launch
+
+    return bool(launch.SLOTS)
 
 
 def _on_this_machine(scheduler) -> bool:
@@ -122,127 +143,63 @@ def _on_this_machine(scheduler) -> bool:
         return False
 
 
-class InlineLauncher(Launcher):
-    """Trials one at a time in the sweep's thread (``LocalScheduler``)."""
+def check_room(scheduler, workers_per_trial: int) -> None:
+    """An :class:`~labkit.errors.InputError` if one trial of ``workers_per_trial`` cannot fit.
 
-    def open(self, scope) -> None:
-        """Nothing to open: no tasks."""
-
-    def fill(self) -> None:
-        state = self.engine.take()
-        if state is not None:
-            with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
-                try:
-                    self.run_here(state, "local", scheduler=self.scheduler)
-                except BaseException:
-                    # the user's Ctrl-C: the trial ran in this very thread, so it is over;
-                    # recorded cancelled now, the wind-down has nothing to wait for
-                    self.engine.cancel()
-                    self.engine.cancel_launched()
-                    raise
+    Worker processes: groups of that many workers (:func:`check_group_size`);
+    an in-process cluster: that many of its threads (a restricted scheduler's alone).
+    """
+    Placement.choose(scheduler, workers_per_trial).check_room()
 
 
-class ThreadLauncher(Launcher):
-    """One long task a slot on an in-process cluster, running trial after trial."""
-
-    pulls = True
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.runners = 0
-        self._futures: dict = {}  # runner number -> its future
-        self._numbers = 0
-        self.token = uuid.uuid4().hex
-        self._offload: OffloadTrial | None = None
-        self._workers: tuple = ()
-        if self.holds_gil and self.scheduler.offload_pool is not None:
-            self._offload = OffloadTrial(self.fn)
-
-    def threads(self) -> int:
-        held = _THREADS.get(self.scheduler)
-        if held is None:  # an in-process cluster does not grow: asked once
-            held = _THREADS[self.scheduler] = self.cluster_threads()
-        return held
-
-    def open(self, scope) -> None:
-        super().open(scope)
-        self._slots = self.slots()  # an in-process cluster does not grow
-        self._workers = tuple(usable_workers(self.scheduler, self.scheduler.client.nthreads()))
-        _THREAD_LAUNCHERS[self.token] = self
-
-    def close(self) -> None:
-        _THREAD_LAUNCHERS.pop(self.token, None)  # a slot's task that starts late ends at once
-        super().close()
-
-    def fill(self) -> None:
-        engine = self.engine
-        with engine.lock:
-            wanted = min(self._slots, self.runners + len(engine.pending))
-            new = max(0, wanted - self.runners)
-            self.runners += new
-        for _ in range(new):
-            self._numbers += 1
-            number = self._numbers
-            future = self.scheduler.client.submit(
-                _run_slot,
-                self.token,
-                number,
-                key=f"labkit-trials-{engine.scope.id}-{number}",
-                pure=False,
-                **self.placement(),
-            )
-            self._futures[number] = future
-            self.batch.track([future])
-            future.add_done_callback(lambda f, n=number: self._runner_done(n, f))
-
-    def _runner_done(self, number: int, future) -> None:
-        if self._futures.pop(number, None) is not None and self.batch is not None:
-            self.batch.untrack([future])
-        if future.status == "error":
-            logger.error("labkit: a trial runner failed: %r", future.exception())
-        self.engine.wake()
-
-    def runner(self, number: int) -> None:
-        """On a worker thread: take trials and run them until none is left."""
-        from distributed import get_worker
-
-        worker = f"{get_worker().address} #{number}"
-        while True:
-            with self.engine.lock:
-                state = self.engine.take()
-                if state is None:
-                    self.runners -= 1
-                    break
-            if self._offload is not None:
-                self._run_offloaded(state, worker, self._offload)
-            else:
-                self.run_here(state, worker, self._workers, self.scheduler)
-        future = self._futures.pop(number, None)
-        if future is not None:  # done here: nothing of it for the batch to cancel
-            self.batch.untrack([future])
-        self.engine.wake()
-
-    def _run_offloaded(self, state, worker: str, offload: OffloadTrial) -> None:
-        engine = self.engine
-        spec = {
-            "trial": state.id,
-            "config": state.config,
-            "attempt": state.attempts,
-            "metric": engine.metric,
-        }
-        info = TaskInfo(engine.scope.id, state.id, state.id, kind="trial")
-        try:
-            execution, outcome = run_offloaded(
-                engine, self.scheduler.offload_pool, offload, spec, info, worker
-            )
-        except Exception as exc:
-            logger.exception("labkit: running trial %d in a process failed", state.id)
-            execution, outcome = None, {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-        engine.finished(state.id, execution, outcome)
+def _check_threads(scheduler, workers_per_trial: int) -> None:
+    """An :class:`~labkit.errors.InputError` if the in-process cluster has too few threads."""
+    n = sum(usable_workers(scheduler, scheduler.client.nthreads()).values())
+    if workers_per_trial > n:
+        raise InputError(
+            f"workers_per_trial={workers_per_trial}, but the in-process cluster has {n} "
+            f"thread(s): a trial takes workers_per_trial of its threads; give at most {n}, "
+            "or a cluster of more threads",
+            argument="workers_per_trial",
+        )
 
 
-def _run_slot(token: str, number: int) -> None:
-    """The task of one slot on an in-process cluster: trials of the sweep ``token``."""
-    launcher = _THREAD_LAUNCHERS.get(token)
-    if launcher is not None:
-        launcher.runner(number)
+def check_group_size(scheduler, workers_per_trial: int) -> None:
+    """An :class:`~labkit.errors.InputError` if no group of ``workers_per_trial`` worker
+    processes fits on ``scheduler``'s cluster (a group placement's check)."""
+    workers = scheduler_identity(scheduler.client).get("workers", {})
+    n = len(group_pool(usable_workers(scheduler, workers)))  # a restricted one's alone
+    if workers_per_trial > n:
+        raise InputError(
+            f"workers_per_trial={workers_per_trial}, but the cluster has {n} worker "
+            f"process(es) to make groups of: a trial holds workers_per_trial workers of "
+            f"its own; give at most {n}, or a bigger cluster",
+            argument="workers_per_trial",
+        )
+
+
+def group_pool(workers: dict) -> tuple:
+    """The workers groups are made of, sorted: those with a ``GPU`` resource, if any, else all.
+
+    >>> group_pool({"tcp://b": {}, "tcp://a": {"resources": {}}})
+    ('tcp://a', 'tcp://b')
+    >>> group_pool({"tcp://b": {"resources": {"GPU": 1}}, "tcp://a": {}})
+    ('tcp://b',)
+    """
+    gpu = [a for a, w in workers.items() if w.get("resources", {}).get("GPU", 0) > 0]
+    return tuple(sorted(gpu or workers))
+
+
+def usable_workers(scheduler, workers: Mapping) -> dict:
+    """``workers`` (by address) less those ``scheduler`` may not use: a restricted one's others.
+
+    A sweep on ``trial.scheduler`` of a group trial (``DaskScheduler.restricted``)
+    shares the cluster's client, which sees every worker; its trials belong on
+    the group alone.
+
+    >>> class Restricted: workers = ("tcp://a",)
+    >>> usable_workers(Restricted(), {"tcp://a": 1, "tcp://b": 1})
+    {'tcp://a': 1}
+    """
+    only = getattr(scheduler, "workers", None)
+    return {a: w for a, w in workers.items() if only is None or a in only}

@@ -95,7 +95,7 @@ class RemoteLauncher(Launcher):
             self.topic,
             pure=False,
             key=f"labkit-trial-{self.token}-{state.id}-{state.attempts}-{uuid.uuid4().hex[:6]}",
-            **self.placement(),
+            **self.submit_options(),
         )
         self.inflight[state.id] = future
         self.batch.track([future])

@@ -102,7 +102,7 @@ class SlotLauncher(Launcher):
                 number,
                 key=f"labkit-slot-{self.token}-{number}",
                 pure=False,
-                **self.placement(),  # a restricted scheduler's workers alone
+                **self.submit_options(),  # a restricted scheduler's workers alone
             )
             with engine.lock:
                 self.futures.add(future)

@@ -1,0 +1,39 @@
+"""The launcher of each placement: what starts a sweep's trials where its :class:`~.placement.Placement` says.
+
+A launcher starts trials as slots free up and makes the engine's stops
+happen; there is one for each :class:`~.placement.Where`, and the sweep
+makes the one its placement names (:func:`launcher_of`).
+"""
+
+from __future__ import annotations
+
+from .group import GroupLauncher
+from .launcher import Launcher
+from .placement import Placement, Where
+from .remote import RemoteLauncher
+from .slots import SlotLauncher
+from .threads import InlineLauncher, ThreadLauncher
+
+__all__ = ["LAUNCHERS", "launcher_of", "launcher_for"]
+
+#: The launcher of each placement.
+LAUNCHERS: dict[Where, type[Launcher]] = {
+    Where.INLINE: InlineLauncher,
+    Where.THREADS: ThreadLauncher,
+    Where.SLOTS: SlotLauncher,
+    Where.TASKS: RemoteLauncher,
+    Where.GROUPS: GroupLauncher,
+}
+
+
+def launcher_of(placement: Placement, engine, fn, max_concurrent: int | None) -> Launcher:
+    """The launcher of ``placement`` for the sweep of ``engine``."""
+    return LAUNCHERS[placement.where](placement, engine, fn, max_concurrent)
+
+
+def launcher_for(
+    scheduler, engine, fn, holds_gil: bool, workers_per_trial: int, max_concurrent: int | None
+) -> Launcher:
+    """The launcher that suits ``scheduler`` (its placement chosen here)."""
+    placement = Placement.choose(scheduler, workers_per_trial, holds_gil)
+    return launcher_of(placement, engine, fn, max_concurrent)
