@@ -19,7 +19,7 @@
 // A page served over HTTP imports this file and the browser loads the modules.
 // anywidget's _esm is one text (JupyterLab runs it from a blob: URL, where a
 // relative import has nothing to resolve against), so the widget runs the
-// modules joined into one by labkit/views/esm.py, by the rule written there:
+// modules joined into one by labkit/views/sweep/esm.py, by the rule written there:
 // each import one line `import { a, b } from "./x.js";`, `export` only before a
 // top-level function, const or class, and top-level names unique across modules.
 

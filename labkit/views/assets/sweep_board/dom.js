@@ -4,7 +4,7 @@
 // Every user's word (a sweep's name, a parameter's, a category's label, a worker's)
 // reaches the page as text: `node` sets `textContent`, never `innerHTML`.  The only
 // HTML written is the kernel's history of a trial (`kernelHtml`), escaped there
-// (labkit/views/sweep_draw.py; tests/views/test_escaping.py).
+// (labkit/views/sweep/draw.py; tests/views/test_escaping.py).
 
 export function node(tag, cls, text) {
   const n = document.createElement(tag);

@@ -1,6 +1,6 @@
 // labkit sweep board: the state the frames build (the board protocol's page side).
 //
-// The kernel sends one custom message per frame (see labkit/views/sweep_widget.py):
+// The kernel sends one custom message per frame (see labkit/views/sweep/widget.py):
 // a "paint" holds the whole state, a "delta" only what changed since the frame
 // before it; each is applied whole to the state.  Rows are kept as columns (arrays
 // indexed by a row's position; `index` maps a trial id to it).  Once the sweep
