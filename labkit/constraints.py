@@ -300,7 +300,7 @@ def check_argument(name: str, value: Any, rules: list, what: str = "", **where) 
 def check_parameters(owner: Any, values: Mapping[str, Any], what: str = "") -> None:
     """Check what ``owner.parameter_constraints`` declares, taking each value from ``values``.
 
-    For a constructor, ``check_parameters(self, locals())`` first thing, with
+    For a constructor, ``check_parameters(self, dict(a=a, b=b))`` first thing, with
     the rules a class attribute beside the signature.
     """
     rules = owner.parameter_constraints

@@ -1,21 +1,26 @@
 """``lk.sweep``'s arguments: declared once, bound from its signature, checked before anything runs.
 
 :data:`SWEEP_CONSTRAINTS` says what each argument may be
-(:mod:`labkit.constraints`); :func:`declared` wraps the function the way
-scikit-learn's ``validate_params`` does: a call is bound to the function's
-own signature (``inspect.signature``), defaults applied, every declared
-argument checked, and the function runs with the bound arguments.  The body
-takes them all at once as a :class:`SweepCall` (``SweepCall(locals())``), so
-no argument is ever listed again: an extension of a sweep calls it anew with
-the same call, changed where it must be (:meth:`SweepCall.changed`).
+(:mod:`labkit.constraints`), and :class:`SweepConfig`, a typed, frozen
+dataclass, is the call: its fields are ``lk.sweep``'s signature.
+:func:`takes` offers a function of one config with the signature its fields
+make (as scikit-learn's ``validate_params`` binds a call to a signature):
+each call is bound once, defaults applied, and the config made, which checks
+every declared argument.  The rules that need the space come after, in
+:func:`prepare`.  An extension of a sweep runs it anew with the same config,
+changed where it must be (:meth:`SweepConfig.changed`); a sweep's
+:class:`~.spec.SweepSpec` is derived from its config, and the launchers read
+only the spec.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..constraints import InstanceOf, Interval, Options, Satisfies, check_arguments
@@ -25,9 +30,21 @@ from .search import Search, is_sampler, search_of
 from .search.rules import check_rule, own_rule
 from .search.space import Space
 
-__all__ = ["SWEEP_CONSTRAINTS", "declared", "SweepCall", "count", "function_of", "check_pickles"]
+__all__ = [
+    "SWEEP_CONSTRAINTS",
+    "DEFAULT_STORE",
+    "SweepConfig",
+    "Prepared",
+    "prepare",
+    "takes",
+    "signature_of",
+    "count",
+    "function_of",
+    "check_pickles",
+]
 
-F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C")
+R = TypeVar("R")
 
 
 def count(low: int) -> Interval:
@@ -40,7 +57,7 @@ def _non_empty_str(value: Any) -> bool:
 
 
 #: What each argument of ``lk.sweep`` may be; the rules that depend on the space
-#: or the store come after, in :meth:`SweepCall.checked`.
+#: or the store come after, in :func:`prepare`.
 SWEEP_CONSTRAINTS: dict[str, list] = {
     "trials": [count(1), None],
     "metric": [Satisfies(_non_empty_str, "the name of a reported metric (a str)")],
@@ -65,74 +82,118 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
 }
 
 
-def declared(constraints: Mapping[str, list], what: str) -> Callable[[F], F]:
-    """Bind each call of the function to its signature and check the ``constraints`` first."""
+#: Where sweeps are kept unless told otherwise (``store=None`` keeps them in memory).
+DEFAULT_STORE = "experiments.db"
 
-    def wrap(fn: F) -> F:
-        signature = inspect.signature(fn)
 
+@dataclass(frozen=True)
+class SweepConfig:
+    """One call of ``lk.sweep``: every argument, typed, bound from the signature and checked once.
+
+    The fields are ``lk.sweep``'s signature (:func:`takes` derives it from them: ``fn`` and
+    ``space`` positional, the rest keyword-only), so an argument is declared here alone.
+    Making one checks :data:`SWEEP_CONSTRAINTS`; :meth:`changed` makes another, checked anew.
+    """
+
+    fn: Any
+    space: Any
+    trials: int | None = None
+    metric: str | None = None
+    mode: str | None = None
+    scheduler: Any = None
+    seed: int | None = None
+    early_stop: Any = None
+    store: Any = DEFAULT_STORE
+    name: str | None = None
+    resume: bool = False
+    wait: bool = True
+    max_failures: int = 3
+    max_concurrent: int | None = None
+    workers_per_trial: int = 1
+    search: Any = "random"
+
+    def __post_init__(self) -> None:
+        __tracebackhide__ = True
+        ruled = {name: getattr(self, name) for name in SWEEP_CONSTRAINTS}
+        check_arguments(SWEEP_CONSTRAINTS, "lk.sweep", **ruled)
+
+    def changed(self, **changes: Any) -> SweepConfig:
+        """This call with ``changes`` (checked again), for running the sweep anew."""
+        return dataclasses.replace(self, **changes)
+
+
+#: How many of :class:`SweepConfig`'s first fields ``lk.sweep`` takes by position.
+POSITIONAL = 2
+
+
+def signature_of(config_type: type, positional: int) -> inspect.Signature:
+    """The signature a dataclass's fields make: the first ``positional`` by position or name."""
+    hints = typing.get_type_hints(config_type)  # the fields' types, not their strings
+    parameters = [
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD if i < positional
+            else inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default,
+            annotation=hints[f.name],
+        )
+        for i, f in enumerate(dataclasses.fields(config_type))
+    ]  # fmt: skip
+    return inspect.Signature(parameters)
+
+
+def takes(
+    config_type: type[C], positional: int = POSITIONAL
+) -> Callable[[Callable[[C], R]], Callable[..., R]]:
+    """``fn(config)`` offered as ``fn(*args, **kwargs)`` with the signature of ``config_type``'s fields.
+
+    Each call is bound to that signature (an unknown keyword a ``TypeError``, as
+    ever), its defaults applied, and the config made (and so checked) once.
+    """
+    signature = signature_of(config_type, positional)
+
+    def wrap(fn: Callable[[C], R]) -> Callable[..., R]:
         @functools.wraps(fn)
-        def checked(*args: Any, **kwargs: Any) -> Any:
+        def called(*args: Any, **kwargs: Any) -> R:
             __tracebackhide__ = True
-            bound = signature.bind(*args, **kwargs)  # an unknown keyword: TypeError, as ever
+            bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            ruled = {k: v for k, v in bound.arguments.items() if k in constraints}
-            check_arguments(constraints, what, **ruled)
-            return fn(*bound.args, **bound.kwargs)
+            return fn(config_type(**bound.arguments))
 
-        return checked  # type: ignore[return-value]  # functools.wraps keeps the signature
+        called.__signature__ = signature  # type: ignore[attr-defined]  # what help() shows
+        return called
 
     return wrap
 
 
-class SweepCall:
-    """The arguments of one call of ``lk.sweep``, by name (``call.trials``, ``call["trials"]``)."""
+@dataclass(frozen=True)
+class Prepared:
+    """What a sweep's checks that need its space make of a :class:`SweepConfig`."""
 
-    def __init__(self, arguments: Mapping[str, Any]):
-        # the function's locals at its start: its arguments (and __tracebackhide__, not one)
-        own = {k: v for k, v in arguments.items() if not k.startswith("__")}
-        self.arguments = MappingProxyType(own)
+    space: Space
+    rule: Any  # a copy of early_stop's rule (None without one)
+    search: Search
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["arguments"][name]
-        except KeyError:
-            raise AttributeError(name) from None
 
-    def __getitem__(self, name: str) -> Any:
-        return self.arguments[name]
-
-    def changed(self, **changes: Any) -> dict[str, Any]:
-        """The arguments with ``changes``, for calling the sweep again."""
-        return {**self.arguments, **changes}
-
-    def checked(self) -> tuple[Space, Any]:
-        """The space and a copy of the rule, after the checks that depend on the space.
-
-        The search is resolved on the space too (:meth:`searching`).
-        """
-        space = Space.of(self.space)
-        if self.trials is None and space.size is None and not self.resume:
-            raise InputError(
-                "trials= is needed for a random space (how many configurations to try)",
-                argument="trials",
-            )
-        if space.kind == "list" and self.trials is not None and self.trials > space.size:
-            raise InputError(
-                f"trials={self.trials} but the list holds {space.size} configurations",
-                argument="trials",
-            )
-        space.check_pickles()
-        # a copy: the rule's records (ASHA's rungs) belong to this sweep, not to the object given
-        rule = own_rule(check_rule(self.early_stop))
-        if self.scheduler is not None and self.scheduler.closed:
-            raise InputError("the scheduler is shut down", argument="scheduler")
-        self.__dict__["_search"] = search_of(self.search, space, self.mode, self.metric)
-        return space, rule
-
-    def searching(self) -> Search:
-        """The :class:`~.search.Search` of ``search=``, resolved by :meth:`checked`."""
-        return self.__dict__["_search"]
+def prepare(config: SweepConfig) -> Prepared:
+    """The space, a copy of the rule and the search, after the checks that depend on the space."""
+    space = Space.of(config.space)
+    if config.trials is None and space.size is None and not config.resume:
+        raise InputError(
+            "trials= is needed for a random space (how many configurations to try)",
+            argument="trials",
+        )
+    if space.kind == "list" and config.trials is not None and config.trials > space.size:
+        raise InputError(
+            f"trials={config.trials} but the list holds {space.size} configurations",
+            argument="trials",
+        )
+    space.check_pickles()
+    # a copy: the rule's records (ASHA's rungs) belong to this sweep, not to the object given
+    rule = own_rule(check_rule(config.early_stop))
+    if config.scheduler is not None and config.scheduler.closed:
+        raise InputError("the scheduler is shut down", argument="scheduler")
+    return Prepared(space, rule, search_of(config.search, space, config.mode, config.metric))
 
 
 def function_of(fn: Any) -> tuple[Callable, bool]:

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from ..errors import InputError
-from .arguments import SweepCall
+from .arguments import Prepared, SweepConfig
 from .engine import SweepEngine
 from .search.space import Distribution, Space
 from .spec import SweepSpec, check_room
@@ -27,10 +27,10 @@ __all__ = ["open_sweep"]
 
 
 def open_sweep(
-    store: Store, owner: str, fn: Any, call: SweepCall, space: Space, rule: Any
+    store: Store, owner: str, fn: Any, config: SweepConfig, prepared: Prepared
 ) -> tuple[SweepSpec, SweepEngine]:
     """The sweep's spec and engine, its name claimed by ``owner``; see the module's docstring."""
-    name = call.name or (
+    name = config.name or (
         f"{getattr(fn, '__name__', 'sweep')}-{time.strftime('%Y%m%d-%H%M%S')}-"
         f"{uuid.uuid4().hex[:4]}"
     )
@@ -45,40 +45,31 @@ def open_sweep(
             argument="name",
         )
     try:
-        return _build(store, name, call, space, rule)
+        return _build(store, name, config, prepared)
     except BaseException:
         store.release(name, owner)
         raise
 
 
 def _build(
-    store: Store, name: str, call: SweepCall, space: Space, rule: Any
+    store: Store, name: str, config: SweepConfig, prepared: Prepared
 ) -> tuple[SweepSpec, SweepEngine]:
     """:func:`open_sweep`'s work once the name is this sweep's."""
+    space = prepared.space
     row = store.sweep(name)
     if row is not None:
-        seed = _check_resumable(row, space, call, store, name)
+        seed = _check_resumable(row, space, config, store, name)
     else:
         seed = (
-            call.seed if call.seed is not None else int.from_bytes(uuid.uuid4().bytes[:4], "little")
+            config.seed
+            if config.seed is not None
+            else int.from_bytes(uuid.uuid4().bytes[:4], "little")
         )
     known = store.records(name) if row is not None else []
     stored = row["settings"].get("trials") if row is not None else None
-    total: int = max(call.trials or stored or space.size or 0, len(known))
-    spec = SweepSpec(
-        name=name,
-        space=space,
-        seed=seed,
-        metric=call.metric,
-        mode=call.mode,
-        trials=total,
-        rule=rule,
-        max_failures=call.max_failures,
-        workers_per_trial=call.workers_per_trial,
-        max_concurrent=call.max_concurrent,
-        search=call.searching(),
-        asked=bool(row is not None and row["settings"].get("asked")),
-    )
+    total: int = max(config.trials or stored or space.size or 0, len(known))
+    asked = bool(row is not None and row["settings"].get("asked"))
+    spec = SweepSpec.of(config, prepared, name=name, seed=seed, trials=total, asked=asked)
     check_room(space, total)
     if row is None:
         store.create_sweep(
@@ -114,10 +105,10 @@ def _configuration(record: TrialRecord, spec: SweepSpec) -> dict:
     }
 
 
-def _check_resumable(row: dict, space: Space, call: SweepCall, store: Store, name: str) -> int:
+def _check_resumable(row: dict, space: Space, config: SweepConfig, store: Store, name: str) -> int:
     """The stored sweep may go on with these arguments; its seed."""
     where = store.path or "memory"
-    if not call.resume:
+    if not config.resume:
         raise InputError(
             f"the store {where} holds a sweep named {name!r} already; pass "
             f"resume=True to go on with it, or give another name",
@@ -130,15 +121,15 @@ def _check_resumable(row: dict, space: Space, call: SweepCall, store: Store, nam
             argument="space",
         )
     for argument in ("metric", "mode"):
-        if row[argument] != call[argument]:
+        if row[argument] != getattr(config, argument):
             raise InputError(
                 f"the sweep {name!r} in {where} has {argument}={row[argument]!r}, "
-                f"not {call[argument]!r}",
+                f"not {getattr(config, argument)!r}",
                 argument=argument,
             )
-    if call.seed is not None and call.seed != row["seed"]:
+    if config.seed is not None and config.seed != row["seed"]:
         raise InputError(
-            f"the sweep {name!r} in {where} was drawn with seed={row['seed']}, not {call.seed}",
+            f"the sweep {name!r} in {where} was drawn with seed={row['seed']}, not {config.seed}",
             argument="seed",
         )
     return int(row["seed"])

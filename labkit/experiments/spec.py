@@ -31,6 +31,27 @@ class SweepSpec:
     search: Any = None  # a Search (None: random search)
     asked: bool = False  # whether some configurations were ever asked (kept, never redrawn)
 
+    @classmethod
+    def of(
+        cls, config: Any, prepared: Any, *, name: str, seed: int, trials: int, asked: bool
+    ) -> SweepSpec:
+        """The spec of a sweep made from its checked ``config`` (a :class:`~.arguments.SweepConfig`)
+        and what :func:`~.arguments.prepare` made of it; the rest comes from the store."""
+        return cls(
+            name=name,
+            space=prepared.space,
+            seed=seed,
+            metric=config.metric,
+            mode=config.mode,
+            trials=trials,
+            rule=prepared.rule,
+            max_failures=config.max_failures,
+            workers_per_trial=config.workers_per_trial,
+            max_concurrent=config.max_concurrent,
+            search=prepared.search,
+            asked=asked,
+        )
+
     @property
     def asks(self) -> bool:
         """Whether trials get their configurations from the search as they start."""

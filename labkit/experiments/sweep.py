@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CancelledError, InputError
 from ..runs import RunScope, start
-from .arguments import SWEEP_CONSTRAINTS, SweepCall, declared
+from .arguments import DEFAULT_STORE, SWEEP_CONSTRAINTS, SweepConfig, takes
 from .job import SweepJob
 from .live import LiveSweep, StoredSweep, finished_run, live_sweep
 from .search.space import Space
@@ -33,30 +33,9 @@ __all__ = [
     "SWEEP_CONSTRAINTS",
 ]
 
-#: Where sweeps are kept unless told otherwise (``store=None`` keeps them in memory).
-DEFAULT_STORE = "experiments.db"
 
-
-@declared(SWEEP_CONSTRAINTS, "lk.sweep")
-def sweep(
-    fn,
-    space,
-    *,
-    trials: int | None = None,
-    metric: str | None = None,
-    mode: str | None = None,
-    scheduler=None,
-    seed: int | None = None,
-    early_stop=None,
-    store=DEFAULT_STORE,
-    name: str | None = None,
-    resume: bool = False,
-    wait: bool = True,
-    max_failures: int = 3,
-    max_concurrent: int | None = None,
-    workers_per_trial: int = 1,
-    search="random",
-):
+@takes(SweepConfig)
+def sweep(config: SweepConfig) -> Any:
     """Run ``fn(config, trial)`` for many configurations of ``space`` in parallel; compare them.
 
     ``fn`` trains with ``config``, calls ``trial.report(step, **metrics)`` (which raises
@@ -91,9 +70,15 @@ def sweep(
     ``extend(n)``) or a Run; a labkit error when no trial completed and some failed.
     """
     __tracebackhide__ = True
-    job = SweepJob(SweepCall(locals()), _again)
+    return _run(config)
+
+
+def _run(config: SweepConfig) -> Any:
+    """:func:`sweep` of a config made and checked: its result, or its Run (``wait=False``)."""
+    __tracebackhide__ = True
+    job = SweepJob(config, _again)
     detail = {"name": job.spec.name}  # what views call the run
-    if wait:
+    if config.wait:
         return start("sweep", [job.scheduler], _held(job), wait=True, detail=detail)
     run = start("sweep", [job.scheduler], _held(job), wait=False, detail=detail)
     run.sweep = job.live
@@ -119,25 +104,25 @@ def _held(job: SweepJob) -> Any:
     return run
 
 
-def _again(call: SweepCall, spec: SweepSpec, scheduler: Any) -> Again:
-    """How ``result.extend`` runs more trials of this sweep in this kernel: the same call again."""
+def _again(config: SweepConfig, spec: SweepSpec, scheduler: Any) -> Again:
+    """How ``result.extend`` runs more trials of this sweep in this kernel: the same config again."""
 
     def again(total: int, fn: Any, other_scheduler: Any, space: Any, options: dict) -> SweepResult:
-        if call.store is None:
+        if config.store is None:
             raise InputError(
                 "a sweep kept in memory cannot be extended: give store= a path", argument="store"
             )
         if other_scheduler is None:
             other_scheduler = None if scheduler.closed else scheduler
-        arguments = call.changed(
+        changes: dict[str, Any] = dict(
             trials=total, seed=spec.seed, name=spec.name, resume=True, scheduler=other_scheduler
         )
-        arguments.update(wait=True, **options)
+        changes.update(wait=True, **options)
         if fn is not None:
-            arguments["fn"] = fn
+            changes["fn"] = fn
         if space is not None:
-            arguments["space"] = space
-        return sweep(**arguments)
+            changes["space"] = space
+        return _run(config.changed(**changes))
 
     return again
 
