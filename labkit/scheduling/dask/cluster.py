@@ -34,14 +34,13 @@ import dataclasses
 import inspect
 import logging
 import os
-from collections.abc import Callable
 from typing import Any
 
 import dask
 
 from ...constraints import Options, check_argument
 from ...errors import InputError, LabkitError, SchedulerError
-from .connect import check_client, check_limit, connect, scheduler_identity
+from .connect import check_client, check_limit, connect
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install
 from .quiet import quiet_clusters
@@ -59,7 +58,6 @@ __all__ = [
     "open_cluster",
     "run_on_workers",
     "dashboard_link",
-    "ClusterFacts",
     "close_workers",
     "WORKER_CLOSE",
 ]
@@ -290,55 +288,3 @@ def dashboard_link(opened: Opened) -> str | None:
         port = getattr(server, "port", None)
         return f"http://127.0.0.1:{port}/status" if port else None
     return getattr(opened.client, "dashboard_link", None)
-
-
-class ClusterFacts:
-    """What a :class:`~labkit.scheduling.DaskScheduler` tells of its cluster (a mixin).
-
-    The scheduler holds its :class:`Opened` as ``_opened``.
-    """
-
-    _opened: Opened
-    _offload: Any
-    closed: bool
-    total_open_tasks: int
-    check_usable: Callable[[], None]
-
-    @property
-    def in_process(self) -> bool:
-        """Whether tasks run on threads of this process (chunks by reference)."""
-        return self._opened.in_process
-
-    @property
-    def cluster(self):
-        """The ``LocalCluster`` this scheduler started, or ``None`` (a cluster it was given)."""
-        return self._opened.cluster
-
-    @property
-    def offload_pool(self):
-        """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
-        return self._offload
-
-    @property
-    def dashboard_link(self) -> str | None:
-        """Link to Dask's own dashboard, when it runs one."""
-        return dashboard_link(self._opened)
-
-    def run_on_workers(self, fn, *args) -> dict:
-        """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
-        self.check_usable()
-        only = getattr(self, "workers", None)
-        return run_on_workers(self._opened.client, fn, *args, workers=only and list(only))
-
-    def __repr__(self):
-        if self.closed:
-            return "<DaskScheduler: shut down>"
-        info = scheduler_identity(self._opened.client)
-        opened = self._opened
-        kind = "existing cluster"
-        if opened.cluster is not None:
-            kind = f"embedded cluster, mode {opened.mode!r}"
-        return (
-            f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
-            f"({kind}), {self.total_open_tasks} open tasks>"
-        )

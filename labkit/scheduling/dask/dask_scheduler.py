@@ -1,10 +1,13 @@
 """The Dask-backed scheduler: its life cycle, and what a fault means.
 
-Everything else has a module of its own: the cluster it opens and what it
-tells of it (:mod:`.cluster`), the routes by which tasks reach the workers,
-chosen once here (:mod:`.transport`, :mod:`.routes`), how tasks are handed
-to them (:mod:`.dispatch`), the one thread by which outcomes reach their
-batches (:mod:`.outcomes`), and Dask beyond its public API (:mod:`.dask_adapter`).
+The scheduler holds its parts, each with its own state and module: the
+cluster it opened and what it tells of it (a :class:`~.held.HeldCluster`,
+from :mod:`.cluster`), its routes, by which tasks reach the workers, chosen
+once here and walked for each task (a :class:`~..routes.dispatch.Dispatcher`
+over :mod:`..routes.transport` and :mod:`..routes.routes`), and the one thread
+by which outcomes reach their batches (:class:`~..routes.outcomes.Outcomes`).
+Each batch holds its own task starter (:mod:`..tasks.starting`).  Dask
+beyond its public API is :mod:`.dask_adapter`.
 
 Faults: a worker that dies under a task has Dask reschedule it; a task that
 keeps killing workers is a :class:`~labkit.errors.WorkerLostError` naming
@@ -20,23 +23,22 @@ import uuid
 from ...constraints import POSITIVE_INT, Options, check_parameters
 from ...errors import CancelledError, InputError, LabkitError, SchedulerError, WorkerLostError
 from ...events import TaskStarted
-from ..routes.dispatch import RoutedTasks
+from ..routes.dispatch import Dispatcher
 from ..routes.outcomes import Outcomes
 from ..routes.transport import ClusterTraits, direct_bytes_for, task_key_prefix
 from ..tasks.base import Scheduler
 from ..tasks.open_task import OpenTask
 from ..tasks.pickling import pickling_cause
 from ..tasks.results import RESULT_CONTAINER
-from ..workers.blas import one_blas_thread
-from ..workers.offload import OffloadPool
 from . import dask_adapter as adapter
-from .cluster import MODES, ClusterFacts, check_cluster_choice, open_cluster, resolve_mode
+from .cluster import MODES, check_cluster_choice, open_cluster, resolve_mode
 from .connect import ADDRESS, CLIENT, SECONDS, WORKERS
+from .held import HeldCluster
 
 __all__ = ["DaskScheduler"]
 
 
-class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
+class DaskScheduler(Scheduler):
     """Runs tasks on a Dask cluster: an embedded ``LocalCluster``, or one you have.
 
     Parameters
@@ -75,6 +77,12 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         ``DataParallelTrainer`` on it has one rank on each (see :meth:`restricted`).
     **cluster_kwargs
         Passed to ``LocalCluster``; it binds 127.0.0.1 (dashboard included).
+
+    Notes
+    -----
+    It holds three parts: its cluster (a :class:`~.held.HeldCluster`), its
+    routes (a :class:`~..routes.dispatch.Dispatcher`) and the outcomes'
+    thread (``outcomes``); each batch holds a task starter.
 
     Examples
     --------
@@ -128,38 +136,35 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         embedded = dict(mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker)
         check_cluster_choice(address, client, {**embedded, **cluster_kwargs})
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
-        self._offload = self._blas_hold = None
-        self._opened = open_cluster(
+        opened = open_cluster(
             address, client, mode, n_workers, threads_per_worker, connect_timeout, cluster_kwargs
         )
-        self.client, self.mode = self._opened.client, self._opened.mode
-        nthreads = self.client.nthreads()
+        self._cluster = HeldCluster(opened, workers)  # closes what it opened if workers= is wrong
+        self.client, self.mode = self._cluster.client, self._cluster.mode
         #: The only workers this scheduler uses (their addresses), or None: all of them.
-        self.workers = None if workers is None else _of_cluster(workers, nthreads, self._opened)
-        if self.workers is not None:
-            nthreads = {a: n for a, n in nthreads.items() if a in self.workers}
-        if self.mode == "auto":  # for GIL-holding callables
-            self._offload = OffloadPool(sum(nthreads.values()) or 1)
-        if self.in_process:
-            # Worker threads share this process's BLAS: one thread per task thread, for the
-            # scheduler's whole life (limiting per task made OpenBLAS resize its pool).
-            self._blas_hold = one_blas_thread()
-            self._blas_hold.__enter__()
+        self.workers = self._cluster.workers
         super().__init__(
             result_container,
-            max_in_flight or max(256, 32 * sum(nthreads.values())),
+            max_in_flight or max(256, 32 * self._cluster.threads),
             max_bytes_in_flight,
         )
         self.outcomes = Outcomes(self.client, self.record, self._failed, self._failed_to_send)
-        local = self._opened.cluster is not None and self.mode == "processes"
+        local = self._cluster.embedded_processes
         traits = ClusterTraits(
             self.in_process,
             self.inputs_by_reference,
             local if shared_memory is None else bool(shared_memory),
         )
         self._topic = f"labkit-start-{uuid.uuid4().hex[:12]}" if report_starts else None
-        self.open_routes(
-            traits, direct_bytes or direct_bytes_for(nthreads), self._run_options, self.workers
+        self._routes = Dispatcher(
+            self.client,
+            self.outcomes,
+            self.window,
+            self.record,
+            traits,
+            direct_bytes or direct_bytes_for(self._cluster.nthreads),
+            self._run_options,
+            self.workers,
         )
         if self._topic:  # start events from the workers, for live views
             self.client.subscribe_topic(self._topic, self._on_started)
@@ -182,16 +187,92 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             report_starts=False,
         )
 
+    # -- its cluster ------------------------------------------------------------------------
+
+    @property
+    def in_process(self) -> bool:
+        """Whether tasks run on threads of this process (chunks by reference)."""
+        return self._cluster.in_process
+
+    @property
+    def cluster(self):
+        """The ``LocalCluster`` this scheduler started, or ``None`` (a cluster it was given)."""
+        return self._cluster.cluster
+
+    @property
+    def offload_pool(self):
+        """The pool of processes for GIL-holding tasks (``mode="auto"``), else ``None``."""
+        return self._cluster.offload
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """Link to Dask's own dashboard, when it runs one."""
+        return self._cluster.dashboard_link
+
+    def run_on_workers(self, fn, *args) -> dict:
+        """``fn(*args)`` on every worker (``client.run``); workers lost meanwhile left out."""
+        self.check_usable()
+        return self._cluster.run_on_workers(fn, *args)
+
+    def __repr__(self):
+        if self.closed:
+            return "<DaskScheduler: shut down>"
+        return self._cluster.describe(self.total_open_tasks)
+
+    # -- its routes ---------------------------------------------------------------------------
+
+    @property
+    def routes(self) -> list:
+        """The routes tasks take, in the order they are tried (see :mod:`..routes.transport`)."""
+        return self._routes.routes
+
+    def route(self, name: str):
+        """The route called ``name``, or ``None`` if unused here."""
+        return self._routes.route(name)
+
+    @property
+    def direct_bytes(self) -> int:
+        """From how many bytes a chunk goes straight to a worker process."""
+        return self._routes.direct_bytes
+
+    @direct_bytes.setter
+    def direct_bytes(self, value: int) -> None:
+        self._routes.direct_bytes = value
+
+    def ship_callable(self, task_callable):
+        """Send a callable to the workers used, once; its future."""
+        return self._routes.ship_callable(task_callable)
+
+    def callable_alive(self, shipped) -> bool:
+        """Whether a shipped callable is still held by a worker."""
+        return self._routes.callable_alive(shipped)
+
+    def release_callable(self, shipped) -> None:
+        """Drop a shipped callable nobody needs any more."""
+        self._routes.release_callable(shipped)
+
+    def start_task(self, entry: OpenTask, data):
+        """Start one opened task by its route."""
+        return self._routes.start_task(entry, data)
+
+    def start_tasks(self, group: list) -> list | None:
+        """Start opened tasks in one call where the first route can."""
+        return self._routes.start_tasks(group)
+
+    def cancel_tasks(self, entries: list, handles: list) -> None:
+        """Cancel open tasks and other handles a batch tracked."""
+        self._routes.cancel_tasks(entries, handles)
+
     def _run_options(self) -> tuple:
         """``(topic, offload)`` for a task: where to report its start (only while someone
         listens), and the pool for GIL-holding callables."""
         topic = self._topic if self.has_subscribers else None
-        offload = self._offload
+        offload = self._cluster.offload
         return topic, offload.token if offload else None
 
     def record(self, entry: OpenTask, outcome=None, error: BaseException | None = None) -> None:
         """Give back what the task's route holds, then record it in its batch."""
-        self.release_route(entry, outcome, error)
+        self._routes.release(entry, outcome, error)
         super().record(entry, outcome, error)
 
     def _on_started(self, event) -> None:
@@ -229,7 +310,7 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         if adapter.is_killed_worker(error) or len(lost) > adapter.allowed_failures():
             return self.record(entry, error=_worker_lost(entry, error, lost))
         if entry.attempts < self.max_attempts:
-            return self._resubmit(entry, error or reason)
+            return self._routes.resubmit(entry, error or reason)
         self.record(
             entry,
             error=SchedulerError(
@@ -251,7 +332,7 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
             and entry.attempts < self.max_attempts
             and self.client.status == "running"
         ):
-            return self._resubmit(entry, f"{type(exc).__name__}: {exc}")
+            return self._routes.resubmit(entry, f"{type(exc).__name__}: {exc}")
         kind = InputError if unpicklable else SchedulerError
         self.record(
             entry,
@@ -267,30 +348,8 @@ class DaskScheduler(ClusterFacts, RoutedTasks, Scheduler):
         if self._topic:
             with contextlib.suppress(Exception):
                 self.client.unsubscribe_topic(self._topic)
-        self._opened.close()
-        if self._offload is not None:
-            self._offload.close()
-        if self._blas_hold is not None:
-            self._blas_hold.__exit__(None, None, None)
-        for route in self.routes:
-            route.close()
-
-
-def _of_cluster(workers, nthreads: dict, opened) -> tuple[str, ...]:
-    """``workers`` as a tuple, each a worker of the cluster; else an InputError naming it."""
-    chosen = tuple(dict.fromkeys(workers))
-    for address in chosen:
-        if address not in nthreads:
-            opened.close()
-            raise InputError(
-                f"not a worker of this cluster: {address!r} (its workers: "
-                f"{', '.join(sorted(nthreads)) or 'none'})",
-                argument="workers",
-            )
-    if not chosen:
-        opened.close()
-        raise InputError("workers= names no worker: give at least one", argument="workers")
-    return chosen
+        self._cluster.close()
+        self._routes.close()
 
 
 def _worker_lost(entry: OpenTask, error, lost: list[str]) -> WorkerLostError:

@@ -1,11 +1,12 @@
 """How a :class:`~labkit.scheduling.DaskScheduler` hands its tasks to their routes.
 
-The routes themselves (:mod:`.transport`, :mod:`.routes`) are chosen once
-when the scheduler opens; this mixin walks them for each task, keeps each
-task's data until it is done (a task whose inputs die with their worker is
-sent again by its route), releases what a route holds when the task ends,
-and cancels.  The scheduler's own module keeps only its life cycle and what
-a fault means.
+A scheduler holds one :class:`Dispatcher`: the routes (:mod:`.transport`,
+:mod:`.routes`), chosen once when the scheduler opens, and what is done with
+them.  It walks them for each task, keeps each task's data until it is done
+(a task whose inputs die with their worker is sent again by its route),
+releases what a route holds when the task ends, and cancels.  Its inputs are
+explicit: the client, the outcomes, the window and the scheduler's ``record``.
+The scheduler's own module keeps only its life cycle and what a fault means.
 
 Examples
 --------
@@ -28,73 +29,88 @@ from ..tasks.open_task import OpenTask
 from ..tasks.pickling import unpicklable_part
 from ..tasks.window import Window
 from . import routes  # noqa: F401  (registers the built-in routes)
+from .outcomes import Outcomes
 from .transport import PASS, ClusterTraits, RouteContext, Transport, open_routes
 
-__all__ = ["RoutedTasks"]
+__all__ = ["Dispatcher"]
 
 logger = logging.getLogger("labkit.scheduling")
 
 
-class RoutedTasks:
-    """Starts, records, cancels and resubmits tasks through ``self.routes`` (a mixin)."""
+class Dispatcher:
+    """A scheduler's routes: starts, releases, cancels and resubmits tasks through them.
 
-    # What the scheduler holds, declared for the type checker.
-    client: Any
-    outcomes: Any
-    window: Window
-    record: Callable[..., None]  # the scheduler's: records a task's outcome in its batch
-    routes: list[Transport]
-    _context: RouteContext
+    Parameters
+    ----------
+    client : distributed.Client
+    outcomes : Outcomes
+        Where every route reports what became of its tasks.
+    window : Window
+        The scheduler's window (its lock makes a resubmission and a cancel one step).
+    record : callable
+        The scheduler's ``record(entry, outcome=None, error=None)``: a task's outcome to its batch.
+    traits : ClusterTraits
+        What the cluster is: it chooses the routes, once.
+    direct_bytes : int
+        From how many bytes a chunk goes straight to a worker process.
+    run_options : callable
+        ``() -> (start topic or None, offload token or None)`` for each task.
+    workers : tuple of str, optional
+        The only workers tasks and their chunks may go to (None: any).
+    """
 
-    def open_routes(
+    def __init__(
         self,
+        client,
+        outcomes: Outcomes,
+        window: Window,
+        record: Callable[..., None],
         traits: ClusterTraits,
         direct_bytes: int,
         run_options: Callable[[], tuple],
         workers: tuple | None = None,
-    ) -> None:
-        """Choose the routes for a cluster of ``traits``, once, when the scheduler opens.
-
-        ``run_options() -> (start topic or None, offload token or None)`` for each task;
-        ``workers``: the only workers tasks and their chunks may go to (None: any).
-        """
+    ):
+        self.client, self.window, self.record = client, window, record
         placement: dict[str, Any] = {}
         if workers is not None:
             placement = {"workers": list(workers), "allow_other_workers": False}
-        self._context = RouteContext(
-            self.client, self.outcomes, run_options, direct_bytes, placement
-        )
+        #: What the routes need of their scheduler.
+        self.context = RouteContext(client, outcomes, run_options, direct_bytes, placement)
         #: The routes tasks take, in the order they are tried.
-        self.routes = open_routes(traits, self._context)
+        self.routes: list[Transport] = open_routes(traits, self.context)
 
     @property
     def direct_bytes(self) -> int:
         """From how many bytes a chunk goes straight to a worker process."""
-        return self._context.direct_bytes
+        return self.context.direct_bytes
 
     @direct_bytes.setter
     def direct_bytes(self, value: int) -> None:
-        self._context.direct_bytes = value
+        self.context.direct_bytes = value
 
     def route(self, name: str) -> Transport | None:
         """The route called ``name`` (see :mod:`.transport`), or ``None`` if unused here."""
         return next((r for r in self.routes if r.name == name), None)
 
     def ship_callable(self, task_callable):
+        """Send ``task_callable`` to every worker used, once; its future."""
         # an error names the user's part at fault, not labkit's wrapper (see TaskCallable.parts);
         # Dask's own log of the failure is left out (quiet.LabkitObjectsUnpicklable)
-        workers = self._context.placement.get("workers")
+        workers = self.context.placement.get("workers")
         return scatter_everywhere(
             self.client, task_callable, lambda: unpicklable_part(task_callable), only=workers
         )
 
     def callable_alive(self, shipped) -> bool:
+        """Whether a shipped callable is still held by a worker."""
         return shipped.status == "finished"
 
     def release_callable(self, shipped) -> None:
+        """Drop a shipped callable nobody needs any more."""
         shipped.release()
 
     def start_task(self, entry: OpenTask, data):
+        """Start ``entry`` by the first route that takes its chunk; its handle, or None."""
         entry.data = data  # kept until done: a task whose inputs die is sent again
         for route in self.routes:
             payload = route.prepare(entry, data)
@@ -104,6 +120,7 @@ class RoutedTasks:
         raise AssertionError("the graph route takes every chunk")
 
     def start_tasks(self, group: list) -> list | None:
+        """Start ``[(entry, data), ...]`` in one call where the first route can; else None."""
         first = self.routes[0]
         if not first.starts_groups:
             return None
@@ -113,12 +130,13 @@ class RoutedTasks:
                 entry.data, entry.route = data, first
         return futures
 
-    def release_route(self, entry: OpenTask, outcome=None, error=None) -> None:
+    def release(self, entry: OpenTask, outcome=None, error=None) -> None:
         """Give back what ``entry``'s route holds for it (it is done: recorded next)."""
         if entry.route is not None:
             entry.route.release(entry, outcome if error is None else None)
 
     def cancel_tasks(self, entries: list, handles: list) -> None:
+        """Release the routes of ``entries`` and cancel their handles and ``handles`` on Dask."""
         for entry in entries:
             if entry.route is not None:
                 entry.route.release(entry)
@@ -127,7 +145,7 @@ class RoutedTasks:
             with contextlib.suppress(Exception):  # the cluster may already be gone at shutdown
                 self.client.cancel(handles)
 
-    def _resubmit(self, entry: OpenTask, why) -> None:
+    def resubmit(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.
 
         The check that the task is still open and its new start are one step for a
@@ -163,3 +181,8 @@ class RoutedTasks:
                     entry.handle = handle
         if failed is not None:  # recorded outside the lock (the batch takes its own first)
             self.record(entry, error=as_labkit_error(failed, entry.info, None))
+
+    def close(self) -> None:
+        """Give back what every route holds (the scheduler shuts down)."""
+        for route in self.routes:
+            route.close()
