@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from ...constraints import Callable as IsCallable
 from ...constraints import InstanceOf, check_argument
@@ -37,6 +37,7 @@ TASK_CALLABLE = [InstanceOf(TaskCallable, "a TaskCallable"), IsCallable()]
 GROUP_MAX = 64
 
 
+@runtime_checkable
 class StartingBatch(TaskOwner, Protocol):
     """What a :class:`TaskStarter` asks of the batch it starts tasks for."""
 
