@@ -2,12 +2,13 @@
 
 The scheduler holds its parts, each with its own state and module: the
 cluster it opened and what it tells of it (a :class:`~.held.HeldCluster`,
-from :mod:`.cluster`), its routes, by which tasks reach the workers, chosen
-once here and walked for each task (a :class:`~..routes.dispatch.Dispatcher`
-over :mod:`..routes.transport` and :mod:`..routes.routes`), and the one thread
-by which outcomes reach their batches (:class:`~..routes.outcomes.Outcomes`).
-Each batch holds its own task starter (:mod:`..tasks.starting`).  Dask
-beyond its public API is :mod:`.dask_adapter`.
+from :mod:`.cluster`); its routes, by which tasks reach the workers, chosen
+once here and walked for each task (a
+:class:`~labkit.scheduling.routes.dispatch.Dispatcher`); and the one thread
+by which outcomes reach their batches
+(:class:`~labkit.scheduling.routes.outcomes.Outcomes`).  Each batch holds its
+own task starter (:mod:`labkit.scheduling.tasks.starting`).  Dask beyond its
+public API is :mod:`.dask_adapter`.
 
 Faults: a worker that dies under a task has Dask reschedule it; a task that
 keeps killing workers is a :class:`~labkit.errors.WorkerLostError` naming
@@ -81,7 +82,7 @@ class DaskScheduler(Scheduler):
     Notes
     -----
     It holds three parts: its cluster (a :class:`~.held.HeldCluster`), its
-    routes (a :class:`~..routes.dispatch.Dispatcher`) and the outcomes'
+    routes (a :class:`~labkit.scheduling.routes.dispatch.Dispatcher`) and the outcomes'
     thread (``outcomes``); each batch holds a task starter.
 
     Examples
@@ -223,7 +224,7 @@ class DaskScheduler(Scheduler):
 
     @property
     def routes(self) -> list:
-        """The routes tasks take, in the order they are tried (see :mod:`..routes.transport`)."""
+        """The routes tasks take, in the order they are tried (see ``routes/transport.py``)."""
         return self._routes.routes
 
     def route(self, name: str):
