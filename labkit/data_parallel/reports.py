@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
+
+from ..scheduling.workers.gathering import Gathering
 
 __all__ = [
     "StepReport",
@@ -90,29 +91,26 @@ class StepReport:
 class ReportStream:
     """On rank 0 of a Dask group: reports gathered and sent on ``topic`` every so often.
 
-    ``send(topic, messages)`` is ``dask_worker.log_event`` on a worker.
+    ``send(topic, messages)`` is ``dask_worker.log_event`` on a worker.  The
+    gathering is :class:`~labkit.scheduling.workers.gathering.Gathering`, as a
+    sweep's trial on a worker process gathers its reports.
     """
 
     def __init__(self, topic: str | None, send, every: float = REPORT_EVERY, run=None):
-        self.topic, self._send, self.every, self.run = topic, send, every, run
-        self._pending: list = []
-        self._last = time.monotonic()
+        self.topic, self.every, self.run = topic, every, run
+        self._gathering = Gathering(
+            lambda reports, extra: send(topic, {"reports": reports, "run": run, **extra}), every
+        )
 
     def add(self, report: StepReport) -> None:
         """Keep ``report``; send what is kept once ``every`` seconds have passed."""
-        if self.topic is None:
-            return
-        self._pending.append(report.to_wire())
-        if time.monotonic() - self._last >= self.every:
-            self.flush()
+        if self.topic is not None:
+            self._gathering.add(report.to_wire())
 
     def flush(self, **extra) -> None:
         """Send what is kept now (and ``extra`` fields, e.g. an epoch's end)."""
-        if self.topic is None or not (self._pending or extra):
-            return
-        message, self._pending = {"reports": self._pending, "run": self.run, **extra}, []
-        self._last = time.monotonic()
-        self._send(self.topic, message)
+        if self.topic is not None:
+            self._gathering.flush(**extra)
 
 
 def batch_number(index: int | None) -> int | None:

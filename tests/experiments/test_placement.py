@@ -92,3 +92,42 @@ def test_no_launch_module_asks_a_scheduler_what_it_is_by_hasattr():
     probes = [f"{path.name}: {m.group(0)}" for path in sources
               for m in re.finditer(r"hasattr\(\s*scheduler[^)]*\)", path.read_text())]
     assert probes == []
+
+
+def test_every_channel_back_to_the_client_is_a_trial_channel():
+    """A direct call, Dask's event stream, a slot's socket, an offload pool's socket: one protocol."""
+    from labkit.experiments.launch.channel import TrialChannel
+    from labkit.experiments.launch.group import HeldSink
+    from labkit.experiments.launch.sinks import DirectSink, EventSink, MemorySink, PipeSink
+    from labkit.experiments.launch.slot import SlotSink
+
+    calls = {"start", "report", "checkpoint", "end", "restore", "stopped"}
+    assert calls <= set(dir(TrialChannel))
+    for channel in (DirectSink, EventSink, PipeSink, SlotSink, MemorySink, HeldSink):
+        assert calls <= set(dir(channel)), channel.__name__
+
+
+def test_a_trial_reports_the_same_through_each_channel(four, threads_scheduler, monkeypatch):
+    """Reports, a checkpoint and the end reach the sweep alike, in this thread, on threads,
+    in an offload process, in slots, a task a trial (Dask's event stream) and in groups."""
+    def reporting(config, trial):
+        for step in range(3):
+            trial.report(step, x=config["x"] * step)
+        trial.checkpoint({"step": 2})
+        return {"x": 2 * config["x"]}
+
+    def histories(scheduler, k=1, fn=reporting):
+        result = lk.sweep(fn, [{"x": 1.0}, {"x": 2.0}], scheduler=scheduler, store=None,
+                          metric="x", mode="max", workers_per_trial=k)
+        return sorted((t.config["x"], t.status.value, tuple(m["x"] for _, m, _ in t.history))
+                      for t in result.trials)
+
+    expected = [(1.0, "completed", (0.0, 1.0, 2.0)), (2.0, "completed", (0.0, 2.0, 4.0))]
+    assert histories(lk.LocalScheduler()) == expected
+    assert histories(threads_scheduler) == expected
+    offloaded = lk.FunctionCallable(reporting, holds_gil=True)  # the offload pool's socket
+    assert histories(threads_scheduler, fn=offloaded) == expected
+    assert histories(four) == expected  # slots
+    assert histories(four, k=2) == expected  # groups
+    monkeypatch.setattr(launch, "SLOTS", False)
+    assert histories(four) == expected  # a task a trial

@@ -24,6 +24,7 @@ import traceback
 from ...errors import InputError, LabkitError, TaskError, WorkerLostError, exception_text
 from ...scheduling import TaskCallable
 from ..trials.trial import Trial, TrialStopped
+from .channel import deliver
 from .listener import Listener
 from .sinks import EventSink, PipeSink, forget_stop, new_execution
 
@@ -203,13 +204,11 @@ class OffloadTrial(TaskCallable):
 
         conn = Client(spec["address"], authkey=spec["authkey"])
         try:
-            conn.send(("start", os.getpid()))
-            restore, attempt = conn.recv()  # a process started again after one died: later
-            trial = Trial(
-                spec["trial"], spec["config"], PipeSink(conn, restore), attempt, spec.get("metric")
-            )
+            sink = PipeSink(conn)
+            sink.start()
+            trial = Trial(spec["trial"], spec["config"], sink, sink.attempt, spec.get("metric"))
             outcome = execute(self.fn, trial)
-            conn.send(("end",))
+            sink.end(outcome)
         finally:
             conn.close()
         return outcome
@@ -255,7 +254,7 @@ def _serve(conn, engine, trial: int, worker: str, served: dict) -> None:
     try:
         first = conn.recv()
         execution = served["exec"] = new_execution()
-        engine.started(trial, execution, f"{worker} (process {first[1]})")
+        deliver(engine, "start", trial, execution, worker=f"{worker} (process {first[1]})")
         conn.send((engine.restore_blob(trial), engine.attempt(trial)))
         _answer(conn, engine, trial, execution)
     except (EOFError, OSError):  # the process died: the pool starts another
@@ -268,9 +267,9 @@ def _answer(conn, engine, trial: int, execution: str) -> None:
         message = conn.recv()
         kind = message[0]
         if kind == "reports":
-            conn.send(engine.reported(trial, execution, message[1]))
+            conn.send(deliver(engine, kind, trial, execution, reports=message[1]))
         elif kind == "checkpoint":
-            engine.checkpointed(trial, execution, message[1], message[2])
+            deliver(engine, kind, trial, execution, step=message[1], blob=message[2])
             conn.send(True)
         elif kind == "stopped":
             conn.send(engine.stop_requested(trial, execution))

@@ -51,6 +51,7 @@ from typing import Any
 
 from ...scheduling.dask.connect import scheduler_identity
 from ..trials.trial import TrialStopped
+from .channel import TrialChannel
 from .launcher import ASK_EVERY, Launcher, Recent
 from .placement import check_group_size, group_pool, usable_workers
 from .sinks import new_execution
@@ -100,6 +101,9 @@ class HeldSink:
     def __init__(self, sink, hold: Hold):
         self._sink, self._hold = sink, hold
 
+    def start(self) -> None:
+        self._sink.start()
+
     def report(self, step, metrics, t) -> bool:
         return self._hold.ended is not None or self._sink.report(step, metrics, t)
 
@@ -112,6 +116,9 @@ class HeldSink:
 
     def stopped(self) -> bool:
         return self._hold.ended is not None or self._sink.stopped()
+
+    def end(self, outcome: dict) -> None:
+        self._sink.end(outcome)
 
 
 class GroupLauncher(Launcher):
@@ -212,9 +219,9 @@ class GroupLauncher(Launcher):
                 return gone
             time.sleep(0.1)
 
-    def sink(self, state, execution: str):
+    def sink(self, state, execution: str, worker: str = "") -> TrialChannel:
         """The engine's sink, closed to the trial once its group is taken back."""
-        return HeldSink(super().sink(state, execution), self.held[state.id])
+        return HeldSink(super().sink(state, execution, worker), self.held[state.id])
 
     def _release(self, hold: Hold) -> None:
         """Shut the trial's scheduler down (cancels its tasks, closes its trainer); free its workers."""

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...events import TaskInfo
 from ..trials.trial import Trial
+from .channel import TrialChannel
 from .execution import execute
 from .placement import Placement, usable_workers
 from .sinks import DirectSink, new_execution
@@ -125,9 +126,9 @@ class Launcher:
         execution, outcome = self.execute_here(state, worker, workers, scheduler)
         self.engine.finished(state.id, execution, outcome)
 
-    def sink(self, state, execution: str):
+    def sink(self, state, execution: str, worker: str = "") -> TrialChannel:
         """Where a trial run on this thread reports: straight to the engine."""
-        return DirectSink(self.engine, state.id, execution)
+        return DirectSink(self.engine, state.id, execution, worker)
 
     def execute_here(
         self, state, worker: str, workers: tuple = (), scheduler=None, execution=None
@@ -135,8 +136,8 @@ class Launcher:
         """Run ``state`` on this thread (direct sink); ``(execution, outcome)``."""
         engine, execution = self.engine, execution or new_execution()
         try:
-            engine.started(state.id, execution, worker)
-            sink = self.sink(state, execution)
+            sink = self.sink(state, execution, worker)
+            sink.start()
             attempt = engine.attempt(state.id)
             trial = Trial(state.id, state.config, sink, attempt, engine.metric, workers, scheduler)
             outcome = execute(self.fn, trial)

@@ -23,6 +23,7 @@ import time
 import uuid
 
 from ...scheduling.dask.dask_adapter import forget_on_scheduler
+from .channel import deliver
 from .execution import run_remote
 from .launcher import Launcher, Recent
 from .sinks import clear_stops, metadata_keys, request_stop
@@ -121,15 +122,11 @@ class RemoteLauncher(Launcher):
             self._send_stop(item[1])
 
     def _message(self, msg: dict) -> None:
-        engine, kind, trial, execution = self.engine, msg["kind"], msg["trial"], msg["exec"]
-        if kind == "start":
-            engine.started(trial, execution, msg["worker"])
-        elif kind == "reports":
-            engine.reported(trial, execution, [tuple(r) for r in msg["reports"]])
-        elif kind == "checkpoint":
-            engine.checkpointed(trial, execution, msg["step"], msg["blob"])
-        elif kind == "end":
-            engine.finished(trial, execution, msg["outcome"])
+        """One message of a trial's event stream to the engine."""
+        fields = {k: v for k, v in msg.items() if k not in ("kind", "trial", "exec")}
+        if msg["kind"] == "reports":  # lists on the wire
+            fields["reports"] = [tuple(r) for r in fields["reports"]]
+        deliver(self.engine, msg["kind"], msg["trial"], msg["exec"], **fields)
 
     def _done(self, trial: int, future) -> None:
         """A trial's task ended: its result waits for its last message, a fault restarts it."""

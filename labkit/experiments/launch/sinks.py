@@ -1,7 +1,9 @@
-"""Where a trial's reports and checkpoints go, wherever the trial runs.
+"""Where a trial's reports and checkpoints go, wherever the trial runs: the channels.
 
-Every sink answers four calls of :class:`~.trial.Trial`: ``report`` (returns
-whether the trial must stop), ``checkpoint``, ``restore`` and ``stopped``.
+Every sink is a :class:`~.channel.TrialChannel`: ``start`` and ``end``
+(called where the trial runs, around it), and the four calls of
+:class:`~.trial.Trial`: ``report`` (returns whether the trial must stop),
+``checkpoint``, ``restore`` and ``stopped``.
 
 * :class:`DirectSink`: the trial runs in the client's process (a thread of an
   in-process cluster, or the :class:`~labkit.LocalScheduler`); reports reach the
@@ -10,8 +12,8 @@ whether the trial must stop), ``checkpoint``, ``restore`` and ``stopped``.
   worker process of this machine; reports go over the slot's socket.
 * :class:`EventSink`: the trial runs in a Dask worker process as a task of its own; reports are
   gathered and sent through Dask's event stream (``log_event``) at most every
-  :data:`REPORT_EVERY` seconds, as :mod:`labkit.data_parallel.reports` does
-  for a fit; a stop arrives as a flag set by ``client.run`` (:func:`request_stop`).
+  :data:`REPORT_EVERY` seconds (a :class:`~labkit.scheduling.workers.gathering.Gathering`,
+  as :mod:`labkit.data_parallel.reports` gathers a fit's); a stop arrives as a flag set by ``client.run`` (:func:`request_stop`).
 * :class:`PipeSink`: the trial runs in a process of an offload pool (a
   GIL-holding trial beside an in-process cluster); each call is a round trip
   over a socket to the thread that runs its task.
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
+
+from ...scheduling.workers.gathering import Gathering
 
 __all__ = [
     "forget_stop",
@@ -80,6 +83,10 @@ class MemorySink:
     def __init__(self):
         self.reports: list = []
         self.blob: bytes | None = None
+        self.outcome: dict | None = None
+
+    def start(self) -> None:
+        """Nothing to tell."""
 
     def report(self, step, metrics, t) -> bool:
         self.reports.append((step, metrics, t))
@@ -94,12 +101,18 @@ class MemorySink:
     def stopped(self) -> bool:
         return False
 
+    def end(self, outcome: dict) -> None:
+        self.outcome = outcome
+
 
 class DirectSink:
     """A trial in the client's process: each call goes straight to the sweep."""
 
-    def __init__(self, engine, trial: int, execution: str):
-        self.engine, self.trial, self.execution = engine, trial, execution
+    def __init__(self, engine, trial: int, execution: str, worker: str = ""):
+        self.engine, self.trial, self.execution, self.worker = engine, trial, execution, worker
+
+    def start(self) -> None:
+        self.engine.started(self.trial, self.execution, self.worker)
 
     def report(self, step, metrics, t) -> bool:
         return self.engine.reported(self.trial, self.execution, [(step, metrics, t)])
@@ -112,6 +125,9 @@ class DirectSink:
 
     def stopped(self) -> bool:
         return self.engine.stop_requested(self.trial, self.execution)
+
+    def end(self, outcome: dict) -> None:
+        self.engine.finished(self.trial, self.execution, outcome)
 
 
 class EventSink:
@@ -135,11 +151,16 @@ class EventSink:
 
         self.worker = get_worker()
         self.topic, self.token, self.trial, self.execution = topic, token, trial, execution
-        self.every = every
         self._restore = restore  # (seq, blob) the client sent with the task
-        self._pending: list = []
-        self._last = 0.0
-        self.sent = 0
+        # the first report goes at once; later ones together, at most every ``every`` s
+        self.reports = Gathering(
+            lambda reports, _: self.send("reports", reports=reports), every, first_at_once=True
+        )
+
+    @property
+    def sent(self) -> int:
+        """Reports sent so far."""
+        return self.reports.sent
 
     def send(self, kind: str, **fields) -> None:
         """One message to the client (through the scheduler)."""
@@ -147,7 +168,8 @@ class EventSink:
             self.topic, {"kind": kind, "trial": self.trial, "exec": self.execution, **fields}
         )
 
-    def start(self, attempt: int) -> None:
+    def start(self, attempt: int = 0) -> None:
+        """The first message: the trial's worker, process and ``attempt``."""
         self.send("start", worker=self.worker.address, pid=os.getpid(), attempt=attempt)
 
     def runs_before(self) -> int:
@@ -167,18 +189,12 @@ class EventSink:
         return int(runs or 0)
 
     def report(self, step, metrics, t) -> bool:
-        self._pending.append([step, metrics, t])
-        if t - self._last >= self.every:
-            self.flush()
+        self.reports.add([step, metrics, t])
         return self.stopped()
 
     def flush(self) -> None:
         """Send the reports gathered so far."""
-        if self._pending:
-            reports, self._pending = self._pending, []
-            self._last = time.time()
-            self.sent += len(reports)
-            self.send("reports", reports=reports)
+        self.reports.flush()
 
     def checkpoint(self, step, blob) -> None:
         self.flush()  # the checkpoint follows the reports it comes after
@@ -214,8 +230,17 @@ class EventSink:
 class PipeSink:
     """A trial in an offload process: each call a round trip to the task's thread."""
 
-    def __init__(self, conn, restore: bytes | None):
+    def __init__(self, conn, restore: bytes | None = None):
         self.conn, self._restore = conn, restore
+        self.attempt = 0
+
+    def start(self) -> None:
+        """Say hello (this process); the task's thread answers the checkpoint and the attempt.
+
+        A process the pool starts again after one died gets the later ones.
+        """
+        self.conn.send(("start", os.getpid()))
+        self._restore, self.attempt = self.conn.recv()
 
     def report(self, step, metrics, t) -> bool:
         self.conn.send(("reports", [(step, metrics, t)]))
@@ -231,3 +256,7 @@ class PipeSink:
     def stopped(self) -> bool:
         self.conn.send(("stopped",))
         return self.conn.recv()
+
+    def end(self, outcome: dict) -> None:
+        """The last message (the outcome itself comes back as the task's result)."""
+        self.conn.send(("end",))

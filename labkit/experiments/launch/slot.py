@@ -108,19 +108,19 @@ class Slot:
 
     def run(self, spec: dict, fn, error: dict | None, metric: str | None) -> None:
         """Run one trial (or fail it at once when the function did not load); send its end."""
-        trial_id, execution = spec["trial"], spec["exec"]
+        trial_id = spec["trial"]
+        sink = SlotSink(self, trial_id, spec["exec"], spec.get("restore"))
         if trial_id in self.stops:  # stopped before it began
             outcome = {"status": "stopped"}
         elif error is not None:
-            self.outbox.put(("start", trial_id, execution))
+            sink.start()
             outcome = dict(error)
         else:
-            self.outbox.put(("start", trial_id, execution))
-            sink = SlotSink(self, trial_id, execution, spec.get("restore"))
+            sink.start()
             trial = Trial(trial_id, spec["config"], sink, spec["attempt"], metric)
             outcome = self._execute(fn, trial)
         self.stops.discard(trial_id)
-        self.outbox.put(("end", trial_id, execution, outcome))
+        sink.end(outcome)
 
     def _execute(self, fn, trial: Trial) -> dict:
         """``execute(fn, trial)`` on a thread of its own, which the slot's task thread awaits.
@@ -259,6 +259,12 @@ class SlotSink:
     def __init__(self, slot: Slot, trial: int, execution: str, restore: bytes | None):
         self.slot, self.trial, self.execution = slot, trial, execution
         self._restore = restore
+
+    def start(self) -> None:
+        self.slot.outbox.put(("start", self.trial, self.execution))
+
+    def end(self, outcome: dict) -> None:
+        self.slot.outbox.put(("end", self.trial, self.execution, outcome))
 
     def report(self, step, metrics, t) -> bool:
         self.slot.outbox.put(("report", self.trial, self.execution, step, metrics, t))

@@ -1,7 +1,7 @@
 """Trials on worker processes of this machine: slots as long tasks, trials handed over a socket.
 
 :class:`SlotLauncher` starts one long Dask task a slot (:func:`~.slot.run_slot`)
-on the cluster's threads, as the :class:`~.launch.ThreadLauncher` does on an
+on the cluster's threads, as the :class:`~.threads.ThreadLauncher` does on an
 in-process cluster; each slot connects back to a listener of the sweep on
 127.0.0.1 (authenticated with a key of the sweep's own) and takes trial
 after trial through it.  One thread of the client serves each slot's line:
@@ -21,7 +21,7 @@ is left running on the cluster.
 
 Used where the scheduler listens on the loopback (so every worker runs on
 this machine and reaches the client); a cluster reached on another host
-keeps a task a trial (:mod:`.remote_launcher`).
+keeps a task a trial (:mod:`.remote`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import uuid
 from typing import Any
 
 from ...errors import SchedulerError
+from .channel import deliver_tuple
 from .launcher import Launcher, Recent
 from .listener import Listener
 from .sinks import new_execution
@@ -205,23 +206,16 @@ class SlotLauncher(Launcher):
 
     def _message(self, line: Line, message: tuple) -> bool:
         """One message of the slot to the engine; whether it was a trial's end."""
-        engine, kind, trial, execution = self.engine, message[0], message[1], message[2]
-        if kind == "start":
-            engine.started(trial, execution, line.worker)
-        elif kind == "reports":
-            if engine.reported(trial, execution, message[3]):
-                line.stop(trial)
-        elif kind == "checkpoint":
-            engine.checkpointed(trial, execution, message[3], message[4])
-        elif kind == "end":
+        engine, kind, trial = self.engine, message[0], message[1]
+        if kind == "end":
             with engine.lock:
                 if self.where.get(trial) is line:
                     del self.where[trial]
                 line.held.pop(trial, None)
                 line.stops.discard(trial)
-            engine.finished(trial, execution, message[3])
-            return True
-        return False
+        if deliver_tuple(engine, message, worker=line.worker):  # a report's answer: stop
+            line.stop(trial)
+        return kind == "end"
 
     def _lost(self, line: Line) -> None:
         """The line broke (its worker died): its trial runs again elsewhere, its slot is replaced.
