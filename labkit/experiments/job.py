@@ -17,9 +17,9 @@ from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
 from .arguments import SweepConfig, check_pickles, function_of, prepare
+from .launch import place
 from .launch.launchers import launcher_of
 from .launch.loop import drive
-from .launch.placement import Placement
 from .live import LiveSweep, result_of
 from .opening import open_sweep
 from .spec import SweepSpec
@@ -44,7 +44,7 @@ class SweepJob:
         self.owned = config.scheduler is None  # a LocalScheduler of its own, shut down at the end
         self.scheduler = LocalScheduler() if self.owned else config.scheduler
         # placed once: every launcher and check reads this one answer
-        self.placement = Placement.choose(self.scheduler, config.workers_per_trial, self.holds_gil)
+        self.placement = place(self.scheduler, config.workers_per_trial, self.holds_gil)
         if self.placement.travels:
             check_pickles(self.fn)
         self.placement.check_room()

@@ -49,10 +49,12 @@ def test_an_in_process_cluster_places_trials_on_its_threads(threads_scheduler):
 
 
 def test_worker_processes_place_trials_in_slots_tasks_or_groups(four, monkeypatch):
+    monkeypatch.setattr(launch, "SLOTS", False)
+    assert launch.place(four).where is Where.TASKS  # the switch, read when a sweep is placed
+    monkeypatch.setattr(launch, "SLOTS", True)
     slots = Placement.choose(four, workers_per_trial=1)
     assert slots.where is Where.SLOTS and slots.travels and not slots.group
-    monkeypatch.setattr(launch, "SLOTS", False)
-    tasks = Placement.choose(four, workers_per_trial=1)
+    tasks = Placement.choose(four, workers_per_trial=1, slots=False)
     assert tasks.where is Where.TASKS and tasks.travels and tasks.on_workers
     groups = Placement.choose(four, workers_per_trial=2)
     assert groups.where is Where.GROUPS and groups.group and groups.on_workers

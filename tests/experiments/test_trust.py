@@ -17,7 +17,7 @@ import time
 import pytest
 
 import labkit as lk
-from labkit.experiments import loop
+from labkit.experiments.launch import loop
 from labkit.experiments.search.rules import Rule
 
 from . import functions as f

@@ -14,7 +14,7 @@ from .remote import RemoteLauncher
 from .slots import SlotLauncher
 from .threads import InlineLauncher, ThreadLauncher
 
-__all__ = ["LAUNCHERS", "launcher_of", "launcher_for"]
+__all__ = ["LAUNCHERS", "launcher_of"]
 
 #: The launcher of each placement.
 LAUNCHERS: dict[Where, type[Launcher]] = {
@@ -29,11 +29,3 @@ LAUNCHERS: dict[Where, type[Launcher]] = {
 def launcher_of(placement: Placement, engine, fn, max_concurrent: int | None) -> Launcher:
     """The launcher of ``placement`` for the sweep of ``engine``."""
     return LAUNCHERS[placement.where](placement, engine, fn, max_concurrent)
-
-
-def launcher_for(
-    scheduler, engine, fn, holds_gil: bool, workers_per_trial: int, max_concurrent: int | None
-) -> Launcher:
-    """The launcher that suits ``scheduler`` (its placement chosen here)."""
-    placement = Placement.choose(scheduler, workers_per_trial, holds_gil)
-    return launcher_of(placement, engine, fn, max_concurrent)

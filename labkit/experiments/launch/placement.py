@@ -73,9 +73,16 @@ class Placement:
     holds_gil: bool = False
 
     @classmethod
-    def choose(cls, scheduler, workers_per_trial: int = 1, holds_gil: bool = False) -> Placement:
-        """The placement that suits ``scheduler`` for trials of ``workers_per_trial`` workers."""
-        return cls(_where(scheduler, workers_per_trial), scheduler, workers_per_trial, holds_gil)
+    def choose(
+        cls, scheduler, workers_per_trial: int = 1, holds_gil: bool = False, slots: bool = True
+    ) -> Placement:
+        """The placement that suits ``scheduler`` for trials of ``workers_per_trial`` workers.
+
+        ``slots`` off: trials on worker processes of this machine go a task a
+        trial, as on a cluster of other hosts (the launch package's ``SLOTS``).
+        """
+        where = _where(scheduler, workers_per_trial, slots)
+        return cls(where, scheduler, workers_per_trial, holds_gil)
 
     @property
     def group(self) -> bool:
@@ -117,7 +124,7 @@ class Placement:
         return min(n, max_concurrent) if max_concurrent else n
 
 
-def _where(scheduler, workers_per_trial: int) -> Where:
+def _where(scheduler, workers_per_trial: int, slots: bool) -> Where:
     """The way trials of ``workers_per_trial`` travel on ``scheduler``."""
     if not isinstance(scheduler, DaskScheduler):
         return Where.INLINE
@@ -125,14 +132,7 @@ def _where(scheduler, workers_per_trial: int) -> Where:
         return Where.THREADS
     if workers_per_trial > 1:
         return Where.GROUPS
-    return Where.SLOTS if _slots_on() and _on_this_machine(scheduler) else Where.TASKS
-
-
-def _slots_on() -> bool:
-    """The launch package's ``SLOTS`` switch (off: a task a trial, for comparing the two)."""
-    from .. import launch
-
-    return bool(launch.SLOTS)
+    return Where.SLOTS if slots and _on_this_machine(scheduler) else Where.TASKS
 
 
 def _on_this_machine(scheduler) -> bool:
