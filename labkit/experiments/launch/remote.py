@@ -1,7 +1,7 @@
 """Trials on a cluster on other hosts (or with slots off): each trial one task of its own.
 
 Worker processes of this machine run trials in slots instead
-(:mod:`.slot_launcher`); this is the route that asks nothing of the workers
+(:mod:`.slots`); this is the route that asks nothing of the workers
 but Dask itself.
 
 Each trial is one task (:func:`~.execution.run_remote`); its reports come

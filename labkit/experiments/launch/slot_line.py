@@ -1,6 +1,6 @@
 """The two ends of a slot's socket: the client's :class:`Line`, and what both ends set on it.
 
-A slot (:mod:`.slot`) and the sweep's client (:mod:`.slot_launcher`) talk
+A slot (:mod:`.slot`) and the sweep's client (:mod:`.slots`) talk
 over one ``multiprocessing.connection`` socket on 127.0.0.1.  Its messages
 are small and go both ways at once, so each end turns Nagle's wait off
 (:func:`no_delay`); the client's end is a :class:`Line`, which several of
