@@ -74,7 +74,7 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         engine.store.path,
         spec.rule_words(),
         again,
-        exploits=engine.searcher.exploits,
+        exploits=engine.decisions.exploits,
         study=getattr(spec.search, "study", None),
         workers=engine.namer.names,  # filled in as they are learned (the last as the store closes)
     )
@@ -138,7 +138,7 @@ class LiveSweep:
     @property
     def exploits(self) -> list:
         """Population-based training's exploits so far (:class:`~.exploits.ExploitRecord`)."""
-        return self._engine.searcher.exploits
+        return self._engine.decisions.exploits
 
 
 class StoredSweep:

@@ -76,7 +76,7 @@ def test_asha_forgets_the_rungs_a_restarted_trial_reports_again():
     for step in (1, 3, 9):
         judge.judge(0, step, 0.5, stopping=False)
     assert [sorted(r) for r in judge.rule.state()["rungs"]] == [["0"], ["0"], ["0"]]
-    judge.restarted(0, from_step=2)                    # it reports from step 2 on again
+    judge.on_trial_restart(0, from_step=2)                    # it reports from step 2 on again
     assert [sorted(r) for r in judge.rule.state()["rungs"]] == [["0"], [], []]
     assert judge.history.last_step(0) == 1
     judge.judge(0, 3, 0.4, stopping=False)

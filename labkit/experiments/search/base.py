@@ -6,7 +6,9 @@ under the engine's lock) at four moments of a trial's life:
 * :meth:`Search.ask` -- a trial starts and needs its configuration (only a
   search whose :attr:`~Search.asks` is true: the others' configurations are
   drawn when trials are added, from the sweep's seed);
-* :meth:`Search.reported` -- a value of the sweep's metric was reported;
+* :meth:`Search.reported` -- a value of the sweep's metric was reported (a
+  search that also decides on reports, as ``lk.PBT``, is a
+  :class:`~.decision.Decider`: it hears them as one, :mod:`.chain`);
 * :meth:`Search.ended` -- a trial ended (its final :class:`~..record.TrialRecord`);
 * :meth:`Search.resume` -- a resumed sweep's stored trials, before anything is asked.
 
@@ -24,7 +26,7 @@ from ...errors import InputError
 from ..trials.record import TrialRecord
 from .space import Space
 
-__all__ = ["Search", "RandomSearch", "search_of", "is_sampler", "describe_search"]
+__all__ = ["Search", "RandomSearch", "Named", "search_of", "is_sampler", "describe_search"]
 
 
 @runtime_checkable
@@ -42,10 +44,10 @@ class Search(Protocol):
         ...
 
     def reported(self, trial_id: int, step: Any, value: float) -> Any:
-        """The trial reported ``value`` of the metric at ``step``.
+        """The trial reported ``value`` of the metric at ``step`` (what it returns is not used).
 
-        Returns None, or a search that acts on reports (population-based
-        training, :mod:`.pbt`) its decision for the trial: ``Exploit`` or ``Pause``.
+        What a trial does next is decided by a :class:`~.decision.Decider`: a
+        search that decides (population-based training, :mod:`.pbt`) is one too.
         """
         ...
 
@@ -56,6 +58,13 @@ class Search(Protocol):
     def resume(self, records: list[TrialRecord]) -> None:
         """A resumed sweep's stored trials, told before anything new is asked."""
         ...
+
+
+@runtime_checkable
+class Named(Protocol):
+    """A search that gives its name (stored with the sweep): ``PBT``, a sampler's class."""
+
+    name: str
 
 
 class RandomSearch:
@@ -138,4 +147,4 @@ def describe_search(search: Any) -> str:
     """The search in words, stored with the sweep: ``random`` or the sampler's class name."""
     if isinstance(search, RandomSearch) or search is None:
         return "random"
-    return str(getattr(search, "name", type(search).__name__))
+    return str(search.name) if isinstance(search, Named) else type(search).__name__

@@ -1,9 +1,12 @@
 """The sweep's early-stopping rule at work: its history, its hooks, its state kept in the store.
 
-One :class:`Judge` a sweep, called by the engine under its lock.  It keeps
+One :class:`Judge` a sweep: the rule (``lk.ASHA``, ``lk.Median``, one's own)
+as a :class:`~.decision.Decider`, consulted in the sweep's decision chain
+(:mod:`.chain`) under the engine's lock.  It keeps
 every trial's curve (:class:`~.rules.History`), asks the rule for a decision
 on each value of the metric (a rule that raises is logged and lets the trial
-go on), calls the rule's lifecycle hooks where it has them, and hands the
+go on), calls the rule's lifecycle hooks where it has them (what a rule
+offers is seen once, against the protocols :mod:`.rules` declares), and hands the
 rule's ``state()`` to the store when asked (:meth:`Judge.take_state`: the
 store asks once a commit, so the state, whose size grows with the sweep, is
 not built again at every decision).  A resumed sweep gives the stored state
@@ -14,28 +17,42 @@ written before rules kept theirs, is rebuilt by replaying the stored reports.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..trials.record import TrialRecord
-from .rules import History, describe_rule
+from .decision import CONTINUE, Decider, Decision, Stop
+from .rules import (
+    FollowsAdds,
+    FollowsEnds,
+    FollowsRestarts,
+    History,
+    KeepsState,
+    LoadsState,
+    Revised,
+    describe_rule,
+)
 
 __all__ = ["Judge"]
 
 logger = logging.getLogger("labkit.experiments")
 
 
-class Judge:
+class Judge(Decider):
     """The rule of one sweep (``None``: no early stopping) and the history it decides on."""
 
     def __init__(self, rule: Any, mode: str, metric: str):
         self.rule, self.metric = rule, metric
         self.history = History(mode)
-        self._revision = getattr(rule, "revision", None)
+        #: whether the rule keeps a state to store (``state()``)
+        self.keeps = isinstance(rule, KeepsState) and callable(rule.state)
+        self._loads = isinstance(rule, LoadsState) and callable(rule.load_state)
+        self._revision = self._rule_revision()
+        self._hooks = _hooks_of(rule)
 
-    @property
-    def keeps(self) -> bool:
-        """Whether the rule keeps a state to store (``state()``)."""
-        return callable(getattr(self.rule, "state", None))
+    def _rule_revision(self) -> Any:
+        """The rule's ``revision`` (None for a rule without one: its state is always taken)."""
+        return self.rule.revision if isinstance(self.rule, Revised) else None
 
     def resume(self, records: list[TrialRecord], state: dict | None) -> None:
         """Know the trials of a resumed sweep: their curves, and the rule's records.
@@ -51,10 +68,9 @@ class Judge:
             for step, metrics, _ in record.history:
                 if self.metric in metrics:
                     self.history.add(record.id, step, metrics[self.metric])
-        load = getattr(self.rule, "load_state", None)
-        if callable(load) and state is not None and state.get("rule") == self._words():
-            load(state["state"])
-        elif self.rule is not None:  # a rule that keeps no state: its records rebuilt
+        if self._loads and state is not None and state.get("rule") == self._words():
+            self.rule.load_state(state["state"])
+        else:  # a rule that keeps no state: its records rebuilt
             self._replay(records)
         self._revision = None  # the state taken back (or rebuilt) is stored once more
 
@@ -67,9 +83,14 @@ class Judge:
                     replay.add(record.id, step, metrics[self.metric])
                     self._decide(record.id, step, metrics[self.metric], replay)
 
-    def added(self, trial: int) -> None:
+    def on_trial_add(self, trial: int) -> None:
         """A new trial joined the sweep."""
         self._hook("on_trial_add", trial)
+
+    def on_report(self, trial: int, step: Any, value: float, stopping: bool) -> Decision:
+        """A value of the metric: :class:`~.decision.Stop` with the rule's reason, or go on."""
+        reason = self.judge(trial, step, value, stopping)
+        return CONTINUE if reason is None else Stop(reason)
 
     def judge(self, trial: int, step, value: float, stopping: bool) -> str | None:
         """A value of the metric; the reason to stop ``trial``, or None (``stopping``: no decision)."""
@@ -83,12 +104,12 @@ class Judge:
             return None
         return reason if isinstance(reason, str) else f"{type(self.rule).__name__} at step {step}"
 
-    def restarted(self, trial: int, from_step) -> None:
+    def on_trial_restart(self, trial: int, from_step: Any) -> None:
         """``trial`` reports from ``from_step`` again (it restarted from a checkpoint)."""
         self.history.truncate(trial, from_step)
         self._hook("on_trial_restart", trial, from_step)
 
-    def ended(self, trial: int, status: str) -> None:
+    def on_trial_end(self, trial: int, status: str) -> None:
         """``trial`` ended."""
         self._hook("on_trial_end", trial, str(status))
 
@@ -96,7 +117,7 @@ class Judge:
         """The rule's state to store if it changed since last taken (its ``revision``), or None."""
         if not self.keeps:
             return None
-        revision = getattr(self.rule, "revision", None)
+        revision = self._rule_revision()
         if revision == self._revision and revision is not None:
             return None
         self._revision = revision
@@ -116,10 +137,22 @@ class Judge:
             return None
 
     def _hook(self, name: str, *args: Any) -> None:
-        hook = getattr(self.rule, name, None)
-        if not callable(hook):
+        hook = self._hooks.get(name)
+        if hook is None:
             return
         try:
             hook(*args)
         except Exception:
             logger.exception("labkit: the early-stopping rule's %s failed", name)
+
+
+def _hooks_of(rule: Any) -> dict[str, Callable[..., Any]]:
+    """The lifecycle hooks ``rule`` offers, by name (a :class:`~.rules.Rule` offers all three)."""
+    hooks: dict[str, Any] = {}
+    if isinstance(rule, FollowsAdds):
+        hooks["on_trial_add"] = rule.on_trial_add
+    if isinstance(rule, FollowsRestarts):
+        hooks["on_trial_restart"] = rule.on_trial_restart
+    if isinstance(rule, FollowsEnds):
+        hooks["on_trial_end"] = rule.on_trial_end
+    return {name: hook for name, hook in hooks.items() if callable(hook)}

@@ -47,7 +47,6 @@ import copy
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -62,6 +61,7 @@ from ...constraints import (
 )
 from ...errors import InputError
 from ..trials.record import TrialRecord, better
+from .decision import CONTINUE, Decider, Decision, Exploit, Pause, Population
 from .distributions import Distribution
 
 __all__ = ["PBT", "Exploit", "Pause", "perturb", "fit"]
@@ -70,29 +70,15 @@ __all__ = ["PBT", "Exploit", "Pause", "perturb", "fit"]
 _STREAM = 0x504254
 
 
-@dataclass(frozen=True)
-class Exploit:
-    """Continue from ``donor``'s latest checkpoint with the configuration ``config``.
-
-    ``at``: the interval boundary the member was ranked at (in the bottom quantile).
-    """
-
-    donor: int
-    config: dict
-    at: Any = None
-
-
-@dataclass(frozen=True)
-class Pause:
-    """Go to the end of the queue; resume from the member's own latest checkpoint."""
-
-
 def _mapping(value: Any) -> bool:
     return isinstance(value, Mapping) and bool(value)
 
 
-class PBT:
+class PBT(Decider):
     """Population-based training for ``lk.sweep(..., search=lk.PBT(...))``; see the module.
+
+    A :class:`~.base.Search` whose first configurations are drawn as random
+    search's, and a :class:`~.decision.Decider` that pauses and exploits.
 
     ``interval``: steps between decisions; ``quantile``: the share of the
     ranked members in the bottom (which exploit) and the top (the donors);
@@ -103,6 +89,8 @@ class PBT:
     """
 
     asks = False
+    pauses = True
+    exploits = True
     name = "PBT"  # stored with the sweep (its settings' ``search``)
     metric = ""  # the sweep's metric (set by search_of): read back from stored histories
     parameter_constraints: dict = {
@@ -123,7 +111,14 @@ class PBT:
         resample_probability: float = 0.25,
         seed: int | None = None,
     ):
-        check_parameters(self, locals(), "PBT")
+        given = dict(
+            interval=interval,
+            quantile=quantile,
+            mutations=mutations,
+            resample_probability=resample_probability,
+            seed=seed,
+        )
+        check_parameters(self, given, "PBT")
         for name, entry in mutations.items():  # type: ignore[union-attr]
             _check_entry(name, entry)
         self.interval, self.quantile = interval, float(quantile)
@@ -163,19 +158,24 @@ class PBT:
         own.space = dict(space.entries)
         return own
 
-    def seeded(self, seed: int) -> None:
-        """The sweep's ``seed``: PBT's draws come from it when PBT was given none."""
+    def start(self, population: Population | None, seed: int) -> None:
+        """The sweep's members and ``seed`` (PBT's draws come from it when PBT was given none).
+
+        The members: ``config(i)``, ``checkpoint_step(i)``, ``active(i)`` (not
+        ended: a donor must be), ``waiting()`` (whether a member waits for a
+        slot) and ``size()`` (how many).
+        """
+        self.population = population
         if self.seed is None:
             stream = np.random.SeedSequence(int(seed), spawn_key=(_STREAM,))
             self.rng = np.random.default_rng(stream)
 
-    def attach(self, population: Any) -> None:
-        """What the sweep tells of its members: ``config(i)``, ``checkpoint_step(i)``,
-        ``active(i)`` (not ended: a donor must be), ``waiting()`` (whether a member
-        waits for a slot) and ``size()`` (how many)."""
-        self.population = population
+    def on_report(self, trial: int, step: Any, value: float, stopping: bool) -> Decision:
+        """The decision for ``trial`` at ``step`` (:meth:`reported`); it goes on when ``stopping``."""
+        decision = self.reported(trial, step, value)
+        return CONTINUE if decision is None or stopping else decision
 
-    # -- the Search protocol -----------------------------------------------------------------
+    # -- the Search protocol (reports are heard as a Decider: :meth:`on_report`) ----------------
 
     def ask(self, trial_id: int) -> dict:
         """Never called (``asks`` is False): first configurations are drawn as random search's."""

@@ -49,11 +49,28 @@ import bisect
 import copy
 import math
 import statistics
+from typing import Any, Protocol, runtime_checkable
 
 from ...constraints import Interval, check_parameters
 from ...errors import InputError
 
-__all__ = ["Rule", "ASHA", "Median", "History", "check_rule", "own_rule", "describe_rule"]
+__all__ = [
+    "Rule",
+    "ASHA",
+    "Median",
+    "History",
+    "check_rule",
+    "own_rule",
+    "describe_rule",
+    "Decides",
+    "KeepsState",
+    "LoadsState",
+    "Revised",
+    "Described",
+    "FollowsAdds",
+    "FollowsRestarts",
+    "FollowsEnds",
+]
 
 
 class History:
@@ -119,6 +136,67 @@ class History:
         return self._sums[trial][n - 1] / n if n else None
 
 
+# What a rule of one's own may offer (documented above), declared: the sweep's
+# :class:`~.judge.Judge` sees once, when the sweep starts, which of them a rule
+# has, and calls those (a :class:`Rule` has every hook).
+
+
+@runtime_checkable
+class Decides(Protocol):
+    """A rule: ``decide(trial, step, value, history)``, a reason to stop or None."""
+
+    def decide(self, trial: int, step: Any, value: float, history: History) -> Any: ...
+
+
+@runtime_checkable
+class KeepsState(Protocol):
+    """A rule whose records are stored with the sweep (plain data)."""
+
+    def state(self) -> dict: ...
+
+
+@runtime_checkable
+class LoadsState(Protocol):
+    """A rule that takes back the records its ``state()`` gave."""
+
+    def load_state(self, state: dict) -> None: ...
+
+
+@runtime_checkable
+class Revised(Protocol):
+    """A rule whose ``revision`` changes whenever its ``state()`` would."""
+
+    revision: int
+
+
+@runtime_checkable
+class Described(Protocol):
+    """A rule that says what it is in words."""
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class FollowsAdds(Protocol):
+    """A rule told of each trial added."""
+
+    def on_trial_add(self, trial: int) -> None: ...
+
+
+@runtime_checkable
+class FollowsRestarts(Protocol):
+    """A rule told of each trial that runs again from a checkpoint."""
+
+    def on_trial_restart(self, trial: int, from_step: Any) -> None: ...
+
+
+@runtime_checkable
+class FollowsEnds(Protocol):
+    """A rule told of each trial's end."""
+
+    def on_trial_end(self, trial: int, status: str) -> None: ...
+
+
 class Rule:
     """Base of early-stopping rules: :meth:`decide`, and lifecycle hooks that do nothing."""
 
@@ -176,7 +254,8 @@ class ASHA(Rule):
     }
 
     def __init__(self, min_steps=1, reduction=3, max_steps=None):
-        check_parameters(self, locals(), "lk.ASHA")
+        given = dict(min_steps=min_steps, reduction=reduction, max_steps=max_steps)
+        check_parameters(self, given, "lk.ASHA")
         self.min_steps, self.reduction, self.max_steps = min_steps, reduction, max_steps
         self._recorded: list[dict[int, float]] = []  # per rung: trial -> score
         # per rung, the same scores sorted: a trial's rank is a binary search, not a count over
@@ -254,7 +333,7 @@ class Median(Rule):
     }
 
     def __init__(self, min_steps=1, min_trials=3):
-        check_parameters(self, locals(), "lk.Median")
+        check_parameters(self, dict(min_steps=min_steps, min_trials=min_trials), "lk.Median")
         self.min_steps, self.min_trials = min_steps, min_trials
 
     def decide(self, trial, step, value, history):
@@ -283,7 +362,7 @@ class Median(Rule):
     __repr__ = describe
 
 
-def check_rule(rule) -> Rule | None:
+def check_rule(rule: Any) -> Decides | None:
     """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop."""
     if isinstance(rule, type):  # lk.ASHA for lk.ASHA(): its decide is unbound
         raise InputError(
@@ -291,7 +370,7 @@ def check_rule(rule) -> Rule | None:
             f"{rule.__name__}() (or with settings, e.g. lk.ASHA(min_steps=1, reduction=3))",
             argument="early_stop",
         )
-    if rule is None or callable(getattr(rule, "decide", None)):
+    if rule is None or (isinstance(rule, Decides) and callable(rule.decide)):
         return rule
     raise InputError(
         f"early_stop must be lk.ASHA(...), lk.Median(...), a rule with a "
@@ -303,8 +382,9 @@ def check_rule(rule) -> Rule | None:
 
 def describe_rule(rule) -> str:
     """A rule in words: its ``describe()``, else its repr."""
-    describe = getattr(rule, "describe", None)
-    return str(describe()) if callable(describe) else repr(rule)
+    if isinstance(rule, Described) and callable(rule.describe):
+        return str(rule.describe())
+    return repr(rule)
 
 
 def own_rule(rule):

@@ -15,10 +15,9 @@ it) ends the sweep instead: the sweep is cancelled, and its loop raises a
 Only a ``KeyboardInterrupt`` in the main thread is raised as it is: a Ctrl-C
 there cancels the sweep as anywhere else.
 
-A search that acts on reports (:class:`~.search.pbt.PBT`, which has
-``attach``) sees the sweep's members through a :class:`~.exploits.Turns`, and
-its decisions are carried out there (:meth:`Searcher.reported` says why the
-trial stops; :meth:`Searcher.requeue` runs it again when it has stopped).
+A search that also decides (:class:`~.pbt.PBT`, a :class:`~.decision.Decider`)
+hears each report once, as a decider, in the sweep's decision chain
+(:mod:`.chain`); its ``ended`` and ``resume`` are told here as any search's.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from ..trials.record import TrialRecord
 from ..trials.state import TrialState
 from ..trials.status import Status
 from . import RandomSearch, Search, describe_search
-from .exploits import Turns
+from .decision import Decider
 
 __all__ = ["Searcher"]
 
@@ -53,18 +52,13 @@ class Searcher:
 
     def __init__(self, search: Search | None, store: Any, sweep: str, engine: Any = None):
         self.search: Search = search if search is not None else RandomSearch()
-        #: the decisions of a search that acts (PBT), carried out for the engine
-        self.turns: Turns | None = None
-        if engine is not None and hasattr(self.search, "attach"):
-            self.turns = Turns(engine)
-            self.search.attach(self.turns)
-        if engine is not None and hasattr(self.search, "seeded"):
-            self.search.seeded(engine.sweep.seed)  # PBT without a seed of its own: the sweep's
         self.store, self.sweep, self.engine = store, sweep, engine
         #: the error that ends the sweep: the search raised a BaseException (:meth:`check`)
         self.failure: TaskError | None = None
         self.asks = bool(self.search.asks)
         self.listens = not isinstance(self.search, RandomSearch)  # the hot path: skip a no-op
+        #: whether reports are told here: a search that decides hears them in the chain
+        self.told_reports = self.listens and not isinstance(self.search, Decider)
         self.asked: set[int] = set()  # trials asked in this run (a restart is not asked again)
         #: the events of trials ended in :meth:`take` (under the launcher's lock), sent later
         self.later: list = []
@@ -92,60 +86,32 @@ class Searcher:
         self.store.trial_config(self.sweep, s.id, config)
         return True
 
-    def reported(self, s: TrialState, step: Any, value: Any) -> str | None:
-        """A value of the metric of ``s``; why ``s`` must stop now, when the search decided so.
-
-        Only a search that acts decides (PBT: an exploit or a pause), once an
-        execution: a trial already stopping is not asked again.
-        """
-        if not self.listens or (s.stop is not None and s.stop[0] == "fail"):
-            return None  # nothing to learn, or from a member that fails: its values are void
-        why = None if self.turns is None else self.turns.regressed(s.id, step)
-        if why is not None:  # a PBT member that started over: it fails (its turns never end)
-            if s.stop is None or s.stop[0] == "search":
-                self.engine.request_stop(s, "fail", why)
-            return None
-        decision = self._call("reported", s.id, step, value)
-        if self.turns is None or decision is None or s.stop is not None:
-            return None
-        return self.turns.decided(s, step, decision)
-
-    def checkpointed(self, s: TrialState, step: Any, blob: bytes) -> str | None:
-        """``s`` took a checkpoint at ``step``; why it must stop now (a pause due), or None."""
-        if self.turns is None:
-            return None
-        why = self.turns.checkpointed(s.id, step, blob)
-        return why if s.stop is None else None
-
-    def requeue(self, s: TrialState, outcome: dict) -> bool:
-        """Whether ``s``, whose execution ended, runs again (a search's decision stopped it)."""
-        return self.turns is not None and self.turns.requeue(s, outcome)
-
-    @property
-    def exploits(self) -> list:
-        """The exploits made in this run (:class:`~.exploits.ExploitRecord`), oldest first."""
-        return [] if self.turns is None else list(self.turns.exploits)
+    def reported(self, s: TrialState, step: Any, value: Any) -> None:
+        """A value of the metric of ``s``, told to the search (not to one that decides)."""
+        if not self.told_reports or (s.stop is not None and s.stop[0] == "fail"):
+            return  # nothing to learn, or from a member that fails: its values are void
+        self.guarded("reported", self.search.reported, s.id, step, value)
 
     def ended(self, record: TrialRecord) -> None:
         """A trial ended, as ``record`` says."""
         if self.listens:
-            self._call("ended", record)
+            self.guarded("ended", self.search.ended, record)
 
     def resume(self, records: list[TrialRecord]) -> None:
         """A resumed sweep's stored trials (before anything is asked)."""
-        if self.turns is not None:  # the exploits of the runs before this one
-            self.turns.exploits[:0] = self.store.exploits(self.sweep)
         if self.listens:
-            self._call("resume", records)
+            self.guarded("resume", self.search.resume, records)
 
-    def _call(self, hook: str, *args: Any) -> Any:
+    def guarded(self, hook: str, told: Callable[..., Any], *args: Any) -> Any:
+        """``told(*args)``, the search's ``hook``: what it returns, None if it raised."""
         try:
-            return getattr(self.search, hook)(*args)
+            return told(*args)
         except Exception:  # noqa: BLE001 - a search that fails to listen must not stop the sweep
             logger.exception("labkit: the search's %s failed", hook)
             return None
         except BaseException as exc:  # SystemExit, KeyboardInterrupt: the sweep's end
-            trial = getattr(args[0], "id", args[0]) if hook != "resume" else None
+            first = args[0] if hook != "resume" else None
+            trial = first.id if isinstance(first, TrialRecord) else first
             self._fatal(exc, _TOLD.get(hook, "being told {}").format(trial), trial)
             return None
 
