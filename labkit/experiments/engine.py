@@ -28,7 +28,7 @@ from typing import Any
 
 from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
 from .launch.worker_namer import WorkerNamer
-from .search.judge import Judge
+from .search.chain import DecisionChain
 from .search.searcher import Searcher
 from .spec import SweepSpec
 from .trials.record import TrialRecord, better
@@ -51,9 +51,10 @@ class SweepEngine:
         self.lock = threading.RLock()
         self.states: dict[int, TrialState] = {}
         self.pending: collections.deque = collections.deque()
-        self.judge = Judge(spec.rule, spec.mode, spec.metric)
-        self.searcher = Searcher(spec.search, store, spec.name, self)
-        if self.judge.keeps:  # the store asks for the rule's state once a commit
+        self.searcher = Searcher(spec.search, store, spec.name, self)  # ask and tell
+        #: what decides at each report: the search's decider (PBT), then the rule's
+        self.decisions = DecisionChain(spec, self)
+        if self.decisions.keeps:  # the store asks for the rule's state once a commit
             store.keep_rule_state(spec.name, self._rule_state)
         #: the names of the workers trials ran on, learned off the trials' path and kept
         #: with the sweep (a stored board names them as the live one did)
@@ -72,14 +73,14 @@ class SweepEngine:
     def _rule_state(self) -> dict | None:
         """The rule's state if it changed since the store last took it (the store's thread)."""
         with self.lock:
-            return self.judge.take_state()
+            return self.decisions.take_state()
 
     # -- set-up ----------------------------------------------------------------------------
 
     def resume(self, records: list[TrialRecord], rule_state: dict | None) -> None:
         """Know the stored trials of a resumed sweep; queue those that did not end for good."""
         with self.lock:
-            self.judge.resume(records, rule_state)
+            self.decisions.resume(records, rule_state)
             for record in records:
                 if record.status not in TERMINAL:
                     if record.status != Status.PENDING:  # interrupted: it runs again
@@ -93,7 +94,7 @@ class SweepEngine:
         with self.lock:
             self.store.add_trials(self.name, [(r.id, r.config) for r in records])
             for record in records:
-                self.judge.added(record.id)
+                self.decisions.added(record.id)
                 self._know(record)
 
     def _know(self, record: TrialRecord) -> None:
@@ -205,12 +206,8 @@ class SweepEngine:
             value = metrics[self.metric]
             if better(value, best, self.mode):
                 best = value
-            why = self.searcher.reported(s, step, value)  # PBT: an exploit or a pause
-            if why:
-                self.request_stop(s, "search", why)
-            reason = self.judge.judge(s.id, step, value, stopping=s.stop is not None)
-            if reason:
-                self.request_stop(s, "rule", reason)
+            self.searcher.reported(s, step, value)  # told (a sampler learns)
+            self.decisions.reported(s, step, value)  # decided: stop, pause, exploit
         s.update(value=value, best=best, step=s.history[-1][0] if s.history else None)
 
     def checkpointed(self, trial: int, execution: str, step, blob: bytes) -> None:
@@ -221,9 +218,7 @@ class SweepEngine:
                 return
             s.seq += 1
             s.blob = blob
-            why = self.searcher.checkpointed(s, step, blob)  # PBT: a pause due at this step
-            if why:
-                self.request_stop(s, "search", why)
+            self.decisions.checkpointed(s, step, blob)  # PBT: a pause due at this step
             self.store.save_checkpoint(self.name, trial, s.seq, step, blob)
             if self.launcher is not None:
                 self.launcher.checkpointed(s, s.seq, blob)
@@ -262,7 +257,7 @@ class SweepEngine:
                 execution is not None and s.execution is not None and execution != s.execution
             ):
                 return
-            if self.searcher.requeue(s, outcome) or (  # a pause or an exploit: it runs again
+            if self.decisions.requeue(s, outcome) or (  # a pause or an exploit: it runs again
                 outcome["status"] == "lost" and self._restart(s, outcome.get("error"))
             ):
                 self.wake()
@@ -279,7 +274,7 @@ class SweepEngine:
     # -- decisions -------------------------------------------------------------------------
 
     def request_stop(self, s: TrialState, kind: str, reason: str) -> None:
-        """Ask ``s`` to stop (``kind``: rule, hand, lost or cancel); call under the lock."""
+        """Ask ``s`` to stop (``kind``: rule, search, fail, hand, lost or cancel); under the lock."""
         s.stop = (kind, reason)
         if self.launcher is not None:
             self.launcher.stop(s)
@@ -341,7 +336,7 @@ class SweepEngine:
         )
         if self.launcher is not None:
             self.launcher.ended(s)
-        self.judge.ended(s.id, status)
+        self.decisions.ended(s.id, status)
         self.searcher.ended(s.record)
         self.store.trial_ended(self.name, s.record)
         return TrialFinished(self.run_id, s.record.replace(history=list(s.history)))
@@ -349,7 +344,7 @@ class SweepEngine:
     def _forget_from(self, s: TrialState, step) -> None:
         """Drop ``s``'s reports from ``step`` on: its restart reports them again."""
         history = [r for r in s.history if r[0] < step]
-        self.judge.restarted(s.id, step)
+        self.decisions.restarted(s.id, step)
         self.store.drop_reports(self.name, s.id, step)
         value = best = None
         for _, metrics, _ in history:
