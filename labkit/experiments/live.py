@@ -20,6 +20,7 @@ from ..events import Observable, SweepStarted
 from ..runs import start
 from .arguments import count
 from .engine import SweepEngine
+from .search import study_of
 from .spec import SweepSpec
 from .sweep_result import Again, SweepResult
 
@@ -75,7 +76,7 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         spec.rule_words(),
         again,
         exploits=engine.decisions.exploits,
-        study=getattr(spec.search, "study", None),
+        study=study_of(spec.search),
         workers=engine.namer.names,  # filled in as they are learned (the last as the store closes)
     )
 
@@ -133,7 +134,7 @@ class LiveSweep:
         it is the sweep's business: a trial asked or told by hand would be one
         the sweep never ran.
         """
-        return getattr(self._engine.sweep.search, "study", None)
+        return study_of(self._engine.sweep.search)
 
     @property
     def exploits(self) -> list:

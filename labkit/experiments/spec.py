@@ -55,7 +55,7 @@ class SweepSpec:
     @property
     def asks(self) -> bool:
         """Whether trials get their configurations from the search as they start."""
-        return bool(getattr(self.search, "asks", False))
+        return self.search is not None and bool(self.search.asks)
 
     def settings(self) -> dict:
         """The settings stored with the sweep."""

@@ -12,7 +12,7 @@ in-memory study (:mod:`.optuna_log` holds Optuna's INFO lines back).  Optuna
 is imported only when a sampler is given (``pip install labkit[search]``).
 """
 
-from .base import RandomSearch, Search, describe_search, is_sampler, search_of
+from .base import RandomSearch, Search, describe_search, is_sampler, search_of, study_of
 from .pbt import PBT, Exploit, Pause
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "search_of",
     "is_sampler",
     "describe_search",
+    "study_of",
 ]

@@ -26,7 +26,16 @@ from ...errors import InputError
 from ..trials.record import TrialRecord
 from .space import Space
 
-__all__ = ["Search", "RandomSearch", "Named", "search_of", "is_sampler", "describe_search"]
+__all__ = [
+    "Search",
+    "RandomSearch",
+    "Named",
+    "Studied",
+    "search_of",
+    "is_sampler",
+    "describe_search",
+    "study_of",
+]
 
 
 @runtime_checkable
@@ -65,6 +74,13 @@ class Named(Protocol):
     """A search that gives its name (stored with the sweep): ``PBT``, a sampler's class."""
 
     name: str
+
+
+@runtime_checkable
+class Studied(Protocol):
+    """A search that drives a study one may read (an Optuna sampler's: ``result.study``)."""
+
+    study: Any
 
 
 class RandomSearch:
@@ -148,3 +164,8 @@ def describe_search(search: Any) -> str:
     if isinstance(search, RandomSearch) or search is None:
         return "random"
     return str(search.name) if isinstance(search, Named) else type(search).__name__
+
+
+def study_of(search: Any) -> Any:
+    """The study ``search`` drives (an Optuna sampler's), None for a search without one."""
+    return search.study if isinstance(search, Studied) else None
