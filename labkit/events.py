@@ -25,10 +25,15 @@ Examples
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .event_bus import EventBus, Observable
+
+if TYPE_CHECKING:  # for the types only: the record's room is above, and imports this one
+    from .experiments.trials.record import TrialRecord
+    from .experiments.trials.status import Status
 
 __all__ = [
     "Event",
@@ -54,6 +59,7 @@ __all__ = [
     "EventBus",
     "Observable",
     "run_of",
+    "handles",
 ]
 
 
@@ -292,14 +298,16 @@ class TrialReported(Event):
 class TrialFinished(Event):
     """A trial ended: ``record`` is the trial as it ended (a frozen ``lk.experiments.TrialRecord``).
 
-    Its ``status`` is completed, stopped, failed or cancelled; ``reason`` says
-    why a trial was stopped (the rule's words, "stopped by hand"); ``error``
-    and ``traceback`` why one failed.  The record's fields read on the event
-    too (``event.status``, ``event.value``), and ``event.trial`` is its id.
+    Its ``status`` is completed, stopped, failed or cancelled; its ``reason``
+    says why a trial was stopped (the rule's words, "stopped by hand"); its
+    ``error`` and ``traceback`` why one failed (``event.record.reason``).
+    ``event.trial`` is its id, and the fields a board sorts by read on the
+    event too (``event.status``, ``event.value``, ``event.best``,
+    ``event.step``, ``event.attempts``).
     """
 
     run: str
-    record: Any  # a labkit.experiments.TrialRecord (the ground floor names no room above it)
+    record: TrialRecord
     time: float = field(default_factory=_now)
 
     @property
@@ -308,14 +316,9 @@ class TrialFinished(Event):
         return self.record.id
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """completed, stopped, failed or cancelled."""
         return self.record.status
-
-    @property
-    def metrics(self) -> dict | None:
-        """The final metrics."""
-        return self.record.metrics
 
     @property
     def value(self) -> float | None:
@@ -337,20 +340,19 @@ class TrialFinished(Event):
         """Executions of the trial started."""
         return self.record.attempts
 
-    @property
-    def error(self) -> str | None:
-        """Why it failed."""
-        return self.record.error
 
-    @property
-    def traceback(self) -> str | None:
-        """Where it failed, from the user's code."""
-        return self.record.traceback
+E = TypeVar("E", bound=Event)
 
-    @property
-    def reason(self) -> str | None:
-        """Why it was stopped."""
-        return self.record.reason
+
+def handles(kind: type[E], handler: Callable[[Any, E], None]) -> tuple[type[Event], Callable]:
+    """One row of a handler table: ``handler(owner, event)`` takes the events of class ``kind``.
+
+    A view keys its table by event class (``dict([handles(TaskStarted,
+    _on_task_started), ...])``, looked up with ``type(event)``), so a handler is
+    found by its event's class, never by a name built from it, and mypy checks
+    that each handler takes the class it is filed under.
+    """
+    return kind, handler
 
 
 def run_of(event) -> str | None:

@@ -98,7 +98,7 @@ class SweepEngine:
                 self._know(record)
 
     def _know(self, record: TrialRecord) -> None:
-        self.states[record.id] = TrialState(record)
+        self.states[record.id] = TrialState.of(record)
         if record.status not in TERMINAL:
             self.pending.append(record.id)
 
@@ -337,9 +337,10 @@ class SweepEngine:
         if self.launcher is not None:
             self.launcher.ended(s)
         self.decisions.ended(s.id, status)
-        self.searcher.ended(s.record)
-        self.store.trial_ended(self.name, s.record)
-        return TrialFinished(self.run_id, s.record.replace(history=list(s.history)))
+        final = s.frozen()  # the record as it ended, its reports a tuple
+        self.searcher.ended(final)
+        self.store.trial_ended(self.name, final)
+        return TrialFinished(self.run_id, final)
 
     def _forget_from(self, s: TrialState, step) -> None:
         """Drop ``s``'s reports from ``step`` on: its restart reports them again."""
@@ -351,7 +352,8 @@ class SweepEngine:
             if self.metric in metrics:
                 value = metrics[self.metric]
                 best = value if better(value, best, self.mode) else best
-        s.update(history=history, value=value, best=best, step=history[-1][0] if history else None)
+        s.history = history
+        s.update(value=value, best=best, step=history[-1][0] if history else None)
 
     # -- the loop's verbs --------------------------------------------------------------------
 
@@ -411,12 +413,14 @@ class SweepEngine:
     def snapshot(self, history: bool = False) -> list[dict]:
         """Every trial as a plain row (see :meth:`TrialRecord.row`), in id order."""
         with self.lock:
-            return [self.states[i].record.row(history) for i in sorted(self.states)]
+            return [self._frozen(i, history).row(history) for i in sorted(self.states)]
 
     def records(self) -> list[TrialRecord]:
-        """Every trial's record (its history copied), in id order."""
+        """Every trial's record (its reports so far a tuple), in id order."""
         with self.lock:
-            return [
-                self.states[i].record.replace(history=list(self.states[i].history))
-                for i in sorted(self.states)
-            ]
+            return [self.states[i].frozen() for i in sorted(self.states)]
+
+    def _frozen(self, trial: int, history: bool) -> TrialRecord:
+        """``trial``'s record, with its reports if ``history`` (else none: no copy made)."""
+        s = self.states[trial]
+        return s.frozen() if history else s.record

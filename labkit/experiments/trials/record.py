@@ -1,11 +1,12 @@
 """One trial, as everybody sees it: the engine, the store, the events, the result and the views.
 
 :class:`TrialRecord` is frozen and built by keyword (Optuna's ``FrozenTrial``
-is the model): a change is a new record (:meth:`TrialRecord.replace`).  Its
-``history`` lists ``(step, metrics, time)`` in report order; a live trial's
-list grows as the engine appends reports to it, so readers copy it
-(:meth:`TrialRecord.row` does).  A plain row (a board's table row, a
-snapshot, what ``SweepStarted`` carries) is :meth:`TrialRecord.row`.
+is the model): a change is a new record (:meth:`TrialRecord.replace`, built
+through ``__init__`` as any other).  Its ``history`` is a tuple of ``(step,
+metrics, time)`` in report order, as the trial had reported when the record
+was made: the live list a running trial's reports grow is the engine's
+(:class:`~.state.TrialState`), never a record's.  A plain row (a board's table
+row, a snapshot, what ``SweepStarted`` carries) is :meth:`TrialRecord.row`.
 
 Examples
 --------
@@ -13,14 +14,16 @@ Examples
 ...                 history=[(0, {"loss": 0.5}, 0.0)], value=0.5)
 >>> r.status is Status.COMPLETED, r.row(history=False)["config"], r.curve("loss")
 (True, {'lr': 0.1}, ([0], [0.5]))
+>>> r.history, r.replace(value=0.4).history is r.history
+(((0, {'loss': 0.5}, 0.0),), True)
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .status import Status
@@ -60,7 +63,7 @@ class TrialRecord:
     config: dict
     status: Status = Status.PENDING
     metrics: dict | None = None
-    history: list = field(default_factory=list)
+    history: tuple = ()
     value: float | None = None
     best: float | None = None
     step: int | float | None = None
@@ -75,18 +78,14 @@ class TrialRecord:
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):  # one spelling: a word becomes the enum
             object.__setattr__(self, "status", Status(self.status))
+        if not isinstance(self.history, tuple):  # a list given is copied: nobody grows it
+            object.__setattr__(self, "history", tuple(self.history))
 
     def replace(self, **changes: Any) -> TrialRecord:
-        """A copy with ``changes`` (the engine's hot path: no ``__init__`` run again)."""
+        """A copy with ``changes``, built through ``__init__`` (so checked as any record)."""
         if not _FIELDS.issuperset(changes):
             raise TypeError(f"TrialRecord has no field {sorted(changes.keys() - _FIELDS)[0]!r}")
-        if "status" in changes and not isinstance(changes["status"], Status):
-            changes["status"] = Status(changes["status"])
-        new = object.__new__(TrialRecord)
-        fields = new.__dict__  # a frozen dataclass's fields live in its __dict__
-        fields.update(self.__dict__)
-        fields.update(changes)
-        return new
+        return TrialRecord(**{**self.__dict__, **changes})
 
     def row(self, history: bool = True) -> dict:
         """The record as a plain row (``history``: with a copy of its reports)."""
@@ -99,13 +98,13 @@ class TrialRecord:
     as_dict = row
 
     @classmethod
-    def of(cls, row: Mapping[str, Any], history: list | None = None) -> TrialRecord:
+    def of(cls, row: Mapping[str, Any], history: Sequence | None = None) -> TrialRecord:
         """A record from a row (the store's, a snapshot's); ``history`` its reports."""
         known = {k: row[k] for k in COLUMNS if k in row and row[k] is not None}
         known["config"] = dict(row.get("config") or {})
         known.setdefault("status", Status.PENDING)
         reports = history if history is not None else row.get("history")
-        return cls(history=list(reports or ()), **known)
+        return cls(history=tuple(reports or ()), **known)
 
     def curve(self, metric: str) -> tuple[list, list]:
         """``(steps, values)`` of ``metric`` over the history (for a plot)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .record import TrialRecord
@@ -15,11 +15,14 @@ __all__ = ["TrialState"]
 class TrialState:
     """One trial on the client: its :class:`~.record.TrialRecord` and how it runs now.
 
-    The record holds every fact about the trial (the engine replaces it as
-    they change); the rest is what only the engine needs.
+    The record holds every fact about the trial but its reports (the engine
+    replaces it as they change); ``history`` is the live list of its reports,
+    which the engine alone grows (:meth:`frozen` is the record with them).
+    The rest is what only the engine needs.
     """
 
     record: TrialRecord
+    history: list = field(default_factory=list)  # (step, metrics, time), grown by the engine
     failures: int = 0  # workers lost under it
     execution: str | None = None  # the execution whose messages count
     fresh: bool = False  # no report yet from the current execution
@@ -28,9 +31,20 @@ class TrialState:
     blob: bytes | None = None  # latest checkpoint, kept while the trial may restart
     seq: int = 0  # checkpoints taken
 
+    @classmethod
+    def of(cls, record: TrialRecord) -> TrialState:
+        """The state of a trial known by ``record`` (its reports become the live list)."""
+        return cls(record.replace(history=()) if record.history else record, list(record.history))
+
     def update(self, **changes: Any) -> None:
-        """Replace the record by one with ``changes``."""
+        """Replace the record by one with ``changes`` (never its reports: see ``history``)."""
+        if "history" in changes:  # one place holds a live trial's reports: the list
+            raise TypeError("a trial's reports are its state's history list, not its record's")
         self.record = self.record.replace(**changes)
+
+    def frozen(self) -> TrialRecord:
+        """The trial's record with its reports so far (a tuple: a copy of the live list)."""
+        return self.record.replace(history=tuple(self.history))
 
     @property
     def id(self) -> int:
@@ -46,11 +60,6 @@ class TrialState:
     def status(self) -> Status:
         """The trial's status."""
         return self.record.status
-
-    @property
-    def history(self) -> list:
-        """The trial's reports so far (the engine appends to this list)."""
-        return self.record.history
 
     @property
     def attempts(self) -> int:

@@ -23,17 +23,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from ...events import (
     Event,
+    NodeJoined,
     PhaseFinished,
     PhaseStarted,
+    RunFinished,
     RunStarted,
     TaskFailed,
     TaskFinished,
     TaskStarted,
     TaskSubmitted,
+    handles,
 )
 
 __all__ = ["PhaseProgress", "RunProgress", "FitProgress", "ProgressTracker", "fit_progress"]
@@ -196,10 +201,10 @@ class ProgressTracker:
         self.version = 0  # bumped on every change, so renderers can skip redraws
 
     def __call__(self, event: Event) -> None:
-        handler = getattr(self, "_on_" + type(event).__name__, None)
+        handler = self._HANDLERS.get(type(event))
         if handler is not None:
             with self._lock:
-                handler(event)
+                handler(self, event)
                 self.version += 1
 
     def snapshot(self) -> list[PhaseProgress]:
@@ -226,7 +231,7 @@ class ProgressTracker:
     def _update(self, entry: _Entry, **changes) -> None:
         entry.progress = replace(entry.progress, **changes)
 
-    def _on_RunStarted(self, e: RunStarted) -> None:
+    def _on_run_started(self, e: RunStarted) -> None:
         self._kinds[e.run] = e.kind
         self._runs[e.run] = RunProgress(e.run, e.kind, e.time, dict(getattr(e, "detail", {})))
         if e.kind == "execute":
@@ -234,7 +239,7 @@ class ProgressTracker:
                 PhaseProgress(e.run, None, "execute", None, started=e.time)
             )
 
-    def _on_PhaseStarted(self, e: PhaseStarted) -> None:
+    def _on_phase_started(self, e: PhaseStarted) -> None:
         self._phases[(e.run, e.node, e.phase)] = _Entry(
             PhaseProgress(
                 e.run,
@@ -249,14 +254,14 @@ class ProgressTracker:
             )
         )
 
-    def _on_NodeJoined(self, e) -> None:
+    def _on_node_joined(self, e: NodeJoined) -> None:
         entry = self._phases.get((e.run, e.node, e.phase))
         if entry is None or entry.progress.kind != "fit" or entry.progress.record is not None:
             return  # a finished epoch keeps its record's numbers
         losses = _ys(e.state.get("plots", {}).get("loss")) or [None]
         self._update(entry, steps=e.state.get("batches", e.joins), loss=losses[-1])
 
-    def _on_PhaseFinished(self, e: PhaseFinished) -> None:
+    def _on_phase_finished(self, e: PhaseFinished) -> None:
         entry = self._phases.get((e.run, e.node, e.phase))
         if entry is not None:
             total = e.n_tasks if e.ok and not entry.progress.local else entry.progress.total
@@ -272,29 +277,29 @@ class ProgressTracker:
                 )
             entry.running.clear()
 
-    def _on_TaskSubmitted(self, e: TaskSubmitted) -> None:
+    def _on_task_submitted(self, e: TaskSubmitted) -> None:
         entry = self._entry(e.info)
         self._update(entry, submitted=entry.progress.submitted + 1)
 
-    def _on_TaskStarted(self, e: TaskStarted) -> None:
+    def _on_task_started(self, e: TaskStarted) -> None:
         entry = self._entry(e.info)
         if entry.progress.finished is None:
             entry.running.add(e.info.task)
 
-    def _on_TaskFinished(self, e: TaskFinished) -> None:
+    def _on_task_finished(self, e: TaskFinished) -> None:
         entry = self._entry(e.info)
         entry.running.discard(e.info.task)
         self._update(
             entry, done=entry.progress.done + 1, samples=entry.progress.samples + (e.n_samples or 0)
         )
 
-    def _on_TaskFailed(self, e: TaskFailed) -> None:
+    def _on_task_failed(self, e: TaskFailed) -> None:
         entry = self._entry(e.info)
         entry.running.discard(e.info.task)
         errors = (entry.progress.errors + (e.error,))[-self.max_errors :]
         self._update(entry, failed=entry.progress.failed + 1, errors=errors)
 
-    def _on_RunFinished(self, e) -> None:
+    def _on_run_finished(self, e: RunFinished) -> None:
         run = self._runs.get(e.run)
         if run is not None:
             self._runs[e.run] = replace(
@@ -318,6 +323,21 @@ class ProgressTracker:
                 ok=e.ok,
                 total=entry.progress.done + entry.progress.failed if e.ok else None,
             )
+
+    #: Each event class the progress takes -> its handler (called with it and the event).
+    _HANDLERS: ClassVar[dict[type[Event], Callable[[Any, Any], None]]] = dict(
+        [
+            handles(RunStarted, _on_run_started),
+            handles(PhaseStarted, _on_phase_started),
+            handles(NodeJoined, _on_node_joined),
+            handles(PhaseFinished, _on_phase_finished),
+            handles(TaskSubmitted, _on_task_submitted),
+            handles(TaskStarted, _on_task_started),
+            handles(TaskFinished, _on_task_finished),
+            handles(TaskFailed, _on_task_failed),
+            handles(RunFinished, _on_run_finished),
+        ]
+    )
 
 
 def _ys(values) -> list:

@@ -1,12 +1,15 @@
 """How a sweep's events and its store's rows fold into its trials: the tracker's writing half.
 
-:class:`SweepFold` keeps, per trial of one sweep run, its
-:class:`~labkit.experiments.TrialRecord` and the curve of the sweep's metric
+:class:`SweepFold` keeps, per trial of one sweep run, its row
+(:class:`~.sweep_rows.TrialRow`: a record's fields, changed in place; a
+reader is handed a frozen :class:`~labkit.experiments.TrialRecord`) and the curve of the sweep's metric
 (with an *epoch* that grows when the curve was cut back: a restart, or a
 report again from an earlier step), and, as events come, the counts by
 status, the running trials, the best ones (:class:`~.sweep_rows.Leaders`) and
 the workers' load.  Every change stamps its trial with the fold's mark (its
-version), so readers ask what changed after the mark they last read.
+version), so readers ask what changed after the mark they last read.  Each
+event class has its handler in one table (``_HANDLERS``), so a handler is
+found by its event's class, never by a name built from it.
 :class:`~.sweep_tracker.SweepTracker` is the fold with its readers; see it for
 examples.  No UI library is imported here.
 """
@@ -15,9 +18,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from ...events import (
+    Event,
     RunFinished,
     SweepStarted,
     TrialFinished,
@@ -25,11 +30,11 @@ from ...events import (
     TrialRequeued,
     TrialsAdded,
     TrialStarted,
+    handles,
 )
-from ...experiments.trials.record import TrialRecord
 from ...experiments.trials.status import ENDED, RANKED, Status
 from .sweep_lines import LEADERS
-from .sweep_rows import Leaders, WorkerLoads, ok
+from .sweep_rows import Leaders, TrialRow, WorkerLoads, ok
 
 __all__ = ["SweepFold"]
 
@@ -58,7 +63,7 @@ class SweepFold:
         self.ended = False
         self.status = "running"  # the run's: running, finished, failed, cancelled, ended
         self.started: float | None = None  # when the sweep began (as its shelf knows it)
-        self._trials: dict[int, TrialRecord] = {}
+        self._trials: dict[int, TrialRow] = {}
         self._curves: dict[int, list] = {}  # id -> [(step, value of the metric)]
         self._epochs: dict[int, int] = {}  # id -> how often its curve was cut back
         self._log: OrderedDict[int, int] = OrderedDict()  # id -> mark of its last change
@@ -87,13 +92,13 @@ class SweepFold:
         """The mark of the last change of the sweep's name, metric, mode, space, rule or status."""
         return self._meta
 
-    def __call__(self, event) -> None:
+    def __call__(self, event: Event) -> None:
         """Fold one event in (others pass by)."""
-        handler = getattr(self, "_on_" + type(event).__name__, None)
+        handler = self._HANDLERS.get(type(event))
         if handler is None or (self.run is not None and getattr(event, "run", None) != self.run):
             return
         with self._lock:
-            handler(event)
+            handler(self, event)
             self._version += 1
 
     # -- seeding from a live sweep, or from a store ---------------------------------------------
@@ -189,16 +194,16 @@ class SweepFold:
 
     # -- event handlers (under the lock) --------------------------------------------------------
 
-    def _on_SweepStarted(self, e: SweepStarted) -> None:
+    def _on_sweep_started(self, e: SweepStarted) -> None:
         self._describe(e.name, e.metric, e.mode, e.space, e.rule, e.slots)
         for row in e.trials:
             self._merge(row)
 
-    def _on_TrialsAdded(self, e: TrialsAdded) -> None:
+    def _on_trials_added(self, e: TrialsAdded) -> None:
         for row in e.trials:
             self._merge(row)
 
-    def _on_TrialStarted(self, e: TrialStarted) -> None:
+    def _on_trial_started(self, e: TrialStarted) -> None:
         t = self._trial(e.trial, e.config)
         if t.status in ENDED:
             return
@@ -216,7 +221,7 @@ class SweepFold:
             started=e.time,
         )
 
-    def _on_TrialReported(self, e: TrialReported) -> None:
+    def _on_trial_reported(self, e: TrialReported) -> None:
         t = self._trial(e.trial)
         history = self._extend(t, e.steps, e.metrics, e.time)
         status = Status.RUNNING if t.status == Status.PENDING else t.status
@@ -224,12 +229,12 @@ class SweepFold:
         self._set(t, history=history, step=step, value=e.value, best=e.best, status=status)
         self._loads.reported(t.worker, len(e.steps))
 
-    def _on_TrialRequeued(self, e: TrialRequeued) -> None:
+    def _on_trial_requeued(self, e: TrialRequeued) -> None:
         t = self._trial(e.trial)
         if t.status not in ENDED:  # waits for a slot again (PBT): no longer running
             self._set(t, status=Status.PENDING)
 
-    def _on_TrialFinished(self, e: TrialFinished) -> None:
+    def _on_trial_finished(self, e: TrialFinished) -> None:
         r = e.record
         t = self._trial(r.id, r.config)
         self._set(
@@ -247,10 +252,23 @@ class SweepFold:
         if t.worker is not None:
             self._loads.finished(t.worker)
 
-    def _on_RunFinished(self, e: RunFinished) -> None:
+    def _on_run_finished(self, e: RunFinished) -> None:
         self.ended = True
         self.status = "cancelled" if e.cancelled else "finished" if e.ok else "failed"
         self._meta = self._version + 1
+
+    #: Each event class the fold takes -> its handler (called with the fold and the event).
+    _HANDLERS: ClassVar[dict[type[Event], Callable[[Any, Any], None]]] = dict(
+        [
+            handles(SweepStarted, _on_sweep_started),
+            handles(TrialsAdded, _on_trials_added),
+            handles(TrialStarted, _on_trial_started),
+            handles(TrialReported, _on_trial_reported),
+            handles(TrialRequeued, _on_trial_requeued),
+            handles(TrialFinished, _on_trial_finished),
+            handles(RunFinished, _on_run_finished),
+        ]
+    )
 
     # -- keeping the indexes (under the lock) ------------------------------------------------------
 
@@ -259,33 +277,37 @@ class SweepFold:
         self._log[trial] = self._version + 1
         self._log.move_to_end(trial)
 
-    def _trial(self, trial: int, config: dict | None = None) -> TrialRecord:
+    def _trial(self, trial: int, config: dict | None = None) -> TrialRow:
         t = self._trials.get(trial)
         if t is None:
-            t = self._trials[trial] = TrialRecord(id=trial, config=dict(config or {}))
+            t = self._trials[trial] = TrialRow(trial, dict(config or {}))
             self._counts["pending"] = self._counts.get("pending", 0) + 1
             self._touch(trial)
         elif config and not t.config:  # heard of before its row (a report first)
-            t = self._set(t, config=dict(config))
+            self._set(t, config=dict(config))
         return t
 
-    def _set(self, t: TrialRecord, **changes: Any) -> TrialRecord:
-        """The trial ``t`` with ``changes``, kept; counts, running and leaders follow."""
-        new = self._trials[t.id] = t.replace(**changes)
+    def _set(self, t: TrialRow, **changes: Any) -> TrialRow:
+        """Change the row ``t`` in place; counts, running and leaders follow."""
+        status, value = t.status, t.value
+        for name, new in changes.items():
+            setattr(t, name, new)
+        if not isinstance(t.status, Status):  # one spelling, as a record's: the enum
+            t.status = Status(t.status)
         self._touch(t.id)
-        if new.status != t.status:
-            was, now = str(t.status), str(new.status)
+        if t.status != status:
+            was, now = str(status), str(t.status)
             self._counts[was] -= 1
             if not self._counts[was]:
                 del self._counts[was]
             self._counts[now] = self._counts.get(now, 0) + 1
-            (self._running.add if new.status == Status.RUNNING else self._running.discard)(t.id)
-        if new.status != t.status or new.value != t.value:
-            ranked = new.status in RANKED and ok(new.value)
-            self._leaders.set(t.id, new.value if ranked else None)
-        return new
+            (self._running.add if t.status == Status.RUNNING else self._running.discard)(t.id)
+        if t.status != status or t.value != value:
+            ranked = t.status in RANKED and ok(t.value)
+            self._leaders.set(t.id, t.value if ranked else None)
+        return t
 
-    def _extend(self, t: TrialRecord, steps, metrics, when) -> list:
+    def _extend(self, t: TrialRow, steps, metrics, when) -> list:
         """``t``'s history with these reports (reported again from a step: from there on);
         its curve follows."""
         history = t.history

@@ -1,5 +1,9 @@
-"""What a sweep's tracker hands out: a trial's view, a worker's load, snapshots, the best trials.
+"""What a sweep's tracker keeps and hands out: trials' rows and views, loads, the best trials.
 
+:class:`TrialRow` is one trial as the tracker keeps it while events come (a
+record's fields, changed in place: a report costs no new record); the
+tracker hands out frozen :class:`~labkit.experiments.TrialRecord` made from
+it (:meth:`TrialRow.frozen`) only when a reader asks.
 :class:`TrialView`, :class:`WorkerLoad` and :class:`SweepSnapshot` are frozen
 data for views that redraw everything; :class:`SweepChanges` and
 :class:`SweepState` for views that send what changed; :func:`best_trial` picks the best as
@@ -22,16 +26,19 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from ...experiments.trials.record import TrialRecord
 from ...experiments.trials.status import RANKED
 
 __all__ = [
+    "TrialRow",
     "TrialView",
     "WorkerLoad",
     "SweepSnapshot",
@@ -44,6 +51,49 @@ __all__ = [
     "worker_name",
     "worker_names",
 ]
+
+
+#: A record's fields, in its order: what a row holds.
+FIELDS = tuple(f.name for f in dataclasses.fields(TrialRecord))
+_DEFAULTS = {
+    f.name: f.default for f in dataclasses.fields(TrialRecord) if f.name not in ("id", "config")
+}
+
+
+class TrialRow:
+    """One trial as a tracker keeps it: a record's fields, changed in place (``history`` a list).
+
+    A tracker changes many trials many times a second; a row changes in place
+    and :meth:`frozen` makes the record a reader is handed.
+    """
+
+    __slots__ = FIELDS
+
+    id: int
+    config: dict
+    status: Any  # a Status
+    metrics: dict | None
+    history: list  # (step, metrics, time): the tracker's own list, grown in place
+    value: float | None
+    best: float | None
+    step: int | float | None
+    attempts: int
+    worker: str | None
+    error: str | None
+    traceback: str | None
+    reason: str | None
+    started: float | None
+    ended: float | None
+
+    def __init__(self, id: int, config: dict):
+        self.id, self.config = id, config
+        for name, default in _DEFAULTS.items():
+            setattr(self, name, default)
+        self.history = []
+
+    def frozen(self) -> TrialRecord:
+        """The row as a frozen record (its reports a tuple: a copy)."""
+        return TrialRecord(**{name: getattr(self, name) for name in FIELDS})
 
 
 @dataclass(frozen=True)
@@ -65,8 +115,8 @@ class TrialView:
     reports: int = 0
 
     @classmethod
-    def of(cls, t: TrialRecord, metric: str | None) -> TrialView:
-        """The view of the record ``t`` (its status a plain word)."""
+    def of(cls, t: TrialRecord | TrialRow, metric: str | None) -> TrialView:
+        """The view of the record (or a tracker's row) ``t`` (its status a plain word)."""
         curve = tuple((s, m[metric]) for s, m, _ in t.history if metric in m)
         return cls(
             id=t.id,
@@ -136,7 +186,7 @@ class SweepState:
     running: frozenset  # ids of the running trials
     workers: tuple  # WorkerLoad, by name
     ended: bool
-    rows: tuple  # the TrialRecords asked for (their history lists are not to be read)
+    rows: tuple  # the TrialRecords asked for (frozen when asked)
 
 
 def ok(value) -> bool:

@@ -5,8 +5,8 @@
 one sweep run, or rows read from its store (:meth:`SweepTracker.merge`,
 :meth:`SweepTracker.report`): per trial its configuration, status, step,
 latest and best value of the sweep's metric, its curve ``(step, value)``, its
-error or the reason it stopped (each trial a
-:class:`~labkit.experiments.TrialRecord`, as the engine keeps it); the
+error or the reason it stopped (each trial a row of a
+:class:`~labkit.experiments.TrialRecord`'s fields, handed out frozen); the
 sweep's name, metric, mode, space and status; counts by status; the best
 trials; the load of each worker.  A view that starts after the sweep (most
 do) is seeded from the live sweep (:meth:`SweepTracker.seed`); events and the
@@ -127,10 +127,11 @@ class SweepTracker(SweepFold):
         """Counts, best, leaders, running ones, workers, and the rows of ``trials`` (None: all)."""
         now = time.time() if now is None else now
         with self._lock:
+            # the rows asked for, frozen now: the fold changes its own rows in place
             if trials is None:
-                rows = tuple(self._trials[i] for i in sorted(self._trials))
+                rows = tuple(self._trials[i].frozen() for i in sorted(self._trials))
             else:
-                rows = tuple(self._trials[i] for i in trials if i in self._trials)
+                rows = tuple(self._trials[i].frozen() for i in trials if i in self._trials)
             return SweepState(
                 now,
                 self._version,

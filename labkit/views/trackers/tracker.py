@@ -26,10 +26,22 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
-from ...events import DeviceStats, Event, NodeJoined, TaskFailed, TaskFinished, TaskStarted
+from ...events import (
+    DeviceStats,
+    Event,
+    NodeJoined,
+    PhaseFinished,
+    RunFinished,
+    StageStats,
+    TaskFailed,
+    TaskFinished,
+    TaskStarted,
+    handles,
+)
 from .progress import PhaseProgress, ProgressTracker
 
 __all__ = ["Tracker", "Snapshot", "DeviceLoad", "NodeView", "TaskSpan"]
@@ -139,10 +151,10 @@ class Tracker:
 
     def __call__(self, event: Event) -> None:
         self.progress(event)
-        handler = getattr(self, "_on_" + type(event).__name__, None)
+        handler = self._HANDLERS.get(type(event))
         if handler is not None:
             with self._lock:
-                handler(event)
+                handler(self, event)
                 self._version += 1
 
     # -- reading -----------------------------------------------------------------
@@ -236,20 +248,20 @@ class Tracker:
     def _device(self, name: str | None) -> _Device:
         return self._devices.setdefault(name or "local", _Device())
 
-    def _on_TaskStarted(self, e: TaskStarted) -> None:
+    def _on_task_started(self, e: TaskStarted) -> None:
         self._device(e.worker).running[e.info.task] = (e.time, e.info.run)
         for name, d in self._devices.items():  # a re-run elsewhere: the old one is not running
             if name != e.worker:
                 d.running.pop(e.info.task, None)
 
-    def _on_TaskFinished(self, e: TaskFinished) -> None:
+    def _on_task_finished(self, e: TaskFinished) -> None:
         d = self._device(e.worker)
         d.running.pop(e.info.task, None)
         d.spans.append((e.start, e.end, e.n_samples or 0))
         d.done += 1
         self._add_span(e.info, e.worker, e.start, e.end, True)
 
-    def _on_TaskFailed(self, e: TaskFailed) -> None:
+    def _on_task_failed(self, e: TaskFailed) -> None:
         for d in self._devices.values():
             d.running.pop(e.info.task, None)
         if e.worker:
@@ -257,7 +269,7 @@ class Tracker:
         now = time.time()
         self._add_span(e.info, e.worker or "local", e.start or now, e.end or now, False)
 
-    def _on_RunFinished(self, e) -> None:
+    def _on_run_finished(self, e: RunFinished) -> None:
         # Tasks of a cancelled or failed run end without an event of their own: they
         # no longer run, so the load bars must not stay at 100%.
         for d in self._devices.values():
@@ -269,14 +281,14 @@ class Tracker:
             if key[0] == e.run and view.training:
                 self._nodes[key] = replace(view, training=False)
 
-    def _on_DeviceStats(self, e: DeviceStats) -> None:
+    def _on_device_stats(self, e: DeviceStats) -> None:
         d = self._device(e.device)
         d.kind, d.stats = e.kind, e
 
-    def _on_StageStats(self, e) -> None:
+    def _on_stage_stats(self, e: StageStats) -> None:
         self._stages[e.stage] = e
 
-    def _on_NodeJoined(self, e: NodeJoined) -> None:
+    def _on_node_joined(self, e: NodeJoined) -> None:
         key = (e.run, e.node)
         view = self._node_view(e.run, e.node, e.node_name, e.state, phase=e.phase, joins=e.joins)
         if "plots" not in e.state and key in self._nodes:  # counts only: keep the last arrays
@@ -300,7 +312,7 @@ class Tracker:
             )
         )
 
-    def _on_PhaseFinished(self, e) -> None:
+    def _on_phase_finished(self, e: PhaseFinished) -> None:
         if e.state is None:
             return
         # The node as the phase left it (e.g. its final spectrum); a node resets its
@@ -333,3 +345,17 @@ class Tracker:
             dict(state.get("plots", {})),
             dict(state.get("buckets", {})),
         )
+
+    #: Each event class the tracker takes (beside its progress') -> its handler (called with the tracker and the event).
+    _HANDLERS: ClassVar[dict[type[Event], Callable[[Any, Any], None]]] = dict(
+        [
+            handles(TaskStarted, _on_task_started),
+            handles(TaskFinished, _on_task_finished),
+            handles(TaskFailed, _on_task_failed),
+            handles(RunFinished, _on_run_finished),
+            handles(DeviceStats, _on_device_stats),
+            handles(StageStats, _on_stage_stats),
+            handles(NodeJoined, _on_node_joined),
+            handles(PhaseFinished, _on_phase_finished),
+        ]
+    )
