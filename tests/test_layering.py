@@ -71,7 +71,7 @@ def test_every_engine_part_exists():
 
 
 @pytest.mark.parametrize("source, module, is_package, expected", [
-    ("from ..views.runner import Runner", "labkit.program.driver", False, "labkit.views.notebook.runner"),
+    ("from ..views.runner import Runner", "labkit.program.driver", False, "labkit.views.runner"),
     ("def widget():\n    from .. import views", "labkit.flows.flow", False, "labkit.views"),
     ("import labkit.views.notebook.board", "labkit.scheduling.base", False, "labkit.views.notebook.board"),
     ("from .parallel import ParallelFlow", "labkit.flows", True, "labkit.flows.parallel"),
@@ -86,9 +86,9 @@ def test_the_checker_catches_a_planted_violation(tmp_path):
     copy = tmp_path / "labkit"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
     bad = copy / "scheduling" / "tasks" / "base.py"
-    bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ...views import board\n")
+    bad.write_text(bad.read_text() + "\n\ndef _peek():\n    from ...views.notebook import board\n")
     assert violations(copy) == [
-        "labkit.scheduling.tasks.base imports labkit.views (the engine never imports a view)",
+        "labkit.scheduling.tasks.base imports labkit.views.notebook (the engine never imports a view)",
         "labkit.scheduling.tasks.base imports labkit.views.notebook.board (the engine never imports a view)"]
 
 
