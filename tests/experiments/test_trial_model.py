@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+import typing
 
 import pytest
 
@@ -11,6 +12,7 @@ import labkit as lk
 from labkit.events import TrialFinished
 from labkit.experiments import Status, TrialRecord
 from labkit.experiments.store.database import Store
+from labkit.experiments.trials.state import TrialState
 from tests.experiments import functions as F
 
 
@@ -108,3 +110,53 @@ def test_a_report_at_a_step_not_after_the_last_fails_its_trial_under_every_searc
         assert f"at step {step} after a report at step {last}" in t.error, t.error
         # nothing refused is kept: the reports before the bad one, in order
         assert [s for s, _, _ in t.history] == ([3, 6] if fn is back_and_forth else [1])
+
+
+def test_the_record_is_truly_frozen_its_history_a_tuple_and_replace_a_real_copy():
+    reports = [(0, {"loss": 0.5}, 0.0)]
+    r = TrialRecord(id=0, config={}, history=reports)
+    reports.append((1, {"loss": 0.4}, 1.0))                 # the caller's list is not the record's
+    assert r.history == ((0, {"loss": 0.5}, 0.0),)
+    grown = r.replace(history=reports)                      # through __init__: a tuple again
+    assert isinstance(grown.history, tuple) and len(grown.history) == 2 and len(r.history) == 1
+    assert grown.replace(value=0.4).history is grown.history   # a tuple is shared, not copied
+    with pytest.raises(ValueError):
+        r.replace(status="done")                            # checked as any record is
+    with pytest.raises(TypeError):
+        r.replace(colour="red")
+
+
+def test_the_engine_holds_the_live_reports_and_hands_out_frozen_records():
+    stored = TrialRecord(id=0, config={}, status="running", history=[(0, {"loss": 1.0}, 0.0)])
+    state = TrialState.of(stored)                           # a resumed trial: its reports go on
+    state.history.append((1, {"loss": 0.5}, 1.0))
+    assert state.record.history == () and len(stored.history) == 1
+    frozen = state.frozen()
+    state.history.append((2, {"loss": 0.25}, 2.0))
+    assert [s for s, _, _ in frozen.history] == [0, 1] and isinstance(frozen.history, tuple)
+    with pytest.raises(TypeError):
+        state.update(history=[])                            # one place holds them: the list
+
+
+def test_every_record_a_sweep_hands_out_is_frozen_with_its_reports(tmp_path):
+    seen = []
+    run = lk.sweep(F.quadratic, {"x": lk.uniform(0, 1)}, trials=2, metric="loss", mode="min",
+                   store=tmp_path / "s.db", name="f", wait=False)
+    run.subscribe(seen.append)
+    result = run.result(timeout=60)
+    finished = [e.record for e in seen if isinstance(e, TrialFinished)]
+    for record in [*result.trials, *finished, *run.sweep.result().trials]:
+        assert isinstance(record.history, tuple) and len(record.history) == 5
+    store = Store(tmp_path / "s.db", readonly=True)
+    try:
+        assert all(isinstance(t.history, tuple) and t.history for t in store.records("f"))
+    finally:
+        store.close()
+
+
+def test_trial_finished_carries_a_typed_record():
+    hints = typing.get_type_hints(TrialFinished, localns={"TrialRecord": TrialRecord,
+                                                          "Status": Status})
+    assert hints["record"] is TrialRecord                   # not Any: mypy reads its fields
+    event = TrialFinished("r", TrialRecord(id=4, config={}, status="stopped", reason="ASHA"))
+    assert (event.trial, event.status, event.record.reason) == (4, "stopped", "ASHA")

@@ -535,7 +535,7 @@ def test_a_metric_typo_fails_each_trial_at_its_first_report(tmp_path, kind):
             with pytest.raises(lk.TaskError) as info:
                 lk.sweep(f.typo, [config] * 2, scheduler=s, **kwargs)
     for record in info.value.result.trials:
-        assert record.status == "failed" and record.history == []
+        assert record.status == "failed" and list(record.history) == []
         assert "'acc'" in record.error and "'accuracy'" in record.error
         assert "did you mean 'accuracy'" in record.error
     assert sorted(os.listdir(tmp_path)) == ["epoch-0-0", "epoch-1-0"]   # no epoch after the first

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
 import anywidget
 import traitlets
@@ -144,11 +145,12 @@ class SweepBoardWidget(anywidget.AnyWidget):
     def _on_page(self, _widget, content, _buffers=None) -> None:
         """One message from the page: answer it (a failure is said, never raised)."""
         kind = content.get("kind") if isinstance(content, dict) else None
-        if kind not in KINDS:
+        answer = self._ANSWERS.get(kind) if isinstance(kind, str) else None
+        if answer is None:
             self.say(f"the board does not know the message {kind!r}")
             return
         try:
-            getattr(self, f"_on_{kind}")(content)
+            answer(self, content)
         except InputError as exc:
             self.say(str(exc))
         except Exception as exc:  # a control never breaks the kernel's comm
@@ -182,6 +184,16 @@ class SweepBoardWidget(anywidget.AnyWidget):
     def _on_show(self, content: dict) -> None:
         (trial,) = _ids([content.get("trial")], "trial")
         self.send({"kind": "history", "trial": trial, "html": self.history(trial)})
+
+    #: Each kind of message a page sends -> its answer (called with the widget and the message).
+    _ANSWERS: ClassVar[dict[str, Callable[[Any, dict], None]]] = {
+        "hello": _on_hello,
+        "brush": _on_brush,
+        "stop": _on_stop,
+        "cancel": _on_cancel,
+        "add": _on_add,
+        "show": _on_show,
+    }
 
     # -- the controls (also for a notebook's own code) ---------------------------------------------
 
@@ -225,7 +237,7 @@ class SweepBoardWidget(anywidget.AnyWidget):
         return sweep_draw.history(view, self._tracker.history(trial)) if view is not None else ""
 
 
-#: The kinds of message a page sends; each is answered by the widget's ``_on_<kind>``.
+#: The kinds of message a page sends; each is answered as the widget's ``_ANSWERS`` say.
 KINDS = ("hello", "brush", "stop", "cancel", "add", "show")
 
 
