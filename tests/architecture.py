@@ -159,6 +159,37 @@ def _is_self(value: ast.expr) -> bool:
     return False
 
 
+def names_built(root: pathlib.Path = PACKAGE) -> list[str]:
+    """Each ``getattr``/``hasattr`` of a name built at run time (``"_on_" + type(e).__name__``,
+    ``f"_on_{kind}"``): a handler found so can be tied to its event by neither grep nor mypy."""
+    found = []
+    for name, path in modules(root).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+                and _is_built(node.args[1])
+            ):
+                found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def _is_built(name: ast.expr) -> bool:
+    """An f-string, a ``+`` or ``%`` on a string, or a ``.format()``/``.join()``."""
+    if isinstance(name, ast.JoinedStr):
+        return True
+    if isinstance(name, ast.BinOp) and isinstance(name.op, (ast.Add, ast.Mod)):
+        return any(
+            (isinstance(side, ast.Constant) and isinstance(side.value, str)) or _is_built(side)
+            for side in (name.left, name.right)
+        )
+    return isinstance(name, ast.Call) and (
+        isinstance(name.func, ast.Attribute) and name.func.attr in ("format", "join")
+    )
+
+
 def main() -> int:
     """Print every finding; the exit status is the number of kinds of finding."""
     kinds = 0
@@ -166,6 +197,7 @@ def main() -> int:
         ("import circles", [" <-> ".join(c) for c in circles(graph())]),
         ("long modules", [f"{n} {c}" for n, c in long_modules().items()]),
         ("long functions", [f"{n} {c}" for n, c in long_functions().items()]),
+        ("names built to look up", names_built()),
     ]:
         print(f"{title}: {len(items)}")
         print("".join(f"  {i}\n" for i in items), end="")

@@ -44,6 +44,11 @@ def test_no_function_is_over_60_lines():
     assert arch.long_functions() == {}
 
 
+def test_no_handler_is_found_by_a_name_built_at_run_time():
+    """Issue 45: handlers sit in tables keyed by event class (``labkit.events.handles``)."""
+    assert arch.names_built() == []
+
+
 def test_at_most_40_private_names_are_reached_on_another_object():
     reaches = arch.private_reaches()
     assert len(reaches) <= arch.MAX_PRIVATE_REACHES, "\n".join(reaches)
@@ -187,3 +192,17 @@ def test_the_script_prints_every_finding(capsys, monkeypatch):
 ])
 def test_circles_are_the_strongly_connected_groups(edges, expected):
     assert sorted(arch.circles(edges)) == expected
+
+
+def test_a_name_built_to_look_up_is_caught_and_a_plain_name_is_left_alone(tmp_path):
+    root = plant(tmp_path, {"a.py": """
+        def on(self, event, kind, field):
+            getattr(self, "_on_" + type(event).__name__)
+            getattr(self, f"_on_{kind}", None)
+            hasattr(self, "_on_%s" % kind)
+            getattr(self, "_".join(["on", kind]))
+            getattr(self, field.name)
+            getattr(event, "run", None)
+        """})
+    found = arch.names_built(root)
+    assert [line.split()[0] for line in found] == ["pkg.a:3", "pkg.a:4", "pkg.a:5", "pkg.a:6"]
