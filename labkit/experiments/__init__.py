@@ -15,7 +15,9 @@ The parts, one folder a concern, bottom up:
 * :mod:`.search`: what is searched and decided: the spaces and their
   distributions, random search and Optuna's samplers, population-based
   training and its exploits, the early-stopping rules (``ASHA``, ``Median``,
-  ``Rule``) and the judge that applies them;
+  ``Rule``) and the judge that applies them; one decision protocol at report
+  time (``search.decision.Decider``: continue, stop, pause, exploit) that the
+  rules (through the judge) and PBT implement, consulted as one chain;
 * :mod:`.store`: the SQLite store (its schema and version, the writer thread,
   claims on names, report packs, checkpoints' bytes, reads in bulk, a store
   followed while another process writes it, ``labkit sweeps``' catalogue);

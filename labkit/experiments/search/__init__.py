@@ -10,6 +10,11 @@ distributions, :mod:`.sampler_use` checks a sampler before anything runs
 (and copies it for each later sweep) and :mod:`.optuna_search` drives an
 in-memory study (:mod:`.optuna_log` holds Optuna's INFO lines back).  Optuna
 is imported only when a sampler is given (``pip install labkit[search]``).
+
+What decides at each report is a :class:`~.decision.Decider` (continue, stop,
+pause, exploit): PBT is one, and so is an early-stopping rule through its
+:class:`~.judge.Judge`; the engine consults them as one :mod:`.chain`.  A
+search keeps ``ask`` and ``tell``.
 """
 
 from .base import RandomSearch, Search, describe_search, is_sampler, search_of, study_of
