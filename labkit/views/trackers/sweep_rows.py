@@ -281,10 +281,14 @@ class WorkerLoads:
         self.window = window
         self._reports: dict[str, deque] = {}  # worker -> report times in the window
         self._done: dict[str, int] = {}
+        self._names: dict[str | None, list[str]] = {}  # a trial's worker -> its workers' names
 
     def reported(self, worker: str | None, n: int) -> None:
         """``worker`` (each worker of a group) sent ``n`` reports now."""
-        for name in worker_names(worker):
+        names = self._names.get(worker)
+        if names is None:  # split once a worker, not once a report
+            names = self._names[worker] = worker_names(worker)
+        for name in names:
             self._reports.setdefault(name, deque()).extend([time.time()] * n)
 
     def finished(self, worker: str) -> None:
