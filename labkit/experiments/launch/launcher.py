@@ -84,7 +84,7 @@ class Launcher:
 
     def submit_options(self) -> dict:
         """Where the sweep's own tasks may run: ``client.submit``'s words for its workers alone."""
-        only = getattr(self.scheduler, "workers", None)
+        only = self.scheduler.workers  # a DaskScheduler's (only Dask launchers submit)
         return {} if only is None else {"workers": list(only), "allow_other_workers": False}
 
     def slots(self) -> int:

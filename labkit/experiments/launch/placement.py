@@ -201,5 +201,5 @@ def usable_workers(scheduler, workers: Mapping) -> dict:
     >>> usable_workers(Restricted(), {"tcp://a": 1, "tcp://b": 1})
     {'tcp://a': 1}
     """
-    only = getattr(scheduler, "workers", None)
+    only = scheduler.workers  # DaskScheduler.workers: None, or a restricted one's
     return {a: w for a, w in workers.items() if only is None or a in only}
