@@ -40,7 +40,8 @@ lint: $(VENV)/.test
 
 check: lint
 	$(PYTEST) -q -m "not slow and not browser and not serial"
-	$(BIN)/python -m pytest -q -m "serial and not slow and not browser" || [ $$? -eq 5 ]
+	$(BIN)/python -m pytest -q -m "serial and not slow and not browser" \
+	    $$($(BIN)/python -m tests.tiers) || [ $$? -eq 5 ]
 
 # A failing first pass still runs the serial pass and prints the coverage, then fails.
 test: lint
@@ -48,7 +49,8 @@ test: lint
 	$(BIN)/python -m coverage erase
 	status=0; \
 	$(PYTEST) -m "not serial" --cov --cov-report= || status=$$?; \
-	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= || \
+	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= \
+	    $$($(BIN)/python -m tests.tiers) || \
 	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	$(BIN)/python tests/coverage_figure.py; \
 	exit $$status

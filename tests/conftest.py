@@ -120,6 +120,7 @@ def pytest_configure(config):
         config.pluginmanager.register(_XdistController(), "labkit-xdist-controller")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
 def pytest_collection_modifyitems(config, items):
     """Mark each test ``slow``, ``browser`` or ``serial`` by the rules of tests/tiers.py."""
     from tests.tiers import mark_tiers

@@ -7,30 +7,55 @@ by rules rather than by a mark in each file, so that a test moved or added is pl
 what it uses:
 
 - ``browser``: a test whose ``needs`` mark names Chromium or JupyterLab (tests/system.py).
-- ``slow``: a test that uses a fixture of :data:`SLOW_FIXTURES` (worker processes, a
-  cluster of network namespaces), or lies in a file or folder of :data:`SLOW_PATHS`, or
-  is marked ``soak`` (the worker-loss and stress tests); a ``slow`` mark in a file stays.
+- ``slow``: a test that starts worker processes, another Python or a cluster: it uses a
+  fixture of :data:`SLOW_FIXTURES`, or a parameter of :data:`CLUSTER_KINDS` (the
+  ``scheduler`` fixture's ``"dask"``, tests/clusters.py's kinds), or its source (or a
+  function of its module that it calls) says one of :data:`STARTS_PROCESSES`; or it lies
+  in a file or folder of :data:`SLOW_PATHS` (measured: minutes of CPU); or it is marked
+  ``soak`` (the worker-loss and stress tests).  A ``slow`` mark in a file stays.
 - ``serial``: a test of :data:`SERIAL_PATHS`: it measures time or load, so it must not
   share the two cores with other tests; ``make test`` runs these after the others, alone.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import types
+
 import pytest
 
-__all__ = ["BROWSER_TOOLS", "SERIAL_PATHS", "SLOW_FIXTURES", "SLOW_PATHS", "mark_tiers"]
+__all__ = ["BROWSER_TOOLS", "CLUSTER_KINDS", "SERIAL_PATHS", "SLOW_FIXTURES", "SLOW_PATHS",
+           "STARTS_PROCESSES", "mark_tiers", "serial_files"]
 
 #: Tools of a ``needs`` mark that make a test a browser test.
 BROWSER_TOOLS = frozenset({"chromium", "jupyter"})
 
 #: Fixtures that start worker processes or whole clusters: a test using one is slow.
-SLOW_FIXTURES = frozenset({"cluster", "four", "multihost", "make_multihost"})
+SLOW_FIXTURES = frozenset({"cluster", "dask_scheduler", "four", "multihost", "make_multihost",
+                           "multihost_client"})
 
-#: Files or folders (relative to the repository root, '/'-separated) whose tests are slow.
-SLOW_PATHS: tuple[str, ...] = ("tests/multihost/", "tests/notebooks/")
+#: Parameter values that put a test on a cluster of its own (or on the shared one).
+CLUSTER_KINDS = frozenset({"dask", "processes", "address", "gil", "auto"})
 
-#: Files or test ids (a prefix of the node id) that must run alone (see the module's doc).
-SERIAL_PATHS: tuple[str, ...] = ()
+#: Words in a test's source (or a module function it calls) that start processes.
+STARTS_PROCESSES = ("DaskScheduler(", "LocalCluster(", "scheduler_of(", "subprocess",
+                    "Popen(", "multiprocessing", "NetnsCluster(", "chromium(", "jupyter",
+                    'mode="processes"', "mode='processes'", "Client(")
+
+#: Files or folders (relative to the repository root, '/'-separated) whose tests are slow:
+#: heavy on CPU without starting a process (measured under xdist, tests/tiers.py's notes).
+SLOW_PATHS: tuple[str, ...] = (
+    "tests/multihost/", "tests/notebooks/", "tests/test_docs.py", "tests/test_demo.py",
+    "tests/test_benchmarks.py", "tests/test_bench_views.py", "tests/test_binder.py",
+    "tests/ensemble/test_sklearn_checks.py", "tests/ensemble/test_bad_input.py",
+)
+
+#: Files or test ids (a prefix of the node id) that must run alone (see the module's doc):
+#: they assert a balance or a time measured on the machine, which a second worker skews.
+SERIAL_PATHS: tuple[str, ...] = (
+    "tests/data_parallel/test_bucket_trainer.py::test_auto_work_load_is_balanced_per_bucket",
+)
 
 
 def mark_tiers(items: list[pytest.Item]) -> None:
@@ -51,8 +76,53 @@ def _is_browser(item: pytest.Item) -> bool:
 
 def _is_slow(item: pytest.Item) -> bool:
     """Whether the test starts processes or clusters, lies in a slow path, or is a soak."""
-    if item.get_closest_marker("soak") is not None:
+    if item.get_closest_marker("soak") is not None or item.nodeid.startswith(SLOW_PATHS):
         return True
     if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
         return True
-    return item.nodeid.startswith(SLOW_PATHS)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if any(isinstance(v, str) and v in CLUSTER_KINDS for v in params.values()):
+        return True
+    return _starts_processes(item)
+
+
+def _starts_processes(item: pytest.Item) -> bool:
+    """Whether the test function's source, or a module function it names, starts processes."""
+    function = getattr(item, "function", None)
+    module = getattr(item, "module", None)
+    if function is None or module is None:  # a doctest, a docs page: no process of its own
+        return False
+    source = _source(function)
+    if any(word in source for word in STARTS_PROCESSES):
+        return True
+    return any(name in source for name in _starters(module))
+
+
+@functools.cache
+def _starters(module: types.ModuleType) -> frozenset[str]:
+    """Names of the module's own functions and classes whose source starts processes."""
+    found = set()
+    for name, value in vars(module).items():
+        own = getattr(value, "__module__", None) == module.__name__
+        if not own or not (inspect.isfunction(value) or inspect.isclass(value)):
+            continue
+        if any(word in _source(value) for word in STARTS_PROCESSES):
+            found.add(name + "(")
+    return frozenset(found)
+
+
+def _source(obj: object) -> str:
+    """The source of ``obj`` ("" where it has none to read)."""
+    try:
+        return inspect.getsource(obj)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return ""
+
+
+def serial_files() -> list[str]:
+    """The files of :data:`SERIAL_PATHS`, once each: what ``make test``'s serial pass collects."""
+    return list(dict.fromkeys(path.split("::")[0] for path in SERIAL_PATHS))
+
+
+if __name__ == "__main__":  # `python -m tests.tiers`: the serial pass's files, for the Makefile
+    print(" ".join(serial_files()))
