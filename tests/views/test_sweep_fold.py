@@ -45,3 +45,14 @@ def test_a_report_makes_no_record(monkeypatch):
     assert made == []  # the row changed in place: no record per report
     (row,) = t.state([0]).rows  # a reader asks: one record, frozen now
     assert len(made) == 1 and len(row.history) == 200 and t.best().id == 0
+
+
+def test_a_trial_that_did_not_change_is_frozen_once():
+    t = _started()
+    t(SweepStarted("r", "demo", "acc", "max", {}, ({"id": 1, "config": {"x": 2}},), 2))
+    first, other = t.state(None).rows
+    again, still = t.state(None).rows  # a paint asks for every row: none changed, none made
+    assert again is first and still is other
+    t(TrialReported("r", 0, (0,), ({"acc": 0.5},), 0.5, 0.5))
+    changed, unchanged = t.state(None).rows
+    assert changed is not first and changed.value == 0.5 and unchanged is other

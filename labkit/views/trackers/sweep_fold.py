@@ -32,6 +32,7 @@ from ...events import (
     TrialStarted,
     handles,
 )
+from ...experiments.trials.record import TrialRecord
 from ...experiments.trials.status import ENDED, RANKED, Status
 from .sweep_lines import LEADERS
 from .sweep_rows import Leaders, TrialRow, WorkerLoads, ok
@@ -67,6 +68,7 @@ class SweepFold:
         self._curves: dict[int, list] = {}  # id -> [(step, value of the metric)]
         self._epochs: dict[int, int] = {}  # id -> how often its curve was cut back
         self._log: OrderedDict[int, int] = OrderedDict()  # id -> mark of its last change
+        self._records: dict[int, TrialRecord] = {}  # id -> its row frozen, until it changes
         self._said = 0  # the mark of the last change of the sweep's words
         self._meta = 0  # ... of its words or its status
         self._taken = 0  # the mark of the last take()
@@ -278,9 +280,17 @@ class SweepFold:
     # -- keeping the indexes (under the lock) ------------------------------------------------------
 
     def _touch(self, trial: int) -> None:
-        """``trial`` changed: stamped with the mark this change makes."""
+        """``trial`` changed: stamped with the mark this change makes (its record made anew)."""
         self._log[trial] = self._version + 1
         self._log.move_to_end(trial)
+        self._records.pop(trial, None)
+
+    def _record(self, trial: int) -> TrialRecord:
+        """``trial``'s row as a frozen record, made once a change (a paint asks for every one)."""
+        record = self._records.get(trial)
+        if record is None:
+            record = self._records[trial] = self._trials[trial].frozen()
+        return record
 
     def _trial(self, trial: int, config: dict | None = None) -> TrialRow:
         t = self._trials.get(trial)

@@ -127,11 +127,11 @@ class SweepTracker(SweepFold):
         """Counts, best, leaders, running ones, workers, and the rows of ``trials`` (None: all)."""
         now = time.time() if now is None else now
         with self._lock:
-            # the rows asked for, frozen now: the fold changes its own rows in place
+            # the rows asked for, frozen: the fold changes its own rows in place
             if trials is None:
-                rows = tuple(self._trials[i].frozen() for i in sorted(self._trials))
+                rows = tuple(self._record(i) for i in sorted(self._trials))
             else:
-                rows = tuple(self._trials[i].frozen() for i in trials if i in self._trials)
+                rows = tuple(self._record(i) for i in trials if i in self._trials)
             return SweepState(
                 now,
                 self._version,
