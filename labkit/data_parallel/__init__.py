@@ -10,9 +10,8 @@ The room is split by where the code runs:
   overlapped reducer, the rank's loops and inputs).
 
 Shared by all three, at the top: :mod:`.trainer` (the one public trainer),
-which holds its parts rather than mixing them in: a :mod:`.stepper` (steps
-and their reports) and the fit loop over it (:mod:`.loops`: ``fit``,
-``evaluate``, ``step``), one call at a time (:mod:`.one_call`); the declared
+which holds its parts rather than mixing them in (:mod:`.calls`: the fit
+loop, its steps, one call at a time, the model copied back); the declared
 contract of every replica group and the capabilities only some keep, as
 protocols (:mod:`.replica_group`), which group a trainer gets
 (:mod:`.choose_group`), what fit takes (:mod:`.fit_data`),
@@ -22,8 +21,8 @@ an epoch's plan (:mod:`.plan`), the work load (:mod:`.split`,
 :mod:`.reporting`) and the argument checks (:mod:`.guards`).
 
 ``split_batch`` needs no torch; everything else imports it when first used.
-The top modules import :mod:`.local` (the trainer), :mod:`.dask` only lazily (the trainer's factory)
-and never :mod:`.worker`; nothing here imports labkit.views.
+The top modules import :mod:`.local` and :mod:`.calls` (the trainer), :mod:`.dask` only
+lazily (:mod:`.choose_group`) and never :mod:`.worker`; nothing here imports labkit.views.
 """
 
 from __future__ import annotations

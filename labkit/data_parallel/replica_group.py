@@ -27,7 +27,7 @@ made, and branch on the answer only, never on its type.  ``holds_model`` is a fa
 every group states: True where the trainer's own model is what the replicas
 train (replica 0, or the target of the reduce), False where the replicas are
 copies (on Dask workers) whose :meth:`~ReplicaGroup.fetch_state` the trainer
-loads into the model after each call (:mod:`.model_sync`).
+loads into the model after each call (:mod:`.calls.model_sync`).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class FitsEpochs(Protocol):
         policy: str,
         options: EpochOptions,
     ) -> dict:
-        """One epoch over ``source``'s data on the workers, ``done(report)`` each step: its summary."""
+        """One epoch over ``source``'s data on the workers (``done(report)`` a step): a summary."""
 
     def end_fit(self, source: Any) -> None:
         """Let go of what the fit over ``source`` left on the workers (idempotent)."""

@@ -8,7 +8,7 @@ with ``torch.distributed`` and run the training loops themselves
 (:mod:`.dask`).  Both groups keep one declared contract
 (:class:`~.replica_group.ReplicaGroup`), so the trainer holds the guards, the
 balancing and the reporting once, with no branch per backend, in parts it holds:
-a :class:`~.stepper.Stepper` and the :class:`~.loops.FitLoop` over it.  A step
+a :class:`~.calls.stepper.Stepper` and the :class:`~.calls.fit_loop.FitLoop` over it.  A step
 may carry a bucket key: each replica then runs the module that ``bucket_model``
 built for that key around its own parameters (:mod:`.bucketing`).
 """
@@ -25,16 +25,16 @@ from ..constraints import InstanceOf, check_arguments
 from ..errors import InputError, TrainingError
 from ..events import Observable
 from .balance import Balancer, WorkLoads
+from .calls.fit_loop import FitLoop, checked_validation, epoch_options
+from .calls.model_sync import ModelSync
+from .calls.one_call import OneCall
+from .calls.stepper import Stepper
 from .choose_group import choose_group
 from .fit_data import as_source
 from .guards import check_epochs, check_policy
-from .loops import FitLoop, checked_validation, epoch_options
-from .model_sync import ModelSync
 from .monitors import Monitors, ReplicaStep
-from .one_call import OneCall
 from .replica_group import ReplicaGroup
 from .reporting import Reporter
-from .stepper import Stepper
 
 __all__ = ["DataParallelTrainer", "ReplicaStep"]
 

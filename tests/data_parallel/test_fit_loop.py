@@ -8,12 +8,12 @@ from labkit.data_parallel import DataParallelTrainer
 from labkit.data_parallel.balance import WorkLoads
 from labkit.data_parallel.fit_data import as_source
 from labkit.data_parallel.local.thread_group import ThreadGroup
-from labkit.data_parallel.loops import FitLoop
-from labkit.data_parallel.model_sync import ModelSync
-from labkit.data_parallel.one_call import OneCall
+from labkit.data_parallel.calls.fit_loop import FitLoop
+from labkit.data_parallel.calls.model_sync import ModelSync
+from labkit.data_parallel.calls.one_call import OneCall
 from labkit.data_parallel.replica_group import EpochOptions
 from labkit.data_parallel.reporting import Reporter
-from labkit.data_parallel.stepper import Stepper
+from labkit.data_parallel.calls.stepper import Stepper
 from labkit.events import Observable
 
 from .models import batch, mlp, sgd
@@ -23,7 +23,7 @@ MSE = torch.nn.functional.mse_loss
 
 def test_the_trainer_mixes_nothing_in():
     assert DataParallelTrainer.__bases__ == (Observable,)
-    assert not [c for c in DataParallelTrainer.__mro__ if c.__module__.endswith(".loops")]
+    assert not [c for c in DataParallelTrainer.__mro__ if c.__module__.endswith(".fit_loop")]
 
 
 def test_a_fit_loop_made_from_its_parts_fits_and_evaluates_without_a_trainer():

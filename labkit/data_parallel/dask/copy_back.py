@@ -1,10 +1,11 @@
 """The trained state copied back from the workers to the client's model after a call.
 
 After each ``fit``, ``step`` or ``evaluate`` the trainer loads what the ranks
-hold into the user's model and optimizer (:mod:`..model_sync`).  That copy
-must cost little beside the call: it is read from one rank only (all ranks
-hold the same state), as tensors that Dask sends as frames (plain dicts of
-tensors, never one pickle, see
+hold into the user's model and optimizer
+(:mod:`labkit.data_parallel.calls.model_sync`).  That copy must cost little
+beside the call: it is read from one rank only (all ranks hold the same
+state), as tensors that Dask sends as frames (plain dicts of tensors, never
+one pickle, see
 :func:`~labkit.data_parallel.worker.lifecycle.state_view`), gathered straight
 from that worker rather than through the scheduler (which would carry it
 twice; where the client reaches the worker), and loaded into the model's own

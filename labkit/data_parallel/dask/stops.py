@@ -5,7 +5,7 @@ A sweep stops a group trial by cancelling the trial's scheduler with
 cancel's reason once (the first wait that looks at it), and the call may then
 end through another wait that sees only the shutdown (a ``SchedulerError``):
 :class:`RememberingBatch` keeps the reason, so that the call raises it
-whichever wait ended it (see :func:`~labkit.data_parallel.loops.as_its_stop_said`).
+whichever wait ended it (see :func:`~labkit.data_parallel.calls.fit_loop.as_its_stop_said`).
 """
 
 from __future__ import annotations

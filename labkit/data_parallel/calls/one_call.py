@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..errors import TrainingError
+from ...errors import TrainingError
 
 __all__ = ["OneCall"]
 

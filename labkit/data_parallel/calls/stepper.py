@@ -1,10 +1,11 @@
 """The trainer's steps: planned steps handed to the replica group, each report taken.
 
-A part the trainer holds, and its fit loop holds too (:mod:`.loops`): it owns
-the step count, the last split, the skipped batches, the work loads and the
-policy for a non-finite loss, and follows a group that :class:`~.replica_group.Recovers`
-when it goes on over fewer workers.  Its inputs are explicit: the group, the
-work loads, the reporter, and a check that the trainer is open.
+A part the trainer holds, and its fit loop holds too (:mod:`.fit_loop`): it
+owns the step count, the last split, the skipped batches, the work loads and
+the policy for a non-finite loss, and follows a group that
+:class:`~labkit.data_parallel.replica_group.Recovers` when it goes on over
+fewer workers.  Its inputs are explicit: the group, the work loads, the
+reporter, and a check that the trainer is open.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .balance import WorkLoads
-from .guards import NonFiniteLossError, warn_skipped
-from .replica_group import Recovers, ReplicaGroup
-from .reporting import Reporter
-from .reports import StepReport, step_number
-from .split import shares
+from ..balance import WorkLoads
+from ..guards import NonFiniteLossError, warn_skipped
+from ..replica_group import Recovers, ReplicaGroup
+from ..reporting import Reporter
+from ..reports import StepReport, step_number
+from ..split import shares
 
 __all__ = ["Stepper"]
 

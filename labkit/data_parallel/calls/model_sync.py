@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 import torch
 
-from ..errors import TrainingError
+from ...errors import TrainingError
 
 __all__ = ["ModelSync", "StaleGuard"]
 

@@ -1,14 +1,15 @@
-"""The trainer's fit loop: ``fit`` and ``evaluate``, for every replica group.
+"""The trainer's fit loop: ``fit``, ``evaluate`` and ``step``, for every replica group.
 
 :class:`FitLoop` is a part the trainer holds (not a mixin): its own state, its
 inputs given when made.  A fit is a :class:`~labkit.Run` whose epochs either
 hand planned steps to the replica group (batches from the client, or global
 batches drawn from arrays here) or, where the group runs epochs itself and the
 data lives on its workers, one epoch at a time to the group
-(:mod:`.dask.epochs`): which, the group's capabilities say
-(:class:`~.replica_group.FitsEpochs`, :class:`~.replica_group.EvaluatesSources`).  Either way
-each step comes back as a :class:`~.reports.StepReport`, and the history
-``fit`` returns is summed from the same reports the views draw.
+(:mod:`labkit.data_parallel.dask.epochs`): which, the group's capabilities say
+(:class:`~labkit.data_parallel.replica_group.FitsEpochs`,
+:class:`~labkit.data_parallel.replica_group.EvaluatesSources`).  Either way each
+step comes back as a :class:`~labkit.data_parallel.reports.StepReport`, and the
+history ``fit`` returns is summed from the same reports the views draw.
 """
 
 from __future__ import annotations
@@ -19,17 +20,15 @@ from collections.abc import Iterator
 
 import torch
 
-from ..checkpoints import check_writable
-from ..constraints import Interval, check_arguments
-from ..errors import CancelledError, InputError, LabkitError, SchedulerError, TrainingError
-from ..events import Observable
-from ..runs import start
-from .bucketing import BucketBatch, check_key
-from .fit_data import PlannedStep, Source, WorkerDataset, as_source
-from .guards import check_batch
-from .model_sync import ModelSync
-from .one_call import OneCall
-from .replica_group import (
+from ...checkpoints import check_writable
+from ...constraints import Interval, check_arguments
+from ...errors import CancelledError, InputError, LabkitError, SchedulerError, TrainingError
+from ...events import Observable
+from ...runs import start
+from ..bucketing import BucketBatch, check_key
+from ..fit_data import PlannedStep, Source, WorkerDataset, as_source
+from ..guards import check_batch
+from ..replica_group import (
     COMMIT_EVERY,
     MAX_FAILURES,
     EpochOptions,
@@ -37,8 +36,10 @@ from .replica_group import (
     FitsEpochs,
     ReplicaGroup,
 )
-from .reporting import Reporter
-from .reports import EpochTally, StepReport, batch_number, step_number
+from ..reporting import Reporter
+from ..reports import EpochTally, StepReport, batch_number, step_number
+from .model_sync import ModelSync
+from .one_call import OneCall
 from .stepper import Stepper
 
 __all__ = ["FitLoop", "as_its_stop_said", "checked_validation", "epoch_options"]
