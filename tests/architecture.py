@@ -18,6 +18,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "labkit"
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
 MAX_PRIVATE_REACHES = 40
+MAX_FOLDER_MODULES = 16
 
 
 def module_name(path: pathlib.Path, root: pathlib.Path = PACKAGE) -> str:
@@ -117,6 +118,15 @@ def long_modules(root: pathlib.Path = PACKAGE) -> dict[str, int]:
     return {n: c for n, c in counts.items() if c > MAX_MODULE_LINES}
 
 
+def crowded_folders(root: pathlib.Path = PACKAGE) -> dict[str, int]:
+    """Folders holding more than the limit of modules (``__init__`` counts), with their counts."""
+    counts = {
+        module_name(folder / "__init__.py", root): len(list(folder.glob("*.py")))
+        for folder in [root, *sorted(p.parent for p in root.rglob("*/__init__.py"))]
+    }
+    return {n: c for n, c in counts.items() if c > MAX_FOLDER_MODULES}
+
+
 def long_functions(root: pathlib.Path = PACKAGE) -> dict[str, int]:
     """Functions over the line limit (decorators to last line), with their lengths."""
     found = {}
@@ -198,6 +208,7 @@ def main() -> int:
         ("long modules", [f"{n} {c}" for n, c in long_modules().items()]),
         ("long functions", [f"{n} {c}" for n, c in long_functions().items()]),
         ("names built to look up", names_built()),
+        ("crowded folders", [f"{n} {c}" for n, c in crowded_folders().items()]),
     ]:
         print(f"{title}: {len(items)}")
         print("".join(f"  {i}\n" for i in items), end="")

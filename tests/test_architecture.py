@@ -1,7 +1,8 @@
 """labkit's shape, measured on the source (tests/architecture.py): the limits of issue 36.
 
 The first tests hold the whole package to the limits: no import circle inside
-a package, no module over 450 lines, no function over 60, at most 40 private
+a package, no module over 450 lines, no function over 60, no folder of more
+than 16 modules (issue 45: folders, not prefixes), at most 40 private
 names reached on something other than ``self``/``cls``, and a docstring in
 every package's ``__init__`` saying what the room is for.  The others plant
 small packages in a temporary folder and show that each measure catches what
@@ -42,6 +43,10 @@ def test_no_module_is_over_450_lines():
 
 def test_no_function_is_over_60_lines():
     assert arch.long_functions() == {}
+
+
+def test_no_folder_holds_more_than_16_modules():
+    assert arch.crowded_folders() == {}
 
 
 def test_no_handler_is_found_by_a_name_built_at_run_time():
@@ -192,6 +197,13 @@ def test_the_script_prints_every_finding(capsys, monkeypatch):
 ])
 def test_circles_are_the_strongly_connected_groups(edges, expected):
     assert sorted(arch.circles(edges)) == expected
+
+
+def test_a_crowded_folder_is_caught_and_its_subfolders_are_counted_apart(tmp_path):
+    flat = {f"m{i}.py": "" for i in range(16)}  # with __init__: 17 in one folder
+    nested = {f"sub/m{i}.py": "" for i in range(15)}  # with its __init__: 16, the limit
+    root = plant(tmp_path, {**flat, "sub/__init__.py": "", **nested})
+    assert arch.crowded_folders(root) == {"pkg": 17}  # 16 and its __init__; sub is apart
 
 
 def test_a_name_built_to_look_up_is_caught_and_a_plain_name_is_left_alone(tmp_path):
