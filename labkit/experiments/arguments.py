@@ -183,9 +183,15 @@ def prepare(config: SweepConfig) -> Prepared:
             "trials= is needed for a random space (how many configurations to try)",
             argument="trials",
         )
-    if space.kind == "list" and config.trials is not None and config.trials > space.size:
+    size = space.size
+    if (
+        space.kind == "list"
+        and config.trials is not None
+        and size is not None
+        and config.trials > size
+    ):
         raise InputError(
-            f"trials={config.trials} but the list holds {space.size} configurations",
+            f"trials={config.trials} but the list holds {size} configurations",
             argument="trials",
         )
     space.check_pickles()
@@ -193,7 +199,9 @@ def prepare(config: SweepConfig) -> Prepared:
     rule = own_rule(check_rule(config.early_stop))
     if config.scheduler is not None and config.scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
-    return Prepared(space, rule, search_of(config.search, space, config.mode, config.metric))
+    # metric and mode are str here: SWEEP_CONSTRAINTS refuse None when the config is made
+    mode, metric = typing.cast(str, config.mode), typing.cast(str, config.metric)
+    return Prepared(space, rule, search_of(config.search, space, mode, metric))
 
 
 def function_of(fn: Any) -> tuple[Callable, bool]:
