@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import threading
 import time
 
 import pytest
@@ -180,10 +181,29 @@ def test_trials_at_once_are_bounded_by_max_concurrent_and_workers_per_trial(thre
                       **limit)
     spans = sorted((t.started, t.ended) for t in result.trials)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))   # one at a time
-    free = lk.sweep(f.curve, {"q": lk.uniform(0, 1), "steps": 3, "pause": 0.02}, trials=4,
-                    metric="acc", mode="max", scheduler=threads_scheduler, store=None)
-    spans = sorted((t.started, t.ended) for t in free.trials)
-    assert any(a[1] > b[0] for a, b in itertools.pairwise(spans))    # two at a time
+    RUNNING.update(now=0, most=0)
+    free = lk.sweep(meeting_trial, {"q": lk.uniform(0, 1)}, trials=4, metric="acc", mode="max",
+                    scheduler=threads_scheduler, store=None)
+    assert free.counts() == {"completed": 4}
+    assert RUNNING["most"] == 2  # two at a time: each trial waited for another to run beside it
+
+
+RUNNING = {"now": 0, "most": 0}  # trials running at once in this process (in-process threads)
+_RUNNING = threading.Condition()
+
+
+def meeting_trial(config, trial):
+    """A trial that waits (up to 20 s, woken by the others) until another one runs beside it."""
+    with _RUNNING:
+        RUNNING["now"] += 1
+        RUNNING["most"] = max(RUNNING["most"], RUNNING["now"])
+        _RUNNING.notify_all()
+        _RUNNING.wait_for(lambda: RUNNING["most"] >= 2, timeout=20)
+    try:
+        trial.report(1, acc=config["q"])
+    finally:
+        with _RUNNING:
+            RUNNING["now"] -= 1
 
 
 def _until(condition, timeout: float = 30.0) -> None:
