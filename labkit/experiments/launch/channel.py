@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["TrialChannel", "deliver", "deliver_tuple", "KINDS", "FIELDS"]
+__all__ = ["TrialChannel", "deliver", "KINDS", "FIELDS"]
 
 #: What a channel carries to the client, in the order a trial sends it.
 KINDS = ("start", "reports", "checkpoint", "end")
@@ -52,29 +52,7 @@ class TrialChannel(Protocol):
         ...
 
 
-def deliver(engine, kind: str, trial: int, execution: str | None, **fields: Any) -> bool:
-    """One message of a trial's channel (a :data:`KINDS`) to the sweep's ``engine``.
-
-    ``start`` names the ``worker``; ``reports`` holds ``reports``
-    (``(step, metrics, t)`` each); ``checkpoint`` its ``step`` and ``blob``;
-    ``end`` the ``outcome``.  Returns whether the trial must stop (a report's
-    answer), else False.
-    """
-    if kind == "reports":
-        return engine.reported(trial, execution, fields["reports"])
-    if kind == "start":
-        engine.started(trial, execution, fields["worker"])
-    elif kind == "checkpoint":
-        engine.checkpointed(trial, execution, fields["step"], fields["blob"])
-    elif kind == "end":
-        engine.finished(trial, execution, fields["outcome"])
-    else:
-        raise ValueError(f"a trial's channel carries {KINDS}, not {kind!r}")
-    return False
-
-
-#: The fields of each kind, in the order a message as a tuple holds them after
-#: ``(kind, trial, execution)`` (a slot's line; a start's worker the client knows).
+#: The fields each kind carries after ``(kind, trial, execution)``, in order.
 FIELDS = {
     "start": ("worker",),
     "reports": ("reports",),
@@ -83,9 +61,23 @@ FIELDS = {
 }
 
 
-def deliver_tuple(engine, message: tuple, **known: Any) -> bool:
-    """:func:`deliver` a message sent as ``(kind, trial, execution, *fields)``; ``known``:
-    fields the receiver knows itself (a slot's worker)."""
-    kind, trial, execution = message[0], message[1], message[2]
-    fields = dict(zip(FIELDS[kind], message[3:], strict=False))
-    return deliver(engine, kind, trial, execution, **{**known, **fields})
+def deliver(engine, kind: str, trial: int, execution: str | None, *fields: Any) -> bool:
+    """One message of a trial's channel (a :data:`KINDS`) to the sweep's ``engine``.
+
+    ``fields`` as :data:`FIELDS` names them: a start's ``worker``, the
+    ``reports`` (``(step, metrics, t)`` each), a checkpoint's ``step`` and
+    ``blob``, the ``outcome``.  Returns whether the trial must stop (a
+    report's answer), else False.  (Positional, and one test a kind: a trial
+    in a slot sends a few messages, and each must cost next to nothing.)
+    """
+    if kind == "reports":
+        return engine.reported(trial, execution, *fields)
+    if kind == "start":
+        engine.started(trial, execution, *fields)
+    elif kind == "checkpoint":
+        engine.checkpointed(trial, execution, *fields)
+    elif kind == "end":
+        engine.finished(trial, execution, *fields)
+    else:
+        raise ValueError(f"a trial's channel carries {KINDS}, not {kind!r}")
+    return False

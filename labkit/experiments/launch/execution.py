@@ -254,7 +254,7 @@ def _serve(conn, engine, trial: int, worker: str, served: dict) -> None:
     try:
         first = conn.recv()
         execution = served["exec"] = new_execution()
-        deliver(engine, "start", trial, execution, worker=f"{worker} (process {first[1]})")
+        deliver(engine, "start", trial, execution, f"{worker} (process {first[1]})")
         conn.send((engine.restore_blob(trial), engine.attempt(trial)))
         _answer(conn, engine, trial, execution)
     except (EOFError, OSError):  # the process died: the pool starts another
@@ -267,9 +267,9 @@ def _answer(conn, engine, trial: int, execution: str) -> None:
         message = conn.recv()
         kind = message[0]
         if kind == "reports":
-            conn.send(deliver(engine, kind, trial, execution, reports=message[1]))
+            conn.send(deliver(engine, kind, trial, execution, message[1]))
         elif kind == "checkpoint":
-            deliver(engine, kind, trial, execution, step=message[1], blob=message[2])
+            deliver(engine, kind, trial, execution, message[1], message[2])
             conn.send(True)
         elif kind == "stopped":
             conn.send(engine.stop_requested(trial, execution))

@@ -23,7 +23,7 @@ import time
 import uuid
 
 from ...scheduling.dask.dask_adapter import forget_on_scheduler
-from .channel import deliver
+from .channel import FIELDS, deliver
 from .execution import run_remote
 from .launcher import Launcher, Recent
 from .sinks import clear_stops, metadata_keys, request_stop
@@ -123,10 +123,11 @@ class RemoteLauncher(Launcher):
 
     def _message(self, msg: dict) -> None:
         """One message of a trial's event stream to the engine."""
-        fields = {k: v for k, v in msg.items() if k not in ("kind", "trial", "exec")}
-        if msg["kind"] == "reports":  # lists on the wire
-            fields["reports"] = [tuple(r) for r in fields["reports"]]
-        deliver(self.engine, msg["kind"], msg["trial"], msg["exec"], **fields)
+        kind = msg["kind"]
+        fields = [msg[name] for name in FIELDS[kind]]
+        if kind == "reports":  # lists on the wire
+            fields = [[tuple(r) for r in msg["reports"]]]
+        deliver(self.engine, kind, msg["trial"], msg["exec"], *fields)
 
     def _done(self, trial: int, future) -> None:
         """A trial's task ended: its result waits for its last message, a fault restarts it."""

@@ -35,7 +35,7 @@ import uuid
 from typing import Any
 
 from ...errors import SchedulerError
-from .channel import deliver_tuple
+from .channel import deliver
 from .launcher import Launcher, Recent
 from .listener import Listener
 from .sinks import new_execution
@@ -213,7 +213,9 @@ class SlotLauncher(Launcher):
                     del self.where[trial]
                 line.held.pop(trial, None)
                 line.stops.discard(trial)
-        if deliver_tuple(engine, message, worker=line.worker):  # a report's answer: stop
+        if kind == "start":  # the slot's worker, which the client knows
+            message = (*message, line.worker)
+        if deliver(engine, *message):  # a report's answer: stop
             line.stop(trial)
         return kind == "end"
 
