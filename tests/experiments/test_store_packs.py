@@ -143,7 +143,7 @@ def test_a_version_1_store_read_as_it_was_written(tmp_path):
                             "WHERE sweep = 'mixed' ORDER BY rowid").fetchall()
     conn.close()
     Store(path).close()
-    history = {r.id: r.history for r in _records(path, "mixed")}
+    history = {r.id: list(r.history) for r in _records(path, "mixed")}
     expected: dict = {}
     for trial, step, metrics, t in rows:
         expected.setdefault(trial, []).append((step, json.loads(metrics), t))
