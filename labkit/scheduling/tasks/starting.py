@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,7 +85,9 @@ class TaskStarter:
     def __init__(self, scheduler, batch: StartingBatch, template: TaskInfo, as_run=None):
         self.scheduler = scheduler
         self.window = scheduler.window
-        self.batch = batch
+        # Weakly: the batch holds its starter, and a batch nobody holds (a finished
+        # thread's default batch) must go at once, its shipped callable with it.
+        self._batch = weakref.ref(batch)
         self.as_run = as_run
         #: What the batch's next task belongs to (its run changes with each cycle).
         self.template = template
@@ -94,6 +97,14 @@ class TaskStarter:
         self.callable: TaskCallable | None = None
         self.shipped: Any = None
         self.ship_lock = threading.Lock()
+
+    @property
+    def batch(self) -> StartingBatch:
+        """The batch the tasks belong to."""
+        batch = self._batch()
+        if batch is None:  # only a caller of the batch's own verbs gets here: it holds it
+            raise SchedulerError("the batch of these tasks is gone")
+        return batch
 
     def add_task(
         self,
@@ -152,31 +163,27 @@ class TaskStarter:
         ``spare``: wait until there is room for that many more (see ``Window.has_room``).
         """
         __tracebackhide__ = True
-        s, window = self.scheduler, self.window
+        s, window, batch = self.scheduler, self.window, self.batch
         s.check_usable()
-        self.batch.check_open()
-        self.batch.check()
+        batch.check_open()
+        batch.check()
         if task_callable is not None:
             self.use(task_callable)
         if self.callable is None:
             raise SchedulerError("add_task needs a task_callable (none was given yet)")
         nbytes = chunk_nbytes(data) if nbytes is None else nbytes
-        window.wait(
-            lambda: (
-                window.has_room(self.batch.share, nbytes, spare) or self.batch.failed or s.closed
-            )
-        )
+        window.wait(lambda: window.has_room(batch.share, nbytes, spare) or batch.failed or s.closed)
         s.check_usable()
-        self.batch.check()
+        batch.check()
         if self.as_run is not None and info is None:
             run = self.as_run.opening()  # a new cycle: its tasks carry the cycle's run
             if run is not None:
                 self.template = dataclasses.replace(
                     self.template, run=run, node_name=self.as_run.name
                 )
-        entry = OpenTask(self._next_info(info), self.batch, self.callable, self.shipped, nbytes)
+        entry = OpenTask(self._next_info(info), batch, self.callable, self.shipped, nbytes)
         with window.lock:
-            self.batch.count_open(entry)
+            batch.count_open(entry)
         return entry
 
     def start(self, group: list) -> None:
