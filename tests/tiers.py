@@ -49,6 +49,8 @@ SLOW_PATHS: tuple[str, ...] = (
     "tests/multihost/", "tests/notebooks/", "tests/test_docs.py", "tests/test_demo.py",
     "tests/test_benchmarks.py", "tests/test_bench_views.py", "tests/test_binder.py",
     "tests/ensemble/test_sklearn_checks.py", "tests/ensemble/test_bad_input.py",
+    "tests/experiments/test_pbt.py", "tests/experiments/test_search.py",
+    "tests/data_parallel/test_bad_input.py::test_fit_over_a_source_that_fails",
 )
 
 #: Files or test ids (a prefix of the node id) that must run alone (see the module's doc):
@@ -81,9 +83,26 @@ def _is_slow(item: pytest.Item) -> bool:
     if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if any(isinstance(v, str) and v in CLUSTER_KINDS for v in params.values()):
+    if any(_is_cluster_kind(v) for v in params.values()):
         return True
-    return _starts_processes(item)
+    return _starts_processes(item) or _fixture_starts_processes(item)
+
+
+def _is_cluster_kind(value: object) -> bool:
+    """Whether a parameter's value names a cluster ("processes", "dask-client-fed", ...)."""
+    return isinstance(value, str) and (value in CLUSTER_KINDS or value.startswith("dask-"))
+
+
+def _fixture_starts_processes(item: pytest.Item) -> bool:
+    """Whether a fixture the test uses (one of its module's, say) starts processes."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's record of the test's fixtures
+    for definitions in getattr(info, "name2fixturedefs", {}).values():
+        for definition in definitions:
+            if definition.params is not None:  # its parameters decide (_is_cluster_kind)
+                continue
+            if any(word in _source(definition.func) for word in STARTS_PROCESSES):
+                return True
+    return False
 
 
 def _starts_processes(item: pytest.Item) -> bool:
