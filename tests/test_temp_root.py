@@ -82,3 +82,23 @@ def test_a_root_left_by_a_killed_run_is_removed_by_the_next_run(tmp_path):
     finally:
         shutil.rmtree(left, ignore_errors=True)
         shutil.rmtree(mine, ignore_errors=True)
+
+
+def test_each_xdist_worker_has_a_root_inside_the_session_s_own_removed_at_the_end(tmp_path):
+    # `make test` runs on xdist workers: each must get a folder of the controller's own root
+    env = {**os.environ, PROBE: str(tmp_path)}
+    env.pop("PYTEST_ADDOPTS", None)
+    probe = f"{__file__}::test_probe_holds_its_folder_while_another_session_runs"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+               "--dist", "each", probe]                # each worker runs the probe, at once
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    seen = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    bases = {Path(s["base"]) for s in seen}
+    assert len(bases) == 2, seen                       # one folder a worker
+    roots = {base.parent for base in bases}
+    assert len(roots) == 1, bases                      # ... in the one root of the session
+    root = roots.pop()
+    assert root.name.startswith("labkit-pytest-"), root
+    assert {base.name for base in bases} == {"popen-gw0", "popen-gw1"}, bases
+    assert not root.exists(), f"{root} was left behind"
