@@ -41,7 +41,7 @@ CLUSTER_KINDS = frozenset({"dask", "processes", "address", "gil", "auto"})
 #: Words in a test's source (or a module function it calls) that start processes.
 STARTS_PROCESSES = ("DaskScheduler(", "LocalCluster(", "scheduler_of(", "subprocess",
                     "Popen(", "multiprocessing", "NetnsCluster(", "chromium(", "jupyter",
-                    'mode="processes"', "mode='processes'", "Client(")
+                    'mode="processes"', "mode='processes'", "Client(", "sys.executable")
 
 #: Files or folders (relative to the repository root, '/'-separated) whose tests are slow:
 #: heavy on CPU without starting a process (measured under xdist, tests/tiers.py's notes).
@@ -51,6 +51,10 @@ SLOW_PATHS: tuple[str, ...] = (
     "tests/ensemble/test_sklearn_checks.py", "tests/ensemble/test_bad_input.py",
     "tests/experiments/test_pbt.py", "tests/experiments/test_search.py",
     "tests/data_parallel/test_bad_input.py::test_fit_over_a_source_that_fails",
+    "tests/flows/test_snapshot.py::test_torch_node_round_trips_mid_training",
+    "tests/ensemble/test_estimators.py::test_classifier_probabilities_equal_hand_written",
+    "tests/ensemble/test_estimators.py::test_sequential_ensemble_mixes_layer_kinds",
+    "tests/ensemble/test_estimators.py::test_grid_search_and_cross_val_score_reach",
 )
 
 #: Files or test ids (a prefix of the node id) that must run alone (see the module's doc):
