@@ -9,9 +9,10 @@ what it uses:
 - ``browser``: a test whose ``needs`` mark names Chromium or JupyterLab (tests/system.py).
 - ``slow``: a test that starts worker processes, another Python or a cluster: it uses a
   fixture of :data:`SLOW_FIXTURES`, or a parameter of :data:`CLUSTER_KINDS` (the
-  ``scheduler`` fixture's ``"dask"``, tests/clusters.py's kinds), or its source (or a
-  function of its module that it calls) says one of :data:`STARTS_PROCESSES`; or it lies
-  in a file or folder of :data:`SLOW_PATHS` (measured: minutes of CPU); or it is marked
+  ``scheduler`` fixture's ``"dask"``, tests/clusters.py's kinds), or its source (or that of
+  a function of its module that it calls, or of a fixture it uses) says one of
+  :data:`STARTS_PROCESSES`; or its id starts with one of :data:`SLOW_PATHS` (files and
+  tests measured heavy on CPU in a run of the whole suite, issue 45); or it is marked
   ``soak`` (the worker-loss and stress tests).  A ``slow`` mark in a file stays.
 - ``serial``: a test of :data:`SERIAL_PATHS`: it measures time or load, so it must not
   share the two cores with other tests; ``make test`` runs these after the others, alone.
@@ -44,7 +45,7 @@ STARTS_PROCESSES = ("DaskScheduler(", "LocalCluster(", "scheduler_of(", "subproc
                     'mode="processes"', "mode='processes'", "Client(", "sys.executable")
 
 #: Files or folders (relative to the repository root, '/'-separated) whose tests are slow:
-#: heavy on CPU without starting a process (measured under xdist, tests/tiers.py's notes).
+#: heavy on CPU without starting a process (measured in an xdist run of the whole suite).
 SLOW_PATHS: tuple[str, ...] = (
     "tests/multihost/", "tests/notebooks/", "tests/test_docs.py", "tests/test_demo.py",
     "tests/test_benchmarks.py", "tests/test_bench_views.py", "tests/test_binder.py",
