@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.experiments import checkpoints
+from labkit.experiments.store import checkpoints
 from labkit.experiments.store.database import COMMIT_EVERY, Store
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.experiments import report_pack
+from labkit.experiments.store import report_pack
 from labkit.experiments.trials.record import TrialRecord
 from labkit.experiments.store.report_pack import pack, unpack
 from labkit.experiments.store.database import SCHEMA_VERSION, Store

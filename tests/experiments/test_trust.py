@@ -554,7 +554,7 @@ class Unregistered:
 
 
 def test_a_checkpoint_refused_at_restore_names_the_checkpoint_not_a_flow(monkeypatch):
-    from labkit.experiments import checkpoints
+    from labkit.experiments.store import checkpoints
     from labkit.checkpoints import allowed as snapshot_state
 
     lk.allow_in_checkpoints(Unregistered)

@@ -8,7 +8,8 @@ import pytest
 
 import labkit as lk
 from labkit.events import PhaseStarted
-from labkit.views import bokeh_widget, display
+from labkit.views.bokeh import widget as bokeh_widget
+from labkit.views.notebook import display
 from labkit.views.notebook.board import Board, board
 from labkit.views.words import phase_label
 from labkit.views.trackers.progress import PhaseProgress

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.views import cards
+from labkit.views.notebook import cards
 from labkit.views.bokeh.dashboard import dashboard, stop_dashboard
 
 X = np.random.default_rng(3).normal(size=(300, 4))

@@ -14,7 +14,7 @@ import labkit as lk
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
 from labkit.experiments import TrialRecord
 from labkit.experiments.sweep import finished_run
-from labkit.views import sweep_draw
+from labkit.views.sweep import draw as sweep_draw
 from labkit.views.notebook.board import board
 from labkit.views.bokeh.dashboard import running_url, stop_dashboard
 from labkit.views.sweep.board import SweepBoard

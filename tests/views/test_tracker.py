@@ -114,20 +114,25 @@ UI_LIBRARIES = {"ipywidgets", "anywidget", "bokeh", "jupyter_bokeh", "tqdm", "IP
 
 
 def _imports(module: str) -> set[str]:
-    """What ``labkit/views/<module>.py`` imports: ``.name`` for the room's own, else top names."""
+    """What ``labkit/views/trackers/<module>.py`` imports: ``.name`` for its folder's,
+    ``..name`` for the rest of the views, else top names."""
     import ast
     from pathlib import Path
 
     import labkit.views
 
-    tree = ast.parse(Path(labkit.views.__file__).with_name(f"{module}.py").read_text())
+    folder = Path(labkit.views.__file__).with_name("trackers")
+    tree = ast.parse((folder / f"{module}.py").read_text())
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                found |= {f".{node.module}"} if node.module else {f".{a.name}" for a in node.names}
+            if node.level in (1, 2):
+                dots = "." * node.level
+                found |= (
+                    {f"{dots}{node.module}"} if node.module else {f"{dots}{a.name}" for a in node.names}
+                )
             elif node.level == 0 and node.module:
                 found.add(node.module.split(".")[0])
     return found
