@@ -60,8 +60,18 @@ SLOW_PATHS: tuple[str, ...] = (
 
 #: Files or test ids (a prefix of the node id) that must run alone (see the module's doc):
 #: they assert a balance or a time measured on the machine, which a second worker skews.
+#: JupyterLab's tests bound how far a live board lags its kernel, and the warm fit's test the
+#: time a fit pays beyond its steps: beside a second worker both failed in a fresh-clone run.
 SERIAL_PATHS: tuple[str, ...] = (
     "tests/data_parallel/test_bucket_trainer.py::test_auto_work_load_is_balanced_per_bucket",
+    "tests/data_parallel/test_fit_startup.py",
+    "tests/views/test_jupyterlab.py",
+    "tests/views/test_jupyterlab_cancel.py",
+    "tests/notebooks/test_jupyterlab_01.py",
+    "tests/notebooks/test_jupyterlab_notebooks.py",
+    "tests/notebooks/test_jupyterlab_workers.py",
+    "tests/experiments/test_jupyterlab_sweep.py",
+    "tests/experiments/test_jupyterlab_sweep_10k.py",
 )
 
 

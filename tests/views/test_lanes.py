@@ -1,6 +1,7 @@
 """Task lanes: shipped ESM/CSS, incremental span messages, and the ESM run in Node."""
 
 import json
+import pathlib
 import subprocess
 from importlib.resources import files
 
@@ -48,8 +49,9 @@ def test_every_front_end_file_is_declared_package_data_of_the_views():
     found = st.find_packages(ROOT, include=setuptools["packages"]["find"]["include"])
     assert "labkit.views" in found and "labkit.data_parallel.worker" in found
     globs = setuptools["package-data"]["labkit.views"]
-    assets = [f"assets/{p.name}" for p in files("labkit.views").joinpath("assets").iterdir()]
-    assert {"assets/lanes.js", "assets/lanes.css"} <= set(assets)
+    folder = pathlib.Path(str(files("labkit.views").joinpath("assets")))
+    assets = [f"assets/{p.relative_to(folder).as_posix()}" for p in folder.rglob("*") if p.is_file()]
+    assert {"assets/lanes.js", "assets/lanes.css", "assets/sweep_board/board.js"} <= set(assets)
     assert all(any(fnmatch.fnmatch(a, g) for g in globs) for a in assets), (assets, globs)
 
 
