@@ -21,6 +21,7 @@ import ast
 import inspect
 import pathlib
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -209,3 +210,30 @@ def test_the_identity_of_a_shut_down_scheduler_is_a_labkit_error():
         assert adapter.scheduler_identity(client)["workers"]
     with pytest.raises(lk.SchedulerError, match="the scheduler was shut down"):
         adapter.scheduler_identity(client)
+
+
+def _copies(client, futures):
+    """How many workers hold each future's key, read from the scheduler's ``who_has``."""
+    return {k: len(v) for k, v in client.who_has(futures).items()}
+
+
+def test_a_shipped_callable_keeps_a_copy_on_every_worker_through_the_memory_managers_runs(cluster):
+    from labkit.scheduling.tasks.callables import TaskCallable
+
+    class Double(TaskCallable):
+        def __call__(self, data):
+            return 2 * data
+
+    with lk.DaskScheduler(cluster.scheduler_address) as s:
+        shipped = s.ship_callable(Double())
+        assert str(shipped.key).startswith(adapter.SHIPPED_PREFIX)
+        plain = s.client.scatter(np.arange(10), broadcast=True, hash=False)
+        assert _copies(s.client, [shipped, plain]) == {shipped.key: 2, plain.key: 2}
+        deadline = time.monotonic() + 30
+        while _copies(s.client, [plain])[plain.key] > 1:  # Dask drops a plain key's copy
+            assert time.monotonic() < deadline, "the memory manager never ran"
+            s.client.amm.run_once()
+            time.sleep(0.05)
+        s.client.amm.run_once()
+        assert _copies(s.client, [shipped])[shipped.key] == 2  # labkit's stays everywhere
+        s.release_callable(shipped)

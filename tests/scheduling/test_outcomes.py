@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import labkit as lk
+from labkit.scheduling.routes import packing
 from labkit.scheduling.workers.lazy_chunks import LazyChunk
 from tests import helpers
 
@@ -61,7 +62,10 @@ def test_chunks_at_hand_start_in_one_graph_update_and_a_stream_one_by_one(thread
     helpers.assert_nodes_equal(streamed[0], serial[0])
 
 
-def test_a_full_window_refills_in_groups_and_loses_nothing():
+def test_a_full_window_refills_in_groups_and_loses_nothing(monkeypatch):
+    # one Dask task a labkit task: once the clock times double as short, refills are packed
+    # (several tasks under one key), which the graph-update count below would not see
+    monkeypatch.setattr(packing, "PACK_SECONDS", 0.0)
     with lk.DaskScheduler(max_in_flight=16) as s:
         updates = GraphUpdates(s)
         with s.batch() as batch:

@@ -41,6 +41,7 @@ import dask
 from ...constraints import Options, check_argument
 from ...errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_limit, connect
+from .dask_adapter import keep_shipped_copies
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install
 from .quiet import quiet_clusters
@@ -256,6 +257,7 @@ def open_cluster(
                     quiet.close()
                     raise
     nthreads = opened.client.nthreads()
+    keep_shipped_copies(opened.client)  # a callable shipped once stays on every worker
     # a client of someone else's in-process cluster: its workers are threads here too
     opened.in_process = opened.mode in ("auto", "threads") or (
         bool(nthreads) and all(a.startswith("inproc://") for a in nthreads)

@@ -200,7 +200,7 @@ def _reason(exc: BaseException | None) -> str:
 
 
 def scatter_everywhere(
-    client, obj, what, attempts: int = 4, timeout: float = SCATTER_TIMEOUT, only=None
+    client, obj, what, attempts: int = 4, timeout: float = SCATTER_TIMEOUT, only=None, key=None
 ):
     """A future of ``obj`` on every live worker (of ``only``, if given); a dying one is left out.
 
@@ -213,6 +213,7 @@ def scatter_everywhere(
     it from a peer when a task needs it), never the run.  After ``attempts``
     failures, a :class:`~labkit.errors.SchedulerError` naming ``what`` and the
     last reason; something that cannot be pickled is an ``InputError`` at once.
+    Its key is ``key`` where given (each attempt's scatter names the data so).
     """
     last: BaseException | None = None
     for attempt in range(attempts):
@@ -220,9 +221,14 @@ def scatter_everywhere(
             break
         try:
             workers = _live_workers(client, timeout, only)
+            data = obj if key is None else {key: obj}
             future = _on_loop(
-                client, client.scatter(obj, workers=workers, hash=False, asynchronous=True), timeout
+                client,
+                client.scatter(data, workers=workers, hash=False, asynchronous=True),
+                timeout,
             )
+            if key is not None:
+                future = future[key]
         except Exception as exc:  # CommClosedError, OSError, TimeoutError, no workers
             cause = pickling_cause(exc)
             if cause is not None:  # no retry makes it picklable

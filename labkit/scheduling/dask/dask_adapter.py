@@ -14,6 +14,10 @@ Dask upgrade that breaks one breaks it in this module only
 * the task-spec graph of ``dask._task_spec`` that a lazy block is made of
   (:func:`task_graph`, :func:`is_task_graph`), computed node by node inside a
   task because ``dask.local.get_sync`` costs three times as much;
+* keeping the callables labkit shipped to every worker there
+  (:func:`keep_shipped_copies`): Dask's Active Memory Manager drops a key's
+  extra copies every two seconds (its ``ReduceReplicas`` policy, on by default),
+  so a worker between two tasks lost the layer's inputs and fetched them again;
 * asking the scheduler for its full identity (:func:`scheduler_identity`):
   ``Client.scheduler_info()`` returns a cache that the client's periodic
   refresh overwrites with a copy listing no worker.
@@ -41,6 +45,8 @@ import dask
 from ...errors import SchedulerError
 
 __all__ = [
+    "SHIPPED_PREFIX",
+    "keep_shipped_copies",
     "LOST_INPUT_REASONS",
     "lost_input",
     "cancel_reason",
@@ -201,3 +207,51 @@ def scheduler_identity(client, timeout: float | None = None) -> dict:
         # shut down under a running loop (a fit, a sweep): a labkit error, not Dask's None
         raise SchedulerError("the Dask client is closed: the scheduler was shut down")
     return client.sync(scheduler.identity, n_workers=-1, callback_timeout=timeout)
+
+
+#: The start of the key of a callable shipped to every worker (see ``ship_callable``).
+SHIPPED_PREFIX = "shipped-callable-"
+
+
+def keep_shipped_copies(client) -> bool:
+    """Have the scheduler keep every copy of a shipped callable; whether it now does.
+
+    The scheduler's ``ReduceReplicas`` policy is swapped for one that passes
+    over keys starting with :data:`SHIPPED_PREFIX` and drops other keys' extra
+    copies as before.  A scheduler without the Active Memory Manager, or one
+    that refuses, keeps Dask's behaviour: a worker refetches what it lacks.
+    """
+    prefix = SHIPPED_PREFIX
+
+    def swap(dask_scheduler) -> bool:  # nested: pickled by value, the scheduler needs no labkit
+        from distributed.active_memory_manager import ReduceReplicas
+
+        class KeepShipped(ReduceReplicas):
+            """ReduceReplicas, except for labkit's shipped callables."""
+
+            def run(self):
+                inner = super().run()
+                answer = None
+                while True:
+                    try:
+                        suggestion = inner.send(answer)
+                    except StopIteration:
+                        return
+                    if str(suggestion.ts.key).startswith(prefix):
+                        answer = None
+                        continue
+                    answer = yield suggestion
+
+        amm = dask_scheduler.extensions.get("amm")
+        if amm is None:
+            return False
+        for policy in list(amm.policies):
+            if type(policy) is ReduceReplicas:
+                amm.policies.discard(policy)
+                amm.add_policy(KeepShipped())
+        return any(type(p).__name__ == "KeepShipped" for p in amm.policies)
+
+    try:
+        return bool(client.run_on_scheduler(swap))
+    except Exception:  # an old or locked-down scheduler: Dask's own policy stays
+        return False

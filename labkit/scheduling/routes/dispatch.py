@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from ..dask.connect import scatter_everywhere
+from ..dask.dask_adapter import SHIPPED_PREFIX
 from ..tasks.base import as_labkit_error
 from ..tasks.open_task import OpenTask
 from ..tasks.pickling import unpicklable_part
@@ -98,7 +100,11 @@ class Dispatcher:
         # Dask's own log of the failure is left out (quiet.LabkitObjectsUnpicklable)
         workers = self.context.placement.get("workers")
         return scatter_everywhere(
-            self.client, task_callable, lambda: unpicklable_part(task_callable), only=workers
+            self.client,
+            task_callable,
+            lambda: unpicklable_part(task_callable),
+            only=workers,
+            key=f"{SHIPPED_PREFIX}{uuid.uuid4().hex}",  # the scheduler keeps its every copy
         )
 
     def callable_alive(self, shipped) -> bool:
