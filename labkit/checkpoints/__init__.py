@@ -4,13 +4,15 @@ What flows, experiments and data_parallel save goes through here: a zip of
 JSON structure, ``.npy`` arrays and a ``torch.save`` dict of tensors, read
 back without running code the file names (:mod:`.format`); classes come back
 only from an allow-list (:mod:`.allowed`); files are written atomically, a
-temp file beside the target and then a rename (:mod:`.files`).
+temp file beside the target and then a rename (:mod:`.files`); a
+:class:`~.location.CheckpointLocation` (a folder or any fsspec URL) is where
+the process that runs the work writes them, handing back a reference.
 
 Packages declare their own classes loadable with :func:`allow_library`
 (``labkit.flows`` declares its nodes and flows), so this package needs none
 of them.
 
-Imports: the standard library, numpy, torch (only where a value is a torch
+Imports: the standard library, numpy, fsspec (in :mod:`.location`), torch (only where a value is a torch
 one, and only once the caller has loaded torch), and ``labkit.errors``;
 never ``labkit.flows``, ``labkit.nodes``, ``labkit.experiments``,
 ``labkit.data_parallel``, ``labkit.scheduling`` or ``labkit.views``.
@@ -21,6 +23,7 @@ from .decoder import Decoder
 from .encoder import Encoder
 from .files import STALE_AFTER_S, atomic_dump, check_writable, make_temp, remove_stale_temps
 from .format import FORMATS, load_checkpoint, read_snapshot, write_snapshot, writer
+from .location import Checkpointable, CheckpointLocation, CheckpointRef
 
 __all__ = [
     "write_snapshot",
@@ -40,4 +43,7 @@ __all__ = [
     "UnsavableError",
     "FORMATS",
     "STALE_AFTER_S",
+    "CheckpointLocation",
+    "CheckpointRef",
+    "Checkpointable",
 ]

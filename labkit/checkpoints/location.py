@@ -1,0 +1,247 @@
+"""Where checkpoints live: a folder or any fsspec URL, written by the process that runs the work.
+
+A :class:`CheckpointLocation` is small and picklable: it travels to the
+worker that runs a trial (or a rank of a group trial), which writes there
+itself.  What comes back is a :class:`CheckpointRef` (its key under the
+location, the step, its size and digest), never the bytes, so a checkpoint
+of a large model never passes through the notebook's process.
+
+Writes are atomic: on a local folder a temp file beside the target and a
+rename; on object storage one ``put`` (an object appears whole or not at
+all).  A read checks the digest, so a torn or foreign file is a labkit
+:class:`~labkit.errors.StorageError` naming the location, never a wrong model.
+
+Objects that write their own checkpoint (a data-parallel trainer whose state
+lives on its ranks) declare :class:`Checkpointable`.
+
+Examples
+--------
+>>> import tempfile
+>>> root = tempfile.mkdtemp()
+>>> where = CheckpointLocation(root)
+>>> ref = where.write("trial-1/step-3.lkc", b"abc", step=3)
+>>> ref.nbytes, ref.step, where.read(ref)
+(3, 3, b'abc')
+>>> copied = where.copy(ref, "trial-2/step-3.lkc")
+>>> where.read(copied), where.exists(ref)
+(b'abc', True)
+>>> where.delete(ref); where.exists(ref)
+False
+>>> where.remove_all(); import os; os.path.exists(root)
+False
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import uuid
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import StorageError
+
+__all__ = ["CheckpointRef", "CheckpointLocation", "Checkpointable"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointRef:
+    """One written checkpoint: its ``key`` under the location, ``step``, size and sha256."""
+
+    key: str
+    step: Any
+    nbytes: int
+    digest: str
+
+
+@runtime_checkable
+class Checkpointable(Protocol):
+    """An object that writes and reads its own checkpoint at a location (e.g. from its ranks)."""
+
+    def write_checkpoint(self, location: CheckpointLocation, key: str, step: Any) -> CheckpointRef:
+        """Write the object's state under ``key`` of ``location``; its reference."""
+        ...
+
+    def read_checkpoint(self, location: CheckpointLocation, ref: CheckpointRef) -> None:
+        """Load the state ``ref`` names into the object."""
+        ...
+
+
+class CheckpointLocation:
+    """A folder or fsspec URL checkpoints are written to and read from (see the module).
+
+    Parameters
+    ----------
+    url : str
+        A local folder, or any URL fsspec knows (``"s3://bucket/sweeps"``, ``"file:///..."``).
+    storage_options : dict, optional
+        Passed to fsspec's file system (``{"endpoint_url": ..., "key": ...}`` for S3).
+    """
+
+    def __init__(self, url: str, storage_options: dict | None = None):
+        self.url = str(url)
+        self.storage_options = dict(storage_options or {})
+        self._fs: Any = None
+        self._root: str | None = None
+
+    def __getstate__(self) -> dict:
+        # the file system object is rebuilt where the location lands (it holds sessions)
+        return {"url": self.url, "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["url"], state["storage_options"])  # type: ignore[misc]
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, CheckpointLocation) and (self.url, self.storage_options) == (
+            other.url,
+            other.storage_options,
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.url)
+
+    def __repr__(self) -> str:
+        return f"CheckpointLocation({self.url!r})"
+
+    @property
+    def is_local(self) -> bool:
+        """Whether the location is a folder of this machine's file system."""
+        return "://" not in self.url or self.url.startswith("file://")
+
+    def _open_fs(self) -> tuple[Any, str]:
+        """fsspec's file system and the root path under it (made once per process)."""
+        if self._fs is None:
+            from fsspec.core import url_to_fs
+
+            try:
+                self._fs, self._root = url_to_fs(self.url, **self.storage_options)
+            except (ImportError, ValueError) as exc:  # no s3fs, an unknown protocol
+                raise StorageError(
+                    f"cannot open the checkpoint location {self.url}: {type(exc).__name__}: {exc}",
+                    path=self.url,
+                ) from exc
+        return self._fs, str(self._root).rstrip("/")
+
+    def path(self, key: str) -> str:
+        """The full path of ``key`` on the location's file system."""
+        _, root = self._open_fs()
+        return f"{root}/{key.lstrip('/')}"
+
+    def write(self, key: str, blob: bytes, step: Any = None) -> CheckpointRef:
+        """Write ``blob`` under ``key`` atomically; its reference."""
+        fs, _ = self._open_fs()
+        path = self.path(key)
+        try:
+            if self.is_local:
+                folder = os.path.dirname(path)
+                os.makedirs(folder, exist_ok=True)
+                tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+                try:
+                    with open(tmp, "wb") as fh:
+                        fh.write(blob)
+                    os.replace(tmp, path)
+                finally:
+                    if os.path.exists(tmp):
+                        os.unlink(tmp)
+            else:
+                fs.pipe_file(path, blob)  # one put: the object appears whole
+        except OSError as exc:
+            raise StorageError.of(exc, "writing a checkpoint", self._shown(key)) from exc
+        except Exception as exc:  # botocore and friends: not OSErrors
+            raise StorageError(
+                f"writing a checkpoint failed: {type(exc).__name__}: {exc}", path=self._shown(key)
+            ) from exc
+        return CheckpointRef(key, step, len(blob), hashlib.sha256(blob).hexdigest())
+
+    def read(self, ref: CheckpointRef) -> bytes:
+        """The bytes ``ref`` names, checked against its digest."""
+        fs, _ = self._open_fs()
+        try:
+            blob = fs.cat_file(self.path(ref.key))
+        except FileNotFoundError as exc:
+            raise StorageError(
+                "reading a checkpoint failed: it is not there (deleted, or another location)",
+                path=self._shown(ref.key),
+            ) from exc
+        except OSError as exc:
+            raise StorageError.of(exc, "reading a checkpoint", self._shown(ref.key)) from exc
+        except Exception as exc:
+            raise StorageError(
+                f"reading a checkpoint failed: {type(exc).__name__}: {exc}",
+                path=self._shown(ref.key),
+            ) from exc
+        if len(blob) != ref.nbytes or hashlib.sha256(blob).hexdigest() != ref.digest:
+            raise StorageError(
+                f"the checkpoint read back is not the one written ({len(blob)} bytes, "
+                f"{ref.nbytes} written): it was changed or cut short",
+                path=self._shown(ref.key),
+            )
+        return blob
+
+    def exists(self, ref: CheckpointRef | str) -> bool:
+        """Whether ``ref`` (or a key) is at the location."""
+        fs, _ = self._open_fs()
+        return bool(fs.exists(self.path(_key(ref))))
+
+    def delete(self, ref: CheckpointRef | str) -> None:
+        """Remove ``ref`` (or a key); one already gone is fine."""
+        fs, _ = self._open_fs()
+        try:
+            fs.rm_file(self.path(_key(ref)))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise StorageError.of(exc, "deleting a checkpoint", self._shown(_key(ref))) from exc
+
+    def copy(self, ref: CheckpointRef, key: str) -> CheckpointRef:
+        """Copy ``ref`` to ``key`` on the storage side (no bytes through this process if it can)."""
+        fs, _ = self._open_fs()
+        try:
+            if self.is_local:
+                os.makedirs(os.path.dirname(self.path(key)), exist_ok=True)
+            fs.copy(self.path(ref.key), self.path(key))
+        except OSError as exc:
+            raise StorageError.of(exc, "copying a checkpoint", self._shown(key)) from exc
+        return dataclasses.replace(ref, key=key)
+
+    def size_of(self, prefix: str = "") -> int:
+        """Bytes stored under ``prefix`` (all the location if empty)."""
+        fs, _ = self._open_fs()
+        path = self.path(prefix) if prefix else self._open_fs()[1]
+        if not fs.exists(path):
+            return 0
+        return int(fs.du(path, total=True))
+
+    def remove_all(self, prefix: str = "") -> None:
+        """Remove everything under ``prefix`` (the whole location if empty)."""
+        fs, _ = self._open_fs()
+        path = self.path(prefix) if prefix else self._open_fs()[1]
+        try:
+            if fs.exists(path):
+                fs.rm(path, recursive=True)
+        except OSError as exc:
+            raise StorageError.of(exc, "removing checkpoints", path) from exc
+
+    def probe(self, where: str = "this process") -> None:
+        """Write, read back and delete a small file; a StorageError naming the location and
+        ``where`` (a worker's address) if any of it fails."""
+        key = f".labkit-probe-{uuid.uuid4().hex}"
+        try:
+            ref = self.write(key, b"labkit")
+            self.read(ref)
+            self.delete(ref)
+        except StorageError as err:
+            raise StorageError(
+                f"the checkpoint location {self.url} cannot be used from {where}: {err.message}",
+                path=self.url,
+                worker=where,
+            ) from err
+
+    def _shown(self, key: str) -> str:
+        """``key`` as a user reads it: the location's URL and the key."""
+        return f"{self.url.rstrip('/')}/{key.lstrip('/')}"
+
+
+def _key(ref: CheckpointRef | str) -> str:
+    """The key of a reference or a key."""
+    return ref.key if isinstance(ref, CheckpointRef) else ref
