@@ -40,7 +40,7 @@ import dask
 
 from ...constraints import Options, check_argument
 from ...errors import InputError, LabkitError, SchedulerError
-from .connect import check_client, check_limit, connect
+from .connect import check_client, check_cluster, check_limit, connect
 from .dask_adapter import keep_shipped_copies
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install
@@ -156,28 +156,39 @@ def no_message_log():
     return dask.config.set({"distributed.admin.low-level-log-length": 0})
 
 
-def check_cluster_choice(address, client, embedded: dict) -> None:
-    """The rules between arguments: an address or a client, and cluster options for neither.
+def check_cluster_choice(address, client, embedded: dict, cluster=None) -> None:
+    """The rules between arguments: one of an address, a client or a cluster, and
+    cluster options for none of them.
 
     ``embedded``: the options that size or shape an embedded cluster, as given
     (those of an existing cluster would be ignored: it is used as it is).
     """
-    if address is not None and client is not None:
-        raise InputError("give the scheduler's address or a client, not both", argument="address")
+    chosen = [
+        name
+        for name, value in (("address", address), ("client", client), ("cluster", cluster))
+        if value is not None
+    ]
+    if len(chosen) > 1:
+        raise InputError(
+            f"give the scheduler's address, a client or a cluster, one of them; got "
+            f"{' and '.join(chosen)}",
+            argument=chosen[-1],
+        )
     given = [
         name
         for name, value in embedded.items()
         if value is not None and not (name == "mode" and value == "auto")
     ]
-    if given and (address is not None or client is not None):
+    if given and chosen:
         raise InputError(
             f"{', '.join(given)} shape the embedded cluster only; a cluster "
-            f"given by {'address' if address is not None else 'client'} is used "
-            "as it is",
+            f"given by {chosen[0]} is used as it is",
             argument=given[0],
         )
     if client is not None:
         check_client(client)  # an open one
+    if cluster is not None:
+        check_cluster(cluster)  # not closed
 
 
 @dataclasses.dataclass
@@ -190,6 +201,7 @@ class Opened:
     mode: str  # "auto", "threads", "processes", or "existing"
     in_process: bool  # the workers are threads of this process
     quiet: Any = None  # Dask's chatter held quiet while the embedded cluster lives
+    given: Any = None  # a cluster given by ``cluster=``: used, scaled by its owner, left open
 
     def close(self) -> None:
         """Close what was opened here: the client and the cluster, not ones given."""
@@ -231,38 +243,57 @@ def close_workers(cluster, timeout: float) -> None:
 
 
 def open_cluster(
-    address, client, mode: str, n_workers, threads_per_worker, connect_timeout, cluster_kwargs: dict
+    address,
+    client,
+    mode: str,
+    n_workers,
+    threads_per_worker,
+    connect_timeout,
+    cluster_kwargs: dict,
+    given=None,
 ) -> Opened:
-    """The client of ``client``, of the scheduler at ``address``, or of a new embedded cluster."""
-    from distributed import Client
-
+    """The client of ``client``, of the scheduler at ``address``, of the cluster ``given``,
+    or of a new embedded cluster."""
     quiet_install()  # Dask's handlers exist once it is imported: they get labkit's filters
-    cluster = None
     if client is not None:
         opened = Opened(client, None, False, "existing", False)
-    else:
+    elif given is not None:  # its own scheduler's address: reached as any other, in bounded time
         with no_message_log():
-            if address is not None:
-                opened = Opened(connect(address, connect_timeout), None, True, "existing", False)
-            else:
-                size = cluster_size(mode, n_workers, threads_per_worker)
-                quiet = contextlib.ExitStack()
-                quiet.enter_context(quiet_clusters())  # before its first words
-                try:
-                    cluster = start_cluster(mode, *size, **cluster_kwargs)
-                    opened = Opened(Client(cluster), cluster, True, mode, False, quiet)
-                except BaseException:
-                    if cluster is not None:
-                        cluster.close()
-                    quiet.close()
-                    raise
+            reached = connect(given.scheduler_address, connect_timeout)
+        opened = Opened(reached, None, True, "existing", False, given=given)
+    elif address is not None:
+        with no_message_log():
+            opened = Opened(connect(address, connect_timeout), None, True, "existing", False)
+    else:
+        opened = _open_embedded(mode, n_workers, threads_per_worker, cluster_kwargs)
     nthreads = opened.client.nthreads()
     keep_shipped_copies(opened.client)  # a callable shipped once stays on every worker
     # a client of someone else's in-process cluster: its workers are threads here too
-    opened.in_process = opened.mode in ("auto", "threads") or (
-        bool(nthreads) and all(a.startswith("inproc://") for a in nthreads)
+    opened.in_process = (
+        opened.mode in ("auto", "threads")
+        or (bool(nthreads) and all(a.startswith("inproc://") for a in nthreads))
+        or (given is not None and str(given.scheduler_address).startswith("inproc://"))
     )
     return opened
+
+
+def _open_embedded(mode: str, n_workers, threads_per_worker, cluster_kwargs: dict) -> Opened:
+    """A new embedded ``LocalCluster`` and its client; Dask's chatter quiet while it lives."""
+    from distributed import Client
+
+    size = cluster_size(mode, n_workers, threads_per_worker)
+    cluster = None
+    quiet = contextlib.ExitStack()
+    quiet.enter_context(quiet_clusters())  # before its first words
+    try:
+        with no_message_log():
+            cluster = start_cluster(mode, *size, **cluster_kwargs)
+            return Opened(Client(cluster), cluster, True, mode, False, quiet)
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        quiet.close()
+        raise
 
 
 def run_on_workers(client, fn, *args, workers=None) -> dict:

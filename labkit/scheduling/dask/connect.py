@@ -48,7 +48,9 @@ __all__ = [
     "SECONDS",
     "ADDRESS",
     "CLIENT",
+    "CLUSTER",
     "WORKERS",
+    "check_cluster",
 ]
 
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
@@ -105,6 +107,23 @@ CLIENT = InstanceOf(
     "address, pass it first: "
     "lk.DaskScheduler('tcp://host:8786'))",
 )
+
+
+#: The rule of ``cluster=``: any cluster of Dask's deployment family.
+CLUSTER = InstanceOf(
+    "distributed.deploy.Cluster",
+    "a distributed.deploy.Cluster (a LocalCluster, dask_jobqueue's SLURMCluster, "
+    "dask_kubernetes' KubeCluster, ...)",
+)
+
+
+def check_cluster(cluster):
+    """``cluster`` if it is a ``distributed.deploy.Cluster`` not closed, else a labkit error."""
+    check_argument("cluster", cluster, [CLUSTER])
+    status = getattr(cluster.status, "name", str(cluster.status))
+    if status in ("closing", "closed", "failed"):
+        raise SchedulerError(f"the cluster given is {status}; start a new one", argument="cluster")
+    return cluster
 
 
 def check_client(client):

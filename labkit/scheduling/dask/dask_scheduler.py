@@ -33,7 +33,7 @@ from ..tasks.pickling import pickling_cause
 from ..tasks.results import RESULT_CONTAINER
 from . import dask_adapter as adapter
 from .cluster import MODES, check_cluster_choice, open_cluster, resolve_mode
-from .connect import ADDRESS, CLIENT, SECONDS, WORKERS
+from .connect import ADDRESS, CLIENT, CLUSTER, SECONDS, WORKERS
 from .held import HeldCluster
 
 __all__ = ["DaskScheduler"]
@@ -48,6 +48,12 @@ class DaskScheduler(Scheduler):
         Address of an existing scheduler (``"tcp://host:8786"``); left running on shutdown.
     client : distributed.Client, optional
         An existing client; left open on shutdown.
+    cluster : distributed.deploy.Cluster, optional
+        A cluster you started (a ``LocalCluster``, dask-jobqueue's ``SLURMCluster``,
+        dask-kubernetes' ``KubeCluster``, ...), maybe adaptive, maybe with no worker
+        yet: reached through a client of its own, and left running on shutdown
+        (see ``docs/guide/elastic-clusters.md``).  One of ``address``, ``client``
+        and ``cluster`` at most.
     mode : {"auto", "threads", "processes"}
         The embedded cluster's kind, when neither is given (see :mod:`.cluster`):
         ``"auto"`` runs tasks on threads of this process (chunks by reference)
@@ -98,6 +104,7 @@ class DaskScheduler(Scheduler):
     parameter_constraints = {
         "address": [ADDRESS, None],
         "client": [CLIENT, None],
+        "cluster": [CLUSTER, None],
         "mode": [Options(MODES)],
         "n_workers": [POSITIVE_INT, None],
         "threads_per_worker": [POSITIVE_INT, None],
@@ -120,6 +127,7 @@ class DaskScheduler(Scheduler):
         address: str | None = None,
         *,
         client=None,
+        cluster=None,
         mode: str = "auto",
         n_workers: int | None = None,
         threads_per_worker: int | None = None,
@@ -135,10 +143,17 @@ class DaskScheduler(Scheduler):
     ):
         check_parameters(self, locals())
         embedded = dict(mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker)
-        check_cluster_choice(address, client, {**embedded, **cluster_kwargs})
+        check_cluster_choice(address, client, {**embedded, **cluster_kwargs}, cluster)
         mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
         opened = open_cluster(
-            address, client, mode, n_workers, threads_per_worker, connect_timeout, cluster_kwargs
+            address,
+            client,
+            mode,
+            n_workers,
+            threads_per_worker,
+            connect_timeout,
+            cluster_kwargs,
+            cluster,
         )
         self._cluster = HeldCluster(opened, workers)  # closes what it opened if workers= is wrong
         self.client, self.mode = self._cluster.client, self._cluster.mode
@@ -197,7 +212,8 @@ class DaskScheduler(Scheduler):
 
     @property
     def cluster(self):
-        """The ``LocalCluster`` this scheduler started, or ``None`` (a cluster it was given)."""
+        """The ``LocalCluster`` this scheduler started, the cluster given by ``cluster=``,
+        or ``None`` (one reached by an address or a client)."""
         return self._cluster.cluster
 
     @property

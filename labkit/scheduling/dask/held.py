@@ -66,8 +66,8 @@ class HeldCluster:
 
     @property
     def cluster(self):
-        """The ``LocalCluster`` labkit started, or ``None`` (a cluster it was given)."""
-        return self.opened.cluster
+        """The ``LocalCluster`` labkit started, the one given by ``cluster=``, or ``None``."""
+        return self.opened.cluster if self.opened.cluster is not None else self.opened.given
 
     @property
     def embedded_processes(self) -> bool:
@@ -90,6 +90,8 @@ class HeldCluster:
         kind = "existing cluster"
         if self.opened.cluster is not None:
             kind = f"embedded cluster, mode {self.opened.mode!r}"
+        elif self.opened.given is not None:
+            kind = f"{type(self.opened.given).__name__} given"
         return (
             f"<DaskScheduler {info.get('address')}: {len(info.get('workers', {}))} workers "
             f"({kind}), {open_tasks} open tasks>"
