@@ -33,10 +33,12 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import uuid
+from collections.abc import Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StorageError
@@ -125,7 +127,8 @@ class CheckpointLocation:
     def path(self, key: str) -> str:
         """The full path of ``key`` on the location's file system."""
         _, root = self._open_fs()
-        return f"{root}/{key.lstrip('/')}"
+        key = key.strip("/")
+        return f"{root}/{key}" if key else root
 
     def write(self, key: str, blob: bytes, step: Any = None) -> CheckpointRef:
         """Write ``blob`` under ``key`` atomically; its reference."""
@@ -180,47 +183,47 @@ class CheckpointLocation:
 
     def exists(self, ref: CheckpointRef | str) -> bool:
         """Whether ``ref`` (or a key) is at the location."""
-        fs, _ = self._open_fs()
-        return bool(fs.exists(self.path(_key(ref))))
+        with self._failing_as("looking for a checkpoint", _key(ref)):
+            return bool(self._fresh_fs().exists(self.path(_key(ref))))
 
     def delete(self, ref: CheckpointRef | str) -> None:
         """Remove ``ref`` (or a key); one already gone is fine."""
-        fs, _ = self._open_fs()
-        try:
+        fs = self._fresh_fs()
+        with self._failing_as("deleting a checkpoint", _key(ref), missing_ok=True):
             fs.rm_file(self.path(_key(ref)))
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            raise StorageError.of(exc, "deleting a checkpoint", self._shown(_key(ref))) from exc
 
     def copy(self, ref: CheckpointRef, key: str) -> CheckpointRef:
         """Copy ``ref`` to ``key`` on the storage side (no bytes through this process if it can)."""
-        fs, _ = self._open_fs()
-        try:
+        fs = self._fresh_fs()
+        with self._failing_as("copying a checkpoint", key):
             if self.is_local:
                 os.makedirs(os.path.dirname(self.path(key)), exist_ok=True)
             fs.copy(self.path(ref.key), self.path(key))
-        except OSError as exc:
-            raise StorageError.of(exc, "copying a checkpoint", self._shown(key)) from exc
         return dataclasses.replace(ref, key=key)
 
     def size_of(self, prefix: str = "") -> int:
         """Bytes stored under ``prefix`` (all the location if empty)."""
-        fs, _ = self._open_fs()
-        path = self.path(prefix) if prefix else self._open_fs()[1]
-        if not fs.exists(path):
-            return 0
-        return int(fs.du(path, total=True))
+        fs = self._fresh_fs()
+        with self._failing_as("measuring checkpoints", prefix):
+            path = self.path(prefix)
+            if not fs.exists(path):
+                return 0
+            # one listing with sizes (fsspec's du asks for each object's size on its own)
+            found = fs.find(path, detail=True)
+        return sum(int(info.get("size") or 0) for info in found.values())
 
     def remove_all(self, prefix: str = "") -> None:
         """Remove everything under ``prefix`` (the whole location if empty)."""
-        fs, _ = self._open_fs()
-        path = self.path(prefix) if prefix else self._open_fs()[1]
-        try:
-            if fs.exists(path):
+        fs = self._fresh_fs()
+        with self._failing_as("removing checkpoints", prefix):
+            path = self.path(prefix)
+            if not fs.exists(path):
+                return
+            if self.is_local:
                 fs.rm(path, recursive=True)
-        except OSError as exc:
-            raise StorageError.of(exc, "removing checkpoints", path) from exc
+            elif found := fs.find(path):
+                # objects only: a location at a bucket's root keeps its bucket
+                fs.rm(found)
 
     def probe(self, where: str = "this process") -> None:
         """Write, read back and delete a small file; a StorageError naming the location and
@@ -233,13 +236,40 @@ class CheckpointLocation:
         except StorageError as err:
             raise StorageError(
                 f"the checkpoint location {self.url} cannot be used from {where}: {err.message}",
+                errno=err.errno,  # kept: ``except OSError`` callers may read it
                 path=self.url,
                 worker=where,
             ) from err
 
     def _shown(self, key: str) -> str:
         """``key`` as a user reads it: the location's URL and the key."""
+        if not key:
+            return self.url
         return f"{self.url.rstrip('/')}/{key.lstrip('/')}"
+
+    def _fresh_fs(self) -> Any:
+        """The file system with its listings forgotten: other processes write here too."""
+        fs, _ = self._open_fs()
+        fs.invalidate_cache()  # s3fs would answer exists/find from a stale listing
+        return fs
+
+    @contextlib.contextmanager
+    def _failing_as(self, doing: str, key: str, missing_ok: bool = False) -> Iterator[None]:
+        """Turn what fsspec, the OS or botocore raise while ``doing`` into a StorageError
+        naming the key's URL (a missing file is fine when ``missing_ok``)."""
+        try:
+            yield
+        except StorageError:
+            raise
+        except FileNotFoundError as exc:
+            if not missing_ok:
+                raise StorageError.of(exc, doing, self._shown(key)) from exc
+        except OSError as exc:
+            raise StorageError.of(exc, doing, self._shown(key)) from exc
+        except Exception as exc:  # botocore and friends: not OSErrors
+            raise StorageError(
+                f"{doing} failed: {type(exc).__name__}: {exc}", path=self._shown(key)
+            ) from exc
 
 
 def _key(ref: CheckpointRef | str) -> str:
