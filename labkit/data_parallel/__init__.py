@@ -18,7 +18,8 @@ protocols (:mod:`.replica_group`), which group a trainer gets
 an epoch's plan (:mod:`.plan`), the work load (:mod:`.split`,
 :mod:`.balance`), :mod:`.devices`, :mod:`.batchnorm`, :mod:`.bucketing`,
 :mod:`.monitors`, the step reports and their events (:mod:`.reports`,
-:mod:`.reporting`) and the argument checks (:mod:`.guards`).
+:mod:`.reporting`), a trainer's checkpoint file (:mod:`.state_file`) and the
+argument checks (:mod:`.guards`).
 
 ``split_batch`` needs no torch; everything else imports it when first used.
 The top modules import :mod:`.local` and :mod:`.calls` (the trainer), :mod:`.dask` only

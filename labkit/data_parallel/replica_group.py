@@ -21,6 +21,10 @@ that only raises (as joblib's backends declare what they support):
 :class:`Recovers`
     The group goes on over fewer workers after losing one: its ranks re-form,
     and the trainer follows its names.
+:class:`SavesOnRanks`
+    The ranks write the group's checkpoint to a location themselves (rank 0)
+    and read it back there (every rank); without it the trainer encodes its
+    state and writes it from this process, where the state is.
 
 The trainer and its fit loop ask a group which capabilities it keeps once, when
 made, and branch on the answer only, never on its type.  ``holds_model`` is a fact
@@ -41,6 +45,7 @@ __all__ = [
     "FitsEpochs",
     "EvaluatesSources",
     "Recovers",
+    "SavesOnRanks",
     "EpochOptions",
     "COMMIT_EVERY",
     "MAX_FAILURES",
@@ -176,3 +181,14 @@ class Recovers(Protocol):
 
     def form(self, names: list, check: bool = False) -> None:
         """(Re-)form the group over the workers ``names``, in rank order."""
+
+
+@runtime_checkable
+class SavesOnRanks(Protocol):
+    """Capability: the ranks write and read the group's checkpoints where they run."""
+
+    def write_state(self, location: Any, key: str, step: Any, extra: dict) -> Any:
+        """Rank 0 writes the state with ``extra`` under ``key`` of ``location``: the reference."""
+
+    def read_state(self, location: Any, ref: Any) -> dict:
+        """Every rank loads the checkpoint ``ref`` from ``location``; the extras it held."""

@@ -15,7 +15,6 @@ built for that key around its own parameters (:mod:`.bucketing`).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from .calls.fit_loop import FitLoop, checked_validation, epoch_options
 from .calls.model_sync import ModelSync
 from .calls.one_call import OneCall
 from .calls.stepper import Stepper
+from .calls.trainer_state import TrainerState
 from .choose_group import choose_group
 from .fit_data import as_source
 from .guards import check_epochs, check_policy
@@ -150,6 +150,7 @@ class DataParallelTrainer(Observable):
         #: the parts the trainer holds: its steps, and the loop of its fits over them
         self._stepper = Stepper(self._group, loads, self._reporter, policy, self._check_open)
         self._loop = FitLoop(self._stepper, self._calls, self._sync, self._reporter, self, name)
+        self._state = TrainerState(self._stepper, self._sync, self._calls, self._check_open)
 
     @property
     def on_nonfinite(self) -> str:
@@ -370,23 +371,27 @@ class DataParallelTrainer(Observable):
 
     def state_dict(self) -> dict:
         """The model's and the optimizer's state, and the work load (of each bucket too)."""
-        self._check_open()
-        state = self._group.state_dict()
-        # a snapshot: live tensors would change with the next step (and be shared on load)
-        return copy.deepcopy(
-            dict(state, shares=self.shares, steps=self.steps, bucket_shares=self.bucket_shares)
-        )
+        return self._state.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned, into the model and every replica."""
-        self._check_open()
-        with self._calls.held("load_state_dict"):
-            self._group.load_state_dict(state)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self._sync.loaded()
-        self._stepper.loads.load(state.get("shares"), state.get("bucket_shares"))
-        self._stepper.steps = state.get("steps", self.steps)
+        self._state.load_state_dict(state)
+
+    def write_checkpoint(self, location, key: str, step=None):
+        """Write :meth:`state_dict` to ``location`` (a ``CheckpointLocation``) where it lives.
+
+        On Dask workers rank 0 writes it there, none of it through this process;
+        on threads this process does.  Returns the ``CheckpointRef``; what
+        ``trial.checkpoint(trainer)`` calls (the guide's data-parallel page).
+        """
+        return self._state.write(location, key, step)
+
+    def read_checkpoint(self, location, ref) -> None:
+        """Load the checkpoint ``ref`` names, each rank reading it from ``location`` itself.
+
+        ``model`` and ``optimizer`` then hold it too, as after a fit (see ``sync_model``).
+        """
+        self._state.read(location, ref)
 
     def sync_model(self) -> torch.nn.Module:
         """The model with the trained parameters (and the optimizer with its state), now.

@@ -8,7 +8,8 @@ submitted, awaited, located), :mod:`.setup` (workers, payload, devices),
 :mod:`.steps` (client-fed steps sent ahead in commands), :mod:`.epochs`
 (whole epochs on the workers, recovering from a lost worker),
 :mod:`.blocks` (which rank reads which block of a Dask array),
-:mod:`.copy_back` (the trained state copied to the client's model after a call)
+:mod:`.copy_back` (the trained state copied to the client's model after a call),
+:mod:`.saving` (checkpoints written by rank 0 and read by every rank at a location)
 and :mod:`.stops` (why a stopped trial's scheduler stopped the group).
 
 May import labkit.errors, labkit.events, labkit.scheduling, the shared modules

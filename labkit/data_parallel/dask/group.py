@@ -16,6 +16,7 @@ share a cluster.
   (:mod:`..worker.rank`); rank 0 streams the step reports (:mod:`..reports`).
 * After each call of the trainer, rank 0's state is copied into the client's
   model and optimizer (:mod:`.copy_back`): the model a user holds is trained.
+  A checkpoint is written by rank 0 and read by every rank (:mod:`.saving`).
 * A lost worker: an epoch loop re-forms the group on the workers left and
   goes on from the last commit (:mod:`.epochs`); elsewhere a
   :class:`~labkit.errors.WorkerLostError` names the worker.  The client gives
@@ -47,6 +48,7 @@ from ..worker.training import evaluate as evaluate_on_rank
 from .copy_back import fetch_state
 from .epochs import EpochRunner
 from .forming import join_ranks, meeting_point
+from .saving import read_state, write_state
 from .setup import build_replicas, check_scheduler, choose_workers, closed_with, payload
 from .steps import CommandPipe
 from .stops import RememberingBatch
@@ -363,12 +365,9 @@ class DaskReplicaGroup:
         self.client.run(life.set_monitors, self.gid, blob, workers=list(self.names))
 
     def state_dict(self) -> dict:
-        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors.
-
-        Read as the copy after a call is (:func:`.copy_back.fetch_state`): one
-        gather, bounded, never restarted (a gather re-asked every second never
-        finished for a large model under load).
-        """
+        """``{"model": ..., "optimizer": ...}`` of rank 0, as CPU tensors, read as the copy
+        after a call is (:func:`.copy_back.fetch_state`): one gather, bounded, never
+        restarted (a gather re-asked every second never finished for a big model, loaded)."""
         self.check_open()
         return self.fetch_state() or {}
 
@@ -383,6 +382,14 @@ class DaskReplicaGroup:
                 ],
                 "load_state_dict",
             )
+
+    def write_state(self, location, key: str, step, extra: dict):
+        """Rank 0 writes the state (and ``extra``) to ``location`` itself (see .saving)."""
+        return write_state(self, location, key, step, extra)
+
+    def read_state(self, location, ref) -> dict:
+        """Every rank loads ``ref`` from ``location`` itself (see .saving); the extras."""
+        return read_state(self, location, ref)
 
     def fetch_state(self) -> dict | None:
         """What the ranks hold now, for the client's model: from one rank, as CPU tensors.
