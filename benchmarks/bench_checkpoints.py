@@ -121,8 +121,8 @@ def labkit_checkpoints(config, trial):
 def pbt_member(config, trial):
     """A PBT member: goes on from its (or its donor's) checkpoint, reads the lr in force."""
     saved = trial.restore()
-    step, state = (0, _state(config)) if saved is None else (saved["step"], saved["state"])
-    for step in range(step + 1, config["steps"] + 1):
+    start, state = (0, _state(config)) if saved is None else (saved["step"], saved["state"])
+    for step in range(start + 1, config["steps"] + 1):
         time.sleep(config["pause"])
         state[0] += trial.config["lr"]
         trial.report(step, score=float(state[0]))
@@ -251,13 +251,15 @@ def start_moto(folder):
     code = ("import sys; from moto.server import ThreadedMotoServer; "
             "s = ThreadedMotoServer('127.0.0.1', 0, verbose=False); s.start(); "
             "print(s.get_host_and_port()[1], flush=True); sys.stdin.read(); s.stop()")
-    log = open(os.path.join(folder, "moto.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=log)
+    log = os.path.join(folder, "moto.log")
+    with open(log, "wb") as errors:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=errors)
     port = proc.stdout.readline().decode().strip()  # the server binds port 0: no race
     if not port.isdigit():
         proc.kill()
-        raise RuntimeError(f"moto's server did not start: {port!r} (see {log.name})")
+        proc.wait()
+        raise RuntimeError(f"moto's server did not start: {port!r} (see {log})")
     return proc, f"http://127.0.0.1:{port}"
 
 
