@@ -118,8 +118,9 @@ def timed(fn) -> tuple[float, float]:
 def trainer_on(scheduler, mb: float, sync: bool):
     model = model_of(mb)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
-    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, optimizer,
-                                     scheduler=scheduler, sync_model=sync)
+    trainer = lk.DataParallelTrainer(
+        model, nn.functional.mse_loss, optimizer, scheduler=scheduler, sync_model=sync
+    )
     x = torch.randn(ROWS, WIDTH)
     trainer.step(x, x)  # one step: the replicas hold trained parameters and their gradients
     return trainer
@@ -163,8 +164,10 @@ def measure(scheduler, mb: float, rounds: int, folder: str, old_restore: bool) -
         trainer.close()
         location.remove_all()
     nan = float("nan")
-    medians = {k: (statistics.median(s for s, _ in v), max(g for _, g in v)) if v else (nan, nan)
-               for k, v in figures.items()}
+    medians = {
+        k: (statistics.median(s for s, _ in v), max(g for _, g in v)) if v else (nan, nan)
+        for k, v in figures.items()
+    }
     return dict(medians, size=size, file=refs["after"].nbytes)
 
 
@@ -173,18 +176,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke test of a small size")
     parser.add_argument("--sizes", type=float, nargs="*", help="megabytes of parameters")
     parser.add_argument("--rounds", type=int, help="rounds a size (alternating order)")
-    parser.add_argument("--restore-via-client", action="store_true",
-                        help=f"the old restore above {RESTORE_VIA_CLIENT_MAX} MB too (memory)")
+    parser.add_argument(
+        "--restore-via-client",
+        action="store_true",
+        help=f"the old restore above {RESTORE_VIA_CLIENT_MAX} MB too (memory)",
+    )
     args = parser.parse_args()
     size = SIZES["quick" if args.quick else "full"]
     rounds = args.rounds or size["rounds"]
-    print(f"labkit {lk.__version__}, torch {torch.__version__}, Python "
-          f"{platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}; 2 worker processes; plain SGD; medians of {rounds} "
-          "rounds; seconds (client's peak RSS growth, the most of any round)")
-    header = (f"{'parameters':>10} | {'state_dict()':>20} | {'before: via client':>20} | "
-              f"{'after: rank 0':>20} | {'before / after':>14} | {'restore via client':>20} | "
-              f"{'restore on ranks':>20}")
+    print(
+        f"labkit {lk.__version__}, torch {torch.__version__}, Python "
+        f"{platform.python_version()}, {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}; 2 worker processes; plain SGD; medians of {rounds} "
+        "rounds; seconds (client's peak RSS growth, the most of any round)"
+    )
+    header = (
+        f"{'parameters':>10} | {'state_dict()':>20} | {'before: via client':>20} | "
+        f"{'after: rank 0':>20} | {'before / after':>14} | {'restore via client':>20} | "
+        f"{'restore on ranks':>20}"
+    )
     print(header)
     print("-" * len(header))
     folder = tempfile.mkdtemp(prefix="labkit-bench-ckpt-")
@@ -197,15 +207,20 @@ def main() -> None:
                 def cell(key, f=f):
                     return f"{f[key][0]:>7.3f} s ({f[key][1]:>5.0f} MB)"
 
-                print(f"{f['size'] / 1e6:>7.0f} MB | {cell('state_dict')} | {cell('before')} | "
-                      f"{cell('after')} | {f['before'][0] / f['after'][0]:>13.2f}x | "
-                      f"{cell('r_before')} | {cell('r_after')}", flush=True)
+                print(
+                    f"{f['size'] / 1e6:>7.0f} MB | {cell('state_dict')} | {cell('before')} | "
+                    f"{cell('after')} | {f['before'][0] / f['after'][0]:>13.2f}x | "
+                    f"{cell('r_before')} | {cell('r_after')}",
+                    flush=True,
+                )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    print(f"restore via client: not run above {RESTORE_VIA_CLIENT_MAX} MB (nan) without "
-          "--restore-via-client; before: state_dict() + encode + write from the client; after: "
-          "trainer.write_checkpoint() from rank 0 (target: the client grows by ~0 MB); "
-          f"load average at the end {os.getloadavg()[0]:.1f}")
+    print(
+        f"restore via client: not run above {RESTORE_VIA_CLIENT_MAX} MB (nan) without "
+        "--restore-via-client; before: state_dict() + encode + write from the client; after: "
+        "trainer.write_checkpoint() from rank 0 (target: the client grows by ~0 MB); "
+        f"load average at the end {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":
