@@ -20,15 +20,15 @@ def sweeps_parser(commands: Any) -> argparse.ArgumentParser:
     """``labkit sweeps``'s parser, added to the ``labkit`` command's ``commands``."""
     sweeps: argparse.ArgumentParser = commands.add_parser(
         "sweeps",
-        help="list the sweeps of a sweep store (trials by status, the best, when)",
+        help="list the sweeps of a sweep store (trials by status, the best, checkpoints kept, when)",
         description="List the sweeps kept in the sweep store STORE (the SQLite file lk.sweep "
         "writes, experiments.db by default): each sweep's name, metric, trials by status, "
-        "its best trial and value, when it started and when it was last written. The store "
+        "its best trial and value, the bytes of checkpoints it keeps (at its checkpoint location), when it started and when it was last written. The store "
         "is opened read-only: one a running sweep writes, or one on a read-only disk, lists "
         "as it is.",
         epilog="--json prints a list of objects: name, metric, mode, trials, counts "
-        "({status: n}), best ({trial, value} or null), started and last_written (Unix "
-        "seconds).",
+        "({status: n}), best ({trial, value} or null), checkpoint_bytes (the checkpoints kept, "
+        "after retention), started and last_written (Unix seconds).",
     )
     sweeps.add_argument("store", metavar="STORE", help="the sweep store, e.g. experiments.db")
     sweeps.add_argument(

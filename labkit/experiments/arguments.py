@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +57,14 @@ def _non_empty_str(value: Any) -> bool:
     return isinstance(value, str) and bool(value)
 
 
+def _path_or_url(value: Any) -> bool:
+    return isinstance(value, os.PathLike) or _non_empty_str(value)
+
+
+def _options(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+
+
 #: What each argument of ``lk.sweep`` may be; the rules that depend on the space
 #: or the store come after, in :func:`prepare`.
 SWEEP_CONSTRAINTS: dict[str, list] = {
@@ -79,6 +88,12 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
         Satisfies(is_sampler, "an Optuna sampler (optuna.samplers.TPESampler(seed=0), ...)"),
         InstanceOf(Search, "lk.PBT(...)"),  # or another Search of one's own
     ],
+    "checkpoints": [
+        Satisfies(_path_or_url, "a folder or an fsspec URL ('s3://bucket/sweeps')"),
+        None,
+    ],
+    "storage_options": [Satisfies(_options, "a dict of fsspec's options"), None],
+    "keep_best": [count(1), None],
 }
 
 
@@ -111,6 +126,9 @@ class SweepConfig:
     max_concurrent: int | None = None
     workers_per_trial: int = 1
     search: Any = "random"
+    checkpoints: Any = None
+    storage_options: dict | None = None
+    keep_best: int | None = None
 
     def __post_init__(self) -> None:
         __tracebackhide__ = True

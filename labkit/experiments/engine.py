@@ -31,6 +31,7 @@ from .launch.worker_namer import WorkerNamer
 from .search.chain import DecisionChain
 from .search.searcher import Searcher
 from .spec import SweepSpec
+from .trials.checkpoint_place import as_ref
 from .trials.record import TrialRecord, better
 from .trials.state import TrialState
 from .trials.status import ENDED, TERMINAL, Status
@@ -210,30 +211,35 @@ class SweepEngine:
             self.decisions.reported(s, step, value)  # decided: stop, pause, exploit
         s.update(value=value, best=best, step=s.history[-1][0] if s.history else None)
 
-    def checkpointed(self, trial: int, execution: str, step, blob: bytes) -> None:
-        """``blob`` is the trial's latest checkpoint (taken at ``step``)."""
+    def checkpointed(self, trial: int, execution: str, step, ref: Any) -> None:
+        """The trial wrote its latest checkpoint (taken at ``step``); ``ref`` says where.
+
+        Only the reference comes here (a CheckpointRef, or its fields): the
+        bytes went from the trial's process to the sweep's location.
+        """
+        ref = as_ref(ref)
         with self.lock:
             s = self.states[trial]
             if s.execution != execution or s.status != Status.RUNNING:
                 return
             s.seq += 1
-            s.blob = blob
-            self.decisions.checkpointed(s, step, blob)  # PBT: a pause due at this step
-            self.store.save_checkpoint(self.name, trial, s.seq, step, blob)
+            s.ref = ref
+            self.decisions.checkpointed(s, step, ref)  # PBT: a pause due at this step
+            self.store.save_checkpoint(self.name, trial, s.seq, step, ref)
             if self.launcher is not None:
-                self.launcher.checkpointed(s, s.seq, blob)
+                self.launcher.checkpointed(s, s.seq, ref)
 
-    def restore_blob(self, trial: int) -> bytes | None:
-        """The trial's latest checkpoint (held here, else in the store), or None."""
+    def restore_blob(self, trial: int) -> Any:
+        """The reference of the trial's latest checkpoint (held here, else in the store), or None."""
         with self.lock:
             s = self.states[trial]
-            if s.blob is not None:
-                return s.blob
+            if s.ref is not None:
+                return s.ref
         held = self.store.checkpoint(self.name, trial)
         if held is None:
             return None
         with self.lock:
-            s.blob, s.seq = held[0], max(s.seq, held[2])
+            s.ref, s.seq = held[0], max(s.seq, held[2])
         return held[0]
 
     def attempt(self, trial: int) -> int:
@@ -323,7 +329,7 @@ class SweepEngine:
             value = metrics[self.metric]
             if better(value, best, self.mode):
                 best = value
-        s.launched, s.blob = False, None
+        s.launched, s.ref = False, None
         s.update(
             status=status,
             metrics=metrics,

@@ -17,6 +17,7 @@ from ..errors import TaskError
 from ..events import SweepStarted
 from ..scheduling import LocalScheduler
 from .arguments import SweepConfig, check_pickles, function_of, prepare
+from .checkpointing import probe_workers
 from .launch import place
 from .launch.launchers import launcher_of
 from .launch.loop import drive
@@ -25,6 +26,7 @@ from .opening import open_sweep
 from .spec import SweepSpec
 from .store.database import Store
 from .sweep_result import Again, SweepResult
+from .trials.checkpoint_place import PlacedFunction
 
 __all__ = ["SweepJob"]
 
@@ -50,6 +52,8 @@ class SweepJob:
         self.placement.check_room()
         self.store = Store(config.store)
         self.owner = uuid.uuid4().hex
+        #: a sweep kept in memory checkpoints to a temporary folder, removed when it ends
+        self.temporary = config.store is None and config.checkpoints is None
         try:
             self.spec, self.engine = open_sweep(self.store, self.owner, self.fn, config, prepared)
         except BaseException:
@@ -57,6 +61,14 @@ class SweepJob:
             if self.owned:
                 self.scheduler.shutdown()
             raise
+        self.place = self.spec.checkpoints
+        try:  # every worker can write there, before any trial runs
+            probe_workers(self.scheduler, self.place.location)
+        except BaseException:
+            self._close()
+            raise
+        # the function as it travels: it tells each trial where its checkpoints go
+        self.fn = PlacedFunction(self.fn, self.place)
         self.live = LiveSweep(self.engine, self.spec)
 
     def __call__(self, scope: Any) -> SweepResult:
@@ -65,14 +77,24 @@ class SweepJob:
         try:
             self._drive(scope)
             result = result_of(self.engine, self._extend(self.config, self.spec, self.scheduler))
+            self.store.retain(self.spec.name)  # keep_best, now that every trial has ended
         finally:
-            self.store.release(self.spec.name, self.owner)
-            self.store.close()  # commits what is queued
-            if self.owned:
-                self.scheduler.shutdown()
+            self._close()
         self.store.check()
         _raise_if_all_failed(result)
         return result
+
+    def _close(self) -> None:
+        """Release the name, close the store (committing what is queued), remove a
+        temporary checkpoint folder, shut down a scheduler of its own."""
+        try:
+            self.store.release(self.spec.name, self.owner)
+            self.store.close()
+        finally:
+            if self.temporary:
+                self.place.location.remove_all()
+            if self.owned:
+                self.scheduler.shutdown()
 
     def _drive(self, scope: Any) -> None:
         """Start the launcher, tell the views, and run the loop."""

@@ -19,6 +19,7 @@ from ..errors import InputError
 from ..events import Observable, SweepStarted
 from ..runs import start
 from .arguments import count
+from .checkpointing import with_saved
 from .engine import SweepEngine
 from .search import study_of
 from .spec import SweepSpec
@@ -65,7 +66,7 @@ class SweepSource(Protocol):
 def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
     """The sweep's result from its engine's records (what the store holds too)."""
     spec = engine.sweep
-    return SweepResult(
+    result = SweepResult(
         spec.name,
         spec.metric,
         spec.mode,
@@ -79,6 +80,10 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         study=study_of(spec.search),
         workers=engine.namer.names,  # filled in as they are learned (the last as the store closes)
     )
+    location = None if spec.checkpoints is None else spec.checkpoints.location
+    if location is None:
+        return result
+    return with_saved(result, engine.store.path, location.url, location.storage_options)
 
 
 class LiveSweep:

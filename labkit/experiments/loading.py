@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from ..errors import InputError
+from .checkpointing import with_saved
 from .store.database import Store
 from .store.workers import workers_of
 from .sweep import extend_stored
@@ -16,7 +17,11 @@ __all__ = ["load_sweep", "result_from_store"]
 
 
 def load_sweep(path: Any, name: str | None = None) -> SweepResult:
-    """The sweep ``name`` (the newest when not given) read back from the store at ``path``."""
+    """The sweep ``name`` (the newest when not given) read back from the store at ``path``.
+
+    ``result.trials[i].checkpoint()`` loads a trial's kept checkpoint from the
+    sweep's location (``checkpoint(storage_options=...)`` for object storage).
+    """
     if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
         raise InputError(f"no sweep store at {path!r}", argument="path")
     store = Store(path, readonly=True)
@@ -41,7 +46,7 @@ def load_sweep(path: Any, name: str | None = None) -> SweepResult:
 def result_from_store(store: Store, row: dict) -> SweepResult:
     """The result of the sweep whose store row is ``row`` (``extend`` needs its function)."""
     space = json.loads(row["space"]).get("space", {})
-    return SweepResult(
+    result = SweepResult(
         row["name"],
         row["metric"],
         row["mode"],
@@ -54,3 +59,5 @@ def result_from_store(store: Store, row: dict) -> SweepResult:
         exploits=store.exploits(row["name"]),
         workers=workers_of(row["settings"]),
     )
+    url = row["settings"].get("checkpoints") or (store.path and f"{store.path}-checkpoints")
+    return with_saved(result, store.path, url, None)

@@ -16,10 +16,12 @@ from typing import Any
 
 from ..errors import InputError
 from .arguments import Prepared, SweepConfig
+from .checkpointing import place_of
 from .engine import SweepEngine
 from .search.space import Distribution, Space
 from .spec import SweepSpec, check_room
 from .store.database import Store
+from .store.kept import Retained
 from .store.report_ops import paused_gc
 from .trials.record import TrialRecord
 
@@ -71,9 +73,23 @@ def _build(
     asked = bool(row is not None and row["settings"].get("asked"))
     spec = SweepSpec.of(config, prepared, name=name, seed=seed, trials=total, asked=asked)
     check_room(space, total)
+    spec.checkpoints, temporary = place_of(config, store, name, row and row["settings"])
+    retained = Retained(spec.checkpoints, spec.mode, spec.keep_best, spec.metric)
+    store.keep_checkpoints(name, retained)
+    try:
+        return spec, _engine(store, name, spec, row, known)
+    except BaseException:
+        if temporary:
+            spec.checkpoints.location.remove_all()
+        raise
+
+
+def _engine(store: Store, name: str, spec: SweepSpec, row: dict | None, known: list) -> SweepEngine:
+    """The sweep's engine, the sweep recorded (or its settings updated) in the store."""
+    total = spec.trials
     if row is None:
         store.create_sweep(
-            name, space.key(), spec.metric, spec.mode, seed, spec.settings(), now=False
+            name, spec.space.key(), spec.metric, spec.mode, spec.seed, spec.settings(), now=False
         )
     else:
         store.update_sweep(name, spec.settings())
@@ -84,7 +100,7 @@ def _build(
         known = [r.replace(config=_configuration(r, spec)) for r in known]
         engine.resume(known, store.rule_state(name) if known else None)
         engine.add(spec.new_records(len(known), total - len(known)))
-    return spec, engine
+    return engine
 
 
 def _configuration(record: TrialRecord, spec: SweepSpec) -> dict:

@@ -30,10 +30,20 @@ class SweepSpec:
     max_concurrent: int | None = None
     search: Any = None  # a Search (None: random search)
     asked: bool = False  # whether some configurations were ever asked (kept, never redrawn)
+    checkpoints: Any = None  # where trials write checkpoints (a CheckpointPlace)
+    keep_best: int | None = None  # trials whose last checkpoint is kept (None: every one)
 
     @classmethod
     def of(
-        cls, config: Any, prepared: Any, *, name: str, seed: int, trials: int, asked: bool
+        cls,
+        config: Any,
+        prepared: Any,
+        *,
+        name: str,
+        seed: int,
+        trials: int,
+        asked: bool,
+        checkpoints: Any = None,
     ) -> SweepSpec:
         """The spec of a sweep made from its checked ``config`` (a :class:`~.arguments.SweepConfig`)
         and what :func:`~.arguments.prepare` made of it; the rest comes from the store."""
@@ -50,6 +60,8 @@ class SweepSpec:
             max_concurrent=config.max_concurrent,
             search=prepared.search,
             asked=asked,
+            checkpoints=checkpoints,
+            keep_best=config.keep_best,
         )
 
     @property
@@ -67,6 +79,9 @@ class SweepSpec:
             "max_concurrent": self.max_concurrent,
             "search": describe_search(self.search),
             "asked": self.asked or self.asks,
+            # the URL alone: storage_options may hold secrets (give them again to load)
+            "checkpoints": None if self.checkpoints is None else self.checkpoints.location.url,
+            "keep_best": self.keep_best,
         }
 
     def rule_words(self) -> str | None:

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import labkit as lk
+from labkit.checkpoints import CheckpointLocation
 from labkit.experiments.store.checkpoints import decode
 from labkit.experiments.store.database import Store
 from tests.experiments import functions as f
@@ -70,8 +71,10 @@ def test_a_kernel_killed_mid_sweep_resumes_without_running_a_completed_trial_aga
     completed = {t["id"] for t in before if t["status"] == "completed"}
     interrupted = {t["id"] for t in before if t["status"] == "running"}
     with _reading(store) as read:
-        checkpointed = {t: decode(read.checkpoint("killed", t)[0])
-                        for t in interrupted}   # the step each goes on from
+        # the step each goes on from, read where the trial wrote it (the store keeps a reference)
+        location = CheckpointLocation(store + "-checkpoints")
+        checkpointed = {t: decode(location.read(read.checkpoint("killed", t)[0]))
+                        for t in interrupted}
     assert completed and interrupted and all(checkpointed.values())
 
     with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=2) as s:

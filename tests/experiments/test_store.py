@@ -79,29 +79,52 @@ def test_dropped_reports_are_forgotten(store):
     assert [r[0] for r in store.reports("s")[0]] == [0, 1, 2]
 
 
-def test_small_checkpoints_stay_inline_and_big_ones_go_to_files_beside_the_store(store):
+def test_the_store_keeps_references_and_a_newer_checkpoint_deletes_the_older(store, tmp_path):
+    """Issue 46: the bytes go to the sweep's location; the store keeps where (nothing lost)."""
     import torch
+    from labkit.checkpoints import CheckpointLocation
+    from labkit.experiments.store.kept import Retained
+    from labkit.experiments.trials.checkpoint_place import CheckpointPlace
+    place = CheckpointPlace(CheckpointLocation(str(tmp_path / "ck")), "s")
     store.create_sweep("s", "{}", "loss", "min", 0, {})
-    small = checkpoints.encode({"epoch": 3, "w": np.arange(4)})
-    store.save_checkpoint("s", 0, 1, 3, small)
+    store.keep_checkpoints("s", Retained(place, "min", None, "loss"))
     model = torch.nn.Linear(300, 300)   # 360 KiB of weights
-    big = checkpoints.encode({"model": model.state_dict(), "epoch": 5})
-    assert len(big) > checkpoints.INLINE_BYTES
-    store.save_checkpoint("s", 1, 1, 5, big)
+    first = place.location.write(place.key(1, 0, 1, 5), checkpoints.encode(
+        {"model": model.state_dict(), "epoch": 5}), step=5)
+    store.save_checkpoint("s", 1, 1, 5, first)
     store.flush()
-    blob, step, seq = store.checkpoint("s", 0)
-    assert (step, seq) == (3, 1) and checkpoints.decode(blob)["w"].tolist() == [0, 1, 2, 3]
-    folder = store.checkpoint_folder("s")
-    files = os.listdir(folder)
-    assert len(files) == 1 and os.path.dirname(folder) == store.path + "-checkpoints"
-    back = checkpoints.decode(store.checkpoint("s", 1)[0])
+    ref, step, seq = store.checkpoint("s", 1)
+    assert (ref, step, seq) == (first, 5, 1)
+    columns = store.read("SELECT data, path, size, digest FROM checkpoints")[0]
+    assert columns["data"] is None and columns["path"] is None     # no bytes in the store
+    assert (columns["size"], columns["digest"]) == (first.nbytes, first.digest)
+    back = checkpoints.decode(place.location.read(ref))
     assert torch.equal(back["model"]["weight"], model.state_dict()["weight"])
-    # a newer checkpoint replaces the file (only the latest is kept)
-    store.save_checkpoint("s", 1, 2, 6, checkpoints.encode({"model": model.state_dict(),
-                                                            "epoch": 6}))
+    # a newer checkpoint replaces the row, and the older one is deleted (only the latest kept)
+    second = place.location.write(place.key(1, 0, 2, 6), checkpoints.encode({"epoch": 6}), 6)
+    store.save_checkpoint("s", 1, 2, 6, second)
     store.flush()
-    assert os.listdir(folder) != files and len(os.listdir(folder)) == 1
-    assert checkpoints.decode(store.checkpoint("s", 1)[0])["epoch"] == 6
+    assert not place.location.exists(first) and place.location.exists(second)
+    assert checkpoints.decode(place.location.read(store.checkpoint("s", 1)[0]))["epoch"] == 6
+
+
+def test_an_old_stores_inline_checkpoint_is_read_and_moved_to_the_location(store, tmp_path):
+    """A store written before issue 46 kept small checkpoints inline: a resume still reads them."""
+    from labkit.checkpoints import CheckpointLocation
+    from labkit.experiments.store.kept import Retained
+    from labkit.experiments.trials.checkpoint_place import CheckpointPlace
+    store.create_sweep("s", "{}", "loss", "min", 0, {})
+    old = checkpoints.encode({"epoch": 3, "w": np.arange(4)})
+    store.put("INSERT INTO checkpoints (sweep, trial, seq, step, time, size, data, path) "
+              "VALUES ('s', 0, 1, 3, 0.0, ?, ?, NULL)", (len(old), old))
+    store.flush()
+    place = CheckpointPlace(CheckpointLocation(str(tmp_path / "ck")), "s")
+    store.keep_checkpoints("s", Retained(place, "min", None, "loss"))
+    ref, step, seq = store.checkpoint("s", 0)
+    assert (step, seq) == (3, 1) and place.owns(ref.key, 0)
+    assert checkpoints.decode(place.location.read(ref))["w"].tolist() == [0, 1, 2, 3]
+    store.flush()
+    assert store.checkpoint("s", 0)[0] == ref      # moved once: the row now keeps the reference
 
 
 def test_checkpoints_load_without_running_code():

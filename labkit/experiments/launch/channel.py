@@ -37,14 +37,14 @@ class TrialChannel(Protocol):
         """One report; whether the trial must stop."""
         ...
 
-    def checkpoint(self, step: Any, blob: bytes) -> None:
-        """The trial's latest checkpoint, after the reports before it."""
+    def checkpoint(self, step: Any, ref: Any) -> None:
+        """The trial's latest checkpoint's reference (written already), after the reports before it."""
 
     def end(self, outcome: dict) -> None:
         """What the trial came to (after its last reports)."""
 
-    def restore(self) -> bytes | None:
-        """The latest checkpoint to go on from, or ``None``."""
+    def restore(self) -> Any:
+        """The reference of the latest checkpoint to go on from, or ``None``."""
         ...
 
     def stopped(self) -> bool:
@@ -56,7 +56,7 @@ class TrialChannel(Protocol):
 FIELDS = {
     "start": ("worker",),
     "reports": ("reports",),
-    "checkpoint": ("step", "blob"),
+    "checkpoint": ("step", "ref"),
     "end": ("outcome",),
 }
 
@@ -66,7 +66,7 @@ def deliver(engine, kind: str, trial: int, execution: str | None, *fields: Any) 
 
     ``fields`` as :data:`FIELDS` names them: a start's ``worker``, the
     ``reports`` (``(step, metrics, t)`` each), a checkpoint's ``step`` and
-    ``blob``, the ``outcome``.  Returns whether the trial must stop (a
+    ``ref`` (a CheckpointRef, or its fields), the ``outcome``.  Returns whether the trial must stop (a
     report's answer), else False.  (Positional, and one test a kind: a trial
     in a slot sends a few messages, and each must cost next to nothing.)
     """

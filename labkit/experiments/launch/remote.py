@@ -23,6 +23,7 @@ import time
 import uuid
 
 from ...scheduling.dask.dask_adapter import forget_on_scheduler
+from ..trials.checkpoint_place import ref_fields
 from .channel import FIELDS, deliver
 from .execution import run_remote
 from .launcher import Launcher, Recent
@@ -79,8 +80,8 @@ class RemoteLauncher(Launcher):
     def _submit(self, state) -> None:
         restore = None
         if state.attempts or state.seq:
-            blob = self.engine.restore_blob(state.id)
-            restore = None if blob is None else (state.seq, blob)
+            ref = self.engine.restore_blob(state.id)
+            restore = None if ref is None else (state.seq, ref_fields(ref))
         spec = {
             "token": self.token,
             "trial": state.id,
@@ -175,10 +176,10 @@ class RemoteLauncher(Launcher):
                 self.client.cancel([future])
             self.engine.finished(trial, None, {"status": "stopped"})
 
-    def checkpointed(self, state, seq: int, blob: bytes) -> None:
-        """Keep the latest checkpoint on the scheduler: a rerun of the task restores it."""
+    def checkpointed(self, state, seq: int, ref) -> None:
+        """Keep the latest checkpoint's reference on the scheduler: a rerun of the task restores it."""
         self._published.add(state.id)
-        self._metadata(metadata_keys(self.token, state.id), {"seq": seq, "blob": blob})
+        self._metadata(metadata_keys(self.token, state.id), {"seq": seq, "ref": ref_fields(ref)})
 
     def _metadata(self, keys, value) -> None:
         with contextlib.suppress(Exception):  # the client is closing

@@ -26,6 +26,7 @@ import threading
 import uuid
 
 from ...scheduling.workers.gathering import Gathering
+from ..trials.checkpoint_place import as_ref, ref_fields
 
 __all__ = [
     "forget_stop",
@@ -82,7 +83,7 @@ class MemorySink:
 
     def __init__(self):
         self.reports: list = []
-        self.blob: bytes | None = None
+        self.ref = None  # the latest checkpoint's reference
         self.outcome: dict | None = None
 
     def start(self) -> None:
@@ -92,11 +93,11 @@ class MemorySink:
         self.reports.append((step, metrics, t))
         return False
 
-    def checkpoint(self, step, blob) -> None:
-        self.blob = blob
+    def checkpoint(self, step, ref) -> None:
+        self.ref = ref
 
     def restore(self):
-        return self.blob
+        return self.ref
 
     def stopped(self) -> bool:
         return False
@@ -117,8 +118,8 @@ class DirectSink:
     def report(self, step, metrics, t) -> bool:
         return self.engine.reported(self.trial, self.execution, [(step, metrics, t)])
 
-    def checkpoint(self, step, blob) -> None:
-        self.engine.checkpointed(self.trial, self.execution, step, blob)
+    def checkpoint(self, step, ref) -> None:
+        self.engine.checkpointed(self.trial, self.execution, step, ref)
 
     def restore(self):
         return self.engine.restore_blob(self.trial)
@@ -151,7 +152,7 @@ class EventSink:
 
         self.worker = get_worker()
         self.topic, self.token, self.trial, self.execution = topic, token, trial, execution
-        self._restore = restore  # (seq, blob) the client sent with the task
+        self._restore = restore  # (seq, the reference's fields) the client sent with the task
         # the first report goes at once; later ones together, at most every ``every`` s
         self.reports = Gathering(
             lambda reports, _: self.send("reports", reports=reports), every, first_at_once=True
@@ -196,9 +197,9 @@ class EventSink:
         """Send the reports gathered so far."""
         self.reports.flush()
 
-    def checkpoint(self, step, blob) -> None:
+    def checkpoint(self, step, ref) -> None:
         self.flush()  # the checkpoint follows the reports it comes after
-        self.send("checkpoint", step=step, blob=blob)
+        self.send("checkpoint", step=step, ref=ref_fields(ref))  # plain data: msgpack carries it
 
     def restore(self):
         """The newest of: what came with the task, what the scheduler holds (a rerun)."""
@@ -215,8 +216,8 @@ class EventSink:
         except Exception:  # the scheduler is unreachable: what came with the task
             held = None
         if held and (best is None or held["seq"] > best[0]):
-            best = (held["seq"], held["blob"])
-        return None if best is None else best[1]
+            best = (held["seq"], held["ref"])
+        return None if best is None else as_ref(best[1])
 
     def stopped(self) -> bool:
         return (self.token, self.trial) in _STOPS
@@ -230,7 +231,7 @@ class EventSink:
 class PipeSink:
     """A trial in an offload process: each call a round trip to the task's thread."""
 
-    def __init__(self, conn, restore: bytes | None = None):
+    def __init__(self, conn, restore=None):
         self.conn, self._restore = conn, restore
         self.attempt = 0
 
@@ -246,8 +247,8 @@ class PipeSink:
         self.conn.send(("reports", [(step, metrics, t)]))
         return self.conn.recv()
 
-    def checkpoint(self, step, blob) -> None:
-        self.conn.send(("checkpoint", step, blob))
+    def checkpoint(self, step, ref) -> None:
+        self.conn.send(("checkpoint", step, ref))
         self.conn.recv()
 
     def restore(self):

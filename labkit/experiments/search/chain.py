@@ -123,11 +123,11 @@ class DecisionChain:
         if why:
             self.engine.request_stop(s, kind, why)
 
-    def checkpointed(self, s: TrialState, step: Any, blob: bytes) -> None:
+    def checkpointed(self, s: TrialState, step: Any, ref: Any) -> None:
         """``s`` took a checkpoint at ``step``: a pause due at this step stops it now."""
         if self.turns is None:
             return
-        why = self.turns.checkpointed(s.id, step, blob)
+        why = self.turns.checkpointed(s.id, step, ref)
         if why and s.stop is None:
             self.engine.request_stop(s, "search", why)
 

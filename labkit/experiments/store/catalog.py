@@ -2,7 +2,8 @@
 
 :func:`summaries` reads a store opened read-only (so a store a running sweep
 writes, or one on a read-only disk, is read as it is) with a few queries that
-count in SQLite, not by loading every trial; :func:`format_summaries` lays
+count in SQLite, not by loading every trial (the bytes of checkpoints a sweep
+keeps at its location are summed from the references the store holds); :func:`format_summaries` lays
 them out as an aligned table.  A missing, corrupt or foreign file is a
 :class:`~labkit.errors.StorageError` naming it.
 
@@ -10,10 +11,10 @@ Examples
 --------
 >>> rows = [{"name": "lr-search", "metric": "loss", "mode": "min", "trials": 3,
 ...          "counts": {"completed": 2, "failed": 1}, "best": {"trial": 1, "value": 0.25},
-...          "started": None, "last_written": None}]
+...          "checkpoint_bytes": 52428800, "started": None, "last_written": None}]
 >>> print(format_summaries(rows))
-SWEEP      METRIC      TRIALS  COMPLETED  FAILED  BEST (TRIAL)  STARTED  LAST WRITTEN
-lr-search  loss (min)       3          2       1  0.25 (1)      -        -
+SWEEP      METRIC      TRIALS  COMPLETED  FAILED  BEST (TRIAL)  CHECKPOINTS  STARTED  LAST WRITTEN
+lr-search  loss (min)       3          2       1  0.25 (1)         50.0 MiB  -        -
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def summary(store: Store, row: dict) -> dict:
         "trials": sum(counted.values()),
         "counts": {s: counted[s] for s in order if s in counted},
         "best": _best(store, name, row["mode"]),
+        "checkpoint_bytes": _kept_bytes(store, name),
         "started": row["created"],
         "last_written": max((t for t in newest if isinstance(t, (int, float))), default=None),
     }
@@ -98,12 +100,32 @@ def _best(store: Store, sweep: str, mode: str) -> dict | None:
     return {"trial": rows[0]["id"], "value": rows[0]["value"]} if rows else None
 
 
+def _kept_bytes(store: Store, sweep: str) -> int:
+    """The bytes of the checkpoints ``sweep`` keeps (retention's dropped ones not counted)."""
+    names = {r["name"] for r in store.read("PRAGMA table_info(checkpoints)")}
+    kept = " AND dropped IS NULL" if "dropped" in names else ""
+    rows = store.read(f"SELECT SUM(size) AS n FROM checkpoints WHERE sweep = ?{kept}", (sweep,))
+    return int(rows[0]["n"] or 0)
+
+
+def _bytes(n: int | None) -> str:
+    """A size as people read it: ``50.0 MiB``."""
+    if n is None:
+        return "-"
+    size, unit = float(n), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+
+
 def format_summaries(rows: list[dict]) -> str:
     """``rows`` of :func:`summaries` as an aligned text table (a column a status present)."""
     statuses = list(dict.fromkeys(s for r in rows for s in r["counts"]))
     head = ["SWEEP", "METRIC", "TRIALS", *(s.upper() for s in statuses)]
-    head += ["BEST (TRIAL)", "STARTED", "LAST WRITTEN"]
-    numeric = {"TRIALS", *(s.upper() for s in statuses)}
+    head += ["BEST (TRIAL)", "CHECKPOINTS", "STARTED", "LAST WRITTEN"]
+    numeric = {"TRIALS", "CHECKPOINTS", *(s.upper() for s in statuses)}
     cells = [
         [
             _printable(r["name"]),
@@ -111,6 +133,7 @@ def format_summaries(rows: list[dict]) -> str:
             str(r["trials"]),
             *(str(r["counts"].get(s, 0)) for s in statuses),
             "-" if r["best"] is None else f"{_number(r['best']['value'])} ({r['best']['trial']})",
+            _bytes(r.get("checkpoint_bytes")),
             _when(r["started"]),
             _when(r["last_written"]),
         ]

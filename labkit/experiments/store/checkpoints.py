@@ -1,12 +1,15 @@
-"""A trial's checkpoints as bytes in labkit's safe format, and the files big ones go to.
+"""A trial's checkpoints as bytes in labkit's safe format (and an old store's files of them).
 
 ``trial.checkpoint(obj)`` encodes ``obj`` at once, where the trial runs, into
 the safe checkpoint format of :mod:`labkit.checkpoints` (JSON structure,
 numpy arrays read without pickle, torch tensors read with
 ``weights_only=True``): loading one back runs no code named in it, and a
-value the format cannot hold fails in the trial's own line.  The bytes then
-travel to the client, which keeps checkpoints up to :data:`INLINE_BYTES` in
-the store's database and bigger ones in files beside it.
+value the format cannot hold fails in the trial's own line.  The trial then
+writes the bytes to the sweep's checkpoint location itself
+(:mod:`labkit.checkpoints.location`); only a reference reaches the client.
+Before issue 46 the bytes travelled to the client, which kept checkpoints up
+to :data:`INLINE_BYTES` in the store's database and bigger ones in files
+beside it: such a store is still read (:mod:`.kept`).
 
 Examples
 --------
@@ -26,7 +29,7 @@ from ...errors import InputError, LabkitError, StorageError
 
 __all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
 
-#: Checkpoints up to this size live in the store's database; bigger ones in files beside it.
+#: Before issue 46: checkpoints up to this size lived in the store's database, bigger in files.
 INLINE_BYTES = 256 * 1024
 
 

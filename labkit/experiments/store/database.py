@@ -4,8 +4,8 @@ One file (standard library ``sqlite3``, WAL journal) holds any number of
 sweeps by name: the sweep (its space, metric, mode, seed, settings), its
 trials (configuration, status, final metrics, error and traceback, attempts,
 worker), every report (step, metrics, time) and each trial's latest
-checkpoint, inline up to :data:`~.checkpoints.INLINE_BYTES` and in a file of
-the folder ``<store>-checkpoints`` beyond.  A trial's reports are packed in a
+checkpoint's reference (the trial wrote its bytes to the sweep's checkpoint
+location itself: :mod:`.kept`).  A trial's reports are packed in a
 row (:mod:`.report_ops`: about 19 bytes a report), so ten thousand trials read
 back in a few tenths of a second (:mod:`.store_reads`).
 
@@ -40,10 +40,8 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
-import re
 import sqlite3
 import time
 import uuid
@@ -53,12 +51,11 @@ from typing import Any
 from ...errors import InputError, StorageError
 from ..trials.record import TrialRecord
 from ..trials.status import Status
-from . import claims
+from . import claims, kept
 from . import exploits as store_exploits
 from . import follow as store_follow
 from . import reads as store_reads
 from . import workers as store_workers
-from .checkpoints import INLINE_BYTES, read_bytes, write_bytes
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
 from .schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, read_failure
 from .values import real as _real
@@ -94,6 +91,8 @@ class Store(WriteQueue):
             if where is not None and self.readonly
             else open_writable(where, uri)
         )
+        #: sweep -> where its checkpoints are and how many are kept (:mod:`.kept`)
+        self._retained: dict[str, kept.Retained] = {}
         super().__init__(conn, where)
 
     # -- sweeps --------------------------------------------------------------------------
@@ -266,6 +265,8 @@ class Store(WriteQueue):
             record.reason,
             record.ended,
         )
+        if record.status.terminal:  # it runs no more: keep_best decides on its checkpoint
+            self.retain(sweep)
 
     def records(self, sweep: str) -> list[TrialRecord]:
         """Every trial of ``sweep`` as a record with its history, in id order."""
@@ -365,56 +366,46 @@ class Store(WriteQueue):
 
     # -- checkpoints ---------------------------------------------------------------------
 
-    def checkpoint_folder(self, sweep: str) -> str | None:
-        """Where big checkpoints of ``sweep`` go (``None`` in memory: they stay inline)."""
-        if self.path is None:
-            return None
-        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", sweep)[:40]
-        digest = hashlib.sha1(sweep.encode()).hexdigest()[:8]
-        return os.path.join(f"{self.path}-checkpoints", f"{safe}-{digest}")
+    def keep_checkpoints(self, sweep: str, retained: kept.Retained) -> None:
+        """Keep ``sweep``'s checkpoint references, its old ones deleted and
+        ``keep_best`` applied at its place (:mod:`.kept`)."""
+        self._retained[sweep] = retained
 
-    def save_checkpoint(self, sweep: str, trial: int, seq: int, step, blob: bytes) -> None:
-        """Keep ``blob`` as the trial's latest checkpoint (queued; a big one to a file)."""
-        folder = self.checkpoint_folder(sweep)
-        now = time.time()
+    def save_checkpoint(self, sweep: str, trial: int, seq: int, step, ref: Any) -> None:
+        """Keep ``ref`` as the trial's latest checkpoint (queued); the one it replaces is deleted."""
+        self.call(kept.save_op(sweep, trial, seq, step, ref, self._retained.get(sweep)))
 
-        def write(conn):
-            old = conn.execute(
-                "SELECT path FROM checkpoints WHERE sweep = ? AND trial = ?", (sweep, trial)
-            ).fetchone()
-            path = None
-            if folder is not None and len(blob) > INLINE_BYTES:
-                path = os.path.join(folder, f"trial-{trial}-{seq}.lkc")
-                write_bytes(path, blob)
-            conn.execute(
-                "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    sweep,
-                    trial,
-                    seq,
-                    step,
-                    now,
-                    len(blob),
-                    None if path else sqlite3.Binary(blob),
-                    path,
-                ),
-            )
-            stale = old[0] if old and old[0] and old[0] != path else None
-            return (lambda: os.unlink(stale)) if stale else None
+    def retain(self, sweep: str) -> None:
+        """Apply the sweep's ``keep_best`` to the trials that ended (queued)."""
+        retained = self._retained.get(sweep)
+        if retained is not None and retained.keep_best is not None:
+            self.call(kept.retain_op(sweep, retained))
 
-        self.call(write)
+    def checkpoint(self, sweep: str, trial: int) -> tuple[Any, Any, int] | None:
+        """``(ref, step, seq)`` of the trial's latest checkpoint, or None (none, or not kept).
 
-    def checkpoint(self, sweep: str, trial: int) -> tuple[bytes, int, int] | None:
-        """``(bytes, step, seq)`` of the trial's latest checkpoint, or None."""
-        rows = self.read(
-            "SELECT seq, step, data, path FROM checkpoints WHERE sweep = ? AND trial = ?",
-            (sweep, trial),
-        )
-        if not rows:
-            return None
-        row = rows[0]
-        blob = bytes(row["data"]) if row["data"] is not None else read_bytes(row["path"])
-        return blob, row["step"], row["seq"]
+        A checkpoint an older labkit kept here (inline or in a file) is written
+        to the sweep's location first.
+        """
+        rows = self.checkpoint_rows(sweep, trial)
+        for row in rows:
+            row["read_data"] = lambda: bytes(
+                self.read("SELECT data FROM checkpoints WHERE sweep = ? AND trial = ?",
+                          (sweep, trial))[0]["data"]
+            )  # fmt: skip
+
+        def save(seq: int, step: Any, ref: Any) -> None:
+            self.save_checkpoint(sweep, trial, seq, step, ref)
+
+        return kept.latest(rows, trial, self._retained.get(sweep), save)
+
+    def checkpoint_rows(self, sweep: str, trial: int | None = None) -> list[dict]:
+        """The rows of ``sweep``'s checkpoints (one trial's), kept or dropped, without bytes."""
+        names = {r["name"] for r in self.read("PRAGMA table_info(checkpoints)")}
+        sql = f"SELECT {kept.selected(names)} FROM checkpoints WHERE sweep = ?"
+        if trial is None:
+            return self.read(sql, (sweep,))
+        return self.read(sql + " AND trial = ?", (sweep, trial))
 
     def __repr__(self):
         return f"<labkit sweep store {self.path or 'in memory'}>"

@@ -6,7 +6,9 @@ before it had a version (labkit before issue 36), 1 adds ``rule_states``
 keeps reports in ``report_packs``, a trial's reports packed in a row
 (:mod:`.report_ops`), where 0 and 1 kept a row of JSON a report in
 ``reports`` (issue 37: a fifth of the bytes, read back ten times faster), 3 adds
-``exploits`` (population-based training's, issue 35).  A
+``exploits`` (population-based training's, issue 35), 4 adds a checkpoint's
+``key`` at the sweep's location, its ``digest`` and why it was ``dropped``
+(issue 46: the store keeps references, never the bytes).  A
 writable store is migrated to the current version when opened, in one
 transaction; a store opened to read only is read as its version wrote it; a
 store of a newer version than this labkit knows is an InputError naming the file.
@@ -39,7 +41,7 @@ __all__ = [
 ]
 
 #: The version of the schema this labkit writes.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Seconds a read-only reader waits for a writer's lock before it says the store is locked.
 #: A labkit store (WAL) never makes its readers wait; another writer's exclusive lock can.
@@ -63,7 +65,7 @@ CREATE INDEX IF NOT EXISTS report_packs_of_trial ON report_packs (sweep, trial);
 CREATE TABLE IF NOT EXISTS checkpoints (
     sweep TEXT NOT NULL, trial INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER,
     time REAL NOT NULL, size INTEGER NOT NULL, data BLOB, path TEXT,
-    PRIMARY KEY (sweep, trial));
+    key TEXT, digest TEXT, dropped TEXT, PRIMARY KEY (sweep, trial));
 CREATE TABLE IF NOT EXISTS owners (
     sweep TEXT PRIMARY KEY, owner TEXT NOT NULL, host TEXT, pid INTEGER, since REAL);
 CREATE TABLE IF NOT EXISTS rule_states (
@@ -169,7 +171,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
     0 -> 1: ``rule_states``, made by the schema's script.  1 -> 2: every
     report of ``reports`` packed into ``report_packs``, then ``reports`` dropped.
-    2 -> 3: ``exploits``, made by the schema's script.
+    2 -> 3: ``exploits``, made by the schema's script.  3 -> 4: the
+    checkpoints' ``key``, ``digest`` and ``dropped`` columns.
     """
     conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it: one does
     try:
@@ -185,6 +188,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 pack_rows(decoded),
             )
             conn.execute("DROP TABLE reports")
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(checkpoints)").fetchall()}
+        for column in ("key", "digest", "dropped"):
+            if column not in columns:
+                conn.execute(f"ALTER TABLE checkpoints ADD COLUMN {column} TEXT")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.commit()
     except BaseException:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import InputError
 from .status import Status
 
 __all__ = ["TrialRecord", "Status", "better"]
@@ -74,6 +75,8 @@ class TrialRecord:
     reason: str | None = None
     started: float | None = None
     ended: float | None = None
+    #: where the sweep keeps the trial's checkpoint (a SavedCheckpoints; None: a record by hand)
+    saved: Any = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, Status):  # one spelling: a word becomes the enum
@@ -113,6 +116,21 @@ class TrialRecord:
         known.setdefault("status", Status.PENDING)
         reports = history if history is not None else row.get("history")
         return cls(history=tuple(reports or ()), **known)
+
+    def checkpoint(self, storage_options: dict | None = None) -> Any:
+        """The trial's last kept checkpoint, decoded, read from the sweep's location.
+
+        Works in any process that reaches the location (give ``storage_options``
+        for object storage: the store keeps the URL alone).  A trial whose
+        checkpoint was not kept (retention's ``keep_best``, none taken) is a
+        labkit error that says so.
+        """
+        if self.saved is None:
+            raise InputError(
+                f"trial {self.id}'s record knows no sweep store: read it with "
+                "lk.load_sweep(store, name), or from the result lk.sweep returned"
+            )
+        return self.saved.load(self.id, storage_options)
 
     def curve(self, metric: str) -> tuple[list, list]:
         """``(steps, values)`` of ``metric`` over the history (for a plot)."""

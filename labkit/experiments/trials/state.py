@@ -28,7 +28,7 @@ class TrialState:
     fresh: bool = False  # no report yet from the current execution
     launched: bool = False  # handed to a launcher and not finished
     stop: tuple | None = None  # (kind, reason) once the sweep stopped it
-    blob: bytes | None = None  # latest checkpoint, kept while the trial may restart
+    ref: Any = None  # the latest checkpoint's CheckpointRef, kept while the trial may restart
     seq: int = 0  # checkpoints taken
 
     @classmethod

@@ -15,7 +15,7 @@ Examples
 >>> from labkit.experiments.launch.sinks import MemorySink
 >>> trial = Trial(3, {"lr": 0.1}, MemorySink())
 >>> trial.report(0, loss=1.5)
->>> trial.checkpoint({"epoch": 0})
+>>> ref = trial.checkpoint({"epoch": 0})     # written to trial.location; a reference kept
 >>> trial.restore()["epoch"], trial.id, trial.config["lr"]
 (0, 3, 0.1)
 >>> trial.report("one", loss=1.0)
@@ -29,9 +29,12 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from typing import Any
 
+from ...checkpoints.location import Checkpointable, CheckpointLocation, CheckpointRef
 from ...errors import InputError, LabkitError
 from ..store.checkpoints import decode, encode
+from .checkpoint_place import CheckpointPlace, as_ref, scratch_place
 
 __all__ = ["Trial", "TrialStopped"]
 
@@ -73,12 +76,30 @@ class Trial:
         metric: str | None = None,
         workers: tuple = (),
         scheduler=None,
+        place: CheckpointPlace | None = None,
     ):
         self.id, self.config, self.attempt, self.metric = id, config, attempt, metric
         self.workers = tuple(workers)
         self._sink = sink
         self._scheduler = scheduler
         self._step = None
+        self._place = place
+        self._written = 0  # checkpoints this execution wrote (a part of their keys)
+
+    def use(self, place: CheckpointPlace) -> None:
+        """Write checkpoints to ``place`` (the sweep's; the trial function tells it on arrival)."""
+        self._place = place
+
+    @property
+    def location(self) -> CheckpointLocation:
+        """The sweep's checkpoint location (a folder or fsspec URL) this trial writes to."""
+        return self._where().location
+
+    def _where(self) -> CheckpointPlace:
+        """The sweep's place, or a temporary folder for a trial made by hand."""
+        if self._place is None:
+            self._place = scratch_place()
+        return self._place
 
     @property
     def scheduler(self):
@@ -120,18 +141,51 @@ class Trial:
         if self._sink.report(step, values, time.time()):
             raise TrialStopped(f"trial {self.id} was stopped by the sweep", step=step)
 
-    def checkpoint(self, obj) -> None:
+    def checkpoint(self, obj) -> CheckpointRef:
         """Keep ``obj`` as this trial's latest checkpoint (numbers, lists, dicts, numpy, torch).
 
         ``obj`` is encoded at once in labkit's safe format (loading it back runs
-        no code), so changing it afterwards changes nothing kept.
+        no code), so changing it afterwards changes nothing kept, and written
+        from this process straight to the sweep's location (:attr:`location`):
+        only its reference (key, step, size, digest) goes to the sweep.  An
+        object that writes its own state (a :class:`~labkit.checkpoints.Checkpointable`,
+        e.g. a ``DataParallelTrainer`` from its rank on the workers) is asked to
+        with ``obj.write_checkpoint(location, key, step)``.  Returns the reference.
         """
-        self._sink.checkpoint(self._step, encode(obj, f"trial {self.id}"))
+        place = self._where()
+        self._written += 1
+        key = place.key(self.id, self.attempt, self._written, self._step)
+        if isinstance(obj, Checkpointable):
+            ref = obj.write_checkpoint(place.location, key, self._step)
+        else:
+            blob = encode(obj, f"trial {self.id}")
+            ref = place.location.write(key, blob, step=self._step)
+            del blob  # a big state's bytes go now, not when fn returns
+        self._sink.checkpoint(self._step, ref)
+        return ref
 
-    def restore(self):
-        """The last checkpoint after a restart (a lost worker, a resumed sweep), else ``None``."""
-        blob = self._sink.restore()
-        return None if blob is None else decode(blob, f"<checkpoint of trial {self.id}>")
+    def restore(self, into: Any = None) -> Any:
+        """The last checkpoint after a restart (a lost worker, a resumed sweep), else ``None``.
+
+        Read from the sweep's location by this process.  With ``into`` (a
+        :class:`~labkit.checkpoints.Checkpointable`, e.g. the trial's trainer),
+        the state is loaded into it (``into.read_checkpoint(location, ref)``) and
+        True returned (``None`` when there is no checkpoint).
+        """
+        ref = as_ref(self._sink.restore())
+        if ref is None:
+            return None
+        location = self._where().location
+        if into is not None:
+            if not isinstance(into, Checkpointable):
+                raise InputError(
+                    f"trial.restore(into=...) needs an object with write_checkpoint and "
+                    f"read_checkpoint (a labkit Checkpointable), got {type(into).__name__}",
+                    argument="into",
+                )
+            into.read_checkpoint(location, ref)
+            return True
+        return decode(location.read(ref), f"<checkpoint of trial {self.id}>")
 
     @property
     def should_stop(self) -> bool:
