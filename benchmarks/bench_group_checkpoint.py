@@ -22,7 +22,8 @@ with the client's peak RSS growth beside it (sampled every 10 ms):
   ``sync_model=True`` then copies the state into the user's model as after a fit,
   which is the state_dict() column's read).
 
-The location is a folder on this machine's disk.  It never asserts on a timing.
+The location is a folder on this machine's disk; its dirty pages are written
+out (``os.sync()``) before each timed call.  It never asserts on a timing.
 
     python benchmarks/bench_group_checkpoint.py            # 100 MB and 1 GB, ~12 GB of memory
     python benchmarks/bench_group_checkpoint.py --sizes 100 --rounds 3   # one size, in MB
@@ -106,8 +107,14 @@ def _rss() -> int:
 
 
 def timed(fn) -> tuple[float, float]:
-    """Seconds ``fn()`` took and the MB the client grew by meanwhile."""
+    """Seconds ``fn()`` took and the MB the client grew by meanwhile.
+
+    The disk's dirty pages are written out first: a write of 1 GB right after
+    another one is otherwise throttled to the disk's speed, and the second of two
+    writes (before or after) paid for the first.
+    """
     gc.collect()
+    os.sync()
     with PeakRSS() as rss:
         started = time.perf_counter()
         fn()
