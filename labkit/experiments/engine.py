@@ -264,7 +264,8 @@ class SweepEngine:
             ):
                 return
             if self.decisions.requeue(s, outcome) or (  # a pause or an exploit: it runs again
-                outcome["status"] == "lost" and self._restart(s, outcome.get("error"))
+                outcome["status"] in ("lost", "moved")
+                and self._restart(s, outcome.get("error"), outcome["status"] == "moved")
             ):
                 self.wake()
                 return
@@ -300,8 +301,19 @@ class SweepEngine:
         self.wake()
         return True
 
-    def _restart(self, s: TrialState, why: str | None) -> bool:
-        """Queue ``s`` again after its worker was lost, if it may; whether it was."""
+    def _restart(self, s: TrialState, why: str | None, moved: bool = False) -> bool:
+        """Queue ``s`` again after its worker was lost, if it may; whether it was.
+
+        ``moved``: its worker left gracefully (a retirement): a move, not a failure.
+        """
+        if moved:
+            s.update(moves=s.moves + 1)
+            if self.cancelling or s.stop is not None:
+                return False
+            logger.info(
+                "labkit: trial %d moves (%s); it goes on from its last checkpoint", s.id, why
+            )
+            return self._requeue(s)
         s.failures += 1
         if s.failures > self.max_failures or self.cancelling:
             return False
@@ -313,6 +325,10 @@ class SweepEngine:
             s.failures,
             self.max_failures,
         )
+        return self._requeue(s)
+
+    def _requeue(self, s: TrialState) -> bool:
+        """Queue ``s`` first again (it goes on from its last checkpoint); True."""
         s.launched, s.execution = False, None
         s.update(status=Status.PENDING)
         self.pending.appendleft(s.id)

@@ -20,7 +20,7 @@ from .execution import execute
 from .placement import Placement, usable_workers
 from .sinks import DirectSink, new_execution
 
-__all__ = ["Launcher", "Recent", "ASK_EVERY", "usable_workers"]
+__all__ = ["Launcher", "Recent", "WorkerWait", "ASK_EVERY", "usable_workers"]
 
 logger = logging.getLogger("labkit.experiments")
 
@@ -56,6 +56,45 @@ class Recent:
         self._at = -math.inf
 
 
+class WorkerWait:
+    """Says when a sweep waits on a cluster with no worker, and when workers come (again).
+
+    Dask keeps tasks while a cluster has no worker (a lifetime's end, an adaptive
+    cluster at zero, jobs still queued): the sweep waits as Dask does, and says so
+    once, in a log line (``labkit.experiments``) and in :attr:`waiting`, which a
+    view may show.  ``count()`` gives the workers the sweep may use.
+    """
+
+    def __init__(self, count: Any, name: str, every: float = ASK_EVERY):
+        self._count = Recent(count, every)
+        self.name = name
+        #: Whether the sweep waits for workers now (trials pending, none to run them).
+        self.waiting = False
+
+    def check(self, pending: int) -> bool:
+        """Look (at most every ``every`` s) while ``pending`` trials wait; whether it waits."""
+        if not pending and not self.waiting:
+            return False
+        try:
+            workers = self._count()
+        except Exception:  # a cluster that does not answer now: asked again later
+            return self.waiting
+        if not workers and pending and not self.waiting:
+            self.waiting = True
+            logger.warning(
+                "labkit: sweep %s is waiting for workers: the cluster has none "
+                "(%d trial(s) pending); they start as workers join",
+                self.name,
+                pending,
+            )
+        elif workers and self.waiting:
+            self.waiting = False
+            logger.warning(
+                "labkit: sweep %s: %d worker(s) joined; trials go on", self.name, workers
+            )
+        return self.waiting
+
+
 class Launcher:
     """What every launcher does; the hooks the engine and the loop call."""
 
@@ -68,12 +107,26 @@ class Launcher:
         self.holds_gil, self.workers_per_trial = placement.holds_gil, placement.workers_per_trial
         self.max_concurrent = max_concurrent
         self.batch: Any = None  # the scheduler's batch of the sweep's tasks, once open
+        #: Whether the sweep waits on a cluster with no worker (see :class:`WorkerWait`).
+        self.workers_wait: WorkerWait | None = None
 
     def open(self, scope) -> None:
         """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""
         self.batch = self.scheduler.batch(
             info=TaskInfo(scope.id, -1, -1, kind="trial"), control=scope.control
         )
+        if self.placement.on_workers:  # worker processes come and go
+            self.workers_wait = WorkerWait(self.cluster_workers, self.engine.name)
+
+    def cluster_workers(self) -> int:
+        """Workers the sweep's scheduler may use now (asked of the cluster)."""
+        return len(usable_workers(self.scheduler, self.scheduler.client.nthreads()))
+
+    def watch_workers(self) -> bool:
+        """On the loop's thread: whether the sweep waits for workers (said once, see
+        :class:`WorkerWait`)."""
+        wait = self.workers_wait
+        return wait is not None and wait.check(len(self.engine.pending))
 
     def threads(self) -> int:
         return 1

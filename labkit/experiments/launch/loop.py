@@ -42,6 +42,7 @@ def drive(engine, launcher, scope) -> None:
             if not engine.active():
                 break
             _pump(engine, launcher, TICK)
+            launcher.watch_workers()  # a cluster with no worker: the sweep waits, and says so
             scope.check()
             launcher.check()
             engine.store.check()

@@ -33,7 +33,7 @@ from ...errors import exception_text
 from ...scheduling.workers.closing import as_in_this_task, on_close
 from ..trials.trial import Trial
 from .execution import execute, trial_function
-from .slot_line import no_delay, shut
+from .slot_line import no_delay, shut, shut_reading
 
 __all__ = ["run_slot", "Slot", "SlotSink", "merge_reports"]
 
@@ -154,33 +154,44 @@ class Slot:
         self._running = None
         if "raised" in box:
             raise box["raised"]
-        return box.get("outcome") or {
-            "status": "lost",
-            "error": f"its worker {self.worker} closed under it",
-        }
+        outcome = box.get("outcome")
+        if self.closing.is_set() and (
+            outcome is None or (outcome["status"] == "stopped" and trial.id not in self.stops)
+        ):  # stopped by its worker's leaving, not by the sweep: it goes on elsewhere
+            outcome = {"status": "moved", "error": f"its worker {self.worker} left"}
+        return outcome
 
     def worker_closing(self) -> None:
-        """The worker closes (on its event loop: only signals): end the slot and its line now.
+        """The worker closes (on its event loop: only signals): the slot leaves now.
 
-        The running trial stops at its next report; the client sees the line
-        close and runs the trial again elsewhere from its latest checkpoint.
+        The client is told (``leaving``), and the running trial's end comes as a
+        move: the client runs it again elsewhere from its latest checkpoint,
+        no failure.  The line stops reading, so that the slot's task ends at
+        once; the trial's own thread stops at its next report, or ends with
+        the process.
         """
-        self.gone = True
         self.closing.set()
+        self.outbox.put(("leaving", self.number, self.worker))
         running = self._running
         if running is not None:
             running.set()
-        shut(self.conn)
+        shut_reading(self.conn)
 
     def _next(self):
         """The next message for the slot (a trial, the function, bye), waiting; None at the end."""
-        while not self.waiting and not self.gone:
+        while not self.waiting and not self.gone and not self.closing.is_set():
             with self._reading:
                 try:
                     self._take(self.conn.recv())
                 except (EOFError, OSError):
-                    self.gone = True
-        return self.waiting.pop(0) if self.waiting else None
+                    self._broke()
+        return self.waiting.pop(0) if self.waiting and not self.closing.is_set() else None
+
+    def _broke(self) -> None:
+        """Reading the line failed: the client is gone, unless the slot stopped reading
+        (its worker leaves, and it still tells the client so)."""
+        if not self.closing.is_set():
+            self.gone = True
 
     def poll(self) -> None:
         """Read what the client sent meanwhile (stops), never waiting."""
@@ -190,7 +201,7 @@ class Slot:
             while self.conn.poll(0):
                 self._take(self.conn.recv())
         except (EOFError, OSError):
-            self.gone = True
+            self._broke()
         finally:
             self._reading.release()
 
@@ -279,4 +290,5 @@ class SlotSink:
 
     def stopped(self) -> bool:
         self.slot.poll()
-        return self.trial in self.slot.stops or self.slot.gone
+        slot = self.slot
+        return self.trial in slot.stops or slot.gone or slot.closing.is_set()

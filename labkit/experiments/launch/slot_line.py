@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 
-__all__ = ["Line", "no_delay", "shut"]
+__all__ = ["Line", "no_delay", "shut", "shut_reading"]
 
 
 def no_delay(conn) -> None:
@@ -45,6 +45,19 @@ def shut(conn) -> None:
             sock.close()
 
 
+def shut_reading(conn) -> None:
+    """Stop reading ``conn``: a thread blocked reading it wakes, and it may still send.
+
+    (A slot whose worker leaves says so, and how its trial ended, after that.)
+    """
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            sock.shutdown(socket.SHUT_RD)
+        finally:
+            sock.close()
+
+
 class Line:
     """The client's end of one slot's socket: the trials it holds, one sender at a time."""
 
@@ -52,6 +65,7 @@ class Line:
         self.conn, self.number, self.worker = conn, number, worker
         self.held: dict = {}  # trial -> execution, of the trial sent and not ended
         self.stops: set = set()  # those of them told to stop
+        self.leaving = False  # its worker leaves gracefully: its trial moves, none is sent
         self._sending = threading.Lock()
 
     def send(self, message) -> bool:

@@ -11,9 +11,11 @@ hands the slot's reports, checkpoints and end to the engine as they come.
 A trial so costs a message each way on one socket instead of a Dask task
 and two trips through the scheduler.
 
-A line that breaks under a trial is a lost worker: the trial runs again on
-another slot from its latest checkpoint (which the client holds), its
-``max_failures`` counting; the slot's task is cancelled and the loop starts
+A slot whose worker leaves gracefully (a retirement, a lifetime's end,
+adaptive scale-down) says ``leaving`` and ends its trial as a move: the
+trial runs again on another slot from its latest checkpoint, and its record
+counts a move, not a failure.  A line that breaks under a trial unannounced
+is a lost worker: the same, but its ``max_failures`` counting; the slot's task is cancelled and the loop starts
 a new one while trials wait, which Dask places on a free thread (a worker
 that came back).  When the sweep ends or is cancelled every line is told
 ``bye`` and shut, and the slots' tasks are awaited (a little) so that none
@@ -152,10 +154,12 @@ class SlotLauncher(Launcher):
     def _greet(self, conn) -> Line | None:
         """The slot's hello; the Line, or None (a slot of a task given up, told bye)."""
         no_delay(conn)
-        hello = conn.recv()[0]  # ("hello", number, worker, pid)
+        first = conn.recv()
+        hello = first[0]  # ("hello", number, worker, pid), maybe with "leaving" already
         with self.engine.lock:
             known = hello[1] in self.tasks and not self.closed
             line = Line(conn, hello[1], hello[2])
+            line.leaving = any(m[0] == "leaving" for m in first)
             if known:
                 self.lines[line.number] = line
         if not known:
@@ -167,6 +171,9 @@ class SlotLauncher(Launcher):
     def _feed(self, line: Line) -> bool:
         """Send the line the next trial; False (and bye) when there is none."""
         engine = self.engine
+        if line.leaving:  # its worker leaves: no trial for it; a new slot takes its place
+            self._retire(line)
+            return False
         with engine.lock:
             state = None if self.closed else engine.take()
             if state is None:
@@ -207,6 +214,9 @@ class SlotLauncher(Launcher):
     def _message(self, line: Line, message: tuple) -> bool:
         """One message of the slot to the engine; whether it was a trial's end."""
         engine, kind, trial = self.engine, message[0], message[1]
+        if kind == "leaving":  # its trial's end is a move; the line takes no other
+            line.leaving = True
+            return False
         if kind == "end":
             with engine.lock:
                 if self.where.get(trial) is line:
@@ -222,7 +232,8 @@ class SlotLauncher(Launcher):
     def _lost(self, line: Line) -> None:
         """The line broke (its worker died): its trial runs again elsewhere, its slot is replaced.
 
-        Its trial counts a lost worker (``max_failures``), begun or not.
+        Its trial counts a lost worker (``max_failures``), begun or not; a move
+        when the slot said its worker was leaving.
         """
         engine = self.engine
         with engine.lock:
@@ -240,7 +251,11 @@ class SlotLauncher(Launcher):
                 f"its worker {line.worker} was lost ({failures[trial]} time(s), "
                 f"max_failures={engine.max_failures})"
             )
-            engine.finished(trial, execution, {"status": "lost", "error": why})
+            if line.leaving:
+                outcome = {"status": "moved", "error": f"its worker {line.worker} left"}
+            else:
+                outcome = {"status": "lost", "error": why}
+            engine.finished(trial, execution, outcome)
 
     def _retire(self, line: Line) -> None:
         """Forget ``line``'s slot and cancel its task (Dask would run it again elsewhere)."""

@@ -40,6 +40,7 @@ COLUMNS = (
     "best",
     "step",
     "attempts",
+    "moves",
     "worker",
     "reason",
     "error",
@@ -57,7 +58,10 @@ class TrialRecord:
     ``value`` is the metric's latest (final, once ended) value, ``best`` its
     best value reported, ``step`` the last step reported; ``error`` and
     ``traceback`` say why a trial failed, ``reason`` why one was stopped;
-    ``attempts`` counts its executions, ``worker`` is where the latest ran.
+    ``attempts`` counts its executions, ``worker`` is where the latest ran;
+    ``moves`` counts those of them that ended because their worker left
+    gracefully (a retirement, a lifetime's end: the trial went on elsewhere from
+    its latest checkpoint), which are no failures.
     """
 
     id: int
@@ -69,6 +73,7 @@ class TrialRecord:
     best: float | None = None
     step: int | float | None = None
     attempts: int = 0
+    moves: int = 0
     worker: str | None = None
     error: str | None = None
     traceback: str | None = None

@@ -23,7 +23,7 @@ class TrialState:
 
     record: TrialRecord
     history: list = field(default_factory=list)  # (step, metrics, time), grown by the engine
-    failures: int = 0  # workers lost under it
+    failures: int = 0  # workers lost under it (a worker that left gracefully: its record's moves)
     execution: str | None = None  # the execution whose messages count
     fresh: bool = False  # no report yet from the current execution
     launched: bool = False  # handed to a launcher and not finished
@@ -65,6 +65,11 @@ class TrialState:
     def attempts(self) -> int:
         """Executions started."""
         return self.record.attempts
+
+    @property
+    def moves(self) -> int:
+        """Executions that ended because their worker left gracefully (no failures)."""
+        return self.record.moves
 
     @property
     def worker(self) -> str | None:

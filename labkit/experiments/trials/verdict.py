@@ -2,7 +2,9 @@
 
 An outcome is what :func:`~.execution.execute` returns (or a launcher makes
 up for a lost task): ``{"status": "completed" | "stopped" | "failed" |
-"lost", ...}``.  :func:`verdict` is pure: the engine records what it says.
+"lost" | "moved", ...}``.  ``"moved"``: the trial's worker left gracefully (a
+retirement, a lifetime's end); the engine runs it again from its latest
+checkpoint, and it ends here only when the sweep was being cancelled.  :func:`verdict` is pure: the engine records what it says.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def verdict(
             "traceback": outcome.get("traceback"),
             "metrics": last or None,
         }
-    if kind == "stopped":
+    if kind in ("stopped", "moved"):  # moved: its worker left as the trial was stopped
         cancelled = stop is None or stop[0] == "cancel"
         return Status.CANCELLED if cancelled else Status.STOPPED, {
             "metrics": last or None,

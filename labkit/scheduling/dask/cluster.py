@@ -37,6 +37,7 @@ import os
 from typing import Any
 
 import dask
+from dask.utils import parse_timedelta
 
 from ...constraints import Options, check_argument
 from ...errors import InputError, LabkitError, SchedulerError
@@ -61,6 +62,8 @@ __all__ = [
     "dashboard_link",
     "close_workers",
     "WORKER_CLOSE",
+    "RESTART_WAIT",
+    "restart_wait",
 ]
 
 logger = logging.getLogger("labkit.scheduling")
@@ -277,13 +280,35 @@ def open_cluster(
     return opened
 
 
+#: Seconds the embedded cluster waits for a worker that restarts (its ``lifetime``'s end)
+#: before it drops its nanny; Dask waits 15 s.
+RESTART_WAIT = 120.0
+
+
+def restart_wait(cluster_kwargs: dict):
+    """A config context in which the embedded cluster waits :data:`RESTART_WAIT` seconds for a
+    worker that restarts at its lifetime's end (nothing to do without ``lifetime_restart``).
+
+    A new worker process imports the user's script (spawned) and labkit: on a loaded
+    machine it took over 15 s to reach the scheduler, after which Dask's cluster
+    forgot its nanny ("lost-worker-timeout") and the cluster kept no worker at all.
+    """
+    key = "distributed.deploy.lost-worker-timeout"
+    if not cluster_kwargs.get("lifetime_restart"):
+        return contextlib.nullcontext()
+    given = parse_timedelta(dask.config.get(key, "15s"))
+    return dask.config.set({key: f"{max(given, RESTART_WAIT)}s"})
+
+
 def _open_embedded(mode: str, n_workers, threads_per_worker, cluster_kwargs: dict) -> Opened:
-    """A new embedded ``LocalCluster`` and its client; Dask's chatter quiet while it lives."""
+    """A new embedded ``LocalCluster`` and its client; Dask's chatter quiet while it lives
+    (and, for restarting workers, the wait for them longer: :func:`restart_wait`)."""
     from distributed import Client
 
     size = cluster_size(mode, n_workers, threads_per_worker)
     cluster = None
     quiet = contextlib.ExitStack()
+    quiet.enter_context(restart_wait(cluster_kwargs))  # read when a worker leaves: held for life
     quiet.enter_context(quiet_clusters())  # before its first words
     try:
         with no_message_log():
