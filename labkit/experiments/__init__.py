@@ -19,14 +19,16 @@ The parts, one folder a concern, bottom up:
   time (``search.decision.Decider``: continue, stop, pause, exploit) that the
   rules (through the judge) and PBT implement, consulted as one chain;
 * :mod:`.store`: the SQLite store (its schema and version, the writer thread,
-  claims on names, report packs, checkpoints' bytes, reads in bulk, a store
+  claims on names, report packs, checkpoints' references and their retention
+  (the bytes are written where trials run, never through the client), reads in bulk, a store
   followed while another process writes it, ``labkit sweeps``' catalogue);
 * :mod:`.launch`: where trials run and how their reports come back (in this
   thread, on threads, in slots on worker processes, a task a trial, a group of
   workers a trial), the sinks, sockets and the sweep's loop;
 * on top, in this folder: :mod:`.spec` (what a sweep is) and its declared
   :mod:`.arguments`; :mod:`.engine` (every trial's state, under one lock);
-  :mod:`.opening` (a new or resumed sweep), :mod:`.job` (the sweep's run),
+  :mod:`.opening` (a new or resumed sweep), :mod:`.checkpointing` (where a
+  sweep's checkpoints go, checked from each worker, and loaded back), :mod:`.job` (the sweep's run),
   :mod:`.sweep` (``lk.sweep``), :mod:`.live` (``run.sweep``),
   :mod:`.sweep_result`, :mod:`.loading` (``lk.load_sweep``) and their public
   face :mod:`.result`.

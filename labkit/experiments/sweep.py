@@ -65,6 +65,13 @@ def sweep(config: SweepConfig) -> Any:
     * ``max_failures``: workers a trial may lose (it restarts from its checkpoint) before it fails.
     * ``search``: ``"random"`` (drawn from ``seed``) or an Optuna sampler (``TPESampler(seed=0)``,
       ``GPSampler``...) asked each configuration as a trial starts (:mod:`~labkit.experiments.search`).
+    * ``checkpoints``: where trials write ``trial.checkpoint(obj)`` from their own process (a
+      folder or an fsspec URL such as ``"s3://bucket/sweeps"``; ``<store>-checkpoints`` beside the
+      store by default, a temporary folder removed at the end with ``store=None``); only a
+      reference reaches the client.  ``storage_options``: fsspec's options for it, passed to
+      every worker.  ``keep_best``: once trials end, keep the last checkpoint of the
+      ``keep_best`` best trials only (None: every trial's latest).  ``result.best.checkpoint()``
+      loads the best model back.
 
     Returns a :class:`~labkit.experiments.SweepResult` (``best``, ``trials``, ``table()``,
     ``extend(n)``) or a Run; a labkit error when no trial completed and some failed.
