@@ -11,13 +11,16 @@ read from this process.
 
 from __future__ import annotations
 
+import os
+import shutil
+
 import distributed.comm.tcp
 import pytest
 import torch
 from torch import nn
 
 import labkit as lk
-from labkit.checkpoints import CheckpointLocation, CheckpointRef, Checkpointable
+from labkit.checkpoints import Checkpointable, CheckpointLocation, CheckpointRef
 from labkit.data_parallel import DataParallelTrainer
 from labkit.experiments.store.checkpoints import decode
 
@@ -67,6 +70,14 @@ class Received:
             return await decode_frames(frames, *args, **kwargs)
 
         monkeypatch.setattr(distributed.comm.tcp, "from_frames", counting)
+
+
+def model_held() -> dict:
+    """The model state of this worker's one rank (the test's trainer is the only one)."""
+    from labkit.data_parallel.worker.rank import RANKS
+
+    (rank,) = RANKS.values()
+    return {k: v.detach().cpu().clone() for k, v in rank.model.state_dict().items()}
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +184,33 @@ def test_on_threads_the_trainer_writes_and_reads_from_this_process(location):
         assert trainer.steps == 1
         with pytest.raises(lk.InputError, match="CheckpointRef"):
             trainer.read_checkpoint(location, "threads/1.lkc")
+
+
+def test_a_rank_that_cannot_read_the_location_leaves_every_replica_as_it_was(two, tmp_path):
+    # a relative folder is another folder for a worker in another directory: as a worker on
+    # a host without the shared folder, rank 1 cannot read what rank 0 wrote
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with trainer_on(two) as trainer:
+        rank_one = trainer.names[1]
+        back = two.client.run(os.getcwd, workers=[rank_one])[rank_one]
+        location = CheckpointLocation("labkit-test-relative-checkpoints")
+        try:
+            trainer.step(*data(0))
+            ref = trainer.write_checkpoint(location, "trial-0/1.lkc", step=1)
+            trainer.step(*data(1))
+            held = trainer.state_dict()
+            two.client.run(os.chdir, str(elsewhere), workers=[rank_one])
+            with pytest.raises(lk.StorageError, match="not there") as caught:
+                trainer.read_checkpoint(location, ref)
+            assert rank_one in str(caught.value) and "replica 1" in str(caught.value)
+        finally:
+            two.client.run(os.chdir, back, workers=[rank_one])
+            shutil.rmtree(
+                os.path.join(back, "labkit-test-relative-checkpoints"), ignore_errors=True
+            )
+        assert trainer.steps == 2
+        states = two.client.run(model_held, workers=list(trainer.names))
+        for state in states.values():  # rank 0 read it but did not load it either
+            assert_equal_states(state, dict(held["model"]))
+        trainer.step(*data(2))  # the group is whole: it trains on

@@ -13,6 +13,7 @@ read it from the location on its own worker and load it, once all have it
 from __future__ import annotations
 
 from ...checkpoints import CheckpointLocation, CheckpointRef
+from ...errors import InputError
 from ..worker import saving
 
 __all__ = ["write_state", "read_state"]
@@ -36,4 +37,7 @@ def read_state(group, location: CheckpointLocation, ref: CheckpointRef) -> dict:
         futures = [
             group.tasks.submit(r, saving.read_state, group.gid, location, ref) for r in ranks
         ]
-        return group.tasks.run(futures, "restore", collective=True)[0]
+        extras = group.tasks.run(futures, "restore", collective=True)  # a rank's error raises
+    if extras[0] is None:
+        raise InputError(f"no replica loaded the checkpoint {ref.key}: a replica could not read it")
+    return extras[0]

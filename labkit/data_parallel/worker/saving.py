@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from ...checkpoints import CheckpointLocation, CheckpointRef
-from ...errors import InputError, LabkitError
+from ...errors import LabkitError
 from ..state_file import decode_state, encode_state
 from .lifecycle import to_cpu
 from .rank import RANKS, rank_error
@@ -44,8 +44,9 @@ def write_state(
         raise _located(exc, rank) from None
 
 
-def read_state(gid: str, location: CheckpointLocation, ref: CheckpointRef) -> dict:
-    """Read ``ref`` from ``location`` here and load it once every rank has read it; its extras."""
+def read_state(gid: str, location: CheckpointLocation, ref: CheckpointRef) -> dict | None:
+    """Read ``ref`` from ``location`` here and load it once every rank has read it; its extras
+    (None, nothing loaded, where a peer could not read it: that peer raises why)."""
     rank = RANKS[gid]
     state, error = None, None
     try:
@@ -57,13 +58,8 @@ def read_state(gid: str, location: CheckpointLocation, ref: CheckpointRef) -> di
         rank.group.all_reduce(failed)
     if error is not None:
         raise _located(error, rank) from None
-    if failed.item():
-        raise InputError(
-            f"another replica could not read the checkpoint {ref.key}, so replica "
-            f"{rank.rank} did not load it either: every replica keeps its state",
-            replica=rank.rank,
-        )
-    assert state is not None  # read without an error
+    if failed.item() or state is None:  # a peer raises why: that is the call's error
+        return None
     try:
         rank.model.load_state_dict(state["model"])
         rank.optimizer.load_state_dict(state["optimizer"])
