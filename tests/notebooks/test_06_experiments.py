@@ -40,6 +40,7 @@ def test_experiments_notebook():
     check_large_board(nb, out)
     check_groups(nb, out)
     check_pbt(nb, out)
+    check_best_model(out)
 
 
 def kept_frames(nb) -> dict:
@@ -137,3 +138,12 @@ def check_pbt(nb, out: str) -> None:
     frame = kept_frames(nb)["schedule-pbt"]
     assert frame["ended"] and frame["status"] == "finished"
     assert frame["total"] == 8 and frame["counts"] == {"completed": 8}
+
+
+def check_best_model(out: str) -> None:
+    """The best trial's model, read back from its checkpoint, scores what the trial reported."""
+    line = re.search(r"best model: trial (\d+), checkpoint of epoch (\d+), validation accuracy "
+                     r"([0-9.]+) \(reported at epoch (\d+): ([0-9.]+)\)", out)
+    assert line, out[-2000:]
+    assert line.group(2) == line.group(4)          # the trial's last checkpoint, of its last epoch
+    assert line.group(3) == line.group(5)
