@@ -158,3 +158,15 @@ def test_model_sync_benchmark_runs_quick():
                            "--quick"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "parameters" in proc.stdout and "copy" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_checkpoints_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_checkpoints.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("(b) np.save by hand from the worker", "(c) labkit trial.checkpoint",
+                  "c/b: labkit / np.save by hand", "client peak RSS growth with labkit's",
+                  "(c) labkit trial.checkpoint to s3://", "c/b: labkit / s3fs by hand",
+                  "client peak RSS growth with PBT", "[4] Ray Tune"):
+        assert label in proc.stdout, label
