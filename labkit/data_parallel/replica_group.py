@@ -38,7 +38,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..checkpoints import CheckpointLocation, CheckpointRef
 
 __all__ = [
     "ReplicaGroup",
@@ -187,8 +190,10 @@ class Recovers(Protocol):
 class SavesOnRanks(Protocol):
     """Capability: the ranks write and read the group's checkpoints where they run."""
 
-    def write_state(self, location: Any, key: str, step: Any, extra: dict) -> Any:
+    def write_state(
+        self, location: CheckpointLocation, key: str, step: Any, extra: dict
+    ) -> CheckpointRef:
         """Rank 0 writes the state with ``extra`` under ``key`` of ``location``: the reference."""
 
-    def read_state(self, location: Any, ref: Any) -> dict:
+    def read_state(self, location: CheckpointLocation, ref: CheckpointRef) -> dict:
         """Every rank loads the checkpoint ``ref`` from ``location``; the extras it held."""
