@@ -28,13 +28,16 @@ __all__ = ["place_of", "probe_workers", "probe_here", "SavedCheckpoints", "with_
 
 
 def place_of(config: Any, store: Store, name: str, stored: dict | None) -> tuple:
-    """``(place, temporary)``: the sweep's CheckpointPlace, and whether to remove it at the end.
+    """``(place, temporary, given)``: the sweep's CheckpointPlace, whether to remove it at the
+    end, and whether it was given (kept with the sweep: the default folder beside the store
+    is found from the store's path, so a store moved with its folder still finds it).
 
     ``stored`` is a resumed sweep's settings (its location, when none is given).
     """
     url, temporary = config.checkpoints, False
     if url is None and stored:
         url = stored.get("checkpoints")
+    given = url is not None
     if url is None and store.path is not None:
         url = f"{store.path}-checkpoints"
     if url is None:
@@ -43,7 +46,7 @@ def place_of(config: Any, store: Store, name: str, stored: dict | None) -> tuple
     if "://" not in url:
         url = os.path.abspath(url)  # a worker in another folder writes to the same place
     location = CheckpointLocation(url, config.storage_options)
-    return CheckpointPlace(location, sweep_prefix(name)), temporary
+    return CheckpointPlace(location, sweep_prefix(name)), temporary, given
 
 
 def probe_here(location: CheckpointLocation) -> str | None:

@@ -73,7 +73,9 @@ def _build(
     asked = bool(row is not None and row["settings"].get("asked"))
     spec = SweepSpec.of(config, prepared, name=name, seed=seed, trials=total, asked=asked)
     check_room(space, total)
-    spec.checkpoints, temporary = place_of(config, store, name, row and row["settings"])
+    spec.checkpoints, temporary, spec.checkpoints_given = place_of(
+        config, store, name, row and row["settings"]
+    )
     retained = Retained(spec.checkpoints, spec.mode, spec.keep_best, spec.metric)
     store.keep_checkpoints(name, retained)
     try:

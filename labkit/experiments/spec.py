@@ -31,6 +31,9 @@ class SweepSpec:
     search: Any = None  # a Search (None: random search)
     asked: bool = False  # whether some configurations were ever asked (kept, never redrawn)
     checkpoints: Any = None  # where trials write checkpoints (a CheckpointPlace)
+    #: whether that place was given (``checkpoints=``, or stored by the sweep): kept with the
+    #: sweep; the default folder beside the store is found from the store's path when read
+    checkpoints_given: bool = False
     keep_best: int | None = None  # trials whose last checkpoint is kept (None: every one)
 
     @classmethod
@@ -80,7 +83,7 @@ class SweepSpec:
             "search": describe_search(self.search),
             "asked": self.asked or self.asks,
             # the URL alone: storage_options may hold secrets (give them again to load)
-            "checkpoints": None if self.checkpoints is None else self.checkpoints.location.url,
+            "checkpoints": self.checkpoints.location.url if self.checkpoints_given else None,
             "keep_best": self.keep_best,
         }
 

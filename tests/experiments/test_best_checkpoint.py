@@ -54,3 +54,13 @@ def test_a_checkpoint_changed_at_the_location_is_refused_not_loaded(tmp_path):
         fh.write(bytes([last ^ 0xFF]))
     with pytest.raises(lk.StorageError, match="changed or cut short"):
         result.best.checkpoint()
+
+
+def test_a_store_moved_with_its_checkpoint_folder_still_loads_its_best_model(tmp_path):
+    first = tmp_path / "a"
+    first.mkdir()
+    lk.sweep(cf.big_state, [{"x": 0.1, "mb": 1, "epochs": 1}], metric="loss", mode="min",
+             store=first / "s.db", name="m")
+    moved = tmp_path / "b"
+    os.rename(first, moved)                  # the default folder is found beside the store
+    assert lk.load_sweep(moved / "s.db", "m").best.checkpoint()["x"] == 0.1
