@@ -59,6 +59,7 @@ from . import (
     runs,
     scheduling,
 )
+from .checkpoints import CheckpointLocation, CheckpointRef
 from .data_parallel import split_batch
 from .errors import (
     CancelledError,
@@ -223,6 +224,8 @@ __all__ = [
     "on_workers",
     "sweep",
     "load_sweep",
+    "CheckpointLocation",
+    "CheckpointRef",
     "loguniform",
     "uniform",
     "randint",
