@@ -58,6 +58,8 @@ class SlotLauncher(Launcher):
     END_WAIT = 2.0
     #: Slot tasks that end without reaching the client before the sweep gives up.
     UNREACHED = 3
+    #: Most slot tasks kept for an adaptive cluster (one for each trial running or waiting).
+    DEMAND = 256
 
     def __init__(self, *args):
         super().__init__(*args)
@@ -88,12 +90,21 @@ class SlotLauncher(Launcher):
     # -- slots' tasks -------------------------------------------------------------------------
 
     def fill(self) -> None:
-        """Start slot tasks while trials wait and the cluster has room for more."""
+        """Start slot tasks while trials wait and the cluster has room for more.
+
+        On an adaptive cluster each trial that waits has a slot task queued as
+        well (up to ``max_concurrent``, or :attr:`DEMAND`): Dask's adaptive
+        target counts queued tasks, so the cluster grows for the sweep, and
+        shrinks once its tasks end.
+        """
         engine, slots = self.engine, self.slots()  # slots() may ask the scheduler: not locked
+        demand = (self.max_concurrent or self.DEMAND) if self.scheduler.adaptive else 0
         with engine.lock:
             if self.closed:
                 return
             wanted = min(slots, len(self.tasks) + len(engine.pending))
+            if demand:  # a slot task for each trial running or waiting
+                wanted = max(wanted, min(demand, len(self.where) + len(engine.pending)))
             numbers = [next(self._numbers) for _ in range(wanted - len(self.tasks))]
             for number in numbers:
                 self.tasks[number] = None

@@ -246,17 +246,11 @@ def close_workers(cluster, timeout: float) -> None:
 
 
 def open_cluster(
-    address,
-    client,
-    mode: str,
-    n_workers,
-    threads_per_worker,
-    connect_timeout,
-    cluster_kwargs: dict,
-    given=None,
+    address, client, given, connect_timeout, embedded: dict, cluster_kwargs: dict
 ) -> Opened:
     """The client of ``client``, of the scheduler at ``address``, of the cluster ``given``,
-    or of a new embedded cluster."""
+    or of a new embedded cluster (``embedded``: its ``mode``, ``n_workers`` and
+    ``threads_per_worker``; ``cluster_kwargs`` for ``LocalCluster``)."""
     quiet_install()  # Dask's handlers exist once it is imported: they get labkit's filters
     if client is not None:
         opened = Opened(client, None, False, "existing", False)
@@ -268,7 +262,7 @@ def open_cluster(
         with no_message_log():
             opened = Opened(connect(address, connect_timeout), None, True, "existing", False)
     else:
-        opened = _open_embedded(mode, n_workers, threads_per_worker, cluster_kwargs)
+        opened = _open_embedded(**embedded, cluster_kwargs=cluster_kwargs)
     nthreads = opened.client.nthreads()
     keep_shipped_copies(opened.client)  # a callable shipped once stays on every worker
     # a client of someone else's in-process cluster: its workers are threads here too

@@ -18,6 +18,8 @@ Dask upgrade that breaks one breaks it in this module only
   (:func:`keep_shipped_copies`): Dask's Active Memory Manager drops a key's
   extra copies every two seconds (its ``ReduceReplicas`` policy, on by default),
   so a worker between two tasks lost the layer's inputs and fetched them again;
+* whether a cluster adapts its size to demand (:func:`is_adaptive`): ``Cluster.adapt()``
+  keeps its ``Adaptive`` in a private attribute, and no public one says so;
 * asking the scheduler for its full identity (:func:`scheduler_identity`):
   ``Client.scheduler_info()`` returns a cache that the client's periodic
   refresh overwrites with a copy listing no worker.
@@ -62,6 +64,7 @@ __all__ = [
     "is_dask_array",
     "scheduler_identity",
     "forget_on_scheduler",
+    "is_adaptive",
 ]
 
 #: Reasons Dask gives when it cancels a task because its inputs died with their holders.
@@ -255,3 +258,13 @@ def keep_shipped_copies(client) -> bool:
         return bool(client.run_on_scheduler(swap))
     except Exception:  # an old or locked-down scheduler: Dask's own policy stays
         return False
+
+
+def is_adaptive(cluster) -> bool:
+    """Whether ``cluster`` (a ``distributed.deploy.Cluster``, or None) adapts its size to
+    its scheduler's demand (``cluster.adapt(...)`` was called and not stopped)."""
+    adaptive = getattr(cluster, "_adaptive", None)  # Cluster.adapt() keeps it there
+    if adaptive is None:
+        return False
+    state = getattr(adaptive, "state", "running")  # "stopped" once adapt is stopped
+    return str(state) != "stopped"

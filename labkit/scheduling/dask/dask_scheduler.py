@@ -144,17 +144,8 @@ class DaskScheduler(Scheduler):
         check_parameters(self, locals())
         embedded = dict(mode=mode, n_workers=n_workers, threads_per_worker=threads_per_worker)
         check_cluster_choice(address, client, {**embedded, **cluster_kwargs}, cluster)
-        mode = resolve_mode(mode, cluster_kwargs.pop("processes", None))
-        opened = open_cluster(
-            address,
-            client,
-            mode,
-            n_workers,
-            threads_per_worker,
-            connect_timeout,
-            cluster_kwargs,
-            cluster,
-        )
+        embedded["mode"] = resolve_mode(mode, cluster_kwargs.pop("processes", None))
+        opened = open_cluster(address, client, cluster, connect_timeout, embedded, cluster_kwargs)
         self._cluster = HeldCluster(opened, workers)  # closes what it opened if workers= is wrong
         self.client, self.mode = self._cluster.client, self._cluster.mode
         #: The only workers this scheduler uses (their addresses), or None: all of them.
@@ -215,6 +206,12 @@ class DaskScheduler(Scheduler):
         """The ``LocalCluster`` this scheduler started, the cluster given by ``cluster=``,
         or ``None`` (one reached by an address or a client)."""
         return self._cluster.cluster
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether its cluster adapts its size to demand (``cluster.adapt(...)``): a sweep
+        then keeps a queued task for each trial that waits, which Dask's target counts."""
+        return adapter.is_adaptive(self.cluster or getattr(self.client, "cluster", None))
 
     @property
     def offload_pool(self):

@@ -1,0 +1,143 @@
+"""Adaptive clusters and sweeps: does the cluster grow for a sweep as it does for raw Dask?
+
+Run ``python benchmarks/bench_elastic.py`` (about two minutes on 2 cores) or
+``--quick`` (a smoke test).  It prints times and worker counts and never asserts.
+
+A ``LocalCluster(n_workers=1)`` of worker processes with ``adapt(minimum=1,
+maximum=4)`` (Dask's defaults otherwise: a look each second, three looks
+before a worker is taken away), a fresh one for each run:
+
+1. **Raw Dask**: ``client.map`` of 16 tasks of 2 s (``time.sleep``), gathered.
+2. **labkit**: ``lk.sweep`` of 16 trials of 2 s on ``lk.DaskScheduler(cluster=...)``.
+
+For each: the wall time, the most workers seen (the cluster grew to), and the
+seconds from the end of the work until the cluster is back at its minimum.
+Target (issue 47): labkit <= 1.3x raw Dask's wall time, back at the minimum
+within 30 s.  The ideal is 16 x 2 s / 4 workers = 8 s plus the workers' start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+
+import labkit as lk
+
+
+def sleepy(seconds: float) -> float:
+    """A task of ``seconds`` s."""
+    time.sleep(seconds)
+    return seconds
+
+
+def sleepy_trial(config, trial):
+    """A trial of ``config["seconds"]`` s."""
+    time.sleep(float(config["seconds"]))
+    trial.report(0, loss=config["x"])
+    return {"loss": config["x"]}
+
+
+class WorkerCount:
+    """The workers of ``client``'s cluster, looked at every 0.1 s on a thread: the most seen."""
+
+    def __init__(self, client):
+        self.client, self.most, self.now = client, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.now = len(self.client.nthreads())
+            except Exception:  # the cluster closing
+                return
+            self.most = max(self.most, self.now)
+
+    def back_to(self, minimum: int, timeout: float) -> float:
+        """Seconds until the cluster has ``minimum`` workers again (``timeout`` if never)."""
+        start = time.perf_counter()
+        while time.perf_counter() - start < timeout:
+            if self.now <= minimum:
+                return time.perf_counter() - start
+            time.sleep(0.1)
+        return timeout
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def adaptive_cluster(maximum: int):
+    """A fresh ``LocalCluster`` of one worker process, adapting between 1 and ``maximum``."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    cluster.adapt(minimum=1, maximum=maximum)
+    return cluster
+
+
+def run_raw(n: int, seconds: float, maximum: int) -> dict:
+    """Raw Dask: ``n`` tasks of ``seconds`` s on a fresh adaptive cluster."""
+    from distributed import Client
+
+    with adaptive_cluster(maximum) as cluster, Client(cluster) as client:
+        client.wait_for_workers(1)
+        count = WorkerCount(client)
+        start = time.perf_counter()
+        client.gather(client.map(sleepy, [seconds] * n, pure=False))
+        wall = time.perf_counter() - start
+        back = count.back_to(1, 60.0)
+        count.close()
+    return {"wall": wall, "most": count.most, "back": back}
+
+
+def run_labkit(n: int, seconds: float, maximum: int) -> dict:
+    """labkit: a sweep of ``n`` trials of ``seconds`` s on a fresh adaptive cluster."""
+    with adaptive_cluster(maximum) as cluster, lk.DaskScheduler(cluster=cluster) as s:
+        s.client.wait_for_workers(1)
+        count = WorkerCount(s.client)
+        start = time.perf_counter()
+        result = lk.sweep(
+            sleepy_trial,
+            {"x": lk.uniform(0, 1), "seconds": seconds},
+            trials=n,
+            metric="loss",
+            mode="min",
+            scheduler=s,
+            store=None,
+            seed=0,
+        )
+        wall = time.perf_counter() - start
+        back = count.back_to(1, 60.0)
+        count.close()
+    return {"wall": wall, "most": count.most, "back": back, "counts": result.counts()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke test: 4 x 1 s, at most 2")
+    args = parser.parse_args()
+    n, seconds, maximum = (4, 1.0, 2) if args.quick else (16, 2.0, 4)
+    print(
+        f"adaptive LocalCluster(n_workers=1).adapt(minimum=1, maximum={maximum}); "
+        f"{n} x {seconds:g} s; ideal {n * seconds / maximum:.1f} s plus the workers' start"
+    )
+    raw = run_raw(n, seconds, maximum)
+    print(
+        f"raw Dask client.map     wall {raw['wall']:6.1f} s   most workers {raw['most']}   "
+        f"back at minimum {raw['back']:5.1f} s after"
+    )
+    labkit = run_labkit(n, seconds, maximum)
+    print(
+        f"labkit lk.sweep         wall {labkit['wall']:6.1f} s   most workers {labkit['most']}   "
+        f"back at minimum {labkit['back']:5.1f} s after   {labkit['counts']}"
+    )
+    print(f"=> labkit / raw Dask (wall): {labkit['wall'] / raw['wall']:.2f}x (target <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()
