@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from labkit.experiments.search.dominance import (
+from labkit.experiments.objectives.dominance import (
     crowding_distance,
     dominates,
     hypervolume,
