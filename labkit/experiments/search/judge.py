@@ -41,9 +41,14 @@ logger = logging.getLogger("labkit.experiments")
 class Judge(Decider):
     """The rule of one sweep (``None``: no early stopping) and the history it decides on."""
 
-    def __init__(self, rule: Any, mode: str, metric: str):
+    def __init__(
+        self, rule: Any, mode: str, metric: str, objectives: tuple = (), modes: tuple = ()
+    ):
         self.rule, self.metric = rule, metric
-        self.history = History(mode)
+        #: every objective (several: the rule decides on a tuple of values, one each)
+        self.objectives: tuple = tuple(objectives) or (metric,)
+        self.several = len(self.objectives) > 1
+        self.history = History(tuple(modes) if self.several else mode)
         #: whether the rule keeps a state to store (``state()``)
         self.keeps = isinstance(rule, KeepsState) and callable(rule.state)
         self._loads = isinstance(rule, LoadsState) and callable(rule.load_state)
@@ -66,8 +71,9 @@ class Judge(Decider):
         for record in records:
             self._hook("on_trial_add", record.id)
             for step, metrics, _ in record.history:
-                if self.metric in metrics:
-                    self.history.add(record.id, step, metrics[self.metric])
+                value = self.value_of(metrics)
+                if value is not None:
+                    self.history.add(record.id, step, value)
         if self._loads and state is not None and state.get("rule") == self._words():
             self.rule.load_state(state["state"])
         else:  # a rule that keeps no state: its records rebuilt
@@ -79,9 +85,29 @@ class Judge(Decider):
         replay = History(self.history.mode)
         for record in records:
             for step, metrics, _ in record.history:
-                if self.metric in metrics:
-                    replay.add(record.id, step, metrics[self.metric])
-                    self._decide(record.id, step, metrics[self.metric], replay)
+                value = self.value_of(metrics)
+                if value is not None:
+                    replay.add(record.id, step, value)
+                    self._decide(record.id, step, value, replay)
+
+    def value_of(self, metrics: dict) -> Any:
+        """What the rule decides on in a report's ``metrics``: the metric's value, or with
+        several objectives a tuple of theirs (None where one is missing)."""
+        if not self.several:
+            return metrics.get(self.metric)
+        if any(name not in metrics for name in self.objectives):
+            return None
+        return tuple(metrics[name] for name in self.objectives)
+
+    def value_at(self, reports: list, step: Any, value: Any) -> Any:
+        """The rule's value of the report at ``step`` among a trial's ``reports`` (``value``,
+        the metric's, with one objective; the latest reports are searched first)."""
+        if not self.several:
+            return value
+        for at, metrics, _ in reversed(reports):
+            if at == step:
+                return self.value_of(metrics)
+        return None
 
     def on_trial_add(self, trial: int) -> None:
         """A new trial joined the sweep."""
@@ -94,7 +120,7 @@ class Judge(Decider):
 
     def judge(self, trial: int, step, value: float, stopping: bool) -> str | None:
         """A value of the metric; the reason to stop ``trial``, or None (``stopping``: no decision)."""
-        if self.rule is None:
+        if self.rule is None or value is None:
             return None
         self.history.add(trial, step, value)
         if stopping:

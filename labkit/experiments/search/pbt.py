@@ -64,7 +64,7 @@ from ..trials.record import TrialRecord, better
 from .decision import CONTINUE, Decider, Decision, Exploit, Pause, Population
 from .distributions import Distribution
 
-__all__ = ["PBT", "Exploit", "Pause", "perturb", "fit"]
+__all__ = ["PBT", "Exploit", "Pause", "perturb", "fit", "refuse_several"]
 
 #: Tells PBT's draws from the sweep's own (``SeedSequence``'s spawn key) when it takes its seed.
 _STREAM = 0x504254
@@ -369,3 +369,18 @@ def _index(options: list, value: Any) -> int:
 
 def _distance(option: Any, value: float) -> float:
     return abs(option - value) if isinstance(option, (int, float)) else math.inf
+
+
+def refuse_several(search: Any, objectives: tuple) -> None:
+    """An InputError naming metric when ``search`` is lk.PBT and ``objectives`` are several.
+
+    PBT's exploits copy the better member of a quantile of one metric; with
+    several objectives there is no such order (a front is no ranking).
+    """
+    if isinstance(search, PBT) and len(objectives) > 1:
+        raise InputError(
+            f"lk.PBT exploits by one metric, but metric={tuple(objectives)!r} names "
+            f"{len(objectives)} objectives: give PBT one metric, or search a front with "
+            "optuna.samplers.NSGAIISampler() (early_stop=lk.ASHA(...) stops by dominance)",
+            argument="metric",
+        )

@@ -53,6 +53,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ...constraints import Interval, check_parameters
 from ...errors import InputError
+from ..objectives.moasha import DominanceRungs, fmt_number, ordinal
 
 __all__ = [
     "Rule",
@@ -87,6 +88,8 @@ class History:
 
     def score(self, value) -> float:
         """``value`` as a score, higher is better (``-value`` in mode ``"min"``; NaN: -inf)."""
+        if isinstance(self.mode, tuple):  # several objectives: a score each
+            return tuple(History(m).score(v) for m, v in zip(self.mode, value, strict=True))
         value = float(value)
         if math.isnan(value):
             return -math.inf
@@ -100,7 +103,8 @@ class History:
         score = self.score(value)
         steps.append(step)
         scores.append(score)
-        sums.append((sums[-1] if sums else 0.0) + (score if math.isfinite(score) else 0.0))
+        finite = isinstance(score, float) and math.isfinite(score)
+        sums.append((sums[-1] if sums else 0.0) + (score if finite else 0.0))
 
     def truncate(self, trial: int, from_step) -> None:
         """Forget ``trial``'s values from ``from_step`` on (it restarted from a checkpoint)."""
@@ -235,7 +239,10 @@ class ASHA(Rule):
     of the ``n`` trials recorded at that rung so far, itself included, and
     stops otherwise.  Trials never wait for others to reach a rung: an early
     trial is compared with those before it only (Li et al., "A System for
-    Massively Parallel Hyperparameter Tuning", 2020).
+    Massively Parallel Hyperparameter Tuning", 2020).  With several objectives
+    (``value`` a tuple, one value each; ``history.mode`` theirs) the order at a rung is
+    by dominance: non-dominated front, then crowding distance within it (MOASHA,
+    :mod:`labkit.experiments.objectives.moasha`).
 
     Parameters
     ----------
@@ -261,16 +268,31 @@ class ASHA(Rule):
         # per rung, the same scores sorted: a trial's rank is a binary search, not a count over
         # every trial recorded (quadratic over a 10,000-trial sweep)
         self._ranked: list[list[float]] = []
+        self._dominance = DominanceRungs()  # several objectives: the rungs' values by dominance
         self.revision = 0
 
     def rung(self, k: int) -> float:
         """The step of rung ``k``."""
         return self.min_steps * self.reduction**k
 
-    def decide(self, trial, step, value, history):
-        score = history.score(value)
-        k = 0
+    def _reached(self, step) -> list[tuple[int, Any]]:
+        """``(k, step of rung k)`` of the rungs at or before ``step`` (below max_steps)."""
+        k, reached = 0, []
         while step >= self.rung(k) and (self.max_steps is None or self.rung(k) < self.max_steps):
+            reached.append((k, self.rung(k)))
+            k += 1
+        return reached
+
+    def decide(self, trial, step, value, history):
+        if isinstance(value, tuple):  # several objectives, a value each: by dominance (MOASHA)
+            before = self._dominance.revision
+            why = self._dominance.decide(
+                trial, self._reached(step), value, history.mode, self.reduction
+            )
+            self.revision += self._dominance.revision - before
+            return why
+        score = history.score(value)
+        for k, _ in self._reached(step):
             if k == len(self._recorded):
                 self._recorded.append({})
                 self._ranked.append([])
@@ -283,10 +305,9 @@ class ASHA(Rule):
                 keep = math.ceil(len(recorded) / self.reduction)
                 if better >= keep:
                     return (
-                        f"ASHA: at step {_fmt(self.rung(k))} not in the top "
-                        f"1/{_fmt(self.reduction)} ({_ordinal(better + 1)} of {len(recorded)})"
+                        f"ASHA: at step {fmt_number(self.rung(k))} not in the top "
+                        f"1/{fmt_number(self.reduction)} ({ordinal(better + 1)} of {len(recorded)})"
                     )
-            k += 1
         return None
 
     def forget(self, trial: int, from_step=None) -> None:
@@ -296,6 +317,9 @@ class ASHA(Rule):
                 ranked = self._ranked[k]
                 del ranked[bisect.bisect_left(ranked, recorded.pop(trial))]
                 self.revision += 1
+        before = self._dominance.revision
+        self._dominance.forget(trial, from_step, self.rung)
+        self.revision += self._dominance.revision - before
 
     def on_trial_restart(self, trial: int, from_step) -> None:
         """A restart reports the rungs from ``from_step`` on again: they are recorded anew."""
@@ -303,12 +327,14 @@ class ASHA(Rule):
 
     def state(self) -> dict:
         """The rung records, as plain data (kept in the sweep's store)."""
-        return {"rungs": [{str(t): s for t, s in r.items()} for r in self._recorded]}
+        rungs = [{str(t): s for t, s in r.items()} for r in self._recorded]
+        return {"rungs": rungs, "dominance": self._dominance.state()}
 
     def load_state(self, state: dict) -> None:
         """Take back the records :meth:`state` gave."""
         self._recorded = [{int(t): float(s) for t, s in r.items()} for r in state["rungs"]]
         self._ranked = [sorted(r.values()) for r in self._recorded]
+        self._dominance.load_state(state.get("dominance", []))
         self.revision += 1
 
     def describe(self):
@@ -350,9 +376,9 @@ class Median(Rule):
         median = statistics.median(means)
         if history.best(trial, step) < median:
             return (
-                f"Median: best {_fmt(_value(history, history.best(trial, step)))} worse "
-                f"than the median {_fmt(_value(history, median))} of {len(means)} trials' "
-                f"running means at step {_fmt(step)}"
+                f"Median: best {fmt_number(_value(history, history.best(trial, step)))} worse "
+                f"than the median {fmt_number(_value(history, median))} of {len(means)} trials' "
+                f"running means at step {fmt_number(step)}"
             )
         return None
 
@@ -362,8 +388,19 @@ class Median(Rule):
     __repr__ = describe
 
 
-def check_rule(rule: Any) -> Decides | None:
-    """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop."""
+def check_rule(rule: Any, objectives: tuple = ()) -> Decides | None:
+    """``rule`` if it can decide (has ``decide``), else an InputError naming early_stop.
+
+    With several ``objectives``, lk.Median (one metric's running means) is an
+    InputError naming metric: lk.ASHA ranks by dominance then.
+    """
+    if len(objectives) > 1 and isinstance(rule, Median):
+        raise InputError(
+            f"lk.Median stops by one metric, but metric={tuple(objectives)!r} names "
+            f"{len(objectives)} objectives: use lk.ASHA(...), which ranks the trials at a "
+            "rung by dominance, or early_stop=None",
+            argument="metric",
+        )
     if isinstance(rule, type):  # lk.ASHA for lk.ASHA(): its decide is unbound
         raise InputError(
             f"early_stop must be a rule, not the class {rule.__name__}: pass "
@@ -410,12 +447,3 @@ def own_rule(rule):
 def _value(history: History, score: float) -> float:
     """A score back as a value of the metric."""
     return score if history.mode == "max" else -score
-
-
-def _fmt(x) -> str:
-    return f"{x:g}" if isinstance(x, float) else str(x)
-
-
-def _ordinal(n: int) -> str:
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"
