@@ -159,7 +159,7 @@ class Slot:
             outcome is None or (outcome["status"] == "stopped" and trial.id not in self.stops)
         ):  # stopped by its worker's leaving, not by the sweep: it goes on elsewhere
             outcome = {"status": "moved", "error": f"its worker {self.worker} left"}
-        return outcome
+        return outcome or {"status": "lost", "error": f"its worker {self.worker} closed under it"}
 
     def worker_closing(self) -> None:
         """The worker closes (on its event loop: only signals): the slot leaves now.
