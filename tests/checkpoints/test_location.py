@@ -214,3 +214,20 @@ def test_a_worker_process_writes_and_the_client_reads(location, cluster):
             _write_on_worker, location, "sweep/trial-1/0.lkc", 8, pure=False
         ).result(timeout=120)
         assert location.exists(ref) and location.read(ref) == _blob(8, 1 << 20)
+
+
+def test_two_s3_servers_bind_ports_of_their_own_and_leave_nothing_behind():
+    import socket
+
+    from tests.s3 import CREDENTIALS, moto_s3
+
+    before = {name: os.environ.get(name) for name in CREDENTIALS}
+    with moto_s3("labkit-one") as (one, first), moto_s3("labkit-two") as (two, second):
+        assert first["endpoint_url"] != second["endpoint_url"]  # port 0: no race for one
+        a = CheckpointLocation(one, first)
+        b = CheckpointLocation(two, second)
+        assert a.read(a.write("k.lkc", b"1")) == b"1" and b.size_of() == 0
+    assert {name: os.environ.get(name) for name in CREDENTIALS} == before
+    port = int(first["endpoint_url"].rsplit(":", 1)[1])
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass  # the server stopped: nothing listens there any more
