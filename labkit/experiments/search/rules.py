@@ -80,14 +80,14 @@ class History:
     Kept by the sweep on the client and handed to the rule with each report.
     """
 
-    def __init__(self, mode: str):
-        self.mode = mode
+    def __init__(self, mode: str | tuple):
+        self.mode = mode  # several objectives: a mode each (values are tuples)
         self._steps: dict[int, list] = {}
         self._scores: dict[int, list] = {}
         self._sums: dict[int, list] = {}  # running sums of scores, for running means
 
-    def score(self, value) -> float:
-        """``value`` as a score, higher is better (``-value`` in mode ``"min"``; NaN: -inf)."""
+    def score(self, value) -> Any:
+        """``value`` as a score, higher is better (-value in mode min; NaN: -inf; tuples: each)."""
         if isinstance(self.mode, tuple):  # several objectives: a score each
             return tuple(History(m).score(v) for m, v in zip(self.mode, value, strict=True))
         value = float(value)
