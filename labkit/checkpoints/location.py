@@ -36,9 +36,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StorageError
@@ -156,6 +157,36 @@ class CheckpointLocation:
             ) from exc
         return CheckpointRef(key, step, len(blob), hashlib.sha256(blob).hexdigest())
 
+    def write_with(self, key: str, fill: Callable[[Any], None], step: Any = None) -> CheckpointRef:
+        """Write what ``fill(file)`` writes to ``file`` under ``key`` atomically; its reference.
+
+        On a local folder the bytes go straight to the file, hashed on the way, with no
+        copy of the whole in memory (an encoder writing a large state saves a copy and a
+        growing buffer); elsewhere they are gathered, then put as :meth:`write` does.
+        ``file`` is a write-only stream (no ``seek``).  If ``fill`` raises, nothing is
+        left under ``key`` and its error goes on.
+        """
+        if not self.is_local:
+            gathered = io.BytesIO()
+            fill(_Hashing(gathered))
+            return self.write(key, gathered.getvalue(), step)
+        path = self.path(key)
+        tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "wb") as fh:
+                stream = _Hashing(fh)
+                fill(stream)  # its own errors (an object it refuses) go on as they are
+            os.replace(tmp, path)
+        except StorageError:
+            raise
+        except OSError as exc:  # a full disk, no permission: while writing, or renaming
+            raise StorageError.of(exc, "writing a checkpoint", self._shown(key)) from exc
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return CheckpointRef(key, step, stream.nbytes, stream.digest.hexdigest())
+
     def read(self, ref: CheckpointRef) -> bytes:
         """The bytes ``ref`` names, checked against its digest."""
         fs, _ = self._open_fs()
@@ -270,6 +301,26 @@ class CheckpointLocation:
             raise StorageError(
                 f"{doing} failed: {type(exc).__name__}: {exc}", path=self._shown(key)
             ) from exc
+
+
+class _Hashing(io.RawIOBase):
+    """A write-only stream that hashes and counts what passes to ``target``."""
+
+    def __init__(self, target: Any):
+        super().__init__()
+        self.target, self.digest, self.nbytes = target, hashlib.sha256(), 0
+
+    def writable(self) -> bool:
+        """Always: it is a stream to write to."""
+        return True
+
+    def write(self, data: Any) -> int:
+        """Hash ``data``, then pass it on whole; its length."""
+        view = memoryview(data).cast("B")
+        self.digest.update(view)
+        self.target.write(view)
+        self.nbytes += len(view)
+        return len(view)
 
 
 def _key(ref: CheckpointRef | str) -> str:

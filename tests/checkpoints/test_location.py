@@ -231,3 +231,44 @@ def test_two_s3_servers_bind_ports_of_their_own_and_leave_nothing_behind():
     port = int(first["endpoint_url"].rsplit(":", 1)[1])
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=5):
         pass  # the server stopped: nothing listens there any more
+
+
+def test_write_with_streams_what_fill_writes_and_reads_back_digest_checked(location):
+    import hashlib
+    import io
+
+    from labkit.checkpoints import read_snapshot, write_snapshot
+
+    state = {"weights": np.arange(100_000, dtype=np.float64), "epoch": 3}
+    ref = location.write_with(
+        "trial-1/3.lkc", lambda fh: write_snapshot(state, fh, "checkpoint"), step=3
+    )
+    blob = location.read(ref)
+    assert ref.step == 3 and ref.nbytes == len(blob)
+    assert ref.digest == hashlib.sha256(blob).hexdigest()
+    back = read_snapshot(io.BytesIO(blob), "here", root="checkpoint")
+    assert back["epoch"] == 3 and np.array_equal(back["weights"], state["weights"])
+    pieces = location.write_with(
+        "trial-1/pieces.lkc",
+        lambda fh: [fh.write(b"ab"), fh.write(memoryview(np.arange(3, dtype=np.int16)))],
+    )
+    assert location.read(pieces) == b"ab" + np.arange(3, dtype=np.int16).tobytes()
+
+
+def test_write_with_leaves_nothing_when_fill_raises_and_its_error_goes_on(location):
+    def half_then_fail(fh):
+        fh.write(b"x" * 1000)
+        raise ValueError("the encoder refused a field")
+
+    with pytest.raises(ValueError, match="refused a field"):
+        location.write_with("trial-2/0.lkc", half_then_fail)
+    assert not location.exists("trial-2/0.lkc")
+    assert location.size_of() == 0  # no temp file left either
+
+
+def test_write_with_into_a_read_only_place_is_a_storage_error_naming_it(tmp_path):
+    url = _read_only_folder(tmp_path)
+    with pytest.raises(StorageError, match="writing a checkpoint") as info:
+        CheckpointLocation(url).write_with("t/0.lkc", lambda fh: fh.write(b"abc"))
+    assert f"{url}/t/0.lkc" in str(info.value)
+    (tmp_path / "read-only").chmod(0o755)
