@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from ..constraints import InstanceOf, Interval, Options, Satisfies, check_arguments
 from ..errors import InputError, require_callable
 from ..scheduling import FunctionCallable
+from .objectives.declared import is_modes, is_names, objectives_of
 from .search import Search, is_sampler, search_of
 from .search.rules import check_rule, own_rule
 from .search.space import Space
@@ -69,8 +70,20 @@ def _options(value: Any) -> bool:
 #: or the store come after, in :func:`prepare`.
 SWEEP_CONSTRAINTS: dict[str, list] = {
     "trials": [count(1), None],
-    "metric": [Satisfies(_non_empty_str, "the name of a reported metric (a str)")],
-    "mode": [Options(("min", "max"), "'min' or 'max' (is a lower or higher metric better?)")],
+    "metric": [
+        Satisfies(
+            is_names,
+            "the name of a reported metric (a str), or a tuple of 2 to 4 names "
+            "(several objectives: ('loss', 'latency_ms'))",
+        )
+    ],
+    "mode": [
+        Satisfies(
+            is_modes,
+            "'min' or 'max' (is a lower or higher metric better?), or a tuple of them, "
+            "one per objective",
+        )
+    ],
     "seed": [count(0), None],
     "wait": [Options((True, False), "True or False")],
     "resume": [Options((True, False), "True or False")],
@@ -113,8 +126,8 @@ class SweepConfig:
     fn: Any
     space: Any
     trials: int | None = None
-    metric: str | None = None
-    mode: str | None = None
+    metric: str | tuple[str, ...] | None = None
+    mode: str | tuple[str, ...] | None = None
     scheduler: Any = None
     seed: int | None = None
     early_stop: Any = None
@@ -134,6 +147,15 @@ class SweepConfig:
         __tracebackhide__ = True
         ruled = {name: getattr(self, name) for name in SWEEP_CONSTRAINTS}
         check_arguments(SWEEP_CONSTRAINTS, "lk.sweep", **ruled)
+        names, modes = objectives_of(self.metric, self.mode)  # they pair, no name twice
+        if not isinstance(self.metric, str):  # one spelling: tuples (a list given is copied)
+            object.__setattr__(self, "metric", names)
+            object.__setattr__(self, "mode", modes)
+
+    @property
+    def objectives(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``(names, modes)`` of the objectives: one of each for a single metric."""
+        return objectives_of(self.metric, self.mode)
 
     def changed(self, **changes: Any) -> SweepConfig:
         """This call with ``changes`` (checked again), for running the sweep anew."""
@@ -217,9 +239,9 @@ def prepare(config: SweepConfig) -> Prepared:
     rule = own_rule(check_rule(config.early_stop))
     if config.scheduler is not None and config.scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
-    # metric and mode are str here: SWEEP_CONSTRAINTS refuse None when the config is made
-    mode, metric = typing.cast(str, config.mode), typing.cast(str, config.metric)
-    return Prepared(space, rule, search_of(config.search, space, mode, metric))
+    # metric and mode are set here: SWEEP_CONSTRAINTS refuse None when the config is made
+    names, modes = config.objectives
+    return Prepared(space, rule, search_of(config.search, space, modes[0], names[0]))
 
 
 def function_of(fn: Any) -> tuple[Callable, bool]:

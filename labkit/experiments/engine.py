@@ -28,6 +28,7 @@ from typing import Any
 
 from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
 from .launch.worker_namer import WorkerNamer
+from .objectives.declared import checked_final, final_values
 from .search.chain import DecisionChain
 from .search.searcher import Searcher
 from .spec import SweepSpec
@@ -215,8 +216,7 @@ class SweepEngine:
         """The trial wrote its latest checkpoint (taken at ``step``); ``ref`` says where.
 
         Only the reference comes here (a CheckpointRef, or its fields): the
-        bytes went from the trial's process to the sweep's location.
-        """
+        bytes went from the trial's process to the sweep's location."""
         ref = as_ref(ref)
         with self.lock:
             s = self.states[trial]
@@ -270,6 +270,7 @@ class SweepEngine:
                 self.wake()
                 return
             status, fields = verdict(s.id, s.history, s.stop, outcome, self.metric)
+            status, fields = checked_final(s.id, status, fields, self.sweep.objectives, outcome)
             event = self.end(s, status, **fields)
             # runners that pull trials need no loop to start the next; the loop is woken
             # when there is nothing left to pull (to end), or for launchers it feeds
@@ -355,6 +356,7 @@ class SweepEngine:
             value=value,
             best=best,
             ended=time.time(),
+            objectives=final_values(self.sweep.objectives, metrics),
         )
         if self.launcher is not None:
             self.launcher.ended(s)

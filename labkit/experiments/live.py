@@ -79,6 +79,8 @@ def result_of(engine: SweepEngine, again: Again | None = None) -> SweepResult:
         exploits=engine.decisions.exploits,
         study=study_of(spec.search),
         workers=engine.namer.names,  # filled in as they are learned (the last as the store closes)
+        objectives=spec.objectives,
+        modes=spec.modes,
     )
     location = None if spec.checkpoints is None else spec.checkpoints.location
     if location is None:

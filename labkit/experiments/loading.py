@@ -58,6 +58,8 @@ def result_from_store(store: Store, row: dict) -> SweepResult:
         _again=extend_stored(store.path, row, space),
         exploits=store.exploits(row["name"]),
         workers=workers_of(row["settings"]),
+        objectives=tuple(n for n, _ in row["objectives"]),
+        modes=tuple(m for _, m in row["objectives"]),
     )
     url = row["settings"].get("checkpoints") or (store.path and f"{store.path}-checkpoints")
     return with_saved(result, store.path, url, None)

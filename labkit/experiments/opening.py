@@ -90,8 +90,20 @@ def _engine(store: Store, name: str, spec: SweepSpec, row: dict | None, known: l
     """The sweep's engine, the sweep recorded (or its settings updated) in the store."""
     total = spec.trials
     if row is None:
+        pairs = (
+            [list(p) for p in zip(spec.objectives, spec.modes, strict=True)]
+            if spec.several
+            else None
+        )
         store.create_sweep(
-            name, spec.space.key(), spec.metric, spec.mode, spec.seed, spec.settings(), now=False
+            name,
+            spec.space.key(),
+            spec.metric,
+            spec.mode,
+            spec.seed,
+            spec.settings(),
+            now=False,
+            objectives=pairs,
         )
     else:
         store.update_sweep(name, spec.settings())
@@ -138,10 +150,13 @@ def _check_resumable(row: dict, space: Space, config: SweepConfig, store: Store,
             f"({row['space'][:200]}); give its space again, or another name",
             argument="space",
         )
-    for argument in ("metric", "mode"):
-        if row[argument] != getattr(config, argument):
+    names, modes = config.objectives
+    stored = tuple(zip(*row["objectives"], strict=True))  # (names, modes)
+    for argument, had, given in zip(("metric", "mode"), stored, (names, modes), strict=True):
+        if had != given:
+            said = had[0] if len(had) == 1 else had
             raise InputError(
-                f"the sweep {name!r} in {where} has {argument}={row[argument]!r}, "
+                f"the sweep {name!r} in {where} has {argument}={said!r}, "
                 f"not {getattr(config, argument)!r}",
                 argument=argument,
             )

@@ -35,6 +35,14 @@ class SweepSpec:
     #: sweep; the default folder beside the store is found from the store's path when read
     checkpoints_given: bool = False
     keep_best: int | None = None  # trials whose last checkpoint is kept (None: every one)
+    #: every objective's name and mode, in order (one each for a single metric; ``metric`` and
+    #: ``mode`` are the first's): several make a Pareto front (issue 48)
+    objectives: tuple = ()
+    modes: tuple = ()
+
+    def __post_init__(self) -> None:
+        if not self.objectives:  # a single metric, as ever
+            self.objectives, self.modes = (self.metric,), (self.mode,)
 
     @classmethod
     def of(
@@ -50,12 +58,15 @@ class SweepSpec:
     ) -> SweepSpec:
         """The spec of a sweep made from its checked ``config`` (a :class:`~.arguments.SweepConfig`)
         and what :func:`~.arguments.prepare` made of it; the rest comes from the store."""
+        names, modes = config.objectives
         return cls(
             name=name,
             space=prepared.space,
             seed=seed,
-            metric=config.metric,
-            mode=config.mode,
+            metric=names[0],
+            mode=modes[0],
+            objectives=names,
+            modes=modes,
             trials=trials,
             rule=prepared.rule,
             max_failures=config.max_failures,
@@ -66,6 +77,16 @@ class SweepSpec:
             checkpoints=checkpoints,
             keep_best=config.keep_best,
         )
+
+    @property
+    def several(self) -> bool:
+        """Whether the sweep has several objectives (a Pareto front, no single best)."""
+        return len(self.objectives) > 1
+
+    @property
+    def reported(self) -> str | tuple:
+        """What a trial's first report must hold: the metric, or every objective (a tuple)."""
+        return self.objectives if self.several else self.metric
 
     @property
     def asks(self) -> bool:

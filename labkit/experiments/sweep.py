@@ -158,8 +158,8 @@ def extend_stored(path: str | None, row: dict, space: dict) -> Again:
             fn,
             given if given is not None else Space.from_description(space),
             trials=total,
-            metric=row["metric"],
-            mode=row["mode"],
+            metric=_declared(row, 0),
+            mode=_declared(row, 1),
             scheduler=scheduler,
             seed=row["seed"],
             store=path,
@@ -169,3 +169,9 @@ def extend_stored(path: str | None, row: dict, space: dict) -> Again:
         )
 
     return again
+
+
+def _declared(row: dict, which: int) -> Any:
+    """The stored sweep's ``metric`` (``which`` 0) or ``mode`` (1): a str, or a tuple of several."""
+    said = tuple(pair[which] for pair in row["objectives"])
+    return said[0] if len(said) == 1 else said

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..constraints import Interval, check_argument
 from ..errors import InputError
+from .objectives.front import feasible, pareto_records
 from .trials.record import TrialRecord
 from .trials.status import RANKED
 
@@ -46,6 +47,28 @@ class SweepResult:
     #: the workers trials ran on, as the cluster named them, kept with the sweep:
     #: ``{address: {"name": ..., "nthreads": ...}}`` (a read-back board names them so)
     workers: dict = field(default_factory=dict, repr=False, compare=False)
+    #: every objective's name and mode, in order (``metric`` and ``mode`` are the first's);
+    #: one each for a single metric.  Several: ``pareto`` is the front, ``best`` refuses
+    objectives: tuple = ()
+    modes: tuple = ()
+
+    def __post_init__(self) -> None:
+        if not self.objectives:
+            self.objectives, self.modes = (self.metric,), (self.mode,)
+
+    @property
+    def several(self) -> bool:
+        """Whether the sweep has several objectives (a Pareto front, no single best)."""
+        return len(self.objectives) > 1
+
+    @property
+    def pareto(self) -> list[TrialRecord]:
+        """The non-dominated trials (exact), in id order: completed or stopped, every
+        objective's final value finite, feasible; one trial's best for a single metric."""
+        if not self.several:
+            best = self.best
+            return [] if best is None else [best]
+        return pareto_records(self.trials, self.objectives, self.modes)
 
     @property
     def worker_names(self) -> dict:
@@ -54,11 +77,25 @@ class SweepResult:
 
     @property
     def best(self) -> TrialRecord | None:
-        """The completed or stopped trial with the best final value (None before any)."""
+        """The completed or stopped trial with the best final value (None before any).
+
+        A sweep of several objectives has no single best: an InputError pointing to
+        ``result.pareto``.  An infeasible trial (a constraint > 0) is never the best.
+        """
+        if self.several:
+            raise InputError(
+                f"the sweep {self.name!r} has {len(self.objectives)} objectives "
+                f"({', '.join(map(repr, self.objectives))}): no single trial is best; "
+                "result.pareto lists the non-dominated trials",
+                argument="metric",
+            )
         ranked = [
             t
             for t in self.trials
-            if t.status in RANKED and t.value is not None and not math.isnan(t.value)
+            if t.status in RANKED
+            and t.value is not None
+            and not math.isnan(t.value)
+            and feasible(t)
         ]
         if not ranked:
             return None
@@ -88,6 +125,7 @@ class SweepResult:
                 "status": t.status,
                 **t.config,
                 self.metric: t.value,
+                **{n: (t.objectives or {}).get(n) for n in self.objectives[1:]},
                 "best": t.best,
                 "step": t.step,
                 "attempts": t.attempts,
@@ -133,6 +171,11 @@ class SweepResult:
 
     def __repr__(self):
         counts = ", ".join(f"{v} {k}" for k, v in sorted(self.counts().items()))
+        if self.several:
+            return (
+                f"<labkit SweepResult {self.name!r}: {counts}; objectives "
+                f"{', '.join(self.objectives)}; {len(self.pareto)} on the Pareto front>"
+            )
         best = self.best
         shown = (
             "none yet"

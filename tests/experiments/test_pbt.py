@@ -237,7 +237,7 @@ def test_a_store_of_schema_version_2_opens_migrated_to_3(tmp_path):
     assert read.exploits == [] and len(read.trials) == 4
     store = Store(str(old))
     try:
-        assert store.read("PRAGMA user_version")[0]["user_version"] == 4  # 3, then 4 (issue 46: checkpoint references)
+        assert store.read("PRAGMA user_version")[0]["user_version"] == 5  # 3, 4 (issue 46), 5 (issue 48)
         assert store.exploits("climb") == []
         assert [t.config for t in store.records("climb")] == [t.config for t in read.trials]
     finally:

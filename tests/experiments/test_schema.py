@@ -45,7 +45,7 @@ def test_the_committed_store_is_version_0_and_reads_back(old_store):
 
 def test_a_new_store_carries_the_current_version(tmp_path):
     Store(tmp_path / "new.db").close()
-    assert _version(tmp_path / "new.db") == SCHEMA_VERSION == 4
+    assert _version(tmp_path / "new.db") == SCHEMA_VERSION == 5  # 5: objectives (issue 48)
 
 
 def test_an_old_store_opened_to_write_is_migrated_and_resumes(old_store):

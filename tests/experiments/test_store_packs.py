@@ -121,7 +121,7 @@ def test_an_old_store_reads_the_same_before_and_after_its_migration(tmp_path, ve
     Store(path).close()   # opened to write: migrated
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'reports'").fetchall()
         packed = conn.execute("SELECT SUM(n) FROM report_packs").fetchone()[0]
     finally:

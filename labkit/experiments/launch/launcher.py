@@ -192,7 +192,8 @@ class Launcher:
             sink = self.sink(state, execution, worker)
             sink.start()
             attempt = engine.attempt(state.id)
-            trial = Trial(state.id, state.config, sink, attempt, engine.metric, workers, scheduler)
+            reported = engine.sweep.reported  # the metric, or every objective
+            trial = Trial(state.id, state.config, sink, attempt, reported, workers, scheduler)
             outcome = execute(self.fn, trial)
         except Exception as exc:  # not the trial's own error (those are in the outcome)
             logger.exception("labkit: running trial %d failed", state.id)

@@ -88,7 +88,7 @@ class RemoteLauncher(Launcher):
             "config": state.config,
             "attempt": state.attempts,
             "restore": restore,
-            "metric": self.engine.metric,
+            "metric": self.engine.sweep.reported,
         }
         future = self.client.submit(
             run_remote,

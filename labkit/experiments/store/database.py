@@ -104,6 +104,8 @@ class Store(WriteQueue):
             return None
         row = rows[0]
         row["settings"] = json.loads(row["settings"] or "{}")
+        pairs = json.loads(row.get("objectives") or "null")  # a version-4 store has none
+        row["objectives"] = [tuple(p) for p in pairs] if pairs else [(row["metric"], row["mode"])]
         return row
 
     def claim(self, sweep: str, owner: str) -> dict | None:
@@ -135,14 +137,18 @@ class Store(WriteQueue):
         seed: int,
         settings: dict,
         now: bool = True,
+        objectives: list | None = None,
     ) -> None:
         """Record a new sweep (committed before the call returns, unless ``now`` is False:
-        then with the next commit, e.g. that of :meth:`add_trials`)."""
+        then with the next commit, e.g. that of :meth:`add_trials`).  ``objectives``:
+        ``[[name, mode], ...]`` of a sweep of several (``metric``, ``mode``: the first's)."""
         t = time.time()
         self.put(
-            "INSERT INTO sweeps VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (name, space, metric, mode, seed, json.dumps(settings), t, t),
-        )
+            "INSERT INTO sweeps (name, space, metric, mode, seed, settings, created, updated, "
+            "objectives) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (name, space, metric, mode, seed, json.dumps(settings), t, t,
+             None if objectives is None else json.dumps(objectives)),
+        )  # fmt: skip
         if now:
             self.flush()
 
@@ -229,10 +235,13 @@ class Store(WriteQueue):
         traceback: str | None = None,
         reason: str | None = None,
         ended: float | None = None,
+        objectives: dict | None = None,
+        constraints: tuple | None = None,
     ) -> None:
         self.put(
             "UPDATE trials SET status = ?, metrics = ?, value = ?, best = ?, step = ?, "
-            "error = ?, traceback = ?, reason = ?, ended = ? WHERE sweep = ? AND id = ?",
+            "error = ?, traceback = ?, reason = ?, ended = ?, objectives = ?, constraints = ? "
+            "WHERE sweep = ? AND id = ?",
             (
                 status,
                 None if metrics is None else _json(metrics),
@@ -243,6 +252,8 @@ class Store(WriteQueue):
                 traceback,
                 reason,
                 ended,
+                None if objectives is None else _json(objectives),
+                None if constraints is None else _json(list(constraints)),
                 sweep,
                 trial,
             ),
@@ -264,6 +275,8 @@ class Store(WriteQueue):
             record.traceback,
             record.reason,
             record.ended,
+            record.objectives,
+            record.constraints,
         )
         if record.status.terminal:  # it runs no more: keep_best decides on its checkpoint
             self.retain(sweep)

@@ -46,7 +46,11 @@ TRIAL_COLUMNS = (
     "worker",
     "started",
     "ended",
+    "objectives",
+    "constraints",
 )
+#: The columns a store of schema version 4 or older lacks (read as NULL there).
+_SINCE_V5 = ("objectives", "constraints")
 _STATUS = {s.value: s for s in Status}
 
 
@@ -73,15 +77,28 @@ def one_read(conn: sqlite3.Connection) -> Iterator[None]:
 def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
     """The trials' rows (:data:`TRIAL_COLUMNS`) in id order, their JSON and NaNs decoded."""
     rows = conn.execute(
-        f"SELECT {', '.join(TRIAL_COLUMNS)} FROM trials WHERE sweep = ? ORDER BY id", (sweep,)
+        f"SELECT {', '.join(_selected(conn))} FROM trials WHERE sweep = ? ORDER BY id", (sweep,)
     ).fetchall()
     with paused_gc():
         configs = json.loads("[" + ",".join(r[1] for r in rows) + "]")
         metrics = json.loads("[" + ",".join(r[3] or "null" for r in rows) + "]")
+        objectives = json.loads("[" + ",".join(r[14] or "null" for r in rows) + "]")
+        constraints = json.loads("[" + ",".join(r[15] or "null" for r in rows) + "]")
         return [
-            (r[0], config, _status(r[2], sweep, r[0]), final, *map(unreal, r[4:7]), *r[7:])
-            for r, config, final in zip(rows, configs, metrics, strict=True)
-        ]
+            (
+                r[0], config, _status(r[2], sweep, r[0]), final, *map(unreal, r[4:7]), *r[7:14],
+                values, None if bounds is None else tuple(bounds),  # JSON keeps NaN
+            )
+            for r, config, final, values, bounds in zip(
+                rows, configs, metrics, objectives, constraints, strict=True
+            )
+        ]  # fmt: skip
+
+
+def _selected(conn: sqlite3.Connection) -> list[str]:
+    """:data:`TRIAL_COLUMNS`, NULL for those an older store read as written lacks."""
+    present = {r[1] for r in conn.execute("PRAGMA table_info(trials)").fetchall()}
+    return [c if c in present or c not in _SINCE_V5 else "NULL" for c in TRIAL_COLUMNS]
 
 
 def _status(word, sweep: str, trial: int) -> Status:

@@ -8,7 +8,10 @@ keeps reports in ``report_packs``, a trial's reports packed in a row
 ``reports`` (issue 37: a fifth of the bytes, read back ten times faster), 3 adds
 ``exploits`` (population-based training's, issue 35), 4 adds a checkpoint's
 ``key`` at the sweep's location, its ``digest`` and why it was ``dropped``
-(issue 46: the store keeps references, never the bytes).  A
+(issue 46: the store keeps references, never the bytes), 5 adds the sweep's
+``objectives`` (its names and modes, when several) and each trial's final
+``objectives`` and ``constraints`` values (issue 48; NULL for the trials of an
+older store: it reads the same after its migration as before).  A
 writable store is migrated to the current version when opened, in one
 transaction; a store opened to read only is read as its version wrote it; a
 store of a newer version than this labkit knows is an InputError naming the file.
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 #: The version of the schema this labkit writes.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Seconds a read-only reader waits for a writer's lock before it says the store is locked.
 #: A labkit store (WAL) never makes its readers wait; another writer's exclusive lock can.
@@ -50,12 +53,13 @@ READ_WAIT = 5.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
     name TEXT PRIMARY KEY, space TEXT NOT NULL, metric TEXT NOT NULL, mode TEXT NOT NULL,
-    seed INTEGER, settings TEXT, created REAL, updated REAL);
+    seed INTEGER, settings TEXT, created REAL, updated REAL, objectives TEXT);
 CREATE TABLE IF NOT EXISTS trials (
     sweep TEXT NOT NULL, id INTEGER NOT NULL, config TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
     error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
-    worker TEXT, started REAL, ended REAL, PRIMARY KEY (sweep, id));
+    worker TEXT, started REAL, ended REAL, objectives TEXT, constraints TEXT,
+    PRIMARY KEY (sweep, id));
 CREATE INDEX IF NOT EXISTS trials_running ON trials (sweep, id) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS trials_by_end ON trials (ended);
 CREATE TABLE IF NOT EXISTS report_packs (
@@ -172,7 +176,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
     0 -> 1: ``rule_states``, made by the schema's script.  1 -> 2: every
     report of ``reports`` packed into ``report_packs``, then ``reports`` dropped.
     2 -> 3: ``exploits``, made by the schema's script.  3 -> 4: the
-    checkpoints' ``key``, ``digest`` and ``dropped`` columns.
+    checkpoints' ``key``, ``digest`` and ``dropped`` columns.  4 -> 5: the sweeps'
+    ``objectives``, the trials' ``objectives`` and ``constraints``.
     """
     conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it: one does
     try:
@@ -188,15 +193,26 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 pack_rows(decoded),
             )
             conn.execute("DROP TABLE reports")
-        columns = {r[1] for r in conn.execute("PRAGMA table_info(checkpoints)").fetchall()}
-        for column in ("key", "digest", "dropped"):
+        for table, column in _ADDED:
+            columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
             if column not in columns:
-                conn.execute(f"ALTER TABLE checkpoints ADD COLUMN {column} TEXT")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.commit()
     except BaseException:
         conn.rollback()
         raise
+
+
+#: The TEXT columns versions 4 and 5 added to tables an older store has: ``(table, column)``.
+_ADDED = (
+    ("checkpoints", "key"),
+    ("checkpoints", "digest"),
+    ("checkpoints", "dropped"),
+    ("sweeps", "objectives"),
+    ("trials", "objectives"),
+    ("trials", "constraints"),
+)
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

@@ -46,6 +46,8 @@ COLUMNS = (
     "error",
     "traceback",
     "metrics",
+    "objectives",
+    "constraints",
     "started",
     "ended",
 )
@@ -61,7 +63,9 @@ class TrialRecord:
     ``attempts`` counts its executions, ``worker`` is where the latest ran;
     ``moves`` counts those of them that ended because their worker left
     gracefully (a retirement, a lifetime's end: the trial went on elsewhere from
-    its latest checkpoint), which are no failures.
+    its latest checkpoint), which are no failures.  ``objectives`` is
+    ``{name: final value}`` of every objective of the sweep once the trial
+    ended with all of them (None before; a single metric's too, ``value`` then).
     """
 
     id: int
@@ -80,6 +84,9 @@ class TrialRecord:
     reason: str | None = None
     started: float | None = None
     ended: float | None = None
+    objectives: dict | None = None
+    #: the values of the sweep's ``constraints=`` on the final metrics (each <= 0: feasible)
+    constraints: tuple | None = None
     #: where the sweep keeps the trial's checkpoint (a SavedCheckpoints; None: a record by hand)
     saved: Any = dataclasses.field(default=None, compare=False, repr=False)
 
@@ -88,6 +95,8 @@ class TrialRecord:
             object.__setattr__(self, "status", Status(self.status))
         if not isinstance(self.history, tuple):  # a list given is copied: nobody grows it
             object.__setattr__(self, "history", tuple(self.history))
+        if self.constraints is not None and not isinstance(self.constraints, tuple):
+            object.__setattr__(self, "constraints", tuple(self.constraints))
 
     def replace(self, **changes: Any) -> TrialRecord:
         """A copy with ``changes``, checked by ``__post_init__`` as a record built anew is.

@@ -58,9 +58,10 @@ class Trial:
         Its configuration.
     attempt : int
         0 the first time; more after a restart (a lost worker, a resumed sweep).
-    metric : str or None
-        The sweep's metric: the trial's first report must hold it (a typo in
-        its name then fails the trial at once, not after all its epochs).
+    metric : str, tuple of str or None
+        The sweep's metric (its objectives, when several): the trial's first
+        report must hold it (a typo in a name then fails the trial at once,
+        not after all its epochs).
     workers : tuple of str
         The addresses of the workers the trial holds: its group of
         ``workers_per_trial`` worker processes, the workers of an in-process
@@ -73,7 +74,7 @@ class Trial:
         config: dict,
         sink,
         attempt: int = 0,
-        metric: str | None = None,
+        metric: str | tuple | None = None,
         workers: tuple = (),
         scheduler=None,
         place: CheckpointPlace | None = None,
@@ -133,8 +134,8 @@ class Trial:
         """
         step = _step(step)
         values = {name: _metric(name, value) for name, value in metrics.items()}
-        if self._step is None and self.metric is not None and self.metric not in values:
-            raise InputError(_missing_metric(self.id, self.metric, step, values), argument="metric")
+        if self._step is None and self.metric is not None:
+            _check_first(self.id, self.metric, step, values)
         if self._step is not None and not step > self._step:
             raise InputError(_step_not_after(self.id, self._step, step), argument="step")
         self._step = step
@@ -194,6 +195,13 @@ class Trial:
 
     def __repr__(self):
         return f"<labkit Trial {self.id} {self.config}>"
+
+
+def _check_first(trial: int, metric: str | tuple, step, values: dict) -> None:
+    """The first report holds the metric (every objective of several); an InputError if not."""
+    for name in (metric,) if isinstance(metric, str) else metric:
+        if name not in values:
+            raise InputError(_missing_metric(trial, name, step, values), argument="metric")
 
 
 def _missing_metric(trial: int, metric: str, step, values: dict) -> str:
