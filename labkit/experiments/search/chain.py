@@ -36,7 +36,7 @@ class DecisionChain:
     def __init__(self, spec: Any, engine: Any):
         self.engine = engine
         #: the early-stopping rule (its rule None: it decides nothing, and is not in the chain)
-        self.judge = Judge(spec.rule, spec.mode, spec.metric)
+        self.judge = Judge(spec.rule, spec.mode, spec.metric, spec.objectives, spec.modes)
         search = spec.search
         #: the search's decider (``lk.PBT``), or None
         self.search: Decider | None = search if isinstance(search, Decider) else None
@@ -93,7 +93,8 @@ class DecisionChain:
             if kind == "search":
                 decision = self._search_decides(s, step, value)
             else:
-                decision = decider.on_report(s.id, step, value, s.stop is not None)
+                vector = self.judge.value_at(s.history, step, value)  # several: a tuple
+                decision = decider.on_report(s.id, step, vector, s.stop is not None)
             if not isinstance(decision, Continue):
                 self._carry_out(s, kind, step, decision)
 
