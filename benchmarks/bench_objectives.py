@@ -1,0 +1,184 @@
+"""Several objectives (issue 48): what early stopping by dominance saves, what NSGA-II costs.
+
+Run ``python benchmarks/bench_objectives.py`` (about a minute on 2 cores) or
+``--quick`` (a smoke test).  It prints and never asserts.
+
+**Problem** (synthetic, ZDT1-style, both objectives minimised): a
+configuration ``x0..x3`` in ``[0, 1]`` has the final values ``f1 = x0``,
+``f2 = g (1 - sqrt(f1 / g))`` with ``g = 1 + 9 mean(x1..x3)``.  A trial
+reports 30 steps; at step ``t`` each objective is ``final + h exp(-t / 6)``,
+``h`` in ``[0.3, 1.5]`` drawn from the configuration (each trial learns at its
+own pace: early values order the trials only roughly).  No sleeping: the
+figures are counts, not times.
+
+(a) **Savings**: ``lk.sweep(..., metric=("f1", "f2"), mode=("min", "min"),
+    search="random", seed=s)`` on a ``LocalScheduler`` (one trial at a time:
+    the same order each run), with ``early_stop=lk.ASHA(min_steps=3,
+    reduction=3, max_steps=30)`` (rungs at 3, 9, 27; by dominance) and
+    without; the same configurations (the same seed).  The hypervolume of
+    each sweep's front (every trial's last reported values, reference point
+    ``(1.1, 11)``) and the steps run, ASHA's over the full sweep's, mean over
+    3 seeds.  Targets: hypervolume >= 95%, steps <= 50%.
+(b) **Cost of a trial**: trivial trials (they return ``f1, f2`` at once)
+    searched by ``optuna.samplers.NSGAIISampler(seed=0)``: labkit
+    (``LocalScheduler``, ``store=None``; and with ``search="random"``, so the
+    difference is what asking and telling cost inside the sweep) against
+    Optuna's own ``study.optimize`` with ``directions=["minimize",
+    "minimize"]`` and the same sampler, milliseconds a trial, median of runs
+    in alternating order.  Target: labkit NSGA-II <= 1.1x Optuna alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import labkit as lk  # noqa: E402
+from labkit.experiments.objectives import hypervolume  # noqa: E402
+
+SPACE = {f"x{i}": lk.uniform(0, 1) for i in range(4)}
+MODES = ("min", "min")
+REFERENCE = (1.1, 11.0)
+STEPS = 30
+SIZES = {
+    "full": dict(trials=81, seeds=3, cost_trials=500, cost_repeat=3),
+    "quick": dict(trials=18, seeds=1, cost_trials=30, cost_repeat=1),
+}
+
+
+def zdt1(config) -> tuple[float, float]:
+    """The final values ``(f1, f2)`` of a configuration (ZDT1 on 4 variables)."""
+    f1 = config["x0"]
+    g = 1.0 + 9.0 * (config["x1"] + config["x2"] + config["x3"]) / 3.0
+    return f1, g * (1.0 - math.sqrt(f1 / g))
+
+
+def pace(config) -> float:
+    """How far above its final values a trial starts, in ``[0.3, 1.5]`` (from its config)."""
+    u = math.sin(12.9898 * config["x1"] + 78.233 * config["x3"]) * 43758.5453
+    return 0.3 + 1.2 * (u - math.floor(u))
+
+
+def curve(config, trial):
+    """30 steps approaching the final values as ``exp(-t / 6)``."""
+    f1, f2 = zdt1(config)
+    h = pace(config)
+    for t in range(1, STEPS + 1):
+        late = h * math.exp(-t / 6.0)
+        trial.report(t, f1=f1 + late, f2=f2 + late)
+    return {"f1": f1, "f2": f2}
+
+
+def front_volume(result) -> tuple[float, int, int]:
+    """``(hypervolume, steps run, trials stopped)`` of a sweep, from every trial's last values."""
+    last = [r.history[-1][1] for r in result.trials if r.history]
+    volume = hypervolume([(m["f1"], m["f2"]) for m in last], MODES, REFERENCE)
+    steps = sum(len(r.history) for r in result.trials)
+    stopped = sum(r.status == "stopped" for r in result.trials)
+    return volume, steps, stopped
+
+
+def savings(size: dict) -> None:
+    """(a) ASHA by dominance against the same sweep run to the end."""
+    n, seeds = size["trials"], range(size["seeds"])
+    print(f"(a) savings: ZDT1-style, 2 objectives (min, min), {STEPS} steps a trial, {n} trials, "
+          f"random search, LocalScheduler, seeds {list(seeds)}")
+    volume_ratios, step_ratios = [], []
+    for s in seeds:
+        common = dict(metric=("f1", "f2"), mode=MODES, trials=n, seed=s, store=None,
+                      search="random")
+        full = front_volume(lk.sweep(curve, SPACE, **common))
+        asha = front_volume(lk.sweep(curve, SPACE, early_stop=lk.ASHA(
+            min_steps=3, reduction=3, max_steps=STEPS), **common))
+        volume_ratios.append(asha[0] / full[0])
+        step_ratios.append(asha[1] / full[1])
+        print(f"    seed {s}: no early stopping  hypervolume {full[0]:.4f}, {full[1]} steps; "
+              f"ASHA by dominance  hypervolume {asha[0]:.4f}, {asha[1]} steps, "
+              f"{asha[2]} of {n} stopped")
+    print(f"    ASHA / no early stopping, hypervolume: {statistics.mean(volume_ratios):.1%} "
+          f"(target >= 95%)")
+    print(f"    ASHA / no early stopping, steps run:   {statistics.mean(step_ratios):.1%} "
+          f"(target <= 50%)")
+
+
+def instant(config, trial):
+    """(b): a trivial trial, both objectives at once."""
+    f1, f2 = zdt1(config)
+    return {"f1": f1, "f2": f2}
+
+
+def optuna_objective(trial):
+    """(b): the same for Optuna's study.optimize."""
+    return zdt1({f"x{i}": trial.suggest_float(f"x{i}", 0, 1) for i in range(4)})
+
+
+def labkit_cost(search, n: int) -> float:
+    began = time.perf_counter()
+    lk.sweep(instant, SPACE, trials=n, metric=("f1", "f2"), mode=MODES, seed=0, store=None,
+             search=search)
+    return (time.perf_counter() - began) / n
+
+
+def optuna_cost(n: int) -> float:
+    import optuna
+
+    study = optuna.create_study(sampler=optuna.samplers.NSGAIISampler(seed=0),
+                                directions=["minimize", "minimize"])
+    began = time.perf_counter()
+    study.optimize(optuna_objective, n_trials=n)
+    return (time.perf_counter() - began) / n
+
+
+def cost(size: dict) -> None:
+    """(b) NSGA-II through labkit against Optuna's own loop."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    n = size["cost_trials"]
+    print(f"(b) cost of a trial: {n} trivial trials, NSGAIISampler(seed=0), LocalScheduler, "
+          f"store=None (median of {size['cost_repeat']}, orders alternating; optuna "
+          f"{optuna.__version__})")
+    runs = {
+        "random": lambda: labkit_cost("random", n),
+        "nsga2": lambda: labkit_cost(optuna.samplers.NSGAIISampler(seed=0), n),
+        "optuna": lambda: optuna_cost(n),
+    }
+    times: dict[str, list] = {key: [] for key in runs}
+    for r in range(size["cost_repeat"]):
+        for key in (runs if r % 2 == 0 else list(reversed(runs))):
+            times[key].append(runs[key]())
+    random, nsga2, alone = (statistics.median(times[k]) * 1e3 for k in ("random", "nsga2",
+                                                                        "optuna"))
+    print(f"    labkit, search='random'                    {random:7.3f} ms a trial")
+    print(f"    labkit, search=NSGAIISampler(seed=0)       {nsga2:7.3f} ms a trial "
+          f"(asking and telling: {nsga2 - random:.3f} ms)")
+    print(f"    Optuna alone, NSGA-II, study.optimize      {alone:7.3f} ms a trial")
+    print(f"    labkit NSGA-II / Optuna alone: {nsga2 / alone:.2f}x (target <= 1.1x)")
+    print(f"    asking and telling in labkit / Optuna alone: {(nsga2 - random) / alone:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
+    args = parser.parse_args()
+    print(f"labkit objectives: {platform.node()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}")
+    size = SIZES["quick" if args.quick else "full"]
+    savings(size)
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        print("(b) skipped (optuna not installed: pip install labkit[search])")
+        return
+    cost(size)
+
+
+if __name__ == "__main__":
+    main()
