@@ -41,6 +41,7 @@ def test_experiments_notebook():
     check_groups(nb, out)
     check_pbt(nb, out)
     check_best_model(out)
+    check_two_objectives(out)
 
 
 def kept_frames(nb) -> dict:
@@ -147,3 +148,15 @@ def check_best_model(out: str) -> None:
     assert line, out[-2000:]
     assert line.group(2) == line.group(4)          # the trial's last checkpoint, of its last epoch
     assert line.group(3) == line.group(5)
+
+
+def check_two_objectives(out: str) -> None:
+    """Two objectives (issue 48): ASHA stopped some trials by dominance; the front printed is a
+    staircase (more parameters, less error), each trial's values as its record keeps them."""
+    ran = re.search(r"two objectives: 18 trials, (\d+) stopped by dominance, (\d+) of 162 epochs", out)
+    assert ran and int(ran.group(1)) >= 1 and int(ran.group(2)) < 162
+    size = int(re.search(r"front: (\d+) trials", out).group(1))
+    front = [(float(p), float(e)) for p, e in
+             re.findall(r"trial +\d+ +params +(\d+) +error ([0-9.]+) +width", out)]
+    assert len(front) == size >= 1
+    assert all(a[0] < b[0] and a[1] > b[1] for a, b in zip(front, front[1:]))
