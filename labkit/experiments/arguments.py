@@ -29,6 +29,7 @@ from ..errors import InputError, require_callable
 from ..scheduling import FunctionCallable
 from .objectives.declared import is_modes, is_names, objectives_of
 from .search import Search, is_sampler, search_of
+from .search.pbt import refuse_several
 from .search.rules import check_rule, own_rule
 from .search.space import Space
 
@@ -235,13 +236,16 @@ def prepare(config: SweepConfig) -> Prepared:
             argument="trials",
         )
     space.check_pickles()
+    names, modes = config.objectives
     # a copy: the rule's records (ASHA's rungs) belong to this sweep, not to the object given
-    rule = own_rule(check_rule(config.early_stop))
+    rule = own_rule(check_rule(config.early_stop, names))
+    refuse_several(config.search, names)  # lk.PBT ranks by one metric
     if config.scheduler is not None and config.scheduler.closed:
         raise InputError("the scheduler is shut down", argument="scheduler")
     # metric and mode are set here: SWEEP_CONSTRAINTS refuse None when the config is made
-    names, modes = config.objectives
-    return Prepared(space, rule, search_of(config.search, space, modes[0], names[0]))
+    if len(names) == 1:  # one objective: as ever
+        return Prepared(space, rule, search_of(config.search, space, modes[0], names[0]))
+    return Prepared(space, rule, search_of(config.search, space, modes, names))
 
 
 def function_of(fn: Any) -> tuple[Callable, bool]:

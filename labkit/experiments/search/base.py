@@ -122,14 +122,17 @@ def is_sampler(value: Any) -> bool:
     return isinstance(value, optuna.samplers.BaseSampler)
 
 
-def search_of(search: Any, space: Space, mode: str, metric: str | None = None) -> Search:
+def search_of(
+    search: Any, space: Space, mode: str | tuple, metric: str | tuple | None = None
+) -> Search:
     """The :class:`Search` for ``lk.sweep``'s ``search=`` on ``space`` (``mode``: min or max).
 
     ``"random"`` is :class:`RandomSearch`; an :class:`~.pbt.PBT` a copy of its own
     for this sweep (:meth:`~.pbt.PBT.bound`); an Optuna sampler an
     :class:`~.optuna_search.OptunaSearch` of a fresh in-memory study (it needs
     a space of distributions: a grid or a list is an InputError naming
-    ``search``); anything else is an InputError naming ``search``.
+    ``search``); anything else is an InputError naming ``search``.  Several
+    objectives come as tuples of ``mode`` and ``metric`` (PBT refuses them first).
     """
     if isinstance(search, str) and search == "random":
         return RandomSearch()

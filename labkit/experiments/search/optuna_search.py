@@ -30,6 +30,12 @@ import numbers
 import traceback
 from typing import Any
 
+from ..objectives.samplers import (
+    CONSTRAINTS_ATTR,
+    OPTUNA_CONSTRAINTS_KEY,
+    check_several,
+    directions_of,
+)
 from ..trials.record import TrialRecord
 from ..trials.status import Status
 from .optuna_log import quiet
@@ -45,23 +51,33 @@ logger = logging.getLogger("labkit.experiments")
 class OptunaSearch:
     """``search=sampler``: the sampler's in-memory study mirrors the sweep (module docstring).
 
-    ``metric``: the sweep's metric, whose stored reports a resumed study is told.
+    ``metric``: the sweep's metric, whose stored reports a resumed study is told; with
+    several objectives, ``metric`` and ``mode`` are tuples: the study has their
+    ``directions``, each end is told every objective's final value (Optuna takes no
+    intermediate values then), and a trial's constraint values (``lk.sweep``'s
+    ``constraints=``) are kept on its Optuna trial for a constraint-aware sampler
+    (:mod:`labkit.experiments.objectives.samplers`).
     """
 
     asks = True
 
-    def __init__(self, sampler: Any, space: Space, mode: str, metric: str | None = None):
+    def __init__(
+        self, sampler: Any, space: Space, mode: str | tuple, metric: str | tuple | None = None
+    ):
         import optuna
 
         self.name = type(sampler).__name__
         self.distributions, self.constants = distributions_of(space)
         check_sampler(sampler, space, self.distributions)  # before anything runs
+        self.names = (metric,) if metric is None or isinstance(metric, str) else tuple(metric)
+        directions = directions_of((mode,) if isinstance(mode, str) else mode)
+        if len(directions) > 1:
+            with quiet():
+                check_several(sampler, self.distributions, directions)
         sampler = own_sampler(sampler)  # a later sweep of the same object: a fresh copy
-        self.space, self.sampler, self.metric = space, sampler, metric
+        self.space, self.sampler, self.metric = space, sampler, self.names[0]
         with quiet():
-            self._study = optuna.create_study(
-                sampler=sampler, direction="maximize" if mode == "max" else "minimize"
-            )
+            self._study = optuna.create_study(sampler=sampler, directions=directions)
         self._trials: dict[int, Any] = {}  # labkit trial id -> its running Optuna trial
         self._steps: dict[int, set] = {}  # steps told of each running trial
         self._known: dict[int, dict] = {}  # stored configurations of trials that run again
@@ -92,6 +108,8 @@ class OptunaSearch:
         """Tell ``value`` at ``step`` as an intermediate value (an int step >= 0, once a step)."""
         trial, at = self._trials.get(trial_id), _int_step(step)
         value = _finite(value)
+        if len(self.names) > 1:  # Optuna keeps no intermediate values of several objectives
+            return None
         if trial is None or at is None or value is None or at in self._steps[trial_id]:
             return None  # a restart reports steps again: told once
         self._steps[trial_id].add(at)
@@ -108,10 +126,12 @@ class OptunaSearch:
         self._steps.pop(record.id, None)
         if trial is None:  # never asked in this run (a pending trial stopped by hand)
             return
-        state, value = _outcome(record)
+        state, values = _outcome(record, self.names)
         try:
             with quiet():
-                self._study.tell(trial, value, state=state)
+                if record.constraints is not None:  # read by stored_constraints
+                    trial.set_user_attr(CONSTRAINTS_ATTR, list(record.constraints))
+                self._study.tell(trial, values, state=state)
         except Exception as exc:  # noqa: BLE001
             if _stops_study(exc):  # a grid exhausted: labkit's trials= decides when to stop
                 return
@@ -132,19 +152,23 @@ class OptunaSearch:
         params = {n: record.config[n] for n in self.distributions if n in record.config}
         if len(params) < len(self.distributions):  # never started: no configuration
             return
-        state, value = _outcome(record)
-        intermediate = _intermediate(record, self.metric)
+        state, values = _outcome(record, self.names)
+        intermediate = _intermediate(record, self.metric) if len(self.names) == 1 else {}
         if state == optuna.trial.TrialState.PRUNED and intermediate:
-            value = intermediate[max(intermediate)]  # as study.tell keeps a pruned trial's value
+            values = [intermediate[max(intermediate)]]  # as study.tell keeps a pruned one's
+        told = {} if record.constraints is None else {CONSTRAINTS_ATTR: list(record.constraints)}
+        kept = {} if record.constraints is None else {OPTUNA_CONSTRAINTS_KEY: record.constraints}
         try:
             with quiet():
                 self._study.add_trial(
                     optuna.trial.create_trial(
                         state=state,
-                        value=value,
+                        values=values,
                         params=params,
                         distributions=self.distributions,
                         intermediate_values=intermediate,
+                        user_attrs=told,
+                        system_attrs=kept,  # as the sampler's after_trial puts them
                     )
                 )
         except Exception:  # noqa: BLE001 - a stored trial Optuna refuses is left out
@@ -175,13 +199,16 @@ def _stops_study(exc: BaseException) -> bool:
     )
 
 
-def _outcome(record: TrialRecord) -> tuple[Any, float | None]:
-    """Optuna's state and value for how ``record`` ended."""
+def _outcome(record: TrialRecord, names: tuple) -> tuple[Any, list | None]:
+    """Optuna's state and values for how ``record`` ended (``names``: the objectives)."""
     from optuna.trial import TrialState
 
-    value = _finite(record.value)
-    if record.status == Status.COMPLETED and value is not None:
-        return TrialState.COMPLETE, value
+    if len(names) == 1:
+        values = [_finite(record.value)]
+    else:
+        values = [_finite((record.objectives or {}).get(n)) for n in names]
+    if record.status == Status.COMPLETED and None not in values:
+        return TrialState.COMPLETE, values
     if record.status == Status.STOPPED:
         return TrialState.PRUNED, None
     return TrialState.FAIL, None
