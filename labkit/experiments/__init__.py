@@ -45,6 +45,7 @@ and find a run's sweep through ``run.sweep``), ``labkit.data_parallel`` or
 """
 
 from .loading import load_sweep
+from .objectives.samplers import stored_constraints
 from .search import PBT
 from .search.exploits import ExploitRecord
 from .search.rules import ASHA, History, Median, Rule
@@ -78,4 +79,5 @@ __all__ = [
     "LiveSweep",
     "live_sweep",
     "Status",
+    "stored_constraints",
 ]

@@ -108,6 +108,10 @@ SWEEP_CONSTRAINTS: dict[str, list] = {
     ],
     "storage_options": [Satisfies(_options, "a dict of fsspec's options"), None],
     "keep_best": [count(1), None],
+    "constraints": [
+        Satisfies(callable, "a function of the final metrics returning constraint values"),
+        None,
+    ],
 }
 
 
@@ -143,6 +147,7 @@ class SweepConfig:
     checkpoints: Any = None
     storage_options: dict | None = None
     keep_best: int | None = None
+    constraints: Any = None
 
     def __post_init__(self) -> None:
         __tracebackhide__ = True

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
 from .launch.worker_namer import WorkerNamer
-from .objectives.declared import checked_final, final_values
+from .objectives.declared import checked_final, final_fields
 from .search.chain import DecisionChain
 from .search.searcher import Searcher
 from .spec import SweepSpec
@@ -270,7 +270,7 @@ class SweepEngine:
                 self.wake()
                 return
             status, fields = verdict(s.id, s.history, s.stop, outcome, self.metric)
-            status, fields = checked_final(s.id, status, fields, self.sweep.objectives, outcome)
+            status, fields = checked_final(s.id, status, fields, self.sweep, outcome)
             event = self.end(s, status, **fields)
             # runners that pull trials need no loop to start the next; the loop is woken
             # when there is nothing left to pull (to end), or for launchers it feeds
@@ -338,7 +338,7 @@ class SweepEngine:
     def end(self, s: TrialState, status: Status, **fields: Any) -> TrialFinished:
         """Record the end of ``s`` (call under the lock); its event, for the caller to emit.
 
-        ``fields``: ``metrics``, ``error``, ``traceback``, ``reason``.
+        ``fields``: ``metrics``, ``error``, ``traceback``, ``reason``, ``constraints``.
         """
         metrics = fields.get("metrics")
         value, best = s.record.value, s.record.best
@@ -356,7 +356,7 @@ class SweepEngine:
             value=value,
             best=best,
             ended=time.time(),
-            objectives=final_values(self.sweep.objectives, metrics),
+            **final_fields(self.sweep.objectives, fields),
         )
         if self.launcher is not None:
             self.launcher.ended(s)

@@ -39,6 +39,7 @@ class SweepSpec:
     #: ``mode`` are the first's): several make a Pareto front (issue 48)
     objectives: tuple = ()
     modes: tuple = ()
+    constraints: Any = None  # fn(final metrics) -> values, each <= 0 when satisfied
 
     def __post_init__(self) -> None:
         if not self.objectives:  # a single metric, as ever
@@ -67,6 +68,7 @@ class SweepSpec:
             mode=modes[0],
             objectives=names,
             modes=modes,
+            constraints=config.constraints,
             trials=trials,
             rule=prepared.rule,
             max_failures=config.max_failures,
@@ -106,6 +108,7 @@ class SweepSpec:
             # the URL alone: storage_options may hold secrets (give them again to load)
             "checkpoints": self.checkpoints.location.url if self.checkpoints_given else None,
             "keep_best": self.keep_best,
+            "constraints": _named(self.constraints),
         }
 
     def rule_words(self) -> str | None:
@@ -130,3 +133,8 @@ def check_room(space: Space, total: int) -> None:
             f"{total} trials, but the list holds {space.size} configurations",
             argument="trials",
         )
+
+
+def _named(fn: Any) -> str | None:
+    """A function's name for the stored settings (the function itself is given on resume)."""
+    return None if fn is None else str(getattr(fn, "__qualname__", type(fn).__name__))

@@ -49,6 +49,14 @@ def sweep(config: SweepConfig) -> Any:
     * ``trials``: how many (every point of a grid or list by default); more on a resume.
     * ``metric``: the reported (or returned) metric that ranks trials; a trial's first report
       must hold it.  ``mode``: ``"min"`` or ``"max"``, whether lower or higher is better.
+      Several objectives: a tuple of 2 to 4 names and a tuple of as many modes
+      (``metric=("loss", "latency_ms"), mode=("min", "min")``); every trial reports (or
+      returns) each, ``record.objectives`` keeps their final values, ``result.pareto`` lists
+      the non-dominated trials and ``result.best`` refuses (no single trial is best).
+    * ``constraints``: ``fn(final metrics) -> sequence of floats``, each <= 0 when satisfied
+      (Optuna's ``constraints_func``); ``record.constraints`` keeps them, an infeasible trial
+      is never on the front nor the best, and a sampler built with
+      ``constraints_func=labkit.experiments.stored_constraints`` is told them.
     * ``scheduler``: where trials run (one at a time here when None); a trial is one long task
       taking ``workers_per_trial`` of the cluster's threads (room for a trial that is parallel
       itself); the sweep keeps every slot busy, ``max_concurrent`` trials at most.

@@ -37,3 +37,13 @@ def returns_one(config, trial):
 def returns_number(config, trial):
     """Returns a bare number: no answer to several objectives."""
     return config["x"]
+
+
+def loss_at_most_half(metrics):
+    """One constraint: ``loss <= 0.5`` (a value <= 0 is satisfied)."""
+    return [metrics["loss"] - 0.5]
+
+
+def broken_constraints(metrics):
+    """A constraints function that fails."""
+    raise KeyError("accuracy")
