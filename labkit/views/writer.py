@@ -211,11 +211,16 @@ class Writer:
         if force:
             self._force = True
             self._urgent.set()
-        self._wake.set()
+        # Set only if not set: setting takes the event's lock and wakes its waiters, and a
+        # hundred trial threads poke at once.  The writer clears the flag before it reads the
+        # version, so a poke skipped here is drawn by the draw that flag already asked for.
+        if not self._wake.is_set():
+            self._wake.set()
 
     def __call__(self, event=None) -> None:
         """Subscribe the writer itself (after the tracker) to be poked by every event."""
-        self._wake.set()
+        if not self._wake.is_set():
+            self._wake.set()
 
     @property
     def running(self) -> bool:

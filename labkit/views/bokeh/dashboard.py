@@ -29,6 +29,7 @@ from bokeh.layouts import column
 from ...constraints import Interval, Satisfies, check_argument
 from ...errors import SchedulerError
 from .. import writer
+from ..fold_queue import FOLD_EVERY, FoldQueue
 from ..live import LiveView
 from ..trackers.cluster_sampler import ClusterSampler
 from ..trackers.device_names import DeviceNames
@@ -164,23 +165,47 @@ def stop_dashboard(scheduler) -> bool:
 
 
 class _Fold:
-    """What the dashboard's one subscription feeds: the tracker, and the sweeps' shelf."""
+    """What the dashboard's one subscription feeds: the tracker, and the sweeps' shelf.
 
-    def __init__(self, tracker: Tracker, shelf: SweepShelf):
+    The events are folded off the engine's threads (:class:`~labkit.views.fold_queue.FoldQueue`):
+    by a session about to draw (:meth:`drain`, or the sweeps' :meth:`refresh`), or
+    when they waited too long.
+    """
+
+    def __init__(self, tracker: Tracker, shelf: SweepShelf, every=FOLD_EVERY):
         self.tracker, self.shelf = tracker, shelf
+        self.queue = FoldQueue(self._fold, every=every)
 
     @property
     def version(self) -> int:
         return self.tracker.version
 
     def __call__(self, event) -> None:
+        self.queue(event)
+
+    def _fold(self, event) -> None:
         self.tracker(event)
         self.shelf(event)
 
+    def drain(self) -> None:
+        """Fold every event waiting."""
+        self.queue.drain()
+
+    def refresh(self) -> None:
+        """The sweeps as a session reads them (:class:`~.sweep_shelf.Sweeps`): folded first."""
+        self.queue.drain()
+        self.shelf.refresh()
+
+    def feeds(self) -> list:
+        """Every sweep's tracker, oldest first."""
+        return self.shelf.feeds()
+
     def snapshot(self):
+        self.queue.drain()
         return self.tracker.snapshot()
 
     def source_ended(self) -> None:
+        self.queue.drain()
         self.tracker.source_ended()
 
 
@@ -195,10 +220,12 @@ class _Dashboard:
         # may be changed.
         self.tracker = Tracker()
         self.shelf = SweepShelf(scheduler, sink=self.tracker)
-        self.feed = LiveView(scheduler, tracker=_Fold(self.tracker, self.shelf))
+        self.fold = _Fold(self.tracker, self.shelf)  # events folded off the engine's threads
+        self.feed = LiveView(scheduler, tracker=self.fold)
         self.names = DeviceNames([scheduler])
         client = client_of(scheduler)
         self.sampler = ClusterSampler(client, self.tracker).start() if client else None
+        self.fold.drain()  # the events so far before the sweeps begun before, as they came
         self.shelf.refresh()  # the sweeps begun before: their runs and trials told
         self.server = BokehServer(self._make_document, port, origins)
         try:
@@ -216,13 +243,14 @@ class _Dashboard:
         )
 
         def update():
+            self.fold.drain()  # the events that came since, folded here: off the trials' threads
             panel.update(self.tracker.snapshot())  # first: the components follow its run
             components.update()
 
         update()
         doc.title = self.title
         doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
-        attach_sweeps(doc, self.shelf, self.names.short)
+        attach_sweeps(doc, self.fold, self.names.short)
         pacer = writer.Pacer()
         last = [time.thread_time()]
 

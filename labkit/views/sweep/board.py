@@ -18,14 +18,16 @@ cancel) answer that the sweep ended.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 
 from ...experiments.live import live_sweep
+from ..fold_queue import FoldQueue
 from ..live import LiveView, State
 from ..trackers.device_names import DeviceNames
-from ..trackers.sweep_tracker import SweepTracker
+from ..trackers.sweep_tracker import SweepChanges, SweepTracker
 from .frames import FrameEncoder
 
 __all__ = ["SweepBoard", "sweep_board"]
@@ -57,6 +59,7 @@ class SweepBoard(LiveView):
         try:
             self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
+                self.tracker.queue.drain()  # the events so far before the seed, as they came
                 self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             self.encoder = FrameEncoder(self.sweep_tracker, names=DeviceNames(run.sources))
             self._send_lock = threading.Lock()  # one frame at a time, in seq order
@@ -95,6 +98,7 @@ class SweepBoard(LiveView):
     def paint(self) -> None:
         """Send the whole state now (a page said hello); once the sweep ended, the kept frame
         by name (the frames after it, a writer's draw at the end, carry nothing new)."""
+        self.tracker.queue.drain()  # the events waiting to be folded are in it
         with self._send_lock:
             if self.widget.last:
                 self._send(self._named(self.widget.kept_key, self.encoder.named()))
@@ -164,20 +168,30 @@ class SweepBoard(LiveView):
 
 
 class _Changes:
-    """The tracker as the board's writer reads it: each snapshot is what changed since the last."""
+    """The tracker as the board's writer reads it: each snapshot is what changed since the last.
+
+    Events are folded off the engine's threads (:class:`~labkit.views.fold_queue.FoldQueue`):
+    by the writer just before it takes what changed, or when they waited too long.
+    Its version moves as events come, before they are folded, so the writer wakes.
+    """
 
     def __init__(self, tracker: SweepTracker):
         self._tracker = tracker
+        self.queue = FoldQueue(tracker)
 
     def __call__(self, event) -> None:
-        self._tracker(event)
+        self.queue(event)
 
     @property
     def version(self) -> int:
-        return self._tracker.version
+        """Moves when an event comes (before it is folded) and when the tracker changes."""
+        return self._tracker.version + self.queue.received
 
-    def snapshot(self):
-        return self._tracker.take()
+    def snapshot(self) -> SweepChanges:
+        received = self.queue.received  # every event counted here is folded by the drain
+        self.queue.drain()
+        changes = self._tracker.take()
+        return dataclasses.replace(changes, version=changes.version + received)
 
 
 def _stamp(t: float | None) -> float | None:
