@@ -14,6 +14,14 @@ For each: the wall time, the most workers seen (the cluster grew to), and the
 seconds from the end of the work until the cluster is back at its minimum.
 Target (issue 47): labkit <= 1.3x raw Dask's wall time, back at the minimum
 within 30 s.  The ideal is 16 x 2 s / 4 workers = 8 s plus the workers' start.
+
+3. **Lifetimes** (``--lifetimes``): ``lk.DaskScheduler(mode="processes",
+   n_workers=4)`` with ``lifetime="15s", lifetime_stagger="3.75s",
+   lifetime_restart=True`` against the same without lifetimes; a sweep of 64
+   trials x 8 epochs x 0.5 s, a checkpoint each epoch, ``max_failures=1``.
+   Failed trials, moves, and the wall-time ratio (target: 0 failed, <= 1.3x).
+   What sets the floor: the work since a trial's last checkpoint plus a
+   worker's restart.
 """
 
 from __future__ import annotations
@@ -117,10 +125,66 @@ def run_labkit(n: int, seconds: float, maximum: int) -> dict:
     return {"wall": wall, "most": count.most, "back": back, "counts": result.counts()}
 
 
+def epochs(config, trial):
+    """8 epochs of 0.5 s, a checkpoint each; goes on from its last checkpoint."""
+    start = trial.restore() or 0
+    for epoch in range(start, int(config["epochs"])):
+        time.sleep(float(config["pause"]))
+        trial.report(epoch, loss=config["x"] / (epoch + 1))
+        trial.checkpoint(epoch + 1)
+    return {"loss": config["x"] / int(config["epochs"])}
+
+
+def run_lifetimes(trials: int, epochs_: int, lifetime: bool) -> dict:
+    """A sweep of ``trials`` x ``epochs_`` x 0.5 s on 4 worker processes, with or without
+    a 15 s lifetime (restarted); its wall time, counts and moves."""
+    options = {}
+    if lifetime:
+        options = dict(lifetime="15s", lifetime_stagger="3.75s", lifetime_restart=True)
+    with lk.DaskScheduler(mode="processes", n_workers=4, **options) as s:
+        s.client.wait_for_workers(4)
+        start = time.perf_counter()
+        result = lk.sweep(
+            epochs,
+            {"x": lk.uniform(0, 1), "epochs": epochs_, "pause": 0.5},
+            trials=trials,
+            metric="loss",
+            mode="min",
+            scheduler=s,
+            store=None,
+            seed=0,
+            max_failures=1,
+            wait=False,
+        ).result(timeout=1800)
+        wall = time.perf_counter() - start
+    moves = sum(t.moves for t in result.trials)
+    return {"wall": wall, "counts": result.counts(), "moves": moves}
+
+
+def lifetimes(quick: bool) -> None:
+    """Part 3: the same sweep with and without worker lifetimes."""
+    trials, epochs_ = (8, 4) if quick else (64, 8)
+    print(f"4 worker processes; {trials} trials x {epochs_} x 0.5 s, a checkpoint each epoch")
+    plain = run_lifetimes(trials, epochs_, False)
+    print(f"no lifetime             wall {plain['wall']:6.1f} s   {plain['counts']}")
+    aged = run_lifetimes(trials, epochs_, True)
+    print(
+        f"lifetime 15s +- 3.75s   wall {aged['wall']:6.1f} s   {aged['counts']}   "
+        f"moves {aged['moves']}"
+    )
+    print(
+        f"=> with / without lifetimes (wall): {aged['wall'] / plain['wall']:.2f}x (target <= 1.3x)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke test: 4 x 1 s, at most 2")
+    parser.add_argument("--lifetimes", action="store_true", help="part 3 alone")
     args = parser.parse_args()
+    if args.lifetimes:
+        lifetimes(args.quick)
+        return
     n, seconds, maximum = (4, 1.0, 2) if args.quick else (16, 2.0, 4)
     print(
         f"adaptive LocalCluster(n_workers=1).adapt(minimum=1, maximum={maximum}); "

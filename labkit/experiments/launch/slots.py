@@ -94,8 +94,9 @@ class SlotLauncher(Launcher):
 
         On an adaptive cluster each trial that waits has a slot task queued as
         well (up to ``max_concurrent``, or :attr:`DEMAND`): Dask's adaptive
-        target counts queued tasks, so the cluster grows for the sweep, and
-        shrinks once its tasks end.
+        target counts queued tasks, so the cluster grows for the sweep; those no
+        trial waits for any more are cancelled, so that it shrinks as the sweep
+        winds down.
         """
         engine, slots = self.engine, self.slots()  # slots() may ask the scheduler: not locked
         demand = (self.max_concurrent or self.DEMAND) if self.scheduler.adaptive else 0
@@ -103,11 +104,16 @@ class SlotLauncher(Launcher):
             if self.closed:
                 return
             wanted = min(slots, len(self.tasks) + len(engine.pending))
+            surplus: list = []
             if demand:  # a slot task for each trial running or waiting
                 wanted = max(wanted, min(demand, len(self.where) + len(engine.pending)))
+                surplus = self._surplus(wanted)
             numbers = [next(self._numbers) for _ in range(wanted - len(self.tasks))]
             for number in numbers:
                 self.tasks[number] = None
+        if surplus:
+            with contextlib.suppress(Exception):
+                self.client.cancel(surplus)
         for number in numbers:
             future = self.client.submit(
                 run_slot,
@@ -124,6 +130,13 @@ class SlotLauncher(Launcher):
                     self.tasks[number] = future
             self.batch.track([future])
             future.add_done_callback(lambda f, n=number: self._task_done(n, f))
+
+    def _surplus(self, wanted: int) -> list:
+        """Forget slot tasks beyond ``wanted`` that serve no line (queued: no trial waits
+        for them); their futures, to cancel.  Under the engine's lock."""
+        idle = [n for n, f in self.tasks.items() if f is not None and n not in self.lines]
+        extra = idle[: max(0, len(self.tasks) - wanted)]
+        return [self.tasks.pop(n) for n in extra]
 
     def _task_done(self, number: int, future) -> None:
         """A slot's task ended (a Dask thread): forget it; the loop starts another if needed."""
