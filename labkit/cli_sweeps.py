@@ -1,7 +1,8 @@
 """``labkit sweeps STORE``: the sweeps a sweep store keeps, listed without a notebook.
 
 As ``optuna-dashboard sqlite:///...`` and ``mlflow ui`` do for theirs: each
-sweep's name, metric, trials by status, best trial and value, when it started
+sweep's name, metric, trials by status, best trial and value (the size of the
+Pareto front for a sweep of several objectives), when it started
 and when it was last written (:mod:`labkit.experiments.store.catalog`), as an
 aligned table or ``--json``.  The store is opened read-only; a missing,
 corrupt or foreign file is said in one line naming it (exit status 1).
@@ -23,11 +24,13 @@ def sweeps_parser(commands: Any) -> argparse.ArgumentParser:
         help="list the sweeps of a sweep store (trials by status, the best, checkpoints kept, when)",
         description="List the sweeps kept in the sweep store STORE (the SQLite file lk.sweep "
         "writes, experiments.db by default): each sweep's name, metric, trials by status, "
-        "its best trial and value, the bytes of checkpoints it keeps (at its checkpoint location), when it started and when it was last written. The store "
+        "its best trial and value (several objectives: the size of its Pareto front), the bytes of checkpoints it keeps (at its checkpoint location), when it started and when it was last written. The store "
         "is opened read-only: one a running sweep writes, or one on a read-only disk, lists "
         "as it is.",
         epilog="--json prints a list of objects: name, metric, mode, trials, counts "
-        "({status: n}), best ({trial, value} or null), checkpoint_bytes (the checkpoints kept, "
+        "({status: n}), best ({trial, value} or null), front (the size of the Pareto front of "
+        "a sweep of several objectives, whose metric and mode are lists; null otherwise), "
+        "checkpoint_bytes (the checkpoints kept, "
         "after retention), started and last_written (Unix seconds).",
     )
     sweeps.add_argument("store", metavar="STORE", help="the sweep store, e.g. experiments.db")

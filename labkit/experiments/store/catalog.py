@@ -26,13 +26,14 @@ import time
 from typing import Any
 
 from ...errors import StorageError
+from ..objectives.dominance import pareto_front
 from ..trials.status import ORDER, RANKED
 from .database import Store
 from .reads import one_read
 
 __all__ = ["summaries", "summary", "store_file", "format_summaries", "summaries_json"]
 
-_SWEEPS = "SELECT name, metric, mode, created, updated FROM sweeps ORDER BY created"
+_SWEEPS = "SELECT * FROM sweeps ORDER BY created"  # a version-4 store has no objectives
 
 
 def summaries(path: Any) -> list[dict]:
@@ -59,7 +60,9 @@ def summary(store: Store, row: dict) -> dict:
     """The sweep of ``row`` (of the table ``sweeps``) in ``store``, at a glance.
 
     ``{"name", "metric", "mode", "trials", "counts": {status: n}, "best":
-    {"trial", "value"} | None, "started", "last_written"}``; times are Unix
+    {"trial", "value"} | None, "front", "started", "last_written"}``: a sweep of
+    several objectives has lists of ``metric`` and ``mode``, no ``best`` and the
+    size of its Pareto front as ``front`` (None for one metric); times are Unix
     seconds: when the sweep was made, and its newest write (a trial's start or
     end, a report, its settings).
     """
@@ -75,13 +78,15 @@ def summary(store: Store, row: dict) -> dict:
         "SELECT MAX(started) AS started, MAX(ended) AS ended FROM trials WHERE sweep = ?", (name,)
     )[0]
     newest = [row["updated"], times["started"], times["ended"], store.last_report_time(name)]
+    pairs = json.loads(row.get("objectives") or "null")  # several objectives: [[name, mode]...]
     return {
         "name": name,
-        "metric": row["metric"],
-        "mode": row["mode"],
+        "metric": row["metric"] if not pairs else [n for n, _ in pairs],
+        "mode": row["mode"] if not pairs else [m for _, m in pairs],
         "trials": sum(counted.values()),
         "counts": {s: counted[s] for s in order if s in counted},
-        "best": _best(store, name, row["mode"]),
+        "best": None if pairs else _best(store, name, row["mode"]),
+        "front": _front_size(store, name, pairs) if pairs else None,
         "checkpoint_bytes": _kept_bytes(store, name),
         "started": row["created"],
         "last_written": max((t for t in newest if isinstance(t, (int, float))), default=None),
@@ -98,6 +103,22 @@ def _best(store: Store, sweep: str, mode: str) -> dict | None:
         (sweep,),
     )  # a NaN is stored as the text 'NaN': never the best
     return {"trial": rows[0]["id"], "value": rows[0]["value"]} if rows else None
+
+
+def _front_size(store: Store, sweep: str, pairs: list) -> int:
+    """How many trials are on the sweep's Pareto front (as ``SweepResult.pareto``)."""
+    ranked = ", ".join(f"'{s.value}'" for s in RANKED)
+    rows = store.read(
+        f"SELECT objectives, constraints FROM trials WHERE sweep = ? AND status IN ({ranked}) "
+        "AND objectives IS NOT NULL",
+        (sweep,),
+    )
+    points = []
+    for r in rows:
+        values, bounds = json.loads(r["objectives"]), json.loads(r["constraints"] or "[]")
+        if all(b <= 0 for b in bounds) and all(n in values for n, _ in pairs):
+            points.append([values[n] for n, _ in pairs])
+    return len(pareto_front(points, [m for _, m in pairs])) if points else 0
 
 
 def _kept_bytes(store: Store, sweep: str) -> int:
@@ -125,14 +146,18 @@ def format_summaries(rows: list[dict]) -> str:
     statuses = list(dict.fromkeys(s for r in rows for s in r["counts"]))
     head = ["SWEEP", "METRIC", "TRIALS", *(s.upper() for s in statuses)]
     head += ["BEST (TRIAL)", "CHECKPOINTS", "STARTED", "LAST WRITTEN"]
-    numeric = {"TRIALS", "CHECKPOINTS", *(s.upper() for s in statuses)}
+    several = any(r.get("front") is not None for r in rows)
+    if several:  # a sweep of several objectives: its Pareto front's size, not a best
+        head.insert(head.index("BEST (TRIAL)") + 1, "FRONT")
+    numeric = {"TRIALS", "CHECKPOINTS", "FRONT", *(s.upper() for s in statuses)}
     cells = [
         [
             _printable(r["name"]),
-            _printable(f"{r['metric']} ({r['mode']})"),
+            _printable(_objectives(r["metric"], r["mode"])),
             str(r["trials"]),
             *(str(r["counts"].get(s, 0)) for s in statuses),
             "-" if r["best"] is None else f"{_number(r['best']['value'])} ({r['best']['trial']})",
+            *([] if not several else ["-" if r.get("front") is None else str(r["front"])]),
             _bytes(r.get("checkpoint_bytes")),
             _when(r["started"]),
             _when(r["last_written"]),
@@ -159,6 +184,13 @@ def summaries_json(rows: list[dict]) -> str:
             row = {**row, "best": {**best, "value": str(best["value"])}}
         out.append(row)
     return json.dumps(out, indent=2)
+
+
+def _objectives(metric: Any, mode: Any) -> str:
+    """``loss (min)``, or ``loss (min), latency_ms (min)`` for several objectives."""
+    if isinstance(metric, str):
+        return f"{metric} ({mode})"
+    return ", ".join(f"{n} ({m})" for n, m in zip(metric, mode, strict=True))
 
 
 def _printable(text: str) -> str:
