@@ -141,12 +141,17 @@ def test_probe_on_a_bucket_that_does_not_exist_names_the_url_and_the_worker(s3):
     assert info.value.where["worker"] == "worker tcp://127.0.0.1:4321"
 
 
-def test_probe_with_wrong_credentials_names_the_url(s3):
+def test_probe_of_an_endpoint_nobody_listens_on_names_the_url(s3):
     url, options = s3
-    where = CheckpointLocation(f"{url}/sweeps", {**options, "endpoint_url": "http://127.0.0.1:9"})
+    unreachable = {
+        **options,
+        "endpoint_url": "http://127.0.0.1:9",  # the discard port: refused at once
+        "config_kwargs": {"retries": {"max_attempts": 1}},  # botocore would back off 10 s
+    }
+    where = CheckpointLocation(f"{url}/sweeps", unreachable)
     with pytest.raises(StorageError, match="s3://labkit-tests/sweeps") as info:
         where.probe("the client")
-    assert "the client" in str(info.value)
+    assert "the client" in str(info.value) and "EndpointConnectionError" in str(info.value)
 
 
 def _read_only_folder(tmp_path):
