@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ...errors import InputError
 
@@ -40,12 +40,15 @@ CONSTRAINTS_ATTR = "labkit.constraints"
 OPTUNA_CONSTRAINTS_KEY = "constraints"
 
 
-def directions_of(modes: Sequence[str]) -> list[str]:
+Direction = Literal["minimize", "maximize"]
+
+
+def directions_of(modes: Sequence[str]) -> list[Direction]:
     """Optuna's directions for labkit's modes (``"min"`` -> ``"minimize"``)."""
     return ["maximize" if m == "max" else "minimize" for m in modes]
 
 
-def check_several(sampler: Any, distributions: dict, directions: list[str]) -> None:
+def check_several(sampler: Any, distributions: dict, directions: list[Direction]) -> None:
     """A copy of ``sampler`` asks once on a scratch study of ``directions``; an InputError
     naming ``search`` if Optuna says the sampler takes one objective only."""
     import optuna

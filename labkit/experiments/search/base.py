@@ -139,8 +139,9 @@ def search_of(
     from .pbt import PBT
 
     if isinstance(search, PBT):
-        own = search.bound(space, mode)
-        own.metric = metric or ""
+        # one metric here: a PBT of several objectives was refused (pbt.refuse_several)
+        own = search.bound(space, str(mode))
+        own.metric = str(metric or "")
         return own
     if not is_sampler(search) and isinstance(search, Search):
         return search  # a search of one's own
