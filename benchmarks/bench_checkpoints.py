@@ -62,15 +62,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 SIZES = {
-    "full": dict(trials=8, epochs=5, pause=0.2, state_mb=50, workers=4, repeat=3,
-                 pbt_steps=10, pbt_interval=2),
-    "quick": dict(trials=4, epochs=2, pause=0.05, state_mb=2, workers=2, repeat=1,
-                  pbt_steps=4, pbt_interval=2),
+    "full": dict(
+        trials=8,
+        epochs=5,
+        pause=0.2,
+        state_mb=50,
+        workers=4,
+        repeat=3,
+        pbt_steps=10,
+        pbt_interval=2,
+    ),
+    "quick": dict(
+        trials=4, epochs=2, pause=0.05, state_mb=2, workers=2, repeat=1, pbt_steps=4, pbt_interval=2
+    ),
 }
 MB = 2**20
 
 
 # -- the trials (shipped to the worker processes by value) ------------------------------
+
 
 def _state(config):
     """The trial's state: ``state_mb`` of float64 made on the worker, not compressible."""
@@ -123,8 +133,9 @@ def s3fs_by_hand(config, trial):
     """(b) on S3: the trial puts its ``np.save`` bytes with s3fs itself."""
     import s3fs
 
-    fs = s3fs.S3FileSystem(endpoint_url=config["endpoint"], key=config["key"],
-                           secret=config["secret"])
+    fs = s3fs.S3FileSystem(
+        endpoint_url=config["endpoint"], key=config["key"], secret=config["secret"]
+    )
     path = f"{config['bucket']}/by-hand/trial-{trial.id}.npy"
 
     def put(state):
@@ -152,6 +163,7 @@ def pbt_member(config, trial):
 
 
 # -- measuring ---------------------------------------------------------------------------
+
 
 class PeakRSS:
     """Samples this process's RSS every ``interval`` seconds on a thread; the peak growth."""
@@ -193,16 +205,31 @@ def run_sweep(fn, size, scheduler, folder, where=None, space=None):
     from labkit.checkpoints.location import CheckpointLocation
 
     run = tempfile.mkdtemp(prefix="run-", dir=folder)
-    space = {"x": lk.uniform(0, 1), "epochs": size["epochs"], "pause": size["pause"],
-             "state_mb": size["state_mb"], "folder": run, **(space or {})}
+    space = {
+        "x": lk.uniform(0, 1),
+        "epochs": size["epochs"],
+        "pause": size["pause"],
+        "state_mb": size["state_mb"],
+        "folder": run,
+        **(space or {}),
+    }
     place = where(run) if where else {}
     kept = 0.0
     try:
         with PeakRSS() as rss:
             began = time.perf_counter()
-            result = lk.sweep(fn, space, trials=size["trials"], metric="loss", mode="min",
-                              scheduler=scheduler, seed=0, store=os.path.join(run, "sweeps.db"),
-                              name=fn.__name__, **place)
+            result = lk.sweep(
+                fn,
+                space,
+                trials=size["trials"],
+                metric="loss",
+                mode="min",
+                scheduler=scheduler,
+                seed=0,
+                store=os.path.join(run, "sweeps.db"),
+                name=fn.__name__,
+                **place,
+            )
             took = time.perf_counter() - began
         assert result.counts() == {"completed": size["trials"]}, result.counts()
         if place:
@@ -235,9 +262,11 @@ def side_by_side(cases, size, scheduler, folder):
     ideal = size["trials"] * size["epochs"] * size["pause"] / size["workers"]
     medians = {label: statistics.median(times[label]) for label in times}
     for label in medians:
-        print(f"    {label:42s} median {medians[label]:6.2f} s ({medians[label] / ideal:5.2f}x "
-              f"ideal {ideal:.1f} s)   client peak RSS growth {grown[label]:7.1f} MiB"
-              + (f"   kept after {kept[label]:.0f} MiB" if kept[label] else ""))
+        print(
+            f"    {label:42s} median {medians[label]:6.2f} s ({medians[label] / ideal:5.2f}x "
+            f"ideal {ideal:.1f} s)   client peak RSS growth {grown[label]:7.1f} MiB"
+            + (f"   kept after {kept[label]:.0f} MiB" if kept[label] else "")
+        )
     return medians, grown
 
 
@@ -249,36 +278,52 @@ def show_ratio(label, value, target=None):
 
 # -- the parts ---------------------------------------------------------------------------
 
+
 def local_part(size, scheduler, folder):
     """(1) no checkpoints, np.save by hand, labkit to a local folder."""
-    print(f"\n[1] {size['trials']} trials x {size['epochs']} epochs x {size['pause']} s, "
-          f"{size['state_mb']} MB state checkpointed after every epoch, "
-          f"{size['workers']} worker processes, store on; local folder")
-    cases = [("(a) no checkpoints", no_checkpoints, {}),
-             ("(b) np.save by hand from the worker", np_save_by_hand, {}),
-             ("(b') np.save, a new file each epoch", np_save_new_files, {}),
-             ("(c) labkit trial.checkpoint", labkit_checkpoints,
-              {"where": lambda run: {"checkpoints": os.path.join(run, "checkpoints")}})]
+    print(
+        f"\n[1] {size['trials']} trials x {size['epochs']} epochs x {size['pause']} s, "
+        f"{size['state_mb']} MB state checkpointed after every epoch, "
+        f"{size['workers']} worker processes, store on; local folder"
+    )
+    cases = [
+        ("(a) no checkpoints", no_checkpoints, {}),
+        ("(b) np.save by hand from the worker", np_save_by_hand, {}),
+        ("(b') np.save, a new file each epoch", np_save_new_files, {}),
+        (
+            "(c) labkit trial.checkpoint",
+            labkit_checkpoints,
+            {"where": lambda run: {"checkpoints": os.path.join(run, "checkpoints")}},
+        ),
+    ]
     medians, grown = side_by_side(cases, size, scheduler, folder)
     a, b, b_new, c = (medians[label] for label, _, _ in cases)
     show_ratio("c/b: labkit / np.save by hand", c / b, 1.1)
     show_ratio("b/a: np.save by hand / no checkpoints", b / a)
     show_ratio("c/b': labkit / np.save to new files", c / b_new)
     show_ratio("c/a: labkit / no checkpoints", c / a)
-    print(f"    => client peak RSS growth with labkit's checkpoints: "
-          f"{grown[cases[-1][0]]:.1f} MiB   (target <= 100)")
+    print(
+        f"    => client peak RSS growth with labkit's checkpoints: "
+        f"{grown[cases[-1][0]]:.1f} MiB   (target <= 100)"
+    )
     return c / a
 
 
 def start_moto(folder):
     """moto's S3 server in a process of its own on a port the system picks; (process, URL)."""
-    code = ("import sys; from moto.server import ThreadedMotoServer; "
-            "s = ThreadedMotoServer('127.0.0.1', 0, verbose=False); s.start(); "
-            "print(s.get_host_and_port()[1], flush=True); sys.stdin.read(); s.stop()")
+    code = (
+        "import sys; from moto.server import ThreadedMotoServer; "
+        "s = ThreadedMotoServer('127.0.0.1', 0, verbose=False); s.start(); "
+        "print(s.get_host_and_port()[1], flush=True); sys.stdin.read(); s.stop()"
+    )
     log = os.path.join(folder, "moto.log")
     with open(log, "wb") as errors:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=errors)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
     port = proc.stdout.readline().decode().strip()  # the server binds port 0: no race
     if not port.isdigit():
         proc.kill()
@@ -297,15 +342,26 @@ def s3_part(size, scheduler, folder):
         s3fs.S3FileSystem(**options, skip_instance_cache=True).mkdir("bench")
         print(f"\n[2] the same on S3 (moto's server at {endpoint}, a process of its own)")
         hand = {"endpoint": endpoint, "key": "bench", "secret": "bench", "bucket": "bench"}
-        cases = [("(b) s3fs by hand from the worker", s3fs_by_hand, {"space": hand}),
-                 ("(c) labkit trial.checkpoint to s3://", labkit_checkpoints,
-                  {"where": lambda run: {"checkpoints": f"s3://bench/{os.path.basename(run)}",
-                                         "storage_options": options}})]
+        cases = [
+            ("(b) s3fs by hand from the worker", s3fs_by_hand, {"space": hand}),
+            (
+                "(c) labkit trial.checkpoint to s3://",
+                labkit_checkpoints,
+                {
+                    "where": lambda run: {
+                        "checkpoints": f"s3://bench/{os.path.basename(run)}",
+                        "storage_options": options,
+                    }
+                },
+            ),
+        ]
         medians, grown = side_by_side(cases, size, scheduler, folder)
         b, c = (medians[label] for label, _, _ in cases)
         show_ratio("c/b: labkit / s3fs by hand", c / b, 1.2)
-        print(f"    => client peak RSS growth with labkit's checkpoints on S3: "
-              f"{grown[cases[1][0]]:.1f} MiB   (target <= 100)")
+        print(
+            f"    => client peak RSS growth with labkit's checkpoints on S3: "
+            f"{grown[cases[1][0]]:.1f} MiB   (target <= 100)"
+        )
     finally:
         proc.stdin.close()
         try:
@@ -320,20 +376,40 @@ def pbt_part(size, scheduler, folder):
     import labkit as lk
 
     members = 8
-    print(f"\n[3] PBT: {members} members, {size['state_mb']} MB states, {size['pbt_steps']} "
-          f"steps of {size['pause']} s, interval {size['pbt_interval']}")
+    print(
+        f"\n[3] PBT: {members} members, {size['state_mb']} MB states, {size['pbt_steps']} "
+        f"steps of {size['pause']} s, interval {size['pbt_interval']}"
+    )
     run = tempfile.mkdtemp(prefix="pbt-", dir=folder)
-    space = {"x": lk.uniform(0, 1), "lr": lk.uniform(0.01, 0.1), "steps": size["pbt_steps"],
-             "pause": size["pause"], "state_mb": size["state_mb"]}
-    pbt = lk.PBT(interval=size["pbt_interval"], quantile=0.25,
-                 mutations={"lr": lk.uniform(0.01, 0.1)}, seed=0)
+    space = {
+        "x": lk.uniform(0, 1),
+        "lr": lk.uniform(0.01, 0.1),
+        "steps": size["pbt_steps"],
+        "pause": size["pause"],
+        "state_mb": size["state_mb"],
+    }
+    pbt = lk.PBT(
+        interval=size["pbt_interval"],
+        quantile=0.25,
+        mutations={"lr": lk.uniform(0.01, 0.1)},
+        seed=0,
+    )
     try:
         with PeakRSS() as rss:
             began = time.perf_counter()
-            result = lk.sweep(pbt_member, space, trials=members, metric="score", mode="max",
-                              scheduler=scheduler, seed=0, search=pbt, name="pbt",
-                              store=os.path.join(run, "sweeps.db"),
-                              checkpoints=os.path.join(run, "checkpoints"))
+            result = lk.sweep(
+                pbt_member,
+                space,
+                trials=members,
+                metric="score",
+                mode="max",
+                scheduler=scheduler,
+                seed=0,
+                search=pbt,
+                name="pbt",
+                store=os.path.join(run, "sweeps.db"),
+                checkpoints=os.path.join(run, "checkpoints"),
+            )
             took = time.perf_counter() - began
         print(f"    {'PBT, labkit checkpoints':42s} {took:6.2f} s   counts {result.counts()}")
         print(f"    => client peak RSS growth with PBT: {rss.grew_mb:.1f} MiB   (target <= 100)")
@@ -342,6 +418,7 @@ def pbt_part(size, scheduler, folder):
 
 
 # -- Ray Tune, in a Python of its own ------------------------------------------------------
+
 
 def ray_trial(config):
     """Part 1's trial on Ray Tune: a checkpoint (np.save in a folder) after every epoch."""
@@ -368,16 +445,25 @@ def ray_child(size: dict, folder: str) -> None:
     ray.init(num_cpus=size["workers"], include_dashboard=False, log_to_driver=False)
     took = {}
     try:
-        for checkpoint in ([False, True] * size["repeat"]):
-            space = {"x": tune.uniform(0, 1), "epochs": size["epochs"], "pause": size["pause"],
-                     "state_mb": size["state_mb"], "checkpoint": checkpoint}
+        for checkpoint in [False, True] * size["repeat"]:
+            space = {
+                "x": tune.uniform(0, 1),
+                "epochs": size["epochs"],
+                "pause": size["pause"],
+                "state_mb": size["state_mb"],
+                "checkpoint": checkpoint,
+            }
             tuner = tune.Tuner(
-                tune.with_resources(ray_trial, {"cpu": 1}), param_space=space,
-                tune_config=tune.TuneConfig(num_samples=size["trials"], metric="loss",
-                                            mode="min"),
+                tune.with_resources(ray_trial, {"cpu": 1}),
+                param_space=space,
+                tune_config=tune.TuneConfig(num_samples=size["trials"], metric="loss", mode="min"),
                 run_config=tune.RunConfig(
-                    storage_path=folder, name=f"bench-{checkpoint}-{time.time_ns()}", verbose=0,
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1)))
+                    storage_path=folder,
+                    name=f"bench-{checkpoint}-{time.time_ns()}",
+                    verbose=0,
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                ),
+            )
             began = time.perf_counter()
             tuner.fit()
             took.setdefault(str(checkpoint), []).append(time.perf_counter() - began)
@@ -388,15 +474,23 @@ def ray_child(size: dict, folder: str) -> None:
 
 def ray_part(size, folder, python, labkit_ratio):
     """(4) Ray Tune with checkpoints to a local storage_path, beside labkit's ratio."""
-    print(f"\n[4] Ray Tune on the trials of [1] ({size['workers']} CPUs), checkpoints to a "
-          "local storage_path, one kept a trial")
+    print(
+        f"\n[4] Ray Tune on the trials of [1] ({size['workers']} CPUs), checkpoints to a "
+        "local storage_path, one kept a trial"
+    )
     if python is None:
-        print("    skipped: ray does not import here; pass --ray-python (a Python with "
-              "ray[tune] installed for the benchmark only)")
+        print(
+            "    skipped: ray does not import here; pass --ray-python (a Python with "
+            "ray[tune] installed for the benchmark only)"
+        )
         return
     place = tempfile.mkdtemp(prefix="ray-", dir=folder)
-    proc = subprocess.run([python, os.path.abspath(__file__), "--ray-child", json.dumps(size),
-                           place], capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [python, os.path.abspath(__file__), "--ray-child", json.dumps(size), place],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RAY-TIMES ")), None)
     if proc.returncode != 0 or line is None:
         print(f"    skipped: Ray's run failed ({proc.returncode}): {proc.stderr[-1500:]}")
@@ -437,11 +531,16 @@ def main() -> None:
         size["repeat"] = args.repeat
     if args.state_mb:
         size["state_mb"] = args.state_mb
-    print(f"labkit checkpoints: {platform.node()}, {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}; command: {' '.join(sys.argv)}")
-    with tempfile.TemporaryDirectory(prefix="labkit-bench-checkpoints-") as folder, \
-            lk.DaskScheduler(mode="processes", n_workers=size["workers"],
-                             threads_per_worker=1) as scheduler:
+    print(
+        f"labkit checkpoints: {platform.node()}, {os.cpu_count()} cores, Python "
+        f"{platform.python_version()}; command: {' '.join(sys.argv)}"
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="labkit-bench-checkpoints-") as folder,
+        lk.DaskScheduler(
+            mode="processes", n_workers=size["workers"], threads_per_worker=1
+        ) as scheduler,
+    ):
         ratio = local_part(size, scheduler, folder)
         if args.s3 or args.quick:
             s3_part(size, scheduler, folder)
