@@ -104,8 +104,11 @@ class SweepCurves:
         self._band = -1
         self._send_band(sweep)
 
-    def update(self, sweep: SweepTracker, changed: list[int], best_id: int | None) -> None:
-        """Lines that came, went or grew, and the band if it changed."""
+    def update(
+        self, sweep: SweepTracker, changed: list[int], best_id: int | None, views=()
+    ) -> None:
+        """Lines that came, went or grew, and the band if it changed (``views``: trials
+        read already this tick, not read again)."""
         lines = sweep.lines()
         gone = [i for i in self._slot if i not in lines]
         patches: dict[int, list] = {}
@@ -119,7 +122,9 @@ class SweepCurves:
             redraw |= {i for i in (self._best, best_id) if i in lines}
             self._best = best_id
         new: list[tuple] = []
-        for t in sweep.trials(sorted(redraw)):
+        read = {t.id: t for t in views if t.id in redraw}
+        unread = sweep.trials(sorted(redraw.difference(read)))
+        for t in sorted([*read.values(), *unread], key=lambda t: t.id):
             row = self._row(t, best_id)
             slot = self._slot.get(t.id)
             if slot is None and self._free:

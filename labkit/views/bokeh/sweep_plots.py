@@ -9,7 +9,9 @@ the table (:mod:`.sweep_table`), the curves (:mod:`.sweep_curves`) and the
 parallel coordinates (:mod:`.sweep_parallel`).  A sweep picked is painted
 whole once; after that each tick asks its tracker what changed since the last
 one and sends only that (streams and patches), at most ``MAX_RATE`` times a
-second and within the share of a core a board's writer takes.  With no
+second and within the share of a core a board's writer takes; while a tick finds
+``CROWD`` trials changed or more (100 trials that all report), at most every
+``CROWDED_GAP`` seconds, since each tick then sends every line whole.  With no
 sweep it says so.  :func:`attach` adds it to a dashboard's document.
 """
 
@@ -30,9 +32,16 @@ from .sweep_curves import SweepCurves
 from .sweep_parallel import SweepParallel
 from .sweep_table import SweepTable
 
-__all__ = ["SweepPlots", "attach", "NO_SWEEP"]
+__all__ = ["SweepPlots", "attach", "NO_SWEEP", "CROWD", "CROWDED_GAP"]
 
 NO_SWEEP = "<i>no sweep yet</i>"
+
+#: Trials changed in one tick from which the sweep's board is crowded: each tick then
+#: patches that many rows and whole curves (a line's points are sent whole when it grew).
+CROWD = 64
+#: Fewest seconds between two ticks of a crowded board (MAX_GAP's double): at 100 trials
+#: that all report, the dashboard's ticks cost half as much, and still show every change.
+CROWDED_GAP = 1.0
 _ORDER = ("running", "pending", "completed", "stopped", "failed", "cancelled")
 
 
@@ -77,12 +86,18 @@ class SweepPlots:
         self._best: int | None = None
         self._options: list = []
         self._pacer, self._next = Pacer(), 0.0
+        self.changed = 0  # trials the last tick sent
 
     def update(self) -> None:
-        """Look at the sweeps and send what changed, paced as a board's writer is."""
+        """Look at the sweeps and send what changed, paced as a board's writer is; every
+        ``CROWDED_GAP`` seconds at most while a tick finds ``CROWD`` trials or more changed."""
         if time.monotonic() < self._next:
             return
-        self._next = time.monotonic() + self._pacer.timed(self.tick)
+        self.changed = 0
+        gap = self._pacer.timed(self.tick)
+        if self.changed >= CROWD:  # a whole curve a line each time: fewer, fuller ticks
+            gap = max(gap, CROWDED_GAP)
+        self._next = time.monotonic() + gap
 
     def tick(self) -> None:
         """One look: new sweeps into the picker, the picked one's changes sent."""
@@ -157,11 +172,12 @@ class SweepPlots:
             self._paint(sweep)  # its space came after its first trials: new columns and axes
             return
         self._mark, self._meta = mark, sweep.meta_mark
+        self.changed = len(changed)
         trials = sweep.trials(changed)
         best = sweep.best()
         best_id = best.id if best is not None else None
         self.table.update(trials, best_id)
-        self.curves.update(sweep, changed, best_id)
+        self.curves.update(sweep, changed, best_id, views=trials)
         self.parallel.update(trials, best, sweep.trials)
         self._best = best_id
         text = _status(sweep, best)

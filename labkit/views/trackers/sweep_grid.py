@@ -42,6 +42,8 @@ def r6(value):
     kind = type(value)
     if kind is float:  # the common case first: a frame rounds thousands
         return float(f"{value:.6g}") if value - value == 0 else None
+    if kind is int and -(2**53) < value < 2**53:  # a step: as it is
+        return value
     if value is None or kind is bool:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**53:
