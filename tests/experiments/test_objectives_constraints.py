@@ -74,7 +74,6 @@ def test_a_constraint_aware_nsga2_is_told_as_in_study_optimize():
 
     result = lk.sweep(F.two_objectives, XY, trials=24, max_concurrent=1, store=None,
                       search=sampler(), constraints=F.loss_at_most_half, **TWO)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler())
     study.optimize(optuna_objective, n_trials=24)
     assert [t.config for t in result.trials] == [t.params for t in study.trials]

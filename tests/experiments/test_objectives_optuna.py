@@ -24,7 +24,6 @@ def optuna_objective(trial):
 def test_a_seeded_nsga2_asks_as_study_optimize_and_its_front_is_best_trials():
     result = lk.sweep(F.two_objectives, XY, trials=24, max_concurrent=1, store=None,
                       search=optuna.samplers.NSGAIISampler(seed=7, population_size=6), **TWO)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(directions=["minimize", "minimize"],
                                 sampler=optuna.samplers.NSGAIISampler(seed=7, population_size=6))
     study.optimize(optuna_objective, n_trials=24)
