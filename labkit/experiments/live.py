@@ -101,6 +101,7 @@ class LiveSweep:
     def __init__(self, engine: SweepEngine, spec: SweepSpec):
         self._engine = engine
         self.name, self.metric, self.mode = spec.name, spec.metric, spec.mode
+        self.objectives, self.modes = spec.objectives, spec.modes  # several: a Pareto front
         self.space = spec.space.describe()
         self.rule = spec.rule_words()
         self.run_id: str | None = None
@@ -158,6 +159,7 @@ class StoredSweep:
     def __init__(self, result: SweepResult):
         self._result = result
         self.name, self.metric, self.mode = result.name, result.metric, result.mode
+        self.objectives, self.modes = result.objectives, result.modes
         self.space, self.rule = dict(result.space), result.rule
         self.run_id: str | None = None
         self.started: float | None = None

@@ -98,3 +98,15 @@ def test_two_objectives_on_worker_processes(dask_scheduler):
     points = [[t.objectives["loss"], t.objectives["latency_ms"]] for t in result.trials]
     assert [t.id for t in result.pareto] == [result.trials[i].id
                                                for i in brute_front(points, ("min", "min"))]
+
+
+def test_a_live_and_a_stored_sweep_say_their_objectives():
+    from labkit.experiments.sweep import finished_run
+
+    run = lk.sweep(F.returns_both, XY, trials=2, metric=("loss", "latency_ms"),
+                   mode=("min", "max"), seed=0, store=None, wait=False)
+    assert (run.sweep.objectives, run.sweep.modes) == (("loss", "latency_ms"), ("min", "max"))
+    result = run.result(timeout=60)
+    stored = finished_run(result).sweep
+    assert (stored.objectives, stored.modes) == (("loss", "latency_ms"), ("min", "max"))
+    assert all(row["objectives"] for row in stored.snapshot())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import sqlite3
 
 import pytest
@@ -84,3 +85,31 @@ def test_a_store_written_by_older_labkit_migrates_and_resumes(tmp_path, version)
         lk.sweep(G.quadratic, {"x": lk.uniform(0, 1)}, trials=8, metric=("loss", "x"),
                  mode=("min", "min"), seed=3, store=path, name="bowl", resume=True)
     assert info.value.where["argument"] == "metric"
+
+
+def test_a_store_followed_gives_each_changed_trial_its_objectives_and_constraints(tmp_path):
+    from labkit.experiments.store.changes import StoreChanges
+    from labkit.experiments.trials.record import TrialRecord
+
+    path = str(tmp_path / "s.db")
+    writer = Store(path)
+    writer.create_sweep("s", '{"space": {}}', "loss", "min", 0, {}, now=False,
+                        objectives=[["loss", "min"], ["latency_ms", "max"]])
+    writer.add_trials("s", [(0, {"x": 0})])
+    writer.flush()
+    reader = Store(path, readonly=True)
+    try:
+        changes = StoreChanges(reader)
+        changes.look()
+        values = {"loss": 0.5, "latency_ms": 3.0}
+        writer.trial_finished("s", 0, "completed", values, 0.5, 0.5, 1, ended=time.time(),
+                              objectives=values, constraints=(-1.0, 0.0))
+        writer.flush()
+        (row,) = changes.look().trials
+        assert row["objectives"] == values and row["constraints"] == [-1.0, 0.0]
+        record = TrialRecord.of(row)
+        assert record.objectives == values and record.constraints == (-1.0, 0.0)
+        assert reader.sweep("s")["objectives"] == [("loss", "min"), ("latency_ms", "max")]
+    finally:
+        reader.close()
+        writer.close()

@@ -156,6 +156,8 @@ class StoreChanges:
                 continue
             r["config"] = json.loads(r["config"]) if r["config"] else {}
             r["metrics"] = json.loads(r["metrics"]) if r["metrics"] else None
+            for name in ("objectives", "constraints"):  # version 5's (absent before)
+                r[name] = json.loads(r[name]) if r.get(name) else None
             if old is not None and (old[1] or 0) > 0 and (r["attempts"] or 0) > old[1]:
                 restarted.add(key)  # it ran before and runs again: a restart dropped reports
             self._remember(r["sweep"], r)
