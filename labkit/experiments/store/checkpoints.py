@@ -27,7 +27,7 @@ import os
 from ...checkpoints import Allowed, Encoder, read_snapshot, write_snapshot
 from ...errors import InputError, LabkitError, StorageError
 
-__all__ = ["INLINE_BYTES", "encode", "decode", "write_bytes", "read_bytes"]
+__all__ = ["INLINE_BYTES", "encode", "encode_into", "decode", "write_bytes", "read_bytes"]
 
 #: Before issue 46: checkpoints up to this size lived in the store's database, bigger in files.
 INLINE_BYTES = 256 * 1024
@@ -46,16 +46,24 @@ def encode(obj, who: str = "the trial") -> bytes:
     """``obj`` in the safe checkpoint format, refused now if ``trial.restore()`` could not
     load it back; the InputError names ``who`` and the field (``checkpoint['opt'].lr``)."""
     buffer = io.BytesIO()
+    encode_into(obj, buffer, who)
+    return buffer.getvalue()
+
+
+def encode_into(obj, fh, who: str = "the trial") -> None:
+    """:func:`encode` written straight to the binary stream ``fh`` (no copy of the whole).
+
+    The object is checked before the first byte is written.
+    """
     try:
         # the loads of trial.restore() allow what this process allows now
-        write_snapshot(obj, buffer, "checkpoint", Encoder(Allowed(None), ADVICE))
+        write_snapshot(obj, fh, "checkpoint", Encoder(Allowed(None), ADVICE))
     except LabkitError as err:
         advice = "" if ADVICE in err.message else f"; {ADVICE}"
         raise InputError(
             f"trial.checkpoint() of {who} cannot store this object: {err.message}{advice}",
             argument="obj",
         ) from None
-    return buffer.getvalue()
 
 
 def decode(blob: bytes, where: str = "<checkpoint>"):

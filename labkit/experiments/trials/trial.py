@@ -33,7 +33,7 @@ from typing import Any
 
 from ...checkpoints.location import Checkpointable, CheckpointLocation, CheckpointRef
 from ...errors import InputError, LabkitError
-from ..store.checkpoints import decode, encode
+from ..store.checkpoints import decode, encode_into
 from .checkpoint_place import CheckpointPlace, as_ref, scratch_place
 
 __all__ = ["Trial", "TrialStopped"]
@@ -159,9 +159,11 @@ class Trial:
         if isinstance(obj, Checkpointable):
             ref = obj.write_checkpoint(place.location, key, self._step)
         else:
-            blob = encode(obj, f"trial {self.id}")
-            ref = place.location.write(key, blob, step=self._step)
-            del blob  # a big state's bytes go now, not when fn returns
+            # encoded straight into the file: no whole copy of a big state in memory
+            who = f"trial {self.id}"
+            ref = place.location.write_with(
+                key, lambda fh: encode_into(obj, fh, who), step=self._step
+            )
         self._sink.checkpoint(self._step, ref)
         return ref
 
