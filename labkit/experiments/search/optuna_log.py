@@ -23,9 +23,12 @@ def quiet() -> Iterator[None]:
     optuna_logger = logging.getLogger("optuna")
     with _QUIET:
         level = optuna_logger.level
-        if optuna_logger.getEffectiveLevel() < logging.WARNING:
+        # setLevel clears every logger's cache: only when the level must change (twice a trial)
+        held = optuna_logger.getEffectiveLevel() < logging.WARNING
+        if held:
             optuna_logger.setLevel(logging.WARNING)
         try:
             yield
         finally:
-            optuna_logger.setLevel(level)
+            if held:
+                optuna_logger.setLevel(level)
