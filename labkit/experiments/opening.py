@@ -76,7 +76,9 @@ def _build(
     spec.checkpoints, temporary, spec.checkpoints_given = place_of(
         config, store, name, row and row["settings"]
     )
-    retained = Retained(spec.checkpoints, spec.mode, spec.keep_best, spec.metric)
+    retained = Retained(
+        spec.checkpoints, spec.mode, spec.keep_best, spec.metric, spec.objectives, spec.modes
+    )
     store.keep_checkpoints(name, retained)
     try:
         return spec, _engine(store, name, spec, row, known)

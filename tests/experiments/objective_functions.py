@@ -47,3 +47,10 @@ def loss_at_most_half(metrics):
 def broken_constraints(metrics):
     """A constraints function that fails."""
     raise KeyError("accuracy")
+
+
+def checkpoints_both(config, trial):
+    """Reports ``a`` and ``b`` as the objectives, checkpoints its configuration, returns them."""
+    trial.report(0, loss=config["a"], latency_ms=config["b"])
+    trial.checkpoint(dict(config))
+    return {"loss": config["a"], "latency_ms": config["b"]}

@@ -113,3 +113,26 @@ def test_a_store_followed_gives_each_changed_trial_its_objectives_and_constraint
     finally:
         reader.close()
         writer.close()
+
+
+def test_keep_best_of_several_objectives_keeps_by_dominance_and_never_the_infeasible(tmp_path):
+    points = [(0.1, 0.9), (0.5, 0.5), (0.9, 0.1), (0.6, 0.6), (0.95, 0.95)]
+    configs = [{"a": a, "b": b} for a, b in points]
+    two = dict(metric=("loss", "latency_ms"), mode=("min", "min"), keep_best=3)
+    plain = lk.sweep(F.checkpoints_both, configs, store=tmp_path / "p.db", name="p", **two)
+    assert [t.id for t in plain.pareto] == [0, 1, 2]
+    assert [t.id for t in plain.trials if _has_checkpoint(t)] == [0, 1, 2]
+    bounded = lk.sweep(F.checkpoints_both, configs, store=tmp_path / "c.db", name="c",
+                       constraints=lambda m: [m["loss"] - 0.8], **two)
+    assert [t.id for t in bounded.pareto] == [0, 1]  # 2 and 4 are infeasible
+    assert [t.id for t in bounded.trials if _has_checkpoint(t)] == [0, 1, 3]
+    assert bounded.trials[3].checkpoint() == {"a": 0.6, "b": 0.6}
+
+
+def _has_checkpoint(record) -> bool:
+    try:
+        record.checkpoint()
+    except lk.StorageError as err:
+        assert "dominance over loss, latency_ms" in str(err)
+        return False
+    return True

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..trials.status import RANKED
-from .dominance import pareto_front
+from .dominance import crowding_distance, nondominated_ranks, pareto_front
 
-__all__ = ["feasible", "candidates", "pareto_records"]
+__all__ = ["feasible", "candidates", "pareto_records", "dominance_order"]
 
 
 def feasible(record: Any) -> bool:
@@ -45,3 +45,17 @@ def pareto_records(records: Sequence, names: Sequence[str], modes: Sequence[str]
         return []
     values = np.array([[r.objectives[n] for n in names] for r in ranked], dtype=float)
     return [ranked[int(i)] for i in pareto_front(values, list(modes))]
+
+
+def dominance_order(values: Sequence[Sequence[float]], modes: Sequence[str]) -> list[int]:
+    """Row indices best first: by non-dominated front, then crowding (larger first), then
+    row order (as NSGA-II keeps its elite; ``keep_best`` of several objectives)."""
+    if not len(values):
+        return []
+    points = np.asarray(values, dtype=float)
+    ranks = nondominated_ranks(points, list(modes))
+    crowd = np.zeros(len(points))
+    for rank in np.unique(ranks):
+        members = np.flatnonzero(ranks == rank)
+        crowd[members] = crowding_distance(points[members], list(modes))
+    return sorted(range(len(points)), key=lambda i: (ranks[i], -crowd[i], i))

@@ -19,6 +19,7 @@ model says it was not kept, and why.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -28,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import StorageError
+from ..objectives.front import dominance_order
 from ..trials.checkpoint_place import CheckpointPlace, CheckpointRef
 from ..trials.status import RANKED, TERMINAL
 
@@ -46,10 +48,20 @@ logger = logging.getLogger("labkit.experiments")
 
 
 class Retained:
-    """What a store knows of a sweep it keeps checkpoints of: its place, mode, keep_best, metric."""
+    """What a store knows of a sweep it keeps checkpoints of: its place, mode, keep_best, metric
+    (and, for several, every objective and mode: the best are then kept by dominance)."""
 
-    def __init__(self, place: CheckpointPlace, mode: str, keep_best: int | None, metric: str):
+    def __init__(
+        self,
+        place: CheckpointPlace,
+        mode: str,
+        keep_best: int | None,
+        metric: str,
+        objectives: tuple = (),
+        modes: tuple = (),
+    ):
         self.place, self.mode, self.keep_best, self.metric = place, mode, keep_best, metric
+        self.objectives, self.modes = objectives, modes
 
 
 def _delete(place: CheckpointPlace, keys: list) -> None:
@@ -101,21 +113,19 @@ def retain_op(sweep: str, retained: Retained) -> Callable[[sqlite3.Connection], 
 
     def retain(conn: sqlite3.Connection) -> Any:
         rows = conn.execute(
-            "SELECT c.trial, c.key, c.path, t.status, t.value FROM checkpoints c JOIN trials t "
-            "ON t.sweep = c.sweep AND t.id = c.trial WHERE c.sweep = ? AND c.dropped IS NULL",
+            "SELECT c.trial, c.key, c.path, t.status, t.value, t.objectives, t.constraints "
+            "FROM checkpoints c JOIN trials t ON t.sweep = c.sweep AND t.id = c.trial "
+            "WHERE c.sweep = ? AND c.dropped IS NULL",
             (sweep,),
         ).fetchall()
         ended = [r for r in rows if r[3] in {s.value for s in TERMINAL}]
-        ranked = [r for r in ended if r[3] in {s.value for s in RANKED} and _finite(r[4])]
-        sign = -1 if retained.mode == "max" else 1
-        ranked.sort(key=lambda r: (sign * r[4], r[0]))  # as result.best: ties to the lower id
-        keep = {r[0] for r in ranked[: retained.keep_best]}
+        keep = {r[0] for r in _best_first(ended, retained)[: retained.keep_best]}
         gone = [r for r in ended if r[0] not in keep]
         if not gone:
             return None
         why = (
             f"retention: keep_best={retained.keep_best} keeps the last checkpoint of the "
-            f"{retained.keep_best} best trial(s) by {retained.metric}"
+            f"{retained.keep_best} best trial(s) by {_by(retained)}"
         )
         conn.executemany(
             "UPDATE checkpoints SET dropped = ?, data = NULL WHERE sweep = ? AND trial = ?",
@@ -131,6 +141,39 @@ def retain_op(sweep: str, retained: Retained) -> Callable[[sqlite3.Connection], 
         return after
 
     return retain
+
+
+def _best_first(ended: list, retained: Retained) -> list:
+    """The ranked, feasible rows best first: by value (ties to the lower id, as
+    ``result.best``), or by dominance for several objectives."""
+    ranked = [
+        r
+        for r in sorted(ended, key=lambda r: r[0])
+        if r[3] in {s.value for s in RANKED}
+        and _finite(r[4])
+        and all(v <= 0 for v in json.loads(r[6] or "[]"))  # an infeasible trial is no best
+    ]
+    if len(retained.objectives) > 1:
+        values = [json.loads(r[5] or "{}") for r in ranked]
+        ranked = [r for r, v in zip(ranked, values, strict=True) if _all(v, retained.objectives)]
+        points = [
+            [v[n] for n in retained.objectives] for v in values if _all(v, retained.objectives)
+        ]
+        return [ranked[i] for i in dominance_order(points, retained.modes)]
+    sign = -1 if retained.mode == "max" else 1
+    return sorted(ranked, key=lambda r: (sign * r[4], r[0]))
+
+
+def _by(retained: Retained) -> str:
+    """What ranks the trials: the metric, or dominance over every objective."""
+    if len(retained.objectives) > 1:
+        return f"dominance over {', '.join(retained.objectives)} (then crowding)"
+    return retained.metric
+
+
+def _all(values: dict, names: tuple) -> bool:
+    """Whether ``values`` holds a finite value of every objective in ``names``."""
+    return all(_finite(values.get(n)) for n in names)
 
 
 def _finite(value: Any) -> bool:
