@@ -91,3 +91,33 @@ def test_a_small_sweep_keeps_the_usual_pace():
     gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:], strict=False)]
     assert all(changed < CROWD for _, changed in ticks)
     assert len(ticks) >= 4 and min(gaps) < CROWDED_GAP, gaps    # not held to the crowded gap
+
+
+def test_a_repaint_keeps_the_tables_columns_and_the_axes_ticker_unless_they_change():
+    # New column or ticker models make Bokeh walk the whole document again (80 ms of the
+    # dashboard's thread at 100 trials); a new sweep of the same parameters keeps them.
+    from bokeh.document import Document
+    from bokeh.layouts import column
+
+    from labkit.views.bokeh.sweep_parallel import SweepParallel
+    from labkit.views.bokeh.sweep_table import SweepTable
+    from labkit.views.trackers.sweep_tracker import TrialView
+
+    table, parallel = SweepTable(), SweepParallel()
+    Document().add_root(column(table.table, parallel.figure))
+    space = {"x": {"type": "uniform", "lo": 0, "hi": 2}}
+    trials = [TrialView(0, {"x": 1.0}, "completed", 3, 0.5, 0.5)]
+    table.paint(["x"], trials, 0)
+    parallel.paint(space, "loss", "min", trials, best=0)
+    columns, [ticker] = list(table.table.columns), [a.ticker for a in parallel.figure.xaxis]
+    assert [c.field for c in columns][-1] == "p0" and list(ticker.ticks) == [0, 1]
+    table.paint(["x"], trials, 0)                               # another sweep, same space
+    parallel.paint(space, "loss", "min", trials, best=0)
+    assert all(a is b for a, b in zip(table.table.columns, columns, strict=True))
+    assert all(a.ticker is ticker for a in parallel.figure.xaxis)
+    wider = {**space, "y": {"type": "uniform", "lo": 0, "hi": 1}}
+    table.paint(["x", "y"], trials, 0)                          # new parameters: new columns
+    parallel.paint(wider, "loss", "min", trials, best=0)
+    assert [c.field for c in table.table.columns][-2:] == ["p0", "p1"]
+    assert [c.title for c in table.table.columns][-2:] == ["x", "y"]
+    assert list(parallel.figure.xaxis[0].ticker.ticks) == [0, 1, 2]

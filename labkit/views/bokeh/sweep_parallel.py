@@ -162,7 +162,12 @@ class SweepParallel:
 
     def _draw_axes(self) -> None:
         n = len(self.axes)
-        self.figure.xaxis.ticker = FixedTicker(ticks=list(range(n)))
+        ticks = list(range(n))
+        for axis in self.figure.xaxis:  # a new ticker model makes Bokeh walk the document
+            if not isinstance(axis.ticker, FixedTicker):
+                axis.ticker = FixedTicker(ticks=ticks)
+            elif list(axis.ticker.ticks) != ticks:
+                axis.ticker.ticks = ticks
         self.figure.xaxis.major_label_overrides = {i: a.name for i, a in enumerate(self.axes)}
         self.figure.x_range.range_padding = 0.05
         xs, ys, texts = [], [], []

@@ -88,6 +88,7 @@ class SweepTable:
         # its own: redraw (and sort again) the views of this table when its source is patched
         self.source.js_on_change("patching", CustomJS(args={"table": self.table}, code=_REDRAW))
         self.params: list[str] = []
+        self._columned: list[str] | None = None  # the parameters the table's columns are for
         self._row: dict[int, int] = {}  # trial -> its row in the source
         self._sent: list[tuple] = []  # each row's values, as last sent
         self._best: int | None = None
@@ -108,7 +109,11 @@ class SweepTable:
         rows = [self._values(t) for t in trials]
         self._row = {t.id: i for i, t in enumerate(trials)}
         self._sent = rows
-        self.table.columns = self._columns()
+        if self.params != self._columned:
+            # new column models make Bokeh walk the whole document again (80 ms at 100
+            # trials on a dashboard): only when the parameters changed
+            self.table.columns = self._columns()
+            self._columned = list(self.params)
         self.source.data = {f: [r[k] for r in rows] for k, f in enumerate(self.fields)}
 
     def update(self, trials, best: int | None) -> None:
