@@ -55,11 +55,12 @@ class SweepBoard(LiveView):
 
     def __init__(self, run, max_rate: float | None = None):
         self.sweep_tracker = SweepTracker(run.id)
-        super().__init__(run, max_rate, tracker=_Changes(self.sweep_tracker))
+        self.changes = _Changes(self.sweep_tracker)  # events queued, folded by the writer
+        super().__init__(run, max_rate, tracker=self.changes)
         try:
             self.live_sweep = live_sweep(run)  # the run's own sweep
             if self.live_sweep is not None:
-                self.tracker.queue.drain()  # the events so far before the seed, as they came
+                self.changes.queue.drain()  # the events so far before the seed, as they came
                 self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             self.encoder = FrameEncoder(self.sweep_tracker, names=DeviceNames(run.sources))
             self._send_lock = threading.Lock()  # one frame at a time, in seq order
@@ -98,7 +99,7 @@ class SweepBoard(LiveView):
     def paint(self) -> None:
         """Send the whole state now (a page said hello); once the sweep ended, the kept frame
         by name (the frames after it, a writer's draw at the end, carry nothing new)."""
-        self.tracker.queue.drain()  # the events waiting to be folded are in it
+        self.changes.queue.drain()  # the events waiting to be folded are in it
         with self._send_lock:
             if self.widget.last:
                 self._send(self._named(self.widget.kept_key, self.encoder.named()))
