@@ -282,14 +282,20 @@ class SlotLauncher(Launcher):
             engine.finished(trial, execution, outcome)
 
     def _retire(self, line: Line) -> None:
-        """Forget ``line``'s slot and cancel its task (Dask would run it again elsewhere)."""
+        """Forget ``line``'s slot and cancel its task (Dask would run it again elsewhere).
+
+        A slot whose worker left gracefully keeps its task: Dask runs it again on
+        another worker, or on the first that joins (a restarted one), whose slot then
+        takes the number's place at once.
+        """
         with self.engine.lock:
             future = None
             # Dask may have run the slot's task again elsewhere (its worker retired), and
             # that run's line may already serve the number: it keeps its place and task
             if self.lines.get(line.number, line) is line:
                 self.lines.pop(line.number, None)
-                future = self.tasks.pop(line.number, None)
+                if not line.leaving:
+                    future = self.tasks.pop(line.number, None)
             self._threads.forget()  # count the threads afresh: a new slot waits for a free one
         if future is not None and not self.closed:
             with contextlib.suppress(Exception):
