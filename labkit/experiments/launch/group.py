@@ -38,6 +38,12 @@ need be, at most ``max_failures`` times.  This restart is what acts under
 a sweep, a fit over data on the workers included: the trainer's own in-fit
 recovery (exact too) would go on over fewer workers than the trial asked
 for, so the trial gets a whole group again instead.
+
+**Leaving workers.**  A worker of the group that left gracefully (the
+scheduler retired it: ``client.retire_workers``, its ``lifetime``, an
+adaptive scale-down, as the scheduler's events on its topic say) makes the
+trial *move*: it regroups the same way, but the restart is counted in its
+record's ``moves``, never against ``max_failures``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...scheduling.dask.connect import scheduler_identity
+from ...scheduling.workers.closing import left_gracefully, watch_retirements
 from ..trials.trial import TrialStopped
 from .channel import TrialChannel
 from .launcher import ASK_EVERY, Launcher, Recent
@@ -86,7 +93,7 @@ class Hold:
     execution: str
     thread: threading.Thread | None = None
     scheduler: Any = None  # once made, on the trial's thread
-    ended: str | None = None  # "stopped" or "lost": the group was taken back early
+    ended: str | None = None  # "stopped", "lost" or "moved": the group was taken back early
     why: str = ""
 
 
@@ -143,6 +150,7 @@ class GroupLauncher(Launcher):
 
     def open(self, scope) -> None:
         self.placement.check_room()  # workers may have left since the sweep was placed
+        watch_retirements(self.scheduler.client)  # a retired worker's trial moves, not fails
         super().open(scope)
 
     def fill(self) -> None:
@@ -198,10 +206,20 @@ class GroupLauncher(Launcher):
             hold.group, wait=LOST_WAIT if error.startswith("WorkerLostError") else 0.0
         )
         with self.engine.lock:
-            if hold.ended is None and (gone or error.startswith("WorkerLostError")):
-                self._workers.forget()
-                hold.ended = "lost"
-                hold.why = f"its group lost worker {', '.join(gone) or '(a rank)'}"
+            lost = hold.ended is None and (gone or error.startswith("WorkerLostError"))
+        if lost:
+            self._workers.forget()
+            ended, why = self._leaving(gone) if gone else ("lost", "its group lost worker (a rank)")
+            with self.engine.lock:
+                if hold.ended is None:
+                    hold.ended, hold.why = ended, why
+
+    def _leaving(self, gone: list) -> tuple[str, str]:
+        """How a group that lost the workers ``gone`` ends: ``moved`` if each left gracefully."""
+        graceful = left_gracefully(self.scheduler.client, gone)
+        if len(graceful) == len(gone):
+            return "moved", f"its group's worker {', '.join(gone)} left"
+        return "lost", f"its group lost worker {', '.join(gone)}"
 
     def _gone(self, group: tuple, wait: float) -> list:
         """The workers of ``group`` no longer in the cluster; waits up to ``wait`` s for one to leave.
@@ -262,9 +280,10 @@ class GroupLauncher(Launcher):
             gone = [w for w in hold.group if w not in alive]
             if gone:
                 self._workers.forget()
-                why = f"its group lost worker {', '.join(gone)}"
-                logger.warning("labkit: trial %d: %s", hold.trial, why)
-                self._take_back(hold, "lost", why)
+                ended, why = self._leaving(gone)
+                log = logger.info if ended == "moved" else logger.warning
+                log("labkit: trial %d: %s", hold.trial, why)
+                self._take_back(hold, ended, why)
 
     def close(self) -> None:
         """Shut down the schedulers of trials still running (the loop waited for them)."""
@@ -304,6 +323,6 @@ def _outcome(hold: Hold, outcome: dict) -> dict:
     """
     if hold.ended is None or outcome["status"] == "completed":
         return outcome
-    if hold.ended == "lost":
-        return {"status": "lost", "error": hold.why}
+    if hold.ended in ("lost", "moved"):  # moved: a worker of its group left gracefully
+        return {"status": hold.ended, "error": hold.why}
     return {"status": "stopped"}
