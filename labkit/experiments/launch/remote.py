@@ -11,6 +11,9 @@ idles while the client answers.  A worker that dies under a trial: Dask runs
 the task again elsewhere and the trial restores the latest checkpoint, which
 the client keeps on the scheduler for it (see
 :meth:`RemoteLauncher.checkpointed`); after ``max_failures`` the trial fails.
+A worker that left gracefully (retired: ``client.retire_workers``, its
+``lifetime``, an adaptive scale-down) is no failure: Dask's rerun of the
+task goes on from the checkpoint as a *move* (the record's ``moves``).
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import queue
 import time
 import uuid
 
 from ...scheduling.dask.dask_adapter import forget_on_scheduler
+from ...scheduling.workers.closing import left_gracefully, watch_retirements
 from ..trials.checkpoint_place import ref_fields
 from .channel import FIELDS, deliver
 from .execution import run_remote
@@ -30,6 +35,8 @@ from .launcher import Launcher, Recent
 from .sinks import clear_stops, metadata_keys, request_stop
 
 __all__ = ["RemoteLauncher"]
+
+logger = logging.getLogger("labkit.experiments")
 
 
 class RemoteLauncher(Launcher):
@@ -58,6 +65,7 @@ class RemoteLauncher(Launcher):
 
     def open(self, scope) -> None:
         super().open(scope)
+        watch_retirements(self.client)  # a retired worker's trial moves, not fails
         inbox = self.engine.inbox
         self.client.subscribe_topic(self.topic, lambda event: inbox.put(("event", event[1])))
 
@@ -125,10 +133,40 @@ class RemoteLauncher(Launcher):
     def _message(self, msg: dict) -> None:
         """One message of a trial's event stream to the engine."""
         kind = msg["kind"]
+        if kind == "start" and self._moved(msg["trial"], msg["worker"]):
+            logger.info("labkit: trial %d moves to %s", msg["trial"], msg["worker"])
         fields = [msg[name] for name in FIELDS[kind]]
         if kind == "reports":  # lists on the wire
             fields = [[tuple(r) for r in msg["reports"]]]
         deliver(self.engine, kind, msg["trial"], msg["exec"], *fields)
+
+    def _moved(self, trial: int, worker: str) -> bool:
+        """Whether Dask's rerun of ``trial``'s task on ``worker`` follows a retirement: then the
+        run before ends as a move, and the rerun goes on as the trial's next run.
+
+        Dask ran the task again because the worker it ran on left: a loss,
+        unless the scheduler retired that worker (then the engine hears a
+        ``moved`` end, and the rerun is marked launched so that it is not
+        submitted a second time).  On the loop's thread, as ``fill`` is.
+        """
+        engine = self.engine
+        with engine.lock:
+            state = engine.states[trial]
+            before = state.worker
+            if state.status != "running" or state.execution is None or before in ("", worker):
+                return False
+        if not left_gracefully(self.client, [before]):
+            return False
+        with engine.lock:
+            engine.finished(
+                trial, state.execution, {"status": "moved", "error": f"its worker {before} left"}
+            )
+            if (
+                state.status != "pending"
+            ):  # it ended (stopped, cancelled): the rerun's start is late
+                return False
+            state.launched = True  # Dask's rerun is its run: never submitted again
+        return True
 
     def _done(self, trial: int, future) -> None:
         """A trial's task ended: its result waits for its last message, a fault restarts it."""
