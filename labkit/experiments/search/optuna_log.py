@@ -15,12 +15,13 @@ from collections.abc import Iterator
 __all__ = ["quiet"]
 
 _QUIET = threading.Lock()
+_OPTUNA = logging.getLogger("optuna")  # the same object every time: looked up once
 
 
 @contextlib.contextmanager
 def quiet() -> Iterator[None]:
     """Optuna's logger at WARNING at least inside, as it was after."""
-    optuna_logger = logging.getLogger("optuna")
+    optuna_logger = _OPTUNA
     with _QUIET:
         level = optuna_logger.level
         # setLevel clears every logger's cache: only when the level must change (twice a trial)

@@ -95,14 +95,15 @@ class OptunaSearch:
                 params = {n: known[n] for n in self.distributions if n in known}
                 self._study.enqueue_trial(params)
             trial = self._study.ask(self.distributions)
+            params = trial.params  # a copy each time it is read: read once
             try:
-                check_asked(self.name, self.space, trial.params)
+                check_asked(self.name, self.space, params)
             except Exception:  # a value outside the space: the trial fails, Optuna's too
                 self._study.tell(trial, state=_state("FAIL"))
                 raise
         self._trials[trial_id] = trial
         self._steps[trial_id] = set()
-        return configuration_of(self.space, trial.params, self.constants)
+        return configuration_of(self.space, params, self.constants)
 
     def reported(self, trial_id: int, step: Any, value: Any) -> None:
         """Tell ``value`` at ``step`` as an intermediate value (an int step >= 0, once a step)."""
