@@ -40,7 +40,11 @@ logger = logging.getLogger("labkit.views")
 
 
 def board(
-    source, dashboard_url: str | None = None, bokeh: bool = True, lanes: bool = True
+    source,
+    dashboard_url: str | None = None,
+    bokeh: bool = True,
+    lanes: bool = True,
+    reference=None,
 ) -> Board | SweepBoard:
     """The live board of a Scheduler, a Run or a trainer.
 
@@ -60,12 +64,14 @@ def board(
         Embed the Bokeh components (when :mod:`labkit.views.bokeh.components` is there).
     lanes : bool
         Show the per-worker task lanes.
+    reference : sequence of float, optional
+        A several-objective sweep's hypervolume reference point (its Pareto view).
     """
     if isinstance(source, SweepResult):  # a sweep's result (lk.load_sweep's too): its run
         source = finished_run(source)
     check_source(source, "lk.board")
     if isinstance(source, SweepRun):
-        return SweepBoard(source)
+        return SweepBoard(source, reference=reference)
     return Board(source, dashboard_url=dashboard_url, bokeh=bokeh, lanes=lanes)
 
 

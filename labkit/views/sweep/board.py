@@ -29,15 +29,16 @@ from ..live import LiveView, State
 from ..trackers.device_names import DeviceNames
 from ..trackers.sweep_tracker import SweepChanges, SweepTracker
 from .frames import FrameEncoder
+from .pareto import pareto_frames
 
 __all__ = ["SweepBoard", "sweep_board"]
 
 logger = logging.getLogger("labkit.views")
 
 
-def sweep_board(run) -> SweepBoard:
+def sweep_board(run, reference=None) -> SweepBoard:
     """The live comparison board of a sweep's run."""
-    return SweepBoard(run)
+    return SweepBoard(run, reference=reference)
 
 
 class SweepBoard(LiveView):
@@ -49,11 +50,14 @@ class SweepBoard(LiveView):
         A sweep's run (``lk.sweep(..., wait=False)``).
     max_rate : float, optional
         Most frames per second.
+    reference : sequence of float, optional
+        A several-objective sweep's hypervolume reference point, one value an objective
+        (default: the worst seen plus a margin; :mod:`.pareto`).
     """
 
     thread_name = "labkit-writer-sweep"
 
-    def __init__(self, run, max_rate: float | None = None):
+    def __init__(self, run, max_rate: float | None = None, reference=None):
         self.sweep_tracker = SweepTracker(run.id)
         self.changes = _Changes(self.sweep_tracker)  # events queued, folded by the writer
         super().__init__(run, max_rate, tracker=self.changes)
@@ -63,6 +67,7 @@ class SweepBoard(LiveView):
                 self.changes.queue.drain()  # the events so far before the seed, as they came
                 self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             self.encoder = FrameEncoder(self.sweep_tracker, names=DeviceNames(run.sources))
+            self.encoder.pareto = pareto_frames(self.live_sweep, reference)  # None: one metric
             self._send_lock = threading.Lock()  # one frame at a time, in seq order
             self._painted = False
             self.sent = 0  # frames sent

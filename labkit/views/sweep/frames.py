@@ -54,6 +54,7 @@ from ..trackers.sweep_lines import (  # one rule for the board and the dashboard
 from ..trackers.sweep_rows import ok
 from ..trackers.sweep_tracker import SweepChanges, SweepState, SweepTracker
 from .brush import TrialColumns, pick
+from .pareto import ParetoFrames
 from .words import SweepWords
 
 __all__ = ["FrameEncoder", "LINES", "LEADERS", "BAND_EVERY"]
@@ -101,6 +102,7 @@ class FrameEncoder:
         self._band_stale = True
         self._band_at = -math.inf
         self._lock = threading.RLock()
+        self.pareto: ParetoFrames | None = None  # a several-objective sweep's front (.pareto)
 
     # -- frames ---------------------------------------------------------------------------------
 
@@ -123,12 +125,14 @@ class FrameEncoder:
             self._pace_band(drawn, state.total, now=True)
             self._meta = self._named_meta()
             self.seq += 0 if kept else 1
+            pareto = {"pareto": self.pareto.paint()} if self.pareto is not None else {}
             return {
                 "kind": "paint",
                 "seq": self.seq,
                 "meta": self._meta,
                 "rows": self.words.columns(state.rows),
                 "curves": {"lines": lines, "band": self._band},
+                **pareto,
                 **self._status(state),
             }
 
@@ -165,6 +169,8 @@ class FrameEncoder:
                 frame["rows"] = self.words.columns(state.rows)
             if any(curves.values()) or "band" in curves:
                 frame["curves"] = curves
+            if self.pareto is not None and (pareto := self.pareto.delta()) is not None:
+                frame["pareto"] = pareto
             return {**frame, **self._status(state)}
 
     def brush(self, ranges: dict) -> dict:
@@ -198,6 +204,8 @@ class FrameEncoder:
             self.words.sweep(t.name, t.metric, t.mode, t.rule)
             self.words.describe(t.space)
         self.words.absorb(state.rows)
+        if self.pareto is not None:
+            self.pareto.fold(state.rows)
         for r in state.rows:
             row = self.grid.row(r.id)
             ranked = str(r.status) in ("completed", "stopped") and ok(r.value)

@@ -255,6 +255,8 @@ class SweepFold:
             traceback=r.traceback,
             reason=r.reason,
             ended=r.ended or e.time,
+            objectives=r.objectives,  # several objectives: each one's final value
+            constraints=r.constraints,
         )
         if t.worker is not None:
             self._loads.finished(t.worker)
@@ -361,3 +363,4 @@ class SweepFold:
 
 #: The fields of an engine row a tracker takes when the row has them.
 _MERGED = ("step", "value", "best", "worker", "error", "traceback", "reason", "started", "ended")
+_MERGED += ("objectives", "constraints")  # a several-objective sweep's final values

@@ -10,6 +10,7 @@ import { drawCurves } from "./curves.js";
 import { node } from "./dom.js";
 import { drawControls, drawStatus, drawWorkers, writeClock } from "./page.js";
 import { drawParallel } from "./parallel.js";
+import { drawPareto } from "./pareto.js";
 import { rowOf } from "./state.js";
 import { measure, sortedOrder, tableColumns } from "./table.js";
 
@@ -48,6 +49,7 @@ export function drawBoard(board) {
     board.axes = [...(state.meta.params || []), "value"].map((name) => makeAxis(state, name));
     board.geo = drawParallel(ui.parallel, state, board.axes, board.mask, board.brushes, t);
   }
+  if (frame || brush || dirty.has("resize") || dirty.has("pareto")) drawPareto(board, t);
   if (frame) drawWorkers(ui, state.load || []);
   if (dirty.has("said")) ui.message.replaceChildren(...board.said.map((s) => node("div", "", s)));
   if (frame || brush) {

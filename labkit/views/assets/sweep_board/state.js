@@ -6,6 +6,8 @@
 // indexed by a row's position; `index` maps a trial id to it).  Once the sweep
 // ended, the kernel keeps its last frame in the model's state, in parts.
 
+import { mergePareto } from "./pareto.js";
+
 export const ROW_COLUMNS = ["status", "step", "latest", "best", "worker", "attempts"];
 
 export function emptyState() {
@@ -61,6 +63,8 @@ export function applyFrame(state, msg, whole) {
   if (msg.rows) mergeRows(state, msg.rows);
   if (msg.curves) mergeCurves(state, msg.curves, whole);
   else if (whole) mergeCurves(state, {}, true);
+  if (msg.pareto) mergePareto(state, msg.pareto, whole);     // several objectives only
+  else if (whole) state.pareto = null;
   for (const k of ["counts", "best", "total", "status", "ended", "load"]) {
     if (k in msg) state[k] = msg[k];
   }
