@@ -117,7 +117,7 @@ function drawFrame(ctx, box, xs, ys, t, xName, yName) {
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   for (const v of niceTicks(ys[0], ys[1], 4)) ctx.fillText(fmt(v), left - 4, box.Y(v));
-  if (yName) { ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText(short(yName, 30), left + 4, 2); }
+  if (yName) { ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText(short(yName, 70), left + 4, 2); }
 }
 
 function plotBox(w, h, xs, ys, bottom) {
@@ -167,7 +167,9 @@ function drawScatter(ui, board, p, t) {
   ui.geo = { drawn };
   Object.assign(ui.scatter.dataset, { points: String(drawn.length + dimmed), dimmed: String(dimmed),
                                       front: String(p.front.size), stairs: String(stairs.length),
-                                      x: p.names[a] || "", y: p.names[b] || "" });
+                                      x: p.names[a] || "", y: p.names[b] || "",
+                                      frontAt: JSON.stringify(drawn.filter(([id]) => p.front.has(id))
+                                        .map(([id, x, y]) => [id, Math.round(x), Math.round(y)])) });
 }
 
 function drawHypervolume(ui, p, t) {
@@ -178,7 +180,7 @@ function drawHypervolume(ui, p, t) {
   if (!hv.length) return;
   const xs = span(hv.map((q) => q[0])), ys = span(hv.map((q) => q[1]));
   const box = plotBox(w, h, xs, ys, 18);
-  const ref = p.reference ? ` (reference ${p.reference.map(fmt).join(", ")})` : "";
+  const ref = p.reference ? ` · reference ${p.reference.map(fmt).join(", ")}` : "";
   drawFrame(ctx, box, xs, ys, t, "", `hypervolume by trials ended${ref}`);
   ctx.strokeStyle = t.accent;
   ctx.lineWidth = 1.5;
