@@ -30,6 +30,8 @@ def sweeps_parser(commands: Any) -> argparse.ArgumentParser:
         epilog="--json prints a list of objects: name, metric, mode, trials, counts "
         "({status: n}), best ({trial, value} or null), front (the size of the Pareto front of "
         "a sweep of several objectives, whose metric and mode are lists; null otherwise), "
+        "moves (executions that ended as their worker left gracefully: no failures; a MOVES "
+        "column beside FAILED in the table when any), "
         "checkpoint_bytes (the checkpoints kept, "
         "after retention), started and last_written (Unix seconds).",
     )

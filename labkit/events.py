@@ -56,6 +56,8 @@ __all__ = [
     "TrialReported",
     "TrialRequeued",
     "TrialFinished",
+    "TrialMoved",
+    "SweepWaiting",
     "EventBus",
     "Observable",
     "run_of",
@@ -227,6 +229,9 @@ class SweepStarted(Event):
     "lo": ..., "hi": ...}``, ``"choice"`` with ``values``, ``"grid"``,
     ``"constant"``); ``trials`` holds one plain row a trial (``id``, ``config``,
     ``status``, ``value``, ``best``, ``step``), those a resumed sweep finished before too.
+    ``objectives`` and ``modes`` name every objective of the sweep and its mode, in
+    order (one each for a single metric; ``metric`` and ``mode`` are always the
+    first's); left out, they are ``metric`` and ``mode`` alone.
     """
 
     run: str
@@ -239,6 +244,20 @@ class SweepStarted(Event):
     rule: str | None = None  # the early-stopping rule, described
     store: str | None = None  # the store's path (None: in memory)
     time: float = field(default_factory=_now)
+    objectives: tuple = ()  # every objective's name (2 to 4 for a sweep of several)
+    modes: tuple = ()  # each objective's "min" or "max", in the same order
+
+    def __post_init__(self) -> None:
+        if not self.objectives:  # one metric (or an emitter that says only the first)
+            object.__setattr__(self, "objectives", (self.metric,))
+            object.__setattr__(self, "modes", (self.mode,))
+        object.__setattr__(self, "objectives", tuple(self.objectives))
+        object.__setattr__(self, "modes", tuple(self.modes))
+        if len(self.modes) != len(self.objectives):
+            raise ValueError(
+                f"SweepStarted: {len(self.objectives)} objective(s) {self.objectives} but "
+                f"{len(self.modes)} mode(s) {self.modes}"
+            )
 
 
 @dataclass(frozen=True)
@@ -274,6 +293,35 @@ class TrialRequeued(Event):
     run: str
     trial: int
     reason: str
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class TrialMoved(Event):
+    """A trial's worker left gracefully (a retirement, a lifetime's end, a scale-down):
+    the trial waits to go on from its last checkpoint on another worker (no failure).
+
+    ``worker`` is the one it left, ``reason`` what labkit saw, ``moves`` the
+    trial's moves so far, this one included.
+    """
+
+    run: str
+    trial: int
+    worker: str | None
+    reason: str | None = None
+    moves: int = 1
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class SweepWaiting(Event):
+    """A sweep began to wait for workers (``waiting``: its cluster has none, and
+    ``pending`` trials wait), or stopped waiting (workers joined)."""
+
+    run: str
+    name: str
+    waiting: bool
+    pending: int = 0
     time: float = field(default_factory=_now)
 
 

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from ..events import TrialFinished, TrialReported, TrialsAdded, TrialStarted
+from ..events import TrialFinished, TrialMoved, TrialReported, TrialsAdded, TrialStarted
 from .launch.worker_namer import WorkerNamer
 from .objectives.declared import checked_final, final_fields
 from .search.chain import DecisionChain
@@ -144,7 +144,7 @@ class SweepEngine:
                 worker=worker,
                 started=s.started or time.time(),
             )
-            self.store.trial_started(self.name, trial, s.attempts, worker, s.started)
+            self.store.trial_started(self.name, trial, s.attempts, worker, s.started, s.moves)
             self.namer.seen(worker)
             event = TrialStarted(
                 self.run_id,
@@ -303,12 +303,11 @@ class SweepEngine:
         return True
 
     def _restart(self, s: TrialState, why: str | None, moved: bool = False) -> bool:
-        """Queue ``s`` again after its worker was lost, if it may; whether it was.
-
-        ``moved``: its worker left gracefully (a retirement): a move, not a failure.
-        """
+        """Queue ``s`` again after its worker was lost, if it may; whether it was (``moved``:
+        its worker left gracefully, a retirement: a move, not a failure)."""
         if moved:
             s.update(moves=s.moves + 1)
+            self.searcher.later.append(TrialMoved(self.run_id, s.id, s.worker, why, s.moves))
             if self.cancelling or s.stop is not None:
                 return False
             logger.info(

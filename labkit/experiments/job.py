@@ -114,6 +114,8 @@ class SweepJob:
                     launcher.slots(),
                     spec.rule_words(),
                     self.store.path,
+                    objectives=spec.objectives,
+                    modes=spec.modes,
                 )
             )
         drive(engine, launcher, scope)

@@ -217,6 +217,8 @@ def finished_run(result: SweepResult) -> Any:
                 0,
                 result.rule,
                 result.store,
+                objectives=tuple(result.objectives),
+                modes=tuple(result.modes),
             )
         )
         return result

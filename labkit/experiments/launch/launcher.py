@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from ...events import TaskInfo
+from ...events import SweepWaiting, TaskInfo
 from ..trials.trial import Trial
 from .channel import TrialChannel
 from .execution import execute
@@ -124,9 +124,14 @@ class Launcher:
 
     def watch_workers(self) -> bool:
         """On the loop's thread: whether the sweep waits for workers (said once, see
-        :class:`WorkerWait`)."""
+        :class:`WorkerWait`, and told the views in a :class:`~labkit.events.SweepWaiting`)."""
         wait = self.workers_wait
-        return wait is not None and wait.check(len(self.engine.pending))
+        if wait is None:
+            return False
+        was, pending = wait.waiting, len(self.engine.pending)
+        if wait.check(pending) != was:
+            self.engine.emit(SweepWaiting(self.engine.run_id, self.engine.name, not was, pending))
+        return wait.waiting
 
     def threads(self) -> int:
         return 1

@@ -60,9 +60,10 @@ def summary(store: Store, row: dict) -> dict:
     """The sweep of ``row`` (of the table ``sweeps``) in ``store``, at a glance.
 
     ``{"name", "metric", "mode", "trials", "counts": {status: n}, "best":
-    {"trial", "value"} | None, "front", "started", "last_written"}``: a sweep of
+    {"trial", "value"} | None, "front", "moves", "started", "last_written"}``: a sweep of
     several objectives has lists of ``metric`` and ``mode``, no ``best`` and the
-    size of its Pareto front as ``front`` (None for one metric); times are Unix
+    size of its Pareto front as ``front`` (None for one metric); ``moves`` counts
+    its trials' executions that ended as their worker left gracefully; times are Unix
     seconds: when the sweep was made, and its newest write (a trial's start or
     end, a report, its settings).
     """
@@ -87,6 +88,7 @@ def summary(store: Store, row: dict) -> dict:
         "counts": {s: counted[s] for s in order if s in counted},
         "best": None if pairs else _best(store, name, row["mode"]),
         "front": _front_size(store, name, pairs) if pairs else None,
+        "moves": _moves(store, name),
         "checkpoint_bytes": _kept_bytes(store, name),
         "started": row["created"],
         "last_written": max((t for t in newest if isinstance(t, (int, float))), default=None),
@@ -121,6 +123,14 @@ def _front_size(store: Store, sweep: str, pairs: list) -> int:
     return len(pareto_front(points, [m for _, m in pairs])) if points else 0
 
 
+def _moves(store: Store, sweep: str) -> int:
+    """The moves of the sweep's trials, summed (0 in a store older than the count)."""
+    if "moves" not in {r["name"] for r in store.read("PRAGMA table_info(trials)")}:
+        return 0
+    rows = store.read("SELECT SUM(moves) AS n FROM trials WHERE sweep = ?", (sweep,))
+    return int(rows[0]["n"] or 0)
+
+
 def _kept_bytes(store: Store, sweep: str) -> int:
     """The bytes of the checkpoints ``sweep`` keeps (retention's dropped ones not counted)."""
     names = {r["name"] for r in store.read("PRAGMA table_info(checkpoints)")}
@@ -144,18 +154,20 @@ def _bytes(n: int | None) -> str:
 def format_summaries(rows: list[dict]) -> str:
     """``rows`` of :func:`summaries` as an aligned text table (a column a status present)."""
     statuses = list(dict.fromkeys(s for r in rows for s in r["counts"]))
-    head = ["SWEEP", "METRIC", "TRIALS", *(s.upper() for s in statuses)]
+    moved = any(r.get("moves") for r in rows)  # a column beside the failures, when any moved
+    counted = _counted(statuses, moved)
+    head = ["SWEEP", "METRIC", "TRIALS", *(s.upper() for s in counted)]
     head += ["BEST (TRIAL)", "CHECKPOINTS", "STARTED", "LAST WRITTEN"]
     several = any(r.get("front") is not None for r in rows)
     if several:  # a sweep of several objectives: its Pareto front's size, not a best
         head.insert(head.index("BEST (TRIAL)") + 1, "FRONT")
-    numeric = {"TRIALS", "CHECKPOINTS", "FRONT", *(s.upper() for s in statuses)}
+    numeric = {"TRIALS", "CHECKPOINTS", "FRONT", "MOVES", *(s.upper() for s in statuses)}
     cells = [
         [
             _printable(r["name"]),
             _printable(_objectives(r["metric"], r["mode"])),
             str(r["trials"]),
-            *(str(r["counts"].get(s, 0)) for s in statuses),
+            *(str(r.get(s) or 0 if s == "moves" else r["counts"].get(s, 0)) for s in counted),
             "-" if r["best"] is None else f"{_number(r['best']['value'])} ({r['best']['trial']})",
             *([] if not several else ["-" if r.get("front") is None else str(r["front"])]),
             _bytes(r.get("checkpoint_bytes")),
@@ -173,6 +185,15 @@ def format_summaries(rows: list[dict]) -> str:
         ]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def _counted(statuses: list[str], moved: bool) -> list[str]:
+    """The columns of counts: the statuses present, and ``moves`` beside ``failed``
+    (after the statuses when none failed) where a trial moved."""
+    if not moved:
+        return statuses
+    at = statuses.index("failed") + 1 if "failed" in statuses else len(statuses)
+    return [*statuses[:at], "moves", *statuses[at:]]
 
 
 def summaries_json(rows: list[dict]) -> str:

@@ -51,7 +51,18 @@ __all__ = ["StoreChanges", "StoreLook", "MARGIN"]
 #: Seconds of trial ends read again at each look (a commit may land after a later one's).
 MARGIN = 5.0
 
-_SIGNATURE = ("status", "attempts", "value", "best", "step", "worker", "ended", "error", "reason")
+_SIGNATURE = (
+    "status",
+    "attempts",
+    "moves",
+    "value",
+    "best",
+    "step",
+    "worker",
+    "ended",
+    "error",
+    "reason",
+)
 
 
 @dataclass
@@ -158,6 +169,7 @@ class StoreChanges:
             r["metrics"] = json.loads(r["metrics"]) if r["metrics"] else None
             for name in ("objectives", "constraints"):  # version 5's (absent before)
                 r[name] = json.loads(r[name]) if r.get(name) else None
+            r["moves"] = r.get("moves") or 0  # a store read as an older labkit wrote it: none
             if old is not None and (old[1] or 0) > 0 and (r["attempts"] or 0) > old[1]:
                 restarted.add(key)  # it ran before and runs again: a restart dropped reports
             self._remember(r["sweep"], r)

@@ -195,12 +195,14 @@ class Store(WriteQueue):
         )
 
     def trial_started(
-        self, sweep: str, trial: int, attempts: int, worker: str, started: float
+        self, sweep: str, trial: int, attempts: int, worker: str, started: float, moves: int = 0
     ) -> None:
+        """An execution of ``trial`` began (queued); ``moves``: those that ended as their
+        worker left gracefully, so far."""
         self.put(
-            "UPDATE trials SET status = 'running', attempts = ?, worker = ?, "
+            "UPDATE trials SET status = 'running', attempts = ?, worker = ?, moves = ?, "
             "started = COALESCE(started, ?), ended = NULL WHERE sweep = ? AND id = ?",
-            (attempts, worker, started, sweep, trial),
+            (attempts, worker, moves, started, sweep, trial),
         )
 
     def trial_reports(
@@ -237,11 +239,13 @@ class Store(WriteQueue):
         ended: float | None = None,
         objectives: dict | None = None,
         constraints: tuple | None = None,
+        moves: int | None = None,
     ) -> None:
+        """The end of ``trial`` (queued); ``moves`` None: its count as stored."""
         self.put(
             "UPDATE trials SET status = ?, metrics = ?, value = ?, best = ?, step = ?, "
-            "error = ?, traceback = ?, reason = ?, ended = ?, objectives = ?, constraints = ? "
-            "WHERE sweep = ? AND id = ?",
+            "error = ?, traceback = ?, reason = ?, ended = ?, objectives = ?, constraints = ?, "
+            "moves = COALESCE(?, moves) WHERE sweep = ? AND id = ?",
             (
                 status,
                 None if metrics is None else _json(metrics),
@@ -254,6 +258,7 @@ class Store(WriteQueue):
                 ended,
                 None if objectives is None else _json(objectives),
                 None if constraints is None else _json(list(constraints)),
+                moves,
                 sweep,
                 trial,
             ),
@@ -277,6 +282,7 @@ class Store(WriteQueue):
             record.ended,
             record.objectives,
             record.constraints,
+            record.moves,
         )
         if record.status.terminal:  # it runs no more: keep_best decides on its checkpoint
             self.retain(sweep)

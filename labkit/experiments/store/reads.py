@@ -48,9 +48,10 @@ TRIAL_COLUMNS = (
     "ended",
     "objectives",
     "constraints",
+    "moves",
 )
-#: The columns a store of schema version 4 or older lacks (read as NULL there).
-_SINCE_V5 = ("objectives", "constraints")
+#: The columns a store of schema version 4 or older lacks (read as NULL there; moves as 0).
+_SINCE_V5 = ("objectives", "constraints", "moves")
 _STATUS = {s.value: s for s in Status}
 
 
@@ -88,6 +89,7 @@ def trial_rows(conn: sqlite3.Connection, sweep: str) -> list[tuple]:
             (
                 r[0], config, _status(r[2], sweep, r[0]), final, *map(unreal, r[4:7]), *r[7:14],
                 values, None if bounds is None else tuple(bounds),  # JSON keeps NaN
+                r[16] or 0,
             )
             for r, config, final, values, bounds in zip(
                 rows, configs, metrics, objectives, constraints, strict=True

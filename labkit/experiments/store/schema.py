@@ -11,7 +11,9 @@ keeps reports in ``report_packs``, a trial's reports packed in a row
 (issue 46: the store keeps references, never the bytes), 5 adds the sweep's
 ``objectives`` (its names and modes, when several) and each trial's final
 ``objectives`` and ``constraints`` values (issue 48; NULL for the trials of an
-older store: it reads the same after its migration as before).  A
+older store: it reads the same after its migration as before) and its ``moves``
+(issue 47: executions ended as their worker left gracefully; 0 in an older
+store).  A
 writable store is migrated to the current version when opened, in one
 transaction; a store opened to read only is read as its version wrote it; a
 store of a newer version than this labkit knows is an InputError naming the file.
@@ -59,7 +61,7 @@ CREATE TABLE IF NOT EXISTS trials (
     status TEXT NOT NULL DEFAULT 'pending', metrics TEXT, value REAL, best REAL, step INTEGER,
     error TEXT, traceback TEXT, reason TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     worker TEXT, started REAL, ended REAL, objectives TEXT, constraints TEXT,
-    PRIMARY KEY (sweep, id));
+    moves INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sweep, id));
 CREATE INDEX IF NOT EXISTS trials_running ON trials (sweep, id) WHERE status = 'running';
 CREATE INDEX IF NOT EXISTS trials_by_end ON trials (ended);
 CREATE TABLE IF NOT EXISTS report_packs (
@@ -158,7 +160,7 @@ def open_writable(path: str | None, uri: str | None) -> sqlite3.Connection:
         conn = _connect(path, uri)
         version = _check_version(conn, path or "in memory")
         conn.executescript(SCHEMA)  # a new file is written here (a full disk fails)
-        if version < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION or _lacking(conn):
             _migrate(conn)
         conn.execute("BEGIN IMMEDIATE")  # the write lock: another writer would wait here
         conn.execute("DELETE FROM sweeps WHERE 0")  # a read-only file fails here
@@ -177,7 +179,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
     report of ``reports`` packed into ``report_packs``, then ``reports`` dropped.
     2 -> 3: ``exploits``, made by the schema's script.  3 -> 4: the
     checkpoints' ``key``, ``digest`` and ``dropped`` columns.  4 -> 5: the sweeps'
-    ``objectives``, the trials' ``objectives`` and ``constraints``.
+    ``objectives``, the trials' ``objectives``, ``constraints`` and ``moves``.
     """
     conn.execute("BEGIN IMMEDIATE")  # another process may be migrating it: one does
     try:
@@ -193,10 +195,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 pack_rows(decoded),
             )
             conn.execute("DROP TABLE reports")
-        for table, column in _ADDED:
+        for table, column, kind in _ADDED:
             columns = {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
             if column not in columns:
-                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.commit()
     except BaseException:
@@ -204,15 +206,27 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise
 
 
-#: The TEXT columns versions 4 and 5 added to tables an older store has: ``(table, column)``.
+#: The columns versions 4 and 5 added to tables an older store has: ``(table, column, type)``.
 _ADDED = (
-    ("checkpoints", "key"),
-    ("checkpoints", "digest"),
-    ("checkpoints", "dropped"),
-    ("sweeps", "objectives"),
-    ("trials", "objectives"),
-    ("trials", "constraints"),
+    ("checkpoints", "key", "TEXT"),
+    ("checkpoints", "digest", "TEXT"),
+    ("checkpoints", "dropped", "TEXT"),
+    ("sweeps", "objectives", "TEXT"),
+    ("trials", "objectives", "TEXT"),
+    ("trials", "constraints", "TEXT"),
+    ("trials", "moves", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+
+def _lacking(conn: sqlite3.Connection) -> bool:
+    """Whether a store of this version lacks a column of :data:`_ADDED`: one written
+    before ``moves`` joined version 5 (unreleased, so it kept its number): added then."""
+    present = {
+        (table, r[1])
+        for table in {t for t, _, _ in _ADDED}
+        for r in conn.execute(f"PRAGMA table_info({table})").fetchall()
+    }
+    return any((table, column) not in present for table, column, _ in _ADDED)
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:
