@@ -13,7 +13,11 @@ rank back to the last commit (taken every ``commit_every`` steps and at each
 epoch's end) and goes on from that step, the rest of the epoch planned over
 the ranks left (the lost worker's blocks recomputed by Dask): every row is
 still trained once an epoch, and at most ``commit_every`` steps are done
-again.  The epoch's record says which.  After ``max_failures`` losses, or
+again.  The epoch's record says which.  A worker that left gracefully (the
+scheduler retired it: ``client.retire_workers``, its ``lifetime``, an
+adaptive scale-down) is recovered from the same way, but as a move: its
+recovery says ``moved`` and it counts nothing against ``max_failures``.
+After ``max_failures`` losses, or
 when no worker is left, a :class:`~labkit.errors.WorkerLostError` names the
 worker, the epoch and the step.
 """
@@ -33,6 +37,7 @@ from ...errors import (
     WorkerLostError,
     for_caller,
 )
+from ...scheduling.workers.closing import left_gracefully, watch_retirements
 from ..fit_data import DaskArrays, Source, WorkerDataset
 from ..plan import PlannedEpoch
 from ..replica_group import COMMIT_EVERY, MAX_FAILURES, EpochOptions
@@ -66,6 +71,7 @@ class EpochRunner:
         self.ended: tuple | None = None  # (run, epoch) whose last report was handed on
         if isinstance(source, DaskArrays):
             self.blocks = WorkerBlocks.of(group.client, source.x, source.y)
+        watch_retirements(group.client)  # a retired worker is a move, not a failure
 
     def configure(
         self,
@@ -307,7 +313,8 @@ class EpochRunner:
         """Re-form the group over the workers left, back to the last commit; the epoch resumed."""
         group, started = self.group, time.monotonic()
         lost = outcome["lost"] or ["(a peer whose collective failed)"]
-        self.failures += 1
+        moved = bool(outcome["lost"]) and left_gracefully(group.client, lost) == lost
+        self.failures += 0 if moved else 1
         # batches count from 1 wherever a user reads them; outcome["step"] counts from 0
         lost_at = outcome["step"] + 1
         where = {"worker": ", ".join(lost), "epoch": planned.epoch, "batch": lost_at}
@@ -336,6 +343,7 @@ class EpochRunner:
                 "resumed_from": position["step"] + 1,
                 "redone": redone,
                 "ranks": len(survivors),
+                "moved": moved,
                 "seconds": round(time.monotonic() - started, 3),
             }
         )
