@@ -173,10 +173,10 @@ def test_ten_thousand_trials_a_front_update_is_small_and_cheap():
                 id=i, config={"x": 0.5}, status="completed", value=float(x[i]), best=float(x[i]),
                 step=1, attempts=1, objectives={"a": float(x[i]), "b": float(y[i])})))
         state = tracker.state(sorted(tracker.take().trials))
-        cpu = time.process_time()
+        cpu = time.thread_time()  # this thread only: a neighbour thread is not counted
         encoder.pareto.fold(state.rows)
         part = encoder.pareto.delta()
-        most_cpu = max(most_cpu, time.process_time() - cpu)
+        most_cpu = max(most_cpu, time.thread_time() - cpu)
         most_bytes = max(most_bytes, size({"kind": "delta", "pareto": part}))
     assert most_bytes <= 10_000, most_bytes
     assert most_cpu <= 0.05, most_cpu

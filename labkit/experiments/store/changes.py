@@ -125,6 +125,7 @@ class StoreChanges:
                 "space": space.get("space", {}) if isinstance(space, dict) else {},
                 "rule": (row.get("settings") or {}).get("early_stop"),
                 "created": row.get("created"),
+                "objectives": row.get("objectives"),  # [(name, mode), ...]: the Pareto view's
             }
         )
         rows = []

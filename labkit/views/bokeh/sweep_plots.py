@@ -30,6 +30,7 @@ from ..writer import Pacer
 from .node_panel import named
 from .sweep_curves import SweepCurves
 from .sweep_parallel import SweepParallel
+from .sweep_pareto import SweepPareto
 from .sweep_table import SweepTable
 
 __all__ = ["SweepPlots", "attach", "NO_SWEEP", "CROWD", "CROWDED_GAP"]
@@ -67,10 +68,12 @@ class SweepPlots:
         self.table = SweepTable(names)
         self.curves = SweepCurves()
         self.parallel = SweepParallel()
+        self.pareto = SweepPareto()  # several objectives only
         self.board = column(
             self.table.table,
             self.curves.figure,
             self.parallel.figure,
+            self.pareto.layout,
             visible=False,
             sizing_mode="stretch_width",
         )
@@ -160,6 +163,7 @@ class SweepPlots:
         self.table.paint(_params(sweep, trials), trials, self._best)
         self.curves.paint(sweep)
         self.parallel.paint(sweep.space, sweep.metric, sweep.mode, trials, self._best)
+        self.pareto.paint(sweep)
         self.status.text = _status(sweep, best)
         self.board.visible = True
 
@@ -179,6 +183,7 @@ class SweepPlots:
         self.table.update(trials, best_id)
         self.curves.update(sweep, changed, best_id, views=trials)
         self.parallel.update(trials, best, sweep.trials)
+        self.pareto.update(sweep, changed)
         self._best = best_id
         text = _status(sweep, best)
         if text != self.status.text:

@@ -289,6 +289,10 @@ class ParetoFrames:
             part["hv"] = new["hv"]
         return part
 
+    def points(self) -> list[tuple[int, list]]:
+        """Every trial folded and its objectives (rounded), in id order."""
+        return [(t, [r6(v) for v in vs]) for t, vs in sorted(self._seen.items())]
+
     def _points(self, points: list) -> dict:
         """Points as columns: ``{"id": [...], "values": [[...], ...]}``."""
         return {"id": [t for t, _ in points], "values": [[r6(v) for v in vs] for _, vs in points]}

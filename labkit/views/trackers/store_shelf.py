@@ -104,6 +104,7 @@ class StoreShelf:
                 sweep["name"], sweep["metric"], sweep["mode"], sweep["space"], sweep["rule"]
             )
             made.started = sweep["created"]
+            made.set_objectives(sweep.get("objectives") or ())
             for row in look.loaded.get(sweep["name"], ()):
                 made.merge(row, exact=True)
             with self._lock:

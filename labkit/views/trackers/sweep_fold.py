@@ -61,6 +61,8 @@ class SweepFold:
         self.slots: int | None = None
         self.mode: str = "max"
         self.space: dict = {}
+        self.objectives: tuple = ()  # a sweep of several objectives: every one, and its mode
+        self.modes: tuple = ()
         self.ended = False
         self.status = "running"  # the run's: running, finished, failed, cancelled, ended
         self.started: float | None = None  # when the sweep began (as its shelf knows it)
@@ -112,6 +114,7 @@ class SweepFold:
             self._describe(
                 live.name, live.metric, live.mode, live.space, getattr(live, "rule", None)
             )
+            self._several(getattr(live, "objectives", ()), getattr(live, "modes", ()))
             for row in rows:
                 self._merge(row)
             self._version += 1
@@ -121,6 +124,17 @@ class SweepFold:
         with self._lock:
             self._describe(name, metric, mode, space or {}, rule)
             self._version += 1
+
+    def set_objectives(self, pairs) -> None:
+        """A sweep's objectives as ``[(name, mode), ...]`` (kept only when several)."""
+        with self._lock:
+            self._several([n for n, _ in pairs], [m for _, m in pairs])
+            self._version += 1
+
+    def _several(self, names, modes) -> None:
+        """Several objectives' names and modes (one metric: none)."""
+        several = len(names) > 1 and len(modes) == len(names)
+        self.objectives, self.modes = (tuple(names), tuple(modes)) if several else ((), ())
 
     def set_status(self, status: str) -> None:
         """The sweep's run is ``status`` now (``running``; ``finished``, ``ended``: it ended)."""
@@ -198,6 +212,7 @@ class SweepFold:
 
     def _on_sweep_started(self, e: SweepStarted) -> None:
         self._describe(e.name, e.metric, e.mode, e.space, e.rule, e.slots)
+        self._several(e.objectives, e.modes)
         for row in e.trials:
             self._merge(row)
 

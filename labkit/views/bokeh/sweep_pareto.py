@@ -1,0 +1,169 @@
+"""A several-objective sweep's Pareto view on Bokeh: two objectives as a scatter, the front a
+staircase, the hypervolume over the trials ended (issue 48).
+
+:class:`SweepPareto` keeps a :class:`~labkit.views.sweep.pareto.ParetoFrames`
+of the picked sweep (the front kept as trials end, as the notebook board's)
+and draws from its parts: a paint puts every ended trial in the scatter's
+source (``labkit-sweep-pareto-points``); after that each tick streams the
+trials that ended and patches the front's flags of those that entered or
+left it, and draws the staircase (``labkit-sweep-pareto-front``: the front's
+points non-dominated in the two objectives shown) and the hypervolume
+(``labkit-sweep-pareto-hv``) again, both the size of the front or less.  Two
+pickers choose the objectives shown.  A sweep of one metric shows none of it.
+"""
+
+from __future__ import annotations
+
+from bokeh.layouts import column, row
+from bokeh.models import ColumnDataSource, HoverTool, Select  # type: ignore[attr-defined]
+from bokeh.plotting import figure
+
+from ..sweep.pareto import ParetoFrames
+from .node_panel import named
+
+__all__ = ["SweepPareto"]
+
+_FRONT, _OTHER = "#e8590c", "#1f77b4"
+
+
+class SweepPareto:
+    """The Pareto view of the picked sweep; :meth:`paint` it whole, then :meth:`update`."""
+
+    def __init__(self, height: int = 300):
+        self.points = ColumnDataSource(
+            {"trial": [], "x": [], "y": [], "colour": [], "size": []},
+            name="labkit-sweep-pareto-points",
+        )
+        self.stairs = ColumnDataSource({"x": [], "y": []}, name="labkit-sweep-pareto-front")
+        self.hv = ColumnDataSource({"n": [], "hv": []}, name="labkit-sweep-pareto-hv")
+        fig = figure(
+            title="Pareto front",
+            height=height,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,box_zoom,reset",
+        )
+        fig.scatter("x", "y", source=self.points, color="colour", size="size", alpha=0.7)
+        fig.line("x", "y", source=self.stairs, color=_FRONT, line_width=2)
+        fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("x", "@x"), ("y", "@y")]))
+        self.figure = named(fig, "labkit-sweep-pareto")
+        hv = figure(
+            title="hypervolume by trials ended",
+            height=150,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,reset",
+        )
+        hv.line("n", "hv", source=self.hv, line_width=2)
+        self.hv_figure = named(hv, "labkit-sweep-hv")
+        self.x = named(Select(title="x", value="", options=[], width=160), "labkit-sweep-pareto-x")
+        self.y = named(Select(title="y", value="", options=[], width=160), "labkit-sweep-pareto-y")
+        for pick in (self.x, self.y):
+            pick.on_change("value", self._on_pick)
+        self.layout = column(
+            row(self.x, self.y),
+            self.figure,
+            self.hv_figure,
+            visible=False,
+            sizing_mode="stretch_width",
+        )
+        self.frames: ParetoFrames | None = None
+        self._values: dict[int, list] = {}  # trial -> its objectives
+        self._row: dict[int, int] = {}  # trial -> its row in the scatter's source
+        self._painting = False
+
+    def _on_pick(self, _attr, _old, _new) -> None:
+        """A reader picked another objective: every point drawn again."""
+        if not self._painting:
+            self._redraw()
+
+    def paint(self, sweep) -> None:
+        """The sweep's ended trials whole (none shown for a sweep of one metric)."""
+        self._values, self._row = {}, {}
+        if len(sweep.objectives) < 2:
+            self.frames = None
+            self.layout.visible = False
+            return
+        self.frames = ParetoFrames(sweep.objectives, sweep.modes)
+        self.frames.fold(sweep.state(None).rows)
+        names = list(sweep.objectives)
+        self._painting = True  # the pickers set here: one draw below
+        try:
+            self.x.options, self.y.options = names, names
+            self.x.value, self.y.value = names[0], names[1]
+        finally:
+            self._painting = False
+        self._values = dict(self.frames.points())
+        self._redraw()
+        self.frames.delta()  # what the paint drew
+        self.layout.visible = True
+
+    def update(self, sweep, changed) -> None:
+        """The trials ``changed`` folded in; what moved streamed and patched."""
+        if self.frames is None:
+            return
+        self.frames.fold(sweep.state(changed).rows)
+        part = self.frames.delta()
+        if part is None:
+            return
+        new = part.get("points", {})
+        a, b = self._axes()
+        front = set(self.frames.front.ids())
+        ids, values = new.get("id", []), new.get("values", [])
+        rows = {"trial": [], "x": [], "y": [], "colour": [], "size": []}
+        for trial, v in zip(ids, values, strict=True):
+            self._values[trial] = v
+            self._row[trial] = len(self._row)
+            for key, cell in zip(rows, _point(trial, v, a, b, trial in front), strict=True):
+                rows[key].append(cell)
+        flips = [t for t in part.get("added", []) + part.get("removed", []) if t not in set(ids)]
+        if flips:
+            self.points.patch(
+                {
+                    "colour": [(self._row[t], _FRONT if t in front else _OTHER) for t in flips],
+                    "size": [(self._row[t], 7 if t in front else 4) for t in flips],
+                }
+            )
+        if ids:
+            self.points.stream(rows)
+        self._draw_front(a, b)
+
+    def _axes(self) -> tuple[int, int]:
+        """The positions of the two objectives shown."""
+        names = list(self.frames.names) if self.frames else []
+        pick = lambda s, d: names.index(s.value) if s.value in names else d  # noqa: E731
+        return pick(self.x, 0), pick(self.y, 1)
+
+    def _redraw(self) -> None:
+        """Every point again (a paint, or another objective picked)."""
+        if self.frames is None:
+            return
+        a, b = self._axes()
+        front = set(self.frames.front.ids())
+        cells = [_point(t, v, a, b, t in front) for t, v in self._values.items()]
+        self._row = {t: i for i, t in enumerate(self._values)}
+        self.points.data = {k: [c[i] for c in cells] for i, k in enumerate(self.points.data)}
+        self._draw_front(a, b)
+
+    def _draw_front(self, a: int, b: int) -> None:
+        """The staircase of the front in objectives ``a`` and ``b``, and the hypervolume."""
+        frames = self.frames
+        if frames is None:
+            return
+        sa, sb = (-1 if frames.modes[i] == "max" else 1 for i in (a, b))
+        pts = sorted(
+            ((v[a], v[b]) for v in frames.front.values().tolist()),
+            key=lambda p: (sa * p[0], sb * p[1]),
+        )
+        steps: list = []
+        for x, y in pts:
+            if steps and sb * y >= sb * steps[-1][1]:
+                continue  # not on the front of these two
+            if steps:
+                steps.append((x, steps[-1][1]))
+            steps.append((x, y))
+        self.stairs.data = {"x": [p[0] for p in steps], "y": [p[1] for p in steps]}
+        self.hv.data = {"n": [p[0] for p in frames.hv], "hv": [p[1] for p in frames.hv]}
+
+
+def _point(trial: int, values: list, a: int, b: int, front: bool) -> tuple:
+    """A trial's cells in the scatter's source."""
+    return (trial, values[a], values[b], _FRONT if front else _OTHER, 7 if front else 4)
