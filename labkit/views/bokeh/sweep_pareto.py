@@ -14,6 +14,8 @@ pickers choose the objectives shown.  A sweep of one metric shows none of it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, HoverTool, Select  # type: ignore[attr-defined]
 from bokeh.plotting import figure
@@ -108,7 +110,7 @@ class SweepPareto:
         a, b = self._axes()
         front = set(self.frames.front.ids())
         ids, values = new.get("id", []), new.get("values", [])
-        rows = {"trial": [], "x": [], "y": [], "colour": [], "size": []}
+        rows: dict[str, Any] = {"trial": [], "x": [], "y": [], "colour": [], "size": []}
         for trial, v in zip(ids, values, strict=True):
             self._values[trial] = v
             self._row[trial] = len(self._row)

@@ -377,5 +377,5 @@ class SweepFold:
 
 
 #: The fields of an engine row a tracker takes when the row has them.
-_MERGED = ("step", "value", "best", "worker", "error", "traceback", "reason", "started", "ended")
-_MERGED += ("objectives", "constraints")  # a several-objective sweep's final values
+_MERGED: tuple[str, ...] = ("step", "value", "best", "worker", "error", "traceback", "reason")
+_MERGED += ("started", "ended", "objectives", "constraints")  # objectives: several's finals
