@@ -16,7 +16,7 @@ import pytest
 from torch import nn
 
 import labkit as lk
-from labkit.scheduling.workers.closing import left_gracefully, watch_retirements
+from labkit.scheduling.dask.dask_adapter import left_gracefully, watch_retirements
 from tests.experiments.test_group_faults import STEPS, alone
 from tests.experiments.test_group_trials import batch, model_and_opt
 

@@ -37,7 +37,7 @@ from ...errors import (
     WorkerLostError,
     for_caller,
 )
-from ...scheduling.workers.closing import left_gracefully, watch_retirements
+from ...scheduling.dask.dask_adapter import left_gracefully, watch_retirements
 from ..fit_data import DaskArrays, Source, WorkerDataset
 from ..plan import PlannedEpoch
 from ..replica_group import COMMIT_EVERY, MAX_FAILURES, EpochOptions

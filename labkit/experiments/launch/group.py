@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...scheduling.dask.connect import scheduler_identity
-from ...scheduling.workers.closing import left_gracefully, watch_retirements
+from ...scheduling.dask.dask_adapter import left_gracefully, watch_retirements
 from ..trials.trial import TrialStopped
 from .channel import TrialChannel
 from .launcher import ASK_EVERY, Launcher, Recent

@@ -26,8 +26,7 @@ import queue
 import time
 import uuid
 
-from ...scheduling.dask.dask_adapter import forget_on_scheduler
-from ...scheduling.workers.closing import left_gracefully, watch_retirements
+from ...scheduling.dask.dask_adapter import forget_on_scheduler, left_gracefully, watch_retirements
 from ..trials.checkpoint_place import ref_fields
 from .channel import FIELDS, deliver
 from .execution import run_remote

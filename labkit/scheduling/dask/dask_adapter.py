@@ -20,6 +20,9 @@ Dask upgrade that breaks one breaks it in this module only
   so a worker between two tasks lost the layer's inputs and fetched them again;
 * whether a cluster adapts its size to demand (:func:`is_adaptive`): ``Cluster.adapt()``
   keeps its ``Adaptive`` in a private attribute, and no public one says so;
+* which workers the scheduler retired (:func:`watch_retirements`,
+  :func:`left_gracefully`): a plugin on the scheduler hears its events, since
+  Dask says nowhere public whether a worker that left was retired or lost;
 * asking the scheduler for its full identity (:func:`scheduler_identity`):
   ``Client.scheduler_info()`` returns a cache that the client's periodic
   refresh overwrites with a copy listing no worker.
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import sys
 from typing import Any
 
@@ -46,7 +50,12 @@ import dask
 
 from ...errors import SchedulerError
 
+logger = logging.getLogger("labkit.scheduling")
+
 __all__ = [
+    "RETIREMENTS",
+    "watch_retirements",
+    "left_gracefully",
     "SHIPPED_PREFIX",
     "keep_shipped_copies",
     "LOST_INPUT_REASONS",
@@ -268,3 +277,68 @@ def is_adaptive(cluster) -> bool:
         return False
     state = getattr(adaptive, "state", "running")  # "stopped" once adapt is stopped
     return str(state) != "stopped"
+
+
+#: The name of labkit's plugin on a scheduler that keeps which workers were retired.
+RETIREMENTS = "labkit-retirements"
+
+
+def watch_retirements(client) -> None:
+    """Have the scheduler of ``client`` keep which workers it retires (once per scheduler).
+
+    The scheduler's own event log may keep nothing (labkit's embedded clusters
+    keep no message log), but a plugin hears every event as it is logged.  The
+    plugin is defined inside this function, so that it travels by value: the
+    scheduler needs no labkit.  A scheduler that cannot take it leaves every
+    departure unknown to be graceful (a loss).
+    """
+
+    def install(dask_scheduler):  # nested: pickled by value
+        from distributed.diagnostics.plugin import SchedulerPlugin
+
+        class Retirements(SchedulerPlugin):
+            """Which workers the scheduler's events say it was last retiring (the 1000 last)."""
+
+            def __init__(self):
+                self.retired: dict = {}
+
+            def log_event(self, topic, msg) -> None:
+                if not isinstance(msg, dict) or not isinstance(topic, str):
+                    return
+                action, status = msg.get("action"), msg.get("status")
+                if action == "could-not-retire" or status == "running":
+                    self.retired.pop(topic, None)  # a retirement called off
+                elif (
+                    action == "retired"
+                    or status == "closing_gracefully"
+                    or (action == "remove-worker" and msg.get("expected") is True)
+                ):
+                    self.retired[topic] = True
+                    while len(self.retired) > 1000:
+                        self.retired.pop(next(iter(self.retired)))
+
+        dask_scheduler.add_plugin(Retirements(), name="labkit-retirements", idempotent=True)
+
+    try:
+        client.run_on_scheduler(install)
+    except Exception:  # the scheduler gone or refusing plugins: departures count as losses
+        logger.debug("labkit: could not watch the scheduler for retired workers", exc_info=True)
+
+
+def left_gracefully(client, addresses) -> list:
+    """The workers of ``addresses`` that the scheduler retired (``retire_workers``, a
+    ``lifetime``, an adaptive scale-down), as heard since :func:`watch_retirements`.
+
+    Asked once a worker has left: a worker killed (or lost) was never retired.
+    """
+    addresses = list(addresses)
+
+    def ask(dask_scheduler):  # nested: pickled by value
+        plugin = dask_scheduler.plugins.get("labkit-retirements")
+        retired = {} if plugin is None else plugin.retired
+        return [address for address in addresses if address in retired]
+
+    try:
+        return list(client.run_on_scheduler(ask))
+    except Exception:  # the scheduler unreachable: the loss is not known to be graceful
+        return []
