@@ -83,6 +83,28 @@ def test_a_constraint_aware_nsga2_is_told_as_in_study_optimize():
     assert [t.id for t in result.pareto] == [t.number for t in study.best_trials]
 
 
+def optuna_objective_set_constraint(trial):
+    """The problem of ``F.two_objectives``, its constraint told as Optuna 5 asks."""
+    values = F.zdt1(trial.suggest_float("x", 0, 1), trial.suggest_float("y", 0, 1))
+    for i, c in enumerate(F.loss_at_most_half({"loss": values[0]})):
+        trial.set_constraint(f"labkit{i}", c)
+    return values
+
+
+def test_a_sampler_built_without_constraints_func_is_told_the_constraints_too():
+    def sampler():
+        return optuna.samplers.NSGAIISampler(seed=5, population_size=6)
+
+    result = lk.sweep(F.two_objectives, XY, trials=24, max_concurrent=1, store=None,
+                      search=sampler(), constraints=F.loss_at_most_half, **TWO)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler())
+    study.optimize(optuna_objective_set_constraint, n_trials=24)
+    assert [t.config for t in result.trials] == [t.params for t in study.trials]
+    told = [tuple(t.constraints.values()) for t in result.study.trials]
+    assert told == [tuple(t.constraints) for t in result.trials]  # every trial told
+    assert [t.id for t in result.pareto] == [t.number for t in study.best_trials]
+
+
 def test_a_resumed_sweep_tells_its_sampler_the_stored_constraints(tmp_path):
     store = tmp_path / "s.db"
 

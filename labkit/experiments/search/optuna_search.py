@@ -130,8 +130,8 @@ class OptunaSearch:
         state, values = _outcome(record, self.names)
         try:
             with quiet():
-                if record.constraints is not None:  # read by stored_constraints
-                    trial.set_user_attr(CONSTRAINTS_ATTR, list(record.constraints))
+                if record.constraints is not None:
+                    _tell_constraints(trial, record.constraints)
                 self._study.tell(trial, values, state=state)
         except Exception as exc:  # noqa: BLE001
             if _stops_study(exc):  # a grid exhausted: labkit's trials= decides when to stop
@@ -243,3 +243,17 @@ def _finite(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _tell_constraints(trial, values) -> None:
+    """Tell ``trial``'s constraint values the ways Optuna's samplers read them.
+
+    ``Trial.set_constraint`` (Optuna 5): every constraint-aware sampler reads them,
+    built with a ``constraints_func`` or not; the user attribute is what
+    :func:`~labkit.experiments.objectives.samplers.stored_constraints` reads for a
+    sampler built with one.  The keys are labkit's own, apart from the
+    list a ``constraints_func`` stores, so the two never overwrite each other.
+    """
+    trial.set_user_attr(CONSTRAINTS_ATTR, list(values))
+    for i, value in enumerate(values):
+        trial.set_constraint(f"labkit{i}", float(value))
