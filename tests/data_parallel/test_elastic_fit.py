@@ -73,3 +73,17 @@ def test_a_worker_retired_mid_fit_costs_a_few_steps_and_every_row_is_trained_onc
     assert model.p.item() == -epochs * sum(range(rows))   # every row once an epoch, no more
     after = [r for r in reports if r > retired["at"]]
     assert after and after[0] - retired["at"] < 10.0
+
+
+@pytest.mark.slow
+def test_the_elastic_fit_benchmark_runs_quick():
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "bench_elastic_fit.py"),
+                           "--quick"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "uninterrupted seed 0: final loss" in proc.stdout
+    assert "moved=True" in proc.stdout and "the spread" in proc.stdout
