@@ -89,6 +89,10 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_groups.py
 	$(BIN)/python benchmarks/bench_group_kill.py
 	$(BIN)/python benchmarks/bench_model_sync.py
+	$(BIN)/python benchmarks/bench_checkpoints.py
+	$(BIN)/python benchmarks/bench_group_checkpoint.py
+	$(BIN)/python benchmarks/bench_elastic.py
+	$(BIN)/python benchmarks/bench_objectives.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
