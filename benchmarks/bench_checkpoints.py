@@ -165,6 +165,19 @@ def pbt_member(config, trial):
 # -- measuring ---------------------------------------------------------------------------
 
 
+def cpu_seconds(process):
+    """CPU seconds (user + system) of ``process`` and its children (the worker processes):
+    the work done, which other programs loading the machine change far less than wall time."""
+    total = 0.0
+    for each in [process, *process.children(recursive=True)]:
+        try:
+            times = each.cpu_times()
+        except Exception:  # noqa: BLE001 - a child gone meanwhile
+            continue
+        total += times.user + times.system
+    return total
+
+
 class PeakRSS:
     """Samples this process's RSS every ``interval`` seconds on a thread; the peak growth."""
 
@@ -184,12 +197,14 @@ class PeakRSS:
     def __enter__(self):
         gc.collect()
         self.baseline = self.peak = self.process.memory_info().rss
+        self.cpu = -cpu_seconds(self.process)
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join()
+        self.cpu += cpu_seconds(self.process)
 
     @property
     def grew_mb(self) -> float:
@@ -238,7 +253,7 @@ def run_sweep(fn, size, scheduler, folder, where=None, space=None):
             location.remove_all()
     finally:
         shutil.rmtree(run, ignore_errors=True)
-    return took, rss.grew_mb, kept
+    return took, rss.grew_mb, kept, rss.cpu
 
 
 def warm_up(cases, size, scheduler, folder):
@@ -252,22 +267,26 @@ def side_by_side(cases, size, scheduler, folder):
     """Each case's median time and largest RSS growth over ``repeat`` alternating rounds."""
     warm_up(cases, size, scheduler, folder)
     times = {label: [] for label, _, _ in cases}
+    cpus = {label: [] for label, _, _ in cases}
     grown = {label: 0.0 for label, _, _ in cases}
     kept = {label: 0.0 for label, _, _ in cases}
     for round_ in range(size["repeat"]):
         for label, fn, extra in cases if round_ % 2 == 0 else cases[::-1]:
-            took, grew, kept[label] = run_sweep(fn, size, scheduler, folder, **extra)
+            took, grew, kept[label], cpu = run_sweep(fn, size, scheduler, folder, **extra)
             times[label].append(took)
+            cpus[label].append(cpu)
             grown[label] = max(grown[label], grew)
     ideal = size["trials"] * size["epochs"] * size["pause"] / size["workers"]
     medians = {label: statistics.median(times[label]) for label in times}
+    cpu = {label: statistics.median(cpus[label]) for label in cpus}
     for label in medians:
         print(
             f"    {label:42s} median {medians[label]:6.2f} s ({medians[label] / ideal:5.2f}x "
-            f"ideal {ideal:.1f} s)   client peak RSS growth {grown[label]:7.1f} MiB"
+            f"ideal {ideal:.1f} s)   CPU {cpu[label]:6.2f} s   client peak RSS growth "
+            f"{grown[label]:7.1f} MiB"
             + (f"   kept after {kept[label]:.0f} MiB" if kept[label] else "")
         )
-    return medians, grown
+    return medians, grown, cpu
 
 
 def show_ratio(label, value, target=None):
@@ -296,12 +315,16 @@ def local_part(size, scheduler, folder):
             {"where": lambda run: {"checkpoints": os.path.join(run, "checkpoints")}},
         ),
     ]
-    medians, grown = side_by_side(cases, size, scheduler, folder)
+    medians, grown, cpu = side_by_side(cases, size, scheduler, folder)
     a, b, b_new, c = (medians[label] for label, _, _ in cases)
     show_ratio("c/b: labkit / np.save by hand", c / b, 1.1)
     show_ratio("b/a: np.save by hand / no checkpoints", b / a)
     show_ratio("c/b': labkit / np.save to new files", c / b_new)
     show_ratio("c/a: labkit / no checkpoints", c / a)
+    cpu_a, cpu_b, _, cpu_c = (cpu[label] for label, _, _ in cases)
+    # CPU seconds of the client and the workers: what a busy machine's wall times hide
+    show_ratio("CPU c/b: labkit / np.save by hand", cpu_c / cpu_b)
+    show_ratio("CPU (c-a)/(b-a): checkpoints' own", (cpu_c - cpu_a) / max(cpu_b - cpu_a, 1e-9))
     print(
         f"    => client peak RSS growth with labkit's checkpoints: "
         f"{grown[cases[-1][0]]:.1f} MiB   (target <= 100)"
@@ -355,7 +378,7 @@ def s3_part(size, scheduler, folder):
                 },
             ),
         ]
-        medians, grown = side_by_side(cases, size, scheduler, folder)
+        medians, grown, _ = side_by_side(cases, size, scheduler, folder)
         b, c = (medians[label] for label, _, _ in cases)
         show_ratio("c/b: labkit / s3fs by hand", c / b, 1.2)
         print(

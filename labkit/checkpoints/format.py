@@ -111,7 +111,7 @@ def _write_array(out: IO[bytes], array: np.ndarray) -> None:
         return
     header = np.lib.format.header_data_from_array_1_0(array)
     np.lib.format.write_array_header_1_0(out, header)
-    data = memoryview(array.reshape(-1).view(np.uint8))
+    data = array.reshape(-1).view(np.uint8).data
     for start in range(0, len(data), PIECE):
         out.write(data[start : start + PIECE])
 

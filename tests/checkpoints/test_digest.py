@@ -3,6 +3,7 @@
 import dataclasses
 import hashlib
 import io
+import os
 import zipfile
 import zlib
 
@@ -63,3 +64,47 @@ def test_an_array_member_is_the_bytes_np_save_writes(array):
         assert zf.read("arrays/0.npy") == numpys.getvalue()  # CRC checked on the way
     back = read_snapshot(io.BytesIO(buffer.getvalue()), "here", root="checkpoint")["a"]
     assert back.dtype == array.dtype and np.array_equal(back, array)
+
+
+def _encoded(where, key, state):
+    """``state`` written as a trial writes it: encoded straight into the file, a zip digest."""
+    from labkit.experiments.store.checkpoints import encode_into
+
+    return where.write_with(key, lambda fh: encode_into(state, fh), step=1, zipped=True)
+
+
+def test_a_zipped_checkpoint_s_digest_comes_from_its_members_crcs_and_reads_back(tmp_path):
+    from labkit.experiments.store.checkpoints import decode
+
+    where = CheckpointLocation(str(tmp_path))
+    state = {"w": np.random.default_rng(1).random(300_000), "epoch": 2}
+    ref = _encoded(where, "t/1.lkc", state)
+    assert ref.digest.startswith("zip:") and ref.nbytes == os.path.getsize(where.path(ref.key))
+    back = decode(where.read(ref))
+    assert back["epoch"] == 2 and np.array_equal(back["w"], state["w"])
+
+
+@pytest.mark.parametrize(
+    "damage", ["array byte", "directory byte", "last byte", "header byte", "cut short", "longer"]
+)
+def test_a_zipped_checkpoint_changed_anywhere_that_matters_is_refused(tmp_path, damage):
+    where = CheckpointLocation(str(tmp_path))
+    ref = _encoded(where, "t/2.lkc", {"w": np.arange(100_000, dtype=np.float64)})
+    path = where.path(ref.key)
+    blob = bytearray(open(path, "rb").read())
+    if damage == "array byte":
+        blob[len(blob) // 2] ^= 0xFF  # inside the array's data: its member's CRC-32
+    elif damage == "directory byte":
+        blob[blob.rfind(b"PK\x01\x02") + 16] ^= 0xFF  # a CRC-32 in the central directory
+    elif damage == "last byte":
+        blob[-1] ^= 0xFF  # the end record's comment length: zipfile still reads the file
+    elif damage == "header byte":
+        blob[10] ^= 0xFF  # the first local header's time: zipfile never reads it
+    elif damage == "cut short":
+        blob = blob[:-10]
+    else:
+        blob += b"more"
+    with open(path, "wb") as fh:
+        fh.write(blob)
+    with pytest.raises(StorageError, match="not the one written"):
+        where.read(ref)

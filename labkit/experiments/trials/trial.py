@@ -162,7 +162,7 @@ class Trial:
             # encoded straight into the file: no whole copy of a big state in memory
             who = f"trial {self.id}"
             ref = place.location.write_with(
-                key, lambda fh: encode_into(obj, fh, who), step=self._step
+                key, lambda fh: encode_into(obj, fh, who), step=self._step, zipped=True
             )
         self._sink.checkpoint(self._step, ref)
         return ref
