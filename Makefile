@@ -92,6 +92,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_checkpoints.py
 	$(BIN)/python benchmarks/bench_group_checkpoint.py
 	$(BIN)/python benchmarks/bench_elastic.py
+	$(BIN)/python benchmarks/bench_elastic_fit.py
 	$(BIN)/python benchmarks/bench_objectives.py
 
 clean:
