@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -112,6 +113,10 @@ class ParetoFront:
         """The front's trials (by the first objective with two, else as they came)."""
         return list(self._ids)
 
+    def keys(self) -> np.ndarray:
+        """The front's points minimised (``max`` objectives negated), ``(n, k)``."""
+        return np.asarray(self._keys, float).reshape(len(self._keys), len(self.signs))
+
     def values(self) -> np.ndarray:
         """The front's points in the objectives' own units, ``(n, k)``."""
         if not self._keys:
@@ -156,7 +161,9 @@ class ParetoFrames:
         self.front = ParetoFront(self.modes)
         self._seen: dict[int, list] = {}  # id -> its objectives, each trial folded once
         self._order: list[tuple[int, tuple]] = []  # (id, values) of feasible points, as folded
-        self._entered: list[tuple[int, int]] = []  # (points folded, id) of each entry on the front
+        self._entered: list[tuple[int, int, tuple]] = []  # (points folded, id, values): entries
+        self._due = 0.0  # 3 or 4 objectives: the hypervolume is paced (its cost grows fast)
+        self._owed = False
         self._infeasible: list[int] = []
         self._worst: list[float] = [-math.inf] * len(self.names)  # minimised
         self._best: list[float] = [math.inf] * len(self.names)
@@ -168,7 +175,7 @@ class ParetoFrames:
 
     def fold(self, rows: Iterable) -> None:
         """Take the rows that ended ranked with every objective (each trial once)."""
-        changed = False
+        took = moved = False
         for r in rows:
             if r.id in self._seen or str(r.status) not in _RANKED or not r.objectives:
                 continue
@@ -181,30 +188,50 @@ class ParetoFrames:
                 self._infeasible.append(r.id)
                 self._new["infeasible"].append(r.id)
                 continue
-            self._take(r.id, tuple(float(v) for v in values))
-            changed = True
-        if changed:
-            self._hv_point()
+            moved = self._take(r.id, tuple(float(v) for v in values)) or moved
+            took = True
+        if took or self._owed:
+            self._hv_point(moved or self._owed)
 
-    def _take(self, trial: int, values: tuple) -> None:
-        """One feasible point: the front, the range seen."""
+    def _take(self, trial: int, values: tuple) -> bool:
+        """One feasible point: the front, the range seen; whether it entered the front."""
         self._order.append((trial, values))
         for i, (s, v) in enumerate(zip(self.front.signs, values, strict=True)):
             self._worst[i] = max(self._worst[i], s * v)
             self._best[i] = min(self._best[i], s * v)
         added, removed = self.front.add(trial, values)
         if added:
-            self._entered.append((len(self._order), trial))
+            self._entered.append((len(self._order), trial, values))
         self._new["added"].extend(added)
         self._new["removed"].extend(removed)
+        return bool(added)
 
-    def _hv_point(self) -> None:
-        """The hypervolume now, as a point of the history (the reference moved: all again)."""
+    def _hv_point(self, moved: bool) -> None:
+        """The hypervolume now, as a point of the history (the reference moved: all again).
+
+        With 3 or 4 objectives at most 5% of a core: after a computation that took ``t``,
+        none for ``20 t`` (what came meanwhile is in the next one)."""
+        if not self.front.two:
+            now = time.monotonic()
+            if now < self._due:
+                self._owed = True
+                return
+            cpu = time.thread_time()
+            self._owed = False
+            self._hv_now(moved)
+            self._due = now + 20 * (time.thread_time() - cpu)
+        else:
+            self._hv_now(moved)
+
+    def _hv_now(self, moved: bool) -> None:
+        """The hypervolume's point now (the reference moved: the history again)."""
         reference = self._reference()
         if reference != self.reference:
             self.reference = reference
             self._new["reference"] = True
             self.hv = self._replayed()
+            return
+        if not moved:  # the front is as it was: so is its volume
             return
         point = [len(self._order), r6(self.volume(self.front.values()))]
         if self.hv and self.hv[-1][0] == point[0]:
@@ -230,8 +257,13 @@ class ParetoFrames:
         """The hypervolume of ``values`` against the reference (0 with no point)."""
         if not len(values) or self.reference is None:
             return 0.0
+        points = values * np.asarray(self.front.signs)
         if self.front.two:
-            return _staircase_volume(values * np.asarray(self.front.signs), self.reference_min())
+            return _staircase_volume(
+                points[np.argsort(points[:, 0], kind="stable")], self.reference_min()
+            )
+        if len(self.modes) == 3:
+            return _slab_volume(points, self.reference_min())
         return float(hypervolume(values, self.modes, self.reference))
 
     def reference_min(self) -> np.ndarray:
@@ -240,17 +272,19 @@ class ParetoFrames:
 
     def _replayed(self) -> list[list]:
         """The history again against the reference now: the front rebuilt as it grew."""
-        counts = sorted({n for n, _ in self._entered})
-        if len(counts) > MOST_HV:
+        counts = sorted({n for n, _, _ in self._entered})  # only entries ever moved the front
+        most = MOST_HV if self.front.two else MOST_HV // 10
+        if len(counts) > most:
             counts = [
-                counts[i] for i in np.unique(np.linspace(0, len(counts) - 1, MOST_HV).astype(int))
+                counts[i] for i in np.unique(np.linspace(0, len(counts) - 1, most).astype(int))
             ]
         front = ParetoFront(self.modes)
         history, done = [], 0
         for n in counts:
-            for trial, values in self._order[done:n]:
+            while done < len(self._entered) and self._entered[done][0] <= n:
+                _, trial, values = self._entered[done]
                 front.add(trial, values)
-            done = n
+                done += 1
             history.append([n, r6(self.volume(front.values()))])
         return history
 
@@ -258,6 +292,9 @@ class ParetoFrames:
 
     def paint(self) -> dict:
         """The whole ``pareto`` part of a paint (what changed is in it)."""
+        if self._owed:  # a paced hypervolume waits no longer
+            self._owed = False
+            self._hv_now(True)
         self._new = _empty()
         return {
             "names": list(self.names),
@@ -305,6 +342,20 @@ def _staircase_volume(points: np.ndarray, ref: np.ndarray) -> float:
         return 0.0
     xs = np.append(inside[:, 0], ref[0])
     return float(np.sum((xs[1:] - xs[:-1]) * (ref[1] - inside[:, 1])))
+
+
+def _slab_volume(points: np.ndarray, ref: np.ndarray) -> float:
+    """The volume 3 minimised objectives dominate up to ``ref``: slabs along the third, each
+    the area of the staircase of the points below it."""
+    inside = points[(points < ref).all(axis=1)]
+    inside = inside[np.argsort(inside[:, 2], kind="stable")]
+    stair, total = ParetoFront(("min", "min")), 0.0
+    for i, p in enumerate(inside):
+        stair.add(i, (p[0], p[1]))
+        top = inside[i + 1, 2] if i + 1 < len(inside) else ref[2]
+        if top > p[2]:
+            total += (top - p[2]) * _staircase_volume(stair.keys(), ref[:2])
+    return total
 
 
 def _empty() -> dict:
