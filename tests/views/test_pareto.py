@@ -189,18 +189,20 @@ def test_ten_thousand_trials_a_front_update_is_small_and_cheap():
     assert sorted(encoder.pareto.paint()["front"]) == sorted(exact.tolist())
 
 
-def test_three_objectives_a_hypervolume_by_slabs_as_the_exact_one():
+@pytest.mark.parametrize("modes", [("min", "max", "min"), ("max", "min", "min", "max")])
+def test_three_or_four_objectives_a_hypervolume_by_slabs_as_the_exact_one(modes):
     rng = random.Random(9)
-    modes = ("min", "max", "min")
-    frames = ParetoFrames(("a", "b", "c"), modes, reference=(1.2, -0.2, 1.2))
+    names = "abcd"[: len(modes)]
+    reference = tuple(-0.2 if m == "max" else 1.2 for m in modes)
+    frames = ParetoFrames(tuple(names), modes, reference=reference)
     points = {}
-    for t in range(60):
-        points[t] = (rng.random(), rng.random(), rng.random())
+    for t in range(40):
+        points[t] = tuple(rng.random() for _ in modes)
         frames.fold([TrialRecord(id=t, config={}, status="completed", value=0.0, best=0.0,
                                  step=1, attempts=1,
-                                 objectives=dict(zip("abc", points[t], strict=True)))])
+                                 objectives=dict(zip(names, points[t], strict=True)))])
     paint = frames.paint()                    # a paced hypervolume owed is computed for it
     ids = sorted(brute_front(points, modes))
     assert sorted(paint["front"]) == ids
-    exact = hypervolume([points[i] for i in ids], modes, (1.2, -0.2, 1.2))
+    exact = hypervolume([points[i] for i in ids], modes, reference)
     assert paint["hv"][-1][1] == pytest.approx(exact, rel=1e-5)
