@@ -94,6 +94,7 @@ bench: $(VENV)/.test
 	$(BIN)/python benchmarks/bench_elastic.py
 	$(BIN)/python benchmarks/bench_elastic_fit.py
 	$(BIN)/python benchmarks/bench_objectives.py
+	$(BIN)/python benchmarks/bench_pareto_view.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build
