@@ -170,3 +170,12 @@ def test_checkpoints_benchmark_runs_quick():
                   "(c) labkit trial.checkpoint to s3://", "c/b: labkit / s3fs by hand",
                   "client peak RSS growth with PBT", "[4] Ray Tune"):
         assert label in proc.stdout, label
+
+
+def test_pareto_view_benchmark_runs_quick():
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks",
+                                                        "bench_pareto_view.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for label in ("pareto part of a delta", "fold + delta CPU", "pareto part of a paint at 1000"):
+        assert label in proc.stdout, label
