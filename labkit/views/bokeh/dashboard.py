@@ -40,6 +40,7 @@ from .components import Components
 from .run_panel import RunPanel
 from .server import APP_PATH, BokehServer
 from .sweep_plots import attach as attach_sweeps
+from .worker_count import WorkerCount
 
 __all__ = ["dashboard", "running_url", "stop_dashboard", "APP_PATH", "ORIGIN_RULES", "PORT_RULES"]
 
@@ -241,15 +242,19 @@ class _Dashboard:
         components = Components(
             self.tracker, sampler=self.sampler, run_filter=panel.run_filter, names=self.names
         )
+        workers = WorkerCount(self.sampler)  # workers leaving and joining, over time
 
         def update():
             self.fold.drain()  # the events that came since, folded here: off the trials' threads
             panel.update(self.tracker.snapshot())  # first: the components follow its run
             components.update()
+            workers.update()
 
         update()
         doc.title = self.title
-        doc.add_root(column(panel.layout, components.layout, sizing_mode="stretch_width"))
+        doc.add_root(
+            column(panel.layout, workers.layout, components.layout, sizing_mode="stretch_width")
+        )
         attach_sweeps(doc, self.fold, self.names.short)
         pacer = writer.Pacer()
         last = [time.thread_time()]

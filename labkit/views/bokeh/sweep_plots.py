@@ -224,6 +224,8 @@ def _status(sweep: SweepTracker, best) -> str:
             f"<b>{fmt(value)}</b> (trial {best.id}: {html.escape(config_words(best.config))})</span>"
         )
     rule = f" · {html.escape(sweep.rule)}" if sweep.rule else ""
+    if sweep.waiting and not sweep.ended:  # its cluster has no worker: it says so
+        rule += ' · <b class="labkit-sweep-waiting" style="color:#b08a2e">waiting for workers</b>'
     return (
         f'<div style="overflow-wrap:anywhere;line-height:1.4" data-trials="{n}">'
         f"<b>sweep {html.escape(str(sweep.name or sweep.run))}</b> · "

@@ -47,6 +47,7 @@ COLUMNS = (
     ("best", "best", 80),
     ("worker", "worker", 110),
     ("attempts", "runs", 40),
+    ("moves", "moved", 60),  # its worker left under it (it went on elsewhere): "moved ×n"
 )
 
 _STATUS = (
@@ -159,6 +160,7 @@ class SweepTable:
             _number(t.best),
             self.names(worker_of(t.worker)) if t.worker else "",
             t.attempts,
+            f"moved ×{t.moves}" if t.moves else "",
             *(_cell(t.config.get(p)) for p in self.params),
         )
 
@@ -170,7 +172,7 @@ class SweepTable:
                 HTMLTemplateFormatter(template=_STATUS)
                 if field == "status"
                 else StringFormatter()
-                if field in ("star", "worker")
+                if field in ("star", "worker", "moves")
                 else numbers
             )
             columns.append(TableColumn(field=field, title=title, width=width, formatter=formatter))

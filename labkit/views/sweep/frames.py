@@ -11,7 +11,9 @@ the bodies of the board protocol's frames (see ``BRIEF``: one message a frame):
   recomputed when the trials it covers change and at most every
   ``band_every`` seconds.  A delta carries the new points of lines the page
   has, the whole curve of a new line, ``drop`` for lines that went;
-- ``counts``, ``best``, ``total``, ``load`` and ``meta`` (when it changed).
+- ``counts``, ``best``, ``total``, ``load``, ``waiting`` (the sweep waits for
+  workers: its cluster has none) and ``meta`` (when it changed).  A row's
+  ``moves`` counts how often its trial's worker left under it (it moved).
 
 A frame costs what changed: the tracker keeps counts, leaders and running
 trials as events come, and each frame reads only the changed trials' rows and
@@ -267,9 +269,10 @@ class FrameEncoder:
         return meta
 
     def _status(self, state: SweepState) -> dict:
-        """The frame's counts, best, total and the workers' load."""
+        """The frame's counts, best, total, whether it waits for workers, the workers' load."""
         return {
             "counts": dict(state.counts),
+            "waiting": state.waiting,
             "best": state.best,
             "total": state.total,
             "load": [

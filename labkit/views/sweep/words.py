@@ -152,5 +152,6 @@ class SweepWords:
                 None if t.worker is None else self.workers.get(worker_name(t.worker)) for t in rows
             ],
             "attempts": [t.attempts for t in rows],
+            "moves": [t.moves for t in rows],  # its worker left under it: moved, not failed
             "params": {p: [self.cell(p, t.config.get(p)) for t in rows] for p in self.params},
         }

@@ -5,7 +5,9 @@ cluster knows more (memory of every worker, tasks executing for anyone).
 :class:`ClusterSampler` asks the scheduler for its identity once a ``interval``
 and turns each worker into a :class:`~labkit.events.DeviceStats` event for a
 tracker (or any event sink); the count of executing tasks, which no event
-carries, is kept for :meth:`ClusterSampler.executing`.
+carries, is kept for :meth:`ClusterSampler.executing`, and the count of
+workers at each change (workers leaving and joining: a retirement, a
+lifetime's end, ``scale``, ``adapt``) for :meth:`ClusterSampler.workers_over_time`.
 
 Examples
 --------
@@ -22,12 +24,16 @@ Examples
 >>> s.sample()
 >>> seen[0].device, seen[0].memory, seen[0].memory_limit, s.executing()
 ('tcp://w1', 40, 100, {'tcp://w1': (1, 2)})
+>>> [n for _, n in s.workers_over_time()]
+[1]
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +41,10 @@ from ...events import DeviceStats
 from ...scheduling.dask.connect import scheduler_identity
 from ..priority import lower_this_thread
 
-__all__ = ["ClusterSampler"]
+__all__ = ["ClusterSampler", "COUNTS_KEPT"]
+
+#: The changes of the worker count a sampler keeps (the oldest go first).
+COUNTS_KEPT = 2000
 
 logger = logging.getLogger("labkit.views")
 
@@ -58,6 +67,7 @@ class ClusterSampler:
         self.sink = sink
         self.interval = interval
         self._executing: dict[str, tuple[int, int]] = {}
+        self._counts: deque = deque(maxlen=COUNTS_KEPT)  # (time, workers) at each change
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -80,6 +90,10 @@ class ClusterSampler:
         """Worker address -> (tasks executing, threads), as last polled."""
         return dict(self._executing)
 
+    def workers_over_time(self) -> list[tuple[float, int]]:
+        """``[(time, workers), ...]``: the count of workers at each change (the first poll's too)."""
+        return list(self._counts)
+
     def sample(self) -> None:
         """Poll once and emit one event per worker."""
         info = scheduler_identity(self.client)
@@ -99,6 +113,8 @@ class ClusterSampler:
                 )
             )
         self._executing = executing
+        if not self._counts or self._counts[-1][1] != len(executing):  # one joined or left
+            self._counts.append((time.time(), len(executing)))
 
     def _loop(self) -> None:
         lower_this_thread()

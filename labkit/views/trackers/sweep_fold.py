@@ -5,8 +5,9 @@
 reader is handed a frozen :class:`~labkit.experiments.TrialRecord`) and the curve of the sweep's metric
 (with an *epoch* that grows when the curve was cut back: a restart, or a
 report again from an earlier step), and, as events come, the counts by
-status, the running trials, the best ones (:class:`~.sweep_rows.Leaders`) and
-the workers' load.  Every change stamps its trial with the fold's mark (its
+status, the running trials, the best ones (:class:`~.sweep_rows.Leaders`),
+the workers' load, each trial's moves (its worker left under it: ``TrialMoved``) and
+whether the sweep waits for workers (``SweepWaiting``).  Every change stamps its trial with the fold's mark (its
 version), so readers ask what changed after the mark they last read.  Each
 event class has its handler in one table (``_HANDLERS``), so a handler is
 found by its event's class, never by a name built from it.
@@ -25,7 +26,9 @@ from ...events import (
     Event,
     RunFinished,
     SweepStarted,
+    SweepWaiting,
     TrialFinished,
+    TrialMoved,
     TrialReported,
     TrialRequeued,
     TrialsAdded,
@@ -66,6 +69,7 @@ class SweepFold:
         self.ended = False
         self.status = "running"  # the run's: running, finished, failed, cancelled, ended
         self.started: float | None = None  # when the sweep began (as its shelf knows it)
+        self.waiting = False  # the sweep waits for workers (its cluster has none)
         self._trials: dict[int, TrialRow] = {}
         self._curves: dict[int, list] = {}  # id -> [(step, value of the metric)]
         self._epochs: dict[int, int] = {}  # id -> how often its curve was cut back
@@ -256,6 +260,16 @@ class SweepFold:
         if t.status not in ENDED:  # waits for a slot again (PBT): no longer running
             self._set(t, status=Status.PENDING)
 
+    def _on_trial_moved(self, e: TrialMoved) -> None:
+        t = self._trial(e.trial)
+        if t.status not in ENDED:  # its worker left: it waits to go on elsewhere (no failure)
+            self._set(t, status=Status.PENDING, moves=max(t.moves, e.moves))
+
+    def _on_sweep_waiting(self, e: SweepWaiting) -> None:
+        if e.waiting != self.waiting:  # the status line says so: a change of the sweep's words
+            self.waiting = e.waiting
+            self._meta = self._version + 1
+
     def _on_trial_finished(self, e: TrialFinished) -> None:
         r = e.record
         t = self._trial(r.id, r.config)
@@ -272,12 +286,13 @@ class SweepFold:
             ended=r.ended or e.time,
             objectives=r.objectives,  # several objectives: each one's final value
             constraints=r.constraints,
+            moves=max(t.moves, r.moves),
         )
         if t.worker is not None:
             self._loads.finished(t.worker)
 
     def _on_run_finished(self, e: RunFinished) -> None:
-        self.ended = True
+        self.ended, self.waiting = True, False  # an ended sweep waits for nothing
         self.status = "cancelled" if e.cancelled else "finished" if e.ok else "failed"
         self._meta = self._version + 1
 
@@ -289,6 +304,8 @@ class SweepFold:
             handles(TrialStarted, _on_trial_started),
             handles(TrialReported, _on_trial_reported),
             handles(TrialRequeued, _on_trial_requeued),
+            handles(TrialMoved, _on_trial_moved),
+            handles(SweepWaiting, _on_sweep_waiting),
             handles(TrialFinished, _on_trial_finished),
             handles(RunFinished, _on_run_finished),
         ]
@@ -379,3 +396,4 @@ class SweepFold:
 #: The fields of an engine row a tracker takes when the row has them.
 _MERGED: tuple[str, ...] = ("step", "value", "best", "worker", "error", "traceback", "reason")
 _MERGED += ("started", "ended", "objectives", "constraints")  # objectives: several's finals
+_MERGED += ("moves",)  # how often its worker left under it (issue 47)

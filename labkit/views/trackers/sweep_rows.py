@@ -84,6 +84,7 @@ class TrialRow:
     reason: str | None
     started: float | None
     ended: float | None
+    moves: int  # how often its worker left under it (a move, not a failure)
 
     def __init__(self, id: int, config: dict):
         self.id, self.config = id, config
@@ -113,6 +114,7 @@ class TrialView:
     traceback: str | None = None
     reason: str | None = None
     reports: int = 0
+    moves: int = 0  # how often its worker left under it (it went on elsewhere)
 
     @classmethod
     def of(cls, t: TrialRecord | TrialRow, metric: str | None) -> TrialView:
@@ -132,6 +134,7 @@ class TrialView:
             traceback=t.traceback,
             reason=t.reason,
             reports=len(t.history),
+            moves=t.moves,
         )
 
 
@@ -187,6 +190,7 @@ class SweepState:
     workers: tuple  # WorkerLoad, by name
     ended: bool
     rows: tuple  # the TrialRecords asked for (frozen when asked)
+    waiting: bool = False  # the sweep waits for workers (its cluster has none)
 
 
 def ok(value) -> bool:

@@ -143,6 +143,7 @@ class SweepTracker(SweepFold):
                 self._workers(now),
                 self.ended,
                 rows,
+                self.waiting and not self.ended,
             )
 
     def curves(self, known: Mapping[int, tuple[int, int]]) -> dict[int, tuple[int, int, list]]:

@@ -49,6 +49,7 @@ export function drawStatus(ui, state, shown, brushed) {
   const add = (cls, text) => { parts.push(node("span", cls, text)); };
   const name = state.meta.name ? `${state.meta.name} · ` : "";
   add("labkit-sweep-run", `${name}${state.status || "waiting"}`);
+  if (state.waiting && !state.ended) add("labkit-sweep-waiting", " · waiting for workers");
   add("", ` · ${state.total ?? state.ids.length} trials`);
   Object.entries(state.counts || {}).filter(([, n]) => n).forEach(([s, n], k) => {
     add("", k ? ", " : ": ");

@@ -8,7 +8,7 @@
 
 import { mergePareto } from "./pareto.js";
 
-export const ROW_COLUMNS = ["status", "step", "latest", "best", "worker", "attempts"];
+export const ROW_COLUMNS = ["status", "step", "latest", "best", "worker", "attempts", "moves"];
 
 export function emptyState() {
   return {
@@ -19,6 +19,7 @@ export function emptyState() {
     cols: Object.fromEntries(ROW_COLUMNS.map((c) => [c, []])), params: {},
     lines: new Map(), band: null,
     counts: {}, best: null, total: 0, status: "", ended: false, load: [], clock: null,
+    waiting: false,   // the sweep waits for workers (its cluster has none)
   };
 }
 
@@ -65,7 +66,7 @@ export function applyFrame(state, msg, whole) {
   else if (whole) mergeCurves(state, {}, true);
   if (msg.pareto) mergePareto(state, msg.pareto, whole);     // several objectives only
   else if (whole) state.pareto = null;
-  for (const k of ["counts", "best", "total", "status", "ended", "load"]) {
+  for (const k of ["counts", "best", "total", "status", "ended", "load", "waiting"]) {
     if (k in msg) state[k] = msg[k];
   }
   state.seq = msg.seq;

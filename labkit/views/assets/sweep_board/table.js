@@ -16,6 +16,14 @@ const FIXED = [["trial", "trial", 12, false], ["status", "status", 10, true],
                ["best", "best", 10, false], ["worker", "worker", 15, true],
                ["attempts", "attempts", 4, false]];
 
+function markMoved(tr, td, moves) {
+  // A trial whose worker left under it (it went on elsewhere): "moved ×n" beside its status.
+  if (!moves) return;
+  tr.dataset.moves = String(moves);
+  td.appendChild(node("span", "labkit-sweep-moved", ` moved ×${moves}`));
+  td.title = `${td.title || td.textContent} (its worker left ${moves}× and it went on elsewhere)`;
+}
+
 export function tableColumns(state) {
   // [{key, label, cap, words, fit, text(i)}]: the fixed columns, then one a param
   // (cap: the most characters a cell shows; fit: the longest text seen, see measure).
@@ -155,6 +163,7 @@ export function makeTable(onSort, onPick) {
         const td = node("td", c.key === "status" ? `labkit-st labkit-st-${status}` : "",
                         short(full, c.cap));
         if (full.length > c.cap) td.title = full;
+        if (c.key === "status") markMoved(tr, td, state.cols.moves?.[i]);
         tr.appendChild(td);
       }
       out.push(tr);
