@@ -8,7 +8,10 @@ cluster with no worker that then scales up, a cluster that grows and shrinks.
 
 from __future__ import annotations
 
+import contextlib
 import time
+
+import pytest
 
 import labkit as lk
 from labkit.events import (
@@ -26,7 +29,10 @@ from labkit.views.bokeh.worker_count import WorkerCount
 from labkit.views.sweep.frames import FrameEncoder
 from labkit.views.trackers.cluster_sampler import ClusterSampler
 from labkit.views.trackers.sweep_tracker import SweepTracker
+from tests.browser import chromium
+from tests.conftest import ROOT
 from tests.scheduling import elastic_functions as ef
+from tests.views.sweep_page_harness import Board, served_harness
 
 X = {"x": lk.uniform(0, 1)}
 SPACE = {"x": {"type": "uniform", "lo": 0, "hi": 1}}
@@ -159,3 +165,35 @@ def test_the_dashboard_draws_the_workers_leaving_and_joining():
     assert count.source.data["workers"] == [1, 2, 1, 1]  # held flat until now
     times = count.source.data["time"]
     assert times == sorted(times) and count.layout.name == "labkit-worker-count"
+
+
+@pytest.mark.needs("chromium")
+def test_the_board_page_says_it_waits_and_marks_the_moved_trial_in_chromium():
+    tracker = SweepTracker("r")
+    _started(tracker)
+    tracker(TrialStarted("r", 0, {"x": 0.0}, "tcp://a:1 #0"))
+    tracker(TrialMoved("r", 0, "tcp://a:1 #0", "worker retired", moves=1))
+    tracker(SweepWaiting("r", "elastic", True, pending=3))
+    frames = FrameEncoder(tracker)
+    with served_harness(ROOT, "elastic-page-http") as url, chromium() as browser:
+        ctx = browser.new_context(viewport={"width": 900, "height": 1000})
+        try:
+            board = Board(ctx.new_page())
+            board.page.goto(url)
+            board.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+            assert board.page.evaluate("lkTest.error || null") is None
+            board.deliver({**frames.paint(), "status": "running", "ended": False, "clock": None})
+            assert "waiting for workers" in board.text(".labkit-sweep-status")
+            moved = board.page.evaluate(
+                """() => [...document.querySelectorAll('.labkit-sweep-table tr[data-moves]')]
+                     .map(tr => [+tr.dataset.trial, tr.dataset.moves,
+                                 tr.querySelector('.labkit-sweep-moved').textContent])""")
+            assert moved == [[0, "1", " moved ×1"]]
+            tracker(SweepWaiting("r", "elastic", False))
+            board.deliver({**frames.delta(tracker.take()), "status": "running", "ended": False,
+                           "clock": None})
+            assert "waiting for workers" not in board.text(".labkit-sweep-status")
+            assert board.errors == []
+        finally:
+            with contextlib.suppress(Exception):
+                ctx.close()
