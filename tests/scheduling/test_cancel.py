@@ -36,7 +36,8 @@ def test_a_cancelled_run_resubmits_nothing_and_leaves_no_task(kind, caplog):
             with pytest.raises(lk.CancelledError):
                 run.result(60)
             assert s.total_open_tasks == 0
-        deadline = time.monotonic() + 10
+        # tasks already running when the cancel landed end on their own (slowly under load)
+        deadline = time.monotonic() + 60
         while any(s.client.processing().values()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not any(s.client.processing().values())

@@ -170,7 +170,9 @@ def test_tasks_of_a_cancelled_batch_left_in_a_pack_never_run(threads):
     b.cancel(lk.CancelledError("stop"))
     quick.gate.set()  # the tasks under way end; the rest of their packs is passed over
     _idle(s)
-    assert quick.count <= 2, f"{quick.count} tasks ran: tasks of a cancelled pack kept running"
+    # a pack at the gate on each of the 2 threads, and under load one more task handed to a
+    # thread as the cancel landed; packs that kept running would run up to all 64
+    assert quick.count <= 4, f"{quick.count} tasks ran: tasks of a cancelled pack kept running"
     with pytest.raises(lk.CancelledError):
         b.get_results()
     assert s.total_open_tasks == 0
