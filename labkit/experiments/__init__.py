@@ -22,6 +22,9 @@ The parts, one folder a concern, bottom up:
   claims on names, report packs, checkpoints' references and their retention
   (the bytes are written where trials run, never through the client), reads in bulk, a store
   followed while another process writes it, ``labkit sweeps``' catalogue);
+* :mod:`.objectives`: several objectives at once: dominance, the Pareto front,
+  non-dominated ranks, crowding, hypervolume, their declaration and what Optuna's
+  samplers are told (constraints), and MOASHA's rung order;
 * :mod:`.launch`: where trials run and how their reports come back (in this
   thread, on threads, in slots on worker processes, a task a trial, a group of
   workers a trial), the sinks, sockets and the sweep's loop;
