@@ -37,12 +37,7 @@ def shut(conn) -> None:
 
     (Closing the descriptor would not wake it.)
     """
-    with contextlib.suppress(OSError, ValueError):
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        finally:
-            sock.close()
+    _shutdown(conn, socket.SHUT_RDWR)
 
 
 def shut_reading(conn) -> None:
@@ -50,10 +45,15 @@ def shut_reading(conn) -> None:
 
     (A slot whose worker leaves says so, and how its trial ended, after that.)
     """
+    _shutdown(conn, socket.SHUT_RD)
+
+
+def _shutdown(conn, how: int) -> None:
+    """``shutdown(how)`` on a duplicate of ``conn``'s descriptor; a closed one is fine."""
     with contextlib.suppress(OSError, ValueError):
         sock = socket.socket(fileno=os.dup(conn.fileno()))
         try:
-            sock.shutdown(socket.SHUT_RD)
+            sock.shutdown(how)
         finally:
             sock.close()
 
