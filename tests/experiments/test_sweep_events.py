@@ -108,3 +108,26 @@ def test_a_sweep_on_a_cluster_with_no_worker_says_it_waits_then_goes_on(recorder
     said = recorder.of(SweepWaiting)
     assert [e.waiting for e in said] == [True, False]
     assert said[0].name == result.name and said[0].pending == 2 and said[0].run == run.id
+
+
+def test_a_wait_the_trials_ended_before_the_next_look_is_still_said_over(recorder, monkeypatch):
+    """The cluster is looked at once only: the trials that ran after a worker joined
+    end the wait unseen, and the sweep's end says it is over all the same."""
+    from distributed import LocalCluster
+
+    from labkit.experiments.launch import launcher
+
+    monkeypatch.setattr(launcher, "ASK_EVERY", 3600.0)
+    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
+        unsubscribe = s.subscribe(recorder)
+        try:
+            run = lk.sweep(ef.square, {"x": lk.uniform(0, 1)}, trials=2, metric="loss",
+                           mode="min", scheduler=s, store=None, wait=False, seed=0)
+            _until(lambda: recorder.of(SweepWaiting), 120, "the sweep to say it waits")
+            cluster.scale(1)
+            result = run.result(timeout=300)
+        finally:
+            unsubscribe()
+    assert result.counts() == {"completed": 2}
+    assert [e.waiting for e in recorder.of(SweepWaiting)] == [True, False]

@@ -94,6 +94,11 @@ class WorkerWait:
             )
         return self.waiting
 
+    def end(self) -> bool:
+        """The sweep ends: it waits no more; whether it waited until now."""
+        was, self.waiting = self.waiting, False
+        return was
+
 
 class Launcher:
     """What every launcher does; the hooks the engine and the loop call."""
@@ -116,7 +121,7 @@ class Launcher:
             info=TaskInfo(scope.id, -1, -1, kind="trial"), control=scope.control
         )
         if self.placement.on_workers:  # worker processes come and go
-            self.workers_wait = WorkerWait(self.cluster_workers, self.engine.name)
+            self.workers_wait = WorkerWait(self.cluster_workers, self.engine.name, ASK_EVERY)
 
     def cluster_workers(self) -> int:
         """Workers the sweep's scheduler may use now (asked of the cluster)."""
@@ -173,6 +178,10 @@ class Launcher:
         """``state`` ended (under the engine's lock)."""
 
     def close(self) -> None:
+        # Trials that ran between two looks at the cluster end a wait unseen: the views
+        # are told it is over all the same, so none shows a finished sweep as waiting.
+        if self.workers_wait is not None and self.workers_wait.end():
+            self.engine.emit(SweepWaiting(self.engine.run_id, self.engine.name, False, 0))
         if self.batch is not None:
             self.batch.close()
 
