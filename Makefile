@@ -44,12 +44,13 @@ check: lint
 	    $$($(BIN)/python -m tests.tiers) || [ $$? -eq 5 ]
 
 # A failing first pass still runs the serial pass and prints the coverage, then fails.
+# Each pass lists its slowest tests, where the suite's time goes (issue 45).
 test: lint
 	mkdir -p test-artifacts
 	$(BIN)/python -m coverage erase
 	status=0; \
-	$(PYTEST) -m "not serial" --cov --cov-report= || status=$$?; \
-	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= \
+	$(PYTEST) -m "not serial" --cov --cov-report= --durations=30 || status=$$?; \
+	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= --durations=10 \
 	    $$($(BIN)/python -m tests.tiers) || \
 	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
 	$(BIN)/python tests/coverage_figure.py; \
