@@ -43,13 +43,13 @@ On top: this module (the names of ``lk.X``), :mod:`labkit.cli` (the
 ``labkit`` command), :mod:`labkit.serving` and :mod:`labkit.demo`.
 """
 
+import importlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import (
     constraints,
     data_parallel,
-    ensemble,
     errors,
     events,
     experiments,
@@ -65,7 +65,6 @@ from .errors import (
     CancelledError,
     InputError,
     LabkitError,
-    NotFittedError,
     NotForkableError,
     SchedulerError,
     StorageError,
@@ -144,11 +143,27 @@ _FROM_DATA_PARALLEL = (
 )
 
 
+if TYPE_CHECKING:  # lk.ensemble and lk.NotFittedError as mypy reads them (made lazily below)
+    from . import ensemble
+    from .errors import NotFittedError
+
+
 def __getattr__(name: str) -> Any:
-    """``lk.DataParallelTrainer``, its errors and bucketing import torch only when first used."""
+    """``lk.DataParallelTrainer``, its errors and bucketing import torch only when first used;
+    ``lk.ensemble`` and ``lk.NotFittedError`` import scikit-learn only when first used."""
     if name in _FROM_DATA_PARALLEL:
         return getattr(data_parallel, name)
+    # these import scikit-learn and scipy: a second that every new Dask worker would pay
+    # before its first trial, were they imported with labkit
+    if name == "ensemble":
+        return importlib.import_module(".ensemble", __name__)
+    if name == "NotFittedError":
+        return errors.not_fitted_kind()
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def runner(program: Any, **options: Any) -> Any:

@@ -15,7 +15,9 @@ The room, on the ground floor (it imports nothing else of labkit):
   (:func:`for_caller`).
 
 Every name is imported from here, ``labkit.errors.X``; the classes say so
-in tracebacks and pickles too.
+in tracebacks and pickles too.  :class:`NotFittedError` subclasses scikit-learn's, so
+it is made on first use (:func:`not_fitted_kind`; labkit raises it with
+:func:`not_fitted`): ``import labkit`` does not import scikit-learn.
 
 Examples
 --------
@@ -26,12 +28,13 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .frames import SHOW_INTERNAL_FRAMES, RemoteTraceback, user_frames
 from .kinds import (
     CancelledError,
     InputError,
     LabkitError,
-    NotFittedError,
     NotForkableError,
     SchedulerError,
     StorageError,
@@ -40,6 +43,8 @@ from .kinds import (
     WorkerLostError,
     exception_text,
     format_location,
+    not_fitted,
+    not_fitted_kind,
 )
 from .wrapping import USER_EXITS, for_caller, located, pulled, require_callable
 
@@ -50,6 +55,8 @@ __all__ = [
     "InputError",
     "TrainingError",
     "NotFittedError",
+    "not_fitted",
+    "not_fitted_kind",
     "CancelledError",
     "SchedulerError",
     "WorkerLostError",
@@ -74,7 +81,6 @@ for _kind in (
     NotForkableError,
     InputError,
     TrainingError,
-    NotFittedError,
     CancelledError,
     SchedulerError,
     WorkerLostError,
@@ -83,3 +89,18 @@ for _kind in (
 ):
     _kind.__module__ = __name__
 del _kind
+
+if TYPE_CHECKING:
+    from .kinds import NotFittedError
+
+
+def __getattr__(name: str) -> Any:
+    """``NotFittedError`` imports scikit-learn: it is made on first use, so ``import labkit``
+    stays light (see :func:`labkit.errors.kinds.not_fitted_kind`)."""
+    if name == "NotFittedError":
+        return not_fitted_kind()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "NotFittedError"])

@@ -10,7 +10,8 @@ it crosses from a worker to the caller whole.
 from __future__ import annotations
 
 import errno as codes
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any, cast
 
 from .frames import user_frames
 
@@ -21,6 +22,8 @@ __all__ = [
     "InputError",
     "TrainingError",
     "NotFittedError",
+    "not_fitted",
+    "not_fitted_kind",
     "CancelledError",
     "SchedulerError",
     "WorkerLostError",
@@ -202,20 +205,65 @@ class TrainingError(LabkitError, RuntimeError):
     """A call that does not fit the training state (execute before training, ...)."""
 
 
-try:  # scikit-learn is optional: without it, the same bases as its error
-    from sklearn.exceptions import NotFittedError as _NotFittedBase
-except ImportError:  # pragma: no cover - scikit-learn is installed for the tests
-
-    class _NotFittedBase(ValueError, AttributeError):  # type: ignore[no-redef]
-        """scikit-learn's ``NotFittedError`` bases, where scikit-learn is not installed."""
-
-
-class NotFittedError(TrainingError, _NotFittedBase):
-    """Used before it was fitted or trained: an estimator's predict, a node's execute.
+_NOT_FITTED_DOC = """Used before it was fitted or trained: an estimator's predict, a node's execute.
 
     Both a labkit error (a :class:`TrainingError`) and scikit-learn's
     ``NotFittedError``, so ``except`` of either catches it.
     """
+
+if TYPE_CHECKING:  # what mypy reads; at run time the class is made on first use (below)
+    from sklearn.exceptions import NotFittedError as _SklearnNotFitted
+
+    class NotFittedError(TrainingError, _SklearnNotFitted):
+        """Used before it was fitted or trained (made at run time by :func:`not_fitted_kind`)."""
+
+
+class _NotFittedBase(ValueError, AttributeError):
+    """scikit-learn's ``NotFittedError`` bases, where scikit-learn is not installed."""
+
+
+# The class's base is scikit-learn's NotFittedError, and importing scikit-learn (and scipy)
+# takes about a second: more than the rest of labkit.  So the class is made on first use
+# (``labkit.errors.NotFittedError``, raising it, unpickling it), never by ``import labkit``,
+# which every new Dask worker pays before it runs a trial.  Made once, under a lock: two
+# classes would break ``except`` and pickling.
+_made: list[type] = []
+_making = threading.Lock()
+
+
+def not_fitted_kind() -> type[NotFittedError]:
+    """The class ``NotFittedError``, made on the first call (it imports scikit-learn)."""
+    with _making:
+        if not _made:
+            _made.append(_make_not_fitted())
+        return cast("type[NotFittedError]", _made[0])
+
+
+def _make_not_fitted() -> type:
+    """``NotFittedError(TrainingError, sklearn.exceptions.NotFittedError)``, as labkit.errors."""
+    try:  # scikit-learn is optional: without it, the same bases as its error
+        from sklearn.exceptions import NotFittedError as base
+    except ImportError:  # pragma: no cover - scikit-learn is installed for the tests
+        base = _NotFittedBase
+    # labkit.errors.NotFittedError in tracebacks, and where a pickle finds it again
+    names = {
+        "__doc__": _NOT_FITTED_DOC,
+        "__module__": "labkit.errors",
+        "__qualname__": "NotFittedError",
+    }
+    return type("NotFittedError", (TrainingError, base), names)
+
+
+def not_fitted(message: str = "", **where: Any) -> NotFittedError:
+    """A :class:`NotFittedError` to raise, without importing scikit-learn before it is needed."""
+    return not_fitted_kind()(message, **where)
+
+
+def __getattr__(name: str) -> Any:
+    """``NotFittedError`` is made on first use (see :func:`not_fitted_kind`)."""
+    if name == "NotFittedError":
+        return not_fitted_kind()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CancelledError(LabkitError):

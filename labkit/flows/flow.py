@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..checkpoints import atomic_dump, load_checkpoint
-from ..errors import InputError, LabkitError, NotFittedError, TrainingError
+from ..errors import InputError, LabkitError, TrainingError, not_fitted
 from ..scheduling.tasks.local import resolve_local
 from .callables import execute_nodes
 from .chunks import as_chunks, check_data_iterables, is_one_shot, pulled, split_chunk
@@ -173,7 +173,7 @@ class Flow:
         nodes = self.nodes if nodenr is None else self.nodes[: nodenr + 1]
         for i, node in enumerate(nodes):
             if node.is_trainable() and node.is_training():
-                raise NotFittedError(
+                raise not_fitted(
                     f"{node.name} must be trained before execute", node=i, node_name=node.name
                 )
         return nodes

@@ -48,11 +48,11 @@ from ..errors import (
     USER_EXITS,
     InputError,
     LabkitError,
-    NotFittedError,
     NotForkableError,
     RemoteTraceback,
     TrainingError,
     located,
+    not_fitted,
 )
 from .checks import as_chunk, check_parts, checked_dtype, positive_int, real_number, require_finite
 
@@ -218,7 +218,7 @@ class Node:
     def execute(self, x):
         """Process a chunk with what the node has learnt."""
         if self.is_trainable() and self._training:
-            raise NotFittedError(
+            raise not_fitted(
                 f"{self.name} must be trained before execute "
                 f"(phase {self._phase} of {self.n_phases() or '?'} is open)",
                 node_name=self.name,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, NotFittedError
+from ..errors import InputError, not_fitted
 from ..flows.checks import real_number, require_finite
 from ..flows.node import Node
 
@@ -159,7 +159,7 @@ class GaussianClassifier(Node):
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
         """``log p(x, class)`` for every row and class, shape ``(n, k)``."""
         if self.is_training():
-            raise NotFittedError(
+            raise not_fitted(
                 f"{self.name} must be trained before label or prob", node_name=self.name
             )
         x = self._check_input(x).astype(np.float64, copy=False)

@@ -25,7 +25,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import InputError, NotFittedError
+from ..errors import InputError, not_fitted
 from ..flows.checks import positive_int, real_number, require_finite
 from ..flows.node import Node
 
@@ -253,7 +253,7 @@ class KMeans(Node):
     def label(self, x) -> np.ndarray:
         """Index of the nearest centre for each row."""
         if self.is_training():
-            raise NotFittedError(f"{self.name} must be trained before label", node_name=self.name)
+            raise not_fitted(f"{self.name} must be trained before label", node_name=self.name)
         x = self._check_input(x).astype(np.float64, copy=False)
         assert self.centers is not None  # trained
         return np.argmin(squared_distances(x, self.centers), axis=1)

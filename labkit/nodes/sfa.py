@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, NotFittedError
+from ..errors import InputError, not_fitted
 from ..flows.checks import require_finite
 from ..flows.node import Node
 from .pca import _Moments, check_output_fits, fix_signs, parse_output_dim
@@ -103,7 +103,7 @@ class SFA(Node):
         the default 1 the values are ``sqrt(d) / (2 pi)`` per sample.
         """
         if self.d is None:
-            raise NotFittedError(f"{self.name} must be trained first", node_name=self.name)
+            raise not_fitted(f"{self.name} must be trained first", node_name=self.name)
         return t / (2 * np.pi) * np.sqrt(np.clip(self.d, 0.0, None))
 
     def _train(self, x):
