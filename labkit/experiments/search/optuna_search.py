@@ -77,7 +77,11 @@ class OptunaSearch:
         sampler = own_sampler(sampler)  # a later sweep of the same object: a fresh copy
         self.space, self.sampler, self.metric = space, sampler, self.names[0]
         with quiet():
-            self._study = optuna.create_study(sampler=sampler, directions=directions)
+            self._storage = optuna.storages.InMemoryStorage()
+            self._study = optuna.create_study(
+                storage=self._storage, sampler=sampler, directions=directions
+            )
+        self._study_id = self._storage.get_study_id_from_name(self._study.study_name)
         self._trials: dict[int, Any] = {}  # labkit trial id -> its running Optuna trial
         self._steps: dict[int, set] = {}  # steps told of each running trial
         self._known: dict[int, dict] = {}  # stored configurations of trials that run again
@@ -132,11 +136,33 @@ class OptunaSearch:
             with quiet():
                 if record.constraints is not None:
                     _tell_constraints(trial, record.constraints)
-                self._study.tell(trial, values, state=state)
+                if state.name == "COMPLETE":
+                    self._complete(trial, state, values)
+                else:  # PRUNED keeps its last intermediate value: Optuna's own tell says how
+                    self._study.tell(trial, values, state=state)
         except Exception as exc:  # noqa: BLE001
             if _stops_study(exc):  # a grid exhausted: labkit's trials= decides when to stop
                 return
             logger.warning("labkit: Optuna refused the end of trial %d", record.id, exc_info=True)
+
+    def _complete(self, trial: Any, complete: Any, values: list) -> None:
+        """Tell ``trial`` ``complete`` (Optuna's COMPLETE) with ``values`` (finite floats, one an objective) as
+        ``Study.tell`` does, less the deep copy of the trial it returns (that copy cost
+        about as much as the rest of the tell: nobody here reads it).
+
+        Through public APIs only: the study's own in-memory storage and its sampler's
+        ``after_trial``, in Optuna's order (``after_trial`` first; the state set even if
+        it raises, as ``Study.stop`` does for an exhausted grid).
+        """
+        storage = self._storage
+        trial_id = storage.get_trial_id_from_study_id_trial_number(self._study_id, trial.number)
+        frozen = storage.get_trial(trial_id)
+        if frozen.state.is_finished():
+            raise ValueError(f"Cannot tell a {frozen.state.name} trial.")
+        try:
+            self._study.sampler.after_trial(self._study, frozen, complete, values)
+        finally:
+            storage.set_trial_state_values(trial_id, complete, values)
 
     def resume(self, records: list[TrialRecord]) -> None:
         """Tell the stored trials that ended; keep the configurations of those that run again."""
