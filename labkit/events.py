@@ -58,6 +58,7 @@ __all__ = [
     "TrialFinished",
     "TrialMoved",
     "SweepWaiting",
+    "SweepWorkers",
     "EventBus",
     "Observable",
     "run_of",
@@ -322,6 +323,18 @@ class SweepWaiting(Event):
     name: str
     waiting: bool
     pending: int = 0
+    time: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class SweepWorkers(Event):
+    """The workers a sweep on worker processes may use changed (joins, retirements, an
+    adaptive cluster's scaling), first said at its start: ``workers`` of ``threads`` in all."""
+
+    run: str
+    name: str
+    workers: int
+    threads: int = 0
     time: float = field(default_factory=_now)
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from ...events import SweepWaiting, TaskInfo
+from ...events import SweepWaiting, SweepWorkers, TaskInfo
 from ..trials.trial import Trial
 from .channel import TrialChannel
 from .execution import execute
@@ -114,6 +114,9 @@ class Launcher:
         self.batch: Any = None  # the scheduler's batch of the sweep's tasks, once open
         #: Whether the sweep waits on a cluster with no worker (see :class:`WorkerWait`).
         self.workers_wait: WorkerWait | None = None
+        #: The workers the sweep may use (by address: threads), asked at most every ASK_EVERY s.
+        self.usable: Recent | None = None
+        self._told: tuple | None = None  # (workers, threads) as last told the views
 
     def open(self, scope) -> None:
         """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""
@@ -121,11 +124,17 @@ class Launcher:
             info=TaskInfo(scope.id, -1, -1, kind="trial"), control=scope.control
         )
         if self.placement.on_workers:  # worker processes come and go
-            self.workers_wait = WorkerWait(self.cluster_workers, self.engine.name, ASK_EVERY)
+            usable = self.usable = Recent(self.usable_workers, ASK_EVERY)
+            # one look serves both: the wait asks the cache, never the cluster itself
+            self.workers_wait = WorkerWait(lambda: len(usable()), self.engine.name, 0.0)
 
     def cluster_workers(self) -> int:
         """Workers the sweep's scheduler may use now (asked of the cluster)."""
-        return len(usable_workers(self.scheduler, self.scheduler.client.nthreads()))
+        return len(self.usable_workers())
+
+    def usable_workers(self) -> dict:
+        """The workers the sweep's scheduler may use now, by address: their threads (asked)."""
+        return usable_workers(self.scheduler, self.scheduler.client.nthreads())
 
     def watch_workers(self) -> bool:
         """On the loop's thread: whether the sweep waits for workers (said once, see
@@ -136,7 +145,22 @@ class Launcher:
         was, pending = wait.waiting, len(self.engine.pending)
         if wait.check(pending) != was:
             self.engine.emit(SweepWaiting(self.engine.run_id, self.engine.name, not was, pending))
+        self.tell_workers()
         return wait.waiting
+
+    def tell_workers(self) -> None:
+        """Tell the views the sweep's usable workers when they changed (first at its start):
+        a :class:`~labkit.events.SweepWorkers`, from the look :meth:`watch_workers` shares."""
+        if self.usable is None:
+            return
+        try:
+            workers = self.usable()
+        except Exception:  # a cluster that does not answer now: asked again later
+            return
+        now = (len(workers), sum(workers.values()))
+        if now != self._told:
+            self._told = now
+            self.engine.emit(SweepWorkers(self.engine.run_id, self.engine.name, *now))
 
     def threads(self) -> int:
         return 1

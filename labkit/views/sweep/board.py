@@ -30,6 +30,7 @@ from ..trackers.device_names import DeviceNames
 from ..trackers.sweep_tracker import SweepChanges, SweepTracker
 from .frames import FrameEncoder
 from .pareto import pareto_frames
+from .workers import WorkerSteps
 
 __all__ = ["SweepBoard", "sweep_board"]
 
@@ -59,7 +60,8 @@ class SweepBoard(LiveView):
 
     def __init__(self, run, max_rate: float | None = None, reference=None):
         self.sweep_tracker = SweepTracker(run.id)
-        self.changes = _Changes(self.sweep_tracker)  # events queued, folded by the writer
+        self.worker_steps = WorkerSteps(run.id)  # the workers over time (a small plot)
+        self.changes = _Changes(self.sweep_tracker, self.worker_steps)  # folded by the writer
         super().__init__(run, max_rate, tracker=self.changes)
         try:
             self.live_sweep = live_sweep(run)  # the run's own sweep
@@ -68,6 +70,7 @@ class SweepBoard(LiveView):
                 self.sweep_tracker.seed(self.live_sweep)  # after subscribing: nothing is lost
             self.encoder = FrameEncoder(self.sweep_tracker, names=DeviceNames(run.sources))
             self.encoder.pareto = pareto_frames(self.live_sweep, reference)  # None: one metric
+            self.encoder.workers = self.worker_steps
             self._send_lock = threading.Lock()  # one frame at a time, in seq order
             self._painted = False
             self.sent = 0  # frames sent
@@ -181,9 +184,14 @@ class _Changes:
     Its version moves as events come, before they are folded, so the writer wakes.
     """
 
-    def __init__(self, tracker: SweepTracker):
-        self._tracker = tracker
-        self.queue = FoldQueue(tracker)
+    def __init__(self, tracker: SweepTracker, steps: WorkerSteps):
+        self._tracker, self._steps = tracker, steps
+        self.queue = FoldQueue(self._fold)
+
+    def _fold(self, event) -> None:
+        """One event into the tracker and the workers' steps (each takes its own classes)."""
+        self._tracker(event)
+        self._steps(event)
 
     def __call__(self, event) -> None:
         self.queue(event)

@@ -12,7 +12,9 @@ the bodies of the board protocol's frames (see ``BRIEF``: one message a frame):
   ``band_every`` seconds.  A delta carries the new points of lines the page
   has, the whole curve of a new line, ``drop`` for lines that went;
 - ``counts``, ``best``, ``total``, ``load``, ``waiting`` (the sweep waits for
-  workers: its cluster has none) and ``meta`` (when it changed).  A row's
+  workers: its cluster has none) and ``meta`` (when it changed);
+- ``workers``: the sweep's usable workers over time (:class:`~.workers.WorkerSteps`,
+  when the encoder has one and there are steps), a delta's new steps only.  A row's
   ``moves`` counts how often its trial's worker left under it (it moved).
 
 A frame costs what changed: the tracker keeps counts, leaders and running
@@ -58,6 +60,7 @@ from ..trackers.sweep_tracker import SweepChanges, SweepState, SweepTracker
 from .brush import TrialColumns, pick
 from .pareto import ParetoFrames
 from .words import SweepWords
+from .workers import WorkerSteps
 
 __all__ = ["FrameEncoder", "LINES", "LEADERS", "BAND_EVERY"]
 
@@ -105,6 +108,7 @@ class FrameEncoder:
         self._band_at = -math.inf
         self._lock = threading.RLock()
         self.pareto: ParetoFrames | None = None  # a several-objective sweep's front (.pareto)
+        self.workers: WorkerSteps | None = None  # the workers over time (a board's: .workers)
 
     # -- frames ---------------------------------------------------------------------------------
 
@@ -127,14 +131,17 @@ class FrameEncoder:
             self._pace_band(drawn, state.total, now=True)
             self._meta = self._named_meta()
             self.seq += 0 if kept else 1
-            pareto = {"pareto": self.pareto.paint()} if self.pareto is not None else {}
+            parts = {"pareto": self.pareto.paint()} if self.pareto is not None else {}
+            steps = self.workers.paint() if self.workers is not None else None
+            if steps is not None:  # the workers over time: only a sweep told of its workers
+                parts["workers"] = steps
             return {
                 "kind": "paint",
                 "seq": self.seq,
                 "meta": self._meta,
                 "rows": self.words.columns(state.rows),
                 "curves": {"lines": lines, "band": self._band},
-                **pareto,
+                **parts,
                 **self._status(state),
             }
 
@@ -173,6 +180,8 @@ class FrameEncoder:
                 frame["curves"] = curves
             if self.pareto is not None and (pareto := self.pareto.delta()) is not None:
                 frame["pareto"] = pareto
+            if self.workers is not None and (steps := self.workers.delta()) is not None:
+                frame["workers"] = steps
             return {**frame, **self._status(state)}
 
     def brush(self, ranges: dict) -> dict:

@@ -44,7 +44,8 @@ export class Board {
     this.named = null;           // a paint naming a kept frame whose parts are not all here
     this.table = makeTable((key) => this.sortBy(key), (id) => this.pick(id));
     const ui = this.ui;
-    ui.root.append(ui.status, ui.controls, ui.message, ui.workers, ui.plots, this.table.wrap, ui.detail);
+    ui.root.append(ui.status, ui.controls, ui.message, ui.workers, ui.workerCount, ui.plots,
+                    this.table.wrap, ui.detail);
     this.listen();
     this.onMessage = (msg) => this.receive(msg);
     model.on("msg:custom", this.onMessage);

@@ -13,6 +13,7 @@ import { drawParallel } from "./parallel.js";
 import { drawPareto } from "./pareto.js";
 import { rowOf } from "./state.js";
 import { measure, sortedOrder, tableColumns } from "./table.js";
+import { drawWorkerCount } from "./workers.js";
 
 function curvesSource(board) {
   // The frames' curves; with a brush the kernel's answer, and until it comes the frames'
@@ -51,6 +52,7 @@ export function drawBoard(board) {
   }
   if (frame || brush || dirty.has("resize") || dirty.has("pareto")) drawPareto(board, t);
   if (frame) drawWorkers(ui, state.load || []);
+  if (frame || dirty.has("resize")) drawWorkerCount(ui.workerCount, state, t);
   if (dirty.has("said")) ui.message.replaceChildren(...board.said.map((s) => node("div", "", s)));
   if (frame || brush) {
     drawStatus(ui, state, board.order.length, !!board.mask);

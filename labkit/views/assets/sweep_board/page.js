@@ -19,6 +19,7 @@ export function layout(el) {
     add: node("button", "labkit-sweep-add", "add trials"),
     message: node("div", "labkit-sweep-message"),
     workers: node("div", "labkit-sweep-workers"),
+    workerCount: node("canvas", "labkit-sweep-worker-count"),
     plots: node("div", "labkit-sweep-plots"),
     curves: node("canvas", "labkit-sweep-curves"),
     parallel: node("canvas", "labkit-sweep-parallel"),
@@ -33,6 +34,9 @@ export function layout(el) {
   parts.stop.disabled = true;
   parts.curves.setAttribute("aria-label", "curves: the metric by step");
   parts.parallel.setAttribute("aria-label", "parallel coordinates of the trials");
+  parts.workerCount.setAttribute("aria-label", "workers over time");
+  parts.workerCount.style.width = "100%";
+  parts.workerCount.style.display = "none";   // until a frame brings a step (workers.js)
   parts.controls.append(parts.cancel, parts.stop, parts.addN, parts.add);
   const curvesBox = node("div", "labkit-sweep-plot");
   curvesBox.appendChild(parts.curves);

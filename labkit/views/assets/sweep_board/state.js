@@ -7,6 +7,7 @@
 // ended, the kernel keeps its last frame in the model's state, in parts.
 
 import { mergePareto } from "./pareto.js";
+import { mergeWorkerSteps } from "./workers.js";
 
 export const ROW_COLUMNS = ["status", "step", "latest", "best", "worker", "attempts", "moves"];
 
@@ -20,6 +21,7 @@ export function emptyState() {
     lines: new Map(), band: null,
     counts: {}, best: null, total: 0, status: "", ended: false, load: [], clock: null,
     waiting: false,   // the sweep waits for workers (its cluster has none)
+    workerSteps: { steps: [], until: null },   // its usable workers over time (workers.js)
   };
 }
 
@@ -66,6 +68,7 @@ export function applyFrame(state, msg, whole) {
   else if (whole) mergeCurves(state, {}, true);
   if (msg.pareto) mergePareto(state, msg.pareto, whole);     // several objectives only
   else if (whole) state.pareto = null;
+  if (msg.workers || whole) mergeWorkerSteps(state, msg.workers, whole);
   for (const k of ["counts", "best", "total", "status", "ended", "load", "waiting"]) {
     if (k in msg) state[k] = msg[k];
   }
