@@ -149,6 +149,14 @@ def _dashboard_parser(commands: Any) -> argparse.ArgumentParser:
         help="a further origin whose pages may connect (repeatable)",
     )
     board.add_argument(
+        "--reference",
+        type=_numbers,
+        default=None,
+        metavar="X,Y[,...]",
+        help="the Pareto view's hypervolume reference point, one number an objective "
+        "(default: the worst seen plus a margin)",
+    )
+    board.add_argument(
         "--connect-timeout",
         type=float,
         default=None,
@@ -372,10 +380,23 @@ def run_demo_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _numbers(text: str) -> tuple[float, ...] | str:
+    """``"1,2.5"`` as numbers; words that are not left as they are (the rule refuses them)."""
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        return text
+
+
 def run_dashboard(args: argparse.Namespace) -> int:
     """``labkit dashboard``: serve a cluster's (or a store's) dashboard until SIGINT or SIGTERM."""
     if _refused("dashboard", port=(args.port, PORT)):
         return 2
+    if args.reference is not None:
+        from .views.bokeh.sweep_pareto import REFERENCE  # Bokeh's: served anyway
+
+        if _refused("dashboard", reference=(args.reference, REFERENCE)):
+            return 2
     if args.store is not None:
         from .experiments.store.catalog import store_file
 
@@ -384,12 +405,15 @@ def run_dashboard(args: argparse.Namespace) -> int:
         except LabkitError as exc:
             print(f"labkit dashboard: --store: {exc}", file=sys.stderr)
             return 1
-        return serve_store_dashboard(args.store, args.port, args.allow_websocket_origin)
+        return serve_store_dashboard(
+            args.store, args.port, args.allow_websocket_origin, reference=args.reference
+        )
     return serve_dashboard(
         args.scheduler,
         args.port,
         args.allow_websocket_origin,
         connect_timeout=args.connect_timeout,
+        reference=args.reference,
     )
 
 

@@ -71,6 +71,7 @@ def serve_dashboard(
     origins: Iterable[str] = (),
     out: TextIO | None = None,
     connect_timeout: float | None = None,
+    reference=None,
 ) -> int:
     """Serve the dashboard of the cluster at ``address`` until SIGINT or SIGTERM.
 
@@ -84,7 +85,9 @@ def serve_dashboard(
     previous = _handle_signals(lambda *_: stop.set())
     try:
         with DaskScheduler(address, connect_timeout=connect_timeout) as scheduler:
-            url = dashboard(scheduler, port=port, allow_websocket_origin=list(origins))
+            url = dashboard(
+                scheduler, port=port, allow_websocket_origin=list(origins), reference=reference
+            )
             print(f"labkit dashboard: {url}", file=out, flush=True)
             while not stop.wait(0.5):  # a short wait, so the signal handler gets to run
                 pass
@@ -99,7 +102,11 @@ def serve_dashboard(
 
 
 def serve_store_dashboard(
-    store: str, port: int = 0, origins: Iterable[str] = (), out: TextIO | None = None
+    store: str,
+    port: int = 0,
+    origins: Iterable[str] = (),
+    out: TextIO | None = None,
+    reference=None,
 ) -> int:
     """Serve the boards of the sweeps in the store ``store`` until SIGINT or SIGTERM.
 
@@ -113,7 +120,7 @@ def serve_store_dashboard(
     stop = threading.Event()
     previous = _handle_signals(lambda *_: stop.set())
     try:
-        board = store_dashboard(store, port=port, origins=list(origins))
+        board = store_dashboard(store, port=port, origins=list(origins), reference=reference)
         try:
             print(f"labkit dashboard: {board.url}", file=out, flush=True)
             while not stop.wait(0.5):  # a short wait, so the signal handler gets to run

@@ -39,6 +39,7 @@ from ..trackers.tracker import Tracker
 from .components import Components
 from .run_panel import RunPanel
 from .server import APP_PATH, BokehServer
+from .sweep_pareto import check_reference
 from .sweep_plots import attach as attach_sweeps
 from .worker_count import WorkerCount
 
@@ -48,7 +49,9 @@ _lock = threading.Lock()
 _running: dict[int, _Dashboard] = {}  # id(scheduler) -> its server
 
 
-def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str = "labkit") -> str:
+def dashboard(
+    scheduler, port: int = 0, allow_websocket_origin=None, title: str = "labkit", reference=None
+) -> str:
     """Serve the live dashboard of ``scheduler``; returns its URL.
 
     Parameters
@@ -65,6 +68,9 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
         e.g. of an SSH tunnel or a reverse proxy.
     title : str
         The browser page's title.
+    reference : sequence of float, optional
+        The hypervolume reference point of a several-objective sweep's Pareto view, one
+        value an objective (default: the worst seen plus a margin).
 
     Returns
     -------
@@ -74,6 +80,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
     check_source(scheduler, "lk.dashboard")
     _check_port(port)
     origins = _origins(allow_websocket_origin)
+    reference = check_reference(reference, "lk.dashboard")
     if getattr(scheduler, "closed", False):
         raise SchedulerError(
             "the scheduler is shut down; a dashboard would show nothing", argument="scheduler"
@@ -84,7 +91,7 @@ def dashboard(scheduler, port: int = 0, allow_websocket_origin=None, title: str 
         server = _running.get(id(scheduler))
         if server is not None:
             return server.url
-        server = _Dashboard(scheduler, port, origins, title)
+        server = _Dashboard(scheduler, port, origins, title, reference)
         _running[id(scheduler)] = server
     try:
         for owner in owners:
@@ -213,8 +220,8 @@ class _Fold:
 class _Dashboard:
     """The dashboard of one scheduler: one tracker and shelf, a document a browser session."""
 
-    def __init__(self, scheduler, port: int, origins: list[str], title: str):
-        self.title = title
+    def __init__(self, scheduler, port: int, origins: list[str], title: str, reference=None):
+        self.title, self.reference = title, reference
         # The scheduler's events feed one tracker and one shelf of sweeps through the
         # live-view base (subscribed with the views' state pace, unsubscribed once); each
         # session draws them at its own pace on the server's loop, where Bokeh documents
@@ -255,7 +262,7 @@ class _Dashboard:
         doc.add_root(
             column(panel.layout, workers.layout, components.layout, sizing_mode="stretch_width")
         )
-        attach_sweeps(doc, self.fold, self.names.short)
+        attach_sweeps(doc, self.fold, self.names.short, reference=self.reference)
         pacer = writer.Pacer()
         last = [time.thread_time()]
 

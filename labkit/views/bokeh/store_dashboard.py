@@ -7,7 +7,9 @@ one's board (:mod:`.sweep_plots`: status line, table, curves, parallel
 coordinates), drawn from a :class:`~.store_shelf.StoreShelf` that looks at
 the store about once a second and folds in only what changed.  The store is
 opened read-only: a sweep may be writing it meanwhile (WAL lets readers
-in), and an archived store on a read-only disk serves too.
+in), and an archived store on a read-only disk serves too.  ``reference`` is
+the Pareto view's hypervolume reference point (``--reference``), for the
+sweeps with as many objectives.
 
 Examples
 --------
@@ -28,24 +30,30 @@ from bokeh.models import Div  # type: ignore[attr-defined]  # bokeh's stubs miss
 from ..trackers.store_shelf import StoreShelf
 from .node_panel import named
 from .server import BokehServer
+from .sweep_pareto import check_reference
 from .sweep_plots import attach
 
 __all__ = ["store_dashboard", "StoreDashboard"]
 
 
-def store_dashboard(path, port: int = 0, origins=(), interval: float = 1.0) -> StoreDashboard:
+def store_dashboard(
+    path, port: int = 0, origins=(), interval: float = 1.0, reference=None
+) -> StoreDashboard:
     """Serve the boards of the sweeps in the store at ``path``; stop it with ``.stop()``.
 
     A path with no file is an InputError naming it; a file that is not a sweep
-    store a StorageError; a port that cannot be served an InputError.
+    store a StorageError; a port that cannot be served an InputError; a
+    ``reference`` that is not 2 to 4 finite numbers an InputError naming it.
     """
-    return StoreDashboard(path, port, list(origins), interval)
+    reference = check_reference(reference, "store_dashboard")
+    return StoreDashboard(path, port, list(origins), interval, reference)
 
 
 class StoreDashboard:
     """A store's shelf of sweeps, served; :attr:`url`, :meth:`stop`."""
 
-    def __init__(self, path, port: int, origins: list[str], interval: float):
+    def __init__(self, path, port: int, origins: list[str], interval: float, reference=None):
+        self.reference = reference
         self.shelf = StoreShelf(path, interval)
         self.title = f"labkit · {os.path.basename(self.shelf.path)}"
         self.server = BokehServer(self._make_document, port, origins)
@@ -64,7 +72,7 @@ class StoreDashboard:
             text=f"<b>sweep store</b> {_escape(self.shelf.path)}", sizing_mode="stretch_width"
         )
         doc.add_root(column(named(head, "labkit-store-path"), sizing_mode="stretch_width"))
-        attach(doc, self.shelf, names=self.shelf.names)
+        attach(doc, self.shelf, names=self.shelf.names, reference=self.reference)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop serving and looking; close the store."""

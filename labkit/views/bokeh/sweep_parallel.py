@@ -10,6 +10,14 @@ row of the source (``labkit-sweep-parallel-lines``): a new trial is
 learns its range from the values widens (rarely: by a margin) is every line
 placed again.
 
+A reader *brushes* an axis: a box dragged over part of it (the box-select
+tool) keeps the trials whose line crosses that axis inside the box, one range
+an axis, all of them at once (``labkit-sweep-parallel-brush`` draws them); a
+box of no height clears that axis's range, the reset tool every range.  The
+trials kept are told to :attr:`SweepParallel.on_brush` (the dashboard shows
+them on the Pareto view and the table too) and drawn bright, the others dim
+(:meth:`SweepParallel.show`: the source's selection).
+
 Examples
 --------
 >>> from labkit.views.trackers.sweep_tracker import TrialView
@@ -18,13 +26,18 @@ Examples
 ...         [TrialView(0, {"x": 1.0}, "completed", 3, 0.5, 0.5)], best=0)
 >>> p.source.data["ys"], p.best.data["ys"]
 ([[0.5, 0.5]], [[0.5, 0.5]])
+>>> p.brush(0, 0.4, 0.6), p.brush(1, 0.0, 0.2)
+({0}, set())
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+from bokeh.events import Reset, SelectionGeometry
 from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
+    BoxSelectTool,
     ColumnDataSource,
     FixedTicker,
     HoverTool,
@@ -45,6 +58,9 @@ __all__ = ["SweepParallel"]
 # the table (sorted by a parameter) tells them
 _LINE = ("xs", "ys", "value", "trial")
 
+#: A box lower than this (in the axes' 0..1) clears its axes' ranges: a click, not a drag.
+NO_HEIGHT = 0.01
+
 
 class SweepParallel:
     """The parallel coordinates of one sweep; :meth:`paint` it whole, then :meth:`update`."""
@@ -61,14 +77,15 @@ class SweepParallel:
             sizing_mode="stretch_width",
             y_range=Range1d(start=-0.08, end=1.08),
         )
-        self.glyph = fig.multi_line(
+        self.lines = fig.multi_line(
             xs="xs",
             ys="ys",
             source=self.source,
             line_color=transform("value", self.colors),
             line_alpha=0.5,
             line_width=1,
-        ).glyph
+        )
+        self.glyph = self.lines.glyph
         fig.multi_line(xs="xs", ys="ys", source=self.best, line_color="#d62728", line_width=3.5)
         fig.add_layout(
             LabelSet(
@@ -81,7 +98,10 @@ class SweepParallel:
                 text_color="#555",
             )
         )
-        fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("value", "@value")]))
+        fig.add_tools(
+            HoverTool(renderers=[self.lines], tooltips=[("trial", "@trial"), ("value", "@value")])
+        )
+        self._brushing(fig)
         fig.yaxis.visible = False
         fig.ygrid.visible = False
         self.figure = named(fig, "labkit-sweep-parallel")
@@ -90,6 +110,33 @@ class SweepParallel:
         self._sent: list[tuple] = []  # each row's (places, value), as last sent
         self._best: tuple | None = None
         self.repaints = 0  # every line placed again (an axis widened)
+        self.brushes: dict[int, tuple[float, float]] = {}  # axis -> (low, high), in 0..1
+        self.on_brush: Callable[[set[int] | None], None] | None = None  # the trials kept
+
+    def _brushing(self, fig) -> None:
+        """The box that brushes axes (it selects no glyph: this view picks the trials), the
+        ranges drawn, the dimmed lines of the trials not kept."""
+        self.brush_source = ColumnDataSource(
+            {"left": [], "right": [], "bottom": [], "top": []}, name="labkit-sweep-parallel-brush"
+        )
+        fig.quad(
+            left="left",
+            right="right",
+            bottom="bottom",
+            top="top",
+            source=self.brush_source,
+            fill_color="#ffd43b",
+            fill_alpha=0.25,
+            line_color="#e8590c",
+        )
+        box = BoxSelectTool(renderers=[], name="labkit-sweep-parallel-box")
+        fig.add_tools(box)
+        fig.toolbar.active_drag = box
+        fig.on_event(SelectionGeometry, self._on_box)
+        fig.on_event(Reset, lambda _event: self.clear())
+        renderer = self.lines
+        renderer.selection_glyph = renderer.glyph.clone(line_alpha=0.9, line_width=1.5)
+        renderer.nonselection_glyph = renderer.glyph.clone(line_alpha=0.03, line_color="#999")
 
     def paint(self, space: dict, metric: str | None, mode: str, trials, best: int | None) -> None:
         """Every trial anew (a new sweep picked, or an axis widened)."""
@@ -159,6 +206,72 @@ class SweepParallel:
             "xs": [list(range(n))] if line else [],
             "ys": [list(line[1])] if line else [],
         }
+
+    # -- brushing ----------------------------------------------------------------------------
+
+    def _on_box(self, event) -> None:
+        """A box dragged (its last geometry): the axes inside it, or the nearest, brushed."""
+        box = event.geometry or {}
+        if not event.final or box.get("type") != "rect" or not len(self.axes):
+            return
+        x0, x1 = sorted((box["x0"], box["x1"]))
+        inside = [i for i in range(len(self.axes)) if x0 <= i <= x1]
+        axes = inside or [min(range(len(self.axes)), key=lambda i: abs(i - (x0 + x1) / 2))]
+        for axis in axes:
+            self._set(axis, box["y0"], box["y1"])
+        self._brushed()
+
+    def brush(self, axis: int, low: float, high: float) -> set[int] | None:
+        """Keep the trials whose line crosses ``axis`` between ``low`` and ``high`` (0..1 of
+        the axis; a range of no height clears it): the trials kept by every range."""
+        self._set(axis, low, high)
+        return self._brushed()
+
+    def clear(self) -> None:
+        """No range: every trial shown."""
+        self.brushes = {}
+        self._brushed()
+
+    def _set(self, axis: int, low: float, high: float) -> None:
+        low, high = sorted((float(low), float(high)))
+        if high - low < NO_HEIGHT:
+            self.brushes.pop(axis, None)
+        else:
+            self.brushes[axis] = (low, high)
+
+    def _brushed(self) -> set[int] | None:
+        """The ranges drawn, the trials kept told; those trials (None: no range)."""
+        b = sorted(self.brushes.items())
+        self.brush_source.data = {
+            "left": [a - 0.12 for a, _ in b],
+            "right": [a + 0.12 for a, _ in b],
+            "bottom": [r[0] for _, r in b],
+            "top": [r[1] for _, r in b],
+        }
+        kept = self.kept()
+        if self.on_brush is not None:
+            self.on_brush(kept)
+        else:
+            self.show(kept)
+        return kept
+
+    def kept(self) -> set[int] | None:
+        """The trials inside every range (None: no range)."""
+        if not self.brushes:
+            return None
+        trials = self.source.data["trial"]
+        ranges = [(a, lo, hi) for a, (lo, hi) in self.brushes.items() if a < len(self.axes)]
+        return {
+            trials[row]
+            for row, (places, _) in enumerate(self._sent)
+            if all(lo <= places[a] <= hi for a, lo, hi in ranges)  # NaN: outside
+        }
+
+    def show(self, trials: set[int] | None) -> None:
+        """Draw ``trials`` bright, the others dim (None: all as they are)."""
+        rows = [] if trials is None else sorted(self._row[t] for t in trials if t in self._row)
+        if list(self.source.selected.indices) != rows:
+            self.source.selected.indices = rows
 
     def _draw_axes(self) -> None:
         n = len(self.axes)

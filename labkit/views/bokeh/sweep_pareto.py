@@ -10,28 +10,68 @@ left it, and draws the staircase (``labkit-sweep-pareto-front``: the front's
 points non-dominated in the two objectives shown) and the hypervolume
 (``labkit-sweep-pareto-hv``) again, both the size of the front or less.  Two
 pickers choose the objectives shown.  A sweep of one metric shows none of it.
+
+The hypervolume is against the reference point a user gives
+(``lk.dashboard(..., reference=(...))``, ``labkit dashboard --store S
+--reference 1,2``; :data:`REFERENCE_RULES`), one value an objective, else
+against the worst seen plus a margin (:mod:`~labkit.views.sweep.pareto`); its
+title says which.  A sweep with another number of objectives than the
+reference's gets the default, and the title says that too.
+
+Points picked on the scatter (the box-select or tap tool) are told to
+:attr:`SweepPareto.on_pick_trials` (the dashboard draws their lines and rows
+bright too); :meth:`SweepPareto.show` draws the trials another view picked
+bright and the others dim.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, HoverTool, Select  # type: ignore[attr-defined]
 from bokeh.plotting import figure
 
+from ...constraints import Satisfies, check_argument
 from ..sweep.pareto import ParetoFrames
 from .node_panel import named
 
-__all__ = ["SweepPareto"]
+__all__ = ["SweepPareto", "REFERENCE", "REFERENCE_RULES", "check_reference"]
 
 _FRONT, _OTHER = "#e8590c", "#1f77b4"
+
+
+def _is_point(value: object) -> bool:
+    """Whether ``value`` is 2 to 4 finite numbers (a list or a tuple)."""
+    return (
+        isinstance(value, (list, tuple))
+        and 2 <= len(value) <= 4
+        and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in value
+        )
+    )
+
+
+#: A hypervolume's reference point: one finite number an objective.
+REFERENCE = Satisfies(_is_point, "2 to 4 finite numbers, one an objective")
+#: What a hypervolume's ``reference`` may be: a point, or None (the default).
+REFERENCE_RULES = [REFERENCE, None]
+
+
+def check_reference(reference, what: str = "") -> tuple[float, ...] | None:
+    """``reference`` as a tuple of floats (None: the default), or an InputError naming it."""
+    check_argument("reference", reference, REFERENCE_RULES, what)
+    return None if reference is None else tuple(float(v) for v in reference)
 
 
 class SweepPareto:
     """The Pareto view of the picked sweep; :meth:`paint` it whole, then :meth:`update`."""
 
-    def __init__(self, height: int = 300):
+    def __init__(self, height: int = 300, reference=None):
+        self.reference = check_reference(reference)
         self.points = ColumnDataSource(
             {"trial": [], "x": [], "y": [], "colour": [], "size": []},
             name="labkit-sweep-pareto-points",
@@ -42,9 +82,10 @@ class SweepPareto:
             title="Pareto front",
             height=height,
             sizing_mode="stretch_width",
-            tools="pan,wheel_zoom,box_zoom,reset",
+            tools="pan,wheel_zoom,box_zoom,box_select,tap,reset",
         )
-        fig.scatter("x", "y", source=self.points, color="colour", size="size", alpha=0.7)
+        dots = fig.scatter("x", "y", source=self.points, color="colour", size="size", alpha=0.7)
+        dots.nonselection_glyph = dots.glyph.clone(fill_alpha=0.12, line_alpha=0.12)
         fig.line("x", "y", source=self.stairs, color=_FRONT, line_width=2)
         fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("x", "@x"), ("y", "@y")]))
         self.figure = named(fig, "labkit-sweep-pareto")
@@ -55,6 +96,7 @@ class SweepPareto:
             tools="pan,wheel_zoom,reset",
         )
         hv.line("n", "hv", source=self.hv, line_width=2)
+        hv.scatter("n", "hv", source=self.hv, size=5)  # a history of one point shows too
         self.hv_figure = named(hv, "labkit-sweep-hv")
         self.x = named(Select(title="x", value="", options=[], width=160), "labkit-sweep-pareto-x")
         self.y = named(Select(title="y", value="", options=[], width=160), "labkit-sweep-pareto-y")
@@ -71,6 +113,27 @@ class SweepPareto:
         self._values: dict[int, list] = {}  # trial -> its objectives
         self._row: dict[int, int] = {}  # trial -> its row in the scatter's source
         self._painting = False
+        self.on_pick_trials: Callable[[set[int] | None], None] | None = None
+        self._showing = False
+        self.points.selected.on_change("indices", self._on_selected)
+
+    def _on_selected(self, _attr, _old, new) -> None:
+        """A reader picked points (none: the pick cleared): their trials told."""
+        if self._showing or self.on_pick_trials is None:
+            return
+        trials = self.points.data["trial"]
+        self.on_pick_trials({trials[i] for i in new if i < len(trials)} if new else None)
+
+    def show(self, trials: set[int] | None) -> None:
+        """Draw ``trials`` bright, the others dim (None: all as they are)."""
+        rows = [] if trials is None else sorted(self._row[t] for t in trials if t in self._row)
+        if list(self.points.selected.indices) == rows:
+            return
+        self._showing = True  # our own change, not a reader's pick
+        try:
+            self.points.selected.indices = rows
+        finally:
+            self._showing = False
 
     def _on_pick(self, _attr, _old, _new) -> None:
         """A reader picked another objective: every point drawn again."""
@@ -84,7 +147,9 @@ class SweepPareto:
             self.frames = None
             self.layout.visible = False
             return
-        self.frames = ParetoFrames(sweep.objectives, sweep.modes)
+        given = self.reference if len(self.reference or ()) == len(sweep.objectives) else None
+        self.frames = ParetoFrames(sweep.objectives, sweep.modes, given)
+        self.hv_figure.title.text = _hv_title(self.reference, given, len(sweep.objectives))
         self.frames.fold(sweep.state(None).rows)
         names = list(sweep.objectives)
         self._painting = True  # the pickers set here: one draw below
@@ -164,6 +229,16 @@ class SweepPareto:
             steps.append((x, y))
         self.stairs.data = {"x": [p[0] for p in steps], "y": [p[1] for p in steps]}
         self.hv.data = {"n": [p[0] for p in frames.hv], "hv": [p[1] for p in frames.hv]}
+
+
+def _hv_title(reference, given, n: int) -> str:
+    """The hypervolume's title: against which reference point."""
+    title = "hypervolume by trials ended"
+    if given is not None:
+        return f"{title} · reference ({', '.join(f'{v:g}' for v in given)})"
+    if reference is not None:
+        return f"{title} · default reference (the one given has {len(reference)} values, not {n})"
+    return f"{title} · default reference (the worst seen plus a margin)"
 
 
 def _point(trial: int, values: list, a: int, b: int, front: bool) -> tuple:

@@ -13,6 +13,10 @@ second and within the share of a core a board's writer takes; while a tick finds
 ``CROWD`` trials changed or more (100 trials that all report), at most every
 ``CROWDED_GAP`` seconds, since each tick then sends every line whole.  With no
 sweep it says so.  :func:`attach` adds it to a dashboard's document.
+
+The views are linked: the trials kept by the ranges brushed on the parallel
+coordinates, or picked on the Pareto scatter or in the table, are drawn
+bright on all three (the others dim), and stay so as trials come.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ CROWDED_GAP = 1.0
 _ORDER = ("running", "pending", "completed", "stopped", "failed", "cancelled")
 
 
-def attach(doc, sweeps: Sweeps, names=None, period_ms: int = 250) -> SweepPlots:
-    """Add the sweeps' picker and board to ``doc``, looked at every ``period_ms``."""
-    plots = SweepPlots(sweeps, names)
+def attach(doc, sweeps: Sweeps, names=None, period_ms: int = 250, reference=None) -> SweepPlots:
+    """Add the sweeps' picker and board to ``doc``, looked at every ``period_ms``
+    (``reference``: the Pareto view's hypervolume reference point)."""
+    plots = SweepPlots(sweeps, names, reference)
     plots.update()
     doc.add_root(plots.layout)
     doc.add_periodic_callback(plots.update, period_ms)
@@ -58,7 +63,7 @@ def attach(doc, sweeps: Sweeps, names=None, period_ms: int = 250) -> SweepPlots:
 class SweepPlots:
     """The picker and the board of the picked sweep, for one browser session."""
 
-    def __init__(self, sweeps: Sweeps, names=None):
+    def __init__(self, sweeps: Sweeps, names=None, reference=None):
         self.sweeps = sweeps
         self.picker = named(
             Select(title="sweep", value="", options=[], width=420), "labkit-sweep-picker"
@@ -68,7 +73,10 @@ class SweepPlots:
         self.table = SweepTable(names)
         self.curves = SweepCurves()
         self.parallel = SweepParallel()
-        self.pareto = SweepPareto()  # several objectives only
+        self.pareto = SweepPareto(reference=reference)  # several objectives only
+        self.picked: set[int] | None = None  # trials picked on the scatter or in the table
+        self.parallel.on_brush = lambda _kept: self._pick(None)
+        self.pareto.on_pick_trials = self.table.on_pick_trials = self._pick
         self.board = column(
             self.table.table,
             self.curves.figure,
@@ -153,8 +161,25 @@ class SweepPlots:
 
     # -- drawing -----------------------------------------------------------------------------
 
+    def _pick(self, trials: set[int] | None) -> None:
+        """Trials picked on a view (None: the pick cleared, or ranges brushed): shown on all."""
+        if trials is not None and self.parallel.brushes:
+            self.parallel.clear()  # a pick replaces the ranges (it comes back here: None)
+        self.picked = trials
+        self._show_chosen()
+
+    def _show_chosen(self) -> None:
+        """The trials brushed or picked bright on every view, the others dim."""
+        chosen = self.parallel.kept() if self.parallel.brushes else self.picked
+        self.parallel.show(chosen)
+        self.pareto.show(chosen)
+        self.table.show(chosen)
+
     def _paint(self, sweep: SweepTracker) -> None:
         """The picked sweep whole: every trial, line and axis."""
+        if sweep is not self.sweep and (self.parallel.brushes or self.picked is not None):
+            self.parallel.clear()  # another sweep: nothing of it brushed or picked yet
+            self.picked = None
         self.sweep = sweep
         self._mark, self._meta = sweep.mark, sweep.meta_mark
         trials = sweep.trials()
@@ -165,6 +190,7 @@ class SweepPlots:
         self.parallel.paint(sweep.space, sweep.metric, sweep.mode, trials, self._best)
         self.pareto.paint(sweep)
         self.status.text = _status(sweep, best)
+        self._show_chosen()
         self.board.visible = True
 
     def _send_changes(self, sweep: SweepTracker) -> None:
@@ -184,6 +210,8 @@ class SweepPlots:
         self.curves.update(sweep, changed, best_id, views=trials)
         self.parallel.update(trials, best, sweep.trials)
         self.pareto.update(sweep, changed)
+        if self.parallel.brushes or self.picked is not None:
+            self._show_chosen()  # the trials that came inside the ranges
         self._best = best_id
         text = _status(sweep, best)
         if text != self.status.text:

@@ -6,7 +6,10 @@
 trials that changed.  SlickGrid, under Bokeh's ``DataTable``
 (``labkit-sweep-table``), draws only the rows in view and sorts a column
 when its header is clicked (again: the other way).  The best trial's row
-carries a star; statuses are coloured as on the notebook board.
+carries a star; statuses are coloured as on the notebook board.  Rows a
+reader selects are told to :attr:`SweepTable.on_pick_trials` (the dashboard
+draws those trials bright on the other views); :meth:`SweepTable.show`
+selects the trials another view picked.
 
 Examples
 --------
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 
 from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
     ColumnDataSource,
@@ -93,6 +97,27 @@ class SweepTable:
         self._row: dict[int, int] = {}  # trial -> its row in the source
         self._sent: list[tuple] = []  # each row's values, as last sent
         self._best: int | None = None
+        self.on_pick_trials: Callable[[set[int] | None], None] | None = None
+        self._showing = False
+        self.source.selected.on_change("indices", self._on_selected)
+
+    def _on_selected(self, _attr, _old, new) -> None:
+        """A reader selected rows (none: cleared): their trials told."""
+        if self._showing or self.on_pick_trials is None:
+            return
+        ids = self.source.data.get("id", [])
+        self.on_pick_trials({ids[i] for i in new if i < len(ids)} if new else None)
+
+    def show(self, trials: set[int] | None) -> None:
+        """Select the rows of ``trials`` (None: none)."""
+        rows = [] if trials is None else sorted(self._row[t] for t in trials if t in self._row)
+        if list(self.source.selected.indices) == rows:
+            return
+        self._showing = True  # our own change, not a reader's pick
+        try:
+            self.source.selected.indices = rows
+        finally:
+            self._showing = False
 
     @property
     def rows(self) -> int:
