@@ -146,14 +146,10 @@ class SweepEngine:
             )
             self.store.trial_started(self.name, trial, s.attempts, worker, s.started, s.moves)
             self.namer.seen(worker)
-            event = TrialStarted(
-                self.run_id,
-                trial,
-                dict(s.config),
-                worker,
-                s.attempts - 1,
-                s.step if s.attempts > 1 else None,
-            )
+            if not self._listened():  # the hot path: no event (and no copy) for nobody
+                return
+            step = s.step if s.attempts > 1 else None  # where a rerun goes on from
+            event = TrialStarted(self.run_id, trial, dict(s.config), worker, s.attempts - 1, step)
         self.emit(event)
 
     def _lost_under(self, s: TrialState, worker: str) -> None:
