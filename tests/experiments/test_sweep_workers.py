@@ -6,10 +6,12 @@ scaled 1 -> 2 -> 1 under a running sweep; every wait is on events, bounded.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import labkit as lk
 from labkit.events import SweepWaiting, SweepWorkers
+from labkit.experiments.launch.launcher import ASK_EVERY, Launcher
 from labkit.views.sweep.frames import FrameEncoder
 from labkit.views.sweep.workers import WorkerSteps
 from labkit.views.trackers.sweep_tracker import SweepTracker
@@ -24,13 +26,22 @@ def _until(condition, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_sweep_tells_its_workers_as_the_cluster_scales_1_2_1(recorder, tmp_path):
+def test_a_sweep_tells_its_workers_as_the_cluster_scales_1_2_1(recorder, tmp_path, monkeypatch):
     from distributed import LocalCluster
 
     gate = tmp_path / "open"
+    asked: list[float] = []  # when the sweep asked the cluster (the loop ticks 5 times a second)
+    ask = Launcher.usable_workers
+
+    def counted(self):
+        asked.append(time.monotonic())
+        return ask(self)
+
+    monkeypatch.setattr(Launcher, "usable_workers", counted)
     told = lambda: [e.workers for e in recorder.of(SweepWorkers)]  # noqa: E731
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
+        s.client.wait_for_workers(1, timeout=120)
         tracker, steps = SweepTracker(), WorkerSteps()
         unsubscribe = [s.subscribe(recorder), s.subscribe(tracker), s.subscribe(steps)]
         try:
@@ -62,3 +73,5 @@ def test_a_sweep_tells_its_workers_as_the_cluster_scales_1_2_1(recorder, tmp_pat
     assert [n for _, n, _ in paint["workers"]["steps"]] == [1, 2, 1]
     assert paint["workers"]["until"] is not None  # the sweep ended: held flat until then
     assert steps.counts() == [1, 2, 1]
+    # one look a while serves the wait and the count: never two within ASK_EVERY
+    assert len(asked) >= 3 and all(b - a >= ASK_EVERY for a, b in itertools.pairwise(asked))
