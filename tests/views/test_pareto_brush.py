@@ -10,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 import pytest
 from bokeh.document import Document
 
 import labkit as lk
 from labkit.errors import InputError
+from labkit.views.bokeh.dashboard import stop_dashboard
 from labkit.views.bokeh.store_dashboard import store_dashboard
 from labkit.views.bokeh.sweep_plots import SweepPlots
 from labkit.views.trackers.sweep_shelf import SweepShelf
@@ -24,6 +26,22 @@ from tests.experiments import objective_functions as OF
 
 XY = {"x": lk.uniform(0, 1), "y": lk.uniform(0, 1)}
 TWO = {"metric": ("loss", "latency_ms"), "mode": ("min", "min")}
+
+
+def gated_two(config, trial):
+    """The two objectives of :func:`OF.two_objectives` (three reports); past the first
+    ``OPEN`` trials, each waits for ``GATE``: a sweep that goes on after a page brushed it."""
+    with _COUNT_LOCK:
+        _COUNT[0] += 1
+        wait = _COUNT[0] > OPEN
+    if wait:
+        GATE.wait(60)
+    f1, f2 = OF.zdt1(config["x"], config["y"])
+    for step in range(3):
+        trial.report(step, loss=f1, latency_ms=f2)
+
+
+OPEN, GATE, _COUNT, _COUNT_LOCK = 8, threading.Event(), [0], threading.Lock()
 
 
 def selected(doc: Document, name: str, column: str) -> set:
@@ -171,6 +189,7 @@ def test_the_command_line_refuses_a_reference_that_is_no_point(tmp_path):
 _AT = """([name, x, y]) => {
     const fig = Bokeh.documents[0].get_model_by_name(name);
     const view = [...Bokeh.index.find(fig)][0];
+    view.el.scrollIntoView({block: "center"});
     const box = (view.canvas_view || view.canvas).el.getBoundingClientRect();
     return [box.left + view.frame.x_scale.compute(x), box.top + view.frame.y_scale.compute(y)];
 }"""
@@ -217,7 +236,6 @@ def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashb
             title = page.evaluate("""() => Bokeh.documents[0].get_model_by_name(
                                          "labkit-sweep-hv").title.text""")
             assert "reference (3, 3)" in title
-            page.locator(".bk-Figure, .bk-figure, canvas").nth(1).scroll_into_view_if_needed()
             # a box over the x axis (axis 0) from 0.2 to 0.7: the server keeps those trials
             drag(page, "labkit-sweep-parallel", (-0.04, 0.2), (0.06, 0.7))
             page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(
@@ -242,3 +260,48 @@ def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashb
                        "labkit-sweep-parallel-brush").data.top.length""") == 0
     finally:
         board.stop()
+
+
+@pytest.mark.needs("chromium")
+def test_brushing_in_chromium_on_the_live_dashboard_keeps_the_trials_that_come(local_scheduler):
+    from tests.browser import chromium, screenshot
+
+    url = lk.dashboard(local_scheduler, reference=(2.0, 4.0))
+    GATE.clear()
+    _COUNT[0] = 0
+    run = lk.sweep(gated_two, XY, trials=40, scheduler=local_scheduler, store=None, seed=7,
+                   wait=False, **TWO)
+    try:
+        with chromium() as browser:
+            page = browser.new_page(viewport={"width": 1200, "height": 1400})
+            page.goto(url)
+            page.wait_for_function(
+                """() => { const d = window.Bokeh && Bokeh.documents[0];
+                           const m = d && d.get_model_by_name("labkit-sweep-parallel-lines");
+                           return m && m.data.trial.length >= 4; }""", timeout=60000)
+            assert not run.done()
+            drag(page, "labkit-sweep-parallel", (-0.04, 0.2), (0.06, 0.7))
+            page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(
+                "labkit-sweep-parallel-brush").data.top.length === 1""", timeout=60000)
+            low, high = page.evaluate("""() => { const d = Bokeh.documents[0].get_model_by_name(
+                "labkit-sweep-parallel-brush").data; return [d.bottom[0], d.top[0]]; }""")
+            brushed_at = page.evaluate("""() => Bokeh.documents[0].get_model_by_name(
+                "labkit-sweep-pareto-points").data.trial.length""")
+            GATE.set()  # the trials after the brush
+            result = run.result()
+            assert brushed_at <= OPEN < len(result.trials)
+            page.wait_for_function(
+                """() => Bokeh.documents[0].get_model_by_name(
+                       "labkit-sweep-pareto-points").data.trial.length === 40""", timeout=60000)
+            kept = {t.id for t in result.trials if low <= round(t.config["x"], 4) <= high}
+            assert 0 < len(kept) < 40
+            wait_selected(page, "labkit-sweep-pareto-points", "trial", kept)
+            wait_selected(page, "labkit-sweep-parallel-lines", "trial", kept)
+            title = page.evaluate("""() => Bokeh.documents[0].get_model_by_name(
+                                         "labkit-sweep-hv").title.text""")
+            assert "reference (2, 4)" in title
+            screenshot(page, "dashboard-live-pareto-brushed")
+    finally:
+        GATE.set()
+        run.wait(120)
+        stop_dashboard(local_scheduler)
