@@ -12,10 +12,12 @@ A trial so costs a message each way on one socket instead of a Dask task
 and two trips through the scheduler.
 
 A slot whose worker leaves gracefully (a retirement, a lifetime's end,
-adaptive scale-down) says ``leaving`` and ends its trial as a move: the
-trial runs again on another slot from its latest checkpoint, and its record
-counts a move, not a failure.  A line that breaks under a trial unannounced
-is a lost worker: the same, but its ``max_failures`` counting; the slot's task is cancelled and the loop starts
+adaptive scale-down, a preemption notice: a SIGTERM to its worker process or
+to its ``dask worker``, see :mod:`labkit.scheduling.dask.preemption`) says
+``leaving`` and ends its trial as a move: the trial runs again on another slot
+from its latest checkpoint, and its record counts a move, not a failure.  A
+line that breaks under a trial unannounced (a SIGKILL) is a lost worker: the
+same, but its ``max_failures`` counting; the slot's task is cancelled and the loop starts
 a new one while trials wait, which Dask places on a free thread (a worker
 that came back).  When the sweep ends or is cancelled every line is told
 ``bye`` and shut, and the slots' tasks are awaited (a little) so that none
@@ -37,6 +39,7 @@ import uuid
 from typing import Any
 
 from ...errors import SchedulerError
+from ...scheduling.dask.dask_adapter import watch_retirements
 from .channel import deliver
 from .launcher import Launcher, Recent
 from .listener import Listener
@@ -84,6 +87,7 @@ class SlotLauncher(Launcher):
 
     def open(self, scope) -> None:
         super().open(scope)
+        watch_retirements(self.client)  # a SIGTERM to a worker process: its slot says leaving
         # each slot's connection is authenticated (with a deadline) and served on its own thread
         self.listener = Listener(self.authkey, self._serve, f"labkit-sweep-{self.token}-slots")
 

@@ -20,9 +20,10 @@ Dask upgrade that breaks one breaks it in this module only
   so a worker between two tasks lost the layer's inputs and fetched them again;
 * whether a cluster adapts its size to demand (:func:`is_adaptive`): ``Cluster.adapt()``
   keeps its ``Adaptive`` in a private attribute, and no public one says so;
-* which workers the scheduler retired (:func:`watch_retirements`,
-  :func:`left_gracefully`): a plugin on the scheduler hears its events, since
-  Dask says nowhere public whether a worker that left was retired or lost;
+* which workers the scheduler retired, or closed for a preemption notice
+  (SIGTERM) (:func:`watch_retirements`, :func:`left_gracefully`): a plugin on the
+  scheduler hears its events, since Dask says nowhere public whether a worker
+  that left was retired or lost;
 * asking the scheduler for its full identity (:func:`scheduler_identity`):
   ``Client.scheduler_info()`` returns a cache that the client's periodic
   refresh overwrites with a copy listing no worker.
@@ -49,6 +50,7 @@ from typing import Any
 import dask
 
 from ...errors import SchedulerError
+from .preemption import SIGNAL_REASON, watch_preemption
 
 logger = logging.getLogger("labkit.scheduling")
 
@@ -287,11 +289,17 @@ def watch_retirements(client) -> None:
     """Have the scheduler of ``client`` keep which workers it retires (once per scheduler).
 
     The scheduler's own event log may keep nothing (labkit's embedded clusters
-    keep no message log), but a plugin hears every event as it is logged.  The
+    keep no message log), but a plugin hears every event as it is logged.  A
+    worker that closes for a signal (a preemption notice, SIGTERM) left
+    gracefully too: ``dask worker`` (a nanny) closes its worker so, and
+    :func:`.preemption.watch_preemption`, registered here, has a worker process
+    under a nanny do the same.  The
     plugin is defined inside this function, so that it travels by value: the
     scheduler needs no labkit.  A scheduler that cannot take it leaves every
     departure unknown to be graceful (a loss).
     """
+
+    notice = SIGNAL_REASON  # a local: the plugin travels by value, without this module
 
     def install(dask_scheduler):  # nested: pickled by value
         from distributed.diagnostics.plugin import SchedulerPlugin
@@ -308,14 +316,22 @@ def watch_retirements(client) -> None:
                 action, status = msg.get("action"), msg.get("status")
                 if action == "could-not-retire" or status == "running":
                     self.retired.pop(topic, None)  # a retirement called off
-                elif (
-                    action == "retired"
-                    or status == "closing_gracefully"
-                    or (action == "remove-worker" and msg.get("expected") is True)
-                ):
+                elif self.graceful(action, status, msg):
                     self.retired[topic] = True
                     while len(self.retired) > 1000:
                         self.retired.pop(next(iter(self.retired)))
+
+            @staticmethod
+            def graceful(action, status, msg) -> bool:
+                """Whether an event says its worker leaves gracefully: retired, or closing
+                for a signal (a preemption notice: ``dask worker``'s SIGTERM, or labkit's
+                plugin on a worker process), which a killed worker never announces."""
+                return (
+                    action == "retired"
+                    or status == "closing_gracefully"
+                    or (action == "remove-worker" and msg.get("expected") is True)
+                    or (action == "closing-worker" and str(msg.get("reason")).startswith(notice))
+                )
 
         dask_scheduler.add_plugin(Retirements(), name="labkit-retirements", idempotent=True)
 
@@ -323,11 +339,13 @@ def watch_retirements(client) -> None:
         client.run_on_scheduler(install)
     except Exception:  # the scheduler gone or refusing plugins: departures count as losses
         logger.debug("labkit: could not watch the scheduler for retired workers", exc_info=True)
+    watch_preemption(client)  # a SIGTERM to a worker process: a graceful close, announced
 
 
 def left_gracefully(client, addresses) -> list:
     """The workers of ``addresses`` that the scheduler retired (``retire_workers``, a
-    ``lifetime``, an adaptive scale-down), as heard since :func:`watch_retirements`.
+    ``lifetime``, an adaptive scale-down) or that closed for a preemption notice (SIGTERM),
+    as heard since :func:`watch_retirements`.
 
     Asked once a worker has left: a worker killed (or lost) was never retired.
     """
