@@ -106,8 +106,8 @@ def test_ranges_brushed_on_the_parallel_coordinates_pick_the_pareto_points_and_r
     # the reset tool's clear: every trial as it was
     plots.parallel.brush(0, 0.0, 0.5)
     plots.parallel.clear()
-    assert points.selected.indices == [] and table.selected.indices == []
-    assert doc.get_model_by_name("labkit-sweep-parallel-lines").selected.indices == []
+    assert len(points.selected.indices) == len(table.selected.indices) == 0
+    assert len(doc.get_model_by_name("labkit-sweep-parallel-lines").selected.indices) == 0
 
 
 def test_the_reference_point_given_moves_the_hypervolume(local_scheduler):

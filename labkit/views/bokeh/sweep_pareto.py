@@ -37,6 +37,7 @@ from bokeh.plotting import figure
 from ...constraints import Satisfies, check_argument
 from ..sweep.pareto import ParetoFrames
 from .node_panel import named
+from .sweep_parallel import select_rows
 
 __all__ = ["SweepPareto", "REFERENCE", "REFERENCE_RULES", "check_reference"]
 
@@ -126,12 +127,9 @@ class SweepPareto:
 
     def show(self, trials: set[int] | None) -> None:
         """Draw ``trials`` bright, the others dim (None: all as they are)."""
-        rows = [] if trials is None else sorted(self._row[t] for t in trials if t in self._row)
-        if list(self.points.selected.indices) == rows:
-            return
         self._showing = True  # our own change, not a reader's pick
         try:
-            self.points.selected.indices = rows
+            select_rows(self.points, self._row, trials)
         finally:
             self._showing = False
 

@@ -38,6 +38,7 @@ from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss l
 from ..sweep.style import COLOURS
 from ..trackers.trial_tasks import worker_of
 from .node_panel import named
+from .sweep_parallel import select_rows
 
 __all__ = ["SweepTable", "COLUMNS"]
 
@@ -110,12 +111,9 @@ class SweepTable:
 
     def show(self, trials: set[int] | None) -> None:
         """Select the rows of ``trials`` (None: none)."""
-        rows = [] if trials is None else sorted(self._row[t] for t in trials if t in self._row)
-        if list(self.source.selected.indices) == rows:
-            return
         self._showing = True  # our own change, not a reader's pick
         try:
-            self.source.selected.indices = rows
+            select_rows(self.source, self._row, trials)
         finally:
             self._showing = False
 
