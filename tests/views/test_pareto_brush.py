@@ -249,6 +249,12 @@ def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashb
             wait_selected(page, "labkit-sweep-table-source", "id", set(low_x))
             wait_selected(page, "labkit-sweep-parallel-lines", "trial", set(low_x))
             screenshot(page, "dashboard-store-pareto-brushed")
+            # a click on the axis clears its range: every trial as it was
+            x, y = page.evaluate(_AT, ["labkit-sweep-parallel", 0, 0.9])
+            page.mouse.click(x, y)
+            page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(
+                "labkit-sweep-parallel-brush").data.top.length === 0""", timeout=60000)
+            wait_selected(page, "labkit-sweep-pareto-points", "trial", set())
             # a tap on one point of the scatter: that trial's line alone
             one = result.pareto[0]
             spot = (one.objectives["loss"], one.objectives["latency_ms"])

@@ -13,7 +13,8 @@ placed again.
 A reader *brushes* an axis: a box dragged over part of it (the box-select
 tool) keeps the trials whose line crosses that axis inside the box, one range
 an axis, all of them at once (``labkit-sweep-parallel-brush`` draws them); a
-box of no height clears that axis's range, the reset tool every range.  The
+click on an axis (or a box of no height) clears that axis's range, the reset
+tool every range.  The
 trials kept are told to :attr:`SweepParallel.on_brush` (the dashboard shows
 them on the Pareto view and the table too) and drawn bright, the others dim
 (:meth:`SweepParallel.show`: the source's selection).
@@ -37,7 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 from bokeh.core.property.validation import validate
-from bokeh.events import Reset, SelectionGeometry
+from bokeh.events import Reset, SelectionGeometry, Tap
 from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
     BoxSelectTool,
     ColumnDataSource,
@@ -136,6 +137,7 @@ class SweepParallel:
         fig.toolbar.active_drag = box
         fig.on_event(SelectionGeometry, self._on_box)
         fig.on_event(Reset, lambda _event: self.clear())
+        fig.on_event(Tap, self._on_tap)
         renderer = self.lines
         renderer.selection_glyph = renderer.glyph.clone(line_alpha=0.9, line_width=1.5)
         renderer.nonselection_glyph = renderer.glyph.clone(line_alpha=0.03, line_color="#999")
@@ -222,6 +224,15 @@ class SweepParallel:
         for axis in axes:
             self._set(axis, box["y0"], box["y1"])
         self._brushed()
+
+    def _on_tap(self, event) -> None:
+        """A click on a brushed axis (within a quarter of the gap to the next): its range
+        cleared."""
+        if event.x is None or not self.brushes:
+            return
+        axis = round(event.x)
+        if abs(event.x - axis) <= 0.25 and axis in self.brushes:
+            self.brush(axis, 0.0, 0.0)
 
     def brush(self, axis: int, low: float, high: float) -> set[int] | None:
         """Keep the trials whose line crosses ``axis`` between ``low`` and ``high`` (0..1 of
