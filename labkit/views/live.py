@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import itertools
 import logging
 import threading
 import time
@@ -273,33 +274,44 @@ class EventClock:
 
     Taking them (:meth:`take`, just before a snapshot) starts the count afresh and
     keeps them as :attr:`taken`, the events that snapshot is the first to show.
+
+    :meth:`note` takes no lock: it runs on every trial's thread, for every event, often
+    under the run's own lock (a run forwards its events holding it), where a second lock
+    made a hundred threads queue.  The count is an ``itertools.count`` (``next`` is atomic
+    under the GIL: no event is lost to the count); a time noted while a take runs goes to
+    that frame or the next, which is all the clock tells.
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # between takers only
+        self._counter = itertools.count()  # one ``next`` an event, and one a take
+        self._counted = 0  # the counter's next value after the last take
         self._oldest: float | None = None
         self._newest: float | None = None
-        self._count = 0
         self.taken: tuple[float | None, float | None, int] = (None, None, 0)
 
     def note(self, when: float) -> None:
         """One more event, sent at ``when``."""
-        with self._lock:
-            if self._oldest is None:
-                self._oldest = when
-            self._newest, self._count = when, self._count + 1
+        if self._oldest is None:
+            self._oldest = when
+        self._newest = when
+        next(self._counter)
 
     def behind(self) -> float | None:
         """Seconds the oldest event not taken yet has waited (None: none waits)."""
-        with self._lock:
-            oldest = self._oldest
+        oldest = self._oldest
         return None if oldest is None else time.time() - oldest
 
     def take(self) -> None:
         """Move the events counted so far to :attr:`taken`; count from zero again."""
         with self._lock:
-            self.taken = (self._oldest, self._newest, self._count)
-            self._oldest, self._newest, self._count = None, None, 0
+            oldest, newest = self._oldest, self._newest
+            self._oldest = self._newest = None
+            mark = next(self._counter)  # the events noted before this one are taken
+            count, self._counted = mark - self._counted, mark + 1
+            if count and oldest is None:  # a note raced the take: its time is the newest
+                oldest = newest
+            self.taken = (oldest, newest, count) if count else (None, None, 0)
 
 
 class _Timed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import numpy as np
@@ -123,6 +124,33 @@ def test_a_view_stopped_before_it_started_draws_once_and_leaves_no_thread():
         view.stop()
         view.start()
         assert _writer_ends(view) and view.state is State.STOPPED and len(view.frames) >= 1
+
+
+def test_the_event_clock_loses_no_event_to_threads_that_note_without_a_lock():
+    clock, seen = EventClock(), []
+    go = threading.Barrier(8)
+
+    def note():
+        go.wait()
+        for i in range(5000):
+            clock.note(float(i))
+
+    def take_while_noting():
+        for _ in range(200):          # a writer taking frames while the trials note
+            clock.take()
+            seen.append(clock.taken[2])
+
+    threads = [threading.Thread(target=note) for _ in range(8)]
+    taker = threading.Thread(target=take_while_noting)
+    for t in [*threads, taker]:
+        t.start()
+    for t in [*threads, taker]:
+        t.join(60)
+    clock.take()
+    seen.append(clock.taken[2])
+    assert sum(seen) == 8 * 5000      # every event counted in exactly one frame
+    clock.take()
+    assert clock.taken == (None, None, 0)
 
 
 def test_the_event_clock_says_which_events_a_snapshot_is_the_first_to_show():
