@@ -129,6 +129,19 @@ def test_the_reference_point_given_moves_the_hypervolume(local_scheduler):
     # a point of 3 values for 2 objectives: the default, and the title says so
     assert hv[(1.0, 1.0, 1.0)] == hv[None]
     assert "has 3 values, not 2" in title[(1.0, 1.0, 1.0)]
+    # a reader types another point in the page: drawn again against it
+    doc, plots = docs[None]
+    typed = doc.get_model_by_name("labkit-sweep-pareto-reference")
+    hv_now = lambda: doc.get_model_by_name("labkit-sweep-pareto-hv").data["hv"][-1]  # noqa: E731
+    typed.value = "5, 9"
+    assert hv_now() == pytest.approx(hv[(5.0, 9.0)])
+    assert "reference (5, 9)" in plots.pareto.hv_figure.title.text
+    typed.value = "5, <b>x"   # words that are no point: said, the reference kept
+    assert hv_now() == pytest.approx(hv[(5.0, 9.0)])
+    assert "'5, <b>x' refused" in plots.pareto.hv_figure.title.text  # canvas text, not HTML
+    typed.value = ""  # the default again
+    assert hv_now() == hv[None]
+    assert len(doc.get_model_by_name("labkit-sweep-pareto-points").data["trial"]) == 20
 
 
 def brute_volume(front, ref) -> float:
@@ -236,6 +249,12 @@ def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashb
             title = page.evaluate("""() => Bokeh.documents[0].get_model_by_name(
                                          "labkit-sweep-hv").title.text""")
             assert "reference (3, 3)" in title
+            # another point typed in the page: the server draws the hypervolume against it
+            box = page.get_by_placeholder("worst seen + margin")
+            box.fill("4, 4")
+            box.press("Enter")
+            page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(
+                "labkit-sweep-hv").title.text.includes("reference (4, 4)")""", timeout=60000)
             # a box over the x axis (axis 0) from 0.2 to 0.7: the server keeps those trials
             drag(page, "labkit-sweep-parallel", (-0.04, 0.2), (0.06, 0.7))
             page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(

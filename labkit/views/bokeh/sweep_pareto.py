@@ -15,7 +15,10 @@ The hypervolume is against the reference point a user gives
 (``lk.dashboard(..., reference=(...))``, ``labkit dashboard --store S
 --reference 1,2``; :data:`REFERENCE_RULES`), one value an objective, else
 against the worst seen plus a margin (:mod:`~labkit.views.sweep.pareto`); its
-title says which.  A sweep with another number of objectives than the
+title says which.  A reader may type another in the page
+(``labkit-sweep-pareto-reference``: numbers separated by commas, empty for the
+default): the view is drawn again against it; words that are no point are
+said in the title, and the reference stays as it was.  A sweep with another number of objectives than the
 reference's gets the default, and the title says that too.
 
 Points picked on the scatter (the box-select or tap tool) are told to
@@ -31,7 +34,12 @@ from collections.abc import Callable
 from typing import Any
 
 from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, HoverTool, Select  # type: ignore[attr-defined]
+from bokeh.models import (  # type: ignore[attr-defined]  # bokeh's stubs miss lazy exports
+    ColumnDataSource,
+    HoverTool,
+    Select,
+    TextInput,
+)
 from bokeh.plotting import figure
 
 from ...constraints import Satisfies, check_argument
@@ -90,21 +98,23 @@ class SweepPareto:
         fig.line("x", "y", source=self.stairs, color=_FRONT, line_width=2)
         fig.add_tools(HoverTool(tooltips=[("trial", "@trial"), ("x", "@x"), ("y", "@y")]))
         self.figure = named(fig, "labkit-sweep-pareto")
-        hv = figure(
-            title="hypervolume by trials ended",
-            height=150,
-            sizing_mode="stretch_width",
-            tools="pan,wheel_zoom,reset",
-        )
-        hv.line("n", "hv", source=self.hv, line_width=2)
-        hv.scatter("n", "hv", source=self.hv, size=5)  # a history of one point shows too
-        self.hv_figure = named(hv, "labkit-sweep-hv")
+        self.hv_figure = self._hv_figure()
         self.x = named(Select(title="x", value="", options=[], width=160), "labkit-sweep-pareto-x")
         self.y = named(Select(title="y", value="", options=[], width=160), "labkit-sweep-pareto-y")
         for pick in (self.x, self.y):
             pick.on_change("value", self._on_pick)
+        self.typed = named(
+            TextInput(
+                title="hypervolume reference",
+                value=", ".join(f"{v:g}" for v in self.reference or ()),
+                placeholder="worst seen + margin",
+                width=220,
+            ),
+            "labkit-sweep-pareto-reference",
+        )
+        self.typed.on_change("value", self._on_reference)
         self.layout = column(
-            row(self.x, self.y),
+            row(self.x, self.y, self.typed),
             self.figure,
             self.hv_figure,
             visible=False,
@@ -116,7 +126,36 @@ class SweepPareto:
         self._painting = False
         self.on_pick_trials: Callable[[set[int] | None], None] | None = None
         self._showing = False
+        self._chosen: set[int] | None = None  # the trials shown bright
+        self._sweep = None  # the sweep painted
         self.points.selected.on_change("indices", self._on_selected)
+
+    def _hv_figure(self):
+        """The hypervolume over the trials ended."""
+        hv = figure(
+            title="hypervolume by trials ended",
+            height=150,
+            sizing_mode="stretch_width",
+            tools="pan,wheel_zoom,reset",
+        )
+        hv.line("n", "hv", source=self.hv, line_width=2)
+        hv.scatter("n", "hv", source=self.hv, size=5)  # a history of one point shows too
+        return named(hv, "labkit-sweep-hv")
+
+    def _on_reference(self, _attr, _old, new) -> None:
+        """A reader typed a reference point: the view drawn again against it."""
+        text = new.strip()
+        try:
+            point = tuple(float(v) for v in text.split(",")) if text else None
+        except ValueError:
+            point = ()
+        if point is not None and not REFERENCE.accepts(point):
+            # a title is drawn on the canvas as text, never as HTML
+            self.hv_figure.title.text = f"reference '{text[:40]}' refused: {REFERENCE.describe()}"
+            return
+        self.reference = point
+        if self._sweep is not None:
+            self.paint(self._sweep)
 
     def _on_selected(self, _attr, _old, new) -> None:
         """A reader picked points (none: the pick cleared): their trials told."""
@@ -127,6 +166,7 @@ class SweepPareto:
 
     def show(self, trials: set[int] | None) -> None:
         """Draw ``trials`` bright, the others dim (None: all as they are)."""
+        self._chosen = trials
         self._showing = True  # our own change, not a reader's pick
         try:
             select_rows(self.points, self._row, trials)
@@ -140,7 +180,7 @@ class SweepPareto:
 
     def paint(self, sweep) -> None:
         """The sweep's ended trials whole (none shown for a sweep of one metric)."""
-        self._values, self._row = {}, {}
+        self._values, self._row, self._sweep = {}, {}, sweep
         if len(sweep.objectives) < 2:
             self.frames = None
             self.layout.visible = False
@@ -160,6 +200,7 @@ class SweepPareto:
         self._redraw()
         self.frames.delta()  # what the paint drew
         self.layout.visible = True
+        self.show(self._chosen)  # drawn again: the same trials bright
 
     def update(self, sweep, changed) -> None:
         """The trials ``changed`` folded in; what moved streamed and patched."""
