@@ -28,7 +28,13 @@ figures are counts, not times.
     7 runs in alternating order (on a machine that others load, the fastest
     run is the one least disturbed; the medians are printed too, and the
     median CPU time of the process, which others' load disturbs less).
-    Target: labkit NSGA-II <= 1.1x Optuna alone.
+    Target: labkit NSGA-II <= 1.1x Optuna alone.  The sweep runs one trial at a
+    time (``max_concurrent=1``), as ``study.optimize`` does.
+
+``--only cost --cost-trials 2000 --rounds 9`` runs part (b) alone, at other
+sizes.  On a machine others load, read the CPU figures: the medians, and the
+median of each round's ratio (the two runs of a round are side by side, so
+they share the load of that moment).
 """
 
 from __future__ import annotations
@@ -126,7 +132,7 @@ def labkit_cost(search, n: int) -> tuple[float, float]:
     """(wall, CPU) seconds a trial of a labkit sweep of ``n`` trivial trials."""
     began, cpu = time.perf_counter(), time.process_time()
     lk.sweep(instant, SPACE, trials=n, metric=("f1", "f2"), mode=MODES, seed=0, store=None,
-             search=search)
+             search=search, max_concurrent=1)
     return (time.perf_counter() - began) / n, (time.process_time() - cpu) / n
 
 
@@ -156,6 +162,8 @@ def cost(size: dict) -> None:
         "optuna": lambda: optuna_cost(n),
     }
     times: dict[str, list] = {key: [] for key in runs}
+    labkit_cost("random", 20), labkit_cost(optuna.samplers.NSGAIISampler(seed=0), 20)
+    optuna_cost(20)  # untimed: the first sweep of a process pays its imports
     for r in range(size["cost_repeat"]):
         for key in (runs if r % 2 == 0 else list(reversed(runs))):
             times[key].append(runs[key]())
@@ -177,16 +185,28 @@ def cost(size: dict) -> None:
           f"{cpus['nsga2']:.3f}, Optuna alone {cpus['optuna']:.3f} ms a trial "
           f"({cpus['nsga2'] / cpus['optuna']:.2f}x; asking and telling "
           f"{(cpus['nsga2'] - cpus['random']) / cpus['optuna']:.2f}x)")
+    rounds = sorted(a[1] / o[1] for a, o in zip(times["nsga2"], times["optuna"], strict=True))
+    print(f"    CPU, labkit NSGA-II / Optuna alone by round: median "
+          f"{statistics.median(rounds):.2f}x (rounds: {', '.join(f'{r:.2f}' for r in rounds)}); "
+          f"load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
+    parser.add_argument("--only", choices=("savings", "cost"), help="one part only")
+    parser.add_argument("--cost-trials", type=int, help="(b)'s trials a run (default 500)")
+    parser.add_argument("--rounds", type=int, help="(b)'s runs of each (default 7)")
     args = parser.parse_args()
     print(f"labkit objectives: {platform.node()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}")
-    size = SIZES["quick" if args.quick else "full"]
-    savings(size)
+    size = dict(SIZES["quick" if args.quick else "full"])
+    size["cost_trials"] = args.cost_trials or size["cost_trials"]
+    size["cost_repeat"] = args.rounds or size["cost_repeat"]
+    if args.only != "cost":
+        savings(size)
+    if args.only == "savings":
+        return
     try:
         import optuna  # noqa: F401
     except ImportError:
