@@ -170,14 +170,15 @@ class WorkLoads:
         return {key: list(b.shares) for key, b in self._buckets.items()}
 
     def regrouped(self, names: list[str], old: list[str]) -> WorkLoads:
-        """The loads of the devices ``names`` left of ``old``: their shares, made whole again."""
-        keep = [old.index(n) for n in names]
+        """The loads of the devices ``names`` of ``old`` (those left, and those that joined,
+        which take the mean of the others): their shares, made whole again."""
         if self.balancer is None:
             assert self.work_load is not None  # a fixed work load
-            return WorkLoads(names, [self.work_load[i] for i in keep])
+            return WorkLoads(names, _carried(names, old, list(self.work_load)))
         fresh = WorkLoads(names, "auto", Balancer(len(names)))
         assert fresh.balancer is not None  # "auto"
-        fresh.balancer.shares = normalised([max(self.balancer.shares[i], 1e-9) for i in keep])
+        kept = _carried(names, old, [max(s, 1e-9) for s in self.balancer.shares])
+        fresh.balancer.shares = normalised(kept)
         return fresh
 
     def load(self, shares, bucket_shares=None) -> None:
@@ -190,3 +191,9 @@ class WorkLoads:
             balancer = self._balancer(key)
             if balancer is not None:  # every key's is, "auto" being on
                 balancer.shares = list(values)
+
+
+def _carried(names: list, old: list, values: list) -> list:
+    """``values`` of ``old``'s devices carried to ``names``; a device new to them, their mean."""
+    mean = sum(values) / len(values) if values else 1.0
+    return [values[old.index(n)] if n in old else mean for n in names]

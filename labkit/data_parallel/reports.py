@@ -142,6 +142,7 @@ class EpochTally:
         self.last: float | None = None
         self.redone = 0
         self.recoveries: list = []
+        self.joined: list = []  # workers taken in at the epoch's start (see dask.growing)
 
     def add(self, report: StepReport) -> None:
         self.first = report.time - report.wall if self.first is None else self.first
@@ -171,4 +172,6 @@ class EpochTally:
         if self.recoveries:
             out["redone"] = self.redone
             out["recoveries"] = list(self.recoveries)
+        if self.joined:
+            out["joined"] = list(self.joined)
         return out

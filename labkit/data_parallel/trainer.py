@@ -305,7 +305,8 @@ class DataParallelTrainer(Observable):
             One record an epoch: ``epoch`` (from 1, as a board counts them), mean
             ``loss`` over its rows, ``seconds``, ``samples_per_s``, ``steps``;
             ``skipped`` under ``on_nonfinite="skip"``; ``redone`` and ``recoveries``
-            after a lost worker; ``val_...`` with a validation.  An error names the
+            after a lost worker; ``joined``: workers taken in at its start (data on
+            workers, a scheduler over all); ``val_...`` with a validation.  An error names the
             epoch and the batch, both from 1 ("epoch 1, batch 1" is the first
             batch); the steps before it are kept.  Either way ``model`` and
             ``optimizer`` then hold what the replicas hold (see ``sync_model``).

@@ -150,6 +150,7 @@ class FitLoop:
                 options=options,
             )
             tally.redone, tally.recoveries = summary["redone"], summary["recoveries"]
+            tally.joined = summary.get("joined", [])
         else:
             stepper.run(source.local().steps(epoch, stepper.loads.shares), tally.add, scope.check)
         if tally.steps == 0 and not tally.skipped:

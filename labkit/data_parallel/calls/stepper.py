@@ -100,7 +100,7 @@ class Stepper:
         self.reporter.report(report, self.loads.shares(report.key))
 
     def regroup(self) -> None:
-        """Follow the replica group's ranks after it re-formed over fewer workers."""
+        """Follow the replica group's ranks after it re-formed over fewer (or more) workers."""
         names = list(self.group.names)
         self.loads = self.loads.regrouped(names, self.names)
         self.names = names

@@ -17,6 +17,9 @@ again.  The epoch's record says which.  A worker that left gracefully (the
 scheduler retired it: ``client.retire_workers``, its ``lifetime``, an
 adaptive scale-down) is recovered from the same way, but as a move: its
 recovery says ``moved`` and it counts nothing against ``max_failures``.
+Workers that joined the cluster are taken in at an epoch's start, unless the
+group is pinned to its workers (:mod:`.growing`): the epoch's record says
+``joined``.
 After ``max_failures`` losses, or
 when no worker is left, a :class:`~labkit.errors.WorkerLostError` names the
 worker, the epoch and the step.
@@ -46,6 +49,7 @@ from ..worker import lifecycle as life
 from ..worker import training
 from ..worker.rank import same_position
 from .blocks import WorkerBlocks, assign
+from .growing import newcomers, take_in
 from .tasks import client_error
 
 __all__ = ["EpochRunner", "common_commit", "COMMIT_EVERY", "MAX_FAILURES"]
@@ -96,6 +100,7 @@ class EpochRunner:
     def run(self, epoch: int, done: Callable[[StepReport], None], check=None) -> dict:
         """Train epoch ``epoch``; ``done(report)`` per step, in order; its summary."""
         __tracebackhide__ = True
+        joined = self._grow(epoch)
         planned = self._planned(epoch)
         self.redone, self.recoveries = 0, []
         seen: dict = {}
@@ -107,8 +112,27 @@ class EpochRunner:
                     "seconds": outcome.get("seconds"),
                     "redone": self.redone,
                     "recoveries": self.recoveries,
+                    "joined": joined,
                 }
             planned = self._recover(planned, outcome)
+
+    def _grow(self, epoch: int) -> list[dict]:
+        """Workers that joined the cluster, taken in as ranks before ``epoch`` (see .growing)."""
+        group, started = self.group, time.monotonic()
+        joining = [] if group.pinned else newcomers(group.client, group.names)
+        taken = take_in(group, joining) if joining else []
+        if not taken:
+            return []
+        logger.info(
+            "labkit: %s joined the fit at epoch %d; it goes on over %d worker(s)",
+            ", ".join(taken),
+            epoch + 1,
+            len(group.names),
+        )
+        seconds = round(time.monotonic() - started, 3)
+        return [
+            {"workers": taken, "epoch": epoch + 1, "ranks": len(group.names), "seconds": seconds}
+        ]
 
     def _shares(self) -> list:
         n = len(self.group.names)

@@ -6,22 +6,20 @@ the tasks (:mod:`.tasks`); each group has a process group of its own (gloo on
 CPU, NCCL on GPUs, see :mod:`..worker.process_group`), so several trainers
 share a cluster.
 
-* Set-up: the replicas are built from one pickled payload, each GPU worker
-  on its own GPU (:mod:`.setup`); ranks that cannot reach each other are
-  found in seconds, then every rank joins the process group (:mod:`.forming`).
-* Training runs in loops on the workers (:mod:`..worker.training`): a whole
-  epoch over the rows each rank holds (:mod:`.epochs`), or commands of several
-  client-fed steps sent ahead (:mod:`.steps`).  Gradients are reduced during
-  backward (:mod:`..worker.overlap`) and the ranks agree on every step
-  (:mod:`..worker.rank`); rank 0 streams the step reports (:mod:`..reports`).
-* After each call of the trainer, rank 0's state is copied into the client's
-  model and optimizer (:mod:`.copy_back`): the model a user holds is trained.
-  A checkpoint is written by rank 0 and read by every rank (:mod:`.saving`).
+* Set-up: replicas built from one pickled payload, each GPU worker on its own
+  GPU (:mod:`.setup`); ranks that cannot reach each other are found in
+  seconds, then every rank joins the process group (:mod:`.forming`).
+* Training runs in loops on the workers (:mod:`..worker.training`): whole
+  epochs over the rows each rank holds (:mod:`.epochs`), or commands of
+  client-fed steps sent ahead (:mod:`.steps`); rank 0 streams the reports.
+* After each call rank 0's state is copied into the client's model and
+  optimizer (:mod:`.copy_back`); a checkpoint is written by rank 0 and read by
+  every rank (:mod:`.saving`).
 * A lost worker: an epoch loop re-forms the group on the workers left and
   goes on from the last commit (:mod:`.epochs`); elsewhere a
-  :class:`~labkit.errors.WorkerLostError` names the worker.  The client gives
-  up on a rank whose worker left, or that lags its finished peers by more
-  than ``timeout``.  A group that lost a collective is broken: close it.
+  :class:`~labkit.errors.WorkerLostError` names the worker.  A worker that
+  joined the cluster is taken in at an epoch's start (:mod:`.growing`).  A
+  group that lost a collective is broken: close it.
 """
 
 from __future__ import annotations
@@ -74,7 +72,8 @@ class DaskReplicaGroup:
         Its ``client`` runs the tasks.
     workers : list of str, optional
         Worker addresses in rank order; by default the scheduler's ``workers``
-        (``trial.scheduler``), else all (those with a ``GPU``, if any), sorted.
+        (``trial.scheduler``), else all (those with a ``GPU``, if any), sorted,
+        and those that join the cluster later too, at a fit's next epoch.
     backend : str, optional
         ``"nccl"`` on GPU workers, else ``"gloo"``; ``"gloo"`` keeps replicas on the CPU.
     timeout : float
@@ -118,12 +117,13 @@ class DaskReplicaGroup:
         self.sum_loss = getattr(loss_fn, "reduction", "mean") == "sum"
         self._store_dirs: list[str] = []
         self.replicas: list = []  # they live on the workers
-        self.interfaces: list[str] = []
-        self.devices: list[str] = []
-        self._device_of: dict[str, str] = {}
+        self.interfaces, self.devices = [], []
+        self.device_of: dict[str, str] = {}  # each worker's device, described
+        #: whether it keeps its workers (``workers=``, a scheduler over some); see .growing
+        self.pinned = bool(workers or getattr(scheduler, "workers", None))
+        self.monitors: bytes | None = None  # the pickled monitors, for ranks that join
         self._epochs: EpochRunner | None = None  # the runner of the fit now, between its epochs
-        #: the median step time of the last client-fed command (see .steps)
-        self.step_seconds: float | None = None
+        self.step_seconds: float | None = None  # of the last client-fed command (see .steps)
         #: reports streamed by rank 0 (see ..reports), and completions of long tasks
         self.topic = f"labkit-fit-{self.gid[:12]}"
         self.inbox: queue.SimpleQueue[tuple] = queue.SimpleQueue()
@@ -133,7 +133,7 @@ class DaskReplicaGroup:
         if self.segments is not None:  # a shutdown without close() leaves no segment either
             scheduler.on_shutdown(self.segments.drop_all)
         closed_with(scheduler, self)
-        shipped = payload(model, loss_fn, optimizer, bucket_model)
+        self.shipped = shipped = payload(model, loss_fn, optimizer, bucket_model)
         self._local = on_loopback(names)
         try:
             with self.tasks.call("set-up"):
@@ -149,16 +149,16 @@ class DaskReplicaGroup:
         self.devices = build_replicas(
             self.tasks, shipped, None if self.backend == "gloo" else slots
         )
-        self._device_of = dict(zip(self.names, self.devices, strict=True))
+        self.device_of = dict(zip(self.names, self.devices, strict=True))
         self.form(self.names, check=True)
 
     def form(self, names: list, check: bool = False) -> None:
         """(Re-)form the process group over ``names`` (rank order), a new generation each time."""
         hosts = [get_address_host(a) for a in names]
         self.tasks.names, self.generation = list(names), self.generation + 1
-        if self._device_of:
-            self.devices = [self._device_of[n] for n in names]
-        url, folder = meeting_point(self.rendezvous, self._local, self.tasks, hosts)
+        if self.device_of:
+            self.devices = [self.device_of[n] for n in names]
+        url, folder = meeting_point(self.rendezvous, on_loopback(names), self.tasks, hosts)
         self._store_dirs += [folder] if folder else []
         #: per rank, the interface its process group uses and how it was chosen
         self.interfaces = join_ranks(
@@ -361,7 +361,7 @@ class DaskReplicaGroup:
     def set_monitors(self, monitors) -> None:
         """Run ``monitors`` on every rank after its backward (on the workers)."""
         self.check_open()
-        blob = dumps(list(monitors), "monitor")
+        self.monitors = blob = dumps(list(monitors), "monitor")
         self.client.run(life.set_monitors, self.gid, blob, workers=list(self.names))
 
     def state_dict(self) -> dict:

@@ -33,6 +33,8 @@ __all__ = [
     "commits_held",
     "restore_commit",
     "get_state",
+    "handover",
+    "take_over",
     "state_view",
     "set_state",
     "dataset_length",
@@ -172,6 +174,17 @@ def get_state(gid: str) -> dict:
         "model": to_cpu(rank.model.state_dict()),
         "optimizer": to_cpu(rank.optimizer.state_dict()),
     }
+
+
+def handover(gid: str) -> dict:
+    """What a rank that joins the group takes from this one: its state and its step count."""
+    return {**get_state(gid), "steps": RANKS[gid].steps}
+
+
+def take_over(gid: str, rank_no: int, handed: dict) -> None:
+    """This joining rank takes the state and step count another rank handed over."""
+    set_state(gid, rank_no, handed)
+    RANKS[gid].steps = handed["steps"]
 
 
 def state_view(gid: str) -> dict:
