@@ -22,6 +22,21 @@ within 30 s.  The ideal is 16 x 2 s / 4 workers = 8 s plus the workers' start.
    Failed trials, moves, and the wall-time ratio (target: 0 failed, <= 1.3x).
    What sets the floor: the work since a trial's last checkpoint plus a
    worker's restart.
+
+4. **Groups** (``--groups``): the same lifetime cluster, a sweep of 16 group
+   trials (``workers_per_trial=2``), each a ``DataParallelTrainer`` of a small
+   MLP for 8 epochs (4 steps and 0.5 s a epoch), a checkpoint each epoch,
+   ``max_failures=16`` (so that failures are counted, not raised).  Counts and
+   moves (target: 0 failed).
+
+5. **dask-jobqueue** (``--jobqueue``): ``dask_jobqueue.local.LocalCluster(cores=1,
+   processes=1, memory="1GiB", worker_extra_args=["--lifetime", "20s",
+   "--lifetime-stagger", "4s"])`` with ``adapt(minimum_jobs=0, maximum_jobs=4)``,
+   starting from 0 jobs; a sweep of 40 trials x 8 epochs x 0.5 s (a checkpoint
+   each epoch) with ``early_stop=lk.ASHA(min_steps=1, reduction=2, max_steps=8)``,
+   ``max_failures=40`` (counted, not raised).  Counts, moves, wall time, the jobs
+   and workers over time, and the seconds until adapt ends every job (target:
+   0 failed).
 """
 
 from __future__ import annotations
@@ -177,11 +192,157 @@ def lifetimes(quick: bool) -> None:
     )
 
 
+def group_epochs(config, trial):
+    """8 epochs of 4 data-parallel steps and 0.5 s on the trial's workers, a checkpoint each."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1)).double()
+    opt = torch.optim.SGD(model.parameters(), lr=float(config["lr"]))
+    saved = trial.restore()
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=trial.scheduler)
+    try:
+        for epoch in range(0 if saved is None else saved["epoch"], int(config["epochs"])):
+            g = torch.Generator().manual_seed(100 + epoch)
+            x = torch.randn(64, 5, generator=g, dtype=torch.float64)
+            for _ in range(4):
+                loss = trainer.step(x, x.sum(dim=1, keepdim=True) * 0.5)
+            time.sleep(float(config["pause"]))
+            trial.report(epoch, loss=float(loss))
+            trial.checkpoint({"model": trainer.sync_model().state_dict(), "epoch": epoch + 1})
+    finally:
+        trainer.close()
+    return {"loss": float(loss)}
+
+
+def groups(quick: bool) -> None:
+    """Part 4: group trials (2 workers each) on the lifetime cluster."""
+    trials, epochs_ = (4, 4) if quick else (16, 8)
+    options = dict(lifetime="15s", lifetime_stagger="3.75s", lifetime_restart=True)
+    print(
+        f"4 worker processes, {options}; {trials} group trials (workers_per_trial=2) x "
+        f"{epochs_} epochs of 4 DataParallelTrainer steps + 0.5 s, a checkpoint each"
+    )
+    with lk.DaskScheduler(mode="processes", n_workers=4, **options) as s:
+        s.client.wait_for_workers(4)
+        start = time.perf_counter()
+        result = lk.sweep(
+            group_epochs,
+            {"lr": lk.uniform(0.01, 0.2), "epochs": epochs_, "pause": 0.5},
+            trials=trials,
+            metric="loss",
+            mode="min",
+            scheduler=s,
+            workers_per_trial=2,
+            store=None,
+            seed=0,
+            max_failures=trials,
+            wait=False,
+        ).result(timeout=1200)
+        wall = time.perf_counter() - start
+    moves = sum(t.moves for t in result.trials)
+    print(f"groups under lifetimes   wall {wall:6.1f} s   {result.counts()}   moves {moves}")
+    for t in result.trials:
+        if t.status.value != "completed":
+            print(f"  trial {t.id}: {t.status.value} {t.error}")
+
+
+class JobWatch:
+    """A dask-jobqueue cluster's jobs and workers, looked at every 0.5 s: the changes."""
+
+    def __init__(self, cluster):
+        self.cluster, self.start, self.changes = cluster, time.perf_counter(), []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        last = None
+        while not self._stop.wait(0.5):
+            try:
+                now = (len(self.cluster.workers), len(self.cluster.scheduler_info["workers"]))
+            except Exception:  # the cluster closing
+                return
+            if now != last:
+                self.changes.append((time.perf_counter() - self.start, *now))
+                last = now
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def jobqueue(quick: bool) -> None:
+    """Part 5: an ASHA sweep on dask-jobqueue's local cluster with lifetimes and adapt."""
+    from dask_jobqueue.local import LocalCluster as JobCluster
+
+    trials, maximum = (8, 2) if quick else (40, 4)
+    print(
+        f"dask_jobqueue LocalCluster, --lifetime 20s --lifetime-stagger 4s, "
+        f"adapt(minimum_jobs=0, maximum_jobs={maximum}); {trials} trials x 8 x 0.5 s, ASHA"
+    )
+    with JobCluster(
+        cores=1,
+        processes=1,
+        memory="1GiB",
+        walltime="00:30:00",
+        worker_extra_args=["--lifetime", "20s", "--lifetime-stagger", "4s"],
+        scheduler_options={"host": "127.0.0.1", "dashboard_address": None},
+    ) as cluster:
+        cluster.adapt(minimum_jobs=0, maximum_jobs=maximum)
+        watch = JobWatch(cluster)
+        with lk.DaskScheduler(cluster=cluster) as s:
+            start = time.perf_counter()
+            result = lk.sweep(
+                epochs,
+                {"x": lk.uniform(0, 1), "epochs": 8, "pause": 0.5},
+                trials=trials,
+                metric="loss",
+                mode="min",
+                scheduler=s,
+                store=None,
+                seed=0,
+                max_failures=trials,
+                early_stop=lk.ASHA(min_steps=1, reduction=2, max_steps=8),
+                wait=False,
+            ).result(timeout=1200)
+            wall = time.perf_counter() - start
+        ended = time.perf_counter()
+        while cluster.scheduler_info["workers"] and time.perf_counter() - ended < 180:
+            time.sleep(0.5)
+        back = time.perf_counter() - ended
+        watch.close()
+    moves = sum(t.moves for t in result.trials)
+    print(
+        f"ASHA sweep from 0 jobs   wall {wall:6.1f} s   {result.counts()}   moves {moves}   "
+        f"workers {len({t.worker for t in result.trials})}"
+    )
+    print(f"every job ended {back:5.1f} s after the sweep")
+    print(
+        "jobs/workers over time (s, jobs, workers): "
+        + " ".join(f"{t:.0f}:{j}/{w}" for t, j, w in watch.changes)
+    )
+    for t in result.trials:
+        if t.status.value not in ("completed", "stopped"):
+            print(f"  trial {t.id}: {t.status.value} {t.error}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke test: 4 x 1 s, at most 2")
     parser.add_argument("--lifetimes", action="store_true", help="part 3 alone")
+    parser.add_argument("--groups", action="store_true", help="part 4 alone")
+    parser.add_argument("--jobqueue", action="store_true", help="part 5 alone")
     args = parser.parse_args()
+    if args.groups:
+        groups(args.quick)
+        return
+    if args.jobqueue:
+        jobqueue(args.quick)
+        return
     if args.lifetimes:
         lifetimes(args.quick)
         return
