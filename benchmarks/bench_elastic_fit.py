@@ -11,6 +11,8 @@ an epoch), 30 epochs, a commit every 5 steps:
 2. **Retired**: the fit with seed 0, and ``client.retire_workers`` of one rank's worker in
    epoch 8 and another's in epoch 18 (the cluster goes 4 -> 3 -> 2 workers; the trainer's
    in-fit recovery goes on over the ranks left, from the last commit).
+3. **Retired and joined**: the same, and ``cluster.scale`` one worker up in epochs 12 and
+   22 (4 -> 3 -> 4 -> 3 -> 4): the fit takes each new worker in at its next epoch.
 
 For each: the final loss over every row, the wall time, and for the retired fit its
 recoveries (moved: nothing counted against ``max_failures``).  Target (issue 47): the
@@ -60,8 +62,9 @@ def final_loss(net, x, y) -> float:
         return float(nn.functional.mse_loss(net(torch.from_numpy(x)), torch.from_numpy(y)))
 
 
-def fit(x, y, epochs: int, seed: int, retire_at: tuple = ()) -> dict:
-    """One fit on a fresh cluster of 4; ``retire_at``: epochs (from 1) in which a worker retires."""
+def fit(x, y, epochs: int, seed: int, retire_at: tuple = (), join_at: tuple = ()) -> dict:
+    """One fit on a fresh cluster of 4; ``retire_at``/``join_at``: epochs (from 1) in which a
+    worker retires, or one joins."""
     import dask.array as da
 
     with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
@@ -77,9 +80,14 @@ def fit(x, y, epochs: int, seed: int, retire_at: tuple = ()) -> dict:
         retired: list = []
 
         def retire() -> None:
-            for epoch in retire_at:
+            for epoch in sorted(retire_at + join_at):
                 while sum(done) < (epoch - 0.5) * ROWS:  # the middle of that epoch
                     time.sleep(0.005)
+                if epoch in join_at:  # the retired workers stay in the cluster's spec
+                    now = len(s.client.nthreads())
+                    s.cluster.scale(len(s.cluster.worker_spec) + 1)
+                    s.client.wait_for_workers(now + 1, timeout=120)
+                    continue
                 leaving = trainer.names[-1]
                 retired.append(leaving)
                 s.client.retire_workers([leaving])
@@ -102,7 +110,9 @@ def fit(x, y, epochs: int, seed: int, retire_at: tuple = ()) -> dict:
         seconds = time.perf_counter() - start
         workers_after = len(s.client.nthreads())
     recoveries = [r for h in history for r in h.get("recoveries", [])]
+    joined = [j for h in history for j in h.get("joined", [])]
     return {
+        "joined": joined,
         "loss": final_loss(net, x, y),
         "seconds": seconds,
         "recoveries": recoveries,
@@ -119,6 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     epochs, runs = (4, 1) if args.quick else (30, args.runs)
     retire_at = (2,) if args.quick else (8, 18)
+    join_at = (3,) if args.quick else (12, 22)
     x, y = data()
     print(
         f"fit of {ROWS} rows x {epochs} epochs, batches of {BATCH}, commit every {EVERY}; "
@@ -130,6 +141,8 @@ def main() -> None:
         plain.append(r)
         print(f"  uninterrupted seed {seed}: final loss {r['loss']:.6f}  {r['seconds']:.1f} s")
     r = fit(x, y, epochs, 0, retire_at)
+    # the quick fit ends before a worker starts: joining is timed in the full run alone
+    both = None if args.quick else fit(x, y, epochs, 0, retire_at, join_at)
     print(
         f"  retired in epochs {retire_at} (seed 0): final loss {r['loss']:.6f}  "
         f"{r['seconds']:.1f} s, {r['epochs']} epochs, {r['workers_after']} workers after"
@@ -147,6 +160,20 @@ def main() -> None:
         f"{r['loss']:.6f}: {'within' if inside else 'OUTSIDE'} the spread; "
         f"|retired - seed 0| = {abs(r['loss'] - losses[0]):.2e}; "
         f"time retired / uninterrupted seed 0 = {r['seconds'] / plain[0]['seconds']:.2f}x"
+    )
+    if both is None:
+        return
+    print(
+        f"  retired in epochs {retire_at}, joined in {join_at} (seed 0): final loss "
+        f"{both['loss']:.6f}  {both['seconds']:.1f} s, {both['epochs']} epochs, "
+        f"{both['workers_after']} workers after"
+    )
+    for j in both["joined"]:
+        print(f"    joined: epoch {j['epoch']}, {j['ranks']} ranks, {j['seconds']} s")
+    print(
+        f"retired and joined {both['loss']:.6f}: |joined - seed 0| = "
+        f"{abs(both['loss'] - losses[0]):.2e}; time joined / uninterrupted seed 0 = "
+        f"{both['seconds'] / plain[0]['seconds']:.2f}x"
     )
 
 

@@ -71,6 +71,7 @@ class EpochRunner:
         self.options = EpochOptions()
         self.redone = 0  # steps done again in the epoch now (see its record)
         self.recoveries: list[dict] = []  # its recoveries from lost workers
+        self.refused: set[str] = set()  # workers that could not join this fit's group
         self._asked = 0.0  # when the scheduler was last asked which workers live
         self.ended: tuple | None = None  # (run, epoch) whose last report was handed on
         if isinstance(source, DaskArrays):
@@ -120,8 +121,10 @@ class EpochRunner:
         """Workers that joined the cluster, taken in as ranks before ``epoch`` (see .growing)."""
         group, started = self.group, time.monotonic()
         joining = [] if group.pinned else newcomers(group.client, group.names)
+        joining = [a for a in joining if a not in self.refused]
         taken = take_in(group, joining) if joining else []
         if not taken:
+            self.refused.update(joining)  # tried once: a worker that cannot join costs no more
             return []
         logger.info(
             "labkit: %s joined the fit at epoch %d; it goes on over %d worker(s)",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from ...errors import LabkitError
+from ...errors import LabkitError, WorkerLostError
 from ...scheduling.dask.connect import scheduler_identity
 from ..worker import lifecycle as life
 from .setup import device_slots
@@ -60,16 +60,34 @@ def take_in(group, joining: list[str]) -> list[str]:
         logger.warning("labkit: workers %s could not join the fit (%s)", ", ".join(joining), err)
         return []
     group.device_of.update(zip(joining, devices, strict=True))
-    tasks.beside(life.teardown_group, group.gid, workers=old)
+    tasks.beside(life.teardown_group, group.gid)  # the live ranks' (a dead one would not answer)
     try:
         group.form(old + list(joining))
-    except LabkitError as err:  # a joining worker left while the group formed: as it was
+    except LabkitError as err:
         logger.warning("labkit: workers %s could not join the fit (%s)", ", ".join(joining), err)
-        tasks.beside(life.teardown, group.gid, workers=list(joining))
-        tasks.beside(life.teardown_group, group.gid, workers=old)
-        group.form(old)
-        return []
+        return _formed_again(group, old, list(joining))
     return list(joining)
+
+
+def _formed_again(group, old: list[str], joining: list[str]) -> list[str]:
+    """The group formed again after forming it with ``joining`` failed; those taken in.
+
+    Every rank holds the state the last epoch ended with, so the ranks whose
+    workers live go on, joining ones included; when none was lost (the forming
+    failed otherwise), the group goes on as it was.
+    """
+    alive = group.alive()
+    left = [n for n in old + joining if n in alive]
+    if left == old + joining:
+        left = old
+    if not left:
+        raise WorkerLostError("no worker of the group is left", worker=", ".join(old))
+    group.tasks.beside(life.teardown_group, group.gid)
+    dropped = [n for n in joining if n not in left and n in alive]
+    if dropped:
+        group.tasks.beside(life.teardown, group.gid, workers=dropped)
+    group.form(left)
+    return [n for n in joining if n in left]
 
 
 def build_joining(
@@ -103,7 +121,9 @@ def build_joining(
             tasks.client.run(life.set_monitors, tasks.gid, monitors, workers=list(joining))
     except BaseException:
         tasks.names = old
-        tasks.beside(life.teardown, tasks.gid, workers=list(joining))
+        built = [a for a in joining if a in tasks.alive()]
+        if built:
+            tasks.beside(life.teardown, tasks.gid, workers=built)
         raise
     return devices
 
