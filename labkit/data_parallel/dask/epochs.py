@@ -49,7 +49,7 @@ from ..worker import lifecycle as life
 from ..worker import training
 from ..worker.rank import same_position
 from .blocks import WorkerBlocks, assign
-from .growing import newcomers, take_in
+from .growing import look_due, newcomers, take_in
 from .tasks import client_error
 
 __all__ = ["EpochRunner", "common_commit", "COMMIT_EVERY", "MAX_FAILURES"]
@@ -120,7 +120,8 @@ class EpochRunner:
     def _grow(self, epoch: int) -> list[dict]:
         """Workers that joined the cluster, taken in as ranks before ``epoch`` (see .growing)."""
         group, started = self.group, time.monotonic()
-        joining = [] if group.pinned else newcomers(group.client, group.names)
+        due = not group.pinned and look_due(group, epoch)
+        joining = newcomers(group.client, group.names) if due else []
         joining = [a for a in joining if a not in self.refused]
         taken = take_in(group, joining) if joining else []
         if not taken:

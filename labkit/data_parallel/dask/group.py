@@ -119,8 +119,9 @@ class DaskReplicaGroup:
         self.replicas: list = []  # they live on the workers
         self.interfaces, self.devices = [], []
         self.device_of: dict[str, str] = {}  # each worker's device, described
-        #: whether it keeps its workers (``workers=``, a scheduler over some); see .growing
-        self.pinned = bool(workers or getattr(scheduler, "workers", None))
+        #: whether it keeps its workers (``workers=``, a scheduler over some), and when it
+        #: last looked for workers to take in (see .growing)
+        self.pinned, self.looked_at = bool(workers or getattr(scheduler, "workers", None)), 0.0
         self.monitors: bytes | None = None  # the pickled monitors, for ranks that join
         self._epochs: EpochRunner | None = None  # the runner of the fit now, between its epochs
         self.step_seconds: float | None = None  # of the last client-fed command (see .steps)

@@ -20,6 +20,7 @@ over some workers alone (``DaskScheduler(workers=...)``, a group trial's
 from __future__ import annotations
 
 import logging
+import time
 
 from ...errors import LabkitError, WorkerLostError
 from ...scheduling.dask.connect import scheduler_identity
@@ -27,7 +28,25 @@ from ..worker import lifecycle as life
 from .setup import device_slots
 from .tasks import RankTasks
 
-__all__ = ["newcomers", "take_in", "build_joining"]
+__all__ = ["LOOK_EVERY", "look_due", "newcomers", "take_in", "build_joining"]
+
+#: Least seconds between two looks for workers that joined: each look asks the scheduler,
+#: a round trip a short fit's epoch would otherwise pay every time.
+LOOK_EVERY = 1.0
+
+
+def look_due(group, epoch: int) -> bool:
+    """Whether ``group`` looks at the cluster for newcomers before ``epoch`` (it is noted).
+
+    Every later epoch of a fit looks; a fit's first looks only if the last look is
+    ``LOOK_EVERY`` seconds old, so that short fits called in a loop do not each pay it.
+    """
+    now = time.monotonic()
+    if epoch == 0 and group.looked_at and now - group.looked_at < LOOK_EVERY:
+        return False
+    group.looked_at = now
+    return True
+
 
 logger = logging.getLogger("labkit.data_parallel")
 
