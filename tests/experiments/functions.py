@@ -25,6 +25,20 @@ def curve(config, trial):
     return None
 
 
+def gated_curve(config, trial):
+    """``curve``, whose reports after the first wait until the file ``config["gate"]``
+    exists (at most 300 s): a sweep that runs until a test has seen it running."""
+    start = trial.restore() or 0
+    for step in range(start, config.get("steps", 9)):
+        deadline = time.monotonic() + 300
+        while step > 0 and not os.path.exists(config["gate"]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(config.get("pause", 0.0))
+        trial.report(step, acc=config["q"] * (1 - 0.5 / (step + 1)))
+        trial.checkpoint(step + 1)
+    return None
+
+
 def failing(config, trial):
     """Fails for x > 0.5, after one report."""
     trial.report(0, loss=config["x"])

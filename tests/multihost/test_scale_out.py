@@ -83,7 +83,9 @@ def test_the_dask_trainer_reduces_across_hosts_with_no_setting(multihost, remote
             torch.testing.assert_close(p, q, rtol=1e-12, atol=1e-12)
     finally:
         trainer.close()
-    assert setup < 30, f"set-up took {setup:.1f} s"
+    # under the group's 60 s timeout: a rendezvous that waited it out fails here (a fresh
+    # worker's torch import took 42 s beside a second test run)
+    assert setup < 55, f"set-up took {setup:.1f} s"
     # the variable was set for the set-up only: the workers' environment is as it was
     left = remote.run_on_workers(lambda: os.environ.get("GLOO_SOCKET_IFNAME"))
     assert set(left.values()) == {None}, left
@@ -152,7 +154,7 @@ def _worker_address():
 def test_the_dashboard_shows_the_hosts_workers(multihost, remote):
     from labkit.views.bokeh.dashboard import _running, dashboard
     url = dashboard(remote)
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=60) as response:  # a first page under load
         assert response.status == 200 and "bokeh" in response.read().decode().lower()
     server = _running[id(remote)]
     deadline = time.time() + 20

@@ -3,7 +3,9 @@ workers started as processes) reached by address; labkit leaves the cluster runn
 shutdown, and the notebook then stops every process it started."""
 
 import ast
+import os
 import re
+import sys
 
 import psutil
 import pytest
@@ -12,11 +14,14 @@ from .run import progress_bars, execute, figure, html_values, text
 
 
 def _dask_cli_processes() -> dict[int, str]:
-    """``{pid: command line}`` of running ``python -m distributed.cli.dask_*`` processes."""
+    """``{pid: command line}`` of running ``python -m distributed.cli.dask_*`` processes of
+    this environment's Python (another checkout's test run beside this one has its own)."""
     found = {}
     for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        cmdline = " ".join(p.info["cmdline"] or [])
-        if "distributed.cli.dask_" in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
+        argv = p.info["cmdline"] or []
+        cmdline = " ".join(argv)
+        ours = bool(argv) and os.path.abspath(argv[0]).startswith(sys.prefix + os.sep)
+        if ours and "distributed.cli.dask_" in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
             found[p.info["pid"]] = cmdline
     return found
 

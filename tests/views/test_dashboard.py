@@ -33,7 +33,7 @@ TRAINED_JS = """() => {
 
 def _get(url: str) -> tuple[int, str]:
     """Status and text of a page (the connection closed again)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=60) as response:  # a first page under load
         return response.status, response.read().decode(errors="replace")
 
 
@@ -248,58 +248,64 @@ def _first_report(scheduler):
 
 
 @pytest.mark.needs("chromium")
-def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one():
+def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one(tmp_path):
     from tests.experiments import functions as F
+    gate = tmp_path / "gate"  # the second sweep runs until the page has shown it running
     with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
         first = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "steps": 4}, trials=12,
                          metric="acc", mode="max", scheduler=s, store=None, seed=0,
                          name="first-sweep")
         reported, unsubscribe = _first_report(s)
-        second = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 8},
+        second = lk.sweep(F.gated_curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.05, "steps": 8,
+                                          "gate": str(gate)},
                           trials=8, metric="acc", mode="max", scheduler=s, store=None, seed=1,
                           name="second-sweep", wait=False)
         assert reported.wait(60)
         unsubscribe()
         url = dashboard(s)                                    # opened while the second one runs
-        with chromium() as browser:
-            page = browser.new_page(viewport={"width": 1200, "height": 1500})
-            page.goto(url)
-            _wait_model(page, "labkit-sweep-picker", "options", "v.length == 2")
-            options = _model(page, "labkit-sweep-picker", "options")
-            first_id = next(iter(s.runs()))                  # the run the scheduler holds first
-            assert [o[0] for o in options] == [second.id, first_id]
-            assert "second-sweep" in options[0][1] and "first-sweep" in options[1][1]
-            assert _model(page, "labkit-sweep-picker", "value") == second.id  # the newest
-            # the running sweep is shown at once, with its run in the run panel (not "no run yet")
-            _wait_model(page, "labkit-sweep-status", "text",
-                        "v.includes('second-sweep') && v.includes('running')")
-            _wait_model(page, "labkit-run-progress", "text",
-                        "v.includes('second-sweep') && v.includes('running')")
-            assert not second.done()
-            screenshot(page, "dashboard-sweep-running")
-            second.result(timeout=120)
-            _wait_model(page, "labkit-sweep-status", "text",
-                        "v.includes('8 completed') && v.includes('finished')")
-            _wait_model(page, "labkit-sweep-table-source", "data",
-                        "v.status.length == 8 && v.status.every(x => x == 'completed')")
-            lines = _model(page, "labkit-sweep-lines", "data")
-            assert sorted(t for t in lines["trial"] if t >= 0) == list(range(8))
-            assert sum(map(len, lines["ys"])) == 8 * 8           # every report, once
-            # a reader picks the ended one: its board, its trials
-            page.locator(".labkit-sweep-picker select").select_option(label=options[1][1])
-            _wait_model(page, "labkit-sweep-status", "text", "v.includes('first-sweep')")
-            _wait_model(page, "labkit-sweep-table-source", "data", "v.id.length == 12")
-            assert _shown(page, 1)[:3] == ["0", "1", "2"]
-            # a click on a header sorts the table by it, a second click the other way
-            header = page.locator(".labkit-sweep-table .slick-header-column", has_text="latest")
-            values = lambda: [float(v) for v in _shown(page, 4)]  # noqa: E731
-            header.click()
-            _wait("sorted up", lambda: values() == sorted(values()) and len(values()) == 12)
-            header.click()
-            _wait("sorted down", lambda: values() == sorted(values(), reverse=True))
-            assert values()[0] == pytest.approx(max(t.value for t in first.trials), rel=1e-3)
-            screenshot(page, "dashboard-sweep-picked")
-            assert _model(page, "labkit-sweep-picker", "value") == first_id
+        try:
+            with chromium() as browser:
+                page = browser.new_page(viewport={"width": 1200, "height": 1500})
+                page.goto(url)
+                _wait_model(page, "labkit-sweep-picker", "options", "v.length == 2")
+                options = _model(page, "labkit-sweep-picker", "options")
+                first_id = next(iter(s.runs()))                  # the run the scheduler holds first
+                assert [o[0] for o in options] == [second.id, first_id]
+                assert "second-sweep" in options[0][1] and "first-sweep" in options[1][1]
+                assert _model(page, "labkit-sweep-picker", "value") == second.id  # the newest
+                # the running sweep is shown at once, with its run in the run panel (not "no run yet")
+                _wait_model(page, "labkit-sweep-status", "text",
+                            "v.includes('second-sweep') && v.includes('running')")
+                _wait_model(page, "labkit-run-progress", "text",
+                            "v.includes('second-sweep') && v.includes('running')")
+                assert not second.done()
+                screenshot(page, "dashboard-sweep-running")
+                gate.touch()
+                second.result(timeout=120)
+                _wait_model(page, "labkit-sweep-status", "text",
+                            "v.includes('8 completed') && v.includes('finished')")
+                _wait_model(page, "labkit-sweep-table-source", "data",
+                            "v.status.length == 8 && v.status.every(x => x == 'completed')")
+                lines = _model(page, "labkit-sweep-lines", "data")
+                assert sorted(t for t in lines["trial"] if t >= 0) == list(range(8))
+                assert sum(map(len, lines["ys"])) == 8 * 8           # every report, once
+                # a reader picks the ended one: its board, its trials
+                page.locator(".labkit-sweep-picker select").select_option(label=options[1][1])
+                _wait_model(page, "labkit-sweep-status", "text", "v.includes('first-sweep')")
+                _wait_model(page, "labkit-sweep-table-source", "data", "v.id.length == 12")
+                assert _shown(page, 1)[:3] == ["0", "1", "2"]
+                # a click on a header sorts the table by it, a second click the other way
+                header = page.locator(".labkit-sweep-table .slick-header-column", has_text="latest")
+                values = lambda: [float(v) for v in _shown(page, 4)]  # noqa: E731
+                header.click()
+                _wait("sorted up", lambda: values() == sorted(values()) and len(values()) == 12)
+                header.click()
+                _wait("sorted down", lambda: values() == sorted(values(), reverse=True))
+                assert values()[0] == pytest.approx(max(t.value for t in first.trials), rel=1e-3)
+                screenshot(page, "dashboard-sweep-picked")
+                assert _model(page, "labkit-sweep-picker", "value") == first_id
+        finally:
+            gate.touch()  # a failed check leaves no trial waiting
 
 
 @pytest.mark.needs("chromium")
