@@ -90,7 +90,9 @@ def test_a_trial_that_moves_is_told_with_the_worker_it_left(recorder):
     assert TrialStarted in kinds[first:]  # it started again after the move was told
 
 
-def test_a_sweep_on_a_cluster_with_no_worker_says_it_waits_then_goes_on(recorder):
+def _sweep_from_no_worker(recorder):
+    """A sweep of 2 trials on a cluster with no worker, scaled to 1 once the sweep said it
+    waits; its run and result (``recorder`` heard its events)."""
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -101,9 +103,13 @@ def test_a_sweep_on_a_cluster_with_no_worker_says_it_waits_then_goes_on(recorder
                            mode="min", scheduler=s, store=None, wait=False, seed=0)
             _until(lambda: recorder.of(SweepWaiting), 120, "the sweep to say it waits")
             cluster.scale(1)
-            result = run.result(timeout=300)
+            return run, run.result(timeout=300)
         finally:
             unsubscribe()
+
+
+def test_a_sweep_on_a_cluster_with_no_worker_says_it_waits_then_goes_on(recorder):
+    run, result = _sweep_from_no_worker(recorder)
     assert result.counts() == {"completed": 2}
     said = recorder.of(SweepWaiting)
     assert [e.waiting for e in said] == [True, False]
@@ -113,21 +119,9 @@ def test_a_sweep_on_a_cluster_with_no_worker_says_it_waits_then_goes_on(recorder
 def test_a_wait_the_trials_ended_before_the_next_look_is_still_said_over(recorder, monkeypatch):
     """The cluster is looked at once only: the trials that ran after a worker joined
     end the wait unseen, and the sweep's end says it is over all the same."""
-    from distributed import LocalCluster
-
     from labkit.experiments.launch import launcher
 
     monkeypatch.setattr(launcher, "ASK_EVERY", 3600.0)
-    with LocalCluster(n_workers=0, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
-        unsubscribe = s.subscribe(recorder)
-        try:
-            run = lk.sweep(ef.square, {"x": lk.uniform(0, 1)}, trials=2, metric="loss",
-                           mode="min", scheduler=s, store=None, wait=False, seed=0)
-            _until(lambda: recorder.of(SweepWaiting), 120, "the sweep to say it waits")
-            cluster.scale(1)
-            result = run.result(timeout=300)
-        finally:
-            unsubscribe()
+    _, result = _sweep_from_no_worker(recorder)
     assert result.counts() == {"completed": 2}
     assert [e.waiting for e in recorder.of(SweepWaiting)] == [True, False]

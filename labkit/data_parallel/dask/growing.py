@@ -25,7 +25,7 @@ import time
 from ...errors import LabkitError, WorkerLostError
 from ...scheduling.dask.connect import scheduler_identity
 from ..worker import lifecycle as life
-from .setup import device_slots
+from .setup import device_slots, has_gpu
 from .tasks import RankTasks
 
 __all__ = ["LOOK_EVERY", "look_due", "newcomers", "take_in", "build_joining"]
@@ -58,13 +58,13 @@ def newcomers(client, names: list[str]) -> list[str]:
     took GPU workers alone when it formed.
     """
     info = scheduler_identity(client)["workers"]
-    gpu = any(_has_gpu(info[a]) for a in names if a in info)
+    gpu = any(has_gpu(info[a]) for a in names if a in info)
     return sorted(
         a
         for a, worker in info.items()
         if a not in names
         and worker.get("status", "running") == "running"
-        and (_has_gpu(worker) or not gpu)
+        and (has_gpu(worker) or not gpu)
     )
 
 
@@ -145,8 +145,3 @@ def build_joining(
             tasks.beside(life.teardown, tasks.gid, workers=built)
         raise
     return devices
-
-
-def _has_gpu(worker: dict) -> bool:
-    """Whether a worker (the scheduler's record of it) offers a ``GPU`` resource."""
-    return (worker.get("resources") or {}).get("GPU", 0) > 0

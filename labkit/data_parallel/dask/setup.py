@@ -26,6 +26,7 @@ __all__ = [
     "check_scheduler",
     "choose_workers",
     "device_slots",
+    "has_gpu",
     "payload",
     "check_devices",
     "build_replicas",
@@ -43,7 +44,7 @@ def choose_workers(scheduler, workers) -> tuple[list[str], list[int] | None]:
     info = scheduler_identity(scheduler.client)["workers"]
     if not info:
         raise SchedulerError("the Dask cluster has no workers")
-    gpu = {a for a in info if _has_gpu(info[a])}
+    gpu = {a for a in info if has_gpu(info[a])}
     names = sorted(gpu or info) if workers is None else list(workers)
     for a in names:
         if a not in info:
@@ -70,11 +71,11 @@ def device_slots(names, info: dict) -> list[int]:
     [1, 0]
     """
     host = get_address_host
-    gpus = sorted(a for a in info if _has_gpu(info[a]))
+    gpus = sorted(a for a in info if has_gpu(info[a]))
     return [[a for a in gpus if host(a) == host(name)].index(name) for name in names]
 
 
-def _has_gpu(worker: dict) -> bool:
+def has_gpu(worker: dict) -> bool:
     """Whether a worker (the scheduler's record of it) offers a ``GPU`` resource."""
     return (worker.get("resources") or {}).get("GPU", 0) > 0
 

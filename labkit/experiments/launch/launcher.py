@@ -128,10 +128,6 @@ class Launcher:
             # one look serves both: the wait asks the cache, never the cluster itself
             self.workers_wait = WorkerWait(lambda: len(usable()), self.engine.name, 0.0)
 
-    def cluster_workers(self) -> int:
-        """Workers the sweep's scheduler may use now (asked of the cluster)."""
-        return len(self.usable_workers())
-
     def usable_workers(self) -> dict:
         """The workers the sweep's scheduler may use now, by address: their threads (asked)."""
         return usable_workers(self.scheduler, self.scheduler.client.nthreads())
