@@ -62,10 +62,13 @@ def sleepy_trial(config, trial):
 
 
 class WorkerCount:
-    """The workers of ``client``'s cluster, looked at every 0.1 s on a thread: the most seen."""
+    """The workers of ``client``'s cluster, looked at every 0.1 s on a thread: the count now
+    and the most seen, the addresses now and every address seen."""
 
     def __init__(self, client):
         self.client, self.most, self.now = client, 0, 0
+        self.addresses: set = set()
+        self.seen: set = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -73,9 +76,11 @@ class WorkerCount:
     def _watch(self) -> None:
         while not self._stop.wait(0.1):
             try:
-                self.now = len(self.client.nthreads())
+                self.addresses = set(self.client.nthreads())
             except Exception:  # the cluster closing
                 return
+            self.now = len(self.addresses)
+            self.seen |= self.addresses
             self.most = max(self.most, self.now)
 
     def back_to(self, minimum: int, timeout: float) -> float:

@@ -24,13 +24,18 @@ left during each round.  Target (issue 47): labkit <= 1.1x raw Dask (median).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import threading
 import time
 
 import numpy as np
 
 import labkit as lk
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_elastic import WorkerCount  # noqa: E402
 
 SEED = 20240601
 OUTPUT_DIM = 20
@@ -105,27 +110,6 @@ class Joins:
         return out
 
 
-class Workers:
-    """Every worker address the cluster listed, looked at every 0.1 s on a thread."""
-
-    def __init__(self, client):
-        self.client, self.seen, self.now = client, set(), set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._stop.wait(0.1):
-            try:
-                self.now = set(self.client.nthreads())
-            except Exception:  # the cluster closing
-                return
-            self.seen |= self.now
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
 
 def run_labkit(s, cfg, joins: Joins, exact) -> tuple[float, str]:
     """``ParallelFlow`` training on the worker array; its wall time and exactness."""
@@ -197,16 +181,16 @@ def main() -> None:
         s.client.wait_for_workers(4)
         joins = Joins()
         s.subscribe(joins)
-        watch = Workers(s.client)
+        watch = WorkerCount(s.client)
         sides = {
             "labkit": lambda: run_labkit(s, cfg, joins, exact),
             "raw": lambda: run_raw(s.client, cfg, exact),
         }
         for r in range(rounds):
             for name in list(sides) if r % 2 == 0 else list(sides)[::-1]:
-                before, at_start = set(watch.seen), set(watch.now)
+                before, at_start = set(watch.seen), set(watch.addresses)
                 wall, note = sides[name]()
-                left = len(((watch.seen - before) | at_start) - watch.now)
+                left = len(((watch.seen - before) | at_start) - watch.addresses)
                 times[name].append(wall)
                 print(
                     f"round {r} {name:6s} wall {wall:6.1f} s  workers left {left}  {note}",
