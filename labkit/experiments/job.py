@@ -25,6 +25,7 @@ from .live import LiveSweep, result_of
 from .opening import open_sweep
 from .spec import SweepSpec
 from .store.database import Store
+from .store.memory import MemoryStore
 from .sweep_result import Again, SweepResult
 from .trials.checkpoint_place import PlacedFunction
 
@@ -50,7 +51,8 @@ class SweepJob:
         if self.placement.travels:
             check_pickles(self.fn)
         self.placement.check_room()
-        self.store = Store(config.store)
+        # in memory: nothing is written per trial (the result is the engine's records)
+        self.store = MemoryStore() if config.store is None else Store(config.store)
         self.owner = uuid.uuid4().hex
         #: a sweep kept in memory checkpoints to a temporary folder, removed when it ends
         self.temporary = config.store is None and config.checkpoints is None

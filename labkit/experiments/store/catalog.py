@@ -29,7 +29,7 @@ from ...errors import StorageError
 from ..objectives.dominance import pareto_front
 from ..trials.status import ORDER, RANKED
 from .database import Store
-from .reads import one_read
+from .reading.reads import one_read
 
 __all__ = ["summaries", "summary", "store_file", "format_summaries", "summaries_json"]
 

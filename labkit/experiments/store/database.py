@@ -53,10 +53,11 @@ from ..trials.record import TrialRecord
 from ..trials.status import Status
 from . import claims, kept
 from . import exploits as store_exploits
-from . import follow as store_follow
-from . import reads as store_reads
 from . import workers as store_workers
+from .reading import follow as store_follow
+from .reading import reads as store_reads
 from .report_ops import Compact, Drop, Reports, coalesce, paused_gc
+from .row_updates import RowUpdate, merge_rows
 from .schema import SCHEMA, SCHEMA_VERSION, open_readonly, open_writable, read_failure
 from .values import real as _real
 from .values import to_json as _json
@@ -190,20 +191,16 @@ class Store(WriteQueue):
 
     def trial_config(self, sweep: str, trial: int, config: dict) -> None:
         """The configuration a search asked for ``trial`` as it starts (queued)."""
-        self.put(
-            "UPDATE trials SET config = ? WHERE sweep = ? AND id = ?", (_json(config), sweep, trial)
-        )
+        self.call(RowUpdate(sweep, trial, {"config": _json(config)}))
 
     def trial_started(
         self, sweep: str, trial: int, attempts: int, worker: str, started: float, moves: int = 0
     ) -> None:
         """An execution of ``trial`` began (queued); ``moves``: those that ended as their
         worker left gracefully, so far."""
-        self.put(
-            "UPDATE trials SET status = 'running', attempts = ?, worker = ?, moves = ?, "
-            "started = COALESCE(started, ?), ended = NULL WHERE sweep = ? AND id = ?",
-            (attempts, worker, moves, started, sweep, trial),
-        )
+        values = {"status": "running", "attempts": attempts, "worker": worker, "moves": moves}
+        values["ended"] = None
+        self.call(RowUpdate(sweep, trial, values, first={"started": started}))
 
     def trial_reports(
         self, sweep: str, trial: int, attempt: int, reports: list, progress: tuple | None = None
@@ -219,10 +216,7 @@ class Store(WriteQueue):
 
     def trial_pending(self, sweep: str, trial: int) -> None:
         """An interrupted trial waits to run again (a resumed sweep)."""
-        self.put(
-            "UPDATE trials SET status = 'pending', ended = NULL WHERE sweep = ? AND id = ?",
-            (sweep, trial),
-        )
+        self.call(RowUpdate(sweep, trial, {"status": "pending", "ended": None}))
 
     def trial_finished(
         self,
@@ -240,30 +234,27 @@ class Store(WriteQueue):
         objectives: dict | None = None,
         constraints: tuple | None = None,
         moves: int | None = None,
+        reported: bool = True,
     ) -> None:
-        """The end of ``trial`` (queued); ``moves`` None: its count as stored."""
-        self.put(
-            "UPDATE trials SET status = ?, metrics = ?, value = ?, best = ?, step = ?, "
-            "error = ?, traceback = ?, reason = ?, ended = ?, objectives = ?, constraints = ?, "
-            "moves = COALESCE(?, moves) WHERE sweep = ? AND id = ?",
-            (
-                status,
-                None if metrics is None else _json(metrics),
-                _real(value),
-                _real(best),
-                _real(step),
-                error,
-                traceback,
-                reason,
-                ended,
-                None if objectives is None else _json(objectives),
-                None if constraints is None else _json(list(constraints)),
-                moves,
-                sweep,
-                trial,
-            ),
-        )
-        if str(status) in _ENDED:  # its reports are read back as one pack from now on
+        """The end of ``trial`` (queued); ``moves`` None: its count as stored; ``reported``
+        False: it never reported (no packs of its reports to make one)."""
+        values = {
+            "status": str(status),
+            "metrics": None if metrics is None else _json(metrics),
+            "value": _real(value),
+            "best": _real(best),
+            "step": _real(step),
+            "error": error,
+            "traceback": traceback,
+            "reason": reason,
+            "ended": ended,
+            "objectives": None if objectives is None else _json(objectives),
+            "constraints": None if constraints is None else _json(list(constraints)),
+        }
+        if moves is not None:
+            values["moves"] = moves
+        self.call(RowUpdate(sweep, trial, values))
+        if reported and str(status) in _ENDED:  # its reports are read back as one pack from now on
             self.call(Compact(sweep, trial))
 
     def trial_ended(self, sweep: str, record: TrialRecord) -> None:
@@ -283,6 +274,7 @@ class Store(WriteQueue):
             record.objectives,
             record.constraints,
             record.moves,
+            reported=bool(record.history),
         )
         if record.status.terminal:  # it runs no more: keep_best decides on its checkpoint
             self.retain(sweep)
@@ -339,8 +331,9 @@ class Store(WriteQueue):
                 raise
 
     def _coalesce(self, batch: list) -> list:
-        """A trial's reports that one commit carries are merged into one pack."""
-        return coalesce(batch)
+        """A trial's reports that one commit carries are merged into one pack, and its row's
+        changes into one UPDATE (:mod:`.row_updates`)."""
+        return merge_rows(coalesce(batch))
 
     # -- early-stopping rules -------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Ten thousand trials are read in a few queries, their JSON decoded in one
 ``json.loads`` for all configurations (and one for all final metrics: a call
 a trial costs more than the decoding) and their reports unpacked in C
-(:func:`~.report_ops.read_reports`), with the cyclic collector paused while
+(:func:`~labkit.experiments.store.report_ops.read_reports`), with the cyclic collector paused while
 the many small objects are made.  A store of schema version 0 or 1 opened to
 read only (not migrated) is read as it was written: a JSON row a report.
 """
@@ -15,11 +15,11 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ...errors import StorageError
-from ..trials.status import Status
-from .report_ops import paused_gc, read_reports
-from .schema import schema_version
-from .values import unreal
+from ....errors import StorageError
+from ...trials.status import Status
+from ..report_ops import paused_gc, read_reports
+from ..schema import schema_version
+from ..values import unreal
 
 __all__ = [
     "TRIAL_COLUMNS",

@@ -36,10 +36,10 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from ..report_ops import paused_gc
+from ..report_pack import unpack
+from ..schema import schema_version
 from .reads import one_read
-from .report_ops import paused_gc
-from .report_pack import unpack
-from .schema import schema_version
 
 __all__ = ["reported_after", "reports_after"]
 
