@@ -62,6 +62,7 @@ class SweepEngine:
         #: with the sweep (a stored board names them as the live one did)
         self.namer = WorkerNamer(self._client, store.workers(spec.name))
         store.keep_worker_names(spec.name, self.namer.take)
+        self.workers_seen: set[str] = set()  # the trials' workers told the namer
         self.scope: Any = None  # the run's scope, once running
         self.launcher: Any = None
         self.cancelling = False
@@ -145,7 +146,9 @@ class SweepEngine:
                 started=s.started or time.time(),
             )
             self.store.trial_started(self.name, trial, s.attempts, worker, s.started, s.moves)
-            self.namer.seen(worker)
+            if worker not in self.workers_seen:  # a worker's name is learned once
+                self.workers_seen.add(worker)
+                self.namer.seen(worker)
             if not self._listened():  # the hot path: no event (and no copy) for nobody
                 return
             step = s.step if s.attempts > 1 else None  # where a rerun goes on from

@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 import traceback
+from typing import Any
 
 from ...errors import InputError, LabkitError, TaskError, WorkerLostError, exception_text
 from ...scheduling import TaskCallable
@@ -35,6 +36,8 @@ __all__ = [
     "run_remote",
     "OffloadTrial",
     "run_offloaded",
+    "CtrlCWatch",
+    "watch_ctrl_c",
 ]
 
 _FUNCTIONS: dict = {}  # on a worker process: sweep token -> its trial function
@@ -45,7 +48,7 @@ def execute(fn, trial: Trial) -> dict:
 
     ``sys.exit()`` or a ``KeyboardInterrupt`` raised by the trial's own code
     fails that trial like any error (the sweep goes on); only a real Ctrl-C
-    of the sweep's own thread (:func:`watch_ctrl_c`) stops the sweep.
+    of the sweep's own thread (:class:`CtrlCWatch`) stops the sweep.
     """
     try:
         returned = fn(trial.config, trial)
@@ -83,43 +86,70 @@ def _failed(exc: BaseException, trial: Trial, words: str) -> dict:
     }
 
 
-# Set by :func:`watch_ctrl_c`'s handler: a KeyboardInterrupt now is the user's Ctrl-C.
+# Set by :class:`CtrlCWatch`'s handler: a KeyboardInterrupt now is the user's Ctrl-C.
 _CTRL_C = threading.Event()
+
+
+class CtrlCWatch:
+    """While trials run in the main thread, tell a real Ctrl-C from a trial's own KeyboardInterrupt.
+
+    Started once a sweep (:meth:`start`, :meth:`stop`), not once a trial (a
+    handler swapped in and out around each trial was two system calls on
+    every trial's path).  The SIGINT handler in place is kept (and called);
+    the watch only marks that the interrupt came from outside.  Elsewhere
+    than in the main thread, no signal arrives, and it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self.watching = False
+
+    def start(self) -> None:
+        """Watch from now on (in the main thread; elsewhere nothing)."""
+        if self.watching or threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            if previous is signal.SIG_IGN:
+                return
+            _CTRL_C.set()
+            if callable(previous):  # Python's or the kernel's own: it raises KeyboardInterrupt
+                previous(signum, frame)
+                return
+            raise KeyboardInterrupt
+
+        try:
+            signal.signal(signal.SIGINT, handler)
+        except (ValueError, TypeError):  # no signals here (an embedded interpreter)
+            return
+        self._previous, self.watching = previous, True
+        _CTRL_C.clear()
+
+    def next_trial(self) -> None:
+        """A trial starts: a Ctrl-C that an earlier trial swallowed counts no more."""
+        if _CTRL_C.is_set():
+            _CTRL_C.clear()
+
+    def stop(self) -> None:
+        """Put the handler found at :meth:`start` back."""
+        if not self.watching:
+            return
+        self.watching = False
+        if self._previous is not None:  # (None: a handler not set from Python, left as is)
+            signal.signal(signal.SIGINT, self._previous)
+        _CTRL_C.clear()
 
 
 @contextlib.contextmanager
 def watch_ctrl_c():
-    """While trials run in the main thread, tell a real Ctrl-C from a trial's own KeyboardInterrupt.
-
-    The SIGINT handler in place is kept (and called); it only marks that the
-    interrupt came from outside.  Elsewhere than in the main thread, no signal
-    arrives, and this does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-
-    def handler(signum, frame):
-        if previous is signal.SIG_IGN:
-            return
-        _CTRL_C.set()
-        if callable(previous):  # Python's or the kernel's own: it raises KeyboardInterrupt
-            previous(signum, frame)
-            return
-        raise KeyboardInterrupt
-
-    try:
-        signal.signal(signal.SIGINT, handler)
-    except (ValueError, TypeError):  # no signals here (an embedded interpreter)
-        yield
-        return
-    _CTRL_C.clear()
+    """:class:`CtrlCWatch` around a block (trials run in the main thread inside it)."""
+    watch = CtrlCWatch()
+    watch.start()
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        _CTRL_C.clear()
+        watch.stop()
 
 
 def final_metrics(returned) -> dict:

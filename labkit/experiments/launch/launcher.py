@@ -7,6 +7,7 @@ trials as slots free up and makes the engine's stops happen; it reads its
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
@@ -18,7 +19,7 @@ from ..trials.trial import Trial
 from .channel import TrialChannel
 from .execution import execute
 from .placement import Placement, usable_workers
-from .sinks import DirectSink, new_execution
+from .sinks import DirectSink
 
 __all__ = ["Launcher", "Recent", "WorkerWait", "ASK_EVERY", "usable_workers"]
 
@@ -117,6 +118,9 @@ class Launcher:
         #: The workers the sweep may use (by address: threads), asked at most every ASK_EVERY s.
         self.usable: Recent | None = None
         self._told: tuple | None = None  # (workers, threads) as last told the views
+        # the ids of the executions run in this process: a count, no uuid's random bytes a
+        # trial (never one of the uuids' hex ids of executions elsewhere)
+        self._executions = itertools.count()
 
     def open(self, scope) -> None:
         """Start: a batch of the scheduler for the sweep's tasks (a cancel reaches them)."""
@@ -221,7 +225,8 @@ class Launcher:
         self, state, worker: str, workers: tuple = (), scheduler=None, execution=None
     ) -> tuple:
         """Run ``state`` on this thread (direct sink); ``(execution, outcome)``."""
-        engine, execution = self.engine, execution or new_execution()
+        engine = self.engine
+        execution = execution or f"here-{next(self._executions)}"
         try:
             sink = self.sink(state, execution, worker)
             sink.start()

@@ -18,7 +18,7 @@ import uuid
 import weakref
 
 from ...events import TaskInfo
-from .execution import OffloadTrial, run_offloaded, watch_ctrl_c
+from .execution import CtrlCWatch, OffloadTrial, run_offloaded
 from .launcher import Launcher, usable_workers
 
 __all__ = ["InlineLauncher", "ThreadLauncher"]
@@ -34,21 +34,32 @@ _THREADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # scheduler -
 class InlineLauncher(Launcher):
     """Trials one at a time in the sweep's thread (``LocalScheduler``)."""
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        #: a trial's own KeyboardInterrupt fails it; a real Ctrl-C stops the sweep (one
+        #: watch the sweep: a trial costs no swap of the signal handler)
+        self.ctrl_c = CtrlCWatch()
+
     def open(self, scope) -> None:
-        """Nothing to open: no tasks."""
+        """No tasks to open; the Ctrl-C watch starts (in the main thread)."""
+        self.ctrl_c.start()
+
+    def close(self) -> None:
+        self.ctrl_c.stop()
+        super().close()
 
     def fill(self) -> None:
         state = self.engine.take()
         if state is not None:
-            with watch_ctrl_c():  # a trial's own KeyboardInterrupt fails it; Ctrl-C stops all
-                try:
-                    self.run_here(state, "local", scheduler=self.scheduler)
-                except BaseException:
-                    # the user's Ctrl-C: the trial ran in this very thread, so it is over;
-                    # recorded cancelled now, the wind-down has nothing to wait for
-                    self.engine.cancel()
-                    self.engine.cancel_launched()
-                    raise
+            self.ctrl_c.next_trial()
+            try:
+                self.run_here(state, "local", scheduler=self.scheduler)
+            except BaseException:
+                # the user's Ctrl-C: the trial ran in this very thread, so it is over;
+                # recorded cancelled now, the wind-down has nothing to wait for
+                self.engine.cancel()
+                self.engine.cancel_launched()
+                raise
 
 
 class ThreadLauncher(Launcher):

@@ -44,6 +44,8 @@ class TrialState:
 
     def frozen(self) -> TrialRecord:
         """The trial's record with its reports so far (a tuple: a copy of the live list)."""
+        if not self.history:  # the record itself (it holds no reports): no copy made
+            return self.record
         return self.record.replace(history=tuple(self.history))
 
     @property
