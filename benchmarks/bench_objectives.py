@@ -35,6 +35,13 @@ figures are counts, not times.
 sizes.  On a machine others load, read the CPU figures: the medians, and the
 median of each round's ratio (the two runs of a round are side by side, so
 they share the load of that moment).
+
+``--only cost --instructions`` counts (b)'s instructions a trial instead, which
+others' load does not change: each of labkit NSGA-II, labkit random and Optuna
+alone runs in a process of its own under valgrind (``cachegrind``, no cache
+simulation) at ``N/2`` and ``N`` trials (``--cost-trials``, 600 by default), and
+a trial's count is ``(Ir(N) - Ir(N/2)) / (N/2)``: the start, the imports and
+the first trials cancel out.  Needs ``valgrind`` on the PATH; a few minutes.
 """
 
 from __future__ import annotations
@@ -43,7 +50,10 @@ import argparse
 import math
 import os
 import platform
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 
@@ -191,13 +201,62 @@ def cost(size: dict) -> None:
           f"load average {os.getloadavg()[0]:.1f}")
 
 
+def one_run(mode: str, n: int) -> None:
+    """A single run of (b) in this process (what ``--instructions`` counts under valgrind)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if mode == "optuna":
+        optuna_cost(n)
+    else:
+        labkit_cost(optuna.samplers.NSGAIISampler(seed=0) if mode == "nsga2" else "random", n)
+
+
+def instructions_of(mode: str, n: int) -> int:
+    """Instructions (valgrind's ``I refs``) of a process running ``one_run(mode, n)``."""
+    command = ["valgrind", "--tool=cachegrind", "--cache-sim=no",
+               "--cachegrind-out-file=/dev/null", sys.executable, os.path.abspath(__file__),
+               "--one-run", mode, "--cost-trials", str(n)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(n: int) -> None:
+    """(b) by instructions a trial, ``(Ir(n) - Ir(n/2)) / (n/2)``, each mode in its own process."""
+    if shutil.which("valgrind") is None:
+        print("(b) by instructions skipped: valgrind is not on the PATH")
+        return
+    half = n // 2
+    print(f"(b) cost of a trial by instructions (valgrind cachegrind): (Ir({n}) - Ir({half})) / "
+          f"{n - half}, NSGAIISampler(seed=0), LocalScheduler, store=None, max_concurrent=1")
+    per = {}
+    for mode in ("optuna", "nsga2", "random"):
+        per[mode] = (instructions_of(mode, n) - instructions_of(mode, half)) / (n - half)
+    print(f"    Optuna alone, NSGA-II, study.optimize      {per['optuna'] / 1e6:7.3f} M a trial")
+    print(f"    labkit, search=NSGAIISampler(seed=0)       {per['nsga2'] / 1e6:7.3f} M a trial "
+          f"({per['nsga2'] / per['optuna']:.3f}x; target <= 1.1x)")
+    print(f"    labkit, search='random'                    {per['random'] / 1e6:7.3f} M a trial")
+    print(f"    labkit NSGA-II over Optuna alone:          "
+          f"{(per['nsga2'] - per['optuna']) / 1e6:7.3f} M a trial")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke test")
     parser.add_argument("--only", choices=("savings", "cost"), help="one part only")
     parser.add_argument("--cost-trials", type=int, help="(b)'s trials a run (default 500)")
     parser.add_argument("--rounds", type=int, help="(b)'s runs of each (default 7)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="(b) by instructions a trial under valgrind (needs valgrind)")
+    parser.add_argument("--one-run", choices=("optuna", "nsga2", "random"),
+                        help=argparse.SUPPRESS)  # one run, counted by --instructions
     args = parser.parse_args()
+    if args.one_run:
+        one_run(args.one_run, args.cost_trials or SIZES["full"]["cost_trials"])
+        return
     print(f"labkit objectives: {platform.node()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}")
     size = dict(SIZES["quick" if args.quick else "full"])
@@ -211,6 +270,9 @@ def main() -> None:
         import optuna  # noqa: F401
     except ImportError:
         print("(b) skipped (optuna not installed: pip install labkit[search])")
+        return
+    if args.instructions:
+        instructions(args.cost_trials or 600)
         return
     cost(size)
 
