@@ -143,17 +143,20 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def _children():
-    """Live child processes, except multiprocessing's resource tracker.
+    """Live child processes, except multiprocessing's resource tracker and fork server.
 
-    The tracker is started by the standard library on first use and exits when
-    this process exits (it waits on a pipe from us), so it is not a leak.
+    Both are started by the standard library on first use (the fork server by an
+    embedded cluster's first worker process: labkit/scheduling/dask/worker_start.py)
+    and exit when this process exits (each waits on a pipe from us), so neither is a
+    leak.  The fork server's children, the workers, are still counted.
     """
     import psutil
     found = {}
     for proc in psutil.Process().children(recursive=True):
         try:
             cmd = " ".join(proc.cmdline())
-            if proc.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in cmd:
+            ours = "resource_tracker" in cmd or "multiprocessing.forkserver" in cmd
+            if proc.status() != psutil.STATUS_ZOMBIE and not ours:
                 found[proc.pid] = cmd
         except psutil.NoSuchProcess:
             pass

@@ -46,6 +46,7 @@ from .dask_adapter import keep_shipped_copies
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install
 from .quiet import quiet_clusters
+from .worker_start import resolve_start_method, worker_start
 
 __all__ = [
     "MODES",
@@ -294,15 +295,20 @@ def restart_wait(cluster_kwargs: dict):
     return dask.config.set({key: f"{max(given, RESTART_WAIT)}s"})
 
 
-def _open_embedded(mode: str, n_workers, threads_per_worker, cluster_kwargs: dict) -> Opened:
+def _open_embedded(
+    mode: str, n_workers, threads_per_worker, cluster_kwargs: dict, start_method=None
+) -> Opened:
     """A new embedded ``LocalCluster`` and its client; Dask's chatter quiet while it lives
-    (and, for restarting workers, the wait for them longer: :func:`restart_wait`)."""
+    (and, for restarting workers, the wait for them longer: :func:`restart_wait`; worker
+    processes started by ``start_method``: :mod:`.worker_start`)."""
     from distributed import Client
 
     size = cluster_size(mode, n_workers, threads_per_worker)
     cluster = None
     quiet = contextlib.ExitStack()
     quiet.enter_context(restart_wait(cluster_kwargs))  # read when a worker leaves: held for life
+    if mode == "processes":  # read at each worker's (re)start: held for life
+        quiet.enter_context(worker_start(resolve_start_method(start_method)))
     quiet.enter_context(quiet_clusters())  # before its first words
     try:
         with no_message_log():
