@@ -275,18 +275,25 @@ def open_cluster(
     return opened
 
 
-#: Seconds the embedded cluster waits for a worker that restarts (its ``lifetime``'s end)
-#: before it drops its nanny; Dask waits 15 s.
-RESTART_WAIT = 120.0
+#: Seconds Dask's cluster waits for a worker that left before it drops the worker's nanny,
+#: where the nannies restart their workers (``lifetime_restart``): a day, that is never while
+#: labkit uses the cluster.  Dask waits 15 s.
+RESTART_WAIT = 86400.0
 
 
 def restart_wait(cluster_kwargs: dict):
-    """A config context in which the embedded cluster waits :data:`RESTART_WAIT` seconds for a
-    worker that restarts at its lifetime's end (nothing to do without ``lifetime_restart``).
+    """A config context in which the embedded cluster keeps the nannies that restart their
+    workers at their lifetime's end (nothing to do without ``lifetime_restart``).
 
-    A new worker process imports the user's script (spawned) and labkit: on a loaded
-    machine it took over 15 s to reach the scheduler, after which Dask's cluster
-    forgot its nanny ("lost-worker-timeout") and the cluster kept no worker at all.
+    Dask's ``SpecCluster`` looks once, ``lost-worker-timeout`` after a worker left, whether
+    a worker of the same name is registered *at that moment*, and closes its nanny if not.
+    A nanny that restarts its worker every lifetime leaves its name unregistered for the
+    seconds of each restart: whatever the wait, the look may fall into a later restart, and
+    the cluster closed a nanny that was working (with 120 s, one look in four did so on 2
+    cores, and the cluster drained to no worker within minutes).  A nanny that cannot
+    restart its worker closes itself, so the look has nothing to do here: it is put off
+    for :data:`RESTART_WAIT` seconds.  (With Dask's 15 s a restart slower than 15 s, as
+    on a loaded machine, lost its nanny as well.)
     """
     key = "distributed.deploy.lost-worker-timeout"
     if not cluster_kwargs.get("lifetime_restart"):
