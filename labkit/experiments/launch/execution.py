@@ -109,6 +109,8 @@ class CtrlCWatch:
         if self.watching or threading.current_thread() is not threading.main_thread():
             return
         previous = signal.getsignal(signal.SIGINT)
+        if previous is None:  # a handler set outside Python: none could be put back, left alone
+            return
 
         def handler(signum, frame):
             if previous is signal.SIG_IGN:
@@ -136,8 +138,7 @@ class CtrlCWatch:
         if not self.watching:
             return
         self.watching = False
-        if self._previous is not None:  # (None: a handler not set from Python, left as is)
-            signal.signal(signal.SIGINT, self._previous)
+        signal.signal(signal.SIGINT, self._previous)
         _CTRL_C.clear()
 
 
