@@ -364,6 +364,14 @@ def board_run(s, size: dict, folder: str, views: str, name: str) -> tuple[float,
     return t1 - t0, c1 - c0
 
 
+def _quartiles(values: list) -> str:
+    """The lower and upper quartiles of ``values``, as text."""
+    if len(values) < 4:
+        return "n/a"
+    q = statistics.quantiles(values, n=4)
+    return f"{q[0]:.3f}-{q[2]:.3f}"
+
+
 def board_cost(size: dict, folder: str) -> None:
     """Benchmark (4)."""
     import bench_views
@@ -393,6 +401,11 @@ def board_cost(size: dict, folder: str) -> None:
         cpu = _median([c for _, c in times[key]]) / _median([c for _, c in times["none"]])
         print(f"    => {labels[key]} / none: wall {wall:.3f}"
               f"{' (target <= 1.03)' if key == 'both' else ''}, CPU of this process {cpu:.3f}")
+        # each round's own ratio (its views beside its no-view sweep, run next to each
+        # other): drift of the machine over the rounds cancels out of these
+        paired = [v[0] / n[0] for v, n in zip(times[key], times["none"], strict=True)]
+        print(f"       paired by round: median {_median(paired):.3f}, "
+              f"quartiles {_quartiles(paired)}")
 
 
 # -- (5) the store at 10,000 trials --------------------------------------------------------------
