@@ -321,12 +321,13 @@ class ParallelFlow(ManualTasksMixin, Flow):
         callable_ = WorkerJoinCallable(task_callable, joiner.key)
         try:
             with scheduler.batch(None, info, scope.control) as batch:
-                count = self._submit_for_workers(
-                    scheduler, batch, chunks, callable_, joiner, scope, where
-                )
-                if count == 0:
-                    raise InputError(f"{info.node_name} got an empty data iterable", **where)
-                batch.get_results()
+                with joiner.collecting():  # a worker that leaves takes little work with it
+                    count = self._submit_for_workers(
+                        scheduler, batch, chunks, callable_, joiner, scope, where
+                    )
+                    if count == 0:
+                        raise InputError(f"{info.node_name} got an empty data iterable", **where)
+                    batch.get_results()
                 # before the batch ends: its end drops the shipped callable, and the forks
                 # on the workers with it
                 joiner.collect(final=True)

@@ -16,6 +16,14 @@ kept for them.  The client keeps a chunk until a joined fork covers it, and
 only where a worker can be lost without the client (worker processes or
 another host); lazy chunks cost nothing to keep.
 
+Workers that leave: a worker retired (``client.retire_workers``, the end of its
+``lifetime``, an adaptive scale-down) takes its forks with it, and their chunks are
+trained again after the phase.  So while a phase runs on worker processes whose workers
+come and go (they have a ``lifetime``, or one of them left during the phase) the client
+takes the forks back every :data:`WorkerJoin.COLLECT_EVERY` seconds (more rarely where
+a take costs more: at most :data:`WorkerJoin.COLLECT_SHARE` of the time), and a
+departing worker takes at most those seconds of its work with it, not the phase's.
+
 Examples
 --------
 >>> import numpy as np, labkit as lk
@@ -31,6 +39,8 @@ True
 from __future__ import annotations
 
 import contextlib
+import itertools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -43,6 +53,8 @@ from .chunks import split_chunk
 from .node import Node
 
 __all__ = ["WorkerJoinCallable", "WorkerJoin", "take_forks"]
+
+logger = logging.getLogger("labkit.flows")
 
 JOIN_MODES = ("auto", "client", "workers")
 
@@ -58,6 +70,7 @@ class _Fork:
     chunks: list = field(default_factory=list)
     busy: bool = False  # a task is training into it: not taken until it is done
     broken: bool = False  # a chunk failed half-way: never joined
+    wanted: bool = False  # a take found it busy: set aside for the next take when its task ends
     used: float = field(default_factory=time.monotonic)  # when a task last ended in it
 
 
@@ -70,6 +83,7 @@ _LOCK = threading.Lock()
 _HELD: dict[str, dict[str, _Fork]] = {}  # phase key -> worker thread -> its fork
 _CLOSED: OrderedDict[str, None] = OrderedDict()  # phases taken for good (recent ones)
 _MAX_CLOSED = 1024
+_SET_ASIDE = itertools.count()  # names forks set aside for the next take
 
 
 def _owner() -> str:
@@ -110,10 +124,17 @@ def _acquire(key: str, template) -> _Fork:
 def _release(key: str, held: _Fork) -> None:
     with _LOCK:
         held.busy, held.used = False, time.monotonic()
+        forks = _HELD.get(key, {})
         if key in _CLOSED:  # taken for good while this task ran: nobody will ask for it
-            _HELD.get(key, {}).pop(_owner(), None)
-            if not _HELD.get(key):
-                _HELD.pop(key, None)
+            forks.pop(_owner(), None)
+        elif held.wanted and forks.get(_owner()) is held:
+            # a take found it busy (a worker thread is rarely idle): it waits, idle, for the
+            # next take under a name of its own, and this thread's next chunk forks anew
+            held.wanted = False
+            del forks[_owner()]
+            forks[f"{_owner()}#{next(_SET_ASIDE)}"] = held
+        if not forks:
+            _HELD.pop(key, None)
 
 
 def take_forks(key: str, final: bool = False, dask_worker=None) -> list:
@@ -130,10 +151,14 @@ def take_forks(key: str, final: bool = False, dask_worker=None) -> list:
         _drop_idle(time.monotonic())
         forks = _HELD.get(key, {})
         for owner, held in list(forks.items()):
-            if owner.startswith(mine) and not held.busy:
-                del forks[owner]
-                if not held.broken and held.chunks:
-                    taken.append((held.node, list(held.chunks)))
+            if not owner.startswith(mine):
+                continue
+            if held.busy:
+                held.wanted = not final  # set aside for the next take when its task ends
+                continue
+            del forks[owner]
+            if not held.broken and held.chunks:
+                taken.append((held.node, list(held.chunks)))
         if not forks:
             _HELD.pop(key, None)
         if final:
@@ -145,6 +170,11 @@ def _close(key: str) -> None:
     _CLOSED[key] = None
     while len(_CLOSED) > _MAX_CLOSED:
         _CLOSED.popitem(last=False)
+
+
+def has_lifetime(dask_worker=None) -> bool:
+    """Whether this worker leaves at the end of a ``lifetime`` (run on each worker)."""
+    return dask_worker is not None and bool(dask_worker.lifetime)
 
 
 def held_phases() -> list[str]:
@@ -219,6 +249,14 @@ class WorkerJoin:
         Called after each join (live views).
     """
 
+    #: Fewest seconds between takes while a phase runs (:meth:`collecting`): a worker that
+    #: leaves takes at most about this much of its work with it.
+    COLLECT_EVERY = 1.0
+
+    #: Most of the time that takes while a phase runs may cost: the interval grows with the
+    #: CPU seconds the last take took here (big forks are taken more rarely).
+    COLLECT_SHARE = 0.02
+
     def __init__(self, scheduler, node, key: str, keep: bool, on_join=None):
         self.scheduler, self.node, self.key, self.keep = scheduler, node, key, keep
         self.on_join = on_join
@@ -227,21 +265,66 @@ class WorkerJoin:
         self.covered: set[int] = set()
         self.forks_joined = 0
         self._sizes: dict[int, int] = {}
+        self._taking = threading.Lock()  # one take at a time: the phase's and the collector's
+        self._books = threading.Lock()  # what is kept: added by the phase, freed by a take
+        self._took = 0.0  # CPU seconds the last take took on this thread
 
     def added(self, chunk: int, data, nbytes: int) -> None:
         """Chunk number ``chunk`` was submitted."""
         if self.keep:
-            self.kept[chunk], self._sizes[chunk] = data, nbytes
-            self.kept_bytes += nbytes
+            with self._books:
+                self.kept[chunk], self._sizes[chunk] = data, nbytes
+                self.kept_bytes += nbytes
 
     def collect(self, final: bool = False) -> int:
         """Join the forks the workers hand over; the number joined."""
-        taken = self.scheduler.run_on_workers(take_forks, self.key, final)
-        joined = 0
-        for forks in taken.values():
-            for fork, chunks in forks:
-                joined += self._join(fork, set(chunks))
+        with self._taking:
+            start = time.thread_time()  # what a take costs here (forks unpickled and joined),
+            taken = self.scheduler.run_on_workers(take_forks, self.key, final)
+            joined = 0
+            for forks in taken.values():
+                for fork, chunks in forks:
+                    joined += self._join(fork, set(chunks))
+            self._took = time.thread_time() - start  # not the wait for a slow worker's answer
         return joined
+
+    @contextlib.contextmanager
+    def collecting(self):
+        """Take the forks back now and then while the block runs (where workers can leave
+        without the client: see the module's doc); the phase's last take comes after it."""
+        if not self.keep:
+            yield
+            return
+        stop = threading.Event()
+        thread = threading.Thread(
+            target=self._collect_until, args=(stop,), daemon=True, name="labkit-collect"
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    def _collect_until(self, stop: threading.Event) -> None:
+        """Until ``stop`` is set, take forks back every :data:`COLLECT_EVERY` s or so once the
+        workers are seen to come and go (a lifetime, a departure); until then only look."""
+        elastic, seen, wait = False, set(), 0.0
+        while not stop.wait(wait):
+            try:
+                if not elastic:
+                    elastic, seen = self._elastic(seen)
+                if elastic:
+                    self.collect()
+            except Exception:  # a worker or the scheduler gone meanwhile: the last take says
+                logger.debug("labkit: taking forks back during the phase failed", exc_info=True)
+            wait = max(self.COLLECT_EVERY, self._took / self.COLLECT_SHARE)
+
+    def _elastic(self, seen: set) -> tuple[bool, set]:
+        """Whether workers leave on their own (a lifetime) or one of ``seen`` left; and the
+        workers seen so far.  A stable cluster keeps one fork a worker thread and phase."""
+        answers = self.scheduler.run_on_workers(has_lifetime)
+        return any(answers.values()) or bool(seen - set(answers)), seen | set(answers)
 
     def _join(self, fork, chunks: set[int]) -> int:
         # A chunk already covered ran twice (its first worker's result was lost after
@@ -251,9 +334,10 @@ class WorkerJoin:
         self.node.join(fork)
         self.covered |= chunks
         self.forks_joined += 1
-        for chunk in chunks:
-            self.kept.pop(chunk, None)
-            self.kept_bytes -= self._sizes.pop(chunk, 0)
+        with self._books:
+            for chunk in chunks:
+                self.kept.pop(chunk, None)
+                self.kept_bytes -= self._sizes.pop(chunk, 0)
         if self.on_join is not None:
             self.on_join()
         return 1
