@@ -309,7 +309,8 @@ class WorkerJoin:
     def _collect_until(self, stop: threading.Event) -> None:
         """Until ``stop`` is set, take forks back every :data:`COLLECT_EVERY` s or so once the
         workers are seen to come and go (a lifetime, a departure); until then only look."""
-        elastic, seen, wait = False, set(), 0.0
+        elastic, wait = False, 0.0
+        seen: set[str] = set()
         while not stop.wait(wait):
             try:
                 if not elastic:
