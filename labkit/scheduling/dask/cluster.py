@@ -233,12 +233,22 @@ def close_workers(cluster, timeout: float) -> None:
     imported torch takes longer than that to leave its interpreter on a loaded machine
     (its modules' teardown alone took 3 s at load 25 on 2 cores), and was killed
     ("Worker process still alive after 4.0 seconds, killing", once a worker).
+
+    A worker does not wait for its pool's threads (``executor_wait=False``): a task
+    still running there (a user's call that blocks, a cancelled trial's step) would
+    hold the close for the whole ``timeout``, 24 s, and then be killed anyway.  The
+    pool's threads are daemons; they end with the process.
     """
     import asyncio
 
+    async def close_one(nanny):
+        if nanny.process is not None:  # the worker process first, not waiting for its pool
+            await nanny.process.kill(timeout=timeout, executor_wait=False)
+        await nanny.close(timeout=timeout)
+
     async def close_all():
         nannies = [w for w in list(cluster.workers.values()) if hasattr(w, "kill")]
-        await asyncio.gather(*(w.close(timeout=timeout) for w in nannies), return_exceptions=True)
+        await asyncio.gather(*(close_one(w) for w in nannies), return_exceptions=True)
 
     try:
         cluster.sync(close_all)
