@@ -15,7 +15,8 @@ lifetime_stagger="3.75s", lifetime_restart=True)`` (the lifetime cluster of
    ``n, sum x, x.T @ x``), summed on the client as they complete.
 
 Exactness: labkit's last ``NodeJoined`` counts every sample once (``state["samples"]
-== n * rows``) and its eigenvalues equal those of the exact moments; raw Dask's
+== n * rows``) and its eigenvalues equal those of the exact moments ("trained again":
+chunks whose fork left with a retired worker, trained again after the phase); raw Dask's
 results come back once per block (``n`` of them, each index once).  Worker
 retirements ("Restarting worker" of the nannies) are counted by the workers that
 left during each round.  Target (issue 47): labkit <= 1.1x raw Dask (median).
