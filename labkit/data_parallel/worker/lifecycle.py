@@ -16,13 +16,15 @@ import socket
 import cloudpickle
 import torch
 
+from ...errors import SchedulerError
 from .inputs import dataset_of
 from .network import binding, bound
-from .process_group import open_group
+from .process_group import open_group_unless
 from .rank import RANKS, Rank, rank_error
 
 __all__ = [
     "free_port",
+    "warm_up",
     "build",
     "join",
     "teardown",
@@ -86,6 +88,18 @@ def _keep_freed_memory() -> None:
         pass
 
 
+def warm_up() -> None:
+    """Pay torch's first-use costs before a replica is built: a worker that starts warms up so.
+
+    torch's first optimizer imports ``torch._dynamo`` (some 800 modules): a
+    second on an idle machine, several on a loaded one, which a group on
+    workers that come and go paid in every fresh worker's first :func:`build`.
+    """
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    optimizer.load_state_dict(optimizer.state_dict())
+
+
 def build(gid, rank, name, payload, cuda_index) -> str:
     """Make this worker's replica from the shipped payload; the device it got, described."""
     _keep_freed_memory()
@@ -112,14 +126,30 @@ def build(gid, rank, name, payload, cuda_index) -> str:
 
 
 def join(gid, rank, world, init_method, backend, timeout, host, generation=0):
-    """Join the group's process group (a new one per generation); the interface it uses."""
-    me = RANKS[gid]
+    """Join the group's process group (a new one per generation); the interface it uses.
+
+    The wait for the peers ends early when the forming is called off
+    (:func:`teardown`, :func:`teardown_group`): a peer left meanwhile, and the
+    client forms the group again without it.
+    """
+    me = RANKS.get(gid)
+    if me is None:  # torn down before this task ran: the forming was called off
+        raise SchedulerError(f"the forming of generation {generation} was called off", replica=rank)
+    me.forming = generation
     try:
         choice = binding(backend, host)
-        with bound(choice):  # the backend reads its interface from the environment
-            group = open_group(init_method, rank, world, backend, timeout, f"{gid}-{generation}")
+        group = open_group_unless(
+            lambda: RANKS.get(gid) is not me or me.called_off == generation,
+            init_method, rank, world, backend, timeout, f"{gid}-{generation}",
+            setting=lambda: bound(choice),  # the backend reads its interface from the environment
+        )  # fmt: skip
     except BaseException as exc:
         raise rank_error(exc, rank, me.name) from None
+    finally:
+        me.forming = None
+    if group is None:  # nobody waits for this task any more: the client moved on
+        called_off = SchedulerError(f"the forming of generation {generation} was called off")
+        raise rank_error(called_off, rank, me.name)
     if RANKS.get(gid) is not me:  # closed while this rank waited for its peers
         group.close()
         return choice.describe()
@@ -137,9 +167,13 @@ def teardown(gid):
 
 
 def teardown_group(gid):
-    """Close this worker's process group of ``gid`` (a peer was lost); the replica stays."""
+    """Close this worker's process group of ``gid`` (a peer was lost); the replica stays.
+
+    A forming under way on this rank is called off: its peers will not all come.
+    """
     rank = RANKS.get(gid)
     if rank is not None:
+        rank.called_off = rank.forming
         rank.close_group()
 
 

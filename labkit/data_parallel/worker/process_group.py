@@ -25,13 +25,20 @@ A group of one, through a file store:
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["ProcessGroup", "open_group"]
+__all__ = ["ProcessGroup", "open_group", "open_group_unless", "CALL_OFF_EVERY"]
+
+#: Seconds between two looks, while a rank waits for its peers, at whether its forming was
+#: called off.
+CALL_OFF_EVERY = 0.1
 
 
 class ProcessGroup:
@@ -84,3 +91,44 @@ def open_group(
     else:
         raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     return ProcessGroup(made, rank, world, name, store)
+
+
+def open_group_unless(
+    called_off: Callable[[], bool], *args, setting=contextlib.nullcontext
+) -> ProcessGroup | None:
+    """:func:`open_group` (``*args``), given up as soon as ``called_off()`` says so: None then.
+
+    A rank waits in the rendezvous for peers that may never come: one whose
+    worker retired or was lost while the group formed.  The client sees that
+    loss within a second and calls the forming off (it tears the rank or its
+    process group down); the rank then frees its worker's thread at once, rather
+    than at the rendezvous' timeout, so that the next forming's task on this
+    worker runs.  The wait itself goes on, on a thread of its own, until its
+    timeout; a group it makes after all is closed.  ``setting()`` is entered
+    around the wait (the backend's interface, :func:`.network.bound`).
+    """
+    box: dict = {}
+    lock, done = threading.Lock(), threading.Event()
+
+    def meet() -> None:
+        try:
+            with setting():
+                box["group"] = open_group(*args)
+        except BaseException as exc:
+            box["error"] = exc
+        with lock:
+            done.set()
+            left = box.get("left", False)
+        if left and "group" in box:
+            box["group"].close()  # made after the forming was called off: nobody takes it
+
+    threading.Thread(target=meet, daemon=True, name="labkit-rendezvous").start()
+    while not done.wait(CALL_OFF_EVERY):
+        if called_off():
+            with lock:
+                if not done.is_set():
+                    box["left"] = True
+                    return None
+    if "error" in box:
+        raise box["error"]
+    return box["group"]

@@ -94,6 +94,8 @@ class Rank:
     steps: int = 0
     run: str | None = None  # the run (a fit, a step) whose commands this rank takes now
     halted: bool = False  # that run stopped or failed at a step all ranks agreed on
+    forming: int | None = None  # the generation of the process group this rank waits to form
+    called_off: int | None = None  # the generation whose forming was called off (a peer left)
 
     def __post_init__(self):
         self.buckets = BucketModules(self.bucket_model, [self.model])

@@ -41,26 +41,50 @@ for, so the trial gets a whole group again instead.
 
 **Leaving workers.**  A worker of the group that left gracefully (the
 scheduler retired it: ``client.retire_workers``, its ``lifetime``, an
-adaptive scale-down, as the scheduler's events on its topic say) makes the
-trial *move*: it regroups the same way, but the restart is counted in its
-record's ``moves``, never against ``max_failures``.
+adaptive scale-down, as the scheduler's events on its topic say), or that is
+being retired, makes the trial *move*: it regroups the same way, but the
+restart is counted in its record's ``moves``, never against ``max_failures``.
+
+**Workers that come and go.**  On a cluster whose workers have a
+``lifetime``, each worker says when it will retire, and fresh workers import
+torch and labkit's rank code in the background as they start
+(:func:`~labkit.scheduling.dask.warming.warm_workers`).  A group is made of
+free workers that are not leaving and have enough life left for a group to
+reach its first checkpoint (1.5 times the quickest of the sweep's recent
+groups did, within :data:`~.placement.LIFE_LEAST` and
+:data:`~.placement.LIFE_NEEDED` seconds), warm ones first, then the
+longest-lived (:func:`~.placement.pick_group`).  A trial whose group has a worker that will
+retire before the trial's next checkpoint (the time between its last two)
+moves right after the checkpoint it just wrote, rather than losing the work
+after it.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...scheduling.dask.connect import scheduler_identity
 from ...scheduling.dask.dask_adapter import left_gracefully, watch_retirements
+from ...scheduling.dask.preemption import retires_in
+from ...scheduling.dask.warming import warm_workers
 from ..trials.trial import TrialStopped
 from .channel import TrialChannel
 from .launcher import ASK_EVERY, Launcher, Recent
-from .placement import check_group_size, group_pool, usable_workers
+from .placement import (
+    LIFE_LEAST,
+    LIFE_NEEDED,
+    check_group_size,
+    group_pool,
+    pick_group,
+    retiring_now,
+    usable_workers,
+)
 from .sinks import new_execution
 
 __all__ = [
@@ -73,6 +97,8 @@ __all__ = [
     "ASK_EVERY",
     "LOST_WAIT",
     "WATCH_EVERY",
+    "MOVE_BEFORE",
+    "RANK_MODULES",
 ]
 
 logger = logging.getLogger("labkit.experiments")
@@ -82,6 +108,17 @@ WATCH_EVERY = 0.5
 
 #: Seconds a group whose rank saw its worker lost waits for the cluster to drop that worker.
 LOST_WAIT = 10.0
+
+#: A trial moves after a checkpoint when a worker of its group retires within this many
+#: times the seconds between its last two checkpoints.
+MOVE_BEFORE = 1.5
+
+#: What the workers import as they start (see warming): what a DataParallelTrainer's rank
+#: runs, and torch's first optimizer.
+RANK_MODULES = (
+    "labkit.data_parallel.worker.training",
+    "labkit.data_parallel.worker.lifecycle:warm_up",
+)
 
 
 @dataclass
@@ -95,6 +132,8 @@ class Hold:
     scheduler: Any = None  # once made, on the trial's thread
     ended: str | None = None  # "stopped", "lost" or "moved": the group was taken back early
     why: str = ""
+    checkpointed: float | None = None  # when its trial last wrote a checkpoint (monotonic)
+    started: float = field(default_factory=time.monotonic)
 
 
 class HeldSink:
@@ -105,8 +144,8 @@ class HeldSink:
     group) is not the trial's: its next report raises ``TrialStopped``.
     """
 
-    def __init__(self, sink, hold: Hold):
-        self._sink, self._hold = sink, hold
+    def __init__(self, sink, hold: Hold, written=None):
+        self._sink, self._hold, self._written = sink, hold, written
 
     def start(self) -> None:
         self._sink.start()
@@ -117,6 +156,8 @@ class HeldSink:
     def checkpoint(self, step, blob) -> None:
         if self._hold.ended is None:
             self._sink.checkpoint(step, blob)
+            if self._written is not None:
+                self._written(self._hold)
 
     def restore(self):
         return self._sink.restore()
@@ -134,16 +175,30 @@ class GroupLauncher(Launcher):
     def __init__(self, *args):
         super().__init__(*args)
         self.held: dict[int, Hold] = {}  # trial -> what it holds, while it holds it
-        ask = lambda: group_pool(  # noqa: E731  (a restricted scheduler's workers alone)
-            usable_workers(self.scheduler, scheduler_identity(self.scheduler.client)["workers"])
+        ask = lambda: self._pool(  # noqa: E731  (a restricted scheduler's workers alone)
+            scheduler_identity(self.scheduler.client)["workers"]
         )
         self._workers = Recent(ask)
         self._alive = Recent(ask, every=WATCH_EVERY)
         self.closed = False
+        #: seconds the last groups took from their start to their trial's first checkpoint
+        self.firsts: collections.deque = collections.deque(maxlen=8)
+
+    def _pool(self, workers: dict) -> dict:
+        """The workers groups are made of (of the cluster's ``workers``), sorted, with
+        the scheduler's record of each."""
+        return {a: workers[a] for a in group_pool(usable_workers(self.scheduler, workers))}
+
+    def needed(self) -> float:
+        """Seconds of life a worker must have left to join a new group: 1.5 times the quickest
+        recent group's time to its first checkpoint, within LIFE_LEAST and LIFE_NEEDED."""
+        if not self.firsts:
+            return LIFE_NEEDED
+        return min(LIFE_NEEDED, max(LIFE_LEAST, MOVE_BEFORE * min(self.firsts)))
 
     def workers(self) -> tuple:
         """The cluster's workers, sorted (asked at most every :data:`ASK_EVERY` seconds)."""
-        return self._workers()
+        return tuple(self._workers())
 
     def threads(self) -> int:
         return len(self.workers()) or 1
@@ -151,23 +206,28 @@ class GroupLauncher(Launcher):
     def open(self, scope) -> None:
         self.placement.check_room()  # workers may have left since the sweep was placed
         watch_retirements(self.scheduler.client)  # a retired worker's trial moves, not fails
+        warm_workers(self.scheduler.client, RANK_MODULES)  # fresh workers ready sooner
         super().open(scope)
 
     def fill(self) -> None:
-        """Start trials while ``workers_per_trial`` workers are free."""
-        workers, k, engine = self.workers(), self.workers_per_trial, self.engine
+        """Start trials while ``workers_per_trial`` workers are free (and fit, see pick_group).
+
+        The workers as last watched (every :data:`WATCH_EVERY` s): on workers that come
+        and go, a group of a worker that just left would only be taken back.
+        """
+        pool, k, engine = self._alive(), self.workers_per_trial, self.engine
         while True:
             with engine.lock:
                 if self.closed or (self.max_concurrent and len(self.held) >= self.max_concurrent):
                     return
                 busy = {w for hold in self.held.values() for w in hold.group}
-                free = [w for w in workers if w not in busy]
-                if len(free) < k:
+                group = pick_group(pool, [w for w in pool if w not in busy], k, None, self.needed())
+                if group is None:
                     return
                 state = engine.take()
                 if state is None:
                     return
-                hold = self.held[state.id] = Hold(state.id, tuple(free[:k]), new_execution())
+                hold = self.held[state.id] = Hold(state.id, group, new_execution())
                 hold.thread = threading.Thread(
                     target=self._run, args=(state, hold), daemon=True,
                     name=f"labkit-trial-{state.id}-group",
@@ -180,7 +240,9 @@ class GroupLauncher(Launcher):
             scheduler = self.scheduler.restricted(hold.group)
         except Exception as exc:  # a worker of the group left meanwhile: another group
             self._workers.forget()
-            hold.ended, hold.why = "lost", f"{type(exc).__name__}: {exc}"
+            gone = self._gone(hold.group, wait=0.0)  # a retired one: a move, as under a trial
+            ended, why = self._leaving(gone) if gone else ("lost", "")
+            hold.ended, hold.why = ended, why or f"{type(exc).__name__}: {exc}"
             execution, outcome = None, {"status": "failed"}
         else:
             with self.engine.lock:
@@ -221,6 +283,11 @@ class GroupLauncher(Launcher):
             return "moved", f"its group's worker {', '.join(gone)} left"
         return "lost", f"its group lost worker {', '.join(gone)}"
 
+    @staticmethod
+    def _retiring(workers: list) -> tuple[str, str]:
+        """How a group whose ``workers`` are being retired (still listed) ends: it moves."""
+        return "moved", f"its group's worker {', '.join(workers)} is retiring"
+
     def _gone(self, group: tuple, wait: float) -> list:
         """The workers of ``group`` no longer in the cluster; waits up to ``wait`` s for one to leave.
 
@@ -239,7 +306,23 @@ class GroupLauncher(Launcher):
 
     def sink(self, state, execution: str, worker: str = "") -> TrialChannel:
         """The engine's sink, closed to the trial once its group is taken back."""
-        return HeldSink(super().sink(state, execution, worker), self.held[state.id])
+        sink = super().sink(state, execution, worker)
+        return HeldSink(sink, self.held[state.id], self._checkpointed)
+
+    def _checkpointed(self, hold: Hold) -> None:
+        """On the trial's thread: it wrote a checkpoint; it moves now if a worker of its group
+        retires before its next one would be written (see :data:`MOVE_BEFORE`)."""
+        now, last = time.monotonic(), hold.checkpointed
+        hold.checkpointed = now
+        if last is None:  # the first since its group formed: no pace known
+            self.firsts.append(now - hold.started)
+            return
+        pool = self._alive()
+        left = {w: retires_in(pool[w]) if w in pool else 0.0 for w in hold.group}
+        soonest = min(left, key=left.__getitem__)
+        if left[soonest] < MOVE_BEFORE * (now - last):
+            why = f"its group's worker {soonest} retires in {max(0.0, left[soonest]):.1f} s"
+            self.engine.inbox.put(("move", hold.trial, hold.execution, why))
 
     def _release(self, hold: Hold) -> None:
         """Shut the trial's scheduler down (cancels its tasks, closes its trainer); free its workers."""
@@ -266,21 +349,26 @@ class GroupLauncher(Launcher):
         self.engine.inbox.put(("stop", state.id))  # handled on the loop: not under the lock
 
     def handle(self, item) -> None:
+        hold = self.held.get(item[1]) if item[0] in ("stop", "move") else None
+        if hold is None:
+            return
         if item[0] == "stop":
-            hold = self.held.get(item[1])
-            if hold is not None:
-                self._take_back(hold, "stopped", "stopped")
+            self._take_back(hold, "stopped", "stopped")
+        elif hold.execution == item[2]:  # a move asked by this hold's trial, not a later one's
+            logger.info("labkit: trial %d: %s", hold.trial, item[3])
+            self._take_back(hold, "moved", item[3])
 
     def poll(self) -> None:
         """Take back the groups that lost a worker (their trials run again elsewhere)."""
         if not self.held or self.closed:
             return
-        alive = set(self._alive())
+        alive = self._alive()
         for hold in list(self.held.values()):
             gone = [w for w in hold.group if w not in alive]
-            if gone:
+            retiring = [w for w in hold.group if w in alive and retiring_now(alive[w])]
+            if gone or retiring:
                 self._workers.forget()
-                ended, why = self._leaving(gone)
+                ended, why = self._leaving(gone) if gone else self._retiring(retiring)
                 log = logger.info if ended == "moved" else logger.warning
                 log("labkit: trial %d: %s", hold.trial, why)
                 self._take_back(hold, ended, why)

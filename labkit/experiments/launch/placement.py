@@ -33,6 +33,8 @@ from typing import Any
 from ...errors import InputError
 from ...scheduling import DaskScheduler
 from ...scheduling.dask.connect import on_loopback, scheduler_identity
+from ...scheduling.dask.preemption import retires_in
+from ...scheduling.dask.warming import is_warm
 
 __all__ = [
     "Where",
@@ -40,8 +42,24 @@ __all__ = [
     "check_room",
     "check_group_size",
     "group_pool",
+    "pick_group",
+    "leaving",
+    "retiring_now",
     "usable_workers",
+    "LIFE_NEEDED",
+    "LIFE_LEAST",
 ]
+
+#: Least seconds a worker must have before its lifetime ends to be taken into a new group,
+#: until the sweep knows how long its groups take to a first checkpoint (then 1.5 times the
+#: quickest, between LIFE_LEAST and this); a worker closer to its end is passed over.
+LIFE_NEEDED = 4.0
+
+#: The least life needed to join a group however quick its trials: a group's set-up and a step.
+LIFE_LEAST = 2.0
+
+#: The statuses of a worker that leaves: the scheduler retires it, or it closes.
+LEAVING = frozenset({"closing_gracefully", "closing", "closed"})
 
 
 class Where(enum.Enum):
@@ -203,3 +221,47 @@ def usable_workers(scheduler, workers: Mapping) -> dict:
     """
     only = scheduler.workers  # DaskScheduler.workers: None, or a restricted one's
     return {a: w for a, w in workers.items() if only is None or a in only}
+
+
+def pick_group(
+    workers: Mapping, free, k: int, now: float | None = None, needed: float = LIFE_NEEDED
+) -> tuple | None:
+    """``k`` workers of ``free`` for a new group, sorted; None while fewer than ``k`` fit.
+
+    ``workers`` maps each address to the scheduler's record of the worker.  A
+    worker fits while it is not leaving and has ``needed`` seconds before its
+    lifetime ends (a worker says when, :func:`~labkit.scheduling.dask.preemption.retires_in`);
+    of those, warm ones first (what a rank imports is loaded,
+    :mod:`labkit.scheduling.dask.warming`), then those with the most life left.
+
+    >>> workers = {"a": {"metrics": {"labkit-retires-at": 103.0}},
+    ...            "b": {"metrics": {"labkit-retires-at": 120.0, "labkit-warm": False}},
+    ...            "c": {"metrics": {"labkit-retires-at": 110.0}},
+    ...            "d": {"status": "closing_gracefully"}}
+    >>> pick_group(workers, "abcd", 2, now=100.0), pick_group(workers, "abcd", 3, now=100.0)
+    (('b', 'c'), None)
+    """
+    fit = [a for a in free if not leaving(workers[a]) and retires_in(workers[a], now) >= needed]
+    if len(fit) < k:
+        return None
+    fit.sort(key=lambda a: (not is_warm(workers[a]), -retires_in(workers[a], now), a))
+    return tuple(sorted(fit[:k]))
+
+
+def retiring_now(worker: dict) -> bool:
+    """Whether the scheduler is retiring a worker (the scheduler's record of it): it leaves
+    gracefully, its data moved first (a worker closing otherwise may be a loss).
+
+    >>> retiring_now({"status": "closing_gracefully"}), retiring_now({"status": "closing"})
+    (True, False)
+    """
+    return worker.get("status") == "closing_gracefully"
+
+
+def leaving(worker: dict) -> bool:
+    """Whether a worker (the scheduler's record of it) is leaving: retired, or closing.
+
+    >>> leaving({"status": "closing_gracefully"}), leaving({"status": "running"}), leaving({})
+    (True, False, False)
+    """
+    return worker.get("status", "running") in LEAVING

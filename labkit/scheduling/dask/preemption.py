@@ -20,13 +20,29 @@ the departure as graceful, and a trial that ran there moves rather than fails.
 A worker without a nanny, or whose event loop is not its process's main thread
 (the threads of an in-process cluster), keeps its signals as they are: its
 process is not its own.
+
+A worker with a ``lifetime`` (``--lifetime``, ``LocalCluster(lifetime=...)``)
+knows from its start when it will retire: a second plugin, registered with the
+first, has it say so with each of its heartbeats, as the metric
+:data:`RETIRES_AT` (the time, on the worker's clock, its lifetime ends), so that
+work that needs a worker for a while (a group trial) can pass over one about to
+leave (:func:`retires_in`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import time
 
-__all__ = ["PREEMPTION", "SIGNAL_REASON", "watch_preemption"]
+__all__ = [
+    "LIFETIMES",
+    "PREEMPTION",
+    "RETIRES_AT",
+    "SIGNAL_REASON",
+    "retires_in",
+    "watch_preemption",
+]
 
 logger = logging.getLogger("labkit.scheduling")
 
@@ -36,12 +52,33 @@ PREEMPTION = "labkit-preemption"
 #: How a close for a signal starts its reason, as Dask's ``dask worker`` says it ("signal-15").
 SIGNAL_REASON = "signal-"
 
+#: The metric a worker with a ``lifetime`` sends with its heartbeats: when that lifetime ends.
+RETIRES_AT = "labkit-retires-at"
+
+#: The name of labkit's plugin that has each worker with a lifetime say when it ends.
+LIFETIMES = "labkit-lifetimes"
+
+
+def retires_in(worker: dict, now: float | None = None) -> float:
+    """Seconds until a worker (the scheduler's record of it) reaches its lifetime; inf without one.
+
+    >>> retires_in({"metrics": {RETIRES_AT: 130.0}}, now=100.0)
+    30.0
+    >>> retires_in({"metrics": {}})
+    inf
+    """
+    at = (worker.get("metrics") or {}).get(RETIRES_AT)
+    if not isinstance(at, (int, float)):
+        return math.inf
+    return float(at) - (time.time() if now is None else now)
+
 
 def watch_preemption(client) -> None:
     """Have every worker process under a nanny of ``client``'s cluster (now and later) leave
     gracefully on a SIGTERM.  A cluster that refuses plugins keeps Dask's behaviour."""
     try:
         client.register_plugin(_plugin(), name=PREEMPTION)
+        client.register_plugin(_lifetimes(), name=LIFETIMES)
     except Exception:  # an old or locked-down cluster: a SIGTERM stays a loss
         logger.debug("labkit: could not watch the workers for preemption", exc_info=True)
 
@@ -105,3 +142,37 @@ def _plugin():
                 self.loop = None
 
     return Preemption()
+
+
+def _lifetimes():
+    """The worker plugin that says when a worker's lifetime ends, made here to travel by value."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class Lifetimes(WorkerPlugin):
+        """Sends, with each of its worker's heartbeats, when the worker's lifetime ends."""
+
+        idempotent = True  # registered again by each sweep and fit: the first one stays
+        name = LIFETIMES
+        metric = RETIRES_AT
+
+        def setup(self, worker) -> None:
+            """Put the metric on a worker that has a lifetime."""
+            if worker.lifetime:  # its timer started as the worker was made
+                ends = self.made_at(worker) + worker.lifetime
+                worker.metrics[self.metric] = lambda _worker: ends
+
+        @staticmethod
+        def made_at(worker) -> float:
+            """When ``worker`` was made: its system monitor's first sample, taken then, while
+            the monitor keeps it (an hour); else now (the plugin comes as a worker starts)."""
+            import time
+
+            try:
+                times = worker.monitor.quantities["time"]
+                if times and worker.monitor.count <= len(times):
+                    return float(times[0])
+            except (AttributeError, KeyError, TypeError):  # another Dask: none kept
+                pass
+            return time.time()
+
+    return Lifetimes()
