@@ -26,8 +26,11 @@ within 30 s.  The ideal is 16 x 2 s / 4 workers = 8 s plus the workers' start.
 4. **Groups** (``--groups``): the same lifetime cluster, a sweep of 16 group
    trials (``workers_per_trial=2``), each a ``DataParallelTrainer`` of a small
    MLP for 8 epochs (4 steps and 0.5 s a epoch), a checkpoint each epoch,
-   ``max_failures=16`` (so that failures are counted, not raised).  Counts and
-   moves (target: 0 failed).
+   ``max_failures=16`` (so that failures are counted, not raised), against the
+   same sweep without lifetimes.  Counts, moves, attempts and the wall-time
+   ratio (target: 0 failed).  What sets the floor: a restarted worker's start
+   (its torch import included), the group's set-up on it, and the work since
+   a trial's last checkpoint.
 
 5. **dask-jobqueue** (``--jobqueue``): ``dask_jobqueue.local.LocalCluster(cores=1,
    processes=1, memory="1GiB", worker_extra_args=["--lifetime", "20s",
@@ -223,14 +226,13 @@ def group_epochs(config, trial):
     return {"loss": float(loss)}
 
 
-def groups(quick: bool) -> None:
-    """Part 4: group trials (2 workers each) on the lifetime cluster."""
-    trials, epochs_ = (4, 4) if quick else (16, 8)
-    options = dict(lifetime="15s", lifetime_stagger="3.75s", lifetime_restart=True)
-    print(
-        f"4 worker processes, {options}; {trials} group trials (workers_per_trial=2) x "
-        f"{epochs_} epochs of 4 DataParallelTrainer steps + 0.5 s, a checkpoint each"
-    )
+def run_groups(trials: int, epochs_: int, lifetime: bool) -> dict:
+    """A sweep of ``trials`` group trials (2 workers each) on 4 worker processes, with or
+    without a 15 s lifetime (restarted); its wall time, counts, moves and the trials not
+    completed."""
+    options = {}
+    if lifetime:
+        options = dict(lifetime="15s", lifetime_stagger="3.75s", lifetime_restart=True)
     with lk.DaskScheduler(mode="processes", n_workers=4, **options) as s:
         s.client.wait_for_workers(4)
         start = time.perf_counter()
@@ -248,11 +250,36 @@ def groups(quick: bool) -> None:
             wait=False,
         ).result(timeout=1200)
         wall = time.perf_counter() - start
-    moves = sum(t.moves for t in result.trials)
-    print(f"groups under lifetimes   wall {wall:6.1f} s   {result.counts()}   moves {moves}")
-    for t in result.trials:
-        if t.status.value != "completed":
-            print(f"  trial {t.id}: {t.status.value} {t.error}")
+    return {
+        "wall": wall,
+        "counts": result.counts(),
+        "moves": sum(t.moves for t in result.trials),
+        "attempts": sum(t.attempts for t in result.trials),
+        "others": [t for t in result.trials if t.status.value != "completed"],
+    }
+
+
+def groups(quick: bool) -> None:
+    """Part 4: group trials (2 workers each) on the lifetime cluster, and without lifetimes."""
+    trials, epochs_ = (4, 4) if quick else (16, 8)
+    print(
+        f"4 worker processes; {trials} group trials (workers_per_trial=2) x {epochs_} epochs "
+        "of 4 DataParallelTrainer steps + 0.5 s, a checkpoint each"
+    )
+    plain = run_groups(trials, epochs_, False)
+    print(f"no lifetime              wall {plain['wall']:6.1f} s   {plain['counts']}")
+    aged = run_groups(trials, epochs_, True)
+    print(
+        f"lifetime 15s +- 3.75s    wall {aged['wall']:6.1f} s   {aged['counts']}   "
+        f"moves {aged['moves']}   attempts {aged['attempts']}"
+    )
+    failed = aged["counts"].get("failed", 0)
+    print(
+        f"=> failed {failed} (target 0); with / without lifetimes (wall): "
+        f"{aged['wall'] / plain['wall']:.2f}x"
+    )
+    for t in plain["others"] + aged["others"]:
+        print(f"  trial {t.id}: {t.status.value} {t.error}")
 
 
 class JobWatch:
