@@ -194,7 +194,7 @@ def test_a_trial_moves_after_its_checkpoint_before_its_worker_retires_never_onto
     assert result.trials[0].moves >= 1
     assert any("retires in" in m for m in said.messages), said.messages  # moved before
     for seen in SEEN.values():  # never formed on a worker about to retire
-        assert seen["least"] >= LIFE_LEAST - 0.5, SEEN  # 0.5 s: from its pick to its start
+        assert seen["least"] >= LIFE_LEAST - 1.0, SEEN  # 1 s: from its pick to its start
 
 
 def test_a_group_sweep_on_workers_of_15_s_lifetimes_completes_without_a_failure():
