@@ -206,7 +206,8 @@ class GroupLauncher(Launcher):
     def open(self, scope) -> None:
         self.placement.check_room()  # workers may have left since the sweep was placed
         watch_retirements(self.scheduler.client)  # a retired worker's trial moves, not fails
-        warm_workers(self.scheduler.client, RANK_MODULES)  # fresh workers ready sooner
+        # fresh workers ready sooner where workers come and go (lifetimes warm on their own)
+        warm_workers(self.scheduler.client, RANK_MODULES, every_worker=self.scheduler.adaptive)
         super().open(scope)
 
     def fill(self) -> None:

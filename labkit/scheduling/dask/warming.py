@@ -27,16 +27,19 @@ WARMING = "labkit-warming"
 WARM = "labkit-warm"
 
 
-def warm_workers(client, modules: tuple[str, ...]) -> None:
-    """Have every worker of ``client``'s cluster (now and later) import ``modules`` as it starts.
+def warm_workers(client, modules: tuple[str, ...], every_worker: bool = True) -> None:
+    """Have the workers of ``client``'s cluster (now and later) import ``modules`` as they start.
 
     An entry ``"package.module:function"`` imports the module, then calls
-    ``function()`` (a first use that costs what no import does).  Once per
-    cluster: a second call changes nothing.  A cluster that refuses plugins
-    leaves its workers to import on their first task, as before.
+    ``function()`` (a first use that costs what no import does).  Without
+    ``every_worker``, only workers with a ``lifetime`` warm up: those of a
+    cluster whose workers stay import on their first task, as before, and pay
+    nothing for a sweep that never needs the modules.  Once per cluster: a
+    second call changes nothing.  A cluster that refuses plugins leaves its
+    workers to import on their first task, as before.
     """
     try:
-        client.register_plugin(_plugin(tuple(modules)), name=WARMING)
+        client.register_plugin(_plugin(tuple(modules), every_worker), name=WARMING)
     except Exception:  # an old or locked-down cluster: the first task imports
         logger.debug("labkit: could not have the workers warm up", exc_info=True)
 
@@ -52,7 +55,7 @@ def is_warm(worker: dict) -> bool:
     return (worker.get("metrics") or {}).get(WARM) is not False
 
 
-def _plugin(modules: tuple[str, ...]):
+def _plugin(modules: tuple[str, ...], every_worker: bool):
     """The worker plugin, made here so that it travels by value."""
     from distributed.diagnostics.plugin import WorkerPlugin
 
@@ -63,12 +66,15 @@ def _plugin(modules: tuple[str, ...]):
         name = WARMING
         metric = WARM
 
-        def __init__(self, modules: tuple[str, ...]):
-            self.modules = modules
+        def __init__(self, modules: tuple[str, ...], every_worker: bool):
+            self.modules, self.every_worker = modules, every_worker
 
         def setup(self, worker) -> None:
             """Start the imports on a thread of their own; the worker's loop goes on."""
             import threading
+
+            if not (self.every_worker or worker.lifetime):  # a worker that stays: no warming
+                return
 
             done = threading.Event()
             worker.metrics[self.metric] = lambda _worker: done.is_set()
@@ -92,4 +98,4 @@ def _plugin(modules: tuple[str, ...]):
             finally:
                 done.set()
 
-    return Warming(modules)
+    return Warming(modules, every_worker)
