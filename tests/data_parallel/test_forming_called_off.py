@@ -102,3 +102,20 @@ def test_a_call_off_before_the_forming_leaves_the_next_forming_alone(one, store)
     )
     assert "127.0.0.1" in joined.result(timeout=120)  # the interface it joined on, described
     client.run(life.teardown, gid, workers=[worker])
+
+
+def test_a_torn_down_rank_has_no_state_to_give_and_says_so_without_an_error(one):
+    """A trial's group taken back tears its ranks down; the trainer's last look at a rank's
+    state then gets None (no KeyError logged on the worker by Dask)."""
+    client = one.client
+    (worker,) = sorted(client.nthreads())
+    model = nn.Linear(3, 1)
+    shipped = payload(model, nn.functional.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1))
+    gid = uuid.uuid4().hex
+    client.submit(life.build, gid, 0, worker, shipped, None, workers=[worker], pure=False).result(
+        timeout=120
+    )
+    held = client.run(life.held_state, gid, workers=[worker])[worker]
+    assert held["model"].keys() == model.state_dict().keys()
+    client.run(life.teardown, gid, workers=[worker])
+    assert client.run(life.held_state, gid, workers=[worker]) == {worker: None}

@@ -419,10 +419,9 @@ class DaskReplicaGroup:
             return self.state_dict()
         alive = self.alive()
         for name in [a for a in self.names if a in alive]:
-            try:
-                return self.client.run(life.get_state, self.gid, workers=[name])[name]
-            except Exception:  # that worker left too, or lost the replica: try the next
-                continue
+            with contextlib.suppress(Exception):  # that worker left too: try the next
+                if state := self.client.run(life.held_state, self.gid, workers=[name])[name]:
+                    return state  # (None: its replica was torn down, a group taken back)
         return None
 
     def close(self) -> None:

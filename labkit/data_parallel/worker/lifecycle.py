@@ -35,6 +35,7 @@ __all__ = [
     "commits_held",
     "restore_commit",
     "get_state",
+    "held_state",
     "handover",
     "take_over",
     "state_view",
@@ -208,6 +209,12 @@ def get_state(gid: str) -> dict:
         "model": to_cpu(rank.model.state_dict()),
         "optimizer": to_cpu(rank.optimizer.state_dict()),
     }
+
+
+def held_state(gid: str) -> dict | None:
+    """:func:`get_state`, or None when this worker holds no rank of ``gid`` (torn down: a
+    trial's group taken back), rather than an error Dask logs on the worker."""
+    return get_state(gid) if gid in RANKS else None
 
 
 def handover(gid: str) -> dict:
