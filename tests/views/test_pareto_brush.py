@@ -190,7 +190,7 @@ def test_the_command_line_refuses_a_reference_that_is_no_point(tmp_path):
         line = process.stdout.readline()
         assert line.startswith("labkit dashboard: http"), process.stderr.read()
         process.send_signal(signal.SIGTERM)  # only this process, by its pid
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=120)  # as the refusal above: a loaded machine
     finally:
         if process.poll() is None:
             process.kill()
