@@ -62,3 +62,26 @@ def test_a_lifetime_cluster_keeps_its_nannies_and_a_flow_trains_exactly_across_r
         _train_exactly(s, recorder)
         assert len(s.cluster.workers) == 2 and _nannies(s.cluster) == 2
         assert names == {0, 1}  # the same two nannies restarted their workers all along
+
+
+def test_a_nanny_that_closed_in_a_lifetime_cluster_is_started_again_and_not_at_shutdown():
+    """Dask's own race at a lifetime's end closes a worker *with its nanny* now and then
+    ("Scheduler was unaware of this worker"): closed here by hand, the same way."""
+    with lk.DaskScheduler(mode="processes", n_workers=2, lifetime="600s",
+                          lifetime_restart=True) as s:
+        s.client.wait_for_workers(2, timeout=120)
+        name, nanny = next(iter(s.cluster.workers.items()))
+        s.cluster.sync(nanny.close)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            kept = s.cluster.workers.get(name)
+            if kept is not None and kept is not nanny and kept.status.name == "running":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the closed nanny {name!r} was not started again")
+        s.client.wait_for_workers(2, timeout=120)
+        assert sorted(w["name"] for w in scheduler_identity(s.client)["workers"].values()) == [0, 1]
+        cluster = s.cluster
+    # the shutdown closed every nanny for good: none was started again behind it
+    assert all(n.status.name == "closed" for n in cluster.workers.values())

@@ -34,6 +34,7 @@ import dataclasses
 import inspect
 import logging
 import os
+import threading
 from typing import Any
 
 import dask
@@ -206,10 +207,13 @@ class Opened:
     in_process: bool  # the workers are threads of this process
     quiet: Any = None  # Dask's chatter held quiet while the embedded cluster lives
     given: Any = None  # a cluster given by ``cluster=``: used, scaled by its owner, left open
+    keeper: Any = None  # restarts closed nannies (:func:`keep_nannies`); stopped first
 
     def close(self) -> None:
         """Close what was opened here: the client and the cluster, not ones given."""
         try:
+            if self.keeper is not None:  # the nannies about to close stay closed
+                self.keeper.close()
             if self.owns_client:
                 self.client.close()
             if self.cluster is not None:
@@ -312,6 +316,47 @@ def restart_wait(cluster_kwargs: dict):
     return dask.config.set({key: f"{max(given, RESTART_WAIT)}s"})
 
 
+#: Seconds between two looks for a nanny that closed in an embedded lifetime-restart cluster.
+KEEP_EVERY = 1.0
+
+
+def keep_nannies(cluster) -> contextlib.AbstractContextManager:
+    """A context, held for the cluster's life, in which a nanny of ``cluster`` that closed is
+    started again (a ``lifetime_restart`` cluster keeps its size).
+
+    Dask races itself at a lifetime's end: the scheduler removes the retiring worker, a
+    heartbeat that crosses that removal is answered "missing", and the worker closes
+    *with its nanny* ("Scheduler was unaware of this worker; shutting down"), so the
+    cluster lost a worker for good, now and then, over minutes of restarts.  Each look
+    (every :data:`KEEP_EVERY` s, on the cluster's loop) forgets a closed nanny that the
+    cluster's spec still names and has the cluster start that name again.
+    """
+    from tornado.ioloop import PeriodicCallback
+
+    stopped = threading.Event()  # set before the workers are closed on purpose
+
+    def look() -> None:
+        if stopped.is_set() or cluster.status.name != "running":
+            return
+        closed = [
+            name
+            for name, nanny in list(cluster.workers.items())
+            if nanny.status.name in ("closed", "failed") and name in cluster.worker_spec
+        ]
+        for name in closed:
+            logger.info("labkit: the nanny of worker %r closed; starting it again", name)
+            del cluster.workers[name]
+        if closed:
+            cluster.scale(len(cluster.worker_spec))  # opens what the spec names and is not open
+
+    watch = PeriodicCallback(look, KEEP_EVERY * 1000)
+    cluster.loop.add_callback(watch.start)
+    stack = contextlib.ExitStack()
+    stack.callback(lambda: cluster.loop.add_callback(watch.stop))
+    stack.callback(stopped.set)  # first (last in, first out): no look starts after this
+    return stack
+
+
 def _open_embedded(
     mode: str, n_workers, threads_per_worker, cluster_kwargs: dict, start_method=None
 ) -> Opened:
@@ -330,7 +375,8 @@ def _open_embedded(
     try:
         with no_message_log():
             cluster = start_cluster(mode, *size, **cluster_kwargs)
-            return Opened(Client(cluster), cluster, True, mode, False, quiet)
+            keeper = keep_nannies(cluster) if cluster_kwargs.get("lifetime_restart") else None
+            return Opened(Client(cluster), cluster, True, mode, False, quiet, keeper=keeper)
     except BaseException:
         if cluster is not None:
             cluster.close()
