@@ -1,7 +1,9 @@
 """Fixtures of the experiment tests: an in-process cluster (threads, GIL-holding trials in processes),
-and four worker processes a module shares (group trials)."""
+and four worker processes a module shares (group trials); the SQL statements labkit's store runs."""
 
 from __future__ import annotations
+
+import sqlite3
 
 import pytest
 
@@ -20,3 +22,18 @@ def four():
     """Four worker processes, one thread each, shared by a module's tests."""
     with lk.DaskScheduler(mode="processes", n_workers=4, threads_per_worker=1) as s:
         yield s
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """Every SQL statement run on labkit's SQLite connections opened from now on."""
+    seen: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args, **kwargs):
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    return seen

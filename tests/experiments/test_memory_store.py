@@ -8,7 +8,6 @@ sweep's trials' rows only where ``keep_best`` ranks its checkpoints by them.
 from __future__ import annotations
 
 import os
-import sqlite3
 
 import pytest
 
@@ -27,21 +26,6 @@ def reporting(config, trial):
     for step in range(3):
         trial.report(step, loss=config["x"] + 1.0 / (step + 1))
     return {"loss": config["x"], "y": config["y"]}
-
-
-@pytest.fixture
-def statements(monkeypatch):
-    """Every SQL statement run on labkit's SQLite connections opened from now on."""
-    seen: list[str] = []
-    connect = sqlite3.connect
-
-    def traced(*args, **kwargs):
-        conn = connect(*args, **kwargs)
-        conn.set_trace_callback(seen.append)
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", traced)
-    return seen
 
 
 def _per_trial(seen: list[str]) -> list[str]:

@@ -6,7 +6,6 @@ those one commit carries into one, leaving the row as the three in turn would.
 
 from __future__ import annotations
 
-import sqlite3
 
 import pytest
 
@@ -16,21 +15,6 @@ from labkit.experiments.store.database import Store
 from labkit.experiments.store.row_updates import RowUpdate, merge_rows
 
 SPACE = {"x": lk.uniform(0, 1)}
-
-
-@pytest.fixture
-def statements(monkeypatch):
-    """Every SQL statement run on SQLite connections opened from now on."""
-    seen: list[str] = []
-    connect = sqlite3.connect
-
-    def traced(*args, **kwargs):
-        conn = connect(*args, **kwargs)
-        conn.set_trace_callback(seen.append)
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", traced)
-    return seen
 
 
 def _updates(seen: list[str]) -> list[str]:
