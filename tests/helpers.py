@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -244,3 +245,26 @@ class SlowMoments(PythonMoments):
     def _train(self, x):
         time.sleep(self.delay)
         super()._train(x)
+
+
+class LogRecords(logging.Handler):
+    """Keeps the messages of one logger while the block runs (at ``level``, if given, then
+    the logger's own level put back)."""
+
+    def __init__(self, name: str, level: int | None = None):
+        super().__init__(logging.DEBUG)
+        self.logger, self.messages, self.level_in = logging.getLogger(name), [], level
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+    def __enter__(self):
+        self.logger.addHandler(self)
+        self.level_before = self.logger.level
+        if self.level_in is not None:
+            self.logger.setLevel(self.level_in)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level_before)

@@ -30,6 +30,7 @@ from labkit.scheduling.dask.connect import scheduler_identity
 from labkit.scheduling.dask.dask_adapter import watch_retirements
 from labkit.scheduling.dask.preemption import RETIRES_AT, retires_in
 from labkit.scheduling.dask.warming import WARM, warm_workers
+from tests import helpers
 
 SEEN: dict = {}  # (trial, attempt) -> what it saw; group trial functions run on client threads
 _LOCK = threading.Lock()
@@ -42,26 +43,6 @@ def _until(condition, timeout: float, what: str):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
     return value
-
-
-class _Records(logging.Handler):
-    """Keeps the messages of one logger while the block runs."""
-
-    def __init__(self, name: str):
-        super().__init__(logging.DEBUG)
-        self.logger, self.messages = logging.getLogger(name), []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-    def __enter__(self):
-        self.logger.addHandler(self)
-        self.level, self.logger.level = self.logger.level, logging.INFO
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeHandler(self)
-        self.logger.level = self.level
 
 
 @pytest.fixture(autouse=True)
@@ -182,7 +163,7 @@ def _check_exact(result, config: dict) -> None:
 def test_a_trial_moves_after_its_checkpoint_before_its_worker_retires_never_onto_one_leaving():
     # some 30 s of epochs: at least one retirement of the 15 s workers falls within
     config = {"lr": 0.05, "epochs": 80, "steps": 1, "pause": 0.3}
-    with _Records("labkit.experiments") as said, lk.DaskScheduler(
+    with helpers.LogRecords("labkit.experiments", logging.INFO) as said, lk.DaskScheduler(
         mode="processes", n_workers=2, threads_per_worker=1, lifetime="15s",
         lifetime_stagger="0s", lifetime_restart=True,
     ) as s:  # fmt: skip

@@ -8,10 +8,10 @@ A sweep with no worker left says it waits for workers, then goes on.
 
 from __future__ import annotations
 
-import logging
 import time
 
 import labkit as lk
+from tests import helpers
 from tests.scheduling import elastic_functions as ef
 
 X = {"x": lk.uniform(0, 1)}
@@ -23,24 +23,6 @@ def _until(condition, timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
-
-
-class _Records(logging.Handler):
-    """Keeps the messages of one logger while the block runs."""
-
-    def __init__(self, name: str):
-        super().__init__(logging.DEBUG)
-        self.logger, self.messages = logging.getLogger(name), []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-    def __enter__(self):
-        self.logger.addHandler(self)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.removeHandler(self)
 
 
 def _running_on(run) -> dict:
@@ -77,7 +59,7 @@ def test_retire_workers_under_running_trials_moves_them_and_max_failures_zero_ho
 
 
 def test_workers_that_reach_their_lifetime_restart_and_their_trials_move_not_fail():
-    with _Records("labkit.experiments") as said, lk.DaskScheduler(
+    with helpers.LogRecords("labkit.experiments") as said, lk.DaskScheduler(
             mode="processes", n_workers=2, lifetime="8s", lifetime_stagger="0s",
             lifetime_restart=True) as s:
         run = lk.sweep(ef.epochs, {**X, "pause": 0.5}, trials=4, metric="loss", mode="min",
