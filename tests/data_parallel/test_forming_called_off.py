@@ -85,10 +85,8 @@ def test_a_forming_called_off_frees_the_worker_thread_at_once(one, store, call_o
     client.run(life.teardown, gid, workers=[worker])
 
 
-def test_a_call_off_before_the_forming_leaves_the_next_forming_alone(one, store):
-    """``teardown_group`` before a forming (a group about to grow) calls nothing off: the
-    forming that follows completes."""
-    client = one.client
+def _built_rank(client) -> tuple[str, str, nn.Module]:
+    """``(worker, group id, model)`` of a replica of a small model built on the one worker."""
     (worker,) = sorted(client.nthreads())
     model = nn.Linear(3, 1)
     shipped = payload(model, nn.functional.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1))
@@ -96,6 +94,14 @@ def test_a_call_off_before_the_forming_leaves_the_next_forming_alone(one, store)
     client.submit(life.build, gid, 0, worker, shipped, None, workers=[worker], pure=False).result(
         timeout=120
     )
+    return worker, gid, model
+
+
+def test_a_call_off_before_the_forming_leaves_the_next_forming_alone(one, store):
+    """``teardown_group`` before a forming (a group about to grow) calls nothing off: the
+    forming that follows completes."""
+    client = one.client
+    worker, gid, model = _built_rank(client)
     client.run(life.teardown_group, gid, workers=[worker])
     joined = client.submit(
         life.join, gid, 0, 1, store, "gloo", 60.0, "127.0.0.1", 1, workers=[worker], pure=False
@@ -108,13 +114,7 @@ def test_a_torn_down_rank_has_no_state_to_give_and_says_so_without_an_error(one)
     """A trial's group taken back tears its ranks down; the trainer's last look at a rank's
     state then gets None (no KeyError logged on the worker by Dask)."""
     client = one.client
-    (worker,) = sorted(client.nthreads())
-    model = nn.Linear(3, 1)
-    shipped = payload(model, nn.functional.mse_loss, torch.optim.SGD(model.parameters(), lr=0.1))
-    gid = uuid.uuid4().hex
-    client.submit(life.build, gid, 0, worker, shipped, None, workers=[worker], pure=False).result(
-        timeout=120
-    )
+    worker, gid, model = _built_rank(client)
     held = client.run(life.held_state, gid, workers=[worker])[worker]
     assert held["model"].keys() == model.state_dict().keys()
     client.run(life.teardown, gid, workers=[worker])
