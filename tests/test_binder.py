@@ -219,8 +219,12 @@ def test_binder_environment_builds_and_runs_notebook_01(tmp_path):
     # requirements. The failure is a name lookup that fails at once: no --timeout needed.
     # torch==2.13.0 then comes from this machine's local copy of the CPU build.
     pip_env = {**env, "PIP_RETRIES": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # --no-compile: pip would byte-compile every module of every package (all of torch,
+    # its tests included), most of the install's CPU time; Python compiles the modules
+    # the checks below import when they import them, which is all a session needs.
     _run("pip install -r binder/requirements.txt",
-         [str(venv / "bin" / "python"), "-m", "pip", "install", "-r", "binder/requirements.txt"],
+         [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-compile",
+          "-r", "binder/requirements.txt"],
          timings, cwd=repo, env=pip_env, timeout=1200)
     post = _run("binder/postBuild", [str(repo / "binder" / "postBuild")], timings, cwd=repo,
                 env=pip_env, timeout=600)

@@ -31,6 +31,13 @@ def four():
         yield s
 
 
+@pytest.fixture(scope="module")
+def two():
+    """Two worker processes that no test kills, shared: the uninterrupted runs to compare with."""
+    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as s:
+        yield s
+
+
 @pytest.fixture(autouse=True)
 def fresh():
     SEEN.clear()
@@ -72,18 +79,22 @@ def stepping_trial(config, trial):
         trainer.close()
 
 
-def alone(lr: float) -> list[float]:
-    """The same steps on two workers outside any sweep, never interrupted."""
-    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as two:
-        model, opt = model_and_opt(lr)
-        trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=two)
-        try:
-            return [trainer.step(*batch(step)) for step in range(STEPS)]
-        finally:
-            trainer.close()
+def alone(lr: float, scheduler=None) -> list[float]:
+    """The same steps on two workers outside any sweep, never interrupted (on ``scheduler``'s
+    two workers if given, else on a cluster of its own)."""
+    if scheduler is None:
+        with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as two:
+            return alone(lr, two)
+    model, opt = model_and_opt(lr)
+    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=scheduler)
+    try:
+        return [trainer.step(*batch(step)) for step in range(STEPS)]
+    finally:
+        trainer.close()
 
 
-def test_a_killed_worker_restarts_its_group_trial_from_its_checkpoint_on_a_new_group(four, recwarn):
+def test_a_killed_worker_restarts_its_group_trial_from_its_checkpoint_on_a_new_group(four, two,
+                                                                                     recwarn):
     before = set(four.client.nthreads())
     result = lk.sweep(stepping_trial, [{"lr": 0.1, "kills": 1}], scheduler=four,
                       workers_per_trial=2, metric="loss", mode="min", store=None)
@@ -100,7 +111,7 @@ def test_a_killed_worker_restarts_its_group_trial_from_its_checkpoint_on_a_new_g
     steps = [s for s, _, _ in record.history]
     assert steps == [1, 2, 3, 4, 5]  # nothing reported twice, nothing missing
     losses = [m["loss"] for _, m, _ in record.history]
-    np.testing.assert_allclose(losses, alone(0.1), rtol=1e-12)  # as if never interrupted
+    np.testing.assert_allclose(losses, alone(0.1, two), rtol=1e-12)  # as if never interrupted
     assert first["killed"] in before and first["killed"] not in set(four.client.nthreads())
     assert not lost_parameters(recwarn)  # the lost try's close() is quiet (issue 44)
 
@@ -228,7 +239,8 @@ def fitting_epochs_trial(config, trial):
         trainer.close()
 
 
-def test_a_worker_killed_inside_a_fit_costs_the_trial_its_epoch_since_the_checkpoint(four, recwarn):
+def test_a_worker_killed_inside_a_fit_costs_the_trial_its_epoch_since_the_checkpoint(four, two,
+                                                                                     recwarn):
     result = lk.sweep(fitting_epochs_trial, [{}], scheduler=four, workers_per_trial=2,
                       metric="loss", mode="min", store=None)
     record = result.trials[0]
@@ -237,12 +249,11 @@ def test_a_worker_killed_inside_a_fit_costs_the_trial_its_epoch_since_the_checkp
     assert not lost_parameters(recwarn)  # the lost try's close() is quiet (issue 44)
     assert SEEN[(0, 0)]["killed"] not in SEEN[(0, 1)]["workers"]
     assert [s for s, _, _ in record.history] == [1, 2, 3]
-    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as two:
-        model, opt = model_and_opt(0.05)
-        trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=two)
-        losses: list = []
-        try:
-            fit_epochs(trainer, 0, lambda epoch, loss: losses.append(loss))
-        finally:
-            trainer.close()
+    model, opt = model_and_opt(0.05)
+    trainer = lk.DataParallelTrainer(model, nn.functional.mse_loss, opt, scheduler=two)
+    losses: list = []
+    try:
+        fit_epochs(trainer, 0, lambda epoch, loss: losses.append(loss))
+    finally:
+        trainer.close()
     np.testing.assert_allclose([m["loss"] for _, m, _ in record.history], losses, rtol=1e-12)
