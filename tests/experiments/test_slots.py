@@ -294,12 +294,12 @@ def test_workers_that_reach_their_lifetime_close_under_slots_and_their_nannies_r
     # the cluster waits for a lost worker to return (15 s): the cluster forgot it, and the
     # sweep hung with no worker.  On a loaded machine the new process alone can take longer
     # than 15 s to start: give it time (this test then shows the close and the restart).  A
-    # lifetime of 8 s is enough: a worker that closes before its slot starts is restarted with
-    # the same lifetime, and the trial then moves from the new one (only later)
+    # lifetime of 10 s leaves a loaded machine time to start the slots (the first report on each
+    # worker must come before its close) and costs 5 s less than 15
     with dask.config.set({"distributed.deploy.lost-worker-timeout": "300s"}), \
             _Records("distributed.nanny") as nanny, \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                         dashboard_address="127.0.0.1:0", lifetime="8s", lifetime_stagger="0s",
+                         dashboard_address="127.0.0.1:0", lifetime="10s", lifetime_stagger="0s",
                          lifetime_restart=True) as cluster, \
             Client(cluster) as client, lk.DaskScheduler(client=client) as s:
         # each trial steps until its worker closes under it, then goes on from its checkpoint
