@@ -186,7 +186,8 @@ def _message_bytes(m: dict) -> int:
 
 def _synthetic_run(n: int, boards: list | None = None):
     """A run that emits a synthetic sweep of ``n`` trials once ``go`` is set; with a board in
-    ``boards``, 1/60 of it between two of its frames (waited on, as the board paces itself)."""
+    ``boards``, 1/60 of it between two of its frames (each 1/60 in, its frame drawn at once,
+    as a control's poke draws, and waited on)."""
     go = threading.Event()
 
     def job(scope):
@@ -197,6 +198,7 @@ def _synthetic_run(n: int, boards: list | None = None):
             scope.emit(event)
             if boards and i % every == every - 1:
                 seen = boards[0].sent
+                boards[0].writer.poke(force=True)  # now, not after the pacing's 0.5 s
                 wait_until("the board's next frame", lambda: boards[0].sent > seen, 30)  # noqa: B023
 
     return start("sweep", [Observable()], job, wait=False, detail={"name": "kept-10k"}), go
