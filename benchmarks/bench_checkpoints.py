@@ -73,9 +73,11 @@ SIZES = {
         pbt_interval=2,
     ),
     "quick": dict(
-        trials=4, epochs=2, pause=0.05, state_mb=2, workers=2, repeat=1, pbt_steps=4, pbt_interval=2
+        trials=2, epochs=2, pause=0.05, state_mb=2, workers=2, repeat=1, pbt_steps=4, pbt_interval=2
     ),
 }
+# the warm-up sweeps only steady the full run's timings; the smoke test skips them
+SIZES["full"]["warm_up"], SIZES["quick"]["warm_up"] = True, False
 MB = 2**20
 
 
@@ -265,7 +267,8 @@ def warm_up(cases, size, scheduler, folder):
 
 def side_by_side(cases, size, scheduler, folder):
     """Each case's median time and largest RSS growth over ``repeat`` alternating rounds."""
-    warm_up(cases, size, scheduler, folder)
+    if size["warm_up"]:
+        warm_up(cases, size, scheduler, folder)
     times = {label: [] for label, _, _ in cases}
     cpus = {label: [] for label, _, _ in cases}
     grown = {label: 0.0 for label, _, _ in cases}

@@ -119,8 +119,8 @@ def main(argv=None):
     with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster) as client:
         for title, shape in zip(("stream", "small_batches"), shapes):
-            for make in collectors.values():
-                shape(client, make)                       # warm-up
+            for make in collectors.values() if not quick else ():
+                shape(client, make)                       # warm-up (the full run's timings)
             times = {name: [] for name in collectors}
             for r in range(reps):
                 for name in (list(collectors) if r % 2 == 0 else list(collectors)[::-1]):

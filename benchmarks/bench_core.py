@@ -42,8 +42,10 @@ import numpy as np
 
 SIZES = {
     "full": dict(n_chunks=40, rows=20_000, dim=200, n_tasks=2000, reps=5, task_reps=5),
-    "quick": dict(n_chunks=8, rows=2_000, dim=50, n_tasks=200, reps=1, task_reps=2),
+    "quick": dict(n_chunks=8, rows=2_000, dim=50, n_tasks=60, reps=1, task_reps=1),
 }
+# warm-ups only steady the timings of the full run; the smoke test skips them
+SIZES["full"]["warm_up"], SIZES["quick"]["warm_up"] = True, False
 SEED = 20240601
 OUTPUT_DIM = 20
 RESULTS: list[tuple[str, float, str, bool | None]] = []   # (label, ratio, target, met)
@@ -424,7 +426,8 @@ def bench_task_overhead(s, cfg):
              "wide": lk.DaskScheduler(client=s.client, max_in_flight=10**9)}
     print(f"\n[3] per-task overhead, {n} no-op tasks on a {tiny.nbytes}-byte array "
           f"(labkit window: {s.max_in_flight} tasks in flight)")
-    for fn in task_variants(s, extra, max(20, n // 10), tiny, wrapped).values():
+    for fn in task_variants(s, extra, max(20, n // 10), tiny, wrapped).values() \
+            if cfg["warm_up"] else ():
         fn()                                          # warm-up on a tenth of the tasks
     res = alternate(task_variants(s, extra, n, tiny, wrapped), cfg["task_reps"])
     for scheduler in extra.values():
@@ -524,7 +527,7 @@ def bench_peers(s, cfg, serial):
     peers = open_peers(slots)
     try:
         variants = peer_variants(s, cfg, peers)
-        for fn in variants.values():
+        for fn in variants.values() if cfg["warm_up"] else ():
             fn()                                      # warm-up: imports, Ray's workers
         res = alternate(variants, cfg["reps"])
     finally:
@@ -584,6 +587,15 @@ def bench_memory(s, cfg):
     ratio("[4] tracemalloc peak (MiB)", traced_peak / 2**20, 250, higher_is_better=False)
 
 
+def warm_up(s, warm) -> None:
+    """Each way of training once on two chunks: the workers import labkit and numpy."""
+    train_parallel(s, client_chunks(warm))
+    train_parallel(s, worker_array(warm))
+    raw_dask_stream(s.client, warm)
+    raw_dask_map(s.client, warm)
+    train_serial(warm, 1)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a smoke test")
@@ -599,12 +611,8 @@ def main(argv=None):
     t_start = time.perf_counter()
     with lk.DaskScheduler() as s:
         describe_machine(s.client)
-        warm = dict(cfg, n_chunks=2)
-        train_parallel(s, client_chunks(warm))        # workers import labkit, numpy
-        train_parallel(s, worker_array(warm))
-        raw_dask_stream(s.client, warm)
-        raw_dask_map(s.client, warm)
-        train_serial(warm, 1)
+        if cfg["warm_up"]:
+            warm_up(s, dict(cfg, n_chunks=2))
         serial = bench_client_stream(s, cfg) if {1, 2, 5} & set(args.only) else None
         if 2 in args.only:
             bench_worker_data(s, cfg, serial)

@@ -45,8 +45,8 @@ def model():
                                torch.nn.Linear(128, 10))
 
 
-def trial(label, scheduler, devices, data, epochs, rounds, **fit):
-    """Set-up seconds and the median samples/s of whole fit calls."""
+def trial(label, scheduler, devices, data, epochs, rounds, warm=True, **fit):
+    """Set-up seconds and the median samples/s of whole fit calls (after a warm-up fit)."""
     import labkit as lk
     started = time.perf_counter()
     m = model()
@@ -55,7 +55,8 @@ def trial(label, scheduler, devices, data, epochs, rounds, **fit):
                                      scheduler=scheduler, devices=devices)
     setup = time.perf_counter() - started
     try:
-        trainer.fit(data, epochs=1, **fit)
+        if warm:
+            trainer.fit(data, epochs=1, **fit)
         rates = []
         for _ in range(rounds):
             started = time.perf_counter()
@@ -76,6 +77,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke test")
     args = parser.parse_args(argv)
     epochs, rounds = EPOCHS["quick" if args.quick else "full"], 1 if args.quick else 3
+    warm = not args.quick   # the warm-up fit only steadies the full run's figures
     import dask.array as da
     import labkit as lk
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
@@ -92,12 +94,14 @@ def main(argv=None) -> int:
         with lk.DaskScheduler(mode=mode) as s:
             for name, data, fit in kinds:
                 trial(f"thread replicas, mode={mode!r}, {name}", s, None, data, epochs, rounds,
-                      **fit)
+                      warm, **fit)
     with lk.DaskScheduler() as s:
-        trial("one replica (devices=['cpu']), batches", s, ["cpu"], batches, epochs, rounds)
+        trial("one replica (devices=['cpu']), batches", s, ["cpu"], batches, epochs, rounds,
+              warm)
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         for name, data, fit in kinds:
-            trial(f"worker processes (2 ranks), {name}", s, None, data, epochs, rounds, **fit)
+            trial(f"worker processes (2 ranks), {name}", s, None, data, epochs, rounds, warm,
+                  **fit)
     return 0
 
 

@@ -41,7 +41,8 @@ from torch import nn  # noqa: E402
 
 import labkit as lk  # noqa: E402
 
-SIZES = {"full": dict(params=(10**6, 10**7, 10**8), rounds=3), "quick": dict(params=(10**6,), rounds=1)}
+SIZES = {"full": dict(params=(10**6, 10**7, 10**8), rounds=3, warm=True),
+         "quick": dict(params=(10**6,), rounds=1, warm=False)}   # a smoke test: no warm-up fit
 ROWS = 32  # a batch
 
 
@@ -80,14 +81,15 @@ def timed_or_nan(fn) -> float:
         return float("nan")
 
 
-def measure(scheduler, params: int, steps: int, rounds: int) -> dict:
+def measure(scheduler, params: int, steps: int, rounds: int, warm: bool = True) -> dict:
     """Medians of each figure over ``rounds`` rounds, one trainer at a time (memory)."""
     data = batches(steps)
     figures: dict = {k: [] for k in ("fit", "copy", "fit_sync", "step_sync", "state_dict")}
     for sync in (False, True):
         t = trainer(scheduler, params, sync)
         try:
-            t.fit(data[:2])  # warm: the replicas' buffers, the first plan
+            if warm:
+                t.fit(data[:2])  # warm: the replicas' buffers, the first plan
             for _ in range(rounds):
                 if sync:
                     figures["fit_sync"].append(timed(lambda: t.fit(data)))  # noqa: B023
@@ -118,7 +120,7 @@ def main() -> None:
     print("-" * len(header))
     with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as scheduler:
         for params in [int(m * 1e6) for m in args.sizes] if args.sizes else size["params"]:
-            f = measure(scheduler, params, steps, size["rounds"])
+            f = measure(scheduler, params, steps, size["rounds"], size["warm"])
             print(f"{params / 1e6:>9.0f} M | {f['fit']:>10.3f} s | {f['copy']:>7.3f} s | "
                   f"{f['copy'] / f['fit']:>10.2f} | {f['fit_sync']:>8.3f} s | "
                   f"{f['step_sync']:>9.3f} s | {f['state_dict']:>10.3f} s", flush=True)

@@ -46,7 +46,7 @@ import labkit as lk  # noqa: E402
 
 CUBE = {f"x{i}": lk.uniform(0, 1) for i in range(4)}
 SIZES = {"full": dict(best_trials=40, seeds=3, cost_trials=1000, cost_repeat=2, pbt_seeds=5),
-         "quick": dict(best_trials=40, seeds=2, cost_trials=60, cost_repeat=1, pbt_seeds=2)}
+         "quick": dict(best_trials=20, seeds=1, cost_trials=60, cost_repeat=1, pbt_seeds=1)}
 
 
 def bowl(config) -> float:

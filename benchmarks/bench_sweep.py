@@ -52,6 +52,7 @@ Timings are medians over ``--repeat`` rounds (3; 1 with ``--quick``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -69,10 +70,13 @@ SIZES = {"full": dict(trials=60, reports=5, pause=0.02, trivial=500, optuna_sqli
                       configs=32, epochs=27, repeat=3),
          "quick": dict(trials=8, reports=2, pause=0.01, trivial=40, optuna_sqlite=10,
                        configs=6, epochs=3, repeat=1)}
+# warm-ups only steady the timings of the full run; the smoke test skips them
+SIZES["full"].update(warm_up=True)
+SIZES["quick"].update(warm_up=False)
 SIZES["full"].update(board_trials=100, board_reports=40, board_pause=0.05, board_repeat=5)
 SIZES["quick"].update(board_trials=20, board_reports=5, board_pause=0.05, board_repeat=1)
 SIZES["full"].update(store_trials=10_000, store_repeat=5)
-SIZES["quick"].update(store_trials=300, store_repeat=2)
+SIZES["quick"].update(store_trials=100, store_repeat=1)
 
 
 def gil_free(config, trial):
@@ -181,6 +185,14 @@ def per_task_run(size: dict, processes, folder: str) -> float:
         launch.SLOTS = True
 
 
+def _processes(size: dict):
+    """Two worker processes: the quick run's one shared cluster, else a new one."""
+    shared = size.get("processes")
+    if shared is not None:
+        return contextlib.nullcontext(shared)
+    return lk.DaskScheduler(mode="processes", n_workers=2)
+
+
 def overhead(size: dict, folder: str) -> None:
     """Benchmarks (1) and (2)."""
     ideal = size["trials"] * size["reports"] * size["pause"] / 2
@@ -190,8 +202,8 @@ def overhead(size: dict, folder: str) -> None:
     trivial_rows = {k: [] for k in rows}
     trivial_rows[PER_TASK] = []   # issue 37: worker processes as before slots, side by side
     with lk.DaskScheduler(mode="auto", n_workers=1, threads_per_worker=2) as threads, \
-            lk.DaskScheduler(mode="processes", n_workers=2) as processes:
-        for s in (threads, processes):   # a cluster's first tasks pay for imports
+            _processes(size) as processes:
+        for s in (threads, processes) if size["warm_up"] else ():   # the first tasks import
             labkit_run(trivial, 4, size, s, folder)
         for r in range(size["repeat"]):
             for label, s in ((0, threads), (1, processes)):
@@ -310,8 +322,9 @@ def real_search(size: dict, folder: str) -> None:
     ratios = []
     # worker processes: torch's random generator is a process's own, so a configuration
     # trains the same way in both searches (threads would share it between trials)
-    with lk.DaskScheduler(mode="processes", n_workers=2) as s:
-        search(dict(size, configs=2, epochs=1), s, folder, None, "warm-up")   # imports, data
+    with _processes(size) as s:
+        if size["warm_up"]:
+            search(dict(size, configs=2, epochs=1), s, folder, None, "warm-up")  # imports, data
         for r in range(size["repeat"]):
             full, full_s, _ = search(size, s, folder, None, f"random-{r}")
             asha, asha_s, seen = search(size, s, folder, lk.ASHA(min_steps=1, reduction=3),
@@ -382,7 +395,8 @@ def board_cost(size: dict, folder: str) -> None:
     try:
         with lk.DaskScheduler(mode="auto", n_workers=1,
                               threads_per_worker=size["board_trials"]) as s:
-            board_run(s, dict(size, board_reports=1), folder, "both", "warm-up")
+            if size["warm_up"]:
+                board_run(s, dict(size, board_reports=1), folder, "both", "warm-up")
             for r in range(size["board_repeat"]):
                 for views in (list(labels) if r % 2 == 0 else list(labels)[::-1]):
                     times[views].append(board_run(s, size, folder, views, f"{views}-{r}"))
@@ -503,7 +517,12 @@ def main() -> None:
         size["repeat"] = size["board_repeat"] = args.repeat
     print(f"labkit sweeps: {platform.node()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}")
-    with tempfile.TemporaryDirectory(prefix="labkit-bench-sweep-") as folder:
+    with tempfile.TemporaryDirectory(prefix="labkit-bench-sweep-") as folder, \
+            contextlib.ExitStack() as stack:
+        if args.quick and args.only in (None, "overhead", "search"):
+            # a smoke test: one cluster of worker processes serves (1), (2) and (3)
+            size["processes"] = stack.enter_context(
+                lk.DaskScheduler(mode="processes", n_workers=2))
         if args.only in (None, "overhead"):
             overhead(size, folder)
         if args.only in (None, "search"):

@@ -24,7 +24,7 @@ import labkit as lk
 __all__ = ["scale", "SCALE_SIZES"]
 
 SCALE_SIZES = {"full": dict(trials=10_000, steps=30, pause=0.002, repeat=1),
-               "quick": dict(trials=300, steps=10, pause=0.002, repeat=1)}
+               "quick": dict(trials=100, steps=10, pause=0.002, repeat=1)}
 
 
 def steps(config, trial):
