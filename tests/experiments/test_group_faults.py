@@ -163,7 +163,8 @@ def fitting_trial(config, trial):
     g = torch.Generator().manual_seed(1)
     x = torch.randn(256, 5, generator=g, dtype=torch.float64)
     y = x.sum(dim=1, keepdim=True)
-    seen = SEEN[(trial.id, trial.attempt)] = dict(workers=trial.workers, fitting=threading.Event())
+    seen = SEEN[(trial.id, trial.attempt)] = dict(workers=trial.workers, fitting=threading.Event(),
+                                                  trainer=trainer)
     seen["fitting"].set()
     try:
         trainer.fit((x, y), batch_size=16, epochs=1000)
@@ -182,7 +183,11 @@ def test_a_stop_by_hand_ends_a_group_trials_fit_at_its_next_step_and_frees_its_w
     while (0, 0) not in SEEN:
         time.sleep(0.02)
     SEEN[(0, 0)]["fitting"].wait(30)
-    time.sleep(1.0)  # into the fit (1000 epochs of 16 steps would take minutes)
+    # into the fit (1000 epochs of 16 steps would take minutes): a few steps taken
+    deadline = time.monotonic() + 60
+    while SEEN[(0, 0)]["trainer"].steps < 3:
+        assert time.monotonic() < deadline, "the fit took no 3 steps in 60 s"
+        time.sleep(0.02)
     stopped_at = time.monotonic()
     assert run.sweep.stop(0)
     while (1, 0) not in SEEN:  # the second trial needs all four workers: freed by the stop
