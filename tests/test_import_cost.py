@@ -106,7 +106,10 @@ def _sweep(scheduler, **options):
 
 
 def test_workers_run_trials_and_flows_without_heavy_libraries(monkeypatch):
-    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as s:
+    # spawned: the suite's fork server loads torch for the clusters that train
+    # (tests/conftest.py), so a forked worker would start with it
+    with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1,
+                          start_method="spawn") as s:
         _sweep(s)  # slots
         _sweep(s, workers_per_trial=2)  # a group trial
         monkeypatch.setattr(launch, "SLOTS", False)

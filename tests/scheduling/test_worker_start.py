@@ -61,12 +61,46 @@ def test_spawn_asked_for_is_spawn():
     assert "multiprocessing.forkserver" not in command
 
 
-def test_the_default_is_the_fork_server_where_the_platform_has_one():
+def test_the_default_is_the_fork_server_where_the_platform_has_one(monkeypatch):
+    monkeypatch.delenv(worker_start.PRELOAD_ENV, raising=False)
     assert worker_start.resolve_start_method(None) == "forkserver"   # Linux
     assert worker_start.resolve_start_method("spawn") == "spawn"
     assert worker_start.preloaded()[0] == "distributed"
     assert worker_start.preloaded()[-1] == "labkit"
     assert {"dask", "numpy"} <= set(worker_start.preloaded())
+    assert "torch" not in worker_start.preloaded()
+
+
+def test_the_variable_adds_modules_after_labkit_and_refuses_one_not_installed(monkeypatch):
+    monkeypatch.setenv(worker_start.PRELOAD_ENV, " torch, json ,,torch")
+    assert worker_start.preloaded()[-3:] == ["labkit", "torch", "json"]
+    for missing in ("no_such_module_here", "json.no_such_part", "no_such_package.part"):
+        monkeypatch.setenv(worker_start.PRELOAD_ENV, f"torch,{missing}")
+        with pytest.raises(InputError) as caught:
+            worker_start.preloaded()
+        assert worker_start.PRELOAD_ENV in str(caught.value) and repr(missing) in str(caught.value)
+    monkeypatch.setenv(worker_start.PRELOAD_ENV, "no_such_module_here")
+    with pytest.raises(InputError, match=worker_start.PRELOAD_ENV):  # at the cluster's start
+        lk.DaskScheduler(mode="processes", n_workers=1)
+
+
+def _torch_loaded() -> bool:
+    """On a worker, before any torch work: whether torch is loaded."""
+    import sys
+
+    return "torch" in sys.modules
+
+
+def test_a_forked_worker_starts_with_what_the_variable_named_a_spawned_one_without():
+    """The suite's fork server loads torch (tests/conftest.py sets the variable before any
+    cluster starts): its workers start with torch; a spawned worker imports only its own."""
+    assert "torch" in os.environ[worker_start.PRELOAD_ENV].split(",")
+    with lk.DaskScheduler(mode="processes", n_workers=1) as s:
+        s.client.wait_for_workers(1)
+        assert list(s.client.run(_torch_loaded).values()) == [True]
+    with lk.DaskScheduler(mode="processes", n_workers=1, start_method="spawn") as s:
+        s.client.wait_for_workers(1)
+        assert list(s.client.run(_torch_loaded).values()) == [False]
 
 
 @pytest.mark.parametrize(
