@@ -5,7 +5,10 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt
+# --no-compile: pip would byte-compile every module of every package (all of torch, its
+# tests too), most of an install's CPU; Python compiles what is imported, once (below).
+PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile \
+          -c constraints.txt
 
 # Bytecode is cached: every Dask worker process the tests start imports labkit, and
 # compiling it from source each time costs about 0.35 s a process (issue 45).
