@@ -124,3 +124,22 @@ def test_a_failing_reducer_is_named_not_the_internal_stage(processor):
         assert "_identity" not in str(err) and "final output 'total'" in str(err), str(err)
         assert err.where["output"] == "total"
         assert err.where["stage"] == ("pipe" if processor is None else "abs")
+
+
+def test_a_callable_whose_parts_all_pickle_is_named_by_its_parts_not_its_wrapper():
+    """A ship that fails for another reason (the client closing) names the user's parts."""
+    from labkit.scheduling.tasks.pickling import unpicklable_part
+
+    class Carrying(lk.TaskCallable):
+        def parts(self):
+            return {"node 0 'PCA'": lk.nodes.PCA(), "node 1 'SFA'": lk.nodes.SFA()}
+
+        def __call__(self, chunk):
+            return chunk
+
+    class Bare(lk.TaskCallable):
+        def __call__(self, chunk):
+            return chunk
+
+    assert unpicklable_part(Carrying()) == "node 0 'PCA', node 1 'SFA'"
+    assert unpicklable_part(Bare()).startswith("<")  # no parts: its own repr, as before

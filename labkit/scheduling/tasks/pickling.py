@@ -79,15 +79,17 @@ def unpicklable_part(task_callable) -> str:
     """How to name what keeps ``task_callable`` from being pickled: the user's part at fault.
 
     Each part of :meth:`~labkit.scheduling.TaskCallable.parts` is tried on its own;
-    without parts (or when each pickles alone), the callable's own ``repr``.
+    when each pickles alone (the failure was the trip, not a part), all of them, as
+    the user named them; without parts, the callable's own ``repr``.
     """
     parts = getattr(task_callable, "parts", None)
-    for label, obj in (parts() if callable(parts) else {}).items():
+    named = parts() if callable(parts) else {}
+    for label, obj in named.items():
         try:
             cloudpickle.dumps(obj)
         except Exception:
             return label
-    return repr(task_callable)
+    return ", ".join(named) if named else repr(task_callable)
 
 
 def dumps(obj, argument: str, **where) -> bytes:
