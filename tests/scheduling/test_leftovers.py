@@ -107,3 +107,12 @@ def test_a_finished_threads_cancelled_default_batch_leaves_no_shipped_callable()
         gc.collect()
         state = _settled(s.client, "", time.monotonic() + 30)
         assert state["tasks"] == [], f"task keys left on the scheduler: {state['tasks'][:5]}"
+
+
+def test_a_ship_cut_short_by_a_shutdown_says_shut_down(cluster):
+    """The shutdown mid-training above may reach a phase while it ships its callable: the
+    error then says the scheduler was shut down, not that its client is closing."""
+    s = lk.DaskScheduler(cluster.scheduler_address)
+    s.shutdown()
+    with pytest.raises(lk.SchedulerError, match="DaskScheduler was shut down"):
+        s.ship_callable(lk.FunctionCallable(abs))

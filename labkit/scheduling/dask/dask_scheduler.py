@@ -267,7 +267,14 @@ class DaskScheduler(Scheduler):
 
     def ship_callable(self, task_callable):
         """Send a callable to the workers used, once; its future."""
-        return self._routes.ship_callable(task_callable)
+        try:
+            return self._routes.ship_callable(task_callable)
+        except SchedulerError as exc:
+            if self.closed:  # shut down meanwhile: the cause, not the client it closed
+                raise SchedulerError(
+                    f"{type(self).__name__} was shut down while its work was sent to the workers"
+                ) from exc
+            raise
 
     def callable_alive(self, shipped) -> bool:
         """Whether a shipped callable is still held by a worker."""
