@@ -18,8 +18,8 @@ platform has no ``forkserver`` (Windows), or where a scheduler is given
 A cluster whose workers train torch can have the server load more: the environment
 variable ``LABKIT_WORKER_PRELOAD`` names modules (comma-separated, e.g. ``torch``) that
 every worker forked from it then starts with, instead of each importing them at its
-first trial (about 2 s of CPU for torch).  The server is the process's: set the variable
-before the first embedded cluster of worker processes starts.
+first trial (about 1 s of CPU for torch on this project's machine).  The server is the
+process's: set the variable before the first embedded cluster of worker processes starts.
 
 Examples
 --------
