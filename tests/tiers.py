@@ -148,6 +148,7 @@ def _starters(module: types.ModuleType) -> frozenset[str]:
     return frozenset(found)
 
 
+@functools.cache  # a parametrized test, a shared fixture: the same function read once
 def _source(obj: object) -> str:
     """The source of ``obj`` ("" where it has none to read)."""
     try:
