@@ -220,7 +220,11 @@ def test_rate_and_delay_on_both_ends(link, baseline, rate_bit, delay_s, rtt_boun
     assert 0.6 * rate_bit < rate < 1.15 * rate_bit, rate
     assert_clean(link)
     assert link.rtt() < max(3 * baseline[0], 0.001)
-    assert link.throughput(1.0) > 1.3e9
+    # Past the rate that was shaped, by more than its tbf lets through (1.15x): a tbf left
+    # behind would cap it there.  Not the unshaped 1.3 Gbit/s for every rate: beyond the
+    # cap it is the CPU that bounds a Python sender, and beside a second test run a
+    # 1e8-shaped link measured 0.55 Gbit/s once unshaped, with no tbf left (issue 44).
+    assert link.throughput(1.0) > 1.3 * rate_bit
 
 
 def test_rate_only(link):
