@@ -17,6 +17,10 @@ sample must have columns of one length).  At the end:
   the notebook-specific live words showed up (02: ``epoch n/6`` with an ETA);
 * no board text is cut off at 700 px (scrollWidth ≤ clientWidth);
 * after ``s.shutdown()`` every load bar reads zero (06: every sweep board's workers run none);
+* 06: saved from the page with its widgets' state, the saved notebook passes every check of
+  :func:`tests.notebooks.experiments_06.check_experiments_notebook` (the printed figures, and
+  every sweep board's last frame as the saved notebook keeps it): one execution of the
+  notebook carries both (issue 45; nbclient ran it a second time for those checks alone);
 * the lag from each event to the page is measured (written to
   ``test-artifacts/lag-<notebook>.json`` for ``benchmarks/RESULTS.md``; the goal
   is a median of 0.5 s, the test asserts :data:`~tests.notebooks.live.LAG_BOUND`).
@@ -28,6 +32,7 @@ A screenshot of each goes to ``test-artifacts/``.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -37,11 +42,12 @@ import time
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab, save_widget_state
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
 
 from . import live
+from .experiments_06 import BOARDS, check_experiments_notebook, kept_frames
 from .run import NOTEBOOKS
 
 pytestmark = NEEDS_BROWSER
@@ -314,6 +320,36 @@ CHECKS = {"02-data-parallel-torch.ipynb": check_02, "03-pipelines-and-programs.i
           "04-ensembles.ipynb": check_04, "06-experiments.ipynb": check_06}
 
 
+#: Checks of the notebook as JupyterLab saved it (its outputs and widgets' state), by notebook.
+SAVED_CHECKS = {"06-experiments.ipynb": check_experiments_notebook}
+
+#: JS: the ``data-ended`` of every sweep board in the page ("1" once it drew its last frame).
+SWEEPS_ENDED = """() => [...document.querySelectorAll('.labkit-sweep-board')]
+  .map((b) => b.dataset.ended)"""
+
+
+def saved_notebook(page, root_dir: str, name: str, timeout: float = 60):
+    """The notebook as JupyterLab saves it (Control+S, with the widgets' state), once every
+    sweep board in the page drew its last frame and the saved file keeps those of
+    :data:`~tests.notebooks.experiments_06.BOARDS` (events, not a time)."""
+    import nbformat
+    wait_for("every sweep board's last frame", lambda: (ended := page.evaluate(SWEEPS_ENDED))
+             and all(e == "1" for e in ended), timeout=timeout, page=page,
+             describe=lambda: page.evaluate(SWEEPS_ENDED))
+    page.locator(".jp-Notebook .jp-Cell").first.click()
+    page.keyboard.press("Control+s")
+
+    def written():
+        with contextlib.suppress(OSError, ValueError):       # not there yet, or mid-write
+            nb = nbformat.read(os.path.join(root_dir, name), as_version=4)
+            frames = kept_frames(nb)
+            return nb if all(frames.get(b, {}).get("ended") for b in BOARDS) else None
+        return None
+
+    return wait_for("the notebook saved with its boards' last frames", written,
+                    timeout=timeout, page=page)
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_notebook_in_jupyterlab(name):
@@ -322,6 +358,8 @@ def test_notebook_in_jupyterlab(name):
                  for c in nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4).cells)
     with jupyter_lab() as (url, token, root_dir):
         shutil.copy(os.path.join(NOTEBOOKS, name), os.path.join(root_dir, name))
+        if name in SAVED_CHECKS:
+            save_widget_state(root_dir)
         console: list[str] = []
         try:
             with chromium() as browser:
@@ -341,6 +379,8 @@ def test_notebook_in_jupyterlab(name):
                 final_state(page, CHECKS[name])
                 summary = check_common(page, name, samples, console, uneven)
                 print(summary)
+                if name in SAVED_CHECKS:
+                    SAVED_CHECKS[name](saved_notebook(page, root_dir, name))
         finally:
             shut_down_kernels(url, token)
         wait_for("the kernel and its Dask processes to exit", lambda: not kernel_processes(),
