@@ -44,6 +44,7 @@ from ...constraints import Options, check_argument
 from ...errors import InputError, LabkitError, SchedulerError
 from .connect import check_client, check_cluster, check_limit, connect
 from .dask_adapter import keep_shipped_copies
+from .lifetime_nanny import LifetimeNanny
 from .main_guard import check_main_guarded
 from .quiet import install as quiet_install
 from .quiet import quiet_clusters
@@ -327,7 +328,9 @@ def keep_nannies(cluster) -> contextlib.AbstractContextManager:
     Dask races itself at a lifetime's end: the scheduler removes the retiring worker, a
     heartbeat that crosses that removal is answered "missing", and the worker closes
     *with its nanny* ("Scheduler was unaware of this worker; shutting down"), so the
-    cluster lost a worker for good, now and then, over minutes of restarts.  Each look
+    cluster lost a worker for good, now and then, over minutes of restarts.  Its nannies
+    (:class:`.LifetimeNanny`) decline that close; this keeper starts again one that closed
+    another way.  Each look
     (every :data:`KEEP_EVERY` s, on the cluster's loop) forgets a closed nanny that the
     cluster's spec still names and has the cluster start that name again.
     """
@@ -372,6 +375,8 @@ def _open_embedded(
     if mode == "processes":  # read at each worker's (re)start: held for life
         quiet.enter_context(worker_start(resolve_start_method(start_method)))
     quiet.enter_context(quiet_clusters())  # before its first words
+    if mode == "processes" and cluster_kwargs.get("lifetime_restart"):  # Dask's race: its doc
+        cluster_kwargs = {"worker_class": LifetimeNanny, **cluster_kwargs}
     try:
         with no_message_log():
             cluster = start_cluster(mode, *size, **cluster_kwargs)
