@@ -1,8 +1,9 @@
 """Views run at the lowest OS priority, so they take only the CPU the work leaves.
 
-A view's threads (a writer drawing the board, the dashboard's Bokeh server,
-the cluster sampler) live in the client process, which on the default
-in-process cluster is also where the tasks run.  With every core busy, each
+A view's threads (a writer drawing the board, the cluster sampler) live in the
+client process, which on the default in-process cluster is also where the tasks
+run (the dashboard's Bokeh server answers a waiting browser: it keeps its maker's
+priority, its draws paced by CPU share).  With every core busy, each
 millisecond a view spends drawing is a millisecond a task waits.  On Linux a
 thread can lower its own priority (``setpriority`` on its thread id): the
 kernel then runs it when a core has time, so views still draw, less often

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import threading
+import time
 
 import pytest
 
@@ -120,8 +121,19 @@ def test_the_frames_place_any_values_without_overflow(values):
 # -- 15. a stored sweep, and a finished run, have a board -------------------------------------------
 
 
+def _wait_frames_out(b, timeout: float = 60.0) -> None:
+    """Until the board's writer thread has ended: ``live`` turns false at its ending draw,
+    and the writer's last draw (a delta, nothing new) may still be on its way, so a page
+    read before it would be one seq short."""
+    deadline = time.monotonic() + timeout
+    while b.writer is not None and b.writer.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert b.writer is None or not b.writer.running, "the board's writer did not end"
+
+
 def _check_finished_board(comms, b, result):
     wait_stopped(b)
+    _wait_frames_out(b)  # every frame of the ended board sent: the page below is the last
     assert isinstance(b, SweepBoard)
     page = Page.of(frames_of(comms, b.widget))
     assert_matches_result(page, result)

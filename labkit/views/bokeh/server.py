@@ -40,7 +40,6 @@ from tornado.ioloop import IOLoop
 from tornado.web import ErrorHandler
 
 from ...errors import InputError
-from ..priority import lower_this_thread
 
 __all__ = ["BokehServer", "APP_PATH", "HOST", "THREAD_NAME"]
 
@@ -78,8 +77,13 @@ class BokehServer:
     # -- in the server thread ----------------------------------------------------
 
     def _serve(self) -> None:
-        """Thread body: bind, start the server, run its IOLoop until stopped."""
-        lower_this_thread()
+        """Thread body: bind, start the server, run its IOLoop until stopped.
+
+        The thread keeps its maker's priority: it answers a browser that waits (a page, a
+        websocket) and draws each session paced to ``CPU_SHARE`` of a core (the dashboard's
+        ``Pacer``).  At a low priority a loaded machine starved it: a page took over 20 s
+        for 0.3 s of CPU and a session drew nothing for a whole run (issue 44).
+        """
         asyncio.set_event_loop(asyncio.new_event_loop())
         self._loop = loop = IOLoop.current()
         try:
