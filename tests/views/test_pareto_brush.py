@@ -6,6 +6,7 @@ server, by the mouse."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -231,16 +232,25 @@ def wait_selected(page, name: str, column: str, want: set, timeout: float = 6000
         arg=sorted(want), timeout=timeout)
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's pages (each page opens in a context of its own)."""
+    from tests.browser import chromium
+
+    with chromium() as b:
+        yield b
+
+
 @pytest.mark.needs("chromium")
-def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashboard(tmp_path):
-    from tests.browser import chromium, screenshot
+def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashboard(tmp_path,
+                                                                                   browser):
+    from tests.browser import screenshot
 
     path = str(tmp_path / "sweeps.db")
     result = lk.sweep(OF.two_objectives, XY, trials=30, store=path, name="two", seed=6, **TWO)
     board = store_dashboard(path, reference=(3.0, 3.0))
     try:
-        with chromium() as browser:
-            page = browser.new_page(viewport={"width": 1200, "height": 2400})
+        with contextlib.closing(browser.new_page(viewport={"width": 1200, "height": 2400})) as page:
             page.goto(board.url)
             page.wait_for_function(
                 """() => { const d = window.Bokeh && Bokeh.documents[0];
@@ -288,8 +298,9 @@ def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashb
 
 
 @pytest.mark.needs("chromium")
-def test_brushing_in_chromium_on_the_live_dashboard_keeps_the_trials_that_come(local_scheduler):
-    from tests.browser import chromium, screenshot
+def test_brushing_in_chromium_on_the_live_dashboard_keeps_the_trials_that_come(local_scheduler,
+                                                                               browser):
+    from tests.browser import screenshot
 
     url = lk.dashboard(local_scheduler, reference=(2.0, 4.0))
     GATE.clear()
@@ -297,8 +308,7 @@ def test_brushing_in_chromium_on_the_live_dashboard_keeps_the_trials_that_come(l
     run = lk.sweep(gated_two, XY, trials=40, scheduler=local_scheduler, store=None, seed=7,
                    wait=False, **TWO)
     try:
-        with chromium() as browser:
-            page = browser.new_page(viewport={"width": 1200, "height": 1400})
+        with contextlib.closing(browser.new_page(viewport={"width": 1200, "height": 1400})) as page:
             page.goto(url)
             page.wait_for_function(
                 """() => { const d = window.Bokeh && Bokeh.documents[0];

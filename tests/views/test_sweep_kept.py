@@ -103,11 +103,18 @@ def site():
         yield url
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's pages (each page opens in a context of its own)."""
+    with chromium() as b:
+        yield b
+
+
 @pytest.fixture
-def open_page(site):
+def open_page(site, browser):
     """``open_page(stored, kernel)``: the harness with ``stored`` synced state before it
     loads, and a kernel behind its model or none."""
-    with chromium() as browser, contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         boards: list[Board] = []
 
         def open_(stored: dict, kernel: bool) -> Board:
