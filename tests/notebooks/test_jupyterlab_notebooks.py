@@ -1,6 +1,8 @@
 """Notebooks 02–04 and 06 in a real JupyterLab, in headless Chromium, as a new user runs them.
 
-Each notebook is copied into a throw-away JupyterLab, opened in Chromium with
+Each notebook is copied into a throw-away JupyterLab (one for the module: its start is
+seconds of the serial pass; each notebook opens with no workspace of the ones before),
+opened in a Chromium of its own with
 its output areas 700 px wide, and run from the Run menu.  While it runs, the
 page records every frame the boards drew (:mod:`tests.notebooks.live`) and
 samples the device-load source of every board as BokehJS holds it (every
@@ -42,7 +44,7 @@ import time
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab, save_widget_state
+from tests.views.jupyterlab import NEEDS_BROWSER, api, jupyter_lab, save_widget_state
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
 
@@ -350,16 +352,34 @@ def saved_notebook(page, root_dir: str, name: str, timeout: float = 60):
                     timeout=timeout, page=page)
 
 
+@pytest.fixture(scope="module")
+def lab():
+    """``(url, token, root_dir)`` of one throw-away JupyterLab for the module's notebooks."""
+    with jupyter_lab() as served:
+        yield served
+
+
+def forget_workspaces(url: str, token: str) -> None:
+    """Delete the server's saved workspaces: the next page opens its own notebook alone (a
+    workspace would open the notebooks of the pages before it again, with kernels)."""
+    found = api(url, token, "/lab/api/workspaces") or {}
+    for ident in found.get("workspaces", {}).get("ids", []):
+        api(url, token, f"/lab/api/workspaces/{ident}", method="DELETE")
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", list(CHECKS))
-def test_notebook_in_jupyterlab(name):
+def test_notebook_in_jupyterlab(name, lab):
     import nbformat
     n_code = sum(c.cell_type == "code"
                  for c in nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4).cells)
-    with jupyter_lab() as (url, token, root_dir):
+    url, token, root_dir = lab
+    forget_workspaces(url, token)
+    with contextlib.ExitStack() as cleanup:
         shutil.copy(os.path.join(NOTEBOOKS, name), os.path.join(root_dir, name))
+        cleanup.callback(os.remove, os.path.join(root_dir, name))
         if name in SAVED_CHECKS:
-            save_widget_state(root_dir)
+            save_widget_state(root_dir)      # for pages opened from now on (06 is the last)
         console: list[str] = []
         try:
             with chromium() as browser:
