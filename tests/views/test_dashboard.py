@@ -1,6 +1,8 @@
 """The in-process Bokeh dashboard: a real browser, origins, binding, clean stops."""
 
 import asyncio
+import concurrent.futures
+import contextlib
 import threading
 import time
 import urllib.request
@@ -12,7 +14,8 @@ import pytest
 import labkit as lk
 from labkit.views.bokeh.dashboard import dashboard, running_url, stop_dashboard
 from tests.browser import chromium, screenshot
-from tests.helpers import SlowPCA, port_is_free
+from tests.helpers import port_is_free
+from tests.views.gated_nodes import GatedPCA, allow
 
 # Reads the number of rows of a named model's data source in the page's Bokeh document.
 ROWS_JS = """(name) => {
@@ -29,6 +32,13 @@ TRAINED_JS = """() => {
     const text = Bokeh.documents[0].get_model_by_name("labkit-node-table").text;
     return (text.match(/labkit-node-row/g) || []).length === 1 && text.includes(">trained<");
 }"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's pages (each page opens in a context of its own)."""
+    with chromium() as b:
+        yield b
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -60,14 +70,42 @@ async def _open_websocket(port: int, origin: str):
         conn.close()
 
 
+def _websocket(port: int, origin: str):
+    """:func:`_open_websocket` run to its end on a thread of its own (this thread may hold
+    the module's Playwright, whose event loop runs here)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _open_websocket(port, origin)).result()
+
+
+def _rows_over_time(page, run, gate: str, total: int) -> list[tuple[int, bool]]:
+    """The page's task-stream rows and whether ``run`` had finished, polled until all
+    ``total`` show.  Chunks train in steps (4, 8, then all): each step once the page showed
+    more rows than at the last, so the page must show the stream grow while the run runs."""
+    steps, shown, seen = iter([8, total]), 0, []
+    allow(gate, 4)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            seen.append((page.evaluate(ROWS_JS, "labkit-task-stream-spans"), run.done()))
+            if seen[-1][0] >= total:
+                break
+            if seen[-1][0] > shown:
+                shown = seen[-1][0]
+                allow(gate, next(steps, total))
+            time.sleep(0.15)
+    finally:
+        allow(gate, total)  # no chunk left waiting
+    return seen
+
+
 @pytest.mark.needs("chromium")
-def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
+def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler, browser, tmp_path):
     url = dashboard(dask_scheduler)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/labkit")
     chunks = [np.random.default_rng(i).normal(size=(40, 5)) for i in range(16)]
-    flow = lk.ParallelFlow([SlowPCA(delay=0.4, output_dim=2)])   # ~3 s: several updates
-    with chromium() as browser:
-        page = browser.new_page(viewport={"width": 1100, "height": 900})
+    gate = str(tmp_path)            # the chunks train in steps, each once the page showed more
+    flow = lk.ParallelFlow([GatedPCA(gate, delay=0.1, output_dim=2)])
+    with contextlib.closing(browser.new_page(viewport={"width": 1100, "height": 900})) as page:
         page.goto(url)
         page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0", timeout=30000)
         # Playwright's CSS selectors pierce the shadow roots Bokeh renders into
@@ -79,13 +117,7 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
         screenshot(page, "dashboard-loaded")
         run = flow.train([chunks], scheduler=dask_scheduler, wait=False,
                          join="client")               # a join a chunk: the table counts 16
-        seen = []                                     # (rows, run finished) over time
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            seen.append((page.evaluate(ROWS_JS, "labkit-task-stream-spans"), run.done()))
-            if seen[-1][0] >= len(chunks):
-                break
-            time.sleep(0.15)
+        seen = _rows_over_time(page, run, gate, len(chunks))   # (rows, run finished)
         screenshot(page, "dashboard-task-stream")
         run.result(timeout=60)
         page.wait_for_function(TRAINED_JS, timeout=60000)   # the phase's end reached the page
@@ -115,16 +147,16 @@ def test_browser_sees_the_plots_and_a_growing_task_stream(dask_scheduler):
 def test_websocket_refuses_a_foreign_origin_and_accepts_its_own(local_scheduler):
     from tornado.httpclient import HTTPClientError
     port = _port(dashboard(local_scheduler))
-    assert asyncio.run(_open_websocket(port, f"http://127.0.0.1:{port}")) is not None
-    assert asyncio.run(_open_websocket(port, f"http://localhost:{port}")) is not None
+    assert _websocket(port, f"http://127.0.0.1:{port}") is not None
+    assert _websocket(port, f"http://localhost:{port}") is not None
     with pytest.raises(HTTPClientError) as refused:
-        asyncio.run(_open_websocket(port, "http://evil.example"))
+        _websocket(port, "http://evil.example")
     assert refused.value.code == 403
 
 
 def test_explicit_origins_are_allowed(local_scheduler):
     port = _port(dashboard(local_scheduler, allow_websocket_origin="tunnel.example:8443"))
-    assert asyncio.run(_open_websocket(port, "https://tunnel.example:8443")) is not None
+    assert _websocket(port, "https://tunnel.example:8443") is not None
 
 
 def test_listens_on_127_0_0_1_only(local_scheduler):
@@ -190,7 +222,7 @@ def test_jupyterhub_link_goes_through_the_server_proxy(local_scheduler, monkeypa
     assert script in html
     assert _get(f"http://127.0.0.1:{port}{script}")[0] == 200
     assert _get(f"http://127.0.0.1:{port}/static/js/bokeh.min.js")[0] == 200
-    assert asyncio.run(_open_websocket(port, "https://hub.example.org")) is not None
+    assert _websocket(port, "https://hub.example.org") is not None
 
 
 # -- sweeps on the dashboard ------------------------------------------------------------------
@@ -248,7 +280,7 @@ def _first_report(scheduler):
 
 
 @pytest.mark.needs("chromium")
-def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one(tmp_path):
+def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one(tmp_path, browser):
     from tests.experiments import functions as F
     gate = tmp_path / "gate"  # the second sweep runs until the page has shown it running
     with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
@@ -264,8 +296,8 @@ def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one(tmp_path):
         unsubscribe()
         url = dashboard(s)                                    # opened while the second one runs
         try:
-            with chromium() as browser:
-                page = browser.new_page(viewport={"width": 1200, "height": 1500})
+            with contextlib.closing(
+                    browser.new_page(viewport={"width": 1200, "height": 1500})) as page:
                 page.goto(url)
                 _wait_model(page, "labkit-sweep-picker", "options", "v.length == 2")
                 options = _model(page, "labkit-sweep-picker", "options")
@@ -309,30 +341,42 @@ def test_the_dashboard_lists_every_sweep_and_shows_the_picked_one(tmp_path):
 
 
 @pytest.mark.needs("chromium")
-def test_opened_before_a_sweep_its_trials_are_busy_slots_of_the_worker_named_as_the_board_does():
+def test_opened_before_a_sweep_its_trials_are_busy_slots_of_the_worker_named_as_the_board_does(
+        tmp_path, browser):
     from tests.experiments import functions as F
+    gate = tmp_path / "gate"  # the trials run until the page has shown them busy
     with lk.DaskScheduler(mode="threads", n_workers=1, threads_per_worker=2) as s:
         url = dashboard(s)                                    # opened before the sweep
-        with chromium() as browser:
-            page = browser.new_page(viewport={"width": 1200, "height": 1200})
-            page.goto(url)
-            page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
-                                   timeout=30000)
-            run = lk.sweep(F.curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.3, "steps": 10},
-                           trials=6, metric="acc", mode="max", scheduler=s, store=None,
-                           name="slow-sweep", wait=False)
-            source = "labkit-device-load-source"
-            _wait_model(page, source, "data", "v.label.length == 1 && "
-                        "v.label[0].includes('2/2 threads busy') && v.running[0] == 2")
-            lanes = _model(page, source, "data")["lane"]
-            assert lanes == ["worker 0 (this process, 2 threads)"]
-            _wait_model(page, "labkit-run-progress", "text",
-                        "v.includes('sweep') && v.includes('2 running')")
-            _wait_model(page, "labkit-sweep-status", "text", "v.includes('2 running')")
-            _wait_model(page, "labkit-sweep-table-source", "data",
-                        "v.worker.filter(w => w == 'worker 0').length == 2")
-            assert not run.done()                              # all of it while trials ran
-            screenshot(page, "dashboard-sweep-busy")
-            run.result(timeout=120)
-            _wait_model(page, "labkit-run-progress", "text", "v.includes('6 trials done')")
-            _wait_model(page, source, "data", "v.label[0].includes('0/2 threads busy')")
+        try:
+            _busy_slots_seen(browser, s, url, F, gate)
+        finally:
+            gate.touch()  # a failed check leaves no trial waiting
+
+
+def _busy_slots_seen(browser, s, url: str, F, gate) -> None:
+    """The page of ``url`` shows a gated sweep's two trials busy on the one worker, then
+    its end."""
+    with contextlib.closing(browser.new_page(viewport={"width": 1200, "height": 1200})) as page:
+        page.goto(url)
+        page.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0",
+                               timeout=30000)
+        run = lk.sweep(F.gated_curve, {"q": lk.uniform(0.5, 1.0), "pause": 0.02,
+                                       "steps": 10, "gate": str(gate)},
+                       trials=6, metric="acc", mode="max", scheduler=s, store=None,
+                       name="slow-sweep", wait=False)
+        source = "labkit-device-load-source"
+        _wait_model(page, source, "data", "v.label.length == 1 && "
+                    "v.label[0].includes('2/2 threads busy') && v.running[0] == 2")
+        lanes = _model(page, source, "data")["lane"]
+        assert lanes == ["worker 0 (this process, 2 threads)"]
+        _wait_model(page, "labkit-run-progress", "text",
+                    "v.includes('sweep') && v.includes('2 running')")
+        _wait_model(page, "labkit-sweep-status", "text", "v.includes('2 running')")
+        _wait_model(page, "labkit-sweep-table-source", "data",
+                    "v.worker.filter(w => w == 'worker 0').length == 2")
+        assert not run.done()                              # all of it while trials ran
+        screenshot(page, "dashboard-sweep-busy")
+        gate.touch()
+        run.result(timeout=120)
+        _wait_model(page, "labkit-run-progress", "text", "v.includes('6 trials done')")
+        _wait_model(page, source, "data", "v.label[0].includes('0/2 threads busy')")
