@@ -2,7 +2,9 @@
 
 On a real ``LocalCluster`` of worker processes given to ``lk.DaskScheduler(cluster=...)``:
 ``cluster.scale(3)`` under a running sweep, then ``cluster.scale(1)`` (Dask retires
-workers gracefully: their trials move, no failure).
+workers gracefully: their trials move, no failure).  Its workers are forked from this
+process's fork server (as labkit's own clusters' are), not each a new interpreter: how a
+worker starts is not what is tested, and a spawned one cost a second of CPU or more.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import time
 
 import labkit as lk
+from labkit.scheduling.dask.worker_start import worker_start
 from tests.scheduling import elastic_functions as ef
 
 
@@ -30,8 +33,9 @@ def _running_workers(run) -> set:
 def test_workers_joining_mid_sweep_take_trials_and_leaving_ones_move_theirs():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
+    with worker_start("forkserver"), LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
         run = lk.sweep(ef.epochs, {"x": lk.uniform(0, 1), "pause": 0.4}, trials=10,
                        metric="loss", mode="min", scheduler=s, store=None, wait=False,
                        max_failures=0, seed=0)

@@ -4,6 +4,8 @@ On a real ``LocalCluster`` of worker processes with ``adapt(minimum=1, maximum=3
 given to ``lk.DaskScheduler(cluster=...)``: each trial that waits has a queued slot
 task, which Dask's adaptive target counts.  Before, the sweep kept one slot task a
 worker thread and the cluster stayed at one worker.  Also: the benchmark's quick run.
+The cluster's workers are forked from this process's fork server (as labkit's own
+clusters' are), not each a new interpreter: how a worker starts is not what is tested.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import time
 
 import labkit as lk
+from labkit.scheduling.dask.worker_start import worker_start
 from tests.scheduling import elastic_functions as ef
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,8 +34,9 @@ def _until(condition, timeout: float, what: str) -> None:
 def test_an_adaptive_cluster_grows_for_a_sweep_and_shrinks_back_after():
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
+    with worker_start("forkserver"), LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address=None) as cluster, lk.DaskScheduler(cluster=cluster) as s:
         cluster.adapt(minimum=1, maximum=3)
         assert s.adaptive
         most, done = [0], threading.Event()
