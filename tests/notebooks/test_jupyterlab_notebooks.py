@@ -1,8 +1,8 @@
 """Notebooks 02–04 and 06 in a real JupyterLab, in headless Chromium, as a new user runs them.
 
-Each notebook is copied into a throw-away JupyterLab (one for the module: its start is
-seconds of the serial pass; each notebook opens with no workspace of the ones before),
-opened in a Chromium of its own with
+Each notebook is copied into a throw-away JupyterLab (one for the module, as is Chromium:
+their starts are seconds of the serial pass; each notebook opens with no workspace of the
+ones before, in a browser context of its own), opened in headless Chromium with
 its output areas 700 px wide, and run from the Run menu.  While it runs, the
 page records every frame the boards drew (:mod:`tests.notebooks.live`) and
 samples the device-load source of every board as BokehJS holds it (every
@@ -359,6 +359,13 @@ def lab():
         yield served
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for the module's notebooks; each opens its page in a context of its own."""
+    with chromium() as launched:
+        yield launched
+
+
 def forget_workspaces(url: str, token: str) -> None:
     """Delete the server's saved workspaces: the next page opens its own notebook alone (a
     workspace would open the notebooks of the pages before it again, with kernels)."""
@@ -369,7 +376,7 @@ def forget_workspaces(url: str, token: str) -> None:
 
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", list(CHECKS))
-def test_notebook_in_jupyterlab(name, lab):
+def test_notebook_in_jupyterlab(name, lab, browser):
     import nbformat
     n_code = sum(c.cell_type == "code"
                  for c in nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4).cells)
@@ -382,8 +389,9 @@ def test_notebook_in_jupyterlab(name, lab):
             save_widget_state(root_dir)      # for pages opened from now on (06 is the last)
         console: list[str] = []
         try:
-            with chromium() as browser:
-                page = browser.new_page(viewport={"width": 1400, "height": 1200})
+            with contextlib.closing(browser.new_context(
+                    viewport={"width": 1400, "height": 1200})) as context:
+                page = context.new_page()
                 page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
                 page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
                 open_notebook(page, url, token, name)
