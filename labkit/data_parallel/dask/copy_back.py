@@ -68,6 +68,8 @@ def _await(group, future, what: str) -> None:
         ):
             future.exception(timeout=LOOK_EVERY)
         group.tasks.check_batch(what)
+        if future.done():
+            break  # the common case: no need to ask the scheduler which workers live
         group.tasks.check_lost(what, False, [0], [name], group.alive())
         if time.monotonic() > deadline:
             raise SchedulerError(f"the {what} did not finish: a worker hangs", device=name)

@@ -52,7 +52,10 @@ from .blocks import WorkerBlocks, assign
 from .growing import look_due, newcomers, take_in
 from .tasks import client_error
 
-__all__ = ["EpochRunner", "common_commit", "COMMIT_EVERY", "MAX_FAILURES"]
+__all__ = ["EpochRunner", "common_commit", "COMMIT_EVERY", "MAX_FAILURES", "SETTLE"]
+
+#: Seconds from the first rank's end to asking the scheduler whether the others' workers live.
+SETTLE = 0.05
 
 logger = logging.getLogger("labkit.data_parallel")
 
@@ -73,6 +76,7 @@ class EpochRunner:
         self.recoveries: list[dict] = []  # its recoveries from lost workers
         self.refused: set[str] = set()  # workers that could not join this fit's group
         self._asked = 0.0  # when the scheduler was last asked which workers live
+        self._first_end: tuple = (None, 0.0)  # (the epoch's futures, when one was seen ended)
         self.ended: tuple | None = None  # (run, epoch) whose last report was handed on
         if isinstance(source, DaskArrays):
             self.blocks = WorkerBlocks.of(group.client, source.x, source.y)
@@ -291,11 +295,17 @@ class EpochRunner:
         dead peer is freed when its group is torn down), or once every rank on
         a live worker ended: done, when the peer died after the epoch's last
         collective (a full-batch epoch is one step).  The scheduler is asked
-        once a rank ended, else once a second.
+        once a rank ended :data:`SETTLE` seconds ago (the others mostly end
+        meanwhile: every round trip after the last step is the fit's time), else
+        once a second.
         """
         now = time.monotonic()
         ended = [f for f in futures if f.done()]
-        if not ended and now - self._asked < 1.0:
+        if len(ended) == len(futures):
+            return False  # every rank ended: :meth:`_ended` asks once (a round trip a fit less)
+        if not ended or self._first_end[0] is not futures:
+            self._first_end = (futures if ended else None, now)
+        if now - (self._first_end[1] + SETTLE if ended else self._asked + 1.0) < 0:
             return False
         self._asked = now
         alive = self.group.alive()

@@ -45,6 +45,7 @@ import asyncio
 import concurrent.futures
 import logging
 import sys
+import weakref
 from typing import Any
 
 import dask
@@ -285,6 +286,18 @@ def is_adaptive(cluster) -> bool:
 RETIREMENTS = "labkit-retirements"
 
 
+#: Clients whose scheduler was given the watches below, and that scheduler's address.
+_WATCHING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _watching(client) -> bool:
+    """Whether ``client``'s scheduler (the one at its address now) watches retirements."""
+    try:
+        return _WATCHING.get(client) == client.scheduler.address
+    except (AttributeError, TypeError):  # a closed client: no scheduler, nothing known
+        return False
+
+
 def watch_retirements(client) -> None:
     """Have the scheduler of ``client`` keep which workers it retires (once per scheduler).
 
@@ -299,6 +312,8 @@ def watch_retirements(client) -> None:
     departure unknown to be graceful (a loss).
     """
 
+    if _watching(client):
+        return  # three round trips (two to every worker) that each fit and sweep paid again
     notice = SIGNAL_REASON  # a local: the plugin travels by value, without this module
 
     def install(dask_scheduler):  # nested: pickled by value
@@ -337,6 +352,7 @@ def watch_retirements(client) -> None:
 
     try:
         client.run_on_scheduler(install)
+        _WATCHING[client] = client.scheduler.address
     except Exception:  # the scheduler gone or refusing plugins: departures count as losses
         logger.debug("labkit: could not watch the scheduler for retired workers", exc_info=True)
     watch_preemption(client)  # a SIGTERM to a worker process: a graceful close, announced
