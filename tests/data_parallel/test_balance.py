@@ -12,11 +12,14 @@ from .models import Slow, batch, mlp, sgd
 
 
 def test_auto_moves_shares_toward_a_slowed_device():
-    model = Slow(mlp(), per_row=0.0005)
+    # Slow enough that the sleeps, not a step's fixed costs, set each replica's time: under
+    # load those costs (the same on both) grow and pull the measured 2:1 toward 1:1, and at
+    # 0.5 ms a row a run beside a second test run balanced 39 rows to 25 (issue 44).
+    model = Slow(mlp(), per_row=0.002)
     trainer = DataParallelTrainer(model, torch.nn.functional.mse_loss, sgd(model),
                                   devices=["cpu:0", "cpu:1"], work_load="auto")
     try:
-        trainer.replicas[1].per_row = 0.001  # device 1 runs at half the speed
+        trainer.replicas[1].per_row = 0.004  # device 1 runs at half the speed
         assert trainer.shares == [0.5, 0.5]
         for s in range(30):
             trainer.step(*batch(n=64, seed=s))
