@@ -76,7 +76,7 @@ class EpochRunner:
         self.recoveries: list[dict] = []  # its recoveries from lost workers
         self.refused: set[str] = set()  # workers that could not join this fit's group
         self._asked = 0.0  # when the scheduler was last asked which workers live
-        self._first_end: tuple = (None, 0.0)  # (the epoch's futures, when one was seen ended)
+        self._first_end: tuple = (None, 0.0)  # (an epoch's futures, when a rank was seen ended)
         self.ended: tuple | None = None  # (run, epoch) whose last report was handed on
         if isinstance(source, DaskArrays):
             self.blocks = WorkerBlocks.of(group.client, source.x, source.y)
@@ -303,9 +303,10 @@ class EpochRunner:
         ended = [f for f in futures if f.done()]
         if len(ended) == len(futures):
             return False  # every rank ended: :meth:`_ended` asks once (a round trip a fit less)
-        if not ended or self._first_end[0] is not futures:
-            self._first_end = (futures if ended else None, now)
-        if now - (self._first_end[1] + SETTLE if ended else self._asked + 1.0) < 0:
+        if ended and self._first_end[0] is not futures:  # this epoch's first rank seen ended
+            self._first_end = (futures, now)
+        due = self._first_end[1] + SETTLE if ended else self._asked + 1.0
+        if now < due:
             return False
         self._asked = now
         alive = self.group.alive()
