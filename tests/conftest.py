@@ -80,6 +80,15 @@ def dask_scheduler(cluster):
         yield s
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """One Chromium for a test module's pages; each page opens in a browser context of its
+    own (``browser.new_page``), and Chromium starts once a module, not once a test."""
+    from tests.browser import chromium
+    with chromium() as launched:
+        yield launched
+
+
 @pytest.fixture
 def local_scheduler():
     import labkit as lk

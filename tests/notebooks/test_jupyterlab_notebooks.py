@@ -43,7 +43,7 @@ import time
 
 import pytest
 
-from tests.browser import chromium, screenshot
+from tests.browser import screenshot
 from tests.views.jupyterlab import NEEDS_BROWSER, api, jupyter_lab, save_widget_state
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
@@ -357,13 +357,6 @@ def lab():
     """``(url, token, root_dir)`` of one throw-away JupyterLab for the module's notebooks."""
     with jupyter_lab() as served:
         yield served
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One Chromium for the module's notebooks; each opens its page in a context of its own."""
-    with chromium() as launched:
-        yield launched
 
 
 def forget_workspaces(url: str, token: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 import labkit as lk
 from labkit.views.bokeh.dashboard import dashboard, running_url, stop_dashboard
-from tests.browser import chromium, screenshot
+from tests.browser import screenshot
 from tests.helpers import port_is_free
 from tests.views.gated_nodes import GatedPCA, allow
 
@@ -32,13 +32,6 @@ TRAINED_JS = """() => {
     const text = Bokeh.documents[0].get_model_by_name("labkit-node-table").text;
     return (text.match(/labkit-node-row/g) || []).length === 1 && text.includes(">trained<");
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One Chromium for the module's pages (each page opens in a context of its own)."""
-    with chromium() as b:
-        yield b
 
 
 def _get(url: str) -> tuple[int, str]:

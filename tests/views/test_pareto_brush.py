@@ -232,15 +232,6 @@ def wait_selected(page, name: str, column: str, want: set, timeout: float = 6000
         arg=sorted(want), timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """One Chromium for the module's pages (each page opens in a context of its own)."""
-    from tests.browser import chromium
-
-    with chromium() as b:
-        yield b
-
-
 @pytest.mark.needs("chromium")
 def test_brushing_an_axis_in_chromium_picks_the_pareto_points_on_the_store_dashboard(tmp_path,
                                                                                    browser):

@@ -18,7 +18,7 @@ from labkit.experiments.objectives.dominance import pareto_front
 from labkit.views.sweep.frames import FrameEncoder
 from labkit.views.sweep.pareto import ParetoFrames
 from labkit.views.trackers.sweep_tracker import SweepTracker
-from tests.browser import chromium, screenshot
+from tests.browser import screenshot
 from tests.conftest import ROOT
 from tests.views.sweep_page_harness import Board, served_harness
 
@@ -32,12 +32,6 @@ SPACE = {"x": {"type": "uniform", "lo": 0, "hi": 1}, "y": {"type": "uniform", "l
 def site():
     with served_harness(ROOT, "pareto-page-http") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ from labkit.runs import start
 from labkit.views.notebook.board import board
 from labkit.views.sweep.board import SweepBoard
 from labkit.views.sweep.widget import MOST_BYTES
-from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.experiments import functions as F
 from tests.views.frames_page import Page, frames_of, size
@@ -101,13 +100,6 @@ def site():
     """The repository served on 127.0.0.1; the harness page's URL."""
     with served_harness(ROOT, "sweep-kept-http") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """One Chromium for the module's pages (each page opens in a context of its own)."""
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture

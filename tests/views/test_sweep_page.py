@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from tests.browser import ARTIFACTS, chromium, screenshot
+from tests.browser import ARTIFACTS, screenshot
 from tests.conftest import ROOT
 from tests.notebooks import live
 from tests.views.sweep_page_harness import (
@@ -37,12 +37,6 @@ def site():
     """The repository served on 127.0.0.1; the harness page's URL."""
     with served_harness(ROOT, "sweep-page-http") as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture
