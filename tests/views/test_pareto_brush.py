@@ -301,10 +301,16 @@ def test_brushing_in_chromium_on_the_live_dashboard_keeps_the_trials_that_come(l
     try:
         with contextlib.closing(browser.new_page(viewport={"width": 1200, "height": 1400})) as page:
             page.goto(url)
+            # every trial before the gate on the page, ended: the plots hold still for the
+            # drag (a page still taking the first trials' values missed the drag once beside
+            # another test run, issue 44)
             page.wait_for_function(
-                """() => { const d = window.Bokeh && Bokeh.documents[0];
-                           const m = d && d.get_model_by_name("labkit-sweep-parallel-lines");
-                           return m && m.data.trial.length >= 4; }""", timeout=60000)
+                """(open) => { const d = window.Bokeh && Bokeh.documents[0];
+                               const m = d && d.get_model_by_name("labkit-sweep-pareto-points");
+                               const l = d && d.get_model_by_name("labkit-sweep-parallel-lines");
+                               return m && l && m.data.trial.length === open
+                                      && l.data.trial.length >= open; }""", arg=OPEN,
+                timeout=60000)
             assert not run.done()
             drag(page, "labkit-sweep-parallel", (-0.04, 0.2), (0.06, 0.7))
             page.wait_for_function("""() => Bokeh.documents[0].get_model_by_name(
