@@ -39,6 +39,11 @@ demo: $(VENV)/.demo
 # workers, whose figure is printed at the end (tests/coverage_figure.py): read, never asserted.
 WORKERS ?= 2
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+# `make test COVERAGE=no`: the same passes without the tracer, and no figure (issue 45's
+# measure of what coverage costs the suite).
+COVERAGE ?= yes
+COV      := $(if $(filter yes,$(COVERAGE)),--cov --cov-report=,)
+COV_MORE := $(if $(filter yes,$(COVERAGE)),--cov --cov-append --cov-report=,)
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check labkit
@@ -59,12 +64,12 @@ test: $(VENV)/.test
 	$(BIN)/python -m coverage erase
 	status=0; \
 	$(MAKE) --no-print-directory lint > test-artifacts/lint.log 2>&1 & lint=$$!; \
-	$(PYTEST) -m "not serial" --cov --cov-report= --durations=30 || status=$$?; \
+	$(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
 	wait $$lint || status=$$?; cat test-artifacts/lint.log; \
-	$(BIN)/python -m pytest -m serial --cov --cov-append --cov-report= --durations=10 \
+	$(BIN)/python -m pytest -m serial $(COV_MORE) --durations=10 \
 	    $$($(BIN)/python -m tests.tiers) || \
 	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
-	$(BIN)/python tests/coverage_figure.py; \
+	[ "$(COVERAGE)" != yes ] || $(BIN)/python tests/coverage_figure.py; \
 	exit $$status
 
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
