@@ -61,5 +61,7 @@ def test_a_warm_short_fit_pays_little_beyond_its_steps(workers, where):
             def fit():
                 return t.fit(batches)
         assert fit()[0]["steps"] == 10       # warm: replicas built, first fit done
-        least = min(_overhead(t, fit) for _ in range(5))
+        # the least of 10 (a fit is about 0.1 s): beside a second test run and two busy
+        # loops (load 6-7) the least of 5 was 84 ms (issue 44)
+        least = min(_overhead(t, fit) for _ in range(10))
     assert least < FIXED_COST, f"a 10-step fit took {least * 1000:.0f} ms beyond its steps"

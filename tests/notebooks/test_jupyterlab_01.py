@@ -152,7 +152,13 @@ def check_live(page) -> None:
     # the run lasts about a second here: at least three states before the last one
     assert len(seen[0]) >= 4, [len(s) for s in seen]
     counts = {m for text in seen[0] for m in re.findall(r"\d+/\d+ \(\d+%\)", text)}
-    assert len(counts) >= 2, sorted(counts)   # a count that grew, not only the final one
+    # a count that grew, not only the final one, whenever the page got the run in two frames
+    # or more.  Beside a second test run (load 8-10) the board was made 0.9 s after the run's
+    # first event, when its last had come: its first frame held all 169 (issue 44); alone
+    # the first frame comes 0.2 s in and three frames show the run.
+    with_events = [f for f in live.frames(page) if f["events"]]
+    if len(with_events) >= 2:
+        assert len(counts) >= 2, (sorted(counts), with_events)
     assert lags and summary["median_s"] <= live.LAG_BOUND, summary
 
 
