@@ -142,8 +142,8 @@ def run_and_check(page, url: str, token: str) -> list:
 
 def check_live(page) -> None:
     """The board fits 700 px, went through states while running, and trailed little."""
-    lags = live.lags(page)
-    summary = live.record_lags("01", lags, seen=live.frames(page), kernel=live.lags(page, "kernel"),
+    lags, frames = live.lags(page), live.frames(page)
+    summary = live.record_lags("01", lags, seen=frames, kernel=live.lags(page, "kernel"),
                                draw=live.lags(page, "draw"), wire=live.lags(page, "wire"))
     print(summary)
     clipped = live.clipped(page)
@@ -156,7 +156,7 @@ def check_live(page) -> None:
     # or more.  Beside a second test run (load 8-10) the board was made 0.9 s after the run's
     # first event, when its last had come: its first frame held all 169 (issue 44); alone
     # the first frame comes 0.2 s in and three frames show the run.
-    with_events = [f for f in live.frames(page) if f["events"]]
+    with_events = [f for f in frames if f["events"]]
     if len(with_events) >= 2:
         assert len(counts) >= 2, (sorted(counts), with_events)
     assert lags and summary["median_s"] <= live.LAG_BOUND, summary
