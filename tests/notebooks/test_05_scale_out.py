@@ -3,9 +3,8 @@ workers started as processes) reached by address; labkit leaves the cluster runn
 shutdown, and the notebook then stops every process it started."""
 
 import ast
-import os
 import re
-import sys
+import uuid
 
 import psutil
 import pytest
@@ -13,16 +12,24 @@ import pytest
 from .run import progress_bars, execute, figure, html_values, text
 
 
-def _dask_cli_processes() -> dict[int, str]:
-    """``{pid: command line}`` of running ``python -m distributed.cli.dask_*`` processes of
-    this environment's Python (another checkout's test run beside this one has its own)."""
+def _dask_cli_processes(tag: str) -> dict[int, str]:
+    """``{pid: command line}`` of running ``python -m distributed.cli.dask_*`` processes
+    that this notebook's kernel started: they inherit its ``LABKIT_TEST_NOTEBOOK=tag``.
+
+    The tag, not the time a process started, tells them apart from another test's: a job
+    cluster's workers started by a test in the other xdist worker, while this notebook ran,
+    were once taken for this notebook's and killed, and that test lost its workers.
+    """
     found = {}
     for p in psutil.process_iter(["pid", "cmdline", "status"]):
-        argv = p.info["cmdline"] or []
-        cmdline = " ".join(argv)
-        ours = bool(argv) and os.path.abspath(argv[0]).startswith(sys.prefix + os.sep)
-        if ours and "distributed.cli.dask_" in cmdline and p.info["status"] != psutil.STATUS_ZOMBIE:
-            found[p.info["pid"]] = cmdline
+        cmdline = " ".join(p.info["cmdline"] or [])
+        if "distributed.cli.dask_" not in cmdline or p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            if p.environ().get("LABKIT_TEST_NOTEBOOK") == tag:
+                found[p.info["pid"]] = cmdline
+        except psutil.Error:  # gone meanwhile, or another user's
+            continue
     return found
 
 
@@ -38,12 +45,13 @@ def check_data_parallel(out: str, interface) -> None:
 
 
 @pytest.mark.timeout(300)
-def test_scale_out_notebook():
-    before = _dask_cli_processes()
+def test_scale_out_notebook(monkeypatch):
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv("LABKIT_TEST_NOTEBOOK", tag)  # the kernel and what it starts inherit it
     try:
         nb = execute("05-scale-out.ipynb")
     finally:
-        leftover = {pid: c for pid, c in _dask_cli_processes().items() if pid not in before}
+        leftover = _dask_cli_processes(tag)
         for pid in leftover:  # never leave the cluster behind, even when the notebook failed
             try:
                 psutil.Process(pid).kill()
@@ -78,7 +86,7 @@ def test_scale_out_notebook():
         match = re.search(rf"{name} \(pid {pid}\) exited with code (-?\d+)", out)
         assert match, f"{name} (pid {pid}) not reported stopped:\n{out[-1500:]}"
     assert "all cluster processes stopped: True" in out
-    running = _dask_cli_processes()
+    running = _dask_cli_processes(tag)
     assert not {scheduler_pid, *worker_pids} & set(running), running
 
     # the run showed its live board
