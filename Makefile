@@ -35,10 +35,11 @@ demo: $(VENV)/.demo
 # [tool.mypy]), then the tests marked neither slow nor browser (tests/tiers.py), in a few
 # minutes.  `make test` (the README's command, and CI's): the same checks, then every test,
 # on $(WORKERS) xdist workers, a file to a worker (--dist loadfile: a module's fixtures are
-# made once), then the tests marked serial alone; under coverage combined across the
+# made once), the longest files first (tests/ordering.py, not xdist's most-tests-first),
+# then the tests marked serial alone; under coverage combined across the
 # workers, whose figure is printed at the end (tests/coverage_figure.py): read, never asserted.
 WORKERS ?= 2
-PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile
+PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # `make test COVERAGE=no`: the same passes without the tracer, and no figure (issue 45's
 # measure of what coverage costs the suite).
 COVERAGE ?= yes

@@ -135,6 +135,8 @@ def pytest_configure(config):
         _remove_roots_of_ended_runs()
         config.option.basetemp = tempfile.mkdtemp(prefix=f"labkit-pytest-{os.getpid()}-")
         _OWN_BASETEMP.append(config.option.basetemp)
+    from tests.ordering import start_recording
+    start_recording(config)
     config.addinivalue_line("markers", "needs(*tools): system tools the test needs "
                             "(tests/system.py); skipped where missing, failed in CI")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
@@ -143,9 +145,24 @@ def pytest_configure(config):
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
 def pytest_collection_modifyitems(config, items):
-    """Mark each test ``slow``, ``browser`` or ``serial`` by the rules of tests/tiers.py."""
+    """Mark each test ``slow``, ``browser`` or ``serial`` by the rules of tests/tiers.py;
+    order the files longest first (tests/ordering.py)."""
+    from tests.ordering import longest_first
     from tests.tiers import mark_tiers
     mark_tiers(items)
+    longest_first(items)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """Note the test's start, where a run is recorded (tests/ordering.py)."""
+    from tests.ordering import record_test
+    record_test(nodeid, finished=False)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    """Note the test's end, where a run is recorded (tests/ordering.py)."""
+    from tests.ordering import record_test
+    record_test(nodeid, finished=True)
 
 
 def pytest_runtest_setup(item):
