@@ -38,7 +38,10 @@ demo: $(VENV)/.demo
 # made once), the longest files first (tests/ordering.py, not xdist's most-tests-first),
 # then the tests marked serial alone; under coverage combined across the
 # workers, whose figure is printed at the end (tests/coverage_figure.py): read, never asserted.
-WORKERS ?= 2
+# Three workers on two cores: the suite waits more than it computes (two workers kept the
+# cores 80% busy, three keep them 95%), and its parallel pass took 15:45 against 19:27 on
+# one machine (benchmarks/RESULTS.md, issue 45).
+WORKERS ?= 3
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 # `make test COVERAGE=no`: the same passes without the tracer, and no figure (issue 45's
 # measure of what coverage costs the suite).
