@@ -22,14 +22,16 @@ from torch import nn
 
 import labkit as lk
 from labkit.data_parallel import DataParallelTrainer
+from labkit.scheduling.workers.shared import segment_prefix
 
 MSE = nn.functional.mse_loss
 FEATURES = 80  # 256 rows a rank: a share of 80 KiB, big enough for shared memory
 
 
 def _segments() -> set:
-    """The shared-memory segments of this machine now."""
-    return set(glob.glob("/dev/shm/psm_*"))
+    """The shared-memory segments this process (the client) made, now: another run's come
+    and go meanwhile."""
+    return set(glob.glob(f"/dev/shm/{segment_prefix()}*"))
 
 
 def _gone(names: set, seconds: float = 30.0) -> set:

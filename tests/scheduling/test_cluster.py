@@ -240,21 +240,24 @@ def sum_of_tuple(chunk):
 
 def test_offloaded_chunks_travel_through_shared_memory_and_leave_none_behind():
     import glob
-    before = set(glob.glob("/dev/shm/psm_*"))
+
+    from labkit.scheduling.workers.shared import segment_prefix
+    ours = f"/dev/shm/{segment_prefix()}*"   # another run's segments come and go meanwhile
+    before = set(glob.glob(ours))
     x = np.arange(200_000, dtype=float).reshape(-1, 4)       # 1.6 MB: shared, not pickled
     y = np.ones(3)                                           # small: through the pipe
     with lk.DaskScheduler() as s:
         s.add_task((x, y), lk.FunctionCallable(sum_of_tuple, holds_gil=True))
         assert s.get_results() == [(float(x.sum()), 3.0, True)]
         assert s.offload_pool.started
-    assert set(glob.glob("/dev/shm/psm_*")) <= before
+    assert set(glob.glob(ours)) <= before
 
 
 def _segments_of_this_process():
     """The shared-memory segments this process has mapped (other runs on the machine make
     segments of their own: /dev/shm as a whole is no measure)."""
     with open("/proc/self/maps") as maps:
-        return {line.split()[-1] for line in maps if "/dev/shm/psm_" in line}
+        return {line.split()[-1] for line in maps if "/dev/shm/lk_" in line}
 
 
 def test_offloaded_chunks_reuse_their_segments():

@@ -7,14 +7,15 @@ import numpy as np
 import pytest
 
 import labkit as lk
-from labkit.scheduling.workers.shared import SHARE_BYTES, SharedChunk, unlink
+from labkit.scheduling.workers.shared import SHARE_BYTES, SharedChunk, segment_prefix, unlink
 from tests import helpers
 from tests.flows.cases import X
 
 
 def _segments() -> set[str]:
-    """Shared-memory segments that Python's SharedMemory made, as the system lists them."""
-    return {n for n in os.listdir("/dev/shm") if n.startswith("psm_")}
+    """Shared-memory segments this process made, as the system lists them (another run's
+    come and go meanwhile)."""
+    return {n for n in os.listdir("/dev/shm") if n.startswith(segment_prefix())}
 
 
 @pytest.fixture(scope="module")

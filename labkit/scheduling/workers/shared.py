@@ -38,10 +38,34 @@ __all__ = [
     "unmap",
     "unlink",
     "room",
+    "segment_prefix",
 ]
 
 #: Arrays at least this large travel through shared memory, smaller ones as they are.
 SHARE_BYTES = 1 << 16
+
+
+def segment_prefix(pid: int | None = None) -> str:
+    """The start of the names of the segments process ``pid`` (this one) makes.
+
+    Named by their maker (not Python's anonymous ``psm_``), so that the segments of one
+    process, or one left behind, can be told from another program's on the machine.
+    Short: macOS allows 31 characters a name.
+    """
+    import os
+
+    return f"lk_{os.getpid() if pid is None else pid}_"
+
+
+def _new_segment(nbytes: int):
+    """A fresh shared-memory segment of ``nbytes``, named by this process (segment_prefix)."""
+    import secrets
+    from multiprocessing import shared_memory
+
+    while True:
+        name = segment_prefix() + secrets.token_hex(4)
+        with contextlib.suppress(FileExistsError):  # 32 random bits taken: draw again
+            return shared_memory.SharedMemory(name=name, create=True, size=nbytes)
 
 
 class SharedArray:
@@ -93,9 +117,7 @@ def share(data, segments: list, take=None):
         return data
     segment = take(data.nbytes) if take is not None else None
     if segment is None:
-        from multiprocessing import shared_memory
-
-        segment = shared_memory.SharedMemory(create=True, size=data.nbytes)
+        segment = _new_segment(data.nbytes)
     segments.append(segment)
     np.copyto(np.ndarray(data.shape, data.dtype, buffer=segment.buf), data)
     return SharedArray(segment.name, data.shape, data.dtype)
