@@ -45,8 +45,8 @@ __all__ = [
 SHARE_BYTES = 1 << 16
 
 
-def segment_prefix(pid: int | None = None) -> str:
-    """The start of the names of the segments process ``pid`` (this one) makes.
+def segment_prefix() -> str:
+    """The start of the names of the segments this process makes.
 
     Named by their maker (not Python's anonymous ``psm_``), so that the segments of one
     process, or one left behind, can be told from another program's on the machine.
@@ -54,7 +54,7 @@ def segment_prefix(pid: int | None = None) -> str:
     """
     import os
 
-    return f"lk_{os.getpid() if pid is None else pid}_"
+    return f"lk_{os.getpid()}_"
 
 
 def _new_segment(nbytes: int):
