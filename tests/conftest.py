@@ -153,16 +153,10 @@ def pytest_collection_modifyitems(config, items):
     longest_first(items)
 
 
-def pytest_runtest_logstart(nodeid, location):
-    """Note the test's start, where a run is recorded (tests/ordering.py)."""
-    from tests.ordering import record_test
-    record_test(nodeid, finished=False)
-
-
-def pytest_runtest_logfinish(nodeid, location):
-    """Note the test's end, where a run is recorded (tests/ordering.py)."""
-    from tests.ordering import record_test
-    record_test(nodeid, finished=True)
+def pytest_runtest_logreport(report):
+    """Note the seconds of a test's phase, where a run is recorded (tests/ordering.py)."""
+    from tests.ordering import record_report
+    record_report(report)
 
 
 def pytest_runtest_setup(item):

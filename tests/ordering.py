@@ -9,8 +9,8 @@ run, issue 45).  Longest first is the classic rule for sharing work between mach
 
 A file's length is read from ``tests/durations.json``, the seconds its tests took in a
 recorded run; a file not there (a new one) counts as the median.  To record a run,
-set ``LABKIT_TEST_DURATIONS`` to a folder (each test process writes a line a test
-there), then fold it into the table with ``python -m tests.ordering FOLDER``.
+set ``LABKIT_TEST_DURATIONS`` to a folder (the session's main process writes a line a
+test phase there), then fold it into the table with ``python -m tests.ordering FOLDER``.
 The table only orders the files: no test reads it, and a stale one costs time, never
 a result.
 """
@@ -23,11 +23,10 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import pytest
 
-__all__ = ["TABLE", "file_seconds", "fold", "longest_first", "record_test", "start_recording"]
+__all__ = ["TABLE", "file_seconds", "fold", "longest_first", "record_report", "start_recording"]
 
 #: The recorded seconds of each test file (its tests' calls, set-ups and tear-downs).
 TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
@@ -64,33 +63,26 @@ def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-_STARTED: dict[str, float] = {}
-
-#: The folder this process records its tests in (``None``: it records nothing).
+#: The folder this process records its tests in (empty: it records nothing).
 _FOLDER: list[str] = []
 
 
 def start_recording(config: pytest.Config) -> None:
-    """Record this process's tests where ``LABKIT_TEST_DURATIONS`` asks for it, unless it
-    is an xdist controller (which only hears of the tests its workers run and record)."""
+    """Record the tests where ``LABKIT_TEST_DURATIONS`` asks for it, in the session's main
+    process: an xdist controller hears every worker's reports, so a worker records nothing."""
     folder = os.environ.get("LABKIT_TEST_DURATIONS")
-    controller = getattr(config.option, "dist", "no") != "no" \
-        and not hasattr(config, "workerinput")
-    if folder and not controller:
+    if folder and not hasattr(config, "workerinput"):
         os.makedirs(folder, exist_ok=True)
         _FOLDER[:] = [folder]
 
 
-def record_test(nodeid: str, finished: bool) -> None:
-    """Note when a test started or ended, if this process records (start_recording)."""
+def record_report(report: pytest.TestReport) -> None:
+    """Write the seconds of a test's phase (set-up, call or tear-down), if this process
+    records (start_recording)."""
     if not _FOLDER:
         return
-    if not finished:
-        _STARTED[nodeid] = time.monotonic()
-        return
-    took = time.monotonic() - _STARTED.pop(nodeid, time.monotonic())
     with open(os.path.join(_FOLDER[0], f"tests-{os.getpid()}.jsonl"), "a") as f:
-        f.write(json.dumps([nodeid, round(took, 3)]) + "\n")
+        f.write(json.dumps([report.nodeid, round(report.duration, 3)]) + "\n")
 
 
 def fold(folder: str) -> dict[str, float]:

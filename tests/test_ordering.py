@@ -39,12 +39,9 @@ def test_a_recorded_xdist_run_folds_into_the_table(tmp_path, monkeypatch):
     record = tmp_path / "record"
     env = {**__import__("os").environ, "LABKIT_TEST_DURATIONS": str(record)}
     conftest = tmp_path / "conftest.py"   # the suite's two hooks, on their own
-    conftest.write_text("from tests.ordering import record_test, start_recording\n"
+    conftest.write_text("from tests.ordering import record_report, start_recording\n"
                         "def pytest_configure(config): start_recording(config)\n"
-                        "def pytest_runtest_logstart(nodeid, location): "
-                        "record_test(nodeid, finished=False)\n"
-                        "def pytest_runtest_logfinish(nodeid, location): "
-                        "record_test(nodeid, finished=True)\n")
+                        "def pytest_runtest_logreport(report): record_report(report)\n")
     env["PYTHONPATH"] = str(ordering.os.path.dirname(ordering.os.path.dirname(ordering.TABLE)))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "-n", "2", "--rootdir", str(tmp_path), "-c", "/dev/null",
@@ -53,7 +50,9 @@ def test_a_recorded_xdist_run_folds_into_the_table(tmp_path, monkeypatch):
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [json.loads(line) for path in record.glob("tests-*.jsonl")
              for line in path.read_text().splitlines()]
-    assert sorted(n.split("::")[1] for n, _ in lines) == ["test_a", "test_b", "test_c"]  # once each
+    # each test's set-up, call and tear-down, once each: the workers record nothing
+    assert sorted(n.split("::")[1] for n, _ in lines) == 3 * ["test_a"] + 3 * ["test_b"] + \
+        3 * ["test_c"]
     table = tmp_path / "durations.json"
     monkeypatch.setattr(ordering, "TABLE", str(table))
     folded = ordering.fold(str(record))
