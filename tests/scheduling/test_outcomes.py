@@ -152,3 +152,54 @@ def test_lazy_chunks_are_computed_node_by_node_or_by_dask_for_old_style_graphs()
     old_style = LazyChunk({"x": (np.full, (2, 2), 5.0), "y": (np.negative, "x")}, "y")
     np.testing.assert_array_equal(old_style.materialize(), np.full((2, 2), -5.0))
 
+
+
+def _wait_for_gate() -> bool:
+    from distributed import Event
+    return Event("labkit-test-gate").wait(60)
+
+
+class Entry:
+    """An open task as the outcomes thread sees it: open until something is recorded."""
+
+    def __init__(self):
+        self.open = True
+
+    def is_open(self) -> bool:
+        return self.open
+
+
+def test_a_future_its_closed_client_never_ended_is_handed_on_as_failed():
+    """Dask cancels the futures a client holds when it closes, but not one submitted while it
+    closed: that one stays pending for ever, and its run waited on it (seen 1 in 3 times
+    with 10 submissions racing 10 closes). A future still pending once the client is closed
+    is handed on as failed."""
+    import queue
+
+    from distributed import Client, Event, LocalCluster
+
+    from labkit.scheduling.routes.outcomes import Outcomes
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as other:
+        closing = Client(cluster, set_as_default=False)
+        failed: queue.SimpleQueue = queue.SimpleQueue()
+        outcomes = Outcomes(closing, record=lambda *a, **k: None,
+                            failed=lambda entry, future: failed.put((entry, future)),
+                            failed_to_send=lambda *a: None)
+        try:
+            # a future the closing client will not cancel: another client's, still running
+            gate = Event("labkit-test-gate", client=other)
+            never = other.submit(_wait_for_gate, key="labkit-test-never-ends")
+            entry = Entry()
+            outcomes.follow(entry, never)
+            assert outcomes.followed == 1
+            with pytest.raises(queue.Empty):
+                failed.get(timeout=1.0)      # running: the thread waits for it
+            closing.close()
+            handed, future = failed.get(timeout=10)
+            assert handed is entry and future is never and future.status == "pending"
+            assert outcomes.followed == 0
+        finally:
+            outcomes.close()
+            gate.set()
+            never.result(timeout=30)

@@ -13,7 +13,10 @@ order it arrived:
   reports it (:meth:`Outcomes.fault`);
 * the futures of in-process tasks are looked at every :data:`WATCH_EVERY`
   seconds (their ``status``) for what can happen to them outside the task:
-  a cancel, an input that could not be resolved.
+  a cancel, an input that could not be resolved;
+* once the client is closed, every future still pending is handed on as
+  failed: Dask cancels the futures it holds when its client closes, but not
+  one submitted while it was closing, which would stay pending for ever.
 
 The thread records results (``record``), and hands futures that did not
 finish well to the scheduler's fault classification (``failed``) and chunks
@@ -64,6 +67,7 @@ class Outcomes:
         self._lock = threading.Lock()
         self._entries: dict[str, Any] = {}  # key -> its open task, while followed
         self._watched: dict[str, Any] = {}  # key -> future, of tasks that record themselves
+        self._followed: dict[str, Any] = {}  # key -> future, of tasks fetched when done
         self._thread = threading.Thread(target=self._run, daemon=True, name="labkit-outcomes")
         self._thread.start()
 
@@ -107,6 +111,7 @@ class Outcomes:
         """Fetch ``future``'s result for ``entry`` once it is done."""
         with self._lock:
             self._entries[future.key] = entry
+            self._followed[future.key] = future
         future.add_done_callback(functools.partial(self._future_done, entry))
 
     def fault(self, entry, exc: BaseException) -> None:
@@ -136,6 +141,7 @@ class Outcomes:
         with self._lock:
             self._entries.clear()
             self._watched.clear()
+            self._followed.clear()
 
     # -- feeding the queue ----------------------------------------------------------------------
 
@@ -191,17 +197,27 @@ class Outcomes:
         return items
 
     def _ended(self) -> list:
-        """Watched futures that are no longer pending, with their tasks; no longer watched."""
+        """Watched futures that are no longer pending, with their tasks; no longer watched.
+
+        Once the client is closed, every future is taken, pending or not: one submitted
+        while the client closed was never cancelled and would never end."""
+        orphaned = self.client.status == "closed"
         with self._lock:
-            ended = [(key, f) for key, f in self._watched.items() if f.status != "pending"]
+            ended = [
+                (key, f) for key, f in self._watched.items() if orphaned or f.status != "pending"
+            ]
+            if orphaned:
+                ended += list(self._followed.items())
+                self._followed.clear()
             for key, _ in ended:
-                del self._watched[key]
+                self._watched.pop(key, None)
             return [(self._entries.pop(key), f) for key, f in ended if key in self._entries]
 
     def _forget(self, key) -> None:
         with self._lock:
             self._entries.pop(key, None)
             self._watched.pop(key, None)
+            self._followed.pop(key, None)
 
     def _handle(self, items: list) -> None:
         """Hand each item on in arrival order; finished futures fetched in one gather first."""
