@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 import labkit as lk
+from labkit.data_parallel.worker.lifecycle import warm_up
 from labkit.errors import SchedulerError
 from labkit.events import NodeJoined, TaskFinished, TaskStarted
 from tests import helpers
@@ -96,6 +97,11 @@ def test_ranks_that_cannot_connect_fail_fast_naming_ranks_and_addresses(make_mul
     cluster = make_multihost(worker_env={"GLOO_SOCKET_IFNAME": "lo"})
     model = mlp()
     with lk.DaskScheduler(cluster.scheduler_address) as s:
+        # the workers warmed up first, as a group trial's are (torch's first optimizer
+        # imports torch._dynamo): "fast" is the probe's answer against the rendezvous'
+        # 60 s timeout, not a cold worker's first use of torch, which took 20-35 s of this
+        # bound under load 5 on 2 cores, the probe itself 0.1 s (issue 44)
+        s.run_on_workers(warm_up)
         started = time.monotonic()
         with pytest.raises(SchedulerError) as info:
             lk.DataParallelTrainer(model, nn.functional.mse_loss,

@@ -142,6 +142,11 @@ class Link:
         """Goodput (bit/s) of a bulk TCP transfer from a to b."""
         return peer_run(self.ns_a, "bulk", self.addr_b, PORT, seconds)["rate"]
 
+    def ceiling(self, seconds: float = 1.0) -> float:
+        """Goodput (bit/s) of the same transfer over b's loopback, which no shaping touches:
+        what the machine's CPU lets a Python sender push now (beside other work, far less)."""
+        return peer_run(self.ns_b, "bulk", "127.0.0.1", PORT, seconds)["rate"]
+
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run a command, failing with its stderr."""
@@ -202,10 +207,18 @@ def assert_clean(link: Link) -> None:
         assert "tbf" not in sh("tc", "-n", ns, "qdisc", "show", "dev", dev).stdout
 
 
-def test_unshaped_baseline(baseline):
+def unshaped_floor(link: Link, shaped_rate: float) -> float:
+    """The goodput an unshaped link must beat: 1.3x ``shaped_rate`` (past what a tbf left at
+    that rate lets through, 1.15x) where the CPU allows it now, or half the loopback's
+    goodput where it does not.  Beside a second test run, a Python sender pushed 0.71 and
+    0.85 Gbit/s over the unshaped link (issue 44): the CPU, not a shaping, bounded it."""
+    return min(1.3 * shaped_rate, 0.5 * link.ceiling(1.0))
+
+
+def test_unshaped_baseline(link, baseline):
     rtt, rate = baseline
     assert rtt < 0.001
-    assert rate > 1.3e9
+    assert rate > unshaped_floor(link, 1e9), rate
 
 
 @pytest.mark.parametrize("rate_bit, delay_s, rtt_bounds", [
@@ -224,7 +237,9 @@ def test_rate_and_delay_on_both_ends(link, baseline, rate_bit, delay_s, rtt_boun
     # behind would cap it there.  Not the unshaped 1.3 Gbit/s for every rate: beyond the
     # cap it is the CPU that bounds a Python sender, and beside a second test run a
     # 1e8-shaped link measured 0.55 Gbit/s once unshaped, with no tbf left (issue 44).
-    assert link.throughput(1.0) > 1.3 * rate_bit
+    # Where the CPU cannot push past 1.3x the rate now, assert_clean's look at the qdiscs
+    # above is what shows no tbf stayed.
+    assert link.throughput(1.0) > unshaped_floor(link, rate_bit)
 
 
 def test_rate_only(link):

@@ -116,3 +116,55 @@ def test_a_ship_cut_short_by_a_shutdown_says_shut_down(cluster):
     s.shutdown()
     with pytest.raises(lk.SchedulerError, match="DaskScheduler was shut down"):
         s.ship_callable(lk.FunctionCallable(abs))
+
+
+def test_work_sent_after_the_client_was_closed_by_hand_says_so_in_one_way(cluster):
+    """A client closed by the user (not by shutdown()) cuts a run short wherever it is: its
+    callable's ship, a chunk's submission, a task under way. Each said it in Dask's words
+    for that step ("the client is closing", "ClosedClientError: Client is closed. Can't send
+    update-graph message."); now one error says what happened and what to do."""
+    s = lk.DaskScheduler(cluster.scheduler_address)
+    try:
+        s.client.close()
+        with pytest.raises(lk.SchedulerError, match="client of this DaskScheduler was closed"):
+            s.ship_callable(lk.FunctionCallable(abs))
+        with pytest.raises(lk.SchedulerError,
+                           match="client of this DaskScheduler was closed") as info:
+            s.add_task(np.ones(3), abs)
+        assert "shutdown()" in str(info.value)
+        assert s.total_open_tasks == 0      # nothing left open, so no run waits on it
+    finally:
+        s.shutdown()
+
+
+def test_cancel_futures_cancels_on_an_open_client_and_asks_nothing_of_a_closed_one():
+    """A run cut short by a client closed by hand cancelled its tasks with Dask's own
+    ``cancel``, which on a client that was closing waited for ever (a stack dump of the hung
+    run showed its thread there, 1 run in 47 under load)."""
+    import threading
+
+    from distributed import Client, Event, LocalCluster
+
+    from labkit.scheduling.dask.connect import cancel_futures
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        gate = Event("labkit-test-cancel-gate", client=client)
+        first = client.submit(_wait_on, "labkit-test-cancel-gate", pure=False)
+        cancel_futures(client, [first])
+        assert first.cancelled()
+        second = client.submit(_wait_on, "labkit-test-cancel-gate", pure=False)
+        closed = Client(cluster, set_as_default=False)
+        theirs = closed.submit(_wait_on, "labkit-test-cancel-gate", pure=False)
+        closed.close()
+        returned = threading.Event()
+        threading.Thread(target=lambda: (cancel_futures(closed, [theirs]), returned.set()),
+                         daemon=True).start()
+        assert returned.wait(15)            # at once, and without raising
+        assert second.status == "pending"   # the open client's work is untouched
+        gate.set()
+        assert second.result(timeout=30) is True
+
+
+def _wait_on(name: str) -> bool:
+    from distributed import Event
+    return Event(name).wait(60)

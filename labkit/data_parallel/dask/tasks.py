@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from ...errors import LabkitError, SchedulerError, TaskError, WorkerLostError, for_caller
-from ...scheduling.dask.connect import scheduler_identity
+from ...scheduling.dask.connect import cancel_futures, scheduler_identity
 
 __all__ = ["RankTasks", "client_error", "running_tasks", "GRACE"]
 
@@ -172,7 +172,7 @@ class RankTasks:
         self.batch.untrack(futures)
         pending = [f for f in futures if not f.done()]
         if pending:
-            self.client.cancel(pending)
+            cancel_futures(self.client, pending)
 
     # -- waiting ---------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import queue
 import time
 import uuid
 
+from ...scheduling.dask.connect import cancel_futures
 from ...scheduling.dask.dask_adapter import forget_on_scheduler, left_gracefully, watch_retirements
 from ..trials.checkpoint_place import ref_fields
 from .channel import FIELDS, deliver
@@ -210,7 +211,7 @@ class RemoteLauncher(Launcher):
         elif state.launched and state.status == "pending":  # queued, not started: take it back
             future = self.inflight.get(trial)
             if future is not None:
-                self.client.cancel([future])
+                cancel_futures(self.client, [future])
             self.engine.finished(trial, None, {"status": "stopped"})
 
     def checkpointed(self, state, seq: int, ref) -> None:
@@ -233,7 +234,7 @@ class RemoteLauncher(Launcher):
         if future is not None:
             self.batch.untrack([future])
             if not future.done():
-                self.client.cancel([future])
+                cancel_futures(self.client, [future])
         if state.id in self._published:
             self._published.discard(state.id)
             self._metadata(metadata_keys(self.token, state.id), None)
@@ -246,7 +247,7 @@ class RemoteLauncher(Launcher):
         self._drop_queued_futures()
         try:
             self.client.unsubscribe_topic(self.topic)
-            self.client.cancel(futures)
+            cancel_futures(self.client, futures)
             self.client.run(clear_stops, self.token, on_error="ignore")
             forget_on_scheduler(self.client, self.topic, "labkit-sweeps", self.token)
         except Exception:  # the cluster is gone already

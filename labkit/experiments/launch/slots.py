@@ -39,6 +39,7 @@ import uuid
 from typing import Any
 
 from ...errors import SchedulerError
+from ...scheduling.dask.connect import cancel_futures
 from ...scheduling.dask.dask_adapter import watch_retirements
 from .channel import deliver
 from .launcher import Launcher, Recent
@@ -116,8 +117,7 @@ class SlotLauncher(Launcher):
             for number in numbers:
                 self.tasks[number] = None
         if surplus:
-            with contextlib.suppress(Exception):
-                self.client.cancel(surplus)
+            cancel_futures(self.client, surplus)
         for number in numbers:
             future = self.client.submit(
                 run_slot,
@@ -302,8 +302,7 @@ class SlotLauncher(Launcher):
                     future = self.tasks.pop(line.number, None)
             self._threads.forget()  # count the threads afresh: a new slot waits for a free one
         if future is not None and not self.closed:
-            with contextlib.suppress(Exception):
-                self.client.cancel([future])
+            cancel_futures(self.client, [future])
         self.engine.wake()
 
     # -- the engine's hooks ---------------------------------------------------------------------
@@ -337,8 +336,7 @@ class SlotLauncher(Launcher):
         for future in list(self.futures):  # the tasks return once their lines are closed
             with contextlib.suppress(Exception):
                 future.result(timeout=max(0.1, deadline - time.monotonic()))
-        with contextlib.suppress(Exception):
-            self.client.cancel([f for f in self.futures if not f.done()])
+        cancel_futures(self.client, [f for f in self.futures if not f.done()])
         self.futures.clear()
         self.tasks.clear()
         super().close()

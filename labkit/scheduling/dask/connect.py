@@ -43,6 +43,7 @@ __all__ = [
     "on_loopback",
     "scheduler_identity",
     "scatter_everywhere",
+    "cancel_futures",
     "is_address",
     "is_seconds",
     "SECONDS",
@@ -266,6 +267,19 @@ def scatter_everywhere(
         f"{type(last).__name__}: {last}" if last is not None else f"the client is {client.status}"
     )
     raise SchedulerError(f"could not ship {_named(what)} to the workers ({reason})") from last
+
+
+def cancel_futures(client, futures: list, timeout: float = SCATTER_TIMEOUT) -> None:
+    """Cancel ``futures`` on the cluster, giving up after ``timeout`` s; never raises.
+
+    Nothing is asked of a client that was closed: the scheduler let go of its
+    keys when it left.  Dask's own ``cancel`` on a client closed meanwhile waits
+    for an answer that never comes (a run cut short so waited for ever).
+    """
+    if not futures or client.status != "running":
+        return
+    with contextlib.suppress(Exception):  # the cluster may already be gone at shutdown
+        _on_loop(client, client.cancel(futures, asynchronous=True), timeout)
 
 
 def _named(what) -> str:

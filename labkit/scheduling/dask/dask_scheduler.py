@@ -267,14 +267,27 @@ class DaskScheduler(Scheduler):
 
     def ship_callable(self, task_callable):
         """Send a callable to the workers used, once; its future."""
-        try:
+        with self._said_of_the_client():
             return self._routes.ship_callable(task_callable)
-        except SchedulerError as exc:
+
+    @contextlib.contextmanager
+    def _said_of_the_client(self):
+        """An error sending work says the scheduler was shut down, or its client closed by hand,
+        where that is the cause: Dask's own words for it differ from step to step."""
+        try:
+            yield
+        except Exception as exc:
             if self.closed:  # shut down meanwhile: the cause, not the client it closed
                 raise SchedulerError(
                     f"{type(self).__name__} was shut down while its work was sent to the workers"
                 ) from exc
+            if self._client_closed():
+                raise _closed_by_hand() from exc
             raise
+
+    def _client_closed(self) -> bool:
+        """Whether the client was closed (``close()`` called), by hand or by ``shutdown()``."""
+        return self.client.status in ("closing", "closed")
 
     def callable_alive(self, shipped) -> bool:
         """Whether a shipped callable is still held by a worker."""
@@ -286,11 +299,13 @@ class DaskScheduler(Scheduler):
 
     def start_task(self, entry: OpenTask, data):
         """Start one opened task by its route."""
-        return self._routes.start_task(entry, data)
+        with self._said_of_the_client():
+            return self._routes.start_task(entry, data)
 
     def start_tasks(self, group: list) -> list | None:
         """Start opened tasks in one call where the first route can."""
-        return self._routes.start_tasks(group)
+        with self._said_of_the_client():
+            return self._routes.start_tasks(group)
 
     def cancel_tasks(self, entries: list, handles: list) -> None:
         """Cancel open tasks and other handles a batch tracked."""
@@ -322,15 +337,8 @@ class DaskScheduler(Scheduler):
         if isinstance(error, LabkitError):  # the task itself raised
             return self.record(entry, error=error)
         where = entry.info.where()
-        if self.client.status in ("closing", "closed"):  # closed by hand, not by shutdown()
-            return self.record(
-                entry,
-                error=SchedulerError(
-                    "the Dask client of this DaskScheduler was closed while the task ran; "
-                    "shut the scheduler down with shutdown() and make a new one",
-                    **where,
-                ),
-            )
+        if self._client_closed():  # closed by hand, not by shutdown()
+            return self.record(entry, error=_closed_by_hand().locate(**where))
         reason = adapter.cancel_reason(future)
         # A cancel with no reason ("unknown") comes from a lost input as well (a worker's
         # death races the message that names it); a restart says why.
@@ -360,6 +368,8 @@ class DaskScheduler(Scheduler):
         if not entry.is_open():
             return
         unpicklable = pickling_cause(exc) is not None  # no retry makes it picklable
+        if not unpicklable and self._client_closed():
+            return self.record(entry, error=_closed_by_hand().locate(**entry.info.where()))
         if (
             not unpicklable
             and entry.attempts < self.max_attempts
@@ -383,6 +393,14 @@ class DaskScheduler(Scheduler):
                 self.client.unsubscribe_topic(self._topic)
         self._cluster.close()
         self._routes.close()
+
+
+def _closed_by_hand() -> SchedulerError:
+    """The error of work cut short by a client closed with ``close()``, not ``shutdown()``."""
+    return SchedulerError(
+        "the Dask client of this DaskScheduler was closed while its work ran; "
+        "shut the scheduler down with shutdown() and make a new one"
+    )
 
 
 def _worker_lost(entry: OpenTask, error, lost: list[str]) -> WorkerLostError:

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..dask.connect import scatter_everywhere
+from ..dask.connect import cancel_futures, scatter_everywhere
 from ..dask.dask_adapter import SHIPPED_PREFIX
 from ..tasks.base import as_labkit_error
 from ..tasks.open_task import OpenTask
@@ -147,9 +147,7 @@ class Dispatcher:
             if entry.route is not None:
                 entry.route.release(entry)
         handles = [e.handle for e in entries if e.handle is not None] + list(handles)
-        if handles:
-            with contextlib.suppress(Exception):  # the cluster may already be gone at shutdown
-                self.client.cancel(handles)
+        cancel_futures(self.client, handles)
 
     def resubmit(self, entry: OpenTask, why) -> None:
         """Ship what was lost again (callable, chunk) by the task's route; nothing was recorded.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..dask.connect import cancel_futures
 from ..dask.dask_adapter import is_delayed
 from ..workers.lazy_chunks import lazy_chunk
 from ..workers.reference import ByReference
@@ -270,7 +271,7 @@ class DirectScatterRoute(Transport):
             entry.handle = future
             outcomes.follow(entry, future)
             if not entry.is_open():  # cancelled while it was submitted: the cancel saw no handle
-                client.cancel([future])
+                cancel_futures(client, [future])
         except Exception as exc:  # its worker died, no workers left, it does not pickle
             outcomes.fault(entry, exc)
 
