@@ -47,6 +47,7 @@ PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-
 # measure of what coverage costs the suite).
 COVERAGE ?= yes
 COV      := $(if $(filter yes,$(COVERAGE)),--cov --cov-report=,)
+COV_MORE := $(if $(filter yes,$(COVERAGE)),--cov --cov-append --cov-report=,)
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check labkit
@@ -58,30 +59,21 @@ check: lint
 	$(BIN)/python -m pytest -q -m "serial and not slow and not browser" \
 	    $$($(BIN)/python -m tests.tiers) || [ $$? -eq 5 ]
 
-# The serial pass runs beside the first, at the machine's normal priority, while the first
-# pass runs at niceness $(NICE): the kernel gives the serial tests (JupyterLab's, which bound
-# a board's lag) the CPU they ask for, about half of the two cores, and the first pass the
-# rest (it was idle then when the serial pass ran after it: issue 45).  Above the views' own
-# niceness (10, labkit/views/priority.py), so a board's writer still comes before it.
-# A failing pass still lets the other finish and prints the coverage, then fails.
-# Each pass lists its slowest tests, where the suite's time goes (issue 45); the serial
-# pass's output is printed when it ends.  Lint and types run beside them too (mypy is about
-# 35 s of one core); their output is printed, and counted, when the first pass ends.
-NICE ?= 15
-SERIAL_COV := test-artifacts/serial/.coverage.serial
+# A failing first pass still runs the serial pass and prints the coverage, then fails.
+# Each pass lists its slowest tests, where the suite's time goes (issue 45).  Lint and
+# types run beside the first pass (mypy is about 35 s of one core, which the pass leaves
+# idle while its tests wait); their output is printed, and counted, when the pass ends.
 test: $(VENV)/.test
 	mkdir -p test-artifacts
 	$(BIN)/python -m coverage erase
-	rm -rf test-artifacts/serial && mkdir -p test-artifacts/serial
 	status=0; \
 	$(MAKE) --no-print-directory lint > test-artifacts/lint.log 2>&1 & lint=$$!; \
-	COVERAGE_FILE=$(SERIAL_COV) $(BIN)/python -m pytest -m serial $(COV) --durations=10 \
-	    $$($(BIN)/python -m tests.tiers) > test-artifacts/serial.log 2>&1 & serial=$$!; \
-	nice -n $(NICE) $(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
+	$(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
 	wait $$lint || status=$$?; cat test-artifacts/lint.log; \
-	wait $$serial || { s=$$?; [ $$s -eq 5 ] || status=$$s; }; cat test-artifacts/serial.log; \
-	[ "$(COVERAGE)" != yes ] || { $(BIN)/python -m coverage combine --append \
-	    test-artifacts/serial > /dev/null; $(BIN)/python tests/coverage_figure.py; }; \
+	$(BIN)/python -m pytest -m serial $(COV_MORE) --durations=10 \
+	    $$($(BIN)/python -m tests.tiers) || \
+	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
+	[ "$(COVERAGE)" != yes ] || $(BIN)/python tests/coverage_figure.py; \
 	exit $$status
 
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
