@@ -22,6 +22,7 @@ import threading
 import time
 
 from ...errors import SchedulerError
+from ...scheduling.dask.connect import cancel_futures
 from ..worker import lifecycle as life
 from .tasks import GRACE, client_error
 
@@ -47,7 +48,7 @@ def fetch_state(group, direct: bool = True) -> dict:
             _await(group, future, what)
             # a bound on the gather too: the worker may die between the two, and a task
             # bound to a dead worker is never run again (the gather would wait forever)
-            timer = threading.Timer(group.timeout + GRACE, group.client.cancel, [[future]])
+            timer = threading.Timer(group.timeout + GRACE, cancel_futures, [group.client, [future]])
             timer.start()
             try:
                 return group.client.gather(future, direct=direct)
