@@ -97,6 +97,10 @@ def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers():
                                                             r"finished", outer.inner_text()),
                          timeout=60, page=page, describe=lambda: phase_labels(board))
                 table = board.locator("table.labkit-epochs tr")
+                # the kernel sends the table before the bar's "finished" (tests/views/
+                # test_board.py); the page renders each widget on its own
+                wait_for("a row for every epoch", lambda: table.count() == EPOCHS + 1,
+                         timeout=30, page=page, describe=lambda: table.all_inner_texts())
                 rows = [r.split("\t") for r in table.all_inner_texts()[1:]]
                 screenshot(page, "jupyterlab-workers-final")
                 out = cell_output_text(page, 2)

@@ -301,6 +301,15 @@ def test_a_trainer_board_shows_device_load_epochs_and_the_loss(comms, boards):
     assert comms.state(b.fit.outer.done)["value"] == 3 == comms.state(b.fit.outer.done)["max"]
     table = comms.state(b.fit.epochs)["value"]
     assert table.count("<tr>") == 4                       # a header and three epochs
+    # the page holds every epoch's row by the time its bar reads "finished": the table's
+    # last change is sent before the bar's first "finished" (a page read in between showed
+    # three rows of four, issue 44)
+    sent = [(i, m) for i, m in enumerate(comms.messages) if m["data"].get("method") == "update"]
+    ids = {b.fit.epochs.comm.comm_id: "epochs", b.fit.outer.label.comm.comm_id: "outer"}
+    finished = min(i for i, m in sent if ids.get(m["comm_id"]) == "outer"
+                   and "finished" in m["data"]["state"].get("value", ""))
+    last_table = max(i for i, m in sent if ids.get(m["comm_id"]) == "epochs")
+    assert last_table < finished, (last_table, finished)
     for record in history:
         loss = re.escape(f"{record['loss']:.4g}")
         assert re.search(rf"<td class='num'[^>]*>{loss}</td>", table), (loss, table)

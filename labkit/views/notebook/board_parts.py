@@ -212,6 +212,9 @@ class FitPart:
 
     def draw(self, run: RunProgress, phases, now: float) -> None:
         f = fit_progress(run, phases, now)
+        # the records first: a page that reads "finished" on the bar holds every epoch's row
+        # (each widget's change is its own message, applied in the order sent)
+        self.epochs.value = epoch_table(f.records)
         status = run.status
         outer_style = (
             ""
@@ -236,7 +239,6 @@ class FitPart:
             inner_style,
             _text(fit_inner(f), None, "labkit-fit-inner-label"),
         )
-        self.epochs.value = epoch_table(f.records)
 
     def widgets(self) -> list:
         return [self.widget, self.epochs, *self.outer.widgets(), *self.inner.widgets()]
