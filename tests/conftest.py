@@ -71,6 +71,20 @@ def recorder():
     return EventRecorder()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fork_server_workers():
+    """The suite's own ``LocalCluster(processes=True)`` clusters fork their workers from the
+    fork server, as labkit's embedded clusters do (labkit/scheduling/dask/worker_start.py).
+
+    Dask spawns them by default: each worker a new interpreter importing Dask, NumPy and
+    then torch, about 1-2 s of CPU, and the suite starts hundreds (issue 45).  A cluster
+    that asks for spawn (``start_method="spawn"``) still gets it.
+    """
+    from labkit.scheduling.dask.worker_start import worker_start
+    with worker_start("forkserver"):
+        yield
+
+
 @pytest.fixture(scope="session")
 def cluster():
     """A LocalCluster with 2 single-threaded worker processes on 127.0.0.1."""
@@ -104,6 +118,16 @@ def local_scheduler():
         yield s
 
 
+@pytest.fixture(scope="session")
+def lab():
+    """``(url, token, root_dir)`` of one throw-away JupyterLab for the session's notebook
+    tests; each takes it through ``tests.views.jupyterlab.lab_for_a_test``, which gives it
+    clean (no kernel, workspace or file left by the test before)."""
+    from tests.views.jupyterlab import jupyter_lab
+    with jupyter_lab() as served:
+        yield served
+
+
 @pytest.fixture(params=["local", "dask"])
 def scheduler(request):
     """Each test that takes it runs on both schedulers."""
@@ -120,10 +144,14 @@ def scheduler(request):
 #: The temporary root this session made for itself (``None`` when one was given).
 _OWN_BASETEMP: list[str] = []
 
+#: The lock a session running the serial tests holds (tests/machine_turns.py).
+_TURN: list = []
+
 
 @pytest.hookimpl(tryfirst=True)   # before pytest's tmpdir plugin reads the option
 def pytest_configure(config):
-    """Give the session a temporary root of its own, then declare the ``needs`` mark.
+    """Give the session a temporary root of its own, then declare the ``needs`` mark; a
+    session of the serial tests waits for another run's to end (tests/machine_turns.py).
 
     pytest's default root (``pytest-of-<user>`` in the system's temp folder) keeps only
     the three newest runs, so a second pytest run on the machine can remove this run's
@@ -141,6 +169,9 @@ def pytest_configure(config):
                             "(tests/system.py); skipped where missing, failed in CI")
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_XdistController(), "labkit-xdist-controller")
+    from tests.machine_turns import runs_serial_tests, take_turn
+    if runs_serial_tests(config.option.markexpr or "") and not hasattr(config, "workerinput"):
+        _TURN.append(take_turn(lambda words: print(f"labkit tests: {words}", flush=True)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these marks
@@ -258,6 +289,9 @@ def _remove_roots_of_ended_runs():
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    """Remove the temporary root this session made for itself (see pytest_configure)."""
+    """Remove the temporary root this session made for itself (see pytest_configure); let
+    the serial tests of another run take their turn."""
     while _OWN_BASETEMP:
         shutil.rmtree(_OWN_BASETEMP.pop(), ignore_errors=True)
+    while _TURN:
+        _TURN.pop().close()  # the next run's serial tests may start

@@ -37,7 +37,7 @@ import pytest
 
 from tests.browser import chromium, screenshot
 from tests.notebooks import live
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab, save_widget_state
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test, save_widget_state
 from tests.views.test_jupyterlab import (
     cell_output_text,
     kernel_processes,
@@ -123,9 +123,9 @@ def answered(page, board, what: str, pattern: str) -> str:
 
 
 @pytest.mark.timeout(300)
-def test_the_sweep_board_answers_while_a_cell_waits_in_jupyterlab():
+def test_the_sweep_board_answers_while_a_cell_waits_in_jupyterlab(lab):
     console: list[str] = []
-    with jupyter_lab() as (url, token, root_dir):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
         save_widget_state(root_dir)
         try:

@@ -34,7 +34,7 @@ import pytest
 
 from tests.browser import ARTIFACTS, chromium, screenshot
 from tests.notebooks import live
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test
 from tests.views.test_jupyterlab import (
     cell_output_text,
     kernel_processes,
@@ -101,8 +101,8 @@ SORT = """async (board, key) => {
 
 
 @pytest.mark.timeout(400)
-def test_a_10000_trial_sweep_board_keeps_up_and_sorts_in_jupyterlab():
-    with jupyter_lab() as (url, token, root_dir):
+def test_a_10000_trial_sweep_board_keeps_up_and_sorts_in_jupyterlab(lab):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
         try:
             with chromium() as browser:

@@ -24,7 +24,7 @@ import time
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test
 from tests.views.test_jupyterlab import (accept_kernel_dialog, bokeh_canvases, cell_output_text,
                                          kernel_processes, open_notebook, phase_labels,
                                          run_all_cells, shut_down_kernels, wait_for)
@@ -62,8 +62,8 @@ NODE_PLOTS = """() => {
 
 
 @pytest.mark.timeout(300)
-def test_notebook_01_in_jupyterlab():
-    with jupyter_lab() as (url, token, root_dir):
+def test_notebook_01_in_jupyterlab(lab):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         shutil.copy(os.path.join(NOTEBOOKS, NAME), os.path.join(root_dir, NAME))
         try:
             with chromium() as browser:

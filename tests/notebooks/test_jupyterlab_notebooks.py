@@ -44,7 +44,7 @@ import time
 import pytest
 
 from tests.browser import screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, api, jupyter_lab, save_widget_state
+from tests.views.jupyterlab import NEEDS_BROWSER, api, lab_for_a_test, save_widget_state
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
 
@@ -352,13 +352,6 @@ def saved_notebook(page, root_dir: str, name: str, timeout: float = 60):
                     timeout=timeout, page=page)
 
 
-@pytest.fixture(scope="module")
-def lab():
-    """``(url, token, root_dir)`` of one throw-away JupyterLab for the module's notebooks."""
-    with jupyter_lab() as served:
-        yield served
-
-
 def forget_workspaces(url: str, token: str) -> None:
     """Delete the server's saved workspaces: the next page opens its own notebook alone (a
     workspace would open the notebooks of the pages before it again, with kernels)."""
@@ -376,6 +369,7 @@ def test_notebook_in_jupyterlab(name, lab, browser):
     url, token, root_dir = lab
     forget_workspaces(url, token)
     with contextlib.ExitStack() as cleanup:
+        cleanup.enter_context(lab_for_a_test(lab))   # the session's server (tests/conftest.py)
         shutil.copy(os.path.join(NOTEBOOKS, name), os.path.join(root_dir, name))
         cleanup.callback(os.remove, os.path.join(root_dir, name))
         if name in SAVED_CHECKS:

@@ -19,7 +19,7 @@ import pytest
 
 from labkit.views.words import seconds
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test
 from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,
                                          phase_labels, run_all_cells, shut_down_kernels,
                                          wait_for, write_notebook)
@@ -81,8 +81,8 @@ LIVE = """() => {
 
 
 @pytest.mark.timeout(400)
-def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers():
-    with jupyter_lab() as (url, token, root_dir):
+def test_a_fit_on_workers_shows_live_and_ends_on_the_records_numbers(lab):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
         try:
             with chromium() as browser:

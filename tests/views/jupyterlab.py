@@ -235,3 +235,42 @@ def jupyter_lab(startup_timeout: float = 90):
         if proc is not None:
             stop_server(proc)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def lab_for_a_test(served):
+    """The session's JupyterLab ``served`` (``(url, token, root_dir)``) for one test, as a
+    fresh server would be: no kernel, no saved workspace, no saved widget state and an empty
+    root folder, before the test and again after it.
+
+    The JupyterLab tests share one server (the ``lab`` fixture, tests/conftest.py): a start
+    and a stop are about 7 s of the serial pass's wall time each (issue 45).
+    """
+    url, token, root_dir = served
+    _reset(url, token, root_dir)
+    try:
+        yield served
+    finally:
+        _reset(url, token, root_dir)
+
+
+def _reset(url: str, token: str, root_dir: str) -> None:
+    """Sessions and kernels shut down, workspaces and widget-state settings forgotten, the
+    root folder emptied: what a page opened next finds is what a new server would give."""
+    for session in api(url, token, "/api/sessions") or []:
+        api(url, token, f"/api/sessions/{session['id']}", method="DELETE", timeout=60)
+    for kernel in api(url, token, "/api/kernels") or []:
+        api(url, token, f"/api/kernels/{kernel['id']}", method="DELETE", timeout=60)
+    found = api(url, token, "/lab/api/workspaces") or {}
+    for ident in found.get("workspaces", {}).get("ids", []):
+        api(url, token, f"/lab/api/workspaces/{ident}", method="DELETE")
+    shutil.rmtree(os.path.join(os.path.dirname(root_dir), "config", "lab", "user-settings",
+                               "@jupyter-widgets"), ignore_errors=True)
+    for name in os.listdir(root_dir):
+        path = os.path.join(root_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+

@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, api, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, api, lab_for_a_test
 
 pytest.importorskip("playwright")
 pytest.importorskip("jupyterlab")
@@ -205,9 +205,9 @@ def shut_down_kernels(url: str, token: str) -> list[str]:
 # -- the test ---------------------------------------------------------------------------
 
 @pytest.mark.timeout(300)
-def test_board_live_in_jupyterlab():
+def test_board_live_in_jupyterlab(lab):
     console: list[str] = []
-    with jupyter_lab() as (url, token, root_dir):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         write_notebook(root_dir)
         try:
             with chromium() as browser:

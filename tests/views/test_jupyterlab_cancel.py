@@ -16,7 +16,7 @@ import time
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, jupyter_lab
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test
 from tests.views.test_jupyterlab import (cell_output_text, kernel_processes, open_notebook,
                                          phase_labels, run_all_cells, shut_down_kernels, wait_for,
                                          write_notebook)
@@ -50,8 +50,8 @@ CELLS = [
 
 
 @pytest.mark.timeout(300)
-def test_cancel_stops_a_run_while_a_cell_waits_for_it():
-    with jupyter_lab() as (url, token, root_dir):
+def test_cancel_stops_a_run_while_a_cell_waits_for_it(lab):
+    with lab_for_a_test(lab) as (url, token, root_dir):
         write_notebook(root_dir, CELLS, NOTEBOOK)
         try:
             with chromium() as browser:
