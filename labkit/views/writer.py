@@ -228,6 +228,11 @@ class Writer:
         return self._thread.is_alive()
 
     @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called: the next draw is the last."""
+        return self._stopping.is_set()
+
+    @property
     def caught_up(self) -> bool:
         """Whether the last draw finished and showed the tracker's current version."""
         return not (self._drawing or self._force) and self._drawn == self.tracker.version

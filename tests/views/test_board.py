@@ -395,3 +395,65 @@ def test_a_scheduler_board_lays_out_a_row_per_run(comms, boards):
         [w.model_id for row, table in rows for w in (row.box, table)]
     labels = [_text(comms.state(row.label)["value"]) for row, _ in rows]
     assert labels[0].startswith("train ") and labels[1].startswith("execute "), labels
+
+
+def test_a_boards_first_draw_sends_its_words_and_its_node_plots_come_in_the_next(
+        comms, local_scheduler, boards, monkeypatch):
+    """A board shown while its run goes: the first draw makes no Bokeh figure (the page is
+    making every widget's view then), and the writer draws again at once to make them."""
+    from labkit.events import NodeJoined
+    from labkit.views.bokeh.components import Components
+    calls = []
+    update = Components.update
+
+    def recorded(self, snap=None, new_plots=None):
+        later = update(self, snap, new_plots)
+        calls.append((new_plots, later))
+        return later
+
+    start = Board.start
+
+    def start_after_two_joins(self):  # the run's nodes joined before the first draw
+        for node in (0, 1):
+            self.tracker(NodeJoined("r", node, "PCA", 0, 1, {
+                "phase": 0, "phases": 1, "training": True, "samples": 10,
+                "plots": {"eigenvalues": [2.0, 1.0]}}))
+        start(self)
+
+    monkeypatch.setattr(Components, "update", recorded)
+    monkeypatch.setattr(Board, "start", start_after_two_joins)
+    b = board(local_scheduler, lanes=False)
+    boards.append(b)
+    deadline = time.monotonic() + 60
+    while len(calls) < 2 and time.monotonic() < deadline:   # the draw the first one asked for
+        time.sleep(0.01)
+    assert calls[:2] == [(0, True), (None, False)], calls
+    names = [f.name for f in b.components.node_plots.children]
+    assert names == ["labkit-node-plot-r-0", "labkit-node-plot-r-1"]
+    b.stop()
+    assert all(n is None for n, _ in calls[1:])
+
+
+def test_a_board_whose_first_draw_is_its_last_makes_every_node_plot(local_scheduler, boards,
+                                                                    monkeypatch):
+    from labkit.events import NodeJoined
+    from labkit.views.bokeh.components import Components
+    calls = []
+    update = Components.update
+    monkeypatch.setattr(Components, "update", lambda self, snap=None, new_plots=None: (
+        calls.append(new_plots), update(self, snap, new_plots))[1])
+    start = Board.start
+
+    def stopped_at_start(self):  # stopped before its writer drew anything
+        self.tracker(NodeJoined("r", 0, "PCA", 0, 1, {
+            "phase": 0, "phases": 1, "training": True, "samples": 10,
+            "plots": {"eigenvalues": [2.0, 1.0]}}))
+        start(self)
+        self.stop()
+
+    monkeypatch.setattr(Board, "start", stopped_at_start)
+    b = board(local_scheduler, lanes=False)
+    boards.append(b)
+    assert not b.writer.running
+    assert [f.name for f in b.components.node_plots.children] == ["labkit-node-plot-r-0"]
+    assert calls[-1] is None

@@ -149,3 +149,43 @@ def test_a_new_run_reuses_the_node_plot_and_the_table_is_html_escaped():
     text = c.node_table.text
     assert text.count("labkit-node-row") == 2 and "&lt;PCA&gt;" in text and "<PCA>" not in text
     assert "1,234" in text and c.node_rows["run"] == ["r1", "r2"]
+
+
+def _joined(run, node, values):
+    return NodeJoined(run, node, "PCA", 0, 1, {"phase": 0, "phases": 1, "training": True,
+                                               "samples": 10, "plots": {"eigenvalues": values}})
+
+
+def test_new_node_plots_past_the_limit_are_left_for_a_later_update():
+    tracker = Tracker()
+    c = Components(tracker, max_node_plots=2, spare_plot=False)  # as a board makes them
+    for node in (0, 1):
+        tracker(_joined("r", node, [2.0, 1.0]))
+    assert c.update(new_plots=0) is True                  # a first frame: no new figure
+    assert [type(f).__name__ for f in c.node_plots.children] == ["Div"]  # the placeholder
+    assert c.node_rows["node"] == [0, 1]                  # the table has both nodes
+    assert c.update(new_plots=1) is True                  # one made, one left
+    assert [f.name for f in c.node_plots.children] == ["labkit-node-plot-r-0"]
+    assert c.update(new_plots=0) is True and len(c.node_plots.children) == 1
+    assert c.update() is False                            # no limit: every plot
+    assert [f.name for f in c.node_plots.children] == ["labkit-node-plot-r-0",
+                                                       "labkit-node-plot-r-1"]
+
+
+def test_a_figure_freed_by_a_node_no_longer_shown_is_no_new_plot():
+    tracker = Tracker()
+    c = Components(tracker, max_node_plots=1, spare_plot=False)
+    tracker(_joined("r", 0, [2.0, 1.0]))
+    c.update()
+    (made,) = c.node_plots.children
+    tracker(_joined("r2", 0, [3.0]))                      # a new run's node takes its place
+    assert c.update(new_plots=0) is False
+    assert list(c.node_plots.children) == [made] and made.name == "labkit-node-plot-r2-0"
+
+
+def test_a_spare_figure_is_no_new_plot():
+    tracker = Tracker()
+    c = Components(tracker, spare_plot=True)
+    tracker(_joined("r", 0, [1.0]))
+    assert c.update(new_plots=0) is False
+    assert [f.name for f in c.node_plots.children] == ["labkit-node-plot-r-0"]

@@ -268,8 +268,9 @@ class Components:
 
     # -- updating ----------------------------------------------------------------
 
-    def update(self, snap: Snapshot | None = None) -> None:
-        """Pull a snapshot and the new spans; send only what changed.
+    def update(self, snap: Snapshot | None = None, new_plots: int | None = None) -> bool:
+        """Pull a snapshot and the new spans; send only what changed.  At most ``new_plots``
+        node plots are made (None: all); whether one was left for a later update.
 
         Thread-safe; in a Bokeh server call it from a document callback.
         """
@@ -277,7 +278,7 @@ class Components:
             snap = self.tracker.snapshot() if snap is None else snap
             self._update_devices(snap)
             self._update_spans()
-            self.nodes.update(snap)
+            return self.nodes.update(snap, new_plots)
 
     def _update_devices(self, snap: Snapshot) -> None:
         """Patch the bars; replace the rows when the set of devices changed."""

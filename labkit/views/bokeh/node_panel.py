@@ -177,10 +177,12 @@ class NodePanel:
             source.data = {"x": [], "y": []}
         named(fig, f"labkit-node-plot-{key}")
 
-    def update(self, snap: Snapshot) -> None:
+    def update(self, snap: Snapshot, new_plots: int | None = None) -> bool:
         """Refresh the node table when a row changed; grow or redraw the node plots.
 
-        With no node to show (an ensemble, a pipeline) the panel stays hidden.
+        With no node to show (an ensemble, a pipeline) the panel stays hidden.  At most
+        ``new_plots`` figures are made (None: all that are needed); whether a node's plot
+        was left for a later update.
         """
         nodes = [n for n in snap.nodes if self.run_filter is None or self.run_filter(n.run)]
         if self.layout.visible != bool(nodes):
@@ -203,7 +205,10 @@ class NodePanel:
         if data != self.node_rows:
             self.node_rows = data
             self.node_table.text = _node_table(data)
-        self._update_node_plots([n for n in nodes if n.plots][-self.max_node_plots :])
+        views = [n for n in nodes if n.plots][-self.max_node_plots :]
+        shown = _within(views, set(self._node_plots), len(self._spare_plots), new_plots)
+        self._update_node_plots(shown)
+        return len(shown) < len(views)
 
     def _update_node_plots(self, views: list[NodeView]) -> None:
         """One plot per shown node; stream points that extend it, else replace."""
@@ -227,6 +232,24 @@ class NodePanel:
             # a node may plot fewer series than the figure has lines
             for source, values in zip(sources, list(view.plots.values()), strict=False):
                 _update_series(source, *_series(values))
+
+
+def _within(views: list[NodeView], plotted: set, spare: int, new_plots: int | None) -> list:
+    """``views`` less those whose plot would be a new figure past ``new_plots`` (a node
+    with a plot keeps it; a spare figure, or one a node no longer shown frees, is no new
+    figure)."""
+    if new_plots is None:
+        return views
+    keys = {(v.run, v.node) for v in views}
+    free = spare + len(plotted - keys)
+    allowed, shown = free + new_plots, []
+    for view in views:
+        if (view.run, view.node) not in plotted:
+            if allowed == 0:
+                continue
+            allowed -= 1
+        shown.append(view)
+    return shown
 
 
 def _series(values) -> tuple[list, list]:

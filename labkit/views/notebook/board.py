@@ -105,6 +105,7 @@ class Board(LiveView):
     ):
         check_source(source, "lk.board")
         self._trial_tasks = TrialTasks()  # before subscribing: events may come at once
+        self._painted = False  # a first draw made (its node plots may come in the next)
         super().__init__(source, max_rate)
         try:
             import ipywidgets as W  # after subscribing: a first import takes a while
@@ -248,12 +249,27 @@ class Board(LiveView):
             self.buckets.value = bucket_lines(snap.nodes)
         if self.components is not None:
             with _batched(self.bokeh_model):  # one Bokeh patch a draw
-                self.components.update(snap)
+                later = self.components.update(snap, new_plots=self._new_plots())
             if getattr(self.bokeh_model, "needs_resync", False):
                 self.bokeh_model.resync()
+            if later and self.writer is not None:
+                self.writer.poke(force=True)  # the plots left out: the next draw, at once
+        self._painted = True
         if self.lanes is not None:
             self.lanes.update(self.tracker)
         self._draw_status(snap)
+
+    def _new_plots(self) -> int | None:
+        """How many node plots this draw may make: none in the board's first draw, unless
+        it is the last.
+
+        A board is mostly shown after its run started, and its page is then making every
+        widget's view: a new figure is 0.15 s of the kernel's draw and more of the page's
+        (notebook 01's first frame reached the page 2.5 s after its first event).  Its
+        words and bars go first; its node plots in the draw right after.
+        """
+        last = self.writer is None or self.writer.stopping
+        return None if self._painted or last else 0
 
     def _focus(self, snap):
         """The run the detail shows: the board's own, else the newest one."""
