@@ -36,7 +36,8 @@ Examples
 >>> tracker = Tracker()
 >>> tracker(TaskFinished(TaskInfo("r", 0, 0, "train", 0, "PCA", 0), "tcp://w1", 1.0, 2.0, 10))
 >>> c = Components(tracker)
->>> c.update()
+>>> c.update()  # no node plot left for later
+False
 >>> len(c.task_stream.select_one({"name": "labkit-task-stream-spans"}).data_source.data["start"])
 1
 """

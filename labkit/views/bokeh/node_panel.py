@@ -16,7 +16,8 @@ Examples
 >>> tracker = Tracker()
 >>> tracker(NodeJoined("r", 0, "PCA", 0, 1, {"samples": 5, "plots": {"eigenvalues": [3, 2]}}))
 >>> panel = NodePanel(spare_plot=False)
->>> panel.update(tracker.snapshot())
+>>> panel.update(tracker.snapshot())  # no plot left for a later update
+False
 >>> panel.layout.visible, panel.node_rows["name"], len(panel.node_plots.children)
 (True, ['PCA'], 1)
 """
