@@ -73,12 +73,14 @@ def recorder():
 
 @pytest.fixture(scope="session", autouse=True)
 def _fork_server_workers():
-    """The suite's own ``LocalCluster(processes=True)`` clusters fork their workers from the
-    fork server, as labkit's embedded clusters do (labkit/scheduling/dask/worker_start.py).
+    """The clusters of worker processes the tests make themselves fork their workers from
+    the fork server, as labkit's embedded clusters do (labkit/scheduling/dask/worker_start.py).
 
     Dask spawns them by default: each worker a new interpreter importing Dask, NumPy and
     then torch, about 1-2 s of CPU, and the suite starts hundreds (issue 45).  A cluster
-    that asks for spawn (``start_method="spawn"``) still gets it.
+    that asks for spawn (``start_method="spawn"``) still gets it.  (Every test uses this
+    fixture: its source names nothing of tests/tiers.py's STARTS_PROCESSES, or every test
+    would be marked slow.)
     """
     from labkit.scheduling.dask.worker_start import worker_start
     with worker_start("forkserver"):
