@@ -44,7 +44,7 @@ import time
 import pytest
 
 from tests.browser import screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, api, lab_for_a_test, save_widget_state
+from tests.views.jupyterlab import NEEDS_BROWSER, lab_for_a_test, save_widget_state
 from tests.views.test_jupyterlab import (kernel_processes, open_notebook, run_all_cells,
                                          shut_down_kernels, wait_for)
 
@@ -352,14 +352,6 @@ def saved_notebook(page, root_dir: str, name: str, timeout: float = 60):
                     timeout=timeout, page=page)
 
 
-def forget_workspaces(url: str, token: str) -> None:
-    """Delete the server's saved workspaces: the next page opens its own notebook alone (a
-    workspace would open the notebooks of the pages before it again, with kernels)."""
-    found = api(url, token, "/lab/api/workspaces") or {}
-    for ident in found.get("workspaces", {}).get("ids", []):
-        api(url, token, f"/lab/api/workspaces/{ident}", method="DELETE")
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", list(CHECKS))
 def test_notebook_in_jupyterlab(name, lab, browser):
@@ -367,11 +359,11 @@ def test_notebook_in_jupyterlab(name, lab, browser):
     n_code = sum(c.cell_type == "code"
                  for c in nbformat.read(os.path.join(NOTEBOOKS, name), as_version=4).cells)
     url, token, root_dir = lab
-    forget_workspaces(url, token)
     with contextlib.ExitStack() as cleanup:
-        cleanup.enter_context(lab_for_a_test(lab))   # the session's server (tests/conftest.py)
+        # the session's server (tests/conftest.py), without the kernels, workspaces and
+        # files of the test before; this notebook's removed after
+        cleanup.enter_context(lab_for_a_test(lab))
         shutil.copy(os.path.join(NOTEBOOKS, name), os.path.join(root_dir, name))
-        cleanup.callback(os.remove, os.path.join(root_dir, name))
         if name in SAVED_CHECKS:
             save_widget_state(root_dir)      # for pages opened from now on (06 is the last)
         console: list[str] = []

@@ -254,16 +254,29 @@ def lab_for_a_test(served):
         _reset(url, token, root_dir)
 
 
+def shut_down_kernels(url: str, token: str) -> list[str]:
+    """DELETE every kernel of the server; return their ids."""
+    ids = [k["id"] for k in api(url, token, "/api/kernels")]
+    for kernel_id in ids:
+        api(url, token, f"/api/kernels/{kernel_id}", method="DELETE", timeout=60)
+    return ids
+
+
+def forget_workspaces(url: str, token: str) -> None:
+    """Delete the server's saved workspaces: the next page opens its own notebook alone (a
+    workspace would open the notebooks of the pages before it again, with kernels)."""
+    found = api(url, token, "/lab/api/workspaces") or {}
+    for ident in found.get("workspaces", {}).get("ids", []):
+        api(url, token, f"/lab/api/workspaces/{ident}", method="DELETE")
+
+
 def _reset(url: str, token: str, root_dir: str) -> None:
     """Sessions and kernels shut down, workspaces and widget-state settings forgotten, the
     root folder emptied: what a page opened next finds is what a new server would give."""
     for session in api(url, token, "/api/sessions") or []:
         api(url, token, f"/api/sessions/{session['id']}", method="DELETE", timeout=60)
-    for kernel in api(url, token, "/api/kernels") or []:
-        api(url, token, f"/api/kernels/{kernel['id']}", method="DELETE", timeout=60)
-    found = api(url, token, "/lab/api/workspaces") or {}
-    for ident in found.get("workspaces", {}).get("ids", []):
-        api(url, token, f"/lab/api/workspaces/{ident}", method="DELETE")
+    shut_down_kernels(url, token)
+    forget_workspaces(url, token)
     shutil.rmtree(os.path.join(os.path.dirname(root_dir), "config", "lab", "user-settings",
                                "@jupyter-widgets"), ignore_errors=True)
     for name in os.listdir(root_dir):

@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from tests.browser import chromium, screenshot
-from tests.views.jupyterlab import NEEDS_BROWSER, api, lab_for_a_test
+from tests.views.jupyterlab import NEEDS_BROWSER, api, lab_for_a_test, shut_down_kernels
 
 pytest.importorskip("playwright")
 pytest.importorskip("jupyterlab")
@@ -192,14 +192,6 @@ def kernel_processes() -> list[str]:
         except psutil.NoSuchProcess:
             pass
     return found
-
-
-def shut_down_kernels(url: str, token: str) -> list[str]:
-    """DELETE every kernel of the server; return their ids."""
-    ids = [k["id"] for k in api(url, token, "/api/kernels")]
-    for kernel_id in ids:
-        api(url, token, f"/api/kernels/{kernel_id}", method="DELETE", timeout=60)
-    return ids
 
 
 # -- the test ---------------------------------------------------------------------------
