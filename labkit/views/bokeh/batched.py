@@ -34,6 +34,13 @@ class BatchedBokehModel(BokehModel):
     _pending: list | None = None
     needs_resync = False  # a new view appeared: it needs the whole document once
     on_new_view: Callable[[], None] | None = None  # called (kernel's thread) when a view appears
+    #: Whether the front-end's count of views reaches us even while a cell runs (the
+    #: comm is served by a kernel subshell).  Then nothing is sent before the first view
+    #: is counted: a view made meanwhile rendered the first document and would apply
+    #: patches to rows it never got (BokehJS: columns of uneven lengths).  It gets the
+    #: whole document when it is counted.
+    hears_views = False
+    _views_known = 0  # views counted, set only after needs_resync (the writer reads both)
 
     def __init__(self, layout: Any, **kwargs: Any):
         # With a number here the front-end counts its views back to us: patches sent
@@ -43,10 +50,20 @@ class BatchedBokehModel(BokehModel):
         self.observe(self._views_changed, names="_view_count")
 
     def _views_changed(self, change) -> None:
-        if (change["new"] or 0) > (change["old"] or 0):
+        new = change["new"] or 0
+        if new > (change["old"] or 0):
             self.needs_resync = True
+            self._views_known = new
             if self.on_new_view is not None:
                 self.on_new_view()
+        else:
+            self._views_known = new
+
+    def _may_send(self) -> bool:
+        """Whether a patch now fits every view (none waits for the whole document)."""
+        if self.needs_resync:
+            return False
+        return not self.hears_views or self._views_known > 0
 
     def resync(self) -> None:
         """Send the whole document again (once per new view; every view re-renders)."""
@@ -65,8 +82,8 @@ class BatchedBokehModel(BokehModel):
             # A view that appeared meanwhile rendered an older document: patches
             # of this one would not fit it (BokehJS: "inconsistent lengths"). It
             # gets the whole document instead (resync), which holds these changes.
-            if events and not self.needs_resync:
-                self._send_patch(events)
+            if events:
+                self._send_if_fits(events)
 
     def _document_patched(self, event) -> None:
         if event.setter is self:  # came from the front-end
@@ -74,7 +91,13 @@ class BatchedBokehModel(BokehModel):
         if self._pending is not None:
             self._pending.append(event)
         else:
-            self._send_patch([event])
+            self._send_if_fits([event])
+
+    def _send_if_fits(self, events) -> None:
+        """Send ``events`` unless a view waits for the whole document (which holds them)."""
+        with self._resync_lock:  # not between a resync's check and its document
+            if self._may_send():
+                self._send_patch(events)
 
     def _send_patch(self, events) -> None:
         """Send events as one PATCH-DOC, framed as jupyter_bokeh's front-end expects."""

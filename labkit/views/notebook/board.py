@@ -198,6 +198,9 @@ class Board(LiveView):
         if model is not None:
             model.add_class("labkit-bokeh")
             model.on_new_view = self._on_new_bokeh_view
+            # its views are counted back while a cell waits on the run; then it sends
+            # nothing before its first view is counted (see BatchedBokehModel.hears_views)
+            model.hears_views = serve_while_busy(model)
         return model
 
     def _on_new_bokeh_view(self) -> None:
