@@ -47,7 +47,6 @@ PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-
 # measure of what coverage costs the suite).
 COVERAGE ?= yes
 COV      := $(if $(filter yes,$(COVERAGE)),--cov --cov-report=,)
-COV_MORE := $(if $(filter yes,$(COVERAGE)),--cov --cov-append --cov-report=,)
 
 lint: $(VENV)/.test
 	$(BIN)/ruff check labkit
@@ -59,21 +58,43 @@ check: lint
 	$(BIN)/python -m pytest -q -m "serial and not slow and not browser" \
 	    $$($(BIN)/python -m tests.tiers) || [ $$? -eq 5 ]
 
-# A failing first pass still runs the serial pass and prints the coverage, then fails.
-# Each pass lists its slowest tests, where the suite's time goes (issue 45).  Lint and
-# types run beside the first pass (mypy is about 35 s of one core, which the pass leaves
-# idle while its tests wait); their output is printed, and counted, when the pass ends.
+# The two passes run at once.  The serial tests (they bound a board's lag, a fit's overhead,
+# lifetimes) leave the cores about half idle for five minutes, so the parallel pass runs
+# beside them at a lower priority ($(NICE)): it takes what they leave, and they keep about
+# three quarters of the cores when both want all.  Each pass writes its own coverage data,
+# combined at the end: the serial pass's in a folder of its own, since the parallel pass's
+# pytest-cov combines every data file beside its own.  The serial pass's output is printed
+# when it ends; lint and types run beside both.  A failing pass still lets the other finish
+# and the coverage print, then fails.  Each pass lists its slowest tests, where the suite's
+# time goes (issue 45).  `make test OVERLAP=no`: the serial pass after the parallel one.
+# 12, below the 10 a board's drawing thread takes (labkit/views/priority.py): a notebook's
+# board in the serial pass draws before the parallel pass's work.
+NICE    ?= 12
+OVERLAP ?= yes
+SERIAL  := COVERAGE_FILE=test-artifacts/serial/.coverage \
+           $(BIN)/python -m pytest -m serial $(COV) --durations=10 \
+           $$($(BIN)/python -m tests.tiers)
 test: $(VENV)/.test
 	mkdir -p test-artifacts
 	$(BIN)/python -m coverage erase
+	rm -rf test-artifacts/serial && mkdir -p test-artifacts/serial
 	status=0; \
-	$(MAKE) --no-print-directory lint > test-artifacts/lint.log 2>&1 & lint=$$!; \
-	$(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
+	nice -n $(NICE) $(MAKE) --no-print-directory lint > test-artifacts/lint.log 2>&1 & lint=$$!; \
+	if [ "$(OVERLAP)" = yes ]; then \
+	    { $(SERIAL) > test-artifacts/serial/log 2>&1; echo $$? > test-artifacts/serial/rc; } & \
+	    serial=$$!; \
+	fi; \
+	nice -n $(NICE) $(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
 	wait $$lint || status=$$?; cat test-artifacts/lint.log; \
-	$(BIN)/python -m pytest -m serial $(COV_MORE) --durations=10 \
-	    $$($(BIN)/python -m tests.tiers) || \
-	    { s=$$?; [ $$s -eq 5 ] || status=$$s; }; \
-	[ "$(COVERAGE)" != yes ] || $(BIN)/python tests/coverage_figure.py; \
+	if [ "$(OVERLAP)" = yes ]; then \
+	    wait $$serial; cat test-artifacts/serial/log; s=$$(cat test-artifacts/serial/rc); \
+	else \
+	    s=0; $(SERIAL) || s=$$?; \
+	fi; \
+	[ $$s -eq 0 ] || [ $$s -eq 5 ] || status=$$s; \
+	[ "$(COVERAGE)" != yes ] || { \
+	    $(BIN)/python -m coverage combine --append test-artifacts/serial/.coverage; \
+	    $(BIN)/python tests/coverage_figure.py; }; \
 	exit $$status
 
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.

@@ -30,12 +30,17 @@ NICENESS = 10
 
 
 def lower_this_thread() -> bool:
-    """Give the calling thread the lowest CPU priority; whether that worked."""
+    """Give the calling thread the views' low CPU priority, never a higher one than it has;
+    whether it now runs at that priority or lower."""
     if not hasattr(os, "setpriority") or not hasattr(threading, "get_native_id"):
         return False
+    me = threading.get_native_id()
     try:
         # Linux schedules threads one by one: PRIO_PROCESS with a thread id affects that thread.
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+        # A process started lower (`nice -n 15 jupyter lab`, or a test pass run beside
+        # others) keeps its own: a view would otherwise take a core from the work above it
+        # (and only root may raise a priority).
+        os.setpriority(os.PRIO_PROCESS, me, max(NICENESS, os.getpriority(os.PRIO_PROCESS, me)))
         return True
     except OSError:
         return False

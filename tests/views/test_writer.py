@@ -9,6 +9,9 @@ from labkit.events import TaskFinished, TaskInfo
 from labkit.views.trackers.tracker import Tracker
 from labkit.views.writer import Writer
 
+#: Whether threads have a priority of their own here (Linux).
+HAS_PRIORITIES = hasattr(threading, "get_native_id") and hasattr(__import__("os"), "getpriority")
+
 pytestmark = pytest.mark.usefixtures("no_thread_leak")
 
 
@@ -117,8 +120,28 @@ def test_the_writer_thread_runs_at_the_lowest_priority():
     writer.stop()
     assert seen
     if sys.platform.startswith("linux"):
-        assert set(seen) == {NICENESS}
+        assert set(seen) == {max(NICENESS, mine)}   # lower, never higher than its maker's
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # only its own
+
+
+@pytest.mark.skipif(not HAS_PRIORITIES, reason="threads have no priority of their own here")
+def test_a_thread_already_below_the_views_priority_stays_there():
+    """A notebook started with `nice -n 15` (or a test pass run beside others) keeps its
+    priority: a view's thread never rises above the work that made it."""
+    import os
+    from labkit.views.priority import NICENESS, lower_this_thread
+    seen = []
+
+    def body():
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, NICENESS + 5)   # lowering: always allowed
+        seen.append(lower_this_thread())
+        seen.append(os.getpriority(os.PRIO_PROCESS, me))
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    assert seen == [True, NICENESS + 5]
 
 
 def test_settled_waits_until_every_live_writer_drew_the_latest_version():
@@ -161,18 +184,47 @@ class _Behind:
         return self.waited
 
 
-@pytest.mark.skipif(not hasattr(threading, "get_native_id") or not hasattr(__import__("os"),
-                    "getpriority"), reason="threads have no priority of their own here")
+def _in_a_thread_at_a_higher_priority(run) -> None:
+    """Call ``run()`` in a thread above the views' low priority (0 when this one is at it or
+    lower, as in `make test`'s parallel pass, where only root may raise it); raise what
+    ``run`` raised."""
+    import os
+    from labkit.views.priority import NICENESS
+    failed: list[BaseException] = []
+
+    def body():
+        me = threading.get_native_id()
+        try:
+            if os.getpriority(os.PRIO_PROCESS, me) >= NICENESS:
+                os.setpriority(os.PRIO_PROCESS, me, 0)
+            run()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    if failed and isinstance(failed[0], PermissionError):
+        pytest.skip("this process runs at the views' low priority or lower, and may not raise "
+                    "a thread above it")
+    if failed:
+        raise failed[0]
+
+
+@pytest.mark.skipif(not HAS_PRIORITIES, reason="threads have no priority of their own here")
 def test_a_writer_that_fell_behind_draws_at_its_makers_priority_until_it_caught_up():
     """On a loaded machine the low-priority writer drew a 20 ms frame in 0.8 s and the board
     trailed its run by seconds (issue 44): a view that fell behind catches up at the
     priority of the thread that made it, then goes back to the low one."""
+    _in_a_thread_at_a_higher_priority(_falls_behind_and_catches_up)
+
+
+def _falls_behind_and_catches_up():
     import os
     from labkit.views.priority import NICENESS
     from labkit.views.writer import CATCH_UP
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    if mine == NICENESS:
-        pytest.skip("this thread already runs at the writer's low priority")
+    assert mine < NICENESS
     source, seen, drew = _Behind(), [], threading.Event()
 
     def draw(snap):
