@@ -60,8 +60,10 @@ check: lint
 
 # The two passes run at once.  The serial tests (they bound a board's lag, a fit's overhead,
 # lifetimes) leave the cores about half idle for five minutes, so the parallel pass runs
-# beside them at a lower priority ($(NICE)): it takes what they leave, and they keep about
-# three quarters of the cores when both want all.  Each pass writes its own coverage data,
+# beside them at a lower priority ($(NICE)), in a session of its own whose autogroup is
+# lowered too (tests/low_priority.py: Linux shares the CPU between sessions first): it
+# takes what they leave, and they keep most of the cores when both want all.  A Ctrl-C
+# reaches it through its process group.  Each pass writes its own coverage data,
 # combined at the end: the serial pass's in a folder of its own, since the parallel pass's
 # pytest-cov combines every data file beside its own.  The serial pass's output is printed
 # when it ends; lint and types run beside both.  A failing pass still lets the other finish
@@ -84,7 +86,10 @@ test: $(VENV)/.test
 	    { $(SERIAL) > test-artifacts/serial/log 2>&1; echo $$? > test-artifacts/serial/rc; } & \
 	    serial=$$!; \
 	fi; \
-	nice -n $(NICE) $(PYTEST) -m "not serial" $(COV) --durations=30 || status=$$?; \
+	$(BIN)/python -m tests.low_priority $(NICE) $(PYTEST) -m "not serial" $(COV) \
+	    --durations=30 & par=$$!; \
+	trap 'kill -INT -$$par 2>/dev/null' INT TERM; \
+	wait $$par || status=$$?; wait $$par 2>/dev/null; trap - INT TERM; \
 	wait $$lint || status=$$?; cat test-artifacts/lint.log; \
 	if [ "$(OVERLAP)" = yes ]; then \
 	    wait $$serial; cat test-artifacts/serial/log; s=$$(cat test-artifacts/serial/rc); \
