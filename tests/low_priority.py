@@ -22,14 +22,16 @@ __all__ = ["lower_and_run"]
 
 
 def lower_and_run(niceness: int, command: list[str]) -> None:
-    """Become ``command`` in a new session at ``niceness`` (the session's autogroup too)."""
+    """Become ``command`` in a new session at ``niceness``, or at the caller's own when it
+    is lower already (the session's autogroup too: a new one starts at 0)."""
+    level = max(niceness, os.nice(0))
     os.setsid()
     try:
         with open("/proc/self/autogroup", "w") as f:
-            f.write(str(niceness))
+            f.write(str(level))
     except OSError:  # no autogroups here (or a kernel that refuses): nice is all
         pass
-    os.nice(max(0, niceness - os.nice(0)))
+    os.nice(level - os.nice(0))
     os.execvp(command[0], command)
 
 
