@@ -186,8 +186,7 @@ def test_the_joined_widget_code_draws_the_board_the_modules_draw():
                 if script:
                     ctx.add_init_script(script)
                 board = Board(ctx.new_page())
-                board.page.goto(url)
-                board.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+                board.load(url)
                 assert board.page.evaluate("lkTest.error || null") is None
                 assert board.page.evaluate("!!window.lkJoined") is bool(script)
                 runs.append(_play(board, Sweep(300, seed=3, running=0.2)))

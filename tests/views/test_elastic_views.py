@@ -179,8 +179,7 @@ def test_the_board_page_says_it_waits_and_marks_the_moved_trial_in_chromium():
         ctx = browser.new_context(viewport={"width": 900, "height": 1000})
         try:
             board = Board(ctx.new_page())
-            board.page.goto(url)
-            board.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+            board.load(url)
             assert board.page.evaluate("lkTest.error || null") is None
             board.deliver({**frames.paint(), "status": "running", "ended": False, "clock": None})
             assert "waiting for workers" in board.text(".labkit-sweep-status")

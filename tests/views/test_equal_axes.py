@@ -49,8 +49,7 @@ def test_an_axis_of_equal_values_is_centred_on_them_and_shows_none_they_cannot_h
     frames = _frames(comms, local_scheduler, acc)
     with served_harness(ROOT, "equal-axes-http") as url, chromium() as browser:
         page = Board(browser.new_page(viewport={"width": 900, "height": 1200}))
-        page.page.goto(url)
-        page.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+        page.load(url)
         page.deliver(*frames)
         page.wait_seq(frames[-1]["seq"])
         axes = {a["name"]: a for a in json.loads(page.data(".labkit-sweep-parallel")["axes"])}

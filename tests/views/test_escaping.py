@@ -105,8 +105,7 @@ def test_the_notebook_board_shows_a_tag_named_parameter_and_sweep_as_text(
     assert frames[0]["meta"]["params"] == [TAG, "word"] and frames[0]["meta"]["name"] == TAG
     with served_harness(ROOT, "escaping-http") as url, chromium() as browser:
         page = Board(browser.new_page(viewport={"width": 900, "height": 1200}))
-        page.page.goto(url)
-        page.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+        page.load(url)
         for frame in frames:
             page.deliver(frame)
         page.wait_seq(frames[-1]["seq"])

@@ -43,8 +43,7 @@ def open_board(browser, site):
         contexts.append(ctx)
         board = Board(ctx.new_page())
         boards.append(board)
-        board.page.goto(site)
-        board.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+        board.load(site)
         assert board.page.evaluate("lkTest.error || null") is None
         return board
 

@@ -116,8 +116,7 @@ def open_page(site, browser):
                                 f"window.lkNoKernel = {'false' if kernel else 'true'};")
             page = Board(ctx.new_page())
             boards.append(page)
-            page.page.goto(site)
-            page.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+            page.load(site)
             assert page.page.evaluate("lkTest.error || null") is None
             return page
 

@@ -111,8 +111,7 @@ def test_the_board_page_draws_the_workers_as_steps_in_chromium():
         ctx = browser.new_context(viewport={"width": 900, "height": 1000})
         try:
             board = Board(ctx.new_page())
-            board.page.goto(url)
-            board.page.wait_for_function("window.lkTest && (lkTest.ready || lkTest.error)")
+            board.load(url)
             assert board.page.evaluate("lkTest.error || null") is None
             plot = ".labkit-sweep-worker-count"
             board.deliver({**frames.paint(), "status": "running", "ended": False, "clock": None})
