@@ -158,9 +158,10 @@ class QuietHandler(SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def served_harness(root, name: str) -> Iterator[str]:
-    """``root`` served on 127.0.0.1 (ESM imports need http) while open; the harness page's URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=root))
+def served_harness(root, name: str, handler: type = QuietHandler) -> Iterator[str]:
+    """``root`` served on 127.0.0.1 (ESM imports need http) by ``handler`` while open; the
+    harness page's URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=root))
     thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:

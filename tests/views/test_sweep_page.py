@@ -403,10 +403,6 @@ def test_a_theme_switch_redraws_the_canvases_in_its_colours(open_board):
 def test_a_page_whose_module_did_not_arrive_is_loaded_again(browser):
     """The harness loads a page again when one of its modules was not fetched (a CI run
     under load read "Failed to fetch dynamically imported module" once), and only then."""
-    import functools
-    import threading
-    from http.server import ThreadingHTTPServer
-
     from tests.views.sweep_page_harness import MODULE_NOT_FETCHED, QuietHandler
 
     dropped: list[str] = []
@@ -419,19 +415,14 @@ def test_a_page_whose_module_did_not_arrive_is_loaded_again(browser):
                 return
             super().do_GET()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(DropsOneModuleOnce, directory=ROOT))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    ctx = browser.new_context()
-    try:
-        board = Board(ctx.new_page())
-        board.load(f"http://127.0.0.1:{server.server_port}/tests/views/sweep_page.html")
-        assert dropped and len(board.reloads) == 1 and MODULE_NOT_FETCHED in board.reloads[0]
-        assert board.page.evaluate("lkTest.error || null") is None
-        assert board.page.evaluate("lkTest.ready") is True
-    finally:
-        ctx.close()
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with served_harness(ROOT, "drops-a-module-http", DropsOneModuleOnce) as url:
+        ctx = browser.new_context()
+        try:
+            board = Board(ctx.new_page())
+            board.load(url)
+            assert dropped and len(board.reloads) == 1
+            assert MODULE_NOT_FETCHED in board.reloads[0]
+            assert board.page.evaluate("lkTest.error || null") is None
+            assert board.page.evaluate("lkTest.ready") is True
+        finally:
+            ctx.close()

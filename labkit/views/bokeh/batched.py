@@ -51,13 +51,12 @@ class BatchedBokehModel(BokehModel):
 
     def _views_changed(self, change) -> None:
         new = change["new"] or 0
-        if new > (change["old"] or 0):
-            self.needs_resync = True
-            self._views_known = new
-            if self.on_new_view is not None:
-                self.on_new_view()
-        else:
-            self._views_known = new
+        grew = new > (change["old"] or 0)
+        if grew:
+            self.needs_resync = True  # before the count: a patch is never sent in between
+        self._views_known = new
+        if grew and self.on_new_view is not None:
+            self.on_new_view()
 
     def _may_send(self) -> bool:
         """Whether a patch now fits every view (none waits for the whole document)."""
