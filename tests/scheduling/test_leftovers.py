@@ -29,22 +29,24 @@ def _settled(client, ours: str, deadline: float) -> dict:
 @pytest.mark.parametrize("join", ["client", "workers"])
 def test_shutdown_mid_training_leaves_no_task_keys_on_an_external_scheduler(cluster, join):
     from distributed import Client
-    s = lk.DaskScheduler(cluster.scheduler_address)
-    ours = s.client.id
-    chunks = np.array_split(np.random.default_rng(1).normal(size=(4000, 5)), 40)
-    flow = lk.ParallelFlow([SlowPCA(delay=0.1, output_dim=2)])
-    try:
-        run = flow.train([chunks], scheduler=s, wait=False, join=join)
-        deadline = time.monotonic() + 60
-        while s.total_open_tasks < 4 and time.monotonic() < deadline:    # under way
-            time.sleep(0.05)
-        assert s.total_open_tasks >= 4
-    finally:
-        s.shutdown()
-    with pytest.raises(lk.LabkitError, match="shut down"):
-        run.result(timeout=60)
-    assert flow[0].is_training() and flow[0].samples_seen == 0    # the phase was undone
+    # connected first: the scheduler tells every client of a cancel, and one told so in
+    # its first 2 ms fails Dask's handshake (labkit's own connect tries again)
     with Client(cluster.scheduler_address) as observer:
+        s = lk.DaskScheduler(cluster.scheduler_address)
+        ours = s.client.id
+        chunks = np.array_split(np.random.default_rng(1).normal(size=(4000, 5)), 40)
+        flow = lk.ParallelFlow([SlowPCA(delay=0.1, output_dim=2)])
+        try:
+            run = flow.train([chunks], scheduler=s, wait=False, join=join)
+            deadline = time.monotonic() + 60
+            while s.total_open_tasks < 4 and time.monotonic() < deadline:    # under way
+                time.sleep(0.05)
+            assert s.total_open_tasks >= 4
+        finally:
+            s.shutdown()
+        with pytest.raises(lk.LabkitError, match="shut down"):
+            run.result(timeout=60)
+        assert flow[0].is_training() and flow[0].samples_seen == 0    # the phase was undone
         state = _settled(observer, ours, time.monotonic() + 30)
     assert state["tasks"] == [], f"task keys left on the scheduler: {state['tasks'][:5]}"
     assert ours not in state["clients"]

@@ -195,20 +195,29 @@ def connect(address: str, timeout=None):
 
     The error comes within ``timeout`` seconds (see :func:`connect_timeout`)
     and names the address; Dask's exception chain stays its ``__cause__``.
+    A handshake that another client's message crossed (see
+    :class:`.labkit_client.CrossedHandshake`) is tried again while time is left.
     """
-    from distributed import Client
+    from .labkit_client import CrossedHandshake, LabkitClient  # distributed, when needed
 
     address, seconds = check_address(address), connect_timeout(timeout)
-    try:
-        return Client(address, timeout=seconds)
-    except Exception as exc:
-        reason = _reason(exc)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return LabkitClient(address, timeout=seconds)
+        except CrossedHandshake as exc:
+            if time.monotonic() < deadline:
+                continue
+            reason: str = str(exc)
+            cause: BaseException = exc
+        except Exception as exc:
+            reason, cause = _reason(exc), exc
         raise SchedulerError(
             f"cannot reach a Dask scheduler at {address} within {seconds:g} s ({reason}); "
             f"check that it runs and that this machine can reach it, or wait longer "
             f"(connect_timeout=, LABKIT_CONNECT_TIMEOUT)",
             address=address,
-        ) from exc
+        ) from cause
 
 
 def _reason(exc: BaseException | None) -> str:

@@ -24,6 +24,10 @@ Dask upgrade that breaks one breaks it in this module only
   (SIGTERM) (:func:`watch_retirements`, :func:`left_gracefully`): a plugin on the
   scheduler hears its events, since Dask says nowhere public whether a worker
   that left was retired or lost;
+* a handshake that another client's message crossed (:func:`handshake_comms`):
+  Dask's client asserts that the scheduler's first batch holds ``stream-start``
+  alone, and leaves that handshake's comm open in a local, so the scheduler
+  keeps a client for it until a garbage collection frees it;
 * asking the scheduler for its full identity (:func:`scheduler_identity`):
   ``Client.scheduler_info()`` returns a cache that the client's periodic
   refresh overwrites with a copy listing no worker.
@@ -45,6 +49,7 @@ import asyncio
 import concurrent.futures
 import logging
 import sys
+import traceback
 import weakref
 from typing import Any
 
@@ -77,6 +82,7 @@ __all__ = [
     "scheduler_identity",
     "forget_on_scheduler",
     "is_adaptive",
+    "handshake_comms",
 ]
 
 #: Reasons Dask gives when it cancels a task because its inputs died with their holders.
@@ -270,6 +276,22 @@ def keep_shipped_copies(client) -> bool:
         return bool(client.run_on_scheduler(swap))
     except Exception:  # an old or locked-down scheduler: Dask's own policy stays
         return False
+
+
+def handshake_comms(exc: BaseException) -> list:
+    """The open comms that the frames of ``exc``'s traceback (a failed handshake) hold.
+
+    Dask's client keeps its handshake's comm in a local of the coroutine that
+    failed: only the traceback still reaches it, and nothing else closes it.
+    """
+    from distributed.comm import Comm
+
+    found: list = []
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        for value in frame.f_locals.values():
+            if isinstance(value, Comm) and not value.closed() and value not in found:
+                found.append(value)
+    return found
 
 
 def is_adaptive(cluster) -> bool:

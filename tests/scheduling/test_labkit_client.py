@@ -1,0 +1,113 @@
+"""Connecting while the scheduler tells every client something (another client's cancel)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+import labkit as lk
+from labkit.scheduling.dask.connect import connect
+
+
+class CrossHandshakes:
+    """A scheduler plugin: the next ``times`` new clients get a message of everyone's
+    batched with their ``stream-start``, as another client's cancel can be."""
+
+    name = "cross-handshakes"
+
+    def __init__(self, times: int):
+        self.left, self.clients = times, 0
+
+    def add_client(self, scheduler, client):
+        self.clients += 1
+        if self.left > 0:
+            self.left -= 1
+            # runs once add_client has queued stream-start, before the batch is flushed
+            asyncio.get_running_loop().call_soon(
+                scheduler.report, {"op": "cancelled-keys", "keys": [], "reason": "elsewhere"})
+
+
+@pytest.fixture
+def crossing_cluster():
+    """A one-worker cluster of threads whose scheduler crosses handshakes when told."""
+    from distributed import LocalCluster
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    plugin = type("Crossing", (CrossHandshakes, SchedulerPlugin), {})(0)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster:
+        cluster.sync(_add_plugin, cluster.scheduler, plugin)
+        yield cluster, plugin
+
+
+async def _add_plugin(scheduler, plugin):
+    """Add ``plugin`` to ``scheduler`` on its own loop."""
+    scheduler.add_plugin(plugin)
+
+
+def _clients_settle(scheduler, expected: set, seconds: float = 30) -> bool:
+    """Whether the scheduler's clients (but its fire-and-forget one) come to be ``expected``."""
+    deadline = time.monotonic() + seconds
+    while set(scheduler.clients) - {"fire-and-forget"} != expected:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_dask_own_client_fails_a_crossed_handshake(crossing_cluster):
+    """The race is real: Dask's client asserts on a first batch of two messages."""
+    from distributed import Client
+    cluster, plugin = crossing_cluster
+    plugin.left = 1
+    before = set(Client._instances)
+    with pytest.raises(AssertionError):
+        Client(cluster.scheduler_address, timeout=5, set_as_default=False)
+    assert plugin.left == 0 and set(Client._instances) == before
+
+
+def test_connect_tries_a_crossed_handshake_again(crossing_cluster):
+    cluster, plugin = crossing_cluster
+    plugin.left, seen = 2, plugin.clients
+    client = connect(cluster.scheduler_address, timeout=10)
+    try:
+        assert plugin.left == 0 and plugin.clients == seen + 3   # two crossed, one whole
+        assert client.status == "running"
+        assert client.submit(sum, [1, 2, 3]).result(timeout=30) == 6
+        assert _clients_settle(cluster.scheduler, {client.id})   # the crossed ones left
+    finally:
+        client.close()
+
+
+def test_a_scheduler_crossing_every_handshake_is_a_scheduler_error_and_leaves_nothing_open(
+        crossing_cluster):
+    from distributed import Client
+    from distributed.client import default_client
+    cluster, plugin = crossing_cluster
+    plugin.left = 10 ** 6
+    with pytest.raises(lk.SchedulerError,
+                       match=r"cannot reach a Dask scheduler at .* within 1 s \(the scheduler's "
+                             r"first message came batched with another client's\)"):
+        connect(cluster.scheduler_address, timeout=1)
+    assert plugin.clients > 2
+    assert _clients_settle(cluster.scheduler, set())
+    assert not [c for c in Client._instances if c.status != "closed"]
+    with pytest.raises(ValueError):   # no half-made client left as the default
+        default_client()
+
+
+def test_a_dask_scheduler_by_address_survives_a_crossed_handshake(crossing_cluster):
+    """As after another client's shutdown cancelled its tasks on a shared scheduler."""
+    cluster, plugin = crossing_cluster
+    plugin.left = 1
+    with lk.DaskScheduler(cluster.scheduler_address) as s:
+        assert plugin.left == 0
+        s.add_task(3, _square)
+        assert s.get_results() == [9]
+
+
+def _square(x):
+    """A task."""
+    return x * x
