@@ -268,3 +268,14 @@ class LogRecords(logging.Handler):
     def __exit__(self, *exc):
         self.logger.removeHandler(self)
         self.logger.setLevel(self.level_before)
+
+
+def own_client(address: str):
+    """A user's own ``distributed.Client`` of the scheduler at ``address``.
+
+    labkit's ``LabkitClient`` (a ``distributed.Client``): a test connecting
+    right after another's shutdown may have its handshake crossed by that
+    cancel, told to every client, which fails Dask's own client.
+    """
+    from labkit.scheduling.dask.connect import connect
+    return connect(address)

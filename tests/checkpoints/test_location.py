@@ -6,10 +6,10 @@ import uuid
 
 import numpy as np
 import pytest
-from distributed import Client
 
 from labkit.checkpoints.location import CheckpointLocation, CheckpointRef, digest_of
 from labkit.errors import StorageError
+from tests.helpers import own_client
 
 
 def _blob(seed, size=1 << 16):
@@ -207,7 +207,7 @@ def _exists_on_worker(location, ref):
 def test_a_worker_process_writes_and_the_client_reads(location, cluster):
     mine = location.write("sweep/trial-1/client.lkc", b"c" * 10)
     assert location.size_of() == 10  # the client has listed the folder (s3fs caches listings)
-    with Client(cluster.scheduler_address) as client:
+    with own_client(cluster.scheduler_address) as client:
         future = client.submit(_write_on_worker, location, "sweep/trial-1/0.lkc", 7, pure=False)
         ref, pid = future.result(timeout=120)
         assert pid != os.getpid()

@@ -15,6 +15,7 @@ import pytest
 
 import labkit as lk
 from labkit.scheduling.dask.connect import CONNECT_TIMEOUT, check_address
+from tests.helpers import own_client
 
 UNREACHABLE = "tcp://127.0.0.1:1"   # port 1: nothing listens there
 
@@ -85,8 +86,7 @@ NAMES = list(cases(None))
 @pytest.mark.parametrize("name", NAMES)
 def test_bad_scheduler_arguments_are_located_labkit_errors_and_the_cluster_goes_on(
         name, cluster):
-    from distributed import Client
-    with Client(cluster.scheduler_address) as client:
+    with own_client(cluster.scheduler_address) as client:
         make, error, words = cases(client)[name]
         started = time.monotonic()
         with pytest.raises(error) as info:
@@ -114,8 +114,7 @@ def test_the_default_connect_timeout_is_at_most_ten_seconds_and_settable(monkeyp
 
 
 def test_a_closed_client_is_refused_by_name(cluster):
-    from distributed import Client
-    client = Client(cluster.scheduler_address)
+    client = own_client(cluster.scheduler_address)
     client.close()
     with pytest.raises(lk.SchedulerError, match="closed"):
         lk.DaskScheduler(client=client)

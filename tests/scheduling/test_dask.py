@@ -4,12 +4,12 @@ import dask
 import numpy as np
 import psutil
 import pytest
-from distributed import Client
 
 import labkit as lk
 from labkit.events import TaskStarted
 from labkit.scheduling.dask.connect import scheduler_identity
 from tests import helpers
+from tests.helpers import own_client
 
 
 def test_callable_is_shipped_once_not_per_task(dask_scheduler):
@@ -55,7 +55,7 @@ def test_existing_cluster_by_address_and_client_is_left_running(cluster):
     with lk.DaskScheduler(cluster.scheduler_address) as s:
         s.add_task(1, helpers.double)
         assert s.get_results() == [2]
-    with Client(cluster.scheduler_address) as client:
+    with own_client(cluster.scheduler_address) as client:
         with lk.DaskScheduler(client=client) as s:
             s.add_task(2, helpers.double)
             assert s.get_results() == [4]

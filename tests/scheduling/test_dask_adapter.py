@@ -28,6 +28,7 @@ import pytest
 
 import labkit as lk
 from labkit.scheduling.dask import dask_adapter as adapter
+from tests.helpers import own_client
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "labkit"
 ADAPTER = PACKAGE / "scheduling" / "dask" / "dask_adapter.py"
@@ -179,9 +180,9 @@ def test_the_adapter_tells_dask_types_apart():
 
 
 def test_the_adapter_reads_a_cancel_reason_and_lost_workers(cluster):
-    from distributed import Client, Event
+    from distributed import Event
     from labkit.scheduling.dask import dask_adapter as adapter
-    with Client(cluster.scheduler_address) as client:
+    with own_client(cluster.scheduler_address) as client:
         gate = Event("labkit-test-cancel-gate", client=client)
         future = client.submit(gate.wait, key="labkit-test-cancel-0", pure=False)
         try:
