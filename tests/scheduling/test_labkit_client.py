@@ -6,12 +6,14 @@ import asyncio
 import time
 
 import pytest
+from distributed import LocalCluster
+from distributed.diagnostics.plugin import SchedulerPlugin
 
 import labkit as lk
 from labkit.scheduling.dask.connect import connect
 
 
-class CrossHandshakes:
+class CrossHandshakes(SchedulerPlugin):
     """A scheduler plugin: the next ``times`` new clients get a message of everyone's
     batched with their ``stream-start``, as another client's cancel can be."""
 
@@ -32,10 +34,7 @@ class CrossHandshakes:
 @pytest.fixture
 def crossing_cluster():
     """A one-worker cluster of threads whose scheduler crosses handshakes when told."""
-    from distributed import LocalCluster
-    from distributed.diagnostics.plugin import SchedulerPlugin
-
-    plugin = type("Crossing", (CrossHandshakes, SchedulerPlugin), {})(0)
+    plugin = CrossHandshakes(0)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=None) as cluster:
         cluster.sync(_add_plugin, cluster.scheduler, plugin)
