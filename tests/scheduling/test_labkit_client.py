@@ -64,7 +64,7 @@ def test_dask_own_client_fails_a_crossed_handshake(crossing_cluster):
     before = set(Client._instances)
     with pytest.raises(AssertionError):
         Client(cluster.scheduler_address, timeout=5, set_as_default=False)
-    assert plugin.left == 0 and set(Client._instances) == before
+    assert plugin.left == 0 and set(Client._instances) <= before
 
 
 def test_connect_tries_a_crossed_handshake_again(crossing_cluster):
@@ -82,19 +82,33 @@ def test_connect_tries_a_crossed_handshake_again(crossing_cluster):
 
 def test_a_scheduler_crossing_every_handshake_is_a_scheduler_error_and_leaves_nothing_open(
         crossing_cluster):
-    from distributed import Client
-    from distributed.client import default_client
     cluster, plugin = crossing_cluster
     plugin.left = 10 ** 6
+    # other tests of this process may hold clients of their own: only new ones count
+    open_before, default_before = _open_clients(), _default_client()
     with pytest.raises(lk.SchedulerError,
                        match=r"cannot reach a Dask scheduler at .* within 1 s \(the scheduler's "
                              r"first message came batched with another client's\)"):
         connect(cluster.scheduler_address, timeout=1)
     assert plugin.clients > 2
     assert _clients_settle(cluster.scheduler, set())
-    assert not [c for c in Client._instances if c.status != "closed"]
-    with pytest.raises(ValueError):   # no half-made client left as the default
-        default_client()
+    assert _open_clients() <= open_before
+    assert _default_client() is default_before   # no half-made client left as the default
+
+
+def _open_clients() -> set:
+    """The ids of this process's Dask clients that are not closed."""
+    from distributed import Client
+    return {id(c) for c in list(Client._instances) if c.status != "closed"}
+
+
+def _default_client():
+    """This process's default Dask client, or None."""
+    from distributed.client import default_client
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 def test_a_dask_scheduler_by_address_survives_a_crossed_handshake(crossing_cluster):
