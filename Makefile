@@ -14,7 +14,7 @@ PIP    := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-
 # compiling it from source each time costs about 0.35 s a process (issue 45).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo lint check test soak soak-loaded bench docs clean
+.PHONY: demo lint check test coverage soak soak-loaded bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,16 +36,19 @@ demo: $(VENV)/.demo
 # minutes.  `make test` (the README's command, and CI's): the same checks, then every test,
 # on $(WORKERS) xdist workers, a file to a worker (--dist loadfile: a module's fixtures are
 # made once), the longest files first (tests/ordering.py, not xdist's most-tests-first),
-# then the tests marked serial alone; under coverage combined across the
-# workers, whose figure is printed at the end (tests/coverage_figure.py): read, never asserted.
+# then the tests marked serial alone.  `make coverage`: the same run under coverage,
+# combined across the workers and the passes, whose figure is printed at the end
+# (tests/coverage_figure.py): read, never asserted.
 # Three workers on two cores: the suite waits more than it computes (two workers kept the
 # cores 80% busy, three keep them 95%), and its parallel pass took 15:45 against 19:27 on
 # one machine (benchmarks/RESULTS.md, issue 45).
 WORKERS ?= 3
 PYTEST  := $(BIN)/python -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder
-# `make test COVERAGE=no`: the same passes without the tracer, and no figure (issue 45's
-# measure of what coverage costs the suite).
-COVERAGE ?= yes
+# Coverage is not in `make test`: Python 3.11's tracer slows every Python call of the
+# tests' own processes, and made a mix of seven heavy files take 149 s of CPU against 89 s
+# without it (benchmarks/RESULTS.md, issue 45), minutes of the 20 `make test` has on two
+# cores.  `make coverage` (or `make test COVERAGE=yes`) runs it with the tracer.
+COVERAGE ?= no
 COV      := $(if $(filter yes,$(COVERAGE)),--cov --cov-report=,)
 
 lint: $(VENV)/.test
@@ -63,7 +66,7 @@ check: lint
 # beside them at a lower priority ($(NICE)), in a session of its own whose autogroup is
 # lowered too (tests/low_priority.py: Linux shares the CPU between sessions first): it
 # takes what they leave, and they keep most of the cores when both want all.  A Ctrl-C
-# reaches it through its process group.  Each pass writes its own coverage data,
+# reaches it through its process group.  Under coverage, each pass writes its own data,
 # combined at the end: the serial pass's in a folder of its own, since the parallel pass's
 # pytest-cov combines every data file beside its own.  The serial pass's output is printed
 # when it ends; lint and types run beside both.  A failing pass still lets the other finish
@@ -101,6 +104,10 @@ test: $(VENV)/.test
 	    $(BIN)/python -m coverage combine --append test-artifacts/serial/.coverage; \
 	    $(BIN)/python tests/coverage_figure.py; }; \
 	exit $$status
+
+# Every test, as `make test`, under coverage; its figure at the end.
+coverage:
+	$(MAKE) --no-print-directory test COVERAGE=yes
 
 # The worker-loss, cancel and stress tests (marked `soak`), ten whole runs; a tally of each.
 soak: $(VENV)/.test

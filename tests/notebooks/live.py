@@ -32,9 +32,9 @@ OUTPUT_WIDTH = 700
 #: What a test asserts of the median lag (s): the board trails by a few frames at most.
 #: The figure itself (0.5 s the goal) is recorded, not asserted: on two cores that the
 #: notebook's own work keeps busy it depends on the machine's load, and labkit's rule is
-#: that speed goes to benchmarks/RESULTS.md, not into timed assertions.  `make test` runs
-#: under coverage, whose tracer slows the test process that drives the browser: notebook
-#: 03's median went from 0.9-1.5 s to 2.1 s there, hence 3 s.
+#: that speed goes to benchmarks/RESULTS.md, not into timed assertions.  `make coverage`
+#: runs under coverage, whose tracer slows the test process that drives the browser:
+#: notebook 03's median went from 0.9-1.5 s to 2.1 s there, hence 3 s.
 LAG_BOUND = 3.0
 
 _WATCH = """() => {
