@@ -62,6 +62,26 @@ def test_the_coverage_figure_reads_a_run_and_names_the_modules_it_barely_reached
     assert "labkit/scheduling" in shown.stdout   # each package has its line
 
 
+def _make(*args) -> str:
+    """What ``make`` prints for ``args`` in the repository (its stdout, stripped)."""
+    make = shutil.which("make")
+    if make is None:
+        pytest.fail("make is not installed: the README's two commands need it")
+    out = _run(make, "--no-print-directory", "-s", *args)
+    assert out.returncode in (0, 1), out.stderr   # -q answers 1: "not up to date"
+    return out.stdout.strip()
+
+
+def test_make_test_leaves_the_tracer_out_and_make_coverage_runs_the_same_under_it():
+    """Coverage's tracer is out of `make test` for its time (issue 45); `make coverage` has it."""
+    show = ("--eval", 'lk-show-cov: ; @echo "[$(COV)]"', "lk-show-cov")
+    assert _make(*show) == "[]"
+    assert _make(*show, "COVERAGE=yes") == "[--cov --cov-report=]"
+    database = _make("-pRrq", "--eval", "lk-nothing: ;", "lk-nothing")  # the rules, none run
+    recipe = database.split("\ncoverage:\n", 1)[1].split("\n\n", 1)[0]
+    assert "$(MAKE) --no-print-directory test COVERAGE=yes" in recipe, recipe
+
+
 def test_the_soak_tally_reads_each_tests_outcome_from_junit_xml(tmp_path):
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     try:
