@@ -21,9 +21,12 @@ class CrossHandshakes(SchedulerPlugin):
 
     def __init__(self, times: int):
         self.left, self.clients = times, 0
+        self.stall = 0.0   # once no crossing is left: seconds each new client's greeting waits
 
     def add_client(self, scheduler, client):
         self.clients += 1
+        if self.left <= 0 and self.stall:
+            time.sleep(self.stall)   # holds the scheduler's loop: the greeting comes late
         if self.left > 0:
             self.left -= 1
             # runs once add_client has queued stream-start, before the batch is flushed
@@ -94,6 +97,24 @@ def test_a_scheduler_crossing_every_handshake_is_a_scheduler_error_and_leaves_no
     assert _clients_settle(cluster.scheduler, set())
     assert _open_clients() <= open_before
     assert _default_client() is default_before   # no half-made client left as the default
+
+
+def test_a_last_try_that_runs_out_of_time_after_crossed_ones_still_says_they_crossed(
+        crossing_cluster):
+    """The scheduler answered every try but the last, whose greeting came after the timeout:
+    "no answer" would send the user to check a scheduler that did answer."""
+    cluster, plugin = crossing_cluster
+    plugin.left, plugin.stall = 2, 1.5
+    started = time.monotonic()
+    with pytest.raises(lk.SchedulerError,
+                       match=r"within 1 s \(the scheduler's first message came batched with "
+                             r"another client's\)") as caught:
+        connect(cluster.scheduler_address, timeout=1)
+    assert plugin.left == 0 and plugin.clients >= 3   # two crossed, then the one left waiting
+    assert "no answer" not in str(caught.value)
+    assert time.monotonic() - started < 30
+    plugin.stall = 0.0
+    assert _clients_settle(cluster.scheduler, set())
 
 
 def _open_clients() -> set:

@@ -202,16 +202,21 @@ def connect(address: str, timeout=None):
 
     address, seconds = check_address(address), connect_timeout(timeout)
     deadline = time.monotonic() + seconds
+    crossed: CrossedHandshake | None = None
     while True:
         try:
             return LabkitClient(address, timeout=seconds)
         except CrossedHandshake as exc:
+            crossed = exc
             if time.monotonic() < deadline:
                 continue
             reason: str = str(exc)
             cause: BaseException = exc
         except Exception as exc:
             reason, cause = _reason(exc), exc
+            if crossed is not None and reason == "no answer":
+                # the scheduler did answer, crossed each time; only the last try ran out
+                reason = str(crossed)
         raise SchedulerError(
             f"cannot reach a Dask scheduler at {address} within {seconds:g} s ({reason}); "
             f"check that it runs and that this machine can reach it, or wait longer "

@@ -29,17 +29,24 @@ class LabkitClient(Client):
     """``distributed.Client``, connecting as Dask's own does or closing itself again."""
 
     def start(self, **kwargs):
-        """Connect; a crossed handshake closes this client and raises ``CrossedHandshake``."""
+        """Connect; a failed handshake closes this client, a crossed one as ``CrossedHandshake``."""
         try:
             super().start(**kwargs)
-        except AssertionError as exc:  # Dask's check that stream-start came alone
-            # (see dask_adapter.handshake_comms)
-            loop = self.loop  # the comms' own: they are aborted there, before it closes
-            if loop is not None:
-                for comm in handshake_comms(exc):
-                    loop.add_callback(comm.abort)
-            with contextlib.suppress(Exception):
-                self.close()
-            raise CrossedHandshake(
-                "the scheduler's first message came batched with another client's"
-            ) from exc
+        except Exception as exc:
+            # Dask leaves a failed handshake's comm open (the scheduler keeps a client
+            # for it) and the client half made: both go here, whatever the failure.
+            self._abandon(exc)
+            if isinstance(exc, AssertionError):  # Dask's check that stream-start came alone
+                raise CrossedHandshake(
+                    "the scheduler's first message came batched with another client's"
+                ) from exc
+            raise
+
+    def _abandon(self, exc: BaseException) -> None:
+        """Abort the handshake's comms (see dask_adapter.handshake_comms) and close."""
+        loop = self.loop  # the comms' own: they are aborted there, before it closes
+        if loop is not None:
+            for comm in handshake_comms(exc):
+                loop.add_callback(comm.abort)
+        with contextlib.suppress(Exception):
+            self.close()
