@@ -57,6 +57,9 @@ __all__ = [
 #: Seconds to wait for a scheduler that does not answer, unless told otherwise.
 CONNECT_TIMEOUT = 10.0
 
+#: A failed try's reason when its exception chain says nothing more (it ran out of time).
+_NO_ANSWER = "no answer"
+
 #: Seconds one attempt to copy something to every worker may take before it is
 #: given up and tried again without the workers that did not answer.
 SCATTER_TIMEOUT = 10.0
@@ -214,7 +217,7 @@ def connect(address: str, timeout=None):
             cause: BaseException = exc
         except Exception as exc:
             reason, cause = _reason(exc), exc
-            if crossed is not None and reason == "no answer":
+            if crossed is not None and reason == _NO_ANSWER:
                 # the scheduler did answer, crossed each time; only the last try ran out
                 reason = str(crossed)
         raise SchedulerError(
@@ -230,7 +233,7 @@ def _reason(exc: BaseException | None) -> str:
     for err in reversed(cause_chain(exc)):  # innermost first
         if isinstance(err, ConnectionError) and str(err):
             return f"{type(err).__name__}: {err}"
-    return "no answer"
+    return _NO_ANSWER
 
 
 def scatter_everywhere(
