@@ -86,3 +86,57 @@ def test_the_probe_reaches_a_listening_rank_and_names_one_that_is_not():
     [(rank, address, dead, error)] = reach([(3, "127.0.0.1", port)], timeout=2)
     assert (rank, address, dead) == (3, "127.0.0.1", port)
     assert "ConnectionRefusedError" in error
+
+
+class RanksHere:
+    """The replica group's tasks run here, one after another: the probe itself is real.
+
+    Each rank's listeners are kept apart, as on a worker of its own (in one process the
+    next rank's would replace them under the group's id).
+    """
+
+    def __init__(self, gid: str, names: list[str]):
+        self.gid, self.names = gid, names
+        self.held: list[socket.socket] = []
+
+    def submit(self, rank, fn, *args):
+        return lambda: fn(*args)
+
+    def run(self, calls, phase):
+        out = []
+        for call in calls:
+            out.append(call())
+            self.held += interfaces._PROBES.pop(self.gid, [])
+        return out
+
+    def beside(self, fn, *args, workers):
+        fn(*args)
+        for s in self.held:
+            s.close()
+
+
+def test_a_peers_loopback_on_another_host_is_unreachable_without_trying(monkeypatch):
+    """On one machine both ranks' loopback listeners answer each other; on two hosts a
+    connection to the peer's 127.0.0.1 reaches the connecting host, where any process
+    listening on that port would have passed for the peer (a flaky pass in the namespace
+    tests). The probe reports such pairs without trying them."""
+    from labkit.data_parallel.dask.reach import check_reach
+    from labkit.errors import SchedulerError
+
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", loopback())
+    names = ["tcp://10.9.0.1:4001", "tcp://10.9.0.2:4002"]
+    ranks = RanksHere("two-hosts", names)
+    with pytest.raises(SchedulerError) as info:
+        check_reach(ranks, "gloo", ["10.9.0.1", "10.9.0.2"], None)
+    message = str(info.value)
+    assert "(2 of 2 connections failed)" in message, message
+    for rank, peer in ((0, 1), (1, 0)):
+        assert f"rank {rank} (worker {names[rank]}) cannot connect to rank {peer} at 127.0.0.1:" \
+            in message, message
+    assert message.count("from another host is that host itself") == 2, message
+    assert info.value.where["replica"] == 0
+    assert len(ranks.held) == 2 and all(s.fileno() == -1 for s in ranks.held)   # closed
+    # the same ranks on one host reach each other's loopback, and pass
+    ranks = RanksHere("one-host", names)
+    check_reach(ranks, "gloo", ["10.9.0.1", "10.9.0.1"], None)
+    assert len(ranks.held) == 2 and all(s.fileno() == -1 for s in ranks.held)

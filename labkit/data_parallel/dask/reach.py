@@ -6,9 +6,15 @@ sockets on the address its backend will use
 other rank's (:func:`~labkit.data_parallel.worker.network.reach`); a pair that
 cannot connect is an error naming both ranks, their addresses and the setting
 to change, instead of a rendezvous that hangs until its timeout.
+
+A peer's loopback address on another host is never tried: from there it
+names the connecting rank's own host, where an unrelated process listening
+on the same port would answer for the peer.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from ...errors import SchedulerError
 from ..worker.network import VARIABLES, close_probe, listen, reach
@@ -45,13 +51,45 @@ def check_reach(tasks: RankTasks, backend: str, hosts: list[str], store_host: st
             ]
             for r in ranks
         ]
-        failed = tasks.run([tasks.submit(r, reach, targets[r]) for r in ranks], "set-up")
+        elsewhere = [
+            [t for t in targets[r] if _loopback_elsewhere(t[1], hosts[r], hosts[t[0]])]
+            for r in ranks
+        ]
+        tried = [[t for t in targets[r] if t not in elsewhere[r]] for r in ranks]
+        failed = tasks.run([tasks.submit(r, reach, tried[r]) for r in ranks], "set-up")
     finally:
         tasks.beside(close_probe, tasks.gid, workers=list(tasks.names))
-    problems = [(r, *f) for r in ranks for f in failed[r]]
+    problems = sorted(
+        [(r, *f) for r in ranks for f in failed[r]]
+        + [(r, p, a, port, _ELSEWHERE) for r in ranks for p, a, port in elsewhere[r]]
+    )
     if problems:
         bindings = [o["binding"] for o in opened]
         raise _unreachable(tasks.names, backend, bindings, problems, sum(map(len, targets)))
+
+
+_ELSEWHERE = "a loopback address, which from another host is that host itself"
+
+
+def _loopback_elsewhere(address: str, host: str, peer_host: str) -> bool:
+    """``address`` is a loopback one and the peer is on another host than this rank.
+
+    Hosts are compared as the workers' Dask addresses give them; a worker on a
+    loopback address is on the client's machine, which may be its peer's too.
+    """
+    try:
+        target = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return target.is_loopback and host != peer_host and not _is_loopback(host)
+
+
+def _is_loopback(host: str) -> bool:
+    """``host`` (an address or a name) is this machine's loopback."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _unreachable(names, backend, bindings, problems, tried) -> SchedulerError:
