@@ -30,11 +30,14 @@ os.environ.setdefault("LABKIT_WORKER_PRELOAD", "torch")
 # Dask's own watchers, which no test reads, off or slowed in every process of the suite
 # (worker processes and notebooks' kernels inherit this environment): the statistical
 # profiler samples every thread's stack each 10 ms, the tick watch wakes the event loop
-# each 20 ms and the system monitor each 0.5 s.  An idle cluster of two worker processes
-# took 10% of a core with them and 2.4% without (issue 45).
+# each 20 ms, the system monitor each 0.5 s, and the nannies' and workers' memory watch
+# each 0.1 s (it stops a worker over its limit: no test sets one it reaches).  An idle
+# cluster of two worker processes takes a tenth of a core with Dask's defaults and a
+# fiftieth with these (benchmarks/bench_idle_cluster.py, issue 45).
 os.environ.setdefault("DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED", "False")
 os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL", "1s")
 os.environ.setdefault("DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL", "2s")
+os.environ.setdefault("DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL", "500ms")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
