@@ -22,12 +22,14 @@ class CrossHandshakes(SchedulerPlugin):
     def __init__(self, times: int):
         self.left, self.clients = times, 0
         self.stall = 0.0   # once no crossing is left: seconds each new client's greeting waits
+        self.late = 0.0    # seconds each crossed greeting waits
 
     def add_client(self, scheduler, client):
         self.clients += 1
         if self.left <= 0 and self.stall:
             time.sleep(self.stall)   # holds the scheduler's loop: the greeting comes late
         if self.left > 0:
+            time.sleep(self.late)
             self.left -= 1
             # runs once add_client has queued stream-start, before the batch is flushed
             asyncio.get_running_loop().call_soon(
@@ -113,6 +115,24 @@ def test_a_last_try_that_runs_out_of_time_after_crossed_ones_still_says_they_cro
     assert plugin.left == 0 and plugin.clients >= 3   # two crossed, then the one left waiting
     assert "no answer" not in str(caught.value)
     assert time.monotonic() - started < 30
+    plugin.stall = 0.0
+    assert _clients_settle(cluster.scheduler, set())
+
+
+def test_the_timeout_bounds_the_whole_connect_not_each_try(crossing_cluster):
+    """A try after a late crossed greeting gets the time left, not the whole timeout again:
+    with 2 s given, the first greeting crosses at 1.5 s and the next never comes in time,
+    so a second try of its own 2 s would end at 3.5 s at the earliest."""
+    cluster, plugin = crossing_cluster
+    plugin.left, plugin.late, plugin.stall = 1, 1.5, 5.0
+    started = time.monotonic()
+    with pytest.raises(lk.SchedulerError,
+                       match=r"within 2 s \(the scheduler's first message came batched with "
+                             r"another client's\)"):
+        connect(cluster.scheduler_address, timeout=2)
+    elapsed = time.monotonic() - started
+    assert plugin.left == 0 and plugin.clients == 2      # one crossed, one left waiting
+    assert elapsed < 3.0, f"connect took {elapsed:.1f} s with a timeout of 2 s"
     plugin.stall = 0.0
     assert _clients_settle(cluster.scheduler, set())
 

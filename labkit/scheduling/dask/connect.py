@@ -199,7 +199,8 @@ def connect(address: str, timeout=None):
     The error comes within ``timeout`` seconds (see :func:`connect_timeout`)
     and names the address; Dask's exception chain stays its ``__cause__``.
     A handshake that another client's message crossed (see
-    :class:`.labkit_client.CrossedHandshake`) is tried again while time is left.
+    :class:`.labkit_client.CrossedHandshake`) is tried again while time is left,
+    each try given what is left: the timeout bounds the whole call.
     """
     from .labkit_client import CrossedHandshake, LabkitClient  # distributed, when needed
 
@@ -208,7 +209,7 @@ def connect(address: str, timeout=None):
     crossed: CrossedHandshake | None = None
     while True:
         try:
-            return LabkitClient(address, timeout=seconds)
+            return LabkitClient(address, timeout=deadline - time.monotonic())
         except CrossedHandshake as exc:
             crossed = exc
             if time.monotonic() < deadline:
