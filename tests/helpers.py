@@ -1,4 +1,5 @@
-"""Functions and callables the tests ship to Dask workers (importable there)."""
+"""Functions and callables the tests ship to Dask workers (importable there), and
+:func:`until`, the tests' one bounded wait for a condition."""
 
 from __future__ import annotations
 
@@ -279,3 +280,16 @@ def own_client(address: str):
     """
     from labkit.scheduling.dask.connect import connect
     return connect(address)
+
+
+def until(condition, timeout: float = 30.0, what: str = "the condition", every: float = 0.05):
+    """Wait, at most ``timeout`` seconds, for ``condition()`` to be truthy; its value.
+
+    Runs out with an ``AssertionError`` naming ``what``; ``condition`` is looked at
+    every ``every`` seconds (more seldom where a look asks a scheduler or a job queue).
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every)
+    return value

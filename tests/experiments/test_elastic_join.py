@@ -9,19 +9,11 @@ worker starts is not what is tested, and a spawned one cost a second of CPU or m
 
 from __future__ import annotations
 
-import time
 
 import labkit as lk
 from labkit.scheduling.dask.worker_start import worker_start
 from tests.scheduling import elastic_functions as ef
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.helpers import until
 
 
 def _running_workers(run) -> set:
@@ -39,10 +31,10 @@ def test_workers_joining_mid_sweep_take_trials_and_leaving_ones_move_theirs():
         run = lk.sweep(ef.epochs, {"x": lk.uniform(0, 1), "pause": 0.4}, trials=10,
                        metric="loss", mode="min", scheduler=s, store=None, wait=False,
                        max_failures=0, seed=0)
-        _until(lambda: len(_running_workers(run)) == 1, 180, "a trial on the one worker")
+        until(lambda: len(_running_workers(run)) == 1, 180, "a trial on the one worker")
         cluster.scale(3)
         # the joined workers take trials while the sweep runs (not only after it)
-        _until(lambda: len(_running_workers(run)) == 3, 240, "trials on three workers")
+        until(lambda: len(_running_workers(run)) == 3, 240, "trials on three workers")
         cluster.scale(1)                                     # two retire under their trials
         result = run.result(timeout=400)
     assert result.counts() == {"completed": 10}, [(t.status, t.error) for t in result.trials]

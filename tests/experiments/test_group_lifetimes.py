@@ -13,6 +13,7 @@ Real worker processes under nannies, real ``DataParallelTrainer`` replicas (gloo
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -31,18 +32,13 @@ from labkit.scheduling.dask.dask_adapter import watch_retirements
 from labkit.scheduling.dask.preemption import RETIRES_AT, retires_in
 from labkit.scheduling.dask.warming import WARM, warm_workers
 from tests import helpers
+from tests.helpers import until
 
 SEEN: dict = {}  # (trial, attempt) -> what it saw; group trial functions run on client threads
 _LOCK = threading.Lock()
 
 
-def _until(condition, timeout: float, what: str):
-    """Wait (bounded) for ``condition()`` to be truthy; its value."""
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-    return value
+_until = functools.partial(until, every=0.1)   # a look asks the scheduler
 
 
 @pytest.fixture(autouse=True)

@@ -22,17 +22,10 @@ from labkit.experiments.store.changes import StoreChanges
 from labkit.experiments.store.database import SCHEMA_VERSION, Store
 from labkit.experiments.trials.record import TrialRecord
 from tests.scheduling import elastic_functions as ef
+from tests.helpers import until
 
 X = {"x": lk.uniform(0, 1), "pause": 0.4}
 DATA = os.path.join(os.path.dirname(__file__), "data")
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _running_on(run) -> dict:
@@ -128,15 +121,15 @@ def test_a_moved_trial_is_stored_loaded_listed_followed_and_counted_on_after_a_r
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         run = lk.sweep(ef.epochs, X, trials=3, metric="loss", mode="min", scheduler=s,
                        store=path, name="m", wait=False, max_failures=0, seed=0)
-        _until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
+        until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
         reader = Store(path, readonly=True)  # as the dashboard follows a store
         changes, followed = StoreChanges(reader), {}
         _follow(changes, followed)
         leaving = sorted(_running_on(run))[0]
         moved = _running_on(run)[leaving]
         s.client.retire_workers([leaving])
-        _until(lambda: run.sweep.snapshot()[moved]["moves"] == 1, 120, "the trial to move")
-        _until(lambda: _follow(changes, followed).get(moved) == 1, 60, "the follower's move")
+        until(lambda: run.sweep.snapshot()[moved]["moves"] == 1, 120, "the trial to move")
+        until(lambda: _follow(changes, followed).get(moved) == 1, 60, "the follower's move")
         run.cancel()  # the moved trial has not ended: a resume runs it again
         with pytest.raises(lk.CancelledError):
             run.result(timeout=60)
@@ -152,7 +145,7 @@ def test_a_moved_trial_is_stored_loaded_listed_followed_and_counted_on_after_a_r
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:  # resumed: it counts on
         run = lk.sweep(ef.epochs, X, trials=3, metric="loss", mode="min", scheduler=s,
                        store=path, name="m", wait=False, max_failures=0, seed=0, resume=True)
-        _until(lambda: moved in _running_on(run).values(), 180, "the moved trial running again")
+        until(lambda: moved in _running_on(run).values(), 180, "the moved trial running again")
         assert run.sweep.snapshot()[moved]["moves"] == 1  # its stored moves, known again
         leaving = next(w for w, t in _running_on(run).items() if t == moved)
         s.client.retire_workers([leaving])

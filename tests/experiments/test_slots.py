@@ -19,7 +19,6 @@ import socket
 import sys
 import textwrap
 import threading
-import time
 
 import dask
 import pytest
@@ -30,6 +29,7 @@ from labkit.experiments import launch
 from labkit.experiments.launch.slots import SlotLauncher
 from tests.experiments import closing_functions as cf
 from tests.experiments import functions as f
+from tests.helpers import until
 
 X = {"x": lk.uniform(0, 1)}
 
@@ -61,13 +61,6 @@ def _left_running(scheduler) -> dict:
     executing = scheduler.client.run(
         lambda dask_worker: [str(ts.key) for ts in dask_worker.state.executing])
     return {**processing, **{w: keys for w, keys in executing.items() if keys}}
-
-
-def _until(condition, timeout: float = 30.0, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_a_sweep_in_slots_equals_a_task_a_trial_with_two_tasks_in_all(processes, monkeypatch):
@@ -102,8 +95,8 @@ def test_a_trial_stopped_by_hand_and_trials_added_in_slots(processes, tmp_path):
     run = lk.sweep(f.slow_steps, {"steps": 300, "x": lk.uniform(0, 1)}, trials=2,
                    metric="loss", mode="min", scheduler=processes,
                    store=tmp_path / "s.db", name="live", wait=False)
-    _until(lambda: any(r["step"] is not None and r["step"] >= 3
-                       for r in run.sweep.snapshot() if r["id"] == 0), what="trial 0's step 3")
+    until(lambda: any(r["step"] is not None and r["step"] >= 3
+                      for r in run.sweep.snapshot() if r["id"] == 0), what="trial 0's step 3")
     assert run.sweep.stop(0) is True
     assert run.sweep.stop(1) is True
     assert run.sweep.add(2) == [2, 3]
@@ -119,16 +112,16 @@ def test_a_trial_stopped_by_hand_and_trials_added_in_slots(processes, tmp_path):
 def test_a_cancel_ends_every_slot_task(processes, tmp_path):
     run = lk.sweep(f.slow_steps, X, trials=6, metric="loss", mode="min", scheduler=processes,
                    store=tmp_path / "s.db", name="c", wait=False)
-    _until(lambda: sum(r["status"] == "running" for r in run.sweep.snapshot()) == 2,
-           what="two running trials")
+    until(lambda: sum(r["status"] == "running" for r in run.sweep.snapshot()) == 2,
+          what="two running trials")
     run.cancel()
     with pytest.raises(lk.CancelledError):
         run.result(timeout=30)
     assert [t["status"] for t in run.sweep.snapshot()][:2] == ["cancelled", "cancelled"]
     # the slots saw their lines close and returned: none is left on a worker's thread
-    _until(lambda: _left_running(processes) == {}, timeout=5, what="the slots to end")
-    _until(lambda: not [k for keys in processes.client.has_what().values() for k in keys
-                        if "labkit" in str(k)], timeout=5, what="the slots' keys to go")
+    until(lambda: _left_running(processes) == {}, timeout=5, what="the slots to end")
+    until(lambda: not [k for keys in processes.client.has_what().values() for k in keys
+                       if "labkit" in str(k)], timeout=5, what="the slots' keys to go")
     assert processes.total_open_tasks == 0
 
 
@@ -189,8 +182,8 @@ def test_a_cancelled_sweep_resumed_in_slots_goes_on_from_each_checkpoint(process
     space = {"x": lk.uniform(0.5, 1.5), "steps": 40, "pause": 0.05, "folder": str(folder)}
     run = lk.sweep(f.marked, space, trials=3, metric="score", mode="max", seed=2,
                    scheduler=processes, store=store, name="again", wait=False)
-    _until(lambda: sum((r["step"] or 0) >= 2 for r in run.sweep.snapshot()) == 2,
-           what="two trials past step 2")
+    until(lambda: sum((r["step"] or 0) >= 2 for r in run.sweep.snapshot()) == 2,
+          what="two trials past step 2")
     run.cancel()
     with pytest.raises(lk.CancelledError):
         run.result(timeout=30)
@@ -215,16 +208,16 @@ def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_s
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         run = lk.sweep(f.gated_pid_and_steps, {"steps": 10, "pause": 0.1, "gate": gate}, trials=4,
                        metric="score", mode="max", scheduler=s, store=None, wait=False)
-        _until(lambda: (lambda h: bool(h) and h[-1][0] >= 3)(
-            run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
+        until(lambda: (lambda h: bool(h) and h[-1][0] >= 3)(
+           run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
         row = run.sweep.snapshot(history=True)[0]
         killed, address, at = int(row["history"][-1][1]["pid"]), row["worker"], \
             row["history"][-1][0]
         os.kill(killed, signal.SIGKILL)
         run.sweep.add(8)       # 8 s of trials for one slot: the new worker's slot starts meanwhile
         # the nanny starts a new worker process; trials added then run on it too
-        _until(lambda: len(s.client.nthreads()) == 2 and address not in s.client.nthreads(),
-               timeout=240, what="the worker to come back")
+        until(lambda: len(s.client.nthreads()) == 2 and address not in s.client.nthreads(),
+              timeout=240, what="the worker to come back")
         open(gate, "w").close()
         result = run.result(timeout=240)
         assert _left_running(s) == {}
@@ -276,7 +269,7 @@ def test_a_shutdown_under_running_slots_lets_every_worker_process_close_itself()
             processes = [n.process.process for n in s.cluster.workers.values()]
             run = lk.sweep(cf.long_step, X, trials=4, metric="loss", mode="min", scheduler=s,
                            store=None, wait=False)
-            _until(lambda: _running(run, 2), timeout=120, what="two trials in their long step")
+            until(lambda: _running(run, 2), timeout=120, what="two trials in their long step")
         finally:
             s.shutdown()
         with pytest.raises((lk.SchedulerError, lk.CancelledError)):
@@ -315,7 +308,7 @@ def test_workers_that_reach_their_lifetime_close_under_slots_and_their_nannies_r
             steps = [step for step, _, _ in t.history]
             assert t.attempts >= 2 and steps == list(range(len(steps))), (t.attempts, steps)
             assert len({m["pid"] for _, m, _ in t.history}) >= 2   # on another worker process
-        _until(lambda: len(client.nthreads()) == 2, timeout=300, what="the workers to return")
+        until(lambda: len(client.nthreads()) == 2, timeout=300, what="the workers to return")
         said = nanny.messages()    # (the cluster's own close, next, is not under test)
     assert any("Restarting worker" in m for m in said), said
     assert not [m for m in said if "still alive" in m], said
@@ -343,14 +336,14 @@ def test_connections_that_never_authenticate_hold_up_no_slot_and_leave_no_thread
         assert run.result(timeout=120).counts() == {"completed": 6}
         run = lk.sweep(f.slow_steps, X, trials=4, metric="loss", mode="min",
                        scheduler=processes, store=None, wait=False)
-        _until(lambda: _running(run, 2), timeout=120, what="two running trials")
+        until(lambda: _running(run, 2), timeout=120, what="two running trials")
         run.cancel()
         with pytest.raises(lk.CancelledError):
             run.result(timeout=60)
         # the listener's threads (accepting, handshakes, lines) end with the sweep
-        _until(lambda: not [t for t in threading.enumerate()
-                            if t.name.startswith("labkit-sweep-")],
-               timeout=30, what="the listeners' threads to end")
+        until(lambda: not [t for t in threading.enumerate()
+                           if t.name.startswith("labkit-sweep-")],
+              timeout=30, what="the listeners' threads to end")
     finally:
         for sock in attackers:
             sock.close()

@@ -14,6 +14,7 @@ import labkit as lk
 from labkit.events import SweepStarted, TrialFinished, TrialReported, TrialStarted
 from labkit.experiments.store.database import Store
 from tests.experiments import functions as f
+from tests.helpers import until
 
 X = {"x": lk.uniform(0, 1)}
 
@@ -127,8 +128,8 @@ def test_a_trial_stopped_by_hand_and_trials_added_to_a_running_sweep(threads_sch
     run = lk.sweep(f.slow_steps, {"steps": 60, "x": lk.uniform(0, 1)}, trials=2,
                    metric="loss", mode="min", scheduler=threads_scheduler,
                    store=tmp_path / "s.db", name="live", wait=False)
-    _until(lambda: any(r["step"] is not None and r["step"] >= 3
-                       for r in run.sweep.snapshot() if r["id"] == 0))
+    until(lambda: any(r["step"] is not None and r["step"] >= 3
+                      for r in run.sweep.snapshot() if r["id"] == 0))
     assert run.sweep.stop(0) is True
     assert run.sweep.add(2) == [2, 3]
     result = run.result(timeout=60)
@@ -143,7 +144,7 @@ def test_a_cancel_stops_every_trial_and_leaves_the_store_consistent(where, dask_
     scheduler = dask_scheduler if where == "processes" else threads_scheduler
     run = lk.sweep(f.slow_steps, {"x": lk.uniform(0, 1)}, trials=6, metric="loss", mode="min",
                    scheduler=scheduler, store=tmp_path / "s.db", name="c", wait=False)
-    _until(lambda: sum(r["status"] == "running" for r in run.sweep.snapshot()) == 2)
+    until(lambda: sum(r["status"] == "running" for r in run.sweep.snapshot()) == 2)
     began = time.monotonic()
     run.cancel()
     with pytest.raises(lk.CancelledError):
@@ -204,10 +205,3 @@ def meeting_trial(config, trial):
     finally:
         with _RUNNING:
             RUNNING["now"] -= 1
-
-
-def _until(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)

@@ -7,7 +7,6 @@ running trial, and a cluster that starts with no worker and then scales up.
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -15,16 +14,9 @@ import labkit as lk
 from labkit.events import SweepStarted, SweepWaiting, TrialMoved, TrialStarted
 from tests.experiments import objective_functions as F
 from tests.scheduling import elastic_functions as ef
+from tests.helpers import until
 
 XY = {"x": lk.uniform(0, 1), "y": lk.uniform(0, 1)}
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _running_on(run) -> dict:
@@ -73,7 +65,7 @@ def test_a_trial_that_moves_is_told_with_the_worker_it_left(recorder):
             run = lk.sweep(ef.epochs, {"x": lk.uniform(0, 1), "pause": 0.4}, trials=3,
                            metric="loss", mode="min", scheduler=s, store=None, wait=False,
                            max_failures=0, seed=0)
-            _until(lambda: len(_running_on(run)) == 2, 180, "two trials on two workers")
+            until(lambda: len(_running_on(run)) == 2, 180, "two trials on two workers")
             leaving = sorted(_running_on(run))[0]
             moved = _running_on(run)[leaving]
             s.client.retire_workers([leaving])
@@ -101,7 +93,7 @@ def _sweep_from_no_worker(recorder):
         try:
             run = lk.sweep(ef.square, {"x": lk.uniform(0, 1)}, trials=2, metric="loss",
                            mode="min", scheduler=s, store=None, wait=False, seed=0)
-            _until(lambda: recorder.of(SweepWaiting), 120, "the sweep to say it waits")
+            until(lambda: recorder.of(SweepWaiting), 120, "the sweep to say it waits")
             cluster.scale(1)
             return run, run.result(timeout=300)
         finally:

@@ -16,14 +16,7 @@ from labkit.views.sweep.frames import FrameEncoder
 from labkit.views.sweep.workers import WorkerSteps
 from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.experiments import gate_functions as gf
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.helpers import until
 
 
 def test_a_sweep_tells_its_workers_as_the_cluster_scales_1_2_1(recorder, tmp_path, monkeypatch):
@@ -50,14 +43,14 @@ def test_a_sweep_tells_its_workers_as_the_cluster_scales_1_2_1(recorder, tmp_pat
                            seed=0, max_failures=0)
             frames = FrameEncoder(tracker)
             frames.workers = steps
-            _until(lambda: told() == [1], 120, "the sweep to tell its one worker")
+            until(lambda: told() == [1], 120, "the sweep to tell its one worker")
             assert frames.paint()["workers"]["steps"][0][1:] == [1, 1]
             cluster.scale(2)
-            _until(lambda: told() == [1, 2], 120, "the sweep to tell the worker that joined")
+            until(lambda: told() == [1, 2], 120, "the sweep to tell the worker that joined")
             delta = frames.delta(tracker.take())
             assert [n for _, n, _ in delta["workers"]["steps"]] == [2]
             cluster.scale(1)
-            _until(lambda: told() == [1, 2, 1], 120, "the sweep to tell the worker that left")
+            until(lambda: told() == [1, 2, 1], 120, "the sweep to tell the worker that left")
             gate.touch()
             result = run.result(timeout=300)
         finally:

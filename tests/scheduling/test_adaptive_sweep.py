@@ -10,25 +10,21 @@ clusters' are), not each a new interpreter: how a worker starts is not what is t
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 import threading
-import time
 
 import labkit as lk
 from labkit.scheduling.dask.worker_start import worker_start
 from tests.scheduling import elastic_functions as ef
+from tests.helpers import until
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+_until = functools.partial(until, every=0.1)   # a look asks the scheduler
 
 
 def test_an_adaptive_cluster_grows_for_a_sweep_and_shrinks_back_after():

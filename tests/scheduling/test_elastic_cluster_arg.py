@@ -8,23 +8,18 @@ anything is reached.
 
 from __future__ import annotations
 
-import time
+import functools
 
 import pytest
 
 import labkit as lk
 from tests.scheduling.elastic_functions import square
+from tests.helpers import until
 
 pytest.importorskip("dask_jobqueue")
 
 
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+_until = functools.partial(until, every=0.1)   # a look asks the scheduler
 
 
 def test_a_local_cluster_given_runs_tasks_and_a_sweep_and_is_left_running():

@@ -10,22 +10,18 @@ no failure), and adapt starts new jobs.  An ASHA sweep ends with no failed trial
 
 from __future__ import annotations
 
-import time
+import functools
 
 import pytest
 
 import labkit as lk
 from tests.scheduling import elastic_functions as ef
+from tests.helpers import until
 
 pytest.importorskip("dask_jobqueue")
 
 
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+_until = functools.partial(until, every=0.2)   # a look asks the job queue
 
 
 @pytest.mark.soak

@@ -14,18 +14,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import labkit as lk
 from labkit.scheduling.dask.dask_adapter import left_gracefully, watch_retirements
-
-
-def until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
+from tests.helpers import until
 
 
 @contextlib.contextmanager

@@ -9,7 +9,6 @@ cluster with no worker that then scales up, a cluster that grows and shrinks.
 from __future__ import annotations
 
 import contextlib
-import time
 
 import pytest
 
@@ -33,17 +32,10 @@ from tests.browser import chromium
 from tests.conftest import ROOT
 from tests.scheduling import elastic_functions as ef
 from tests.views.sweep_page_harness import Board, served_harness
+from tests.helpers import until
 
 X = {"x": lk.uniform(0, 1)}
 SPACE = {"x": {"type": "uniform", "lo": 0, "hi": 1}}
-
-
-def _until(condition, timeout: float, what: str) -> None:
-    """Wait (bounded) for ``condition()``."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _running_on(run) -> dict:
@@ -108,11 +100,11 @@ def test_a_retired_worker_under_a_checkpointing_trial_marks_it_moved_on_the_boar
             run = lk.sweep(ef.epochs, {**X, "pause": 0.4}, trials=3, metric="loss", mode="min",
                            scheduler=s, store=None, wait=False, max_failures=0, seed=0)
             frames = FrameEncoder(tracker)
-            _until(lambda: len(_running_on(run)) == 2, 180, "two trials on two workers")
+            until(lambda: len(_running_on(run)) == 2, 180, "two trials on two workers")
             leaving = sorted(_running_on(run))[0]
             moved = _running_on(run)[leaving]
             s.client.retire_workers([leaving])  # its nanny closes: the trial moves
-            _until(lambda: tracker.trial(moved).moves >= 1, 180, "the board to hear of the move")
+            until(lambda: tracker.trial(moved).moves >= 1, 180, "the board to hear of the move")
             assert _moves(frames.delta(tracker.take())).get(moved, 0) >= 1
             result = run.result(timeout=300)
         finally:
@@ -134,12 +126,12 @@ def test_a_sweep_on_a_cluster_with_no_worker_shows_waiting_for_workers_until_one
             run = lk.sweep(ef.square, X, trials=2, metric="loss", mode="min", scheduler=s,
                            store=None, wait=False, seed=0)
             frames = FrameEncoder(tracker)
-            _until(lambda: tracker.waiting, 120, "the board to say it waits")
+            until(lambda: tracker.waiting, 120, "the board to say it waits")
             assert frames.paint()["waiting"] is True
             assert "waiting for workers" in _status(tracker, tracker.best())
             cluster.scale(1)
             result = run.result(timeout=300)
-            _until(lambda: not tracker.waiting, 120, "the board to stop saying it waits")
+            until(lambda: not tracker.waiting, 120, "the board to stop saying it waits")
         finally:
             unsubscribe()
     assert result.counts() == {"completed": 2}
@@ -158,7 +150,7 @@ def test_the_dashboard_draws_the_workers_leaving_and_joining():
         client.wait_for_workers(2, timeout=120)
         sampler.sample()
         client.retire_workers([sorted(client.nthreads())[0]])
-        _until(lambda: len(client.nthreads()) == 1, 120, "a worker to leave")
+        until(lambda: len(client.nthreads()) == 1, 120, "a worker to leave")
         sampler.sample()
         count.update()
     assert [n for _, n in sampler.workers_over_time()] == [1, 2, 1]
