@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import labkit as lk
 from labkit.experiments import launch
-from tests.experiments.test_retire_moves import X, _check_moved, _running_on, _until
+from tests.experiments.test_retire_moves import X, _check_moved, _running_on
+from tests.helpers import until
 from tests.scheduling import elastic_functions as ef
 
 
@@ -18,7 +19,7 @@ def test_a_retired_workers_trial_task_moves_and_max_failures_zero_holds(monkeypa
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         run = lk.sweep(ef.epochs, {**X, "pause": 0.4}, trials=4, metric="loss", mode="min",
                        scheduler=s, store=None, wait=False, max_failures=0, seed=0)
-        _until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
+        until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
         leaving = sorted(_running_on(run))[0]
         s.client.retire_workers([leaving])
         result = run.result(timeout=300)

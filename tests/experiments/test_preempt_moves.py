@@ -20,7 +20,8 @@ import labkit as lk
 from labkit.experiments import launch
 from tests.experiments.test_group_faults import STEPS
 from tests.experiments.test_group_trials import batch, model_and_opt
-from tests.experiments.test_retire_moves import X, _check_moved, _running_on, _until
+from tests.experiments.test_retire_moves import X, _check_moved, _running_on
+from tests.helpers import until
 from tests.scheduling import elastic_functions as ef
 from tests.scheduling.test_preemption import dask_worker
 
@@ -33,7 +34,7 @@ def test_a_signalled_workers_slot_trial_moves_on_sigterm_and_is_lost_on_sigkill(
     with lk.DaskScheduler(mode="processes", n_workers=2, threads_per_worker=1) as s:
         run = lk.sweep(ef.epochs, {**X, "pause": 0.4}, trials=4, metric="loss", mode="min",
                        scheduler=s, store=None, wait=False, max_failures=0, seed=0)
-        _until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
+        until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
         leaving = sorted(_running_on(run))[0]
         os.kill(s.run_on_workers(os.getpid)[leaving], getattr(signal, sig))
         result = run.result(timeout=300)
@@ -53,7 +54,7 @@ def test_a_sigterm_to_a_dask_worker_moves_its_trial_task(monkeypatch):
             dask_worker(s.client) as (proc, address):
         run = lk.sweep(ef.epochs, {**X, "pause": 0.4}, trials=4, metric="loss", mode="min",
                        scheduler=s, store=None, wait=False, max_failures=0, seed=0)
-        _until(lambda: address in _running_on(run), 180, "a trial running on the dask worker")
+        until(lambda: address in _running_on(run), 180, "a trial running on the dask worker")
         proc.send_signal(signal.SIGTERM)  # the nanny closes its worker, as on a pod's eviction
         result = run.result(timeout=300)
         assert proc.wait(60) == 0
@@ -79,7 +80,7 @@ def preempted_trial(config, trial):
             if step == 2 and trial.attempt == 0:
                 seen["left"] = leaving = sorted(trial.workers)[0]
                 os.kill(client.run(os.getpid, workers=[leaving])[leaving], signal.SIGTERM)
-                _until(lambda w=leaving: w not in client.nthreads(), 120, "the worker to leave")
+                until(lambda w=leaving: w not in client.nthreads(), 120, "the worker to leave")
             loss = trainer.step(*batch(step))
             trial.report(step + 1, loss=loss)
             trial.checkpoint({"model": trainer.sync_model().state_dict(), "step": step + 1})
