@@ -153,11 +153,16 @@ def check_live(page) -> None:
     assert len(seen[0]) >= 4, [len(s) for s in seen]
     counts = {m for text in seen[0] for m in re.findall(r"\d+/\d+ \(\d+%\)", text)}
     # a count that grew, not only the final one, whenever the page got the run in two frames
-    # or more.  Beside a second test run (load 8-10) the board was made 0.9 s after the run's
-    # first event, when its last had come: its first frame held all 169 (issue 44); alone
-    # the first frame comes 0.2 s in and three frames show the run.
+    # or more and the first held at most half of its events.  Beside a second test run
+    # (load 8-10) the board was made 0.9 s after the run's first event, when its last had
+    # come: its first frame held all 169 (issue 44).  In a CI run the first frame came
+    # 0.45 s in with 143 of them, the training's 24 tasks all done, and two frames of the
+    # last events followed: it could only show the final count.  Alone the first frame
+    # comes 0.2 s in (11 events of 28 in two frames, here).
     with_events = [f for f in frames if f["events"]]
-    if len(with_events) >= 2:
+    first_half = with_events and with_events[0]["events"] <= sum(
+        f["events"] for f in with_events) / 2
+    if len(with_events) >= 2 and first_half:
         assert len(counts) >= 2, (sorted(counts), with_events)
     assert lags and summary["median_s"] <= live.LAG_BOUND, summary
 
