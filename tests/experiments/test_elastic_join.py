@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import labkit as lk
 from labkit.scheduling.dask.worker_start import worker_start
-from tests.scheduling import elastic_functions as ef
 from tests.helpers import until
+from tests.scheduling import elastic_functions as ef
 
 
 def _running_workers(run) -> set:

@@ -32,13 +32,12 @@ from labkit.scheduling.dask.dask_adapter import watch_retirements
 from labkit.scheduling.dask.preemption import RETIRES_AT, retires_in
 from labkit.scheduling.dask.warming import WARM, warm_workers
 from tests import helpers
-from tests.helpers import until
 
 SEEN: dict = {}  # (trial, attempt) -> what it saw; group trial functions run on client threads
 _LOCK = threading.Lock()
 
 
-_until = functools.partial(until, every=0.1)   # a look asks the scheduler
+_until = functools.partial(helpers.until, every=0.1)   # a look asks the scheduler
 
 
 @pytest.fixture(autouse=True)

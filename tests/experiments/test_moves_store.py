@@ -21,8 +21,8 @@ from labkit.experiments.store.catalog import format_summaries, summaries
 from labkit.experiments.store.changes import StoreChanges
 from labkit.experiments.store.database import SCHEMA_VERSION, Store
 from labkit.experiments.trials.record import TrialRecord
-from tests.scheduling import elastic_functions as ef
 from tests.helpers import until
+from tests.scheduling import elastic_functions as ef
 
 X = {"x": lk.uniform(0, 1), "pause": 0.4}
 DATA = os.path.join(os.path.dirname(__file__), "data")

@@ -8,10 +8,8 @@ A sweep with no worker left says it waits for workers, then goes on.
 
 from __future__ import annotations
 
-
 import labkit as lk
 from tests import helpers
-from tests.helpers import until
 from tests.scheduling import elastic_functions as ef
 
 X = {"x": lk.uniform(0, 1)}
@@ -41,7 +39,7 @@ def test_retire_workers_under_running_trials_moves_them_and_max_failures_zero_ho
     with lk.DaskScheduler(mode="processes", n_workers=2) as s:
         run = lk.sweep(ef.epochs, {**X, "pause": 0.4}, trials=4, metric="loss", mode="min",
                        scheduler=s, store=None, wait=False, max_failures=0, seed=0)
-        until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
+        helpers.until(lambda: len(_running_on(run)) == 2, 180, "two trials running on two workers")
         leaving = sorted(_running_on(run))[0]
         s.client.retire_workers([leaving])                  # the worker and its nanny close
         result = run.result(timeout=300)
@@ -58,7 +56,7 @@ def test_workers_that_reach_their_lifetime_restart_and_their_trials_move_not_fai
                        scheduler=s, store=None, wait=False, max_failures=0, seed=0)
         result = run.result(timeout=400)
         _check_moved(result, 4, elsewhere=False)  # a trial may move before its first report
-        until(lambda: len(s.client.nthreads()) == 2, 300, "the workers to restart")
+        helpers.until(lambda: len(s.client.nthreads()) == 2, 300, "the workers to restart")
     # both workers left at once (no stagger): the sweep said it waited, and went on
     assert any("is waiting for workers" in m for m in said.messages), said.messages
     assert not any("lost its worker" in m for m in said.messages), said.messages

@@ -209,7 +209,7 @@ def test_a_worker_killed_under_a_trial_restarts_it_from_its_checkpoint_and_its_s
         run = lk.sweep(f.gated_pid_and_steps, {"steps": 10, "pause": 0.1, "gate": gate}, trials=4,
                        metric="score", mode="max", scheduler=s, store=None, wait=False)
         until(lambda: (lambda h: bool(h) and h[-1][0] >= 3)(
-           run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
+            run.sweep.snapshot(history=True)[0]["history"]), what="trial 0's step 3")
         row = run.sweep.snapshot(history=True)[0]
         killed, address, at = int(row["history"][-1][1]["pid"]), row["worker"], \
             row["history"][-1][0]

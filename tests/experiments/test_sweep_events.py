@@ -13,8 +13,8 @@ import pytest
 import labkit as lk
 from labkit.events import SweepStarted, SweepWaiting, TrialMoved, TrialStarted
 from tests.experiments import objective_functions as F
-from tests.scheduling import elastic_functions as ef
 from tests.helpers import until
+from tests.scheduling import elastic_functions as ef
 
 XY = {"x": lk.uniform(0, 1), "y": lk.uniform(0, 1)}
 

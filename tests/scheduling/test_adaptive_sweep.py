@@ -18,8 +18,8 @@ import threading
 
 import labkit as lk
 from labkit.scheduling.dask.worker_start import worker_start
-from tests.scheduling import elastic_functions as ef
 from tests.helpers import until
+from tests.scheduling import elastic_functions as ef
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

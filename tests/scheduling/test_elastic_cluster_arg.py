@@ -13,8 +13,8 @@ import functools
 import pytest
 
 import labkit as lk
-from tests.scheduling.elastic_functions import square
 from tests.helpers import until
+from tests.scheduling.elastic_functions import square
 
 pytest.importorskip("dask_jobqueue")
 

@@ -15,8 +15,8 @@ import functools
 import pytest
 
 import labkit as lk
-from tests.scheduling import elastic_functions as ef
 from tests.helpers import until
+from tests.scheduling import elastic_functions as ef
 
 pytest.importorskip("dask_jobqueue")
 

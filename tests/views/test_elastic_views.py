@@ -30,9 +30,9 @@ from labkit.views.trackers.cluster_sampler import ClusterSampler
 from labkit.views.trackers.sweep_tracker import SweepTracker
 from tests.browser import chromium
 from tests.conftest import ROOT
+from tests.helpers import until
 from tests.scheduling import elastic_functions as ef
 from tests.views.sweep_page_harness import Board, served_harness
-from tests.helpers import until
 
 X = {"x": lk.uniform(0, 1)}
 SPACE = {"x": {"type": "uniform", "lo": 0, "hi": 1}}

@@ -14,9 +14,8 @@ on the same port would answer for the peer.
 
 from __future__ import annotations
 
-import ipaddress
-
 from ...errors import SchedulerError
+from ...scheduling.dask.connect import is_loopback_host
 from ..worker.network import VARIABLES, close_probe, listen, reach
 from .tasks import RankTasks
 
@@ -77,19 +76,7 @@ def _loopback_elsewhere(address: str, host: str, peer_host: str) -> bool:
     Hosts are compared as the workers' Dask addresses give them; a worker on a
     loopback address is on the client's machine, which may be its peer's too.
     """
-    try:
-        target = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return target.is_loopback and host != peer_host and not _is_loopback(host)
-
-
-def _is_loopback(host: str) -> bool:
-    """``host`` (an address or a name) is this machine's loopback."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
+    return is_loopback_host(address) and host != peer_host and not is_loopback_host(host)
 
 
 def _unreachable(names, backend, bindings, problems, tried) -> SchedulerError:

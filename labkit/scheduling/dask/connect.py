@@ -41,6 +41,7 @@ __all__ = [
     "connect_timeout",
     "connect",
     "on_loopback",
+    "is_loopback_host",
     "scheduler_identity",
     "scatter_everywhere",
     "cancel_futures",
@@ -148,20 +149,28 @@ def on_loopback(addresses) -> bool:
     >>> on_loopback(["tcp://127.0.0.1:4000", "tcp://10.0.0.5:4000"])
     False
     """
-    import ipaddress
-
     from distributed.comm import get_address_host
 
     def local(address: str) -> bool:
-        if address.startswith("inproc://"):
-            return True
-        host = get_address_host(address)
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return host == "localhost"
+        return address.startswith("inproc://") or is_loopback_host(get_address_host(address))
 
     return all(map(local, addresses))
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an IP address or a name) is this machine's loopback.
+
+    >>> is_loopback_host("127.0.0.1"), is_loopback_host("::1"), is_loopback_host("localhost")
+    (True, True, True)
+    >>> is_loopback_host("10.0.0.5"), is_loopback_host("node-3")
+    (False, False)
+    """
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def check_limit(name: str, value, allow_none: bool = True) -> None:
